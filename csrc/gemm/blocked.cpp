@@ -1,0 +1,173 @@
+// The BLIS five-loop GEMM over a kernel set: jc (nc) -> pc (kc, pack B) -> ic (mc, pack A) -> jr (NR) ->
+// ir (MR) -> micro-kernel. Threads split the rows and the NR-panels of each B panel between them.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "opbench/aligned.hpp"
+#include "opbench/gemm.hpp"
+#include "opbench/thread_pool.hpp"
+
+namespace opbench {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Scratch reused across calls from the same calling thread: reallocating (and page-faulting) megabytes of
+// panels on every call would dominate small problems.
+struct Workspace {
+  AlignedBuffer b_panel;  // kc x round_up(nc, NR), shared by all threads
+  AlignedBuffer a_blocks;  // per thread: round_up(mc, MR) x kc
+  AlignedBuffer c_f32;     // fp16 output only: m x nc fp32 accumulator
+};
+
+Workspace& thread_workspace() {
+  static thread_local Workspace ws;
+  return ws;
+}
+
+// Split `threads` into a grid tm x tn over (MR-row panels of M) x (NR-column panels of one B panel) that
+// minimises the padded micro-tiles of the busiest thread; ties prefer more row groups. Splitting columns
+// repeats A packing, but each thread then reads only the B micro-panels it packed itself (in its own L2);
+// charging the repeated packing (tried: a cost of NR columns per row) made 256^3 to 512^3 on 2 Zen 5 cores
+// 10-25% slower, because row splits read half of B from the other core.
+void choose_grid(int threads, int64_t row_panels, int64_t col_panels, int& tm, int& tn) {
+  int64_t best = -1;
+  tm = 1;
+  tn = 1;
+  for (int t_m = threads; t_m >= 1; --t_m) {
+    if (threads % t_m != 0) continue;
+    const int t_n = threads / t_m;
+    const int64_t work = ceil_div(row_panels, t_m) * ceil_div(col_panels, t_n);
+    if (best < 0 || work < best) {
+      best = work;
+      tm = t_m;
+      tn = t_n;
+    }
+  }
+}
+
+// Half-open range [lo, hi) of `parts` near-equal shares of `total` items for share `idx`.
+void share(int64_t total, int parts, int idx, int64_t& lo, int64_t& hi) {
+  const int64_t base = total / parts, extra = total % parts;
+  lo = idx * base + std::min<int64_t>(idx, extra);
+  hi = lo + base + (idx < extra ? 1 : 0);
+}
+
+}  // namespace
+
+Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
+  const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float));
+  if (requested.mc <= 0) requested.mc = model.mc;
+  if (requested.nc <= 0) requested.nc = model.nc;
+  if (requested.kc <= 0) requested.kc = model.kc;
+  return requested;
+}
+
+void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
+  const int64_t MR = ks.mr, NR = ks.nr;
+  const int64_t mc = std::min(blk.mc, p.m);
+  const int64_t nc = std::min(blk.nc, p.n);
+  const int64_t kc = std::min(blk.kc, p.k);
+  const bool f16 = p.dtype == Dtype::f16;
+
+  const int64_t row_panels = ceil_div(p.m, MR);
+  const int64_t col_panels = ceil_div(nc, NR);
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, row_panels * col_panels)));
+  int tm = 1, tn = 1;
+  choose_grid(threads, row_panels, col_panels, tm, tn);
+
+  Workspace& ws = thread_workspace();
+  const int64_t b_floats = kc * round_up(nc, NR);
+  // Rows per thread are MR-aligned shares of M, processed mc rows (rounded up to MR) at a time.
+  const int64_t a_rows = std::min(round_up(mc, MR), ceil_div(row_panels, tm) * MR);
+  const int64_t a_stride = round_up(a_rows * kc, 1024);  // 4 KiB apart: no false sharing between threads
+  float* b_panel = static_cast<float*>(ws.b_panel.reserve(b_floats * sizeof(float)));
+  float* a_blocks = static_cast<float*>(ws.a_blocks.reserve(a_stride * threads * sizeof(float)));
+  const int64_t c32_ld = round_up(nc, 16);
+  float* c32 = f16 ? static_cast<float*>(ws.c_f32.reserve(p.m * c32_ld * sizeof(float))) : nullptr;
+
+  SpinBarrier barrier(threads);
+  auto body = [&](int tid) {
+    const int ti = tid / tn, tj = tid % tn;
+    int64_t rp_lo, rp_hi;
+    share(row_panels, tm, ti, rp_lo, rp_hi);
+    const int64_t m_lo = rp_lo * MR, m_hi = std::min(p.m, rp_hi * MR);
+    float* a_pack = a_blocks + a_stride * tid;
+
+    for (int64_t jc = 0; jc < p.n; jc += nc) {
+      const int64_t nb = std::min(nc, p.n - jc);
+      const int64_t panels = ceil_div(nb, NR);
+      int64_t q_lo, q_hi;
+      share(panels, tn, tj, q_lo, q_hi);
+      float* c_base = f16 ? c32 : static_cast<float*>(p.c) + jc;
+      const int64_t c_ld = f16 ? c32_ld : p.ldc;
+
+      for (int64_t pc = 0; pc < p.k; pc += kc) {
+        const int64_t kb = std::min(kc, p.k - pc);
+        // All threads pack this B panel together, one NR-column micro-panel at a time.
+        int64_t pk_lo, pk_hi;
+        share(panels, threads, tid, pk_lo, pk_hi);
+        for (int64_t q = pk_lo; q < pk_hi; ++q) {
+          const int64_t cols = std::min(NR, nb - q * NR);
+          float* dst = b_panel + q * kb * NR;
+          if (f16) {
+            ks.pack_b_f16(static_cast<const uint16_t*>(p.b) + pc * p.ldb + jc + q * NR, p.ldb, kb, cols, dst);
+          } else {
+            ks.pack_b_f32(static_cast<const float*>(p.b) + pc * p.ldb + jc + q * NR, p.ldb, kb, cols, dst);
+          }
+        }
+        barrier.wait();
+
+        for (int64_t ic = m_lo; ic < m_hi; ic += mc) {
+          const int64_t mb = std::min(mc, m_hi - ic);
+          if (f16) {
+            ks.pack_a_f16(static_cast<const uint16_t*>(p.a) + ic * p.lda + pc, p.lda, mb, kb, a_pack);
+          } else {
+            ks.pack_a_f32(static_cast<const float*>(p.a) + ic * p.lda + pc, p.lda, mb, kb, a_pack);
+          }
+          for (int64_t q = q_lo; q < q_hi; ++q) {
+            const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
+            const float* bp = b_panel + q * kb * NR;
+            for (int64_t r = 0; r * MR < mb; ++r) {
+              const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
+              ks.ukernel(kb, a_pack + r * MR * kb, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld, pc > 0,
+                         m_valid, n_valid);
+            }
+          }
+        }
+        barrier.wait();  // nobody may repack B while another thread still reads it
+      }
+
+      if (f16 && m_hi > m_lo && q_hi > q_lo) {
+        const int64_t col0 = q_lo * NR, cols = std::min(nb, q_hi * NR) - col0;
+        ks.store_f16(c32 + m_lo * c32_ld + col0, c32_ld, m_hi - m_lo, cols,
+                     static_cast<uint16_t*>(p.c) + m_lo * p.ldc + jc + col0, p.ldc);
+      }
+    }
+  };
+  ThreadPool::instance().run(threads, body);
+}
+
+double time_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads, int64_t loops) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < loops; ++i) gemm(ks, p, blk, threads);
+  const auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+void flush_cache(int64_t bytes) {
+  static AlignedBuffer buffer;
+  static int64_t size = 0;
+  auto* data = static_cast<volatile unsigned char*>(buffer.reserve(static_cast<size_t>(bytes)));
+  if (bytes > size) {
+    std::memset(const_cast<unsigned char*>(data), 1, static_cast<size_t>(bytes));
+    size = bytes;
+  }
+  for (int64_t i = 0; i < bytes; i += 64) data[i] = static_cast<unsigned char>(data[i] + 1);
+}
+
+}  // namespace opbench

@@ -1,0 +1,87 @@
+// AVX2+FMA micro-kernel, 6x16 fp32 register tile (12 ymm accumulators), F16C conversions.
+// Compiled with -mavx2 -mfma -mf16c; called only after isa_supported("avx2").
+#include <immintrin.h>
+
+#include "opbench/kernel_set.hpp"
+#include "pack.hpp"
+
+namespace opbench {
+namespace {
+
+constexpr int kMR = 6;
+constexpr int kNV = 2;  // ymm vectors per row
+constexpr int kNR = kNV * 8;
+
+struct Cvt {
+  static float widen(uint16_t h) { return _cvtsh_ss(h); }
+  static void widen_row(const uint16_t* src, float* dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + j))));
+    }
+    for (; j < n; ++j) dst[j] = _cvtsh_ss(src[j]);
+  }
+  static void narrow_row(const float* src, uint16_t* dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(src + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; j < n; ++j) dst[j] = _cvtss_sh(src[j], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+};
+
+void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
+             bool accumulate, int m, int n) {
+  __m256 acc[kMR][kNV];
+#pragma GCC unroll 8
+  for (int i = 0; i < kMR; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kNV; ++j) acc[i][j] = _mm256_setzero_ps();
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b[kNV];
+#pragma GCC unroll 4
+    for (int j = 0; j < kNV; ++j) b[j] = _mm256_load_ps(bp + j * 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(ap + i);
+#pragma GCC unroll 4
+      for (int j = 0; j < kNV; ++j) acc[i][j] = _mm256_fmadd_ps(a, b[j], acc[i][j]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  if (m == kMR && n == kNR) {
+#pragma GCC unroll 8
+    for (int i = 0; i < kMR; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < kNV; ++j) {
+        float* cp = c + i * ldc + j * 8;
+        const __m256 v = accumulate ? _mm256_add_ps(acc[i][j], _mm256_loadu_ps(cp)) : acc[i][j];
+        _mm256_storeu_ps(cp, v);
+      }
+    }
+    return;
+  }
+  // Edge tile: spill the registers and copy the valid part.
+  alignas(32) float tile[kMR * kNR];
+  for (int i = 0; i < kMR; ++i) {
+    for (int j = 0; j < kNV; ++j) _mm256_store_ps(tile + i * kNR + j * 8, acc[i][j]);
+  }
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
+  }
+}
+
+using P = packing::Packers<kMR, kNR, Cvt>;
+
+const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, ukernel,
+                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::c_f16};
+
+}  // namespace
+
+const KernelSet& kernels_avx2() { return kAvx2; }
+
+}  // namespace opbench

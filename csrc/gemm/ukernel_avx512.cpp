@@ -1,0 +1,101 @@
+// AVX-512F micro-kernel, 14x32 fp32 register tile (28 zmm accumulators), masked edge stores, fp16 widened
+// by vcvtph2ps in packing. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c; called
+// only after isa_supported("avx512").
+#include <immintrin.h>
+
+#include "opbench/kernel_set.hpp"
+#include "pack.hpp"
+
+namespace opbench {
+namespace {
+
+constexpr int kMR = 14;
+constexpr int kNV = 2;  // zmm vectors per row
+constexpr int kNR = kNV * 16;
+
+constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+struct Cvt {
+  static float widen(uint16_t h) { return _cvtsh_ss(h); }
+  static void widen_row(const uint16_t* src, float* dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      _mm512_storeu_ps(dst + j, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j))));
+    }
+    for (; j < n; ++j) dst[j] = _cvtsh_ss(src[j]);
+  }
+  static void narrow_row(const float* src, uint16_t* dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm512_cvtps_ph(_mm512_loadu_ps(src + j), kRound));
+    }
+    for (; j < n; ++j) dst[j] = _cvtss_sh(src[j], kRound);
+  }
+};
+
+void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
+             bool accumulate, int m, int n) {
+  __m512 acc[kMR][kNV];
+#pragma GCC unroll 16
+  for (int i = 0; i < kMR; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kNV; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kMR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b[kNV];
+#pragma GCC unroll 4
+    for (int j = 0; j < kNV; ++j) b[j] = _mm512_load_ps(bp + j * 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < kMR; ++i) {
+      const __m512 a = _mm512_set1_ps(ap[i]);
+#pragma GCC unroll 4
+      for (int j = 0; j < kNV; ++j) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  if (m == kMR && n == kNR) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kMR; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < kNV; ++j) {
+        float* cp = c + i * ldc + j * 16;
+        const __m512 v = accumulate ? _mm512_add_ps(acc[i][j], _mm512_loadu_ps(cp)) : acc[i][j];
+        _mm512_storeu_ps(cp, v);
+      }
+    }
+    return;
+  }
+  __mmask16 mask[kNV];
+#pragma GCC unroll 4
+  for (int j = 0; j < kNV; ++j) {
+    const int cols = n - j * 16;
+    mask[j] = cols >= 16 ? static_cast<__mmask16>(0xffff)
+                         : (cols <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << cols) - 1u));
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= m) break;
+#pragma GCC unroll 4
+    for (int j = 0; j < kNV; ++j) {
+      float* cp = c + i * ldc + j * 16;
+      const __m512 v =
+          accumulate ? _mm512_add_ps(acc[i][j], _mm512_maskz_loadu_ps(mask[j], cp)) : acc[i][j];
+      _mm512_mask_storeu_ps(cp, mask[j], v);
+    }
+  }
+}
+
+using P = packing::Packers<kMR, kNR, Cvt>;
+
+const KernelSet kAvx512 = {"avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)", kMR, kNR,
+                           ukernel, P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::c_f16};
+
+}  // namespace
+
+const KernelSet& kernels_avx512() { return kAvx512; }
+
+}  // namespace opbench

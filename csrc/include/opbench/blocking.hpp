@@ -1,0 +1,20 @@
+// Cache-blocking parameters (tile_m/tile_n/tile_k) and the analytical model that derives defaults from cache geometry.
+#pragma once
+
+#include <cstdint>
+
+#include "opbench/cpu.hpp"
+
+namespace opbench {
+
+struct Blocking {
+  int64_t mc = 0;  // tile_m: rows of A packed per block (kept in L2)
+  int64_t nc = 0;  // tile_n: columns of B packed per panel (kept in L3)
+  int64_t kc = 0;  // tile_k: depth of one rank-kc update (B micro-panel kept in L1)
+};
+
+// Low, Igual, Smith, Quintana-Orti, "Analytical modeling is enough for high-performance BLIS" (TOMS 2016):
+// kc from L1 ways left to the A micro-panel, mc from L2 ways, nc from L3 ways. elem_bytes is the packed size.
+Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes);
+
+}  // namespace opbench

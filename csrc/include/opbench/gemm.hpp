@@ -1,0 +1,35 @@
+// The blocked GEMM driver: C = A * B for row-major fp32 or fp16 matrices on any ISA's kernel set.
+#pragma once
+
+#include <cstdint>
+
+#include "opbench/blocking.hpp"
+#include "opbench/kernel_set.hpp"
+
+namespace opbench {
+
+enum class Dtype { f32, f16 };
+
+struct GemmProblem {
+  Dtype dtype = Dtype::f32;
+  const void* a = nullptr;  // m x k, row-major, leading dimension lda (elements)
+  const void* b = nullptr;  // k x n, row-major, leading dimension ldb
+  void* c = nullptr;        // m x n, row-major, leading dimension ldc; overwritten
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+// Fill zero fields of `requested` from the analytical model for this kernel set; clamp nothing.
+Blocking resolve_blocking(const KernelSet& ks, Blocking requested);
+
+// Runs on `threads` threads (the calling thread included). Requires m, n, k >= 1 and all blocking fields >= 1.
+void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
+
+// Calls gemm `loops` times back to back and returns the elapsed seconds (steady clock), so that small
+// problems are timed without interpreter overhead in the loop.
+double time_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads, int64_t loops);
+
+// Reads and writes every cache line of a buffer of `bytes` so that later reads of other data miss in cache.
+void flush_cache(int64_t bytes);
+
+}  // namespace opbench

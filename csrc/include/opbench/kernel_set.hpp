@@ -1,0 +1,42 @@
+// The contract between the blocking loops and one ISA's micro-kernel and packing routines (see csrc/gemm/README.md).
+#pragma once
+
+#include <cstdint>
+
+namespace opbench {
+
+// C[0:m, 0:n] (+)= Ap * Bp for one MR x NR register tile. Ap is an MR-row micro-panel packed k-major
+// (kc x MR, 64-byte aligned), Bp an NR-column micro-panel packed k-major (kc x NR, 64-byte aligned);
+// both are zero-padded, so the kernel always computes the full tile. Only C[0:m, 0:n] is written; with
+// accumulate == false C is never read. C is row-major with leading dimension ldc and need not be aligned.
+using UkernelF32 = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate,
+                            int m, int n);
+// Pack rows [0, m) x columns [0, k) of a row-major matrix into ceil(m / MR) consecutive MR-row micro-panels.
+using PackAF32 = void (*)(const float* a, int64_t lda, int64_t m, int64_t k, float* dst);
+using PackAF16 = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, float* dst);
+// Pack rows [0, k) x columns [0, n) (n <= NR) of a row-major matrix into one NR-column micro-panel.
+using PackBF32 = void (*)(const float* b, int64_t ldb, int64_t k, int64_t n, float* dst);
+using PackBF16 = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst);
+// Round an m x n block of fp32 values to fp16 (round to nearest even).
+using StoreF16 = void (*)(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd);
+
+struct KernelSet {
+  const char* isa;          // "avx512", "avx2" or "ref"
+  const char* description;  // what the micro-kernel is, for provenance
+  int mr;
+  int nr;
+  UkernelF32 ukernel;
+  PackAF32 pack_a_f32;
+  PackAF16 pack_a_f16;
+  PackBF32 pack_b_f32;
+  PackBF16 pack_b_f16;
+  StoreF16 store_f16;
+};
+
+// One per ISA translation unit; each is compiled with its own -m flags and may only be called after
+// cpu::supports() said yes. ukernel_table.cpp is the only place that chooses among them.
+const KernelSet& kernels_ref();
+const KernelSet& kernels_avx2();
+const KernelSet& kernels_avx512();
+
+}  // namespace opbench

@@ -1,0 +1,29 @@
+// FMA-throughput micro-kernels that measure the compute peak per dtype, ISA and thread count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace opbench {
+
+// Each runs `iters` iterations of independent FMA chains on one thread and returns the FLOPs performed
+// (one FMA = 2 FLOPs). Defined in one translation unit per ISA, compiled with that ISA's flags.
+double fma_chains_f32_ref(int64_t iters);
+double fma_chains_f32_avx2(int64_t iters);
+double fma_chains_f32_avx512(int64_t iters);
+double fma_chains_f16_avx512fp16(int64_t iters);  // only built when the compiler knows -mavx512fp16
+
+struct PeakMeasurement {
+  double gflops = 0.0;
+  std::string kernel;  // which loop ran, e.g. "avx512 fp32 FMA, 16 chains"
+};
+
+// dtype "fp32" or "fp16" (native fp16 FMA; throws std::invalid_argument where the CPU has none).
+// `isa` "" picks the best available. Runs `threads` threads at once; the best of `repeats` runs of at
+// least `min_time_s` each.
+PeakMeasurement measure_fma_peak(const std::string& dtype, const std::string& isa, int threads, double min_time_s,
+                                 int repeats);
+
+bool native_fp16_fma_available();
+
+}  // namespace opbench

@@ -1,0 +1,56 @@
+// A persistent pool that runs one parallel job at a time; workers spin briefly between jobs, then sleep,
+// so back-to-back calls start fast and an idle pool does not steal cores from other libraries being timed.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace opbench {
+
+class ThreadPool {
+ public:
+  static ThreadPool& instance();
+
+  // Runs fn(tid) for tid in [0, n); the calling thread is tid 0. Returns when every tid has finished.
+  // fn must not throw. Calls from different threads are serialized.
+  void run(int n, const std::function<void(int)>& fn);
+
+  ~ThreadPool();
+
+ private:
+  ThreadPool() = default;
+  void grow(int n_workers);
+  void worker_loop(int tid, uint64_t seen);
+
+  std::mutex run_mu_;  // one job at a time
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> remaining_{0};
+  int active_ = 0;
+  const std::function<void(int)>* job_ = nullptr;
+  bool stop_ = false;
+};
+
+// Sense-reversing barrier for the participants of one job: spins with pause, yields when oversubscribed.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int n) : n_(n) {}
+  void wait();
+
+ private:
+  const int n_;
+  std::atomic<int> count_{0};
+  std::atomic<int> generation_{0};
+};
+
+// Pause hint for spin loops (portable).
+void cpu_relax();
+
+}  // namespace opbench

@@ -1,0 +1,85 @@
+// Runs the FMA-throughput loops on several threads at once and reports the best GFLOP/s.
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+#include <vector>
+
+#include "opbench/cpu.hpp"
+#include "opbench/peak.hpp"
+#include "opbench/thread_pool.hpp"
+
+namespace opbench {
+
+namespace {
+
+using Loop = double (*)(int64_t);
+
+struct LoopChoice {
+  Loop loop;
+  const char* kernel;
+};
+
+LoopChoice choose(const std::string& dtype, const std::string& isa_in) {
+  const std::string isa = isa_in.empty() ? supported_isas().front() : isa_in;
+  if (!isa_supported(isa)) throw std::invalid_argument("isa '" + isa + "' is not supported by this CPU");
+  if (dtype == "fp32") {
+    if (isa == "avx512") return {fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains"};
+    if (isa == "avx2") return {fma_chains_f32_avx2, "avx2 fp32 FMA (ymm), 12 chains"};
+    return {fma_chains_f32_ref, "portable fp32 multiply+add, 32 chains"};
+  }
+  if (dtype == "fp16") {
+#ifdef OPBENCH_HAVE_AVX512FP16
+    if (native_fp16_fma_available()) return {fma_chains_f16_avx512fp16, "avx512fp16 FMA (zmm, 32 lanes), 16 chains"};
+#endif
+    throw std::invalid_argument("this CPU (or build) has no native fp16 FMA");
+  }
+  throw std::invalid_argument("unknown dtype '" + dtype + "' (expected fp32 or fp16)");
+}
+
+}  // namespace
+
+bool native_fp16_fma_available() {
+#ifdef OPBENCH_HAVE_AVX512FP16
+  return cpu_info().avx512fp16;
+#else
+  return false;
+#endif
+}
+
+PeakMeasurement measure_fma_peak(const std::string& dtype, const std::string& isa, int threads, double min_time_s,
+                                 int repeats) {
+  const LoopChoice choice = choose(dtype, isa);
+  threads = std::max(1, threads);
+  using clock = std::chrono::steady_clock;
+
+  // Calibrate on one thread: double the iteration count until one run lasts a tenth of min_time_s.
+  int64_t iters = 1 << 14;
+  for (;;) {
+    const auto t0 = clock::now();
+    choice.loop(iters);
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    if (dt >= min_time_s / 10 || iters > (int64_t(1) << 40)) {
+      iters = static_cast<int64_t>(iters * std::max(1.0, min_time_s / std::max(dt, 1e-9)));
+      break;
+    }
+    iters *= 2;
+  }
+
+  double best = 0.0;
+  std::vector<double> flops(threads);
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    SpinBarrier start(threads);
+    const auto t0 = clock::now();
+    ThreadPool::instance().run(threads, [&](int tid) {
+      start.wait();
+      flops[tid] = choice.loop(iters);
+    });
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    double total = 0.0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / dt / 1e9);
+  }
+  return {best, choice.kernel};
+}
+
+}  // namespace opbench

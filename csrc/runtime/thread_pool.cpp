@@ -1,0 +1,120 @@
+// Persistent worker threads for the GEMM and peak kernels (see thread_pool.hpp for the scheduling policy).
+#include "opbench/thread_pool.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace opbench {
+
+namespace {
+// About half a millisecond of pause instructions: long enough to cover the gap between timed calls.
+constexpr int kIdleSpins = 20000;
+constexpr int kSpinsBeforeYield = 4000;
+}  // namespace
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+ThreadPool& ThreadPool::instance() {
+  // Leaked on purpose: joining threads during interpreter shutdown can deadlock.
+  static ThreadPool* pool = new ThreadPool();
+  return *pool;
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::grow(int n_workers) {
+  while (static_cast<int>(workers_.size()) < n_workers) {
+    const int tid = static_cast<int>(workers_.size()) + 1;
+    // The start generation is read here, before run() publishes the job: a thread that read it itself
+    // could start late, see the new generation as already seen and sleep through its first job.
+    const uint64_t start = generation_.load(std::memory_order_acquire);
+    workers_.emplace_back([this, tid, start] { worker_loop(tid, start); });
+  }
+}
+
+void ThreadPool::worker_loop(int tid, uint64_t seen) {
+  for (;;) {
+    for (int i = 0; i < kIdleSpins && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+    }
+    const std::function<void(int)>* job;
+    int active;
+    bool stop;
+    {
+      // Generation and job are published together under mu_, so a worker runs each job at most once.
+      std::lock_guard<std::mutex> lock(mu_);
+      seen = generation_.load(std::memory_order_acquire);
+      job = job_;
+      active = active_;
+      stop = stop_;
+    }
+    if (stop) return;
+    if (tid < active && job != nullptr) {
+      (*job)(tid);
+      remaining_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+}
+
+void ThreadPool::run(int n, const std::function<void(int)>& fn) {
+  if (n <= 1) {
+    fn(0);
+    return;
+  }
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  grow(n - 1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &fn;
+    active_ = n;
+    remaining_.store(n - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  fn(0);
+  for (int spins = 0; remaining_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < kSpinsBeforeYield) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  job_ = nullptr;
+  active_ = 0;
+}
+
+void SpinBarrier::wait() {
+  const int gen = generation_.load(std::memory_order_acquire);
+  if (count_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
+    count_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  for (int spins = 0; generation_.load(std::memory_order_acquire) == gen; ++spins) {
+    if (spins < kSpinsBeforeYield) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace opbench

@@ -1,0 +1,10 @@
+"""opbench: operator-level micro-benchmarks (GEMM, conv, LSTM) and a tiling autotuner."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("opbench")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["__version__"]

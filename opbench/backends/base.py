@@ -1,0 +1,59 @@
+"""The backend interface: who calls what, and when.
+
+The sweep calls, per process: `unavailable_reason()` (cheap; None means importable), then `setup(threads,
+device)` once before the first case. Per case: `unsupported_reason(op, dtype)`, then `prepare(op, inputs,
+params)`, which converts inputs to the backend's own tensors and allocates outputs, all outside any timed
+region. The returned Prepared is verified with `output()` and timed with `run(loops)` by the Timer.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+class Prepared(ABC):
+    """One case ready to run: inputs resident on the device, output buffer allocated."""
+
+    #: facts about what ran (kernel, tiles, library config) that go into the result record
+    details: dict[str, Any]
+
+    @abstractmethod
+    def run(self, loops: int) -> float:
+        """Perform `loops` calls back to back, synchronize, and return the elapsed seconds."""
+
+    @abstractmethod
+    def output(self) -> np.ndarray:
+        """Perform one call and return its result as a numpy array (for verification)."""
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+    #: precision each dtype is assumed to accumulate in, for the verification bound
+    accumulate: ClassVar[dict[str, str]] = {"fp32": "fp32", "fp16": "fp16"}
+
+    @abstractmethod
+    def unavailable_reason(self) -> str | None:
+        """None when the backend can be used here, else why not (with an install hint)."""
+
+    @abstractmethod
+    def version(self) -> str | None:
+        """The library version measured, for provenance."""
+
+    @abstractmethod
+    def setup(self, threads: int, device: str) -> None:
+        """Fix the thread count and device for the rest of the process. Raises BackendUnavailable."""
+
+    def unsupported_reason(self, op: str, dtype: str) -> str | None:
+        """None when this backend runs `op` in `dtype`, else why not."""
+        return None if op == "gemm" else f"{self.name} has no {op} adapter"
+
+    @abstractmethod
+    def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        """Build a Prepared for one case; raises on failure (the sweep records the reason)."""
+
+    def notes(self, op: str, dtype: str) -> list[str]:
+        """Known caveats worth printing beside this backend's numbers."""
+        return []

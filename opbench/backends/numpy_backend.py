@@ -1,0 +1,63 @@
+"""Backend `numpy`: np.matmul into a preallocated output, BLAS threads fixed with threadpoolctl."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from opbench.backends.base import Backend, Prepared
+from opbench.errors import BackendUnavailable
+
+
+class _NumpyGemm(Prepared):
+    def __init__(self, a: np.ndarray, b: np.ndarray, details: dict[str, Any]) -> None:
+        self._a, self._b = a, b
+        self._out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+        self.details = details
+
+    def run(self, loops: int) -> float:
+        a, b, out = self._a, self._b, self._out
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            np.matmul(a, b, out=out)
+        return time.perf_counter() - t0
+
+    def output(self) -> np.ndarray:
+        return np.matmul(self._a, self._b)
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+
+    def __init__(self) -> None:
+        self._limiter: Any = None
+        self._blas: list[dict[str, Any]] = []
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def version(self) -> str | None:
+        return np.__version__
+
+    def setup(self, threads: int, device: str) -> None:
+        if device != "cpu":
+            raise BackendUnavailable(f"numpy runs on the CPU only, not on {device}")
+        from threadpoolctl import threadpool_info, threadpool_limits
+
+        # Kept for the whole process: the limit stays in force until the object is restored or dropped.
+        self._limiter = threadpool_limits(limits=threads, user_api="blas")
+        self._blas = [
+            {k: lib.get(k) for k in ("internal_api", "version", "num_threads", "architecture")}
+            for lib in threadpool_info()
+            if lib.get("user_api") == "blas" and "numpy" in (lib.get("filepath") or "")
+        ]
+
+    def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        return _NumpyGemm(inputs["a"], inputs["b"], {"blas": self._blas})
+
+    def notes(self, op: str, dtype: str) -> list[str]:
+        if dtype == "fp16":
+            return ["numpy has no BLAS kernel for float16: this is its generic element loop"]
+        return []

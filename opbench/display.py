@@ -1,0 +1,94 @@
+"""Terminal output with rich: the progress bar during a sweep and the results table at its end."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+
+def format_seconds(s: float | None) -> str:
+    """Three significant digits in the largest unit that keeps the number >= 1 (no '1e+03 us')."""
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if float(f"{s / scale:.3g}") >= 1 or unit == "ns":
+            return f"{s / scale:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _best_per_group(records: list[dict[str, Any]]) -> set[int]:
+    best: dict[tuple[str, str], tuple[float, int]] = {}
+    for i, r in enumerate(records):
+        if r["status"] != "ok" or r.get("gflops") is None:
+            continue
+        key = (r["label"], r["dtype"])
+        if key not in best or r["gflops"] > best[key][0]:
+            best[key] = (r["gflops"], i)
+    return {i for _, i in best.values()}
+
+
+def results_table(records: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for col, justify in (
+        ("shape", "left"), ("dtype", "left"), ("backend", "left"), ("median", "right"), ("±IQR", "right"),
+        ("GFLOPS", "right"), ("util", "right"), ("flags / reason", "left"),
+    ):  # fmt: skip
+        table.add_column(col, justify=justify, no_wrap=col != "flags / reason")  # type: ignore[arg-type]
+    best = _best_per_group(records)
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        groups[(r["label"], r["dtype"])].append(i)
+    first_group = True
+    for (label, dtype), idxs in groups.items():
+        if not first_group:
+            table.add_section()
+        first_group = False
+        for i in idxs:
+            r = records[i]
+            style = "bold green" if i in best else ""
+            if r["status"] != "ok":
+                table.add_row(
+                    label, dtype, r["backend"], "-", "-", "-", "-",
+                    Text(f"{r['status']}: {r['reason']}", style="yellow"),
+                )  # fmt: skip
+                continue
+            t = r["time"]
+            util = r.get("utilization")
+            table.add_row(
+                label,
+                dtype,
+                Text(r["backend"], style=style),
+                format_seconds(t["median_s"]),
+                f"{100 * t['rel_iqr']:.1f}%",
+                Text(f"{r['gflops']:.1f}", style=style),
+                "-" if util is None else f"{100 * util:.1f}%",
+                Text(", ".join(r["flags"]), style="magenta") if r["flags"] else "",
+            )
+    return table
+
+
+def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) -> None:
+    records = doc["records"]
+    machine = doc["machine"]
+    console.print(results_table(records, f"opbench sweep {doc['op']} — {machine['cpu_model']}, "
+                                         f"{doc['settings']['threads']} thread(s)"))  # fmt: skip
+    for dtype, p in doc["peaks"].items():
+        used = p.get("used")
+        if used:
+            line = f"peak {dtype}: {used['gflops']:.1f} GFLOPS {used['source']} — {used['name']}"
+            if p.get("datasheet"):
+                line += f"; datasheet estimate {p['datasheet']['gflops']:.1f}"
+            console.print(line, style="dim")
+    console.print(doc["flop_note"] + "; utilization = achieved / peak above.", style="dim")
+    for name, b in doc["backends"].items():
+        if not b["available"]:
+            console.print(f"backend {name} skipped: {b['reason']}", style="yellow")
+    notes = sorted({(r["backend"], n) for r in records for n in r.get("notes", [])})
+    for backend, note in notes:
+        console.print(f"note ({backend}): {note}", style="dim")
+    for fmt, path in paths.items():
+        console.print(f"wrote {fmt.upper()}: {path}")

@@ -1,0 +1,133 @@
+"""Where a result came from: CPU, ISA, cores, library versions, opbench version and git sha; and the
+process-wide settings that make backends comparable (CPU affinity, available memory)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import os
+import platform
+import re
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from opbench import __version__
+
+LIBRARIES = ("numpy", "torch", "mindspore", "threadpoolctl", "rich", "pybind11")
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def cpu_model() -> str:
+    """The marketing name of the CPU (/proc/cpuinfo, else cpuid's brand string, else platform)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    from opbench import _core
+
+    return _core.cpu_info()["brand"] or platform.processor() or "unknown"
+
+
+def library_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def git_sha() -> dict[str, Any] | None:
+    """Commit of the source tree opbench runs from (editable installs), with a dirty flag; None elsewhere."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"sha": sha, "dirty": bool(dirty)}
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (what can be allocated without swapping), else physical memory."""
+    try:
+        text = Path("/proc/meminfo").read_text()
+        m = re.search(r"^MemAvailable:\s+(\d+) kB", text, re.MULTILINE)
+        if m:
+            return int(m.group(1)) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def allowed_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return list(range(os.cpu_count() or 1))
+
+
+def pin_to_cpus(threads: int) -> list[int]:
+    """Restrict this process (every existing thread, and so every thread created later) to the first
+    `threads` allowed CPUs, so that a library that ignores its thread setting cannot use more cores
+    than the others. Returns the CPU set in force."""
+    cpus = allowed_cpus()
+    if threads >= len(cpus) or not hasattr(os, "sched_setaffinity"):
+        return cpus
+    chosen = set(cpus[:threads])
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, chosen)
+        except OSError:
+            pass  # the thread ended meanwhile
+    return sorted(chosen)
+
+
+def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:
+    """The machine block of a results file."""
+    from opbench import kernels
+
+    feats = kernels.cpu_features()
+    return {
+        "cpu_model": cpu_model(),
+        "vendor": feats["vendor"],
+        "features": feats["features"],
+        "isas": feats["isas"],
+        "selected_isa": feats["selected_isa"],
+        "kernel": feats["kernel"],
+        "caches": feats["caches"],
+        "cache_source": feats["cache_source"],
+        "logical_cpus": feats["logical_cpus"],
+        "threads": threads,
+        "affinity": cpus,
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "memory_available_bytes": available_memory_bytes(),
+        "opbench_version": __version__,
+        "git": git_sha(),
+        "libraries": library_versions(),
+    }

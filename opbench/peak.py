@@ -1,0 +1,149 @@
+"""Peak FLOPS per dtype and thread count: measured by the C++ FMA-throughput loop (cached per machine)
+and a datasheet estimate (cores x clock x FLOP/cycle of the detected ISA). Every result names its peak."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from opbench import __version__
+from opbench.files import atomic_write_text
+from opbench.machine import cpu_model, utc_now
+
+# FLOP per cycle per core, assuming two FMA pipes of the ISA's widest vector (true of Zen 5 and most
+# Xeons; Zen 4 and some Xeon SKUs execute 512-bit FMAs at half this rate).
+FLOP_PER_CYCLE = {
+    ("avx512", "fp32"): 2 * 16 * 2,
+    ("avx2", "fp32"): 2 * 8 * 2,
+    ("ref", "fp32"): 2 * 4,  # SSE2: one 4-wide multiply and one 4-wide add per cycle
+    ("avx512fp16", "fp16"): 2 * 32 * 2,
+}
+
+
+@dataclass(frozen=True)
+class Peak:
+    dtype: str
+    threads: int
+    gflops: float
+    source: str  # "measured" or "datasheet"
+    name: str  # which peak, in words
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("OPBENCH_CACHE_DIR"):
+        return Path(os.environ["OPBENCH_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "opbench"
+
+
+def machine_fingerprint() -> str:
+    """What a cached peak is only valid for: CPU model, ISA flags, opbench version."""
+    from opbench import _core
+
+    info = _core.cpu_info()
+    key = json.dumps([cpu_model(), info["features"], info["isas"], info["logical_cpus"], __version__], sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _fp16_native() -> bool:
+    from opbench import _core
+
+    return bool(_core.cpu_info()["native_fp16_fma"])
+
+
+def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5) -> Peak:
+    """Run the FMA loop now. fp16 uses native fp16 FMAs where the CPU has them; elsewhere the fp16 GEMM
+    runs on the fp32 units, so the fp32 FMA peak is the fp16 peak too, and the name says so."""
+    from opbench import _core
+
+    if dtype == "fp16" and _fp16_native():
+        gflops, kernel = _core.fma_peak("fp16", "", threads, min_time_s, repeats)
+        name = "fp16 FMA peak (AVX512-FP16)"
+    else:
+        gflops, kernel = _core.fma_peak("fp32", "", threads, min_time_s, repeats)
+        name = (
+            "fp32 FMA peak"
+            if dtype == "fp32"
+            else "fp32 FMA peak (no native fp16 FMA on this CPU: fp16 GEMMs compute on the fp32 units)"
+        )
+    return Peak(dtype, threads, float(gflops), "measured", name, f"{kernel}, best of {repeats}, {threads} thread(s)")
+
+
+def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:
+    """The measured peak, from this machine's cache when present (unless refresh)."""
+    path = _cache_dir() / "peaks.json"
+    fp = machine_fingerprint()
+    key = f"{dtype}/{threads}"
+    cache: dict[str, Any] = {}
+    try:
+        cache = json.loads(path.read_text())
+        if not isinstance(cache, dict):
+            cache = {}
+    except (OSError, ValueError):
+        cache = {}
+    entry = cache.get(fp, {}).get(key)
+    if entry and not refresh:
+        try:
+            return Peak(**entry["peak"])
+        except (TypeError, KeyError):
+            pass  # an old or damaged entry: measure again
+    peak = measure(dtype, threads)
+    cache.setdefault(fp, {})[key] = {"peak": peak.to_dict(), "measured_utc": utc_now()}
+    try:
+        atomic_write_text(path, json.dumps(cache, indent=1))
+    except OSError:
+        pass  # an unwritable cache only costs a re-measurement next time
+    return peak
+
+
+def clock_ghz() -> tuple[float, str] | None:
+    """Nominal core clock and where it came from."""
+    try:
+        khz = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text())
+        return khz / 1e6, "cpufreq cpuinfo_max_freq"
+    except (OSError, ValueError):
+        pass
+    m = re.search(r"@\s*([\d.]+)\s*GHz", cpu_model())
+    if m:
+        return float(m.group(1)), "CPU model string"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return float(line.split(":", 1)[1]) / 1e3, "/proc/cpuinfo cpu MHz (nominal; turbo not counted)"
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def datasheet(dtype: str, threads: int) -> Peak | None:
+    """cores x clock x FLOP/cycle for the best ISA here; None when the clock cannot be found."""
+    from opbench import _core
+
+    clock = clock_ghz()
+    if clock is None:
+        return None
+    ghz, clock_source = clock
+    isa = _core.cpu_info()["isas"][0]
+    if dtype == "fp16" and _fp16_native():
+        key = ("avx512fp16", "fp16")
+    else:
+        key = (isa, "fp32")
+    per_cycle = FLOP_PER_CYCLE[key]
+    cores = min(threads, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else threads)
+    return Peak(
+        dtype,
+        threads,
+        cores * ghz * per_cycle,
+        "datasheet",
+        f"{key[0]} {key[1]} datasheet estimate",
+        f"{cores} core(s) x {ghz:.3f} GHz ({clock_source}) x {per_cycle} FLOP/cycle (assumes 2 FMA pipes)",
+    )

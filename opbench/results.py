@@ -1,0 +1,125 @@
+"""Sweep result files: one versioned JSON document (provenance + records) and a flat CSV beside it.
+
+Both are rewritten atomically after every case, so a crash or kill leaves complete files holding every
+case finished so far (with "complete": false).
+
+Schema history (bump SCHEMA_VERSION and add a dated line for every change):
+  1 (2026-11-21): first version.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from opbench.files import atomic_write_text
+from opbench.machine import utc_now
+
+SCHEMA_VERSION = 1
+FORMATS = ("json", "csv")
+
+CSV_COLUMNS = (
+    "op", "shape", "dtype", "backend", "threads", "device", "status", "reason",
+    "median_s", "iqr_s", "min_s", "mean_s", "std_s", "n_samples", "loops", "rel_iqr", "stability",
+    "gflops", "peak_gflops", "peak_source", "utilization", "max_err_ratio",
+    "isa", "tile_m", "tile_n", "tile_k", "flags", "notes",
+)  # fmt: skip
+
+
+def parse_formats(text: str) -> list[str]:
+    from opbench.errors import UsageError
+
+    out = [t.strip().lower() for t in text.split(",") if t.strip()]
+    for f in out:
+        if f not in FORMATS:
+            raise UsageError(f"unknown format '{f}' (available: {', '.join(FORMATS)})")
+    if not out:
+        raise UsageError("--format is empty (available: json, csv)")
+    return list(dict.fromkeys(out))
+
+
+def schema_path() -> Path:
+    return Path(__file__).parent / "schemas" / f"sweep-results.v{SCHEMA_VERSION}.json"
+
+
+def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
+    t = record.get("time") or {}
+    peak = record.get("peak") or {}
+    details = record.get("details") or {}
+    tiles = details.get("tiles") or {}
+    verify = record.get("verify") or {}
+    row: dict[str, Any] = {
+        "op": record["op"],
+        "shape": record["label"],
+        "dtype": record["dtype"],
+        "backend": record["backend"],
+        "threads": record["threads"],
+        "device": record["device"],
+        "status": record["status"],
+        "reason": record.get("reason") or "",
+        "gflops": record.get("gflops"),
+        "peak_gflops": peak.get("gflops"),
+        "peak_source": peak.get("source"),
+        "utilization": record.get("utilization"),
+        "max_err_ratio": verify.get("max_err_ratio"),
+        "isa": details.get("isa"),
+        "flags": ";".join(record.get("flags") or []),
+        "notes": "; ".join(record.get("notes") or []),
+    }
+    for key in ("median_s", "iqr_s", "min_s", "mean_s", "std_s", "n_samples", "loops", "rel_iqr", "stability"):
+        row[key] = t.get(key)
+    for key in ("tile_m", "tile_n", "tile_k"):
+        row[key] = tiles.get(key)
+    for key in shape_keys:
+        row[key] = record["shape"][key]
+    return row
+
+
+class ResultsWriter:
+    """Holds the document of one sweep and keeps its files on disk up to date."""
+
+    def __init__(self, out_dir: Path, stem: str, formats: list[str], header: dict[str, Any]) -> None:
+        self.paths: dict[str, Path] = {}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        base = out_dir / stem
+        suffix = 0
+        while any(base.with_name(base.name + (f"-{suffix}" if suffix else "")).with_suffix(f".{f}").exists()
+                  for f in formats):  # fmt: skip
+            suffix += 1
+        name = base.name + (f"-{suffix}" if suffix else "")
+        for f in formats:
+            self.paths[f] = out_dir / f"{name}.{f}"
+        self.doc: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "opbench.sweep",
+            **header,
+            "created_utc": utc_now(),
+            "finished_utc": None,
+            "complete": False,
+            "records": [],
+        }
+        self.flush()
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.doc["records"].append(record)
+        self.flush()
+
+    def finish(self) -> None:
+        self.doc["complete"] = True
+        self.doc["finished_utc"] = utc_now()
+        self.flush()
+
+    def flush(self) -> None:
+        if "json" in self.paths:
+            atomic_write_text(self.paths["json"], json.dumps(self.doc, indent=1, allow_nan=False) + "\n")
+        if "csv" in self.paths:
+            shape_keys = list(self.doc.get("shape_fields", []))
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=[*shape_keys, *CSV_COLUMNS], lineterminator="\n")
+            w.writeheader()
+            for r in self.doc["records"]:
+                w.writerow(csv_row(r, shape_keys))
+            atomic_write_text(self.paths["csv"], buf.getvalue())

@@ -1,0 +1,51 @@
+"""Bad input on the command line: one line on stderr naming the problem, exit code 2, no traceback, and
+nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+BAD = [
+    (["sweep", "conv"], "unknown op 'conv' (available: gemm)"),
+    (["sweep", "gemm", "--backend", "cpp,tensorrt"], "unknown backend 'tensorrt'"),
+    (["sweep", "gemm", "--backend", ""], "--backend is empty"),
+    (["sweep", "gemm", "--m", "64:x"], "bad range '64:x'"),
+    (["sweep", "gemm", "--m", "64:1024:x1"], "factor must be > 1"),
+    (["sweep", "gemm", "--n", "0"], "sizes must be >= 1"),
+    (["sweep", "gemm", "--k", "-5"], "sizes must be >= 1"),
+    (["sweep", "gemm", "--dtype", "fp64"], "unknown dtype 'fp64'"),
+    (["sweep", "gemm", "--format", "xml"], "unknown format 'xml'"),
+    (["sweep", "gemm", "--threads", "0"], "must be >= 1, got 0"),
+    (["sweep", "gemm", "--threads", "two"], "must be an integer, got 'two'"),
+    (["sweep", "gemm", "--max-time-s", "-1"], "must be > 0"),
+    (["sweep", "gemm", "--tile-k", "0"], "must be >= 1, got 0"),
+    (["sweep", "gemm", "--device", "tpu"], "unknown device 'tpu'"),
+    (["sweep", "gemm", "--m", "300000", "--n", "300000", "--k", "300000"], "needs about"),
+    (["sweep"], "the following arguments are required: op"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["sweep", "gemm", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) or "empty" for a, _ in BAD])
+def test_bad_input_is_one_line_exit_2_nothing_written(args: list[str], message: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_cli([*args, "--out", str(out)] if args[:1] == ["sweep"] and len(args) > 1 else args, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert message in lines[0]
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert not out.exists()
+
+
+def test_out_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("keep me")
+    proc = run_cli(["sweep", "gemm", "--out", str(f)], timeout=60)
+    assert proc.returncode == 2 and "is not a directory" in proc.stderr
+    assert f.read_text() == "keep me"

@@ -1,0 +1,50 @@
+"""Invalid input to opbench.kernels.gemm raises ValueError with a message naming the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opbench import kernels
+
+A = np.ones((4, 5), np.float32)
+B = np.ones((5, 6), np.float32)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((np.ones(5, np.float32), B), {}, "a must be a 2-D array, got 1-D"),
+        ((A, np.ones((2, 5, 6), np.float32)), {}, "b must be a 2-D array, got 3-D"),
+        ((A, np.ones((4, 6), np.float32)), {}, r"inner dimensions differ: a is \(4, 5\) and b is \(4, 6\)"),
+        ((A, B.astype(np.float16)), {}, "a and b must have the same dtype, got float32 and float16"),
+        ((A.astype(np.float64), B.astype(np.float64)), {}, "a has unsupported dtype float64"),
+        ((A.astype(np.int32), B.astype(np.int32)), {}, "a has unsupported dtype int32"),
+        ((np.ones((0, 5), np.float32), B), {}, "a must have at least one row and one column"),
+        ((np.asfortranarray(np.ones((4, 5), np.float32)), B), {}, "a must be row-major with contiguous rows"),
+        ((A, B[:, ::2]), {}, "b must be row-major with contiguous rows"),
+        ((A, B), {"tile_m": 0}, "tile_m must be >= 1, got 0"),
+        ((A, B), {"tile_n": -3}, "tile_n must be >= 1, got -3"),
+        ((A, B), {"tile_k": 2.5}, "tile_k must be an integer >= 1, got 2.5"),
+        ((A, B), {"tile_k": True}, "tile_k must be an integer >= 1, got True"),
+        ((A, B), {"threads": 0}, "threads must be >= 1, got 0"),
+        ((A, B), {"isa": "sse9"}, "unknown isa 'sse9'"),
+        ((A.tolist(), B), {}, "a must be a numpy.ndarray, got list"),
+        ((A, B), {"out": np.ones((4, 7), np.float32)}, r"out has shape \(4, 7\), expected \(4, 6\)"),
+        ((A, B), {"out": np.ones((4, 6), np.float16)}, "out must have the dtype of a and b"),
+        ((A, B.astype(">f4")), {}, "b is big-endian"),
+    ],
+)
+def test_invalid_input_raises_value_error(args: tuple, kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        kernels.gemm(*args, **kwargs)
+
+
+def test_read_only_and_aliased_out_are_rejected() -> None:
+    out = np.empty((4, 6), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        kernels.gemm(A, B, out=out)
+    sq = np.ones((5, 5), np.float32)
+    with pytest.raises(ValueError, match="out must not overlap a or b"):
+        kernels.gemm(sq, sq.copy(), out=sq)

@@ -1,0 +1,117 @@
+"""opbench.kernels.gemm against a float64 numpy reference: odd and round shapes, both dtypes, every kernel
+set this CPU runs, several thread counts and tilings, with an error bound that grows with K and depends on
+the dtype (ops.gemm.error_bound)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opbench import kernels
+from opbench.ops import gemm as gemm_op
+
+ISAS = kernels.available_isas()
+DTYPES = {"fp32": np.float32, "fp16": np.float16}
+
+# 1, primes (257, 509), and sizes that are multiples of nothing in sight.
+ODD_SHAPES = [(1, 1, 1), (1, 1, 257), (1, 509, 1), (509, 1, 1), (2, 3, 5), (13, 17, 19), (257, 257, 257),
+              (509, 131, 257), (15, 33, 1000), (37, 509, 3)]  # fmt: skip
+ROUND_SHAPES = [(64, 64, 64), (128, 256, 512), (256, 32, 128)]
+
+
+def inputs_for(m: int, n: int, k: int, dtype: str, seed: int = 1) -> dict[str, np.ndarray]:
+    return gemm_op.make_inputs(gemm_op.GemmShape(m, n, k), dtype, seed)
+
+
+def assert_close(c: np.ndarray, inp: dict[str, np.ndarray], dtype: str) -> None:
+    ref = gemm_op.reference(inp)
+    result = gemm_op.check(c, inp, ref, dtype, accumulate="fp32")
+    assert result["ok"], f"error {result['max_err_ratio']:.3g}x the bound (max rel err {result['max_rel_err']:.3g})"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", ODD_SHAPES + ROUND_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matches_float64_reference(isa: str, dtype: str, shape: tuple[int, int, int]) -> None:
+    inp = inputs_for(*shape, dtype)
+    c = kernels.gemm(inp["a"], inp["b"], isa=isa)
+    assert c.shape == (shape[0], shape[1]) and c.dtype == DTYPES[dtype]
+    assert_close(c, inp, dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("threads", [1, 2, 3, 7])
+@pytest.mark.parametrize(
+    "tiles", [(None, None, None), (5, 7, 3), (1, 1, 1), (29, 45, 17), (10**9, 10**9, 10**9)],
+    ids=["model", "5-7-3", "1-1-1", "29-45-17", "huge"],
+)  # fmt: skip
+def test_tiles_and_threads_do_not_change_the_answer(isa: str, dtype: str, threads: int, tiles: tuple) -> None:
+    inp = inputs_for(61, 67, 71, dtype, seed=threads)
+    tm, tn, tk = tiles
+    c = kernels.gemm(inp["a"], inp["b"], tile_m=tm, tile_n=tn, tile_k=tk, threads=threads, isa=isa)
+    assert_close(c, inp, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kernel_sets_agree_closely(dtype: str) -> None:
+    inp = inputs_for(100, 90, 300, dtype)
+    outs = [kernels.gemm(inp["a"], inp["b"], isa=isa).astype(np.float64) for isa in ISAS]
+    for other in outs[1:]:
+        # Different summation orders, same fp32 accumulation: within two bounds of each other.
+        bound = gemm_op.error_bound(inp, 2.0**-24, dtype)
+        assert np.all(np.abs(outs[0] - other) <= 2 * bound)
+
+
+def test_row_strided_views_and_out_argument() -> None:
+    big_a = np.random.default_rng(3).uniform(-1, 1, (50, 80)).astype(np.float32)
+    big_b = np.random.default_rng(4).uniform(-1, 1, (70, 90)).astype(np.float32)
+    a, b = big_a[5:45, 3:63], big_b[10:70, 7:47]  # leading dimensions 80 and 90, not contiguous
+    out_big = np.zeros((60, 64), np.float32)
+    out = out_big[10:50, 4:44]
+    res = kernels.gemm(a, b, out=out)
+    assert res.base is out_big or np.shares_memory(res, out_big)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(out, ref, rtol=1e-5, atol=1e-5)
+    assert np.all(out_big[:10] == 0) and np.all(out_big[:, :4] == 0)  # nothing written outside the view
+
+
+def test_the_tolerance_can_fail() -> None:
+    """The bound is tight enough to catch a kernel that drops one term of the K sum."""
+    inp = inputs_for(40, 30, 509, "fp32")
+    a, b = inp["a"], inp["b"]
+    c = kernels.gemm(a, b)
+    wrong = (c - np.outer(a[:, 17], b[17, :])).astype(np.float32)
+    ref = gemm_op.reference(inp)
+    assert gemm_op.check(c, inp, ref, "fp32", "fp32")["ok"]
+    assert not gemm_op.check(wrong, inp, ref, "fp32", "fp32")["ok"]
+
+
+def test_fp16_overflow_becomes_inf_like_numpy() -> None:
+    a = np.full((2, 64), 60.0, np.float16)
+    b = np.full((64, 3), 60.0, np.float16)  # 64 * 3600 = 230400 > 65504
+    c = kernels.gemm(a, b)
+    assert np.all(np.isinf(c)) and np.all(c > 0)
+
+
+def test_repeated_calls_with_varying_threads_never_hang() -> None:
+    """Regression: a freshly spawned pool worker once slept through its first job."""
+    rng = np.random.default_rng(0)
+    for i in range(300):
+        m, n, k = 1 + i % 37, 1 + (i * 7) % 53, 1 + (i * 3) % 41
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        c = kernels.gemm(a, b, threads=1 + i % 5, tile_m=1 + i % 9, tile_n=1 + i % 11, tile_k=1 + i % 13)
+        assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5)
+
+
+def test_cpu_features_report_dispatch() -> None:
+    f = kernels.cpu_features()
+    assert f["selected_isa"] == ISAS[0]
+    assert f["isas"][-1] == "ref"
+    assert set(f["features"]) >= {"avx2", "fma", "f16c", "avx512f", "avx512fp16"}
+    t = f["kernel"]
+    assert t["mr"] >= 1 and t["nr"] >= 1 and t["tile_k"] >= 8
+    assert t["tile_m"] % t["mr"] == 0 and t["tile_n"] % t["nr"] == 0
+    for level in ("l1d", "l2", "l3"):
+        assert f["caches"][level]["size_bytes"] > 0

@@ -1,0 +1,156 @@
+"""`opbench sweep gemm` end to end with the real backends: the results files match the JSON schema, carry
+provenance, FLOPS and utilization, and survive a kill."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from conftest import FAST_TIMER, run_cli
+from opbench.results import schema_path
+
+BACKENDS = ["cpp", "torch", "mindspore", "numpy"]
+
+
+def load_results(out: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    (json_path,) = out.glob("gemm-*.json")
+    (csv_path,) = out.glob("gemm-*.csv")
+    doc = json.loads(json_path.read_text())
+    with csv_path.open() as f:
+        rows = list(csv.DictReader(f))
+    return doc, rows
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[dict[str, str]], str]:
+    out = tmp_path_factory.mktemp("sweep")
+    proc = run_cli(["sweep", "gemm", "--m", "1,33", "--n", "17", "--k", "65", "--dtype", "fp32,fp16",
+                    "--backend", ",".join(BACKENDS), "--threads", "2", "--out", str(out), *FAST_TIMER])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc, rows = load_results(out)
+    return doc, rows, proc.stdout
+
+
+def test_json_matches_the_schema(sweep: tuple) -> None:
+    doc, _, _ = sweep
+    jsonschema.validate(doc, json.loads(schema_path().read_text()))
+    assert doc["complete"] is True and doc["finished_utc"]
+
+
+def test_every_case_is_recorded_once(sweep: tuple) -> None:
+    doc, rows, _ = sweep
+    keys = [(r["label"], r["dtype"], r["backend"]) for r in doc["records"]]
+    assert len(keys) == len(set(keys)) == 2 * 2 * len(BACKENDS)
+    assert len(rows) == len(keys)
+
+
+def test_available_backends_all_ran_and_verified(sweep: tuple) -> None:
+    doc, _, _ = sweep
+    for r in doc["records"]:
+        info = doc["backends"][r["backend"]]
+        if not info["available"]:
+            assert r["status"] == "skipped" and r["reason"] == info["reason"]
+            continue
+        assert r["status"] == "ok", r
+        assert r["verify"]["ok"] and r["verify"]["max_err_ratio"] <= 1
+    # Ours and numpy are always here; the frameworks are installed wherever CI runs.
+    assert doc["backends"]["cpp"]["available"] and doc["backends"]["numpy"]["available"]
+
+
+def test_flops_gflops_and_utilization_are_consistent(sweep: tuple) -> None:
+    doc, _, _ = sweep
+    for r in doc["records"]:
+        if r["status"] != "ok":
+            continue
+        s = r["shape"]
+        assert r["flops"] == 2 * s["m"] * s["n"] * s["k"]
+        assert r["gflops"] == pytest.approx(r["flops"] / r["time"]["median_s"] / 1e9)
+        peak = doc["peaks"][r["dtype"]]["used"]
+        assert r["peak"]["gflops"] == peak["gflops"] and r["peak"]["source"] == "measured"
+        assert r["utilization"] == pytest.approx(r["gflops"] / peak["gflops"])
+        t = r["time"]
+        assert t["min_s"] <= t["median_s"] and t["n_samples"] == len(t["samples_s"])
+
+
+def test_provenance(sweep: tuple) -> None:
+    doc, _, _ = sweep
+    m = doc["machine"]
+    assert m["cpu_model"] and m["isas"][-1] == "ref" and m["threads"] == 2
+    assert m["opbench_version"] and m["libraries"]["numpy"]
+    assert doc["settings"]["threads"] == 2 and doc["command"][:3] == ["opbench", "sweep", "gemm"]
+    cpp = next(r for r in doc["records"] if r["backend"] == "cpp" and r["status"] == "ok")
+    assert cpp["details"]["isa"] == m["selected_isa"]
+    assert set(cpp["details"]["tiles"]) == {"tile_m", "tile_n", "tile_k"}
+
+
+def test_csv_matches_json(sweep: tuple) -> None:
+    doc, rows, _ = sweep
+    for r, row in zip(doc["records"], rows):
+        assert (row["m"], row["n"], row["k"]) == tuple(str(r["shape"][x]) for x in "mnk")
+        assert (row["backend"], row["dtype"], row["status"]) == (r["backend"], r["dtype"], r["status"])
+        if r["status"] == "ok":
+            assert math.isclose(float(row["gflops"]), r["gflops"])
+            assert math.isclose(float(row["median_s"]), r["time"]["median_s"])
+
+
+def test_table_is_printed(sweep: tuple) -> None:
+    _, _, stdout = sweep
+    assert "GFLOPS" in stdout and "util" in stdout and "1x17x65" in stdout
+    assert "wrote JSON:" in stdout and "wrote CSV:" in stdout
+
+
+def test_missing_backend_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    fake = tmp_path / "site"
+    (fake / "mindspore").mkdir(parents=True)
+    (fake / "mindspore" / "__init__.py").write_text("raise ImportError('simulated: MindSpore not installed')\n")
+    out = tmp_path / "out"
+    env = {"PYTHONPATH": os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])}
+    proc = run_cli(["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp32",
+                    "--backend", "cpp,mindspore", "--out", str(out), *FAST_TIMER], env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc, _ = load_results(out)
+    ms = next(r for r in doc["records"] if r["backend"] == "mindspore")
+    assert ms["status"] == "skipped" and "not installed" in ms["reason"]
+    assert "simulated" in ms["reason"] and not doc["backends"]["mindspore"]["available"]
+    assert next(r for r in doc["records"] if r["backend"] == "cpp")["status"] == "ok"
+    assert "backend mindspore skipped" in proc.stdout
+
+
+def test_a_killed_sweep_keeps_every_finished_case(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "opbench", "sweep", "gemm", "--m", "16:4096:+16", "--n", "64", "--k", "64",
+         "--dtype", "fp32", "--backend", "cpp,numpy", "--out", str(out), "--quiet", *FAST_TIMER],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 120
+        n = 0
+        while time.time() < deadline and n < 6:
+            time.sleep(0.2)
+            for p in out.glob("gemm-*.json"):
+                try:
+                    n = len(json.loads(p.read_text())["records"])
+                except (ValueError, OSError):
+                    pytest.fail("the results file was unreadable while the sweep ran")
+        assert n >= 6, "the sweep did not record cases in time"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    doc, rows = load_results(out)
+    jsonschema.validate(doc, json.loads(schema_path().read_text()))
+    assert doc["complete"] is False and len(doc["records"]) >= 6
+    assert len(rows) >= len(doc["records"]) - 1  # the CSV is written right after the JSON
