@@ -163,8 +163,8 @@ def _run_sweep(cfg: Any, out_dir: Path, formats: list[str], quiet: bool) -> int:
     from opbench.results import ResultsWriter
 
     # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
-    console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120)
-    err_console = Console(stderr=True, quiet=quiet)
+    console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
+    err_console = Console(stderr=True, quiet=quiet, markup=False)
     cpus = machine.pin_to_cpus(cfg.threads) if cfg.device == "cpu" else machine.allowed_cpus()
     with err_console.status("measuring peak FLOPS (cached per machine)..."):
         peak_table = sweep.resolve_peaks(cfg)
@@ -229,9 +229,16 @@ def cmd_peak(args: argparse.Namespace) -> int:
     dtypes = parse_dtypes(args.dtype)
     counts = parse_sizes(args.threads, "--threads") if args.threads else sorted({1, default_threads()})
     table = Table(title="peak FLOPS", title_justify="left", header_style="bold")
-    for col in ("dtype", "threads", "measured GFLOPS", "datasheet GFLOPS", "measured peak", "datasheet basis"):
+    for col in (
+        "dtype",
+        "threads",
+        "measured GFLOPS",
+        "datasheet GFLOPS",
+        "measured peak",
+        "datasheet basis",
+    ):
         table.add_column(col)
-    console = Console()
+    console = Console(markup=False)
     with Console(stderr=True).status("running FMA-throughput loops..."):
         rows = []
         for d in dtypes:
@@ -253,7 +260,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from opbench.backends import BACKENDS
     from opbench.machine import cpu_model
 
-    console = Console()
+    console = Console(markup=False)
     f = kernels.cpu_features()
     console.print(f"CPU: {cpu_model()} ({f['vendor']}), {f['logical_cpus']} logical CPUs, "
                   f"{kernels.default_threads()} usable")  # fmt: skip
@@ -267,7 +274,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     )
     for isa in f["isas"]:
         t = kernels.default_tiles(isa)
-        console.print(f"  {isa}: {t['description']}; default tiles m={t['tile_m']} n={t['tile_n']} k={t['tile_k']}")
+        console.print(
+            f"  {isa}: {t['description']}; default tiles m={t['tile_m']} n={t['tile_n']} k={t['tile_k']}"
+        )
     for name, cls in BACKENDS.items():
         reason = cls().unavailable_reason()
         console.print(f"backend {name}: " + ("available" if reason is None else f"unavailable ({reason})"))

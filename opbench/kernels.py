@@ -85,7 +85,7 @@ def default_tiles(isa: str | None = None) -> dict[str, Any]:
 
 
 def cpu_features() -> dict[str, Any]:
-    """What run-time dispatch found: vendor, brand, ISA flags, caches, usable kernel sets and the one chosen."""
+    """What run-time dispatch found: vendor, brand, ISA flags, caches, kernel sets and the one chosen."""
     info = dict(_core.cpu_info())
     info["selected_isa"] = _core.kernel_info("")["isa"]
     info["kernel"] = default_tiles()

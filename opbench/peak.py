@@ -50,7 +50,9 @@ def machine_fingerprint() -> str:
     from opbench import _core
 
     info = _core.cpu_info()
-    key = json.dumps([cpu_model(), info["features"], info["isas"], info["logical_cpus"], __version__], sort_keys=True)
+    key = json.dumps(
+        [cpu_model(), info["features"], info["isas"], info["logical_cpus"], __version__], sort_keys=True
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -75,7 +77,9 @@ def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5)
             if dtype == "fp32"
             else "fp32 FMA peak (no native fp16 FMA on this CPU: fp16 GEMMs compute on the fp32 units)"
         )
-    return Peak(dtype, threads, float(gflops), "measured", name, f"{kernel}, best of {repeats}, {threads} thread(s)")
+    return Peak(
+        dtype, threads, float(gflops), "measured", name, f"{kernel}, best of {repeats}, {threads} thread(s)"
+    )
 
 
 def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:
@@ -118,7 +122,9 @@ def clock_ghz() -> tuple[float, str] | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("cpu MHz"):
-                return float(line.split(":", 1)[1]) / 1e3, "/proc/cpuinfo cpu MHz (nominal; turbo not counted)"
+                return float(
+                    line.split(":", 1)[1]
+                ) / 1e3, "/proc/cpuinfo cpu MHz (nominal; turbo not counted)"
     except (OSError, ValueError):
         pass
     return None
@@ -133,10 +139,7 @@ def datasheet(dtype: str, threads: int) -> Peak | None:
         return None
     ghz, clock_source = clock
     isa = _core.cpu_info()["isas"][0]
-    if dtype == "fp16" and _fp16_native():
-        key = ("avx512fp16", "fp16")
-    else:
-        key = (isa, "fp32")
+    key = ("avx512fp16", "fp16") if dtype == "fp16" and _fp16_native() else (isa, "fp32")
     per_cycle = FLOP_PER_CYCLE[key]
     cores = min(threads, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else threads)
     return Peak(

@@ -14,7 +14,9 @@ def _int(token: str, option: str, text: str) -> int:
     try:
         value = int(token)
     except ValueError:
-        raise UsageError(f"{option}: bad size list '{text}': '{token}' is not an integer ({_SYNTAX})") from None
+        raise UsageError(
+            f"{option}: bad size list '{text}': '{token}' is not an integer ({_SYNTAX})"
+        ) from None
     if value < 1:
         raise UsageError(f"{option}: sizes must be >= 1, got {value} in '{text}'")
     return value

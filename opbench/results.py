@@ -69,7 +69,17 @@ def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
         "flags": ";".join(record.get("flags") or []),
         "notes": "; ".join(record.get("notes") or []),
     }
-    for key in ("median_s", "iqr_s", "min_s", "mean_s", "std_s", "n_samples", "loops", "rel_iqr", "stability"):
+    for key in (
+        "median_s",
+        "iqr_s",
+        "min_s",
+        "mean_s",
+        "std_s",
+        "n_samples",
+        "loops",
+        "rel_iqr",
+        "stability",
+    ):
         row[key] = t.get(key)
     for key in ("tile_m", "tile_n", "tile_k"):
         row[key] = tiles.get(key)

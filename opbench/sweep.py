@@ -6,6 +6,7 @@ record with a status and a reason; it never ends the sweep.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,13 +200,8 @@ def run_sweep(
     for i, shape in enumerate(cfg.shapes):
         for dtype in cfg.dtypes:
             inputs = op.make_inputs(shape, dtype, cfg.seed + i)
-            cache: dict[str, np.ndarray] = {}
-
-            def reference() -> np.ndarray:
-                if "ref" not in cache:
-                    cache["ref"] = op.reference(inputs)
-                return cache["ref"]
-
+            # Computed at most once per (shape, dtype), and only if some backend gets to verification.
+            reference = functools.cache(functools.partial(op.reference, inputs))
             for name in cfg.backends:
                 if on_case_start:
                     on_case_start(f"{cfg.op} {shape.label()} {dtype} {name}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 BAD = [
@@ -34,7 +33,9 @@ BAD = [
 @pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) or "empty" for a, _ in BAD])
 def test_bad_input_is_one_line_exit_2_nothing_written(args: list[str], message: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = run_cli([*args, "--out", str(out)] if args[:1] == ["sweep"] and len(args) > 1 else args, timeout=60)
+    proc = run_cli(
+        [*args, "--out", str(out)] if args[:1] == ["sweep"] and len(args) > 1 else args, timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr

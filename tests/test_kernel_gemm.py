@@ -26,7 +26,9 @@ def inputs_for(m: int, n: int, k: int, dtype: str, seed: int = 1) -> dict[str, n
 def assert_close(c: np.ndarray, inp: dict[str, np.ndarray], dtype: str) -> None:
     ref = gemm_op.reference(inp)
     result = gemm_op.check(c, inp, ref, dtype, accumulate="fp32")
-    assert result["ok"], f"error {result['max_err_ratio']:.3g}x the bound (max rel err {result['max_rel_err']:.3g})"
+    assert result["ok"], (
+        f"error {result['max_err_ratio']:.3g}x the bound (max rel err {result['max_rel_err']:.3g})"
+    )
 
 
 @pytest.mark.parametrize("isa", ISAS)

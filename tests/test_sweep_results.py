@@ -16,8 +16,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-
 from conftest import FAST_TIMER, run_cli
+
 from opbench.results import schema_path
 
 BACKENDS = ["cpp", "torch", "mindspore", "numpy"]
@@ -35,8 +35,10 @@ def load_results(out: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[dict[str, str]], str]:
     out = tmp_path_factory.mktemp("sweep")
-    proc = run_cli(["sweep", "gemm", "--m", "1,33", "--n", "17", "--k", "65", "--dtype", "fp32,fp16",
-                    "--backend", ",".join(BACKENDS), "--threads", "2", "--out", str(out), *FAST_TIMER])  # fmt: skip
+    shapes = ["--m", "1,33", "--n", "17", "--k", "65"]
+    backends = ["--backend", ",".join(BACKENDS)]
+    proc = run_cli(["sweep", "gemm", *shapes, "--dtype", "fp32,fp16", *backends, "--threads", "2",
+                    "--out", str(out), *FAST_TIMER])  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc, rows = load_results(out)
     return doc, rows, proc.stdout
@@ -96,7 +98,7 @@ def test_provenance(sweep: tuple) -> None:
 
 def test_csv_matches_json(sweep: tuple) -> None:
     doc, rows, _ = sweep
-    for r, row in zip(doc["records"], rows):
+    for r, row in zip(doc["records"], rows, strict=True):
         assert (row["m"], row["n"], row["k"]) == tuple(str(r["shape"][x]) for x in "mnk")
         assert (row["backend"], row["dtype"], row["status"]) == (r["backend"], r["dtype"], r["status"])
         if r["status"] == "ok":
@@ -113,7 +115,9 @@ def test_table_is_printed(sweep: tuple) -> None:
 def test_missing_backend_is_skipped_with_its_reason(tmp_path: Path) -> None:
     fake = tmp_path / "site"
     (fake / "mindspore").mkdir(parents=True)
-    (fake / "mindspore" / "__init__.py").write_text("raise ImportError('simulated: MindSpore not installed')\n")
+    (fake / "mindspore" / "__init__.py").write_text(
+        "raise ImportError('simulated: MindSpore not installed')\n"
+    )
     out = tmp_path / "out"
     env = {"PYTHONPATH": os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])}
     proc = run_cli(["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp32",

@@ -91,10 +91,12 @@ def test_cold_cache_flushes_before_every_sample_one_call_each() -> None:
         clock.now += 0.001 * loops
         return 0.001 * loops
 
-    timer = Timer(TimerConfig(cold_cache=True, warmup_s=0.001), clock=clock, flush=lambda: events.append("flush"))
+    timer = Timer(
+        TimerConfig(cold_cache=True, warmup_s=0.001), clock=clock, flush=lambda: events.append("flush")
+    )
     m = timer.measure(run)
     assert m.loops == 1 and m.cold_cache
-    sampled = events[events.index("flush"):]
+    sampled = events[events.index("flush") :]
     assert sampled == ["flush", "run1"] * m.n
 
 

@@ -37,13 +37,23 @@ class _CppGemm(Prepared):
         t = self._tiles
         return float(
             self._core.time_gemm(
-                self._a, self._b, self._out, t["tile_m"], t["tile_n"], t["tile_k"], self._threads, self._isa, loops
+                self._a,
+                self._b,
+                self._out,
+                t["tile_m"],
+                t["tile_n"],
+                t["tile_k"],
+                self._threads,
+                self._isa,
+                loops,
             )
         )
 
     def output(self) -> np.ndarray:
         t = self._tiles
-        return self._core.gemm(self._a, self._b, None, t["tile_m"], t["tile_n"], t["tile_k"], self._threads, self._isa)
+        return self._core.gemm(
+            self._a, self._b, None, t["tile_m"], t["tile_n"], t["tile_k"], self._threads, self._isa
+        )
 
 
 class CppBackend(Backend):
@@ -71,4 +81,6 @@ class CppBackend(Backend):
         self._threads = threads
 
     def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
-        return _CppGemm(np.ascontiguousarray(inputs["a"]), np.ascontiguousarray(inputs["b"]), self._threads, params)
+        return _CppGemm(
+            np.ascontiguousarray(inputs["a"]), np.ascontiguousarray(inputs["b"]), self._threads, params
+        )

@@ -78,7 +78,7 @@ class MindSporeBackend(Backend):
             "mode": "PyNative, launch_blocking",
             "threads_num": threads,
             "thread_note": note
-            or "MindSpore 2.10's CPU matmul pool ignores threads_num; the process CPU affinity bounds its cores",
+            or "MindSpore 2.10's CPU matmul pool ignores threads_num; the process CPU affinity bounds it",
         }
 
     def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:

@@ -14,7 +14,9 @@ _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16"}
 
 
 class _TorchGemm(Prepared):
-    def __init__(self, torch: Any, a: np.ndarray, b: np.ndarray, device: str, details: dict[str, Any]) -> None:
+    def __init__(
+        self, torch: Any, a: np.ndarray, b: np.ndarray, device: str, details: dict[str, Any]
+    ) -> None:
         self._torch = torch
         self._a = torch.from_numpy(a).to(device).contiguous()
         self._b = torch.from_numpy(b).to(device).contiguous()
@@ -71,5 +73,9 @@ class TorchBackend(Backend):
 
     def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         torch = self._torch
-        details = {"device": self._device, "num_threads": torch.get_num_threads(), "mkldnn": torch.backends.mkldnn.is_available()}
+        details = {
+            "device": self._device,
+            "num_threads": torch.get_num_threads(),
+            "mkldnn": torch.backends.mkldnn.is_available(),
+        }
         return _TorchGemm(torch, inputs["a"], inputs["b"], self._device, details)

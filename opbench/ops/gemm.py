@@ -70,7 +70,7 @@ def reference(inputs: dict[str, np.ndarray]) -> np.ndarray:
 def error_bound(inputs: dict[str, np.ndarray], accumulate_unit: float, output_dtype: str) -> np.ndarray:
     """Componentwise forward-error bound of a dot-product GEMM in any summation order, accumulated with
     unit roundoff u_acc and rounded once to the output format (u_out):
-        |C - C_exact| <= (g + u_out * (1 + g)) * (|A| @ |B|) + tiny_out,   g = gamma_K = K*u_acc / (1 - K*u_acc)
+        |C - C_exact| <= (g + u_out * (1 + g)) * (|A| @ |B|) + tiny_out,  g = K*u_acc / (1 - K*u_acc)
     tiny_out is half the output format's smallest subnormal: below the normal range rounding is absolute."""
     k = inputs["a"].shape[1]
     ku = k * accumulate_unit
@@ -90,7 +90,12 @@ def check(
         return {"ok": False, "reason": f"output shape {output.shape} != {ref.shape}"}
     out64 = output.astype(np.float64)
     if not np.all(np.isfinite(out64)):
-        return {"ok": False, "reason": "output contains inf or NaN", "max_err_ratio": None, "max_rel_err": None}
+        return {
+            "ok": False,
+            "reason": "output contains inf or NaN",
+            "max_err_ratio": None,
+            "max_rel_err": None,
+        }
     bound = error_bound(inputs, UNIT_ROUNDOFF[accumulate], dtype)
     err = np.abs(out64 - ref)
     ratio = float(np.max(err / bound))

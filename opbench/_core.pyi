@@ -1,0 +1,35 @@
+"""Type stubs for the compiled module opbench._core (see csrc/bindings/module.cpp)."""
+
+from typing import Any
+
+import numpy as np
+
+def gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int = 1,
+    isa: str = "",
+) -> np.ndarray: ...
+def time_gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int = 1,
+    isa: str = "",
+    loops: int = 1,
+) -> float: ...
+def kernel_info(isa: str = "") -> dict[str, Any]: ...
+def cpu_info() -> dict[str, Any]: ...
+def fma_peak(
+    dtype: str, isa: str = "", threads: int = 1, min_time_s: float = 0.1, repeats: int = 3
+) -> tuple[float, str]: ...
+def flush_cache(bytes: int) -> None: ...
+def f32_to_f16_bits(x: np.ndarray) -> np.ndarray: ...
+def f16_bits_to_f32(x: np.ndarray) -> np.ndarray: ...
