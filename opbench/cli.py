@@ -150,27 +150,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return _run_sweep(cfg, out_dir, formats, quiet=args.quiet)
 
 
-def _run_sweep(cfg: Any, out_dir: Path, formats: list[str], quiet: bool) -> int:
+def _sweep_header(
+    cfg: Any, states: dict[str, Any], peak_table: dict[str, Any], cpus: list[int]
+) -> dict[str, Any]:
     from dataclasses import asdict
 
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from opbench import machine, sweep
-    from opbench.display import print_summary
-    from opbench.machine import utc_now
     from opbench.ops import get_op
-    from opbench.results import ResultsWriter
 
-    # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
-    console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
-    err_console = Console(stderr=True, quiet=quiet, markup=False)
-    cpus = machine.pin_to_cpus(cfg.threads) if cfg.device == "cpu" else machine.allowed_cpus()
-    with err_console.status("measuring peak FLOPS (cached per machine)..."):
-        peak_table = sweep.resolve_peaks(cfg)
-    with err_console.status("loading backends..."):
-        states = sweep.setup_backends(cfg)
-    header = {
+    return {
         "op": cfg.op,
         "shape_fields": list(cfg.shapes[0].to_dict()),
         "command": ["opbench", *sys.argv[1:]],
@@ -189,25 +177,50 @@ def _run_sweep(cfg: Any, out_dir: Path, formats: list[str], quiet: bool) -> int:
         "peaks": peak_table,
         "backends": sweep.backend_summary(states),
     }
-    stem = f"{cfg.op}-{utc_now().replace(':', '').replace('-', '').replace('+0000', '')}"
-    writer = ResultsWriter(out_dir, stem, formats, header)
-    progress = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err_console, transient=True,
-    )  # fmt: skip
+
+
+def _run_sweep(cfg: Any, out_dir: Path, formats: list[str], quiet: bool) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from opbench import machine, sweep
+    from opbench.display import print_summary
+    from opbench.machine import utc_now
+    from opbench.results import ResultsWriter
+
+    # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
+    console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
+    err_console = Console(stderr=True, quiet=quiet, markup=False)
+    writer: ResultsWriter | None = None
     try:
+        cpus = machine.pin_to_cpus(cfg.threads) if cfg.device == "cpu" else machine.allowed_cpus()
+        with err_console.status("measuring peak FLOPS (cached per machine)..."):
+            peak_table = sweep.resolve_peaks(cfg)
+        with err_console.status("loading backends..."):
+            states = sweep.setup_backends(cfg)
+        stem = f"{cfg.op}-{utc_now().replace(':', '').replace('-', '').replace('+0000', '')}"
+        writer = ResultsWriter(out_dir, stem, formats, _sweep_header(cfg, states, peak_table, cpus))
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err_console, transient=True,
+        )  # fmt: skip
         with progress:
             task = progress.add_task("sweep", total=cfg.n_cases)
 
             def on_record(rec: dict[str, Any]) -> None:
+                assert writer is not None
                 writer.add(rec)
                 progress.advance(task)
 
             sweep.run_sweep(cfg, states, peak_table, on_record,
                             lambda d: progress.update(task, description=d))  # fmt: skip
     except KeyboardInterrupt:
-        err_console.print(f"interrupted: {len(writer.doc['records'])} finished case(s) kept in "
-                          f"{', '.join(str(p) for p in writer.paths.values())}")  # fmt: skip
+        if writer is None:
+            print("opbench: interrupted before any case ran; nothing written", file=sys.stderr)
+        else:
+            kept = ", ".join(str(p) for p in writer.paths.values())
+            print(f"opbench: interrupted; {len(writer.doc['records'])} finished case(s) kept in {kept}",
+                  file=sys.stderr)  # fmt: skip
         return 130
     writer.finish()
     print_summary(console, writer.doc, writer.paths)
@@ -229,27 +242,24 @@ def cmd_peak(args: argparse.Namespace) -> int:
     dtypes = parse_dtypes(args.dtype)
     counts = parse_sizes(args.threads, "--threads") if args.threads else sorted({1, default_threads()})
     table = Table(title="peak FLOPS", title_justify="left", header_style="bold")
-    for col in (
-        "dtype",
-        "threads",
-        "measured GFLOPS",
-        "datasheet GFLOPS",
-        "measured peak",
-        "datasheet basis",
-    ):
-        table.add_column(col)
-    console = Console(markup=False)
+    for col in ("dtype", "threads", "measured GFLOPS", "datasheet GFLOPS", "measured / datasheet"):
+        table.add_column(col, justify="left" if col in ("dtype", "threads") else "right")
+    console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
+    notes: dict[str, None] = {}  # ordered set
     with Console(stderr=True).status("running FMA-throughput loops..."):
-        rows = []
         for d in dtypes:
             for t in counts:
                 m = peak.measured(d, t, refresh=args.refresh)
                 ds = peak.datasheet(d, t)
-                rows.append((d, str(t), f"{m.gflops:.1f}", f"{ds.gflops:.1f}" if ds else "-", m.name,
-                             ds.detail if ds else "clock unknown"))  # fmt: skip
-    for row in rows:
-        table.add_row(*row)
+                ratio = f"{m.gflops / ds.gflops:.2f}" if ds else "-"
+                table.add_row(d, str(t), f"{m.gflops:.1f}", f"{ds.gflops:.1f}" if ds else "-", ratio)
+                notes[f"{d} measured: {m.name}; {m.detail.split(', best')[0]}"] = None
+                notes[f"{d} datasheet: {ds.detail}" if ds else f"{d} datasheet: clock frequency unknown"] = (
+                    None
+                )
     console.print(table)
+    for note in notes:
+        console.print(note, style="dim")
     return 0
 
 

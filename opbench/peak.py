@@ -122,9 +122,7 @@ def clock_ghz() -> tuple[float, str] | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("cpu MHz"):
-                return float(
-                    line.split(":", 1)[1]
-                ) / 1e3, "/proc/cpuinfo cpu MHz (nominal; turbo not counted)"
+                return float(line.split(":", 1)[1]) / 1e3, "/proc/cpuinfo cpu MHz: nominal, turbo not counted"
     except (OSError, ValueError):
         pass
     return None

@@ -28,6 +28,7 @@ B = np.ones((5, 6), np.float32)
         ((A, B), {"tile_k": 2.5}, "tile_k must be an integer >= 1, got 2.5"),
         ((A, B), {"tile_k": True}, "tile_k must be an integer >= 1, got True"),
         ((A, B), {"threads": 0}, "threads must be >= 1, got 0"),
+        ((A, B), {"threads": 100_000}, "threads must be <= 1024, got 100000"),
         ((A, B), {"isa": "sse9"}, "unknown isa 'sse9'"),
         ((A.tolist(), B), {}, "a must be a numpy.ndarray, got list"),
         ((A, B), {"out": np.ones((4, 7), np.float32)}, r"out has shape \(4, 7\), expected \(4, 6\)"),

@@ -19,6 +19,9 @@ using namespace opbench;
 
 namespace {
 
+// Each thread is a pool worker for the life of the process; far past the core count they only thrash.
+constexpr int kMaxThreads = 1024;
+
 struct Matrix {
   Dtype dtype;
   void* data;
@@ -97,6 +100,9 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
                           " (a.shape[1] must equal b.shape[0])");
   }
   if (threads < 1) throw py::value_error("threads must be >= 1, got " + std::to_string(threads));
+  if (threads > kMaxThreads) {
+    throw py::value_error("threads must be <= " + std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
+  }
   Blocking requested{tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")};
   const KernelSet& ks = kernel_set(isa);
 
@@ -224,7 +230,9 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "fma_peak",
       [](const std::string& dtype, const std::string& isa, int threads, double min_time_s, int repeats) {
-        if (threads < 1) throw py::value_error("threads must be >= 1");
+        if (threads < 1 || threads > kMaxThreads) {
+          throw py::value_error("threads must be between 1 and " + std::to_string(kMaxThreads));
+        }
         // std::invalid_argument (no such ISA, no native fp16) becomes ValueError once the GIL is back.
         PeakMeasurement r;
         {
