@@ -11,13 +11,11 @@ ours / torch (> 1: ours is faster) and each side's utilization of the measured F
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-from typing import Any
+
+from side_by_side import measure_pair
 
 from opbench import __version__, peak
-from opbench.backends.cpp_backend import CppBackend
-from opbench.backends.torch_backend import TorchBackend
 from opbench.machine import cpu_model, library_versions
 from opbench.ops import gemm
 from opbench.timing import Timer, TimerConfig
@@ -25,26 +23,6 @@ from opbench.timing import Timer, TimerConfig
 SQUARE = [256, 512, 1024, 2048]
 # Skinny shapes from DeepBench's GEMM tables (M, N, K): small-batch fully-connected layers.
 SKINNY = [(16, 4096, 1024), (4096, 16, 1024), (1760, 16, 1760), (35, 8457, 1760)]
-
-
-def measure_pair(
-    shape: gemm.GemmShape, dtype: str, threads: int, rounds: int, timer: Timer
-) -> dict[str, Any]:
-    inputs = gemm.make_inputs(shape, dtype, seed=0)
-    ref = gemm.reference(inputs)
-    sides: dict[str, Any] = {}
-    for backend in (CppBackend(), TorchBackend()):
-        backend.setup(threads, "cpu")
-        prepared = backend.prepare("gemm", inputs, {})
-        ok = gemm.check(prepared.output(), inputs, ref, dtype, backend.accumulate[dtype])["ok"]
-        sides[backend.name] = {"prepared": prepared, "ok": ok, "medians": [], "backend": backend}
-    for _ in range(rounds):
-        for side in sides.values():
-            side["backend"].setup(threads, "cpu")  # the other side may have changed torch's threads
-            side["medians"].append(timer.measure(side["prepared"].run).median_s)
-    flops = gemm.flops(shape)
-    return {name: {"gflops": flops / statistics.median(s["medians"]) / 1e9, "ok": s["ok"]}
-            for name, s in sides.items()}  # fmt: skip
 
 
 def main() -> int:
@@ -64,8 +42,10 @@ def main() -> int:
     dtypes = args.dtype.split(",")
     timer = Timer(TimerConfig(max_time_s=0.5, call_budget_s=2.0))
     libs = library_versions()
-    print(f"# {cpu_model()}; torch {libs['torch']}; opbench {__version__}; medians of {args.rounds} "
-          "interleaved rounds; util = ours / measured FMA peak")  # fmt: skip
+    print(
+        f"# {cpu_model()}; torch {libs['torch']}; opbench {__version__}; medians of {args.rounds} "
+        "interleaved rounds; util = ours / measured FMA peak"
+    )
 
     rows = []
     header = (
@@ -77,13 +57,16 @@ def main() -> int:
         for dtype in dtypes:
             pk = peak.measured(dtype, threads)
             for shape in shapes:
-                r = measure_pair(shape, dtype, threads, args.rounds, timer)
+                r = measure_pair("gemm", shape, dtype, threads, args.rounds, timer)
                 ours, torch = r["cpp"]["gflops"], r["torch"]["gflops"]
                 bad = "" if r["cpp"]["ok"] and r["torch"]["ok"] else "  (verification FAILED)"
                 row = (shape.label(), dtype, threads, ours, torch, ours / torch, ours / pk.gflops, pk.gflops)
                 rows.append(row)
-                print(f"{row[0]:>16} {dtype:>5} {threads:>3} {ours:10.1f} {torch:10.1f} {row[5]:10.2f} "
-                      f"{100 * row[6]:8.1f}% {pk.gflops:7.0f}{bad}", flush=True)  # fmt: skip
+                print(
+                    f"{row[0]:>16} {dtype:>5} {threads:>3} {ours:10.1f} {torch:10.1f} {row[5]:10.2f} "
+                    f"{100 * row[6]:8.1f}% {pk.gflops:7.0f}{bad}",
+                    flush=True,
+                )
     if args.markdown:
         print("\n| shape MxNxK | dtype | threads | ours GFLOPS | torch GFLOPS | ours / torch | ours util |")
         print("|---|---|---|---|---|---|---|")

@@ -38,30 +38,116 @@ def _positive_float(text: str) -> float:
     return v
 
 
+# Sweep axes on the command line, per op: option dest -> flag (the op module's AXES names the dests).
+AXIS_FLAGS = {
+    "m": "--m",
+    "n": "--n",
+    "k": "--k",
+    "batch": "--batch",
+    "input_size": "--input-size",
+    "in_channels": "--in-channels",
+    "out_channels": "--out-channels",
+    "filter_size": "--filter-size",
+    "seq_len": "--seq-len",
+    "hidden": "--hidden",
+}
+PARAM_FLAGS = {"stride": "--stride", "padding": "--padding", "dilation": "--dilation", "groups": "--groups"}
+
+
+def _scale(text: str) -> float:
+    v = _positive_float(text)
+    if v > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return v
+
+
+def _padding(text: str) -> int | str:
+    if text == "same":
+        return text
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got '{text}'") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got {v}")
+    return v
+
+
+def _bytes(text: str) -> int:
+    """'8G', '512M', '1.5GiB', '1000000' -> bytes."""
+    units = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = t[-1:] if t[-1:] in units and t[-1:] != "" else ""
+    try:
+        v = float(t[: len(t) - len(unit)]) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a size like 8G or 512M, got '{text}'") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got '{text}'")
+    return int(v)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="opbench", description="Operator-level micro-benchmarks and tiling autotuner.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("sweep", help="measure an operator over shapes, dtypes and backends")
-    s.add_argument("op", help="operator to sweep (gemm)")
-    s.add_argument("--m", help="sizes: 64,128 or 64:1024:x2 or 64:512:+64 (default: a built-in shape set)")
-    s.add_argument("--n", help="sizes for N (unset dimensions default to 1024 when any is given)")
-    s.add_argument("--k", help="sizes for K")
-    s.add_argument("--dtype", default="fp32,fp16", help="fp32, fp16 or both (default: fp32,fp16)")
-    s.add_argument("--backend", default="cpp,torch,mindspore,numpy", help="comma-separated backends")
+    s.add_argument("op", nargs="?", help="gemm, conv or lstm (with --spec/--suite: run only that op's part)")
+    s.add_argument("--spec", help="a TOML sweep spec (see opbench/specs.py)")
+    s.add_argument("--suite", help="a built-in suite (opbench suites lists them)")
+    s.add_argument("--scale", type=_scale, help="shrink batch and input size of every case by this factor")
+    s.add_argument(
+        "--mode",
+        choices=("one-factor", "product"),
+        help="vary one axis at a time around the base point, or the cross product "
+        "(default: product for gemm, one-factor for conv and lstm)",
+    )
+    g = s.add_argument_group("gemm axes (sizes: 64,128 or 64:1024:x2 or 64:512:+64; unset ones are 1024)")
+    for dest in ("m", "n", "k"):
+        g.add_argument(AXIS_FLAGS[dest], dest=dest)
+    c = s.add_argument_group("conv and lstm axes (unset ones stay at the op's base point)")
+    for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
+        c.add_argument(AXIS_FLAGS[dest], dest=dest)
+    c.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
+    c.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
+    c.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
+    c.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
+    s.add_argument("--dtype", help="fp32, fp16 or both (default: fp32,fp16)")
+    s.add_argument(
+        "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
+    )
     s.add_argument("--threads", type=_positive_int, help="threads for every backend (default: all cores)")
     s.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i] for backends that support it")
     s.add_argument("--out", default="reports", help="output directory (default: reports/)")
     s.add_argument("--format", default="json,csv", help="json, csv or both (default: json,csv)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     s.add_argument("--no-verify", action="store_true", help="skip checking outputs against float64")
+    s.add_argument(
+        "--verify-max-gflop",
+        type=_positive_float,
+        default=60.0,
+        help="skip (and say so) verification costlier than this in float64 (default 60)",
+    )
     s.add_argument("--cold-cache", action="store_true", help="flush caches before every sample (1 call each)")
     s.add_argument("--min-sample-ms", type=_positive_float, default=10.0)
     s.add_argument("--max-time-s", type=_positive_float, default=1.0, help="sampling cap per case")
     s.add_argument(
-        "--call-budget-s", type=_positive_float, default=1.0,
+        "--call-budget-s",
+        type=_positive_float,
+        default=1.0,
         help="a call slower than this is timed once and flagged single_sample",
-    )  # fmt: skip
+    )
+    s.add_argument(
+        "--max-call-s",
+        type=_positive_float,
+        default=60.0,
+        help="skip a case predicted to take longer per call (default 60)",
+    )
+    s.add_argument(
+        "--max-memory",
+        type=_bytes,
+        help="skip a case needing more memory (default: 80%% of available memory)",
+    )
     s.add_argument("--tile-m", type=_positive_int, help="cpp backend: tile_m (default: cache model)")
     s.add_argument("--tile-n", type=_positive_int, help="cpp backend: tile_n")
     s.add_argument("--tile-k", type=_positive_int, help="cpp backend: tile_k")
@@ -73,36 +159,63 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of using the cache")
 
+    sub.add_parser("suites", help="list the built-in sweep suites")
     sub.add_parser("info", help="CPU features, kernel dispatch, default tiles and backend availability")
     return p
 
 
-def _shapes(args: argparse.Namespace, op_module: Any) -> list[Any]:
+def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
+    """The sweep plans this command asks for, and the suite/spec it came from (None for the command line)."""
+    from opbench.ops import get_op
     from opbench.ranges import parse_sizes
+    from opbench.space import expand
+    from opbench.specs import SweepPlan, load_spec, load_suite
 
-    if args.m is None and args.n is None and args.k is None:
-        return list(op_module.DEFAULT_SHAPES)
-    ms = parse_sizes(args.m, "--m") if args.m else [1024]
-    ns = parse_sizes(args.n, "--n") if args.n else [1024]
-    ks = parse_sizes(args.k, "--k") if args.k else [1024]
-    count = len(ms) * len(ns) * len(ks)
-    if count > 10_000:
-        raise UsageError(f"--m/--n/--k expand to {count} shapes (limit 10000)")
-    return [op_module.GemmShape(m, n, k) for m in ms for n in ns for k in ks]
-
-
-def _check_memory(shapes: list[Any], dtypes: list[str], op_module: Any) -> None:
-    from opbench.machine import available_memory_bytes
-
-    budget = int(available_memory_bytes() * 0.8)
-    for shape in shapes:
-        for d in dtypes:
-            need = op_module.memory_bytes(shape, d)
-            if need > budget:
+    given_axes = {d: getattr(args, d) for d in AXIS_FLAGS if getattr(args, d) is not None}
+    given_params = {d: getattr(args, d) for d in PARAM_FLAGS if getattr(args, d) is not None}
+    if args.spec and args.suite:
+        raise UsageError("give --spec or --suite, not both")
+    if args.spec or args.suite:
+        if given_axes or given_params or args.mode:
+            flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in [*given_axes, *given_params]] or ["--mode"]
+            raise UsageError(f"{flags[0]} cannot be combined with --spec/--suite (the spec sets the shapes)")
+        spec = load_spec(args.spec) if args.spec else load_suite(args.suite)
+        plans = list(spec.plans)
+        if args.op:
+            get_op(args.op)
+            plans = [pl for pl in plans if pl.op == args.op]
+            if not plans:
                 raise UsageError(
-                    f"shape {shape.label()} ({d}) needs about {need / 2**30:.1f} GiB, more than the "
-                    f"{budget / 2**30:.1f} GiB available (80% of MemAvailable)"
+                    f"{spec.name} has no {args.op} sweep (it has: {', '.join(p.op for p in spec.plans)})"
                 )
+        meta = {"name": spec.name, "description": spec.description, "source": spec.source, "path": spec.path}
+        return plans, meta
+
+    if not args.op:
+        raise UsageError("opbench sweep: name an op (gemm, conv, lstm) or give --spec/--suite")
+    op = get_op(args.op)
+    for dest in [*given_axes, *given_params]:
+        if dest not in op.AXES and dest not in op.PARAMS:
+            allowed = " ".join(AXIS_FLAGS[a] for a in op.AXES) + "".join(
+                f" {PARAM_FLAGS[p]}" for p in op.PARAMS
+            )
+            flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
+            raise UsageError(f"{flag} does not apply to {args.op} (its options: {allowed})")
+    axes = {d: parse_sizes(v, AXIS_FLAGS[d]) for d, v in given_axes.items()}
+    mode = args.mode or op.DEFAULT_MODE
+    params = {**op.PARAMS, **given_params}
+    try:
+        if axes:
+            shapes = expand(op, axes, dict(op.BASE), params, mode)
+        elif given_params and hasattr(op, "DEFAULT_AXES"):
+            shapes = expand(op, op.DEFAULT_AXES, dict(op.BASE), params, mode)
+        else:
+            shapes = op.default_cases()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if len(shapes) > 10_000:
+        raise UsageError(f"the axes expand to {len(shapes)} shapes (limit 10000)")
+    return [SweepPlan(args.op, tuple(shapes), mode, None, None, "")], None
 
 
 def _check_out_dir(out: str) -> Path:
@@ -115,24 +228,21 @@ def _check_out_dir(out: str) -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from opbench.backends import parse_backends
     from opbench.dtypes import parse_dtypes
+    from opbench.kernels import default_threads
+    from opbench.machine import available_memory_bytes
     from opbench.ops import get_op
     from opbench.results import parse_formats
+    from opbench.space import scale_shapes
+    from opbench.sweep import SweepConfig
     from opbench.timing import TimerConfig
 
-    op_module = get_op(args.op)
-    if args.op != "gemm" and (args.m or args.n or args.k):
-        raise UsageError(f"--m/--n/--k apply to gemm, not {args.op}")
-    shapes = _shapes(args, op_module)
-    dtypes = parse_dtypes(args.dtype)
-    backends = parse_backends(args.backend)
+    plans, suite = _plans_from_args(args)
+    cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
+    cli_backends = parse_backends(args.backend) if args.backend is not None else None
     formats = parse_formats(args.format)
     out_dir = _check_out_dir(args.out)
     if args.device != "cpu" and not args.device.startswith("cuda"):
         raise UsageError(f"unknown device '{args.device}' (expected cpu or cuda[:index])")
-    _check_memory(shapes, dtypes, op_module)
-
-    from opbench.kernels import default_threads
-
     threads = args.threads or default_threads()
     timer = TimerConfig(
         min_sample_s=args.min_sample_ms / 1e3,
@@ -141,45 +251,108 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         cold_cache=args.cold_cache,
     )
     cpp_params = {"tile_m": args.tile_m, "tile_n": args.tile_n, "tile_k": args.tile_k, "isa": args.isa}
-    from opbench.sweep import SweepConfig
+    budget = args.max_memory or int(available_memory_bytes() * 0.8)
 
-    cfg = SweepConfig(
-        op=args.op, shapes=tuple(shapes), dtypes=tuple(dtypes), backends=tuple(backends), threads=threads,
-        device=args.device, timer=timer, verify=not args.no_verify, seed=args.seed, cpp_params=cpp_params,
-    )  # fmt: skip
-    return _run_sweep(cfg, out_dir, formats, quiet=args.quiet)
+    configs = []
+    for plan in plans:
+        op = get_op(plan.op)
+        shapes = scale_shapes(op, list(plan.shapes), args.scale) if args.scale else list(plan.shapes)
+        configs.append(
+            SweepConfig(
+                op=plan.op,
+                shapes=tuple(shapes),
+                dtypes=tuple(cli_dtypes or plan.dtypes or ("fp32", "fp16")),
+                backends=tuple(cli_backends or plan.backends or op.DEFAULT_BACKENDS),
+                threads=threads,
+                device=args.device,
+                timer=timer,
+                verify=not args.no_verify,
+                seed=args.seed,
+                cpp_params=cpp_params,
+                max_memory_bytes=budget,
+                max_call_s=args.max_call_s,
+                verify_max_gflop=args.verify_max_gflop,
+            )
+        )
+    _check_memory(configs, budget)
+    meta = {
+        "suite": suite,
+        "scale": args.scale,
+        "plans": [pl.description for pl in plans],
+        "modes": [pl.mode for pl in plans],
+    }
+    return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet)
+
+
+def _check_memory(configs: list[Any], budget: int) -> None:
+    """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
+    from opbench.ops import get_op
+
+    smallest = None
+    for cfg in configs:
+        op = get_op(cfg.op)
+        for shape in cfg.shapes:
+            verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
+            for d in cfg.dtypes:
+                need = op.memory_bytes(shape, d, reference=verify)
+                if need <= budget:
+                    return
+                if smallest is None or need < smallest[0]:
+                    smallest = (need, shape, d)
+    if smallest is not None:
+        need, shape, d = smallest
+        raise UsageError(
+            f"no case fits in memory: the smallest, {shape.label()} ({d}), needs about "
+            f"{need / 2**30:.1f} GiB, "
+            f"more than the {budget / 2**30:.1f} GiB budget (--max-memory; default 80% of available memory)"
+        )
 
 
 def _sweep_header(
-    cfg: Any, states: dict[str, Any], peak_table: dict[str, Any], cpus: list[int]
+    cfg: Any,
+    meta: dict[str, Any],
+    states: dict[str, Any],
+    peak_table: dict[str, Any],
+    cpus: list[int],
+    index: int,
 ) -> dict[str, Any]:
     from dataclasses import asdict
 
     from opbench import machine, sweep
     from opbench.ops import get_op
 
+    op = get_op(cfg.op)
     return {
         "op": cfg.op,
-        "shape_fields": list(cfg.shapes[0].to_dict()),
+        "shape_fields": list(op.SHAPE_FIELDS),
         "command": ["opbench", *sys.argv[1:]],
-        "flop_note": get_op(cfg.op).FLOP_NOTE,
+        "flop_note": op.FLOP_NOTE,
+        "suite": meta["suite"],
+        "scale": meta["scale"],
+        "mode": meta["modes"][index],
+        "description": meta["plans"][index],
         "settings": {
             "threads": cfg.threads,
             "device": cfg.device,
             "dtypes": list(cfg.dtypes),
             "backends": list(cfg.backends),
             "verify": cfg.verify,
+            "verify_max_gflop": cfg.verify_max_gflop,
             "seed": cfg.seed,
             "timer": asdict(cfg.timer),
+            "max_memory_bytes": cfg.max_memory_bytes,
+            "max_call_s": cfg.max_call_s,
             "cpp": {k: v for k, v in cfg.cpp_params.items() if v is not None},
         },
         "machine": machine.provenance(cfg.threads, cpus),
-        "peaks": peak_table,
-        "backends": sweep.backend_summary(states),
+        "peaks": {d: peak_table[d] for d in cfg.dtypes},
+        "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}),
     }
 
 
-def _run_sweep(cfg: Any, out_dir: Path, formats: list[str], quiet: bool) -> int:
+def _run_sweeps(
+    configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool
+) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -191,42 +364,60 @@ def _run_sweep(cfg: Any, out_dir: Path, formats: list[str], quiet: bool) -> int:
     # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
     console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
     err_console = Console(stderr=True, quiet=quiet, markup=False)
-    writer: ResultsWriter | None = None
+    first = configs[0]
+    all_dtypes = tuple(dict.fromkeys(d for c in configs for d in c.dtypes))
+    all_backends = tuple(dict.fromkeys(b for c in configs for b in c.backends))
+    writers: list[ResultsWriter] = []
     try:
-        cpus = machine.pin_to_cpus(cfg.threads) if cfg.device == "cpu" else machine.allowed_cpus()
+        cpus = machine.pin_to_cpus(first.threads) if first.device == "cpu" else machine.allowed_cpus()
         with err_console.status("measuring peak FLOPS (cached per machine)..."):
-            peak_table = sweep.resolve_peaks(cfg)
+            peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
         with err_console.status("loading backends..."):
-            states = sweep.setup_backends(cfg)
-        stem = f"{cfg.op}-{utc_now().replace(':', '').replace('-', '').replace('+0000', '')}"
-        writer = ResultsWriter(out_dir, stem, formats, _sweep_header(cfg, states, peak_table, cpus))
-        progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console, transient=True,
-        )  # fmt: skip
-        with progress:
-            task = progress.add_task("sweep", total=cfg.n_cases)
+            states = sweep.setup_backends(all_backends, first.threads, first.device)
+        history = sweep.SpeedHistory()
+        stamp = utc_now().replace(":", "").replace("-", "").replace("+0000", "")
+        prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
+        for index, cfg in enumerate(configs):
+            header = _sweep_header(cfg, meta, states, peak_table, cpus, index)
+            writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
+            writers.append(writer)
+            progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
+            with progress:
+                task = progress.add_task(cfg.op, total=cfg.n_cases)
 
-            def on_record(rec: dict[str, Any]) -> None:
-                assert writer is not None
-                writer.add(rec)
-                progress.advance(task)
+                def on_record(
+                    rec: dict[str, Any],
+                    writer: ResultsWriter = writer,
+                    task: Any = task,
+                    progress: Progress = progress,
+                ) -> None:
+                    writer.add(rec)
+                    progress.advance(task)
 
-            sweep.run_sweep(cfg, states, peak_table, on_record,
-                            lambda d: progress.update(task, description=d))  # fmt: skip
+                def on_case_start(description: str, task: Any = task, progress: Progress = progress) -> None:
+                    progress.update(task, description=description)
+
+                sweep.run_sweep(cfg, states, peak_table, on_record, on_case_start, history)
+            writer.finish()
+            print_summary(console, writer.doc, writer.paths)
+            if quiet:
+                for path in writer.paths.values():
+                    print(path)
     except KeyboardInterrupt:
-        if writer is None:
+        if not writers:
             print("opbench: interrupted before any case ran; nothing written", file=sys.stderr)
         else:
-            kept = ", ".join(str(p) for p in writer.paths.values())
-            print(f"opbench: interrupted; {len(writer.doc['records'])} finished case(s) kept in {kept}",
-                  file=sys.stderr)  # fmt: skip
+            kept = ", ".join(str(p) for w in writers for p in w.paths.values())
+            done = sum(len(w.doc["records"]) for w in writers)
+            print(f"opbench: interrupted; {done} finished case(s) kept in {kept}", file=sys.stderr)
         return 130
-    writer.finish()
-    print_summary(console, writer.doc, writer.paths)
-    if quiet:
-        for path in writer.paths.values():
-            print(path)
     return 0
 
 
@@ -272,8 +463,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     console = Console(markup=False)
     f = kernels.cpu_features()
-    console.print(f"CPU: {cpu_model()} ({f['vendor']}), {f['logical_cpus']} logical CPUs, "
-                  f"{kernels.default_threads()} usable")  # fmt: skip
+    console.print(
+        f"CPU: {cpu_model()} ({f['vendor']}), {f['logical_cpus']} logical CPUs, "
+        f"{kernels.default_threads()} usable"
+    )
     console.print("features: " + ", ".join(k for k, v in f["features"].items() if v))
     console.print(f"kernel sets: {', '.join(f['isas'])}; selected: {f['selected_isa']}")
     c = f["caches"]
@@ -293,7 +486,29 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"sweep": cmd_sweep, "peak": cmd_peak, "info": cmd_info}
+def cmd_suites(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench.specs import load_suite, suite_names
+
+    table = Table(
+        title="built-in suites (opbench sweep --suite NAME [--scale F])",
+        title_justify="left",
+        header_style="bold",
+        show_lines=True,
+    )
+    for col in ("suite", "sweeps", "description"):
+        table.add_column(col)
+    for name in suite_names():
+        spec = load_suite(name)
+        sweeps = "\n".join(f"{p.op}: {len(p.shapes)} shapes ({p.mode})" for p in spec.plans)
+        table.add_row(name, sweeps, spec.description + (f"\nsource: {spec.source}" if spec.source else ""))
+    Console(markup=False, width=None if sys.stdout.isatty() else 120).print(table)
+    return 0
+
+
+COMMANDS = {"sweep": cmd_sweep, "peak": cmd_peak, "suites": cmd_suites, "info": cmd_info}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,9 +34,15 @@ def _best_per_group(records: list[dict[str, Any]]) -> set[int]:
 def results_table(records: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     for col, justify in (
-        ("shape", "left"), ("dtype", "left"), ("backend", "left"), ("median", "right"), ("±IQR", "right"),
-        ("GFLOPS", "right"), ("util", "right"), ("flags / reason", "left"),
-    ):  # fmt: skip
+        ("shape", "left"),
+        ("dtype", "left"),
+        ("backend", "left"),
+        ("median", "right"),
+        ("±IQR", "right"),
+        ("GFLOPS", "right"),
+        ("util", "right"),
+        ("flags / reason", "left"),
+    ):
         table.add_column(col, justify=justify, no_wrap=col != "flags / reason")  # type: ignore[arg-type]
     best = _best_per_group(records)
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -52,9 +58,15 @@ def results_table(records: list[dict[str, Any]], title: str) -> Table:
             style = "bold green" if i in best else ""
             if r["status"] != "ok":
                 table.add_row(
-                    label, dtype, r["backend"], "-", "-", "-", "-",
+                    label,
+                    dtype,
+                    r["backend"],
+                    "-",
+                    "-",
+                    "-",
+                    "-",
                     Text(f"{r['status']}: {r['reason']}", style="yellow"),
-                )  # fmt: skip
+                )
                 continue
             t = r["time"]
             util = r.get("utilization")
@@ -74,8 +86,15 @@ def results_table(records: list[dict[str, Any]], title: str) -> Table:
 def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) -> None:
     records = doc["records"]
     machine = doc["machine"]
-    console.print(results_table(records, f"opbench sweep {doc['op']} — {machine['cpu_model']}, "
-                                         f"{doc['settings']['threads']} thread(s)"))  # fmt: skip
+    title = f"opbench sweep {doc['op']}"
+    if doc.get("suite"):
+        title += f" — suite {doc['suite']['name']}"
+    if doc.get("scale"):
+        title += f" (scaled x{doc['scale']:g}: batch and input size)"
+    title += (
+        f" — {machine['cpu_model']}, {doc['settings']['threads']} thread(s), {doc.get('mode') or 'cases'}"
+    )
+    console.print(results_table(records, title))
     for dtype, p in doc["peaks"].items():
         used = p.get("used")
         if used:

@@ -10,7 +10,7 @@ import numpy as np
 
 from opbench import _core
 
-__all__ = ["gemm", "cpu_features", "default_tiles", "available_isas", "default_threads"]
+__all__ = ["gemm", "conv2d", "lstm", "cpu_features", "default_tiles", "available_isas", "default_threads"]
 
 
 def default_threads() -> int:
@@ -72,6 +72,112 @@ def gemm(
         nthreads,
         isa or "",
     )
+
+
+def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:
+    """An int or an (h, w) pair of ints, each >= minimum."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2:
+        raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}")
+    out = []
+    for v in items:
+        if isinstance(v, bool):
+            raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}")
+        try:
+            iv = operator.index(v)
+        except TypeError:
+            raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}") from None
+        if iv < minimum:
+            raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+        out.append(iv)
+    return out[0], out[1]
+
+
+def _arrays(**named: Any) -> None:
+    for name, arr in named.items():
+        if not isinstance(arr, np.ndarray):
+            raise ValueError(f"{name} must be a numpy.ndarray, got {type(arr).__name__}")
+
+
+def conv2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int | None = None,
+    out: np.ndarray | None = None,
+    isa: str | None = None,
+) -> np.ndarray:
+    """Conv2d forward with opbench's kernels: x is N x C x H x W, w is K x C/groups x R x S (PyTorch's
+    layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as im2col and
+    the tiled GEMM (Y = W * col per image and group), so tile_m/n/k apply as in gemm; fp16 accumulates in
+    fp32. stride, padding and dilation are an int or an (h, w) pair. Raises ValueError on invalid input."""
+    _arrays(x=x, w=w)
+    if out is not None:
+        _arrays(out=out)
+    return _core.conv2d(
+        x,
+        w,
+        out,
+        _pair(stride, "stride", 1),
+        _pair(padding, "padding", 0),
+        _pair(dilation, "dilation", 1),
+        _positive_int(groups, "groups"),
+        _optional_positive(tile_m, "tile_m"),
+        _optional_positive(tile_n, "tile_n"),
+        _optional_positive(tile_k, "tile_k"),
+        default_threads() if threads is None else _positive_int(threads, "threads"),
+        isa or "",
+    )
+
+
+def lstm(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray,
+    *,
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """One-layer LSTM forward, sequence-first: x is T x B x I; w_ih 4H x I, w_hh 4H x H, b_ih and b_hh 4H
+    (PyTorch's layouts and gate order i, f, g, o); h0 and c0 are B x H. Returns (y, (h_n, c_n)) with y
+    T x B x H, like torch.nn.LSTM (without its leading num_layers dimension on h and c).
+
+    The input projection of all steps is one GEMM, each step's recurrent product a second GEMM, and the
+    gate activations and cell update are fused. All arrays share one dtype (float32 or float16); with
+    float16, products accumulate in fp32 and the cell state is carried in fp32 between steps."""
+    _arrays(x=x, w_ih=w_ih, w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, h0=h0, c0=c0)
+    y, (h_n, c_n) = _core.lstm(
+        x,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+        h0,
+        c0,
+        None,
+        None,
+        None,
+        _optional_positive(tile_m, "tile_m"),
+        _optional_positive(tile_n, "tile_n"),
+        _optional_positive(tile_k, "tile_k"),
+        default_threads() if threads is None else _positive_int(threads, "threads"),
+        isa or "",
+    )
+    return y, (h_n, c_n)
 
 
 def available_isas() -> list[str]:

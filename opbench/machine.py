@@ -10,6 +10,8 @@ import platform
 import re
 import subprocess
 import sys
+import threading
+import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -109,6 +111,46 @@ def pin_to_cpus(threads: int) -> list[int]:
         except OSError:
             pass  # the thread ended meanwhile
     return sorted(chosen)
+
+
+def _other_threads_cpu_ns(me: int) -> int | None:
+    """CPU time (ns, from schedstat) of every thread of this process except `me`; None where unavailable."""
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    total, seen = 0, False
+    for tid in tids:
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+    return total if seen or len(tids) == 1 else None
+
+
+def wait_until_quiet(max_wait_s: float = 1.0, window_s: float = 0.005, busy_fraction: float = 0.05) -> float:
+    """Wait until the other threads of this process (a BLAS or framework pool still spinning after its last
+    call: OpenBLAS spins about 80 ms, MindSpore's actor thread about 35 ms) use less than busy_fraction of
+    a core over a window, so that they cannot steal cores from the next measurement. Returns the seconds
+    waited; max_wait_s or more means they never went quiet."""
+    me = threading.get_native_id()
+    start = time.perf_counter()
+    prev = _other_threads_cpu_ns(me)
+    if prev is None:
+        return 0.0
+    while True:
+        time.sleep(window_s)
+        now = time.perf_counter()
+        cur = _other_threads_cpu_ns(me)
+        if cur is None or cur - prev < busy_fraction * window_s * 1e9:
+            return now - start
+        if now - start >= max_wait_s:
+            return now - start
+        prev = cur
 
 
 def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:

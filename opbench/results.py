@@ -4,7 +4,10 @@ Both are rewritten atomically after every case, so a crash or kill leaves comple
 case finished so far (with "complete": false).
 
 Schema history (bump SCHEMA_VERSION and add a dated line for every change):
-  1 (2026-11-21): first version.
+  1 (2026-11-21): first version (gemm).
+  2 (2026-11-22): ops conv and lstm (their shape fields in `shape`); header fields `suite`, `scale`, `mode`
+                  and `description`; settings `max_memory_bytes`, `max_call_s`, `verify_max_gflop`;
+                  `verify` may be {"skipped": reason}; skip reasons for memory and predicted call time.
 """
 
 from __future__ import annotations
@@ -18,15 +21,39 @@ from typing import Any
 from opbench.files import atomic_write_text
 from opbench.machine import utc_now
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMATS = ("json", "csv")
 
 CSV_COLUMNS = (
-    "op", "shape", "dtype", "backend", "threads", "device", "status", "reason",
-    "median_s", "iqr_s", "min_s", "mean_s", "std_s", "n_samples", "loops", "rel_iqr", "stability",
-    "gflops", "peak_gflops", "peak_source", "utilization", "max_err_ratio",
-    "isa", "tile_m", "tile_n", "tile_k", "flags", "notes",
-)  # fmt: skip
+    "op",
+    "shape",
+    "dtype",
+    "backend",
+    "threads",
+    "device",
+    "status",
+    "reason",
+    "median_s",
+    "iqr_s",
+    "min_s",
+    "mean_s",
+    "std_s",
+    "n_samples",
+    "loops",
+    "rel_iqr",
+    "stability",
+    "gflops",
+    "peak_gflops",
+    "peak_source",
+    "utilization",
+    "max_err_ratio",
+    "isa",
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "flags",
+    "notes",
+)
 
 
 def parse_formats(text: str) -> list[str]:
@@ -96,8 +123,10 @@ class ResultsWriter:
         out_dir.mkdir(parents=True, exist_ok=True)
         base = out_dir / stem
         suffix = 0
-        while any(base.with_name(base.name + (f"-{suffix}" if suffix else "")).with_suffix(f".{f}").exists()
-                  for f in formats):  # fmt: skip
+        while any(
+            base.with_name(base.name + (f"-{suffix}" if suffix else "")).with_suffix(f".{f}").exists()
+            for f in formats
+        ):
             suffix += 1
         name = base.name + (f"-{suffix}" if suffix else "")
         for f in formats:

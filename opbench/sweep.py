@@ -1,7 +1,7 @@
 """Sweep: expand (shape x dtype x backend) into cases, verify and time each, and build result records.
 
-A case that cannot run (backend missing, dtype unsupported, an exception, a wrong answer) becomes a
-record with a status and a reason; it never ends the sweep.
+A case that cannot run (backend missing, dtype unsupported, over the memory budget, predicted to take too
+long, an exception, a wrong answer) becomes a record with a status and a reason; it never ends the sweep.
 """
 
 from __future__ import annotations
@@ -11,16 +11,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from opbench import peak as peaks
 from opbench.backends import BACKENDS, Backend
 from opbench.errors import BackendUnavailable
+from opbench.machine import wait_until_quiet
 from opbench.ops import get_op
 from opbench.timing import Timer, TimerConfig
 
 # Utilization below this is flagged: the backend leaves the hardware nearly idle (e.g. no fp16 kernel).
 SLOW_UTILIZATION = 0.01
+# A case bigger than this, for a backend with no speed on record yet, is first probed at a smaller scale.
+PROBE_MIN_FLOPS = 2e9
+PROBE_TARGET_FLOPS = 2e8
+# Before timing, wait at most this long for other threads of the process (BLAS or framework pools still
+# spinning after their last call, e.g. the float64 reference's OpenBLAS) to go quiet.
+QUIET_MAX_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,10 @@ class SweepConfig:
     timer: TimerConfig = field(default_factory=TimerConfig)
     verify: bool = True
     seed: int = 0
-    cpp_params: dict[str, Any] = field(default_factory=dict)  # tile_m/tile_n/tile_k/isa for our kernel
+    cpp_params: dict[str, Any] = field(default_factory=dict)  # tile_m/tile_n/tile_k/isa for our kernels
+    max_memory_bytes: int | None = None  # a case needing more is skipped ('memory')
+    max_call_s: float = 60.0  # a case predicted to take longer per call is skipped ('predicted')
+    verify_max_gflop: float = 60.0  # float64 verification costlier than this is skipped (and said so)
 
     @property
     def n_cases(self) -> int:
@@ -48,6 +56,21 @@ class BackendState:
     version: str | None = None
 
 
+class SpeedHistory:
+    """The best GFLOPS each (backend, op, dtype) reached in this process, to predict a case's call time."""
+
+    def __init__(self) -> None:
+        self._best: dict[tuple[str, str, str], tuple[float, str]] = {}
+
+    def record(self, backend: str, op: str, dtype: str, gflops: float, how: str) -> None:
+        key = (backend, op, dtype)
+        if key not in self._best or gflops > self._best[key][0]:
+            self._best[key] = (gflops, how)
+
+    def best(self, backend: str, op: str, dtype: str) -> tuple[float, str] | None:
+        return self._best.get((backend, op, dtype))
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     msg = text[0] if text else ""
@@ -55,14 +78,14 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
-def setup_backends(cfg: SweepConfig) -> dict[str, BackendState]:
+def setup_backends(names: tuple[str, ...], threads: int, device: str) -> dict[str, BackendState]:
     states: dict[str, BackendState] = {}
-    for name in cfg.backends:
+    for name in names:
         st = BackendState(BACKENDS[name]())
         st.reason = st.backend.unavailable_reason()
         if st.reason is None:
             try:
-                st.backend.setup(cfg.threads, cfg.device)
+                st.backend.setup(threads, device)
                 st.version = st.backend.version()
             except BackendUnavailable as e:
                 st.reason = str(e)
@@ -79,14 +102,15 @@ def backend_summary(states: dict[str, BackendState]) -> dict[str, Any]:
     }
 
 
-def resolve_peaks(cfg: SweepConfig) -> dict[str, dict[str, Any]]:
+def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[str, dict[str, Any]]:
     """Per dtype: the peak used for utilization (measured on CPU) and the datasheet estimate beside it."""
     out: dict[str, dict[str, Any]] = {}
-    if cfg.device != "cpu":
-        return {d: {"used": None, "measured": None, "datasheet": None} for d in cfg.dtypes}
-    for d in cfg.dtypes:
-        m = peaks.measured(d, cfg.threads)
-        ds = peaks.datasheet(d, cfg.threads)
+    for d in dtypes:
+        if device != "cpu":
+            out[d] = {"used": None, "measured": None, "datasheet": None}
+            continue
+        m = peaks.measured(d, threads)
+        ds = peaks.datasheet(d, threads)
         out[d] = {"used": m.to_dict(), "measured": m.to_dict(), "datasheet": ds.to_dict() if ds else None}
     return out
 
@@ -120,18 +144,46 @@ def base_record(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> dict[
     }
 
 
+def _params(cfg: SweepConfig, st: BackendState) -> dict[str, Any]:
+    return cfg.cpp_params if st.backend.name == "cpp" else {}
+
+
+def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> float | None:
+    """GFLOPS of one warm call on a scaled-down copy of `shape` (batch and input size shrunk until it costs
+    about PROBE_TARGET_FLOPS), or None if the shape cannot be shrunk enough or the probe fails."""
+    op = get_op(cfg.op)
+    small, factor = shape, 1.0
+    for _ in range(20):
+        if op.flops(small) <= PROBE_TARGET_FLOPS:
+            break
+        factor /= 2
+        small = op.scale(shape, factor)
+    if op.flops(small) > 10 * PROBE_TARGET_FLOPS:
+        return None
+    try:
+        prepared = st.backend.prepare(cfg.op, small, op.make_inputs(small, dtype, cfg.seed), _params(cfg, st))
+        prepared.run(1)
+        seconds = prepared.run(1)
+    except Exception:
+        return None
+    return op.flops(small) / seconds / 1e9 if seconds > 0 else None
+
+
 def measure_case(
     cfg: SweepConfig,
     st: BackendState,
     shape: Any,
     dtype: str,
-    inputs: dict[str, np.ndarray],
-    reference: Callable[[], np.ndarray],
+    inputs: dict[str, Any],
+    reference: Callable[[], Any] | None,
     peak: dict[str, Any] | None,
     timer: Timer,
+    history: SpeedHistory,
 ) -> dict[str, Any]:
+    """One case. `reference` is None when verification is off or over its cost cap."""
     op = get_op(cfg.op)
-    rec = base_record(cfg, shape, dtype, st.backend.name)
+    name = st.backend.name
+    rec = base_record(cfg, shape, dtype, name)
     if st.reason is not None:
         rec.update(status="skipped", reason=st.reason)
         return rec
@@ -139,18 +191,45 @@ def measure_case(
     if unsupported is not None:
         rec.update(status="skipped", reason=unsupported)
         return rec
+
+    known = history.best(name, cfg.op, dtype)
+    if known is None and rec["flops"] > PROBE_MIN_FLOPS:
+        probed = probe_gflops(cfg, st, shape, dtype)
+        if probed is not None:
+            history.record(name, cfg.op, dtype, probed, "a scaled-down probe of this case")
+            known = history.best(name, cfg.op, dtype)
+    if known is not None:
+        gflops, how = known
+        predicted_s = rec["flops"] / (gflops * 1e9)
+        if predicted_s > cfg.max_call_s:
+            rec.update(
+                status="skipped",
+                reason=(
+                    f"predicted {predicted_s:.0f} s per call at the {gflops:.2g} GFLOPS {name} "
+                    f"reached on {how}, "
+                    f"over --max-call-s {cfg.max_call_s:g}"
+                ),
+            )
+            return rec
+
     rec["notes"] = st.backend.notes(cfg.op, dtype)
     try:
-        params = cfg.cpp_params if st.backend.name == "cpp" else {}
-        prepared = st.backend.prepare(cfg.op, inputs, params)
+        prepared = st.backend.prepare(cfg.op, shape, inputs, _params(cfg, st))
         rec["details"] = prepared.details
-        if cfg.verify:
+        if reference is not None:
             acc = st.backend.accumulate.get(dtype, dtype)
-            result = op.check(prepared.output(), inputs, reference(), dtype, acc)
+            result = op.check(shape, prepared.output(), inputs, reference(), dtype, acc)
             rec["verify"] = {**result, "accumulate_assumed": acc}
             if not result["ok"]:
                 rec.update(status="wrong_answer", reason=result.get("reason") or "error above the bound")
                 return rec
+        elif cfg.verify:
+            cost = op.verify_cost_flops(shape) / 1e9
+            rec["verify"] = {
+                "skipped": f"float64 verification would cost {cost:.0f} GFLOP, over "
+                f"--verify-max-gflop {cfg.verify_max_gflop:g}"
+            }
+        settle_s = wait_until_quiet(QUIET_MAX_WAIT_S)
         m = timer.measure(prepared.run)
     except MemoryError:
         rec.update(status="failed", reason="out of memory")
@@ -159,9 +238,16 @@ def measure_case(
         rec.update(status="failed", reason=_one_line(e))
         return rec
 
-    rec["time"] = m.to_dict()
+    rec["time"] = {**m.to_dict(), "settle_s": settle_s}
+    if settle_s >= QUIET_MAX_WAIT_S:
+        rec["notes"].append(
+            f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
+            "the timing may be disturbed"
+        )
     rec["gflops"] = rec["flops"] / m.median_s / 1e9 if m.median_s > 0 else None
     rec["gflops_best"] = rec["flops"] / m.min_s / 1e9 if m.min_s > 0 else None
+    if rec["gflops"] is not None:
+        history.record(name, cfg.op, dtype, rec["gflops"], f"{cfg.op} {shape.label()} earlier in this run")
     if m.single_sample:
         rec["flags"].append("single_sample")  # implies too few samples to judge stability
     elif m.stability != "stable":
@@ -177,17 +263,32 @@ def measure_case(
     return rec
 
 
+def _memory_skip(cfg: SweepConfig, shape: Any, dtype: str, need: int, backend: str) -> dict[str, Any]:
+    rec = base_record(cfg, shape, dtype, backend)
+    assert cfg.max_memory_bytes is not None
+    rec.update(
+        status="skipped",
+        reason=(
+            f"memory: needs about {need / 2**30:.1f} GiB, over the {cfg.max_memory_bytes / 2**30:.1f} GiB "
+            f"budget (--max-memory)"
+        ),
+    )
+    return rec
+
+
 def run_sweep(
     cfg: SweepConfig,
     states: dict[str, BackendState],
     peak_table: dict[str, dict[str, Any]],
     on_record: Callable[[dict[str, Any]], None],
     on_case_start: Callable[[str], None] | None = None,
+    history: SpeedHistory | None = None,
 ) -> None:
     """Measure every case in order (shape, dtype, then backends side by side), reporting each record."""
     from opbench import _core
 
     op = get_op(cfg.op)
+    history = history or SpeedHistory()
     flush = None
     if cfg.timer.cold_cache:
         l3 = _core.cpu_info()["caches"]["l3"]["size_bytes"]
@@ -198,12 +299,22 @@ def run_sweep(
 
     timer = Timer(cfg.timer, flush=flush)
     for i, shape in enumerate(cfg.shapes):
+        will_verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
         for dtype in cfg.dtypes:
+            need = op.memory_bytes(shape, dtype, reference=will_verify)
+            if cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes:
+                for name in cfg.backends:
+                    on_record(_memory_skip(cfg, shape, dtype, need, name))
+                continue
             inputs = op.make_inputs(shape, dtype, cfg.seed + i)
             # Computed at most once per (shape, dtype), and only if some backend gets to verification.
-            reference = functools.cache(functools.partial(op.reference, inputs))
+            reference = (
+                functools.cache(functools.partial(op.reference, shape, inputs)) if will_verify else None
+            )
             for name in cfg.backends:
                 if on_case_start:
                     on_case_start(f"{cfg.op} {shape.label()} {dtype} {name}")
                 peak = peak_table.get(dtype, {}).get("used")
-                on_record(measure_case(cfg, states[name], shape, dtype, inputs, reference, peak, timer))
+                on_record(
+                    measure_case(cfg, states[name], shape, dtype, inputs, reference, peak, timer, history)
+                )

@@ -16,13 +16,18 @@ def _peak_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["OPBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("opbench-cache"))
 
 
-def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300,
-            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def run_cli(
+    args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "opbench", *args],
-        capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd,
+    )
 
 
 # Fast timer settings for end-to-end runs: the tests check plumbing and schema, not speed.

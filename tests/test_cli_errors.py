@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 
 BAD = [
-    (["sweep", "conv"], "unknown op 'conv' (available: gemm)"),
+    (["sweep", "rnn"], "unknown op 'rnn' (available: gemm, conv, lstm)"),
     (["sweep", "gemm", "--backend", "cpp,tensorrt"], "unknown backend 'tensorrt'"),
     (["sweep", "gemm", "--backend", ""], "--backend is empty"),
     (["sweep", "gemm", "--m", "64:x"], "bad range '64:x'"),
@@ -17,6 +17,7 @@ BAD = [
     (["sweep", "gemm", "--n", "0"], "sizes must be >= 1"),
     (["sweep", "gemm", "--k", "-5"], "sizes must be >= 1"),
     (["sweep", "gemm", "--dtype", "fp64"], "unknown dtype 'fp64'"),
+    (["sweep", "gemm", "--dtype", ""], "--dtype is empty"),
     (["sweep", "gemm", "--format", "xml"], "unknown format 'xml'"),
     (["sweep", "gemm", "--threads", "0"], "must be >= 1, got 0"),
     (["sweep", "gemm", "--threads", "two"], "must be an integer, got 'two'"),
@@ -24,7 +25,23 @@ BAD = [
     (["sweep", "gemm", "--tile-k", "0"], "must be >= 1, got 0"),
     (["sweep", "gemm", "--device", "tpu"], "unknown device 'tpu'"),
     (["sweep", "gemm", "--m", "300000", "--n", "300000", "--k", "300000"], "needs about"),
-    (["sweep"], "the following arguments are required: op"),
+    (["sweep"], "name an op (gemm, conv, lstm) or give --spec/--suite"),
+    (
+        ["sweep", "conv", "--hidden", "8"],
+        "--hidden does not apply to conv (its options: --batch --input-size",
+    ),
+    (["sweep", "gemm", "--stride", "2"], "--stride does not apply to gemm"),
+    (["sweep", "conv", "--padding", "valid"], "must be 'same' or an integer >= 0"),
+    (
+        ["sweep", "conv", "--filter-size", "9", "--input-size", "4", "--padding", "0", "--mode", "product"],
+        "would be empty",
+    ),
+    (["sweep", "lstm", "--scale", "2"], "must be in (0, 1]"),
+    (["sweep", "lstm", "--max-memory", "lots"], "must be a size like 8G or 512M"),
+    (["sweep", "--suite", "nope"], "unknown suite 'nope' (available: ascend-paper"),
+    (["sweep", "--suite", "ascend-paper", "--batch", "4"], "--batch cannot be combined with --spec/--suite"),
+    (["sweep", "--suite", "ascend-paper", "--spec", "x.toml"], "give --spec or --suite, not both"),
+    (["sweep", "--spec", "/nonexistent/spec.toml"], "spec /nonexistent/spec.toml: no such file"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["sweep", "gemm", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
 ]

@@ -25,8 +25,26 @@ def test_narrowing_rounds_like_numpy() -> None:
     # underflow regions, subnormals and random floats over the whole exponent range.
     mids = ((finite[:-1].astype(np.float64) + finite[1:]) / 2).astype(np.float32)
     near = np.concatenate([np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf))])
-    special = np.array([0.0, -0.0, np.inf, -np.inf, 65504, 65519.99, 65520, 65536, 1e9, 2**-24, 2**-25,
-                        2**-25 * 1.0000001, 2**-26, 3 * 2**-26, 1e-30], np.float32)  # fmt: skip
+    special = np.array(
+        [
+            0.0,
+            -0.0,
+            np.inf,
+            -np.inf,
+            65504,
+            65519.99,
+            65520,
+            65536,
+            1e9,
+            2**-24,
+            2**-25,
+            2**-25 * 1.0000001,
+            2**-26,
+            3 * 2**-26,
+            1e-30,
+        ],
+        np.float32,
+    )
     rand = (rng.standard_normal(200_000) * np.exp2(rng.uniform(-30, 20, 200_000))).astype(np.float32)
     x = np.concatenate([finite, mids, near, special, -special, rand])
     got = _core.f32_to_f16_bits(x)

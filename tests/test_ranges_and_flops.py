@@ -80,3 +80,38 @@ def test_inputs_are_seeded_and_never_zero() -> None:
     z = gemm.make_inputs(s, "fp16", seed=6)
     assert (x["a"] == y["a"]).all() and not (x["a"] == z["a"]).all()
     assert (x["a"] != 0).mean() > 0.99 and x["a"].dtype.name == "float16"
+
+
+CONV_FLOP_CASES = [
+    dict(n=2, c=3, h=7, w=9, k=5, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=1, c=4, h=10, w=11, k=6, r=3, s=2, stride_h=2, stride_w=3, pad_h=1, dil_h=2, groups=2),
+    dict(n=4, c=8, h=31, w=29, k=16, r=5, s=5, stride_h=2, stride_w=2, pad_h=2, pad_w=2, dil_h=2, dil_w=2),
+    dict(n=1, c=12, h=9, w=9, k=12, r=3, s=3, pad_h=1, pad_w=1, groups=12),
+]
+
+
+@pytest.mark.parametrize("fields", CONV_FLOP_CASES)
+def test_conv_flops_agree_with_torch_flop_counter(fields: dict) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from opbench.ops import conv
+
+    s = conv.shape_from_case(fields)
+    x = torch.zeros(s.n, s.c, s.h, s.w)
+    w = torch.zeros(s.k, s.c // s.groups, s.r, s.s)
+    with FlopCounterMode(display=False) as counter:
+        y = torch.nn.functional.conv2d(
+            x, w, None, (s.stride_h, s.stride_w), (s.pad_h, s.pad_w), (s.dil_h, s.dil_w), s.groups
+        )
+    assert tuple(y.shape) == (s.n, s.k, s.out_h, s.out_w)
+    assert counter.get_total_flops() == conv.flops(s)
+
+
+def test_lstm_flops_count_both_gemms_per_step_and_row() -> None:
+    from opbench.ops import lstm
+
+    s = lstm.LstmShape(seq_len=25, batch=64, input_size=512, hidden=256)
+    # Input GEMM (T*B x I) @ (I x 4H) plus recurrent GEMM (B x H) @ (H x 4H) per step; gates excluded.
+    assert lstm.flops(s) == 2 * (25 * 64) * 512 * 1024 + 25 * 2 * 64 * 256 * 1024
+    assert lstm.flops(s) == 2 * 4 * 256 * (512 + 256) * 25 * 64

@@ -37,8 +37,21 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], lis
     out = tmp_path_factory.mktemp("sweep")
     shapes = ["--m", "1,33", "--n", "17", "--k", "65"]
     backends = ["--backend", ",".join(BACKENDS)]
-    proc = run_cli(["sweep", "gemm", *shapes, "--dtype", "fp32,fp16", *backends, "--threads", "2",
-                    "--out", str(out), *FAST_TIMER])  # fmt: skip
+    proc = run_cli(
+        [
+            "sweep",
+            "gemm",
+            *shapes,
+            "--dtype",
+            "fp32,fp16",
+            *backends,
+            "--threads",
+            "2",
+            "--out",
+            str(out),
+            *FAST_TIMER,
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     doc, rows = load_results(out)
     return doc, rows, proc.stdout
@@ -120,8 +133,26 @@ def test_missing_backend_is_skipped_with_its_reason(tmp_path: Path) -> None:
     )
     out = tmp_path / "out"
     env = {"PYTHONPATH": os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")])}
-    proc = run_cli(["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp32",
-                    "--backend", "cpp,mindspore", "--out", str(out), *FAST_TIMER], env=env)  # fmt: skip
+    proc = run_cli(
+        [
+            "sweep",
+            "gemm",
+            "--m",
+            "8",
+            "--n",
+            "8",
+            "--k",
+            "8",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp,mindspore",
+            "--out",
+            str(out),
+            *FAST_TIMER,
+        ],
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     doc, _ = load_results(out)
     ms = next(r for r in doc["records"] if r["backend"] == "mindspore")
@@ -134,10 +165,30 @@ def test_missing_backend_is_skipped_with_its_reason(tmp_path: Path) -> None:
 def test_a_killed_sweep_keeps_every_finished_case(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "opbench", "sweep", "gemm", "--m", "16:4096:+16", "--n", "64", "--k", "64",
-         "--dtype", "fp32", "--backend", "cpp,numpy", "--out", str(out), "--quiet", *FAST_TIMER],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "opbench",
+            "sweep",
+            "gemm",
+            "--m",
+            "16:4096:+16",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp,numpy",
+            "--out",
+            str(out),
+            "--quiet",
+            *FAST_TIMER,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 120
         n = 0
@@ -158,3 +209,189 @@ def test_a_killed_sweep_keeps_every_finished_case(tmp_path: Path) -> None:
     jsonschema.validate(doc, json.loads(schema_path().read_text()))
     assert doc["complete"] is False and len(doc["records"]) >= 6
     assert len(rows) >= len(doc["records"]) - 1  # the CSV is written right after the JSON
+
+
+def run_and_load(tmp_path: Path, args: list[str]) -> tuple[dict[str, Any], list[dict[str, str]], str]:
+    out = tmp_path / "out"
+    proc = run_cli([*args, "--out", str(out), *FAST_TIMER])
+    assert proc.returncode == 0, proc.stderr
+    (json_path,) = out.glob("*.json")
+    (csv_path,) = out.glob("*.csv")
+    doc = json.loads(json_path.read_text())
+    jsonschema.validate(doc, json.loads(schema_path().read_text()))
+    with csv_path.open() as f:
+        return doc, list(csv.DictReader(f)), proc.stdout
+
+
+def test_conv_one_factor_sweep(tmp_path: Path) -> None:
+    doc, rows, stdout = run_and_load(
+        tmp_path,
+        [
+            "sweep",
+            "conv",
+            "--batch",
+            "1,2",
+            "--input-size",
+            "6",
+            "--in-channels",
+            "3",
+            "--out-channels",
+            "4",
+            "--filter-size",
+            "1,3",
+            "--stride",
+            "2",
+            "--dtype",
+            "fp32,fp16",
+            "--backend",
+            "cpp,torch,mindspore",
+        ],
+    )
+    assert doc["op"] == "conv" and doc["mode"] == "one-factor"
+    labels = list(dict.fromkeys(r["label"] for r in doc["records"]))
+    # base batch 4 -> the base point, then batch 1 and 2, then filter 1 (filter 3 is the base's)
+    assert labels == ["N4 C3 6 K4 f3 s2 p1", "N1 C3 6 K4 f3 s2 p1", "N2 C3 6 K4 f3 s2 p1", "N4 C3 6 K4 f1 s2"]
+    for r in doc["records"]:
+        s = r["shape"]
+        out_h = (s["h"] + 2 * s["pad_h"] - s["dil_h"] * (s["r"] - 1) - 1) // s["stride_h"] + 1
+        assert r["flops"] == 2 * s["n"] * s["k"] * out_h * out_h * s["c"] * s["r"] * s["s"]
+        if doc["backends"][r["backend"]]["available"]:
+            assert r["status"] == "ok" and r["verify"]["ok"], r
+    assert len(rows) == len(doc["records"]) == 4 * 2 * 3 and "stride_h" in rows[0]
+    assert "Conv2d FLOPs" in stdout
+
+
+def test_lstm_product_sweep(tmp_path: Path) -> None:
+    doc, _, _ = run_and_load(
+        tmp_path,
+        [
+            "sweep",
+            "lstm",
+            "--mode",
+            "product",
+            "--batch",
+            "1,3",
+            "--seq-len",
+            "4",
+            "--input-size",
+            "5",
+            "--hidden",
+            "6,17",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp,torch,mindspore,numpy",
+        ],
+    )
+    assert doc["mode"] == "product"
+    assert len({r["label"] for r in doc["records"]}) == 4
+    for r in doc["records"]:
+        assert (
+            r["flops"] == 2 * 4 * r["shape"]["hidden"] * (5 + r["shape"]["hidden"]) * 4 * r["shape"]["batch"]
+        )
+        if r["backend"] == "numpy":
+            assert r["status"] == "skipped" and "float64 reference" in r["reason"]
+        elif doc["backends"][r["backend"]]["available"]:
+            assert r["status"] == "ok" and r["verify"]["ok"], r
+
+
+def test_a_case_over_the_memory_budget_is_skipped_not_killed(tmp_path: Path) -> None:
+    # 64^3 needs ~0.2 MiB; 4096 x 4096 x 4096 needs ~1.5 GiB: a 64 MiB budget skips only the second.
+    doc, _, _ = run_and_load(
+        tmp_path,
+        [
+            "sweep",
+            "gemm",
+            "--m",
+            "64,4096",
+            "--n",
+            "64,4096",
+            "--k",
+            "64,4096",
+            "--mode",
+            "one-factor",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp",
+            "--max-memory",
+            "64M",
+        ],
+    )
+    by_label = {r["label"]: r for r in doc["records"]}
+    assert by_label["1024x1024x1024"]["status"] == "skipped"  # the base point itself is ~48 MiB + reference
+    assert by_label["64x1024x1024"]["status"] == "ok"
+    skipped = [r for r in doc["records"] if r["status"] == "skipped"]
+    assert skipped and all(r["reason"].startswith("memory: needs about") for r in skipped)
+
+
+def test_a_case_predicted_too_slow_is_skipped(tmp_path: Path) -> None:
+    doc, _, _ = run_and_load(
+        tmp_path,
+        [
+            "sweep",
+            "gemm",
+            "--m",
+            "8,512",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp",
+            "--max-call-s",
+            "1e-9",
+        ],
+    )
+    first, second = doc["records"]
+    assert first["status"] == "ok"  # nothing on record yet: it runs
+    assert second["status"] == "skipped" and second["reason"].startswith("predicted ")
+    assert "8x64x64 earlier in this run" in second["reason"] and "--max-call-s" in second["reason"]
+
+
+def test_verification_over_its_cost_cap_is_skipped_and_said(tmp_path: Path) -> None:
+    doc, _, _ = run_and_load(
+        tmp_path,
+        [
+            "sweep",
+            "gemm",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp",
+            "--verify-max-gflop",
+            "1e-6",
+        ],
+    )
+    (rec,) = doc["records"]
+    assert rec["status"] == "ok" and "float64 verification would cost" in rec["verify"]["skipped"]
+
+
+def test_suite_scaled_and_filtered_to_one_op(tmp_path: Path) -> None:
+    doc, _, stdout = run_and_load(
+        tmp_path,
+        [
+            "sweep",
+            "lstm",
+            "--suite",
+            "deepbench-inference",
+            "--scale",
+            "0.05",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp",
+        ],
+    )
+    assert doc["suite"]["name"] == "deepbench-inference" and doc["scale"] == 0.05 and doc["mode"] == "cases"
+    assert all(r["status"] == "ok" and r["verify"]["ok"] for r in doc["records"])
+    assert {r["shape"]["batch"] for r in doc["records"]} == {1}  # batches 1-4 scaled by 0.05
+    assert "suite deepbench-inference (scaled x0.05: batch and input size)" in stdout

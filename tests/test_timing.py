@@ -61,8 +61,13 @@ def test_warmup_is_excluded() -> None:
 
 
 def test_noisy_runs_stop_at_the_time_cap_and_are_flagged() -> None:
-    timer, run = make(lambda i: 0.001 if (i // 10) % 2 else 0.003, min_sample_s=0.01, max_time_s=0.5,
-                      max_samples=1000, warmup_s=0.01)  # fmt: skip
+    timer, run = make(
+        lambda i: 0.001 if (i // 10) % 2 else 0.003,
+        min_sample_s=0.01,
+        max_time_s=0.5,
+        max_samples=1000,
+        warmup_s=0.01,
+    )
     m = timer.measure(run)
     assert 3 <= m.n < 1000
     assert m.n * m.loops * 0.002 == pytest.approx(0.5, rel=0.3)  # about max_time_s of sampling

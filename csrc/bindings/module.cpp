@@ -7,12 +7,17 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../gemm/ukernel_table.hpp"
+#include "opbench/conv.hpp"
 #include "opbench/cpu.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
+#include "opbench/lstm.hpp"
 #include "opbench/peak.hpp"
+#include "opbench/timed_loop.hpp"
 
 namespace py = pybind11;
 using namespace opbench;
@@ -71,6 +76,65 @@ bool overlaps(const Matrix& x, const Matrix& y) {
   return x0 < y1 && y0 < x1;
 }
 
+// A C-contiguous array of `ndim` dimensions, float32 or float16, every dimension >= 1.
+struct Tensor {
+  Dtype dtype;
+  void* data;
+  std::vector<int64_t> shape;
+};
+
+Tensor tensor(const py::array& a, const char* name, int ndim) {
+  if (a.ndim() != ndim) {
+    throw py::value_error(std::string(name) + " must be a " + std::to_string(ndim) + "-D array, got " +
+                          std::to_string(a.ndim()) + "-D with shape " + shape_str(a));
+  }
+  const py::dtype dt = a.dtype();
+  Dtype dtype;
+  if (dt.kind() == 'f' && dt.itemsize() == 4) {
+    dtype = Dtype::f32;
+  } else if (dt.kind() == 'f' && dt.itemsize() == 2) {
+    dtype = Dtype::f16;
+  } else {
+    throw py::value_error(std::string(name) + " has unsupported dtype " + py::str(dt).cast<std::string>() +
+                          " (expected float32 or float16)");
+  }
+  if (dt.attr("byteorder").cast<std::string>()[0] == '>') {
+    throw py::value_error(std::string(name) + " is big-endian; convert it to native byte order");
+  }
+  std::vector<int64_t> shape(a.shape(), a.shape() + ndim);
+  for (int64_t d : shape) {
+    if (d < 1) throw py::value_error(std::string(name) + " has an empty dimension: shape " + shape_str(a));
+  }
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
+  return {dtype, const_cast<void*>(a.data()), shape};
+}
+
+void expect_shape(const Tensor& t, const py::array& a, const char* name, const std::vector<int64_t>& want,
+                  const std::string& why) {
+  if (t.shape != want) {
+    std::string w = "(";
+    for (size_t i = 0; i < want.size(); ++i) w += (i ? ", " : "") + std::to_string(want[i]);
+    w += want.size() == 1 ? ",)" : ")";
+    throw py::value_error(std::string(name) + " has shape " + shape_str(a) + ", expected " + w + " (" + why + ")");
+  }
+}
+
+void expect_dtype(const Tensor& t, const Tensor& ref, const char* name, const char* ref_name) {
+  if (t.dtype != ref.dtype) {
+    throw py::value_error(std::string(name) + " must have the dtype of " + ref_name);
+  }
+}
+
+py::array output_like(const py::array& like, const std::vector<int64_t>& shape, std::optional<py::array> out,
+                      const char* name, Dtype dtype) {
+  if (!out) return py::array(like.dtype(), shape);
+  const Tensor t = tensor(*out, name, static_cast<int>(shape.size()));
+  if (t.dtype != dtype) throw py::value_error(std::string(name) + " must have the input dtype");
+  expect_shape(t, *out, name, shape, "the operator's output shape");
+  if (!out->writeable()) throw py::value_error(std::string(name) + " is read-only");
+  return *out;
+}
+
 int64_t tile_value(const std::optional<int64_t>& v, const char* name) {
   if (!v) return 0;  // 0 = derive from the cache model
   if (*v < 1) throw py::value_error(std::string(name) + " must be >= 1, got " + std::to_string(*v));
@@ -79,6 +143,134 @@ int64_t tile_value(const std::optional<int64_t>& v, const char* name) {
 
 // Unknown or unsupported ISA names throw std::invalid_argument, which pybind11 raises as ValueError.
 const KernelSet& kernel_set(const std::string& isa) { return isa.empty() ? default_kernels() : kernels_for(isa); }
+
+void check_threads(int threads) {
+  if (threads < 1) throw py::value_error("threads must be >= 1, got " + std::to_string(threads));
+  if (threads > kMaxThreads) {
+    throw py::value_error("threads must be <= " + std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
+  }
+}
+
+Blocking blocking_for(const KernelSet& ks, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
+                      std::optional<int64_t> tile_k) {
+  return resolve_blocking(ks, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")});
+}
+
+using Pair = std::pair<int64_t, int64_t>;
+
+struct PreparedConv {
+  const KernelSet* ks;
+  ConvProblem problem;
+  Blocking blocking;
+  int threads;
+  py::array out;
+};
+
+PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride,
+                          Pair padding, Pair dilation, int64_t groups, std::optional<int64_t> tile_m,
+                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads,
+                          const std::string& isa) {
+  const Tensor tx = tensor(x, "x", 4), tw = tensor(w, "w", 4);
+  expect_dtype(tw, tx, "w", "x");
+  if (groups < 1) throw py::value_error("groups must be >= 1, got " + std::to_string(groups));
+  for (auto [v, name] : {std::pair{stride.first, "stride"}, {stride.second, "stride"}, {dilation.first, "dilation"},
+                         {dilation.second, "dilation"}}) {
+    if (v < 1) throw py::value_error(std::string(name) + " must be >= 1, got " + std::to_string(v));
+  }
+  if (padding.first < 0 || padding.second < 0) throw py::value_error("padding must be >= 0");
+  ConvProblem p;
+  p.dtype = tx.dtype;
+  p.n = tx.shape[0];
+  p.c = tx.shape[1];
+  p.h = tx.shape[2];
+  p.w_in = tx.shape[3];
+  p.k = tw.shape[0];
+  p.r = tw.shape[2];
+  p.s = tw.shape[3];
+  p.stride_h = stride.first;
+  p.stride_w = stride.second;
+  p.pad_h = padding.first;
+  p.pad_w = padding.second;
+  p.dil_h = dilation.first;
+  p.dil_w = dilation.second;
+  p.groups = groups;
+  if (p.c % groups != 0 || p.k % groups != 0) {
+    throw py::value_error("groups=" + std::to_string(groups) + " must divide input channels (" + std::to_string(p.c) +
+                          ") and output channels (" + std::to_string(p.k) + ")");
+  }
+  if (tw.shape[1] != p.c / groups) {
+    throw py::value_error("w has shape " + shape_str(w) + ": its dimension 1 must be input channels / groups = " +
+                          std::to_string(p.c / groups));
+  }
+  if (p.out_h() < 1 || p.out_w() < 1) {
+    throw py::value_error("output would be empty: input " + std::to_string(p.h) + "x" + std::to_string(p.w_in) +
+                          " with filter " + std::to_string(p.r) + "x" + std::to_string(p.s) + ", dilation (" +
+                          std::to_string(p.dil_h) + ", " + std::to_string(p.dil_w) + ") and padding (" +
+                          std::to_string(p.pad_h) + ", " + std::to_string(p.pad_w) + ")");
+  }
+  check_threads(threads);
+  const KernelSet& ks = kernel_set(isa);
+  py::array y = output_like(x, {p.n, p.k, p.out_h(), p.out_w()}, std::move(out), "out", p.dtype);
+  p.x = tx.data;
+  p.w = tw.data;
+  p.y = y.mutable_data();
+  return {&ks, p, blocking_for(ks, tile_m, tile_n, tile_k), threads, y};
+}
+
+struct PreparedLstm {
+  const KernelSet* ks;
+  LstmProblem problem;
+  Blocking blocking;
+  int threads;
+  py::array y, h_n, c_n;
+};
+
+PreparedLstm prepare_lstm(const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
+                          const py::array& b_hh, const py::array& h0, const py::array& c0, std::optional<py::array> y,
+                          std::optional<py::array> h_n, std::optional<py::array> c_n, std::optional<int64_t> tile_m,
+                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads,
+                          const std::string& isa) {
+  const Tensor tx = tensor(x, "x", 3), twi = tensor(w_ih, "w_ih", 2), twh = tensor(w_hh, "w_hh", 2);
+  const Tensor tbi = tensor(b_ih, "b_ih", 1), tbh = tensor(b_hh, "b_hh", 1);
+  const Tensor th = tensor(h0, "h0", 2), tc = tensor(c0, "c0", 2);
+  const int64_t T = tx.shape[0], B = tx.shape[1], I = tx.shape[2];
+  if (twh.shape[0] % 4 != 0) {
+    throw py::value_error("w_hh has shape " + shape_str(w_hh) + ": dimension 0 must be 4 * hidden (gates i, f, g, o)");
+  }
+  const int64_t H = twh.shape[0] / 4;
+  expect_shape(twh, w_hh, "w_hh", {4 * H, H}, "4 * hidden x hidden");
+  expect_shape(twi, w_ih, "w_ih", {4 * H, I}, "4 * hidden x input_size, input_size = x.shape[2]");
+  expect_shape(tbi, b_ih, "b_ih", {4 * H}, "4 * hidden");
+  expect_shape(tbh, b_hh, "b_hh", {4 * H}, "4 * hidden");
+  expect_shape(th, h0, "h0", {B, H}, "batch x hidden, batch = x.shape[1]");
+  expect_shape(tc, c0, "c0", {B, H}, "batch x hidden");
+  for (auto [t, name] : {std::pair{&twi, "w_ih"}, {&twh, "w_hh"}, {&tbi, "b_ih"}, {&tbh, "b_hh"}, {&th, "h0"},
+                         {&tc, "c0"}}) {
+    expect_dtype(*t, tx, name, "x");
+  }
+  check_threads(threads);
+  const KernelSet& ks = kernel_set(isa);
+  LstmProblem p;
+  p.dtype = tx.dtype;
+  p.seq_len = T;
+  p.batch = B;
+  p.input_size = I;
+  p.hidden = H;
+  py::array ay = output_like(x, {T, B, H}, std::move(y), "y", p.dtype);
+  py::array ah = output_like(x, {B, H}, std::move(h_n), "h_n", p.dtype);
+  py::array ac = output_like(x, {B, H}, std::move(c_n), "c_n", p.dtype);
+  p.x = tx.data;
+  p.w_ih = twi.data;
+  p.w_hh = twh.data;
+  p.b_ih = tbi.data;
+  p.b_hh = tbh.data;
+  p.h0 = th.data;
+  p.c0 = tc.data;
+  p.y = ay.mutable_data();
+  p.h_n = ah.mutable_data();
+  p.c_n = ac.mutable_data();
+  return {&ks, p, blocking_for(ks, tile_m, tile_n, tile_k), threads, ay, ah, ac};
+}
 
 struct Prepared {
   const KernelSet* ks;
@@ -99,12 +291,9 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
     throw py::value_error("inner dimensions differ: a is " + shape_str(a) + " and b is " + shape_str(b) +
                           " (a.shape[1] must equal b.shape[0])");
   }
-  if (threads < 1) throw py::value_error("threads must be >= 1, got " + std::to_string(threads));
-  if (threads > kMaxThreads) {
-    throw py::value_error("threads must be <= " + std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
-  }
-  Blocking requested{tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")};
+  check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
+  const Blocking blocking = blocking_for(ks, tile_m, tile_n, tile_k);
 
   py::array result;
   if (out) {
@@ -122,7 +311,7 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
   }
   const Matrix mc = matrix(result, "out");
   GemmProblem p;
-  p.dtype = ma.dtype;
+  p.in_dtype = p.out_dtype = ma.dtype;
   p.a = ma.data;
   p.b = mb.data;
   p.c = mc.data;
@@ -132,7 +321,7 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
   p.lda = ma.ld;
   p.ldb = mb.ld;
   p.ldc = mc.ld;
-  return {&ks, p, resolve_blocking(ks, requested), threads, result};
+  return {&ks, p, blocking, threads, result};
 }
 
 py::dict cache_dict(const CacheLevel& c) {
@@ -185,11 +374,79 @@ PYBIND11_MODULE(_core, m) {
         if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
         Prepared pr = prepare(a, b, out, tile_m, tile_n, tile_k, threads, isa);
         py::gil_scoped_release release;
-        return time_gemm(*pr.ks, pr.problem, pr.blocking, pr.threads, loops);
+        return time_loop(loops, [&] { gemm(*pr.ks, pr.problem, pr.blocking, pr.threads); });
       },
       py::arg("a"), py::arg("b"), py::arg("out"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
       py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "", py::arg("loops") = 1,
       "Run gemm `loops` times back to back in C++ and return the elapsed seconds.");
+
+  m.def(
+      "conv2d",
+      [](const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Pair padding,
+         Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
+         std::optional<int64_t> tile_k, int threads, const std::string& isa) {
+        PreparedConv pr =
+            prepare_conv(x, w, std::move(out), stride, padding, dilation, groups, tile_m, tile_n, tile_k, threads, isa);
+        {
+          py::gil_scoped_release release;
+          conv2d(*pr.ks, pr.problem, pr.blocking, pr.threads);
+        }
+        return pr.out;
+      },
+      py::arg("x"), py::arg("w"), py::arg("out") = py::none(), py::arg("stride") = Pair{1, 1},
+      py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1}, py::arg("groups") = 1,
+      py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
+      py::arg("threads") = 1, py::arg("isa") = "");
+
+  m.def(
+      "time_conv2d",
+      [](const py::array& x, const py::array& w, const py::array& out, Pair stride, Pair padding, Pair dilation,
+         int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
+         int threads, const std::string& isa, int64_t loops) {
+        if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
+        PreparedConv pr = prepare_conv(x, w, out, stride, padding, dilation, groups, tile_m, tile_n, tile_k, threads, isa);
+        py::gil_scoped_release release;
+        return time_loop(loops, [&] { conv2d(*pr.ks, pr.problem, pr.blocking, pr.threads); });
+      },
+      py::arg("x"), py::arg("w"), py::arg("out"), py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0},
+      py::arg("dilation") = Pair{1, 1}, py::arg("groups") = 1, py::arg("tile_m") = py::none(),
+      py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
+      py::arg("loops") = 1);
+
+  m.def(
+      "lstm",
+      [](const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
+         const py::array& b_hh, const py::array& h0, const py::array& c0, std::optional<py::array> y,
+         std::optional<py::array> h_n, std::optional<py::array> c_n, std::optional<int64_t> tile_m,
+         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa) {
+        PreparedLstm pr = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, std::move(y), std::move(h_n),
+                                       std::move(c_n), tile_m, tile_n, tile_k, threads, isa);
+        {
+          py::gil_scoped_release release;
+          lstm(*pr.ks, pr.problem, pr.blocking, pr.threads);
+        }
+        return py::make_tuple(pr.y, py::make_tuple(pr.h_n, pr.c_n));
+      },
+      py::arg("x"), py::arg("w_ih"), py::arg("w_hh"), py::arg("b_ih"), py::arg("b_hh"), py::arg("h0"), py::arg("c0"),
+      py::arg("y") = py::none(), py::arg("h_n") = py::none(), py::arg("c_n") = py::none(),
+      py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
+      py::arg("threads") = 1, py::arg("isa") = "");
+
+  m.def(
+      "time_lstm",
+      [](const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
+         const py::array& b_hh, const py::array& h0, const py::array& c0, const py::array& y, const py::array& h_n,
+         const py::array& c_n, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
+         std::optional<int64_t> tile_k, int threads, const std::string& isa, int64_t loops) {
+        if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
+        PreparedLstm pr = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, y, h_n, c_n, tile_m, tile_n, tile_k,
+                                       threads, isa);
+        py::gil_scoped_release release;
+        return time_loop(loops, [&] { lstm(*pr.ks, pr.problem, pr.blocking, pr.threads); });
+      },
+      py::arg("x"), py::arg("w_ih"), py::arg("w_hh"), py::arg("b_ih"), py::arg("b_hh"), py::arg("h0"), py::arg("c0"),
+      py::arg("y"), py::arg("h_n"), py::arg("c_n"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
+      py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "", py::arg("loops") = 1);
 
   m.def(
       "kernel_info",

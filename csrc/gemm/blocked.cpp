@@ -1,7 +1,6 @@
 // The BLIS five-loop GEMM over a kernel set: jc (nc) -> pc (kc, pack B) -> ic (mc, pack A) -> jr (NR) ->
 // ir (MR) -> micro-kernel. Threads split the rows and the NR-panels of each B panel between them.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -72,7 +71,8 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
   const int64_t mc = std::min(blk.mc, p.m);
   const int64_t nc = std::min(blk.nc, p.n);
   const int64_t kc = std::min(blk.kc, p.k);
-  const bool f16 = p.dtype == Dtype::f16;
+  const bool f16_in = p.in_dtype == Dtype::f16;
+  const bool f16 = p.out_dtype == Dtype::f16;  // output goes through an fp32 workspace
 
   const int64_t row_panels = ceil_div(p.m, MR);
   const int64_t col_panels = ceil_div(nc, NR);
@@ -89,6 +89,18 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
   float* a_blocks = static_cast<float*>(ws.a_blocks.reserve(a_stride * threads * sizeof(float)));
   const int64_t c32_ld = round_up(nc, 16);
   float* c32 = f16 ? static_cast<float*>(ws.c_f32.reserve(p.m * c32_ld * sizeof(float))) : nullptr;
+
+  // One NR-column micro-panel of B: columns [col, col + cols) and rows [pc, pc + kb).
+  auto pack_b = [&](int64_t pc, int64_t kb, int64_t col, int64_t cols, float* dst) {
+    const int64_t offset = p.trans_b ? col * p.ldb + pc : pc * p.ldb + col;
+    if (f16_in) {
+      const auto* src = static_cast<const uint16_t*>(p.b) + offset;
+      (p.trans_b ? ks.pack_bt_f16 : ks.pack_b_f16)(src, p.ldb, kb, cols, dst);
+    } else {
+      const auto* src = static_cast<const float*>(p.b) + offset;
+      (p.trans_b ? ks.pack_bt_f32 : ks.pack_b_f32)(src, p.ldb, kb, cols, dst);
+    }
+  };
 
   SpinBarrier barrier(threads);
   auto body = [&](int tid) {
@@ -112,19 +124,13 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
         int64_t pk_lo, pk_hi;
         share(panels, threads, tid, pk_lo, pk_hi);
         for (int64_t q = pk_lo; q < pk_hi; ++q) {
-          const int64_t cols = std::min(NR, nb - q * NR);
-          float* dst = b_panel + q * kb * NR;
-          if (f16) {
-            ks.pack_b_f16(static_cast<const uint16_t*>(p.b) + pc * p.ldb + jc + q * NR, p.ldb, kb, cols, dst);
-          } else {
-            ks.pack_b_f32(static_cast<const float*>(p.b) + pc * p.ldb + jc + q * NR, p.ldb, kb, cols, dst);
-          }
+          pack_b(pc, kb, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR);
         }
         barrier.wait();
 
         for (int64_t ic = m_lo; ic < m_hi; ic += mc) {
           const int64_t mb = std::min(mc, m_hi - ic);
-          if (f16) {
+          if (f16_in) {
             ks.pack_a_f16(static_cast<const uint16_t*>(p.a) + ic * p.lda + pc, p.lda, mb, kb, a_pack);
           } else {
             ks.pack_a_f32(static_cast<const float*>(p.a) + ic * p.lda + pc, p.lda, mb, kb, a_pack);
@@ -134,8 +140,8 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
             const float* bp = b_panel + q * kb * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
-              ks.ukernel(kb, a_pack + r * MR * kb, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld, pc > 0,
-                         m_valid, n_valid);
+              ks.ukernel(kb, a_pack + r * MR * kb, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
+                         p.accumulate || pc > 0, m_valid, n_valid);
             }
           }
         }
@@ -150,13 +156,6 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     }
   };
   ThreadPool::instance().run(threads, body);
-}
-
-double time_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads, int64_t loops) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < loops; ++i) gemm(ks, p, blk, threads);
-  const auto t1 = std::chrono::steady_clock::now();
-  return std::chrono::duration<double>(t1 - t0).count();
 }
 
 void flush_cache(int64_t bytes) {

@@ -56,12 +56,26 @@ void pack_b(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
   }
 }
 
+// From B^T (n x k row-major): reads run along k, writes stride by NR.
+template <int NR, class Cvt, class T>
+void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
+  for (int64_t j = 0; j < n; ++j) {
+    const T* src = bt + j * ldbt;
+    for (int64_t p = 0; p < k; ++p) dst[p * NR + j] = to_f32<Cvt>(src[p]);
+  }
+  if (n < NR) {
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = n; j < NR; ++j) dst[p * NR + j] = 0.0f;
+    }
+  }
+}
+
 template <class Cvt>
 void store_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
   for (int64_t i = 0; i < m; ++i) Cvt::narrow_row(src + i * lds, dst + i * ldd, n);
 }
 
-// Instantiates the five packing entry points of a KernelSet for one (MR, NR, Cvt).
+// Instantiates the packing entry points of a KernelSet for one (MR, NR, Cvt).
 template <int MR, int NR, class Cvt>
 struct Packers {
   static void a_f32(const float* a, int64_t lda, int64_t m, int64_t k, float* dst) {
@@ -75,6 +89,12 @@ struct Packers {
   }
   static void b_f16(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
     pack_b<NR, Cvt>(b, ldb, k, n, dst);
+  }
+  static void bt_f32(const float* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
+    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst);
+  }
+  static void bt_f16(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
+    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst);
   }
   static void c_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
     store_f16<Cvt>(src, lds, m, n, dst, ldd);

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "opbench/kernel_set.hpp"
+#include "../rnn/cells.hpp"
 #include "pack.hpp"
 
 namespace opbench {
@@ -78,7 +79,7 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
 using P = packing::Packers<kMR, kNR, Cvt>;
 
 const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, ukernel,
-                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::c_f16};
+                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx2};
 
 }  // namespace
 

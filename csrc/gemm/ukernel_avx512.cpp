@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "opbench/kernel_set.hpp"
+#include "../rnn/cells.hpp"
 #include "pack.hpp"
 
 namespace opbench {
@@ -92,7 +93,7 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
 using P = packing::Packers<kMR, kNR, Cvt>;
 
 const KernelSet kAvx512 = {"avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)", kMR, kNR,
-                           ukernel, P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::c_f16};
+                           ukernel, P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx512};
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 // SIMD kernels and the fallback on CPUs without AVX2+FMA+F16C.
 #include "opbench/fp16.hpp"
 #include "opbench/kernel_set.hpp"
+#include "../rnn/cells.hpp"
 #include "pack.hpp"
 
 namespace opbench {
@@ -37,7 +38,7 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
 using P = packing::Packers<kMR, kNR, Cvt>;
 
 const KernelSet kRef = {"ref", "portable C++ 4x8 (no FMA)", kMR, kNR, ukernel,
-                        P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::c_f16};
+                        P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_ref};
 
 }  // namespace
 

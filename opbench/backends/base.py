@@ -1,9 +1,11 @@
 """The backend interface: who calls what, and when.
 
 The sweep calls, per process: `unavailable_reason()` (cheap; None means importable), then `setup(threads,
-device)` once before the first case. Per case: `unsupported_reason(op, dtype)`, then `prepare(op, inputs,
-params)`, which converts inputs to the backend's own tensors and allocates outputs, all outside any timed
-region. The returned Prepared is verified with `output()` and timed with `run(loops)` by the Timer.
+device)` once before the first case. Per case: `unsupported_reason(op, dtype)`, then `prepare(op, shape,
+inputs, params)`, which converts inputs to the backend's own tensors and allocates outputs, all outside any
+timed region. The returned Prepared is verified with `output()` and timed with `run(loops)` by the Timer.
+
+Outputs come back as numpy arrays in the op's structure: gemm and conv one array, lstm (y, (h_n, c_n)).
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ class Prepared(ABC):
         """Perform `loops` calls back to back, synchronize, and return the elapsed seconds."""
 
     @abstractmethod
-    def output(self) -> np.ndarray:
-        """Perform one call and return its result as a numpy array (for verification)."""
+    def output(self) -> Any:
+        """Perform one call and return its result as numpy arrays (for verification)."""
 
 
 class Backend(ABC):
@@ -46,12 +48,15 @@ class Backend(ABC):
     def setup(self, threads: int, device: str) -> None:
         """Fix the thread count and device for the rest of the process. Raises BackendUnavailable."""
 
+    #: ops this backend has an adapter for
+    ops: ClassVar[tuple[str, ...]] = ("gemm", "conv", "lstm")
+
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         """None when this backend runs `op` in `dtype`, else why not."""
-        return None if op == "gemm" else f"{self.name} has no {op} adapter"
+        return None if op in self.ops else f"{self.name} has no {op} adapter"
 
     @abstractmethod
-    def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         """Build a Prepared for one case; raises on failure (the sweep records the reason)."""
 
     def notes(self, op: str, dtype: str) -> list[str]:

@@ -1,7 +1,9 @@
-"""Backend `cpp`: opbench's own tiled C++ GEMM; the timed loop runs inside C++ with the GIL released."""
+"""Backend `cpp`: opbench's own kernels (tiled GEMM, im2col conv, LSTM); the timed loop runs inside C++
+with the GIL released."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -9,51 +11,53 @@ import numpy as np
 from opbench.backends.base import Backend, Prepared
 from opbench.errors import BackendUnavailable
 
+TILES = ("tile_m", "tile_n", "tile_k")
 
-class _CppGemm(Prepared):
-    def __init__(self, a: np.ndarray, b: np.ndarray, threads: int, params: dict[str, Any]) -> None:
+
+class _CppCase(Prepared):
+    """Calls one _core entry point: `call(*args, out..., tiles, threads, isa)` for the answer and
+    `timed(*args, out..., tiles, threads, isa, loops)` for the timing."""
+
+    def __init__(
+        self,
+        call: Callable[..., Any],
+        timed: Callable[..., float],
+        args: tuple[Any, ...],
+        outs: tuple[np.ndarray, ...],
+        extra: tuple[Any, ...],
+        threads: int,
+        params: dict[str, Any],
+        gemm_dims: dict[str, int],
+        algorithm: str,
+    ) -> None:
         from opbench import _core
 
-        self._core = _core
-        self._a, self._b = a, b
-        self._out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+        self._call, self._timed = call, timed
+        self._args, self._outs, self._extra = args, outs, extra
         self._threads = threads
         self._isa = params.get("isa") or ""
         info = _core.kernel_info(self._isa)
-        tiles = {t: params.get(t) or info[t] for t in ("tile_m", "tile_n", "tile_k")}
-        self._tiles = tiles
-        dims = {"tile_m": a.shape[0], "tile_n": b.shape[1], "tile_k": a.shape[1]}
+        self._tiles = {t: params.get(t) or info[t] for t in TILES}
         self.details = {
             "isa": info["isa"],
             "kernel": info["description"],
+            "algorithm": algorithm,
             "mr": info["mr"],
             "nr": info["nr"],
-            "tiles": tiles,
-            "tiles_effective": {t: min(v, dims[t]) for t, v in tiles.items()},
-            "tiles_source": "given" if any(params.get(t) for t in tiles) else "cache model",
+            "tiles": self._tiles,
+            "tiles_effective": {t: min(v, gemm_dims[t]) for t, v in self._tiles.items()},
+            "tiles_source": "given" if any(params.get(t) for t in TILES) else "cache model",
         }
 
-    def run(self, loops: int) -> float:
+    def _tail(self) -> tuple[Any, ...]:
         t = self._tiles
-        return float(
-            self._core.time_gemm(
-                self._a,
-                self._b,
-                self._out,
-                t["tile_m"],
-                t["tile_n"],
-                t["tile_k"],
-                self._threads,
-                self._isa,
-                loops,
-            )
-        )
+        return (*self._extra, t["tile_m"], t["tile_n"], t["tile_k"], self._threads, self._isa)
 
-    def output(self) -> np.ndarray:
-        t = self._tiles
-        return self._core.gemm(
-            self._a, self._b, None, t["tile_m"], t["tile_n"], t["tile_k"], self._threads, self._isa
-        )
+    def run(self, loops: int) -> float:
+        return float(self._timed(*self._args, *self._outs, *self._tail(), loops))
+
+    def output(self) -> Any:
+        return self._call(*self._args, *(None for _ in self._outs), *self._tail())
 
 
 class CppBackend(Backend):
@@ -80,7 +84,62 @@ class CppBackend(Backend):
             raise BackendUnavailable(f"cpp kernels run on the CPU only, not on {device}")
         self._threads = threads
 
-    def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
-        return _CppGemm(
-            np.ascontiguousarray(inputs["a"]), np.ascontiguousarray(inputs["b"]), self._threads, params
-        )
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        from opbench import _core
+
+        if op == "gemm":
+            a, b = inputs["a"], inputs["b"]
+            out = np.empty((shape.m, shape.n), a.dtype)
+            dims = {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
+            return _CppCase(
+                _core.gemm,
+                _core.time_gemm,
+                (a, b),
+                (out,),
+                (),
+                self._threads,
+                params,
+                dims,
+                "blocked GEMM (BLIS loops)",
+            )
+        if op == "conv":
+            x, w = inputs["x"], inputs["w"]
+            out = np.empty((shape.n, shape.k, shape.out_h, shape.out_w), x.dtype)
+            extra = (
+                (shape.stride_h, shape.stride_w),
+                (shape.pad_h, shape.pad_w),
+                (shape.dil_h, shape.dil_w),
+                shape.groups,
+            )
+            crs = (shape.c // shape.groups) * shape.r * shape.s
+            dims = {"tile_m": shape.k // shape.groups, "tile_n": shape.out_h * shape.out_w, "tile_k": crs}
+            direct = (shape.r, shape.s, shape.stride_h, shape.stride_w, shape.pad_h, shape.pad_w) == (
+                1,
+                1,
+                1,
+                1,
+                0,
+                0,
+            )
+            algo = "1x1: GEMM on the image" if direct else "im2col + blocked GEMM per image and group"
+            return _CppCase(
+                _core.conv2d, _core.time_conv2d, (x, w), (out,), extra, self._threads, params, dims, algo
+            )
+        if op == "lstm":
+            names = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")
+            dt = inputs["x"].dtype
+            t, b, h = shape.seq_len, shape.batch, shape.hidden
+            outs = (np.empty((t, b, h), dt), np.empty((b, h), dt), np.empty((b, h), dt))
+            dims = {"tile_m": b, "tile_n": 4 * h, "tile_k": max(shape.input_size, h)}
+            return _CppCase(
+                _core.lstm,
+                _core.time_lstm,
+                tuple(inputs[n] for n in names),
+                outs,
+                (),
+                self._threads,
+                params,
+                dims,
+                "input GEMM for all steps + recurrent GEMM per step + fused cell (cell state in fp32)",
+            )
+        raise ValueError(f"cpp has no {op} adapter")

@@ -1,4 +1,5 @@
-"""Backend `mindspore`: ops.matmul in PyNative mode on the CPU, each call run to completion.
+"""Backend `mindspore`: ops.matmul, ops.conv2d and nn.LSTM in PyNative mode on the CPU, each call run to
+completion.
 
 MindSpore's PyNative CPU execution is asynchronous and `mindspore.runtime.synchronize()` does not
 support the CPU, so the adapter calls `runtime.launch_blocking()`: every op returns only once it has
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,22 +19,23 @@ from opbench.backends.base import Backend, Prepared
 from opbench.errors import BackendUnavailable
 
 
-class _MindSporeGemm(Prepared):
-    def __init__(self, ms: Any, a: np.ndarray, b: np.ndarray, details: dict[str, Any]) -> None:
-        self._matmul = ms.ops.matmul
-        self._a = ms.Tensor(a)
-        self._b = ms.Tensor(b)
+class _MindSporeCase(Prepared):
+    def __init__(
+        self, call: Callable[[], Any], to_numpy: Callable[[Any], Any], details: dict[str, Any]
+    ) -> None:
+        self._call = call
+        self._to_numpy = to_numpy
         self.details = details
 
     def run(self, loops: int) -> float:
-        matmul, a, b = self._matmul, self._a, self._b
+        call = self._call
         t0 = time.perf_counter()
         for _ in range(loops):
-            matmul(a, b)
+            call()
         return time.perf_counter() - t0
 
-    def output(self) -> np.ndarray:
-        return self._matmul(self._a, self._b).asnumpy()
+    def output(self) -> Any:
+        return self._to_numpy(self._call())
 
 
 class MindSporeBackend(Backend):
@@ -78,11 +81,53 @@ class MindSporeBackend(Backend):
             "mode": "PyNative, launch_blocking",
             "threads_num": threads,
             "thread_note": note
-            or "MindSpore 2.10's CPU matmul pool ignores threads_num; the process CPU affinity bounds it",
+            or "MindSpore 2.10's CPU kernels ignore threads_num; the process CPU affinity bounds them",
         }
 
-    def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
-        return _MindSporeGemm(self._ms, inputs["a"], inputs["b"], dict(self._details))
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        ms = self._ms
+        t = {k: ms.Tensor(v) for k, v in inputs.items()}
+        details = dict(self._details)
 
-    def notes(self, op: str, dtype: str) -> list[str]:
-        return ["output allocated on every call (ops.matmul has no out= argument)"]
+        def host(x: Any) -> np.ndarray:
+            return x.asnumpy()
+
+        if op == "gemm":
+            matmul, a, b = ms.ops.matmul, t["a"], t["b"]
+            details["call"] = "ops.matmul (output allocated per call)"
+            return _MindSporeCase(lambda: matmul(a, b), host, details)
+        if op == "conv":
+            conv2d, x, w = ms.ops.conv2d, t["x"], t["w"]
+            args = (
+                (shape.stride_h, shape.stride_w),
+                "pad",
+                (shape.pad_h, shape.pad_w),
+                (shape.dil_h, shape.dil_w),
+                shape.groups,
+            )
+            details["call"] = "ops.conv2d(pad_mode='pad') (output allocated per call)"
+            return _MindSporeCase(lambda: conv2d(x, w, None, *args), host, details)
+        if op == "lstm":
+            lstm = ms.nn.LSTM(shape.input_size, shape.hidden, num_layers=1, has_bias=True, batch_first=False)
+            if inputs["x"].dtype == np.float16:
+                lstm.to_float(ms.float16)
+            params_by_name = {p.name: p for p in lstm.get_parameters()}
+            for name, pname in (
+                ("w_ih", "weight_ih_l0"),
+                ("w_hh", "weight_hh_l0"),
+                ("b_ih", "bias_ih_l0"),
+                ("b_hh", "bias_hh_l0"),
+            ):
+                params_by_name[pname].set_data(t[name])
+            x = t["x"]
+            state = (ms.Tensor(inputs["h0"][None]), ms.Tensor(inputs["c0"][None]))
+            details["call"] = "nn.LSTM(batch_first=False)" + (
+                ", to_float(float16)" if x.dtype == ms.float16 else ""
+            )
+
+            def to_numpy(res: Any) -> Any:
+                y, (h, c) = res
+                return host(y), (host(h)[0], host(c)[0])
+
+            return _MindSporeCase(lambda: lstm(x, state), to_numpy, details)
+        raise ValueError(f"mindspore has no {op} adapter")

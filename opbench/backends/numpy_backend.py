@@ -30,6 +30,7 @@ class _NumpyGemm(Prepared):
 
 class NumpyBackend(Backend):
     name = "numpy"
+    ops = ("gemm",)  # for conv and lstm numpy is the float64 reference, not a contender
 
     def __init__(self) -> None:
         self._limiter: Any = None
@@ -54,7 +55,12 @@ class NumpyBackend(Backend):
             if lib.get("user_api") == "blas" and "numpy" in (lib.get("filepath") or "")
         ]
 
-    def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def unsupported_reason(self, op: str, dtype: str) -> str | None:
+        if op != "gemm":
+            return f"numpy is the float64 reference for {op}, not a backend"
+        return None
+
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         return _NumpyGemm(inputs["a"], inputs["b"], {"blas": self._blas})
 
     def notes(self, op: str, dtype: str) -> list[str]:

@@ -1,8 +1,10 @@
-"""Backend `torch`: torch.mm into a preallocated output on a chosen device, threads via set_num_threads."""
+"""Backend `torch`: torch.mm into a preallocated output, F.conv2d and nn.LSTM, on a chosen device, under
+inference_mode; threads via torch.set_num_threads."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,18 +12,22 @@ import numpy as np
 from opbench.backends.base import Backend, Prepared
 from opbench.errors import BackendUnavailable
 
-_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16"}
 
+class _TorchCase(Prepared):
+    """`call()` performs one operation on tensors already on the device; `to_numpy(result)` converts it."""
 
-class _TorchGemm(Prepared):
     def __init__(
-        self, torch: Any, a: np.ndarray, b: np.ndarray, device: str, details: dict[str, Any]
+        self,
+        torch: Any,
+        device: str,
+        call: Callable[[], Any],
+        to_numpy: Callable[[Any], Any],
+        details: dict[str, Any],
     ) -> None:
         self._torch = torch
-        self._a = torch.from_numpy(a).to(device).contiguous()
-        self._b = torch.from_numpy(b).to(device).contiguous()
-        self._out = torch.empty((a.shape[0], b.shape[1]), dtype=self._a.dtype, device=device)
         self._cuda = device.startswith("cuda")
+        self._call = call
+        self._to_numpy = to_numpy
         self.details = details
 
     def _sync(self) -> None:
@@ -29,16 +35,18 @@ class _TorchGemm(Prepared):
             self._torch.cuda.synchronize()
 
     def run(self, loops: int) -> float:
-        mm, a, b, out = self._torch.mm, self._a, self._b, self._out
-        self._sync()
-        t0 = time.perf_counter()
-        for _ in range(loops):
-            mm(a, b, out=out)
-        self._sync()
-        return time.perf_counter() - t0
+        call = self._call
+        with self._torch.inference_mode():
+            self._sync()
+            t0 = time.perf_counter()
+            for _ in range(loops):
+                call()
+            self._sync()
+            return time.perf_counter() - t0
 
-    def output(self) -> np.ndarray:
-        return self._torch.mm(self._a, self._b).cpu().numpy()
+    def output(self) -> Any:
+        with self._torch.inference_mode():
+            return self._to_numpy(self._call())
 
 
 class TorchBackend(Backend):
@@ -71,11 +79,49 @@ class TorchBackend(Backend):
         self._torch = torch
         self._device = device
 
-    def prepare(self, op: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
-        torch = self._torch
-        details = {
-            "device": self._device,
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        torch, dev = self._torch, self._device
+        t = {k: torch.from_numpy(v).to(dev).contiguous() for k, v in inputs.items()}
+        details: dict[str, Any] = {
+            "device": dev,
             "num_threads": torch.get_num_threads(),
             "mkldnn": torch.backends.mkldnn.is_available(),
         }
-        return _TorchGemm(torch, inputs["a"], inputs["b"], self._device, details)
+
+        def cpu(x: Any) -> np.ndarray:
+            return x.detach().cpu().numpy()
+
+        if op == "gemm":
+            out = torch.empty((shape.m, shape.n), dtype=t["a"].dtype, device=dev)
+            a, b, mm = t["a"], t["b"], torch.mm
+            details["call"] = "torch.mm(a, b, out=c)"
+            return _TorchCase(torch, dev, lambda: mm(a, b, out=out), cpu, details)
+        if op == "conv":
+            conv2d = torch.nn.functional.conv2d
+            x, w = t["x"], t["w"]
+            args = (
+                (shape.stride_h, shape.stride_w),
+                (shape.pad_h, shape.pad_w),
+                (shape.dil_h, shape.dil_w),
+                shape.groups,
+            )
+            details["call"] = "torch.nn.functional.conv2d (output allocated per call)"
+            details["cudnn" if dev != "cpu" else "mkldnn_conv"] = (
+                torch.backends.cudnn.enabled if dev != "cpu" else torch.backends.mkldnn.is_available()
+            )
+            return _TorchCase(torch, dev, lambda: conv2d(x, w, None, *args), cpu, details)
+        if op == "lstm":
+            lstm = torch.nn.LSTM(shape.input_size, shape.hidden, num_layers=1, bias=True, batch_first=False)
+            lstm = lstm.to(device=dev, dtype=t["x"].dtype)
+            with torch.no_grad():
+                for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
+                    getattr(lstm, f"{name.replace('w_', 'weight_').replace('b_', 'bias_')}_l0").copy_(t[name])
+            x, state = t["x"], (t["h0"][None], t["c0"][None])
+            details["call"] = "torch.nn.LSTM(batch_first=False)"
+
+            def to_numpy(res: Any) -> Any:
+                y, (h, c) = res
+                return cpu(y), (cpu(h[0]), cpu(c[0]))
+
+            return _TorchCase(torch, dev, lambda: lstm(x, state), to_numpy, details)
+        raise ValueError(f"torch has no {op} adapter")

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops.numerics import compare, dot_bound
 
 NAME = "gemm"
 FLOP_NOTE = "GEMM FLOPs = 2*M*N*K (one multiply and one add per term; FLOPs, not MACs)"
@@ -26,6 +27,15 @@ class GemmShape:
         return {"m": self.m, "n": self.n, "k": self.k}
 
 
+SHAPE_FIELDS = ("m", "n", "k")
+AXES: dict[str, tuple[str, ...]] = {"m": ("m",), "n": ("n",), "k": ("k",)}
+PARAMS: dict[str, Any] = {}
+BASE = {"m": 1024, "n": 1024, "k": 1024}
+DEFAULT_MODE = "product"  # GEMM sizes are given as a grid, as in the CUTLASS profiler
+DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "numpy")
+BATCH_FIELDS = ("m",)  # what --scale shrinks: the batch dimension of a fully-connected layer
+SPATIAL_FIELDS: tuple[str, ...] = ()
+
 # The default sweep: square sizes and the skinny shapes of small-batch fully-connected layers
 # (batch 16 forward, and its transpose as in a weight-gradient-like tall-skinny product).
 DEFAULT_SHAPES: tuple[GemmShape, ...] = (
@@ -37,6 +47,28 @@ DEFAULT_SHAPES: tuple[GemmShape, ...] = (
 )
 
 
+def default_cases() -> list[GemmShape]:
+    return list(DEFAULT_SHAPES)
+
+
+def make_shape(point: dict[str, Any]) -> GemmShape:
+    """From a sweep point (every axis set); sizes must be >= 1."""
+    return shape_from_case(point)
+
+
+def shape_from_case(fields: dict[str, Any]) -> GemmShape:
+    for f in SHAPE_FIELDS:
+        v = fields.get(f)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"'{f}' must be an integer >= 1, got {v!r}")
+    return GemmShape(fields["m"], fields["n"], fields["k"])
+
+
+def scale(shape: GemmShape, factor: float) -> GemmShape:
+    """Shrink the batch dimension M by factor (at least 1)."""
+    return GemmShape(max(1, round(shape.m * factor)), shape.n, shape.k)
+
+
 def flops(shape: GemmShape) -> int:
     return 2 * shape.m * shape.n * shape.k
 
@@ -46,11 +78,16 @@ def min_bytes(shape: GemmShape, dtype: str) -> int:
     return ITEMSIZE[dtype] * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n)
 
 
-def memory_bytes(shape: GemmShape, dtype: str) -> int:
+def memory_bytes(shape: GemmShape, dtype: str, reference: bool = True) -> int:
     """What a sweep case holds at once: inputs and output in dtype (x3: ours, a framework copy, its output)
-    plus the float64 reference, its absolute-value operands and the error bound."""
+    plus, when verifying, the float64 reference, its absolute-value operands and the error bound."""
     elems = shape.m * shape.k + shape.k * shape.n + shape.m * shape.n
-    return 3 * ITEMSIZE[dtype] * elems + 3 * 8 * elems
+    return 3 * ITEMSIZE[dtype] * elems + (3 * 8 * elems if reference else 0)
+
+
+def verify_cost_flops(shape: GemmShape) -> int:
+    """float64 work of verification: the reference and the |A| @ |B| magnitude."""
+    return 2 * flops(shape)
 
 
 def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
@@ -62,42 +99,18 @@ def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, np.ndarray
     return {"a": a, "b": b}
 
 
-def reference(inputs: dict[str, np.ndarray]) -> np.ndarray:
+def reference(shape: GemmShape, inputs: dict[str, np.ndarray]) -> np.ndarray:
     """The exact-as-possible answer: float64 product of the (already rounded) inputs."""
     return inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
 
 
-def error_bound(inputs: dict[str, np.ndarray], accumulate_unit: float, output_dtype: str) -> np.ndarray:
-    """Componentwise forward-error bound of a dot-product GEMM in any summation order, accumulated with
-    unit roundoff u_acc and rounded once to the output format (u_out):
-        |C - C_exact| <= (g + u_out * (1 + g)) * (|A| @ |B|) + tiny_out,  g = K*u_acc / (1 - K*u_acc)
-    tiny_out is half the output format's smallest subnormal: below the normal range rounding is absolute."""
-    k = inputs["a"].shape[1]
-    ku = k * accumulate_unit
-    gamma = ku / (1.0 - ku) if ku < 0.5 else 1.0
-    u_out = UNIT_ROUNDOFF[output_dtype]
-    tiny_out = float(np.finfo(NUMPY_DTYPES[output_dtype]).smallest_subnormal) / 2
+def error_bound(inputs: dict[str, np.ndarray], accumulate: str, output_dtype: str) -> np.ndarray:
     magnitude = np.abs(inputs["a"].astype(np.float64)) @ np.abs(inputs["b"].astype(np.float64))
-    return (gamma + u_out * (1.0 + gamma)) * magnitude + tiny_out
+    return dot_bound(magnitude, inputs["a"].shape[1], accumulate, output_dtype)
 
 
 def check(
-    output: np.ndarray, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
+    shape: GemmShape, output: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
 ) -> dict[str, Any]:
-    """Compare a backend's output with the float64 reference against the bound for the given accumulation
-    precision. Returns {'ok', 'max_err_ratio' (max |err| / bound; <= 1 passes), 'max_rel_err'}."""
-    if output.shape != ref.shape:
-        return {"ok": False, "reason": f"output shape {output.shape} != {ref.shape}"}
-    out64 = output.astype(np.float64)
-    if not np.all(np.isfinite(out64)):
-        return {
-            "ok": False,
-            "reason": "output contains inf or NaN",
-            "max_err_ratio": None,
-            "max_rel_err": None,
-        }
-    bound = error_bound(inputs, UNIT_ROUNDOFF[accumulate], dtype)
-    err = np.abs(out64 - ref)
-    ratio = float(np.max(err / bound))
-    scale = float(np.max(np.abs(ref))) or 1.0
-    return {"ok": ratio <= 1.0, "max_err_ratio": ratio, "max_rel_err": float(np.max(err)) / scale}
+    """Compare an output with the float64 reference against the bound for that accumulation precision."""
+    return compare({"c": np.asarray(output)}, {"c": ref}, {"c": error_bound(inputs, accumulate, dtype)})

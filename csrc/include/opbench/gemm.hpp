@@ -11,12 +11,15 @@ namespace opbench {
 enum class Dtype { f32, f16 };
 
 struct GemmProblem {
-  Dtype dtype = Dtype::f32;
-  const void* a = nullptr;  // m x k, row-major, leading dimension lda (elements)
-  const void* b = nullptr;  // k x n, row-major, leading dimension ldb
-  void* c = nullptr;        // m x n, row-major, leading dimension ldc; overwritten
+  Dtype in_dtype = Dtype::f32;   // of a and b (fp16 is widened to fp32 while packing)
+  Dtype out_dtype = Dtype::f32;  // of c (fp16 is rounded once, after all of K is summed in fp32)
+  const void* a = nullptr;       // m x k, row-major, leading dimension lda (elements)
+  const void* b = nullptr;       // k x n row-major (ldb), or with trans_b its transpose: n x k row-major
+  void* c = nullptr;             // m x n, row-major, leading dimension ldc
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  bool trans_b = false;     // b holds B^T (PyTorch's weight layout: out_features x in_features)
+  bool accumulate = false;  // C += A*B instead of C = A*B; fp32 output only
 };
 
 // Fill zero fields of `requested` from the analytical model for this kernel set; clamp nothing.
@@ -24,10 +27,6 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested);
 
 // Runs on `threads` threads (the calling thread included). Requires m, n, k >= 1 and all blocking fields >= 1.
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
-
-// Calls gemm `loops` times back to back and returns the elapsed seconds (steady clock), so that small
-// problems are timed without interpreter overhead in the loop.
-double time_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads, int64_t loops);
 
 // Reads and writes every cache line of a buffer of `bytes` so that later reads of other data miss in cache.
 void flush_cache(int64_t bytes);

@@ -17,8 +17,17 @@ using PackAF16 = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, 
 // Pack rows [0, k) x columns [0, n) (n <= NR) of a row-major matrix into one NR-column micro-panel.
 using PackBF32 = void (*)(const float* b, int64_t ldb, int64_t k, int64_t n, float* dst);
 using PackBF16 = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst);
+// The same micro-panel read from B^T (n x k row-major, leading dimension ldbt), e.g. PyTorch weights.
+using PackBtF32 = void (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
+using PackBtF16 = void (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
 // Round an m x n block of fp32 values to fp16 (round to nearest even).
 using StoreF16 = void (*)(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd);
+// LSTM cell update for `rows` x `cols` units, PyTorch gate order: gate pre-activations z (fp32) hold the
+// blocks i, f, g, o, each `gate_stride` floats apart in a row of leading dimension ldz. For each unit:
+//   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_g);  h = sigmoid(z_o) * tanh(c)
+// c (fp32) is updated in place; h goes to h32 (fp32) if not null, else to h16 (fp16, rounded to nearest).
+using LstmCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz, int64_t gate_stride, float* c,
+                          int64_t ldc, float* h32, uint16_t* h16, int64_t ldh);
 
 struct KernelSet {
   const char* isa;          // "avx512", "avx2" or "ref"
@@ -30,7 +39,10 @@ struct KernelSet {
   PackAF16 pack_a_f16;
   PackBF32 pack_b_f32;
   PackBF16 pack_b_f16;
+  PackBtF32 pack_bt_f32;
+  PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
+  LstmCell lstm_cell;  // fused gate activations, vectorised for the ISA
 };
 
 // One per ISA translation unit; each is compiled with its own -m flags and may only be called after

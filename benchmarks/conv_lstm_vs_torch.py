@@ -1,0 +1,84 @@
+"""Our conv2d and LSTM vs torch (F.conv2d, nn.LSTM), measured side by side in one run.
+
+    python benchmarks/conv_lstm_vs_torch.py --markdown
+
+Shapes: the fast-kernels issue's reference cases (conv 3x3 64->64 at 56x56, batch 8; LSTM hidden 512,
+batch 64, 25 steps) and a few neighbours; ratios are ours / torch (> 1: ours is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from side_by_side import measure_pair
+
+from opbench import __version__, peak
+from opbench.machine import cpu_model, library_versions
+from opbench.ops import conv, lstm
+from opbench.timing import Timer, TimerConfig
+
+CONV = [
+    dict(n=8, c=64, h=56, w=56, k=64, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=8, c=128, h=28, w=28, k=128, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=8, c=256, h=14, w=14, k=256, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=8, c=64, h=56, w=56, k=256, r=1, s=1),
+    dict(n=8, c=3, h=224, w=224, k=64, r=7, s=7, pad_h=3, pad_w=3, stride_h=2, stride_w=2),
+]
+LSTM = [(25, 64, 512, 512), (25, 16, 512, 512), (25, 64, 1024, 1024), (50, 8, 256, 256)]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", default="2")
+    p.add_argument("--dtype", default="fp32")
+    p.add_argument("--markdown", action="store_true")
+    args = p.parse_args()
+    timer = Timer(TimerConfig(max_time_s=0.5, call_budget_s=2.0))
+    libs = library_versions()
+    print(
+        f"# {cpu_model()}; torch {libs['torch']}; opbench {__version__}; medians of {args.rounds} "
+        "interleaved rounds; util = ours / measured FMA peak"
+    )
+    cases = [("conv", conv.shape_from_case(c)) for c in CONV] + [("lstm", lstm.LstmShape(*d)) for d in LSTM]
+    rows = []
+    print(
+        f"{'op':>4} {'shape':>34} {'dtype':>5} {'thr':>3} {'ours GF/s':>10} {'torch GF/s':>10} "
+        f"{'ours/torch':>10}"
+    )
+    for threads in map(int, args.threads.split(",")):
+        for dtype in args.dtype.split(","):
+            pk = peak.measured(dtype, threads)
+            for op_name, shape in cases:
+                r = measure_pair(op_name, shape, dtype, threads, args.rounds, timer)
+                ours, torch = r["cpp"]["gflops"], r["torch"]["gflops"]
+                bad = "" if r["cpp"]["ok"] and r["torch"]["ok"] else "  (verification FAILED)"
+                rows.append(
+                    (op_name, shape.label(), dtype, threads, ours, torch, ours / torch, ours / pk.gflops)
+                )
+                print(
+                    f"{op_name:>4} {shape.label():>34} {dtype:>5} {threads:>3} {ours:10.1f} {torch:10.1f} "
+                    f"{ours / torch:10.2f}{bad}",
+                    flush=True,
+                )
+    if args.markdown:
+        print("\n| op | shape | dtype | threads | ours GFLOPS | torch GFLOPS | ours / torch | ours util |")
+        print("|---|---|---|---|---|---|---|---|")
+        for op_name, label, dtype, threads, ours, torch, ratio, util in rows:
+            cells = [
+                op_name,
+                label,
+                dtype,
+                threads,
+                f"{ours:.1f}",
+                f"{torch:.1f}",
+                f"{ratio:.2f}",
+                f"{100 * util:.0f}%",
+            ]
+            print("| " + " | ".join(map(str, cells)) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

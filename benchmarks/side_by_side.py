@@ -1,0 +1,44 @@
+"""Shared by the benchmark scripts: time our kernel and another backend alternately on the same inputs, with
+the sweep's own backends, Timer and settling, and compare medians over rounds."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from opbench.backends import BACKENDS
+from opbench.machine import wait_until_quiet
+from opbench.ops import get_op
+from opbench.timing import Timer
+
+
+def measure_pair(
+    op_name: str,
+    shape: Any,
+    dtype: str,
+    threads: int,
+    rounds: int,
+    timer: Timer,
+    names: tuple[str, str] = ("cpp", "torch"),
+) -> dict[str, dict[str, Any]]:
+    """For each backend: {'gflops': median over rounds, 'ok': verified against float64}."""
+    op = get_op(op_name)
+    inputs = op.make_inputs(shape, dtype, seed=0)
+    ref = op.reference(shape, inputs)
+    sides: dict[str, Any] = {}
+    for name in names:
+        backend = BACKENDS[name]()
+        backend.setup(threads, "cpu")
+        prepared = backend.prepare(op_name, shape, inputs, {})
+        ok = op.check(shape, prepared.output(), inputs, ref, dtype, backend.accumulate[dtype])["ok"]
+        sides[name] = {"prepared": prepared, "ok": ok, "medians": [], "backend": backend}
+    for _ in range(rounds):
+        for side in sides.values():
+            side["backend"].setup(threads, "cpu")  # the other side may have changed torch's threads
+            wait_until_quiet()
+            side["medians"].append(timer.measure(side["prepared"].run).median_s)
+    flops = op.flops(shape)
+    return {
+        name: {"gflops": flops / statistics.median(s["medians"]) / 1e9, "ok": s["ok"]}
+        for name, s in sides.items()
+    }

@@ -1,0 +1,100 @@
+// One-layer LSTM forward over the tiled GEMM and the ISA's fused cell (see lstm.hpp).
+#include "opbench/lstm.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "opbench/aligned.hpp"
+#include "opbench/fp16.hpp"
+#include "opbench/thread_pool.hpp"
+
+namespace opbench {
+
+namespace {
+
+float load(Dtype dt, const void* base, int64_t i) {
+  return dt == Dtype::f16 ? half_to_float(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+}
+
+}  // namespace
+
+void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads) {
+  static thread_local AlignedBuffer gates_buffer, state_buffer;
+  const int64_t T = p.seq_len, B = p.batch, I = p.input_size, H = p.hidden, G = 4 * H;
+  const bool f16 = p.dtype == Dtype::f16;
+  const int64_t elem = f16 ? 2 : 4;
+  float* gates = static_cast<float*>(gates_buffer.reserve(static_cast<size_t>(T * B * G) * sizeof(float)));
+  float* c = static_cast<float*>(state_buffer.reserve(static_cast<size_t>(B * H) * sizeof(float)));
+
+  // Gates of every step start as b_ih + b_hh; the input projection is accumulated onto them in one GEMM.
+  for (int64_t j = 0; j < G; ++j) gates[j] = load(p.dtype, p.b_ih, j) + load(p.dtype, p.b_hh, j);
+  for (int64_t row = 1; row < T * B; ++row) std::memcpy(gates + row * G, gates, sizeof(float) * G);
+  GemmProblem in;
+  in.in_dtype = p.dtype;
+  in.out_dtype = Dtype::f32;
+  in.a = p.x;
+  in.b = p.w_ih;
+  in.c = gates;
+  in.m = T * B;
+  in.n = G;
+  in.k = I;
+  in.lda = I;
+  in.ldb = I;
+  in.ldc = G;
+  in.trans_b = true;
+  in.accumulate = true;
+  gemm(ks, in, blk, threads);
+
+  for (int64_t i = 0; i < B * H; ++i) c[i] = load(p.dtype, p.c0, i);
+
+  // Units are split between threads by rows when there are enough rows, else by 64-wide column blocks.
+  const int64_t col_blocks = (H + 63) / 64;
+  const bool by_rows = B >= threads;
+  const int cell_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, by_rows ? B : col_blocks)));
+
+  const void* h_prev = p.h0;
+  for (int64_t t = 0; t < T; ++t) {
+    float* z = gates + t * B * G;
+    GemmProblem rec;
+    rec.in_dtype = p.dtype;
+    rec.out_dtype = Dtype::f32;
+    rec.a = h_prev;
+    rec.b = p.w_hh;
+    rec.c = z;
+    rec.m = B;
+    rec.n = G;
+    rec.k = H;
+    rec.lda = H;
+    rec.ldb = H;
+    rec.ldc = G;
+    rec.trans_b = true;
+    rec.accumulate = true;
+    gemm(ks, rec, blk, threads);
+
+    char* y_t = static_cast<char*>(p.y) + t * B * H * elem;
+    ThreadPool::instance().run(cell_threads, [&](int tid) {
+      int64_t r0 = 0, r1 = B, c0 = 0, c1 = H;
+      if (by_rows) {
+        r0 = B * tid / cell_threads;
+        r1 = B * (tid + 1) / cell_threads;
+      } else {
+        c0 = std::min(H, col_blocks * tid / cell_threads * 64);
+        c1 = std::min(H, col_blocks * (tid + 1) / cell_threads * 64);
+      }
+      if (r1 <= r0 || c1 <= c0) return;
+      float* h32 = f16 ? nullptr : reinterpret_cast<float*>(y_t) + r0 * H + c0;
+      uint16_t* h16 = f16 ? reinterpret_cast<uint16_t*>(y_t) + r0 * H + c0 : nullptr;
+      ks.lstm_cell(r1 - r0, c1 - c0, z + r0 * G + c0, G, H, c + r0 * H + c0, H, h32, h16, H);
+    });
+    h_prev = y_t;
+  }
+
+  std::memcpy(p.h_n, static_cast<const char*>(p.y) + (T - 1) * B * H * elem, static_cast<size_t>(B * H * elem));
+  if (f16) {
+    ks.store_f16(c, H, B, H, static_cast<uint16_t*>(p.c_n), H);
+  } else {
+    std::memcpy(p.c_n, c, sizeof(float) * B * H);
+  }
+}
+
+}  // namespace opbench

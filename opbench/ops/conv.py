@@ -1,0 +1,253 @@
+"""Conv2d forward, NCHW input and KCRS weights (PyTorch's layout): shapes, FLOPs, inputs, float64
+reference and error bound."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops.numerics import compare, dot_bound
+
+NAME = "conv"
+FLOP_NOTE = (
+    "Conv2d FLOPs = 2*N*C_out*H_out*W_out*(C_in/groups)*K_h*K_w, H_out = floor((H + 2p - d(K-1) - 1)/s) + 1 "
+    "(FLOPs, not MACs; no bias)"
+)
+
+
+@dataclass(frozen=True, order=True)
+class ConvShape:
+    n: int  # batch
+    c: int  # input channels
+    h: int  # input height
+    w: int  # input width
+    k: int  # output channels
+    r: int  # filter height
+    s: int  # filter width
+    stride_h: int = 1
+    stride_w: int = 1
+    pad_h: int = 0
+    pad_w: int = 0
+    dil_h: int = 1
+    dil_w: int = 1
+    groups: int = 1
+
+    @property
+    def out_h(self) -> int:
+        return (self.h + 2 * self.pad_h - self.dil_h * (self.r - 1) - 1) // self.stride_h + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.w + 2 * self.pad_w - self.dil_w * (self.s - 1) - 1) // self.stride_w + 1
+
+    def label(self) -> str:
+        def pair(a: int, b: int) -> str:
+            return str(a) if a == b else f"{a}x{b}"
+
+        text = f"N{self.n} C{self.c} {pair(self.h, self.w)} K{self.k} f{pair(self.r, self.s)}"
+        if (self.stride_h, self.stride_w) != (1, 1):
+            text += f" s{pair(self.stride_h, self.stride_w)}"
+        if (self.pad_h, self.pad_w) != (0, 0):
+            text += f" p{pair(self.pad_h, self.pad_w)}"
+        if (self.dil_h, self.dil_w) != (1, 1):
+            text += f" d{pair(self.dil_h, self.dil_w)}"
+        if self.groups != 1:
+            text += f" g{self.groups}"
+        return text
+
+    def to_dict(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in SHAPE_FIELDS}
+
+
+SHAPE_FIELDS = (
+    "n",
+    "c",
+    "h",
+    "w",
+    "k",
+    "r",
+    "s",
+    "stride_h",
+    "stride_w",
+    "pad_h",
+    "pad_w",
+    "dil_h",
+    "dil_w",
+    "groups",
+)
+# Sweep axes (the operator study's factors) and the shape fields each sets.
+AXES: dict[str, tuple[str, ...]] = {
+    "batch": ("n",),
+    "input_size": ("h", "w"),
+    "in_channels": ("c",),
+    "out_channels": ("k",),
+    "filter_size": ("r", "s"),
+}
+# Fixed parameters of a sweep; padding "same" keeps H_out = H at stride 1 for every filter size.
+PARAMS: dict[str, Any] = {"stride": 1, "padding": "same", "dilation": 1, "groups": 1}
+BASE = {"batch": 4, "input_size": 28, "in_channels": 32, "out_channels": 32, "filter_size": 3}
+DEFAULT_AXES = {
+    "batch": [1, 2, 4, 8, 16],
+    "input_size": [14, 28, 56],
+    "in_channels": [16, 32, 64],
+    "out_channels": [16, 32, 64],
+    "filter_size": [1, 3, 5],
+}
+DEFAULT_MODE = "one-factor"
+DEFAULT_BACKENDS = ("cpp", "torch", "mindspore")
+BATCH_FIELDS = ("n",)
+SPATIAL_FIELDS = ("h", "w")
+
+
+def _positive(fields: dict[str, Any], name: str, minimum: int = 1) -> int:
+    v = fields.get(name)
+    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
+        raise ValueError(f"'{name}' must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def shape_from_case(fields: dict[str, Any]) -> ConvShape:
+    """From explicit shape fields (n, c, h, w, k, r, s required; stride_h ... groups optional)."""
+    unknown = set(fields) - set(SHAPE_FIELDS)
+    if unknown:
+        raise ValueError(
+            f"unknown conv field(s) {', '.join(sorted(unknown))} (expected {', '.join(SHAPE_FIELDS)})"
+        )
+    values = {f: _positive(fields, f) for f in ("n", "c", "h", "w", "k", "r", "s")}
+    for f, default, minimum in (
+        ("stride_h", 1, 1),
+        ("stride_w", 1, 1),
+        ("pad_h", 0, 0),
+        ("pad_w", 0, 0),
+        ("dil_h", 1, 1),
+        ("dil_w", 1, 1),
+        ("groups", 1, 1),
+    ):
+        values[f] = _positive(fields, f, minimum) if f in fields else default
+    shape = ConvShape(**values)
+    if shape.c % shape.groups or shape.k % shape.groups:
+        raise ValueError(f"groups={shape.groups} must divide in and out channels ({shape.c}, {shape.k})")
+    if shape.out_h < 1 or shape.out_w < 1:
+        raise ValueError(f"output of {shape.label()} would be empty")
+    return shape
+
+
+def make_shape(point: dict[str, Any]) -> ConvShape:
+    """From a sweep point: the axes plus stride, padding ('same' or an integer), dilation and groups."""
+    r = s = point["filter_size"]
+    dil = point.get("dilation", 1)
+    padding = point.get("padding", "same")
+    pad = dil * (r - 1) // 2 if padding == "same" else padding
+    return shape_from_case(
+        {
+            "n": point["batch"],
+            "c": point["in_channels"],
+            "h": point["input_size"],
+            "w": point["input_size"],
+            "k": point["out_channels"],
+            "r": r,
+            "s": s,
+            "stride_h": point.get("stride", 1),
+            "stride_w": point.get("stride", 1),
+            "pad_h": pad,
+            "pad_w": pad,
+            "dil_h": dil,
+            "dil_w": dil,
+            "groups": point.get("groups", 1),
+        }
+    )
+
+
+def scale(shape: ConvShape, factor: float) -> ConvShape:
+    """Shrink batch and input size by factor (at least 1, and never below the filter's extent)."""
+    n = max(1, round(shape.n * factor))
+    h = max(1, round(shape.h * factor), shape.dil_h * (shape.r - 1) + 1 - 2 * shape.pad_h)
+    w = max(1, round(shape.w * factor), shape.dil_w * (shape.s - 1) + 1 - 2 * shape.pad_w)
+    return replace(shape, n=n, h=h, w=w)
+
+
+def default_cases() -> list[ConvShape]:
+    from opbench.space import expand
+
+    return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
+
+
+def flops(shape: ConvShape) -> int:
+    return 2 * shape.n * shape.k * shape.out_h * shape.out_w * (shape.c // shape.groups) * shape.r * shape.s
+
+
+def _elems(shape: ConvShape) -> tuple[int, int, int]:
+    x = shape.n * shape.c * shape.h * shape.w
+    w = shape.k * (shape.c // shape.groups) * shape.r * shape.s
+    y = shape.n * shape.k * shape.out_h * shape.out_w
+    return x, w, y
+
+
+def min_bytes(shape: ConvShape, dtype: str) -> int:
+    """Compulsory traffic: read input and weights once, write the output once."""
+    return ITEMSIZE[dtype] * sum(_elems(shape))
+
+
+def memory_bytes(shape: ConvShape, dtype: str, reference: bool = True) -> int:
+    """Inputs and output in dtype (x3 copies) and our im2col buffer; when verifying, the float64 operands,
+    output and bound, and one image's im2col matrix at a time."""
+    x, w, y = _elems(shape)
+    col = (shape.c // shape.groups) * shape.r * shape.s * shape.out_h * shape.out_w
+    ref = 8 * (2 * col + 4 * (x + w + y)) if reference else 0
+    return 3 * ITEMSIZE[dtype] * (x + w + y) + ITEMSIZE[dtype] * col + ref
+
+
+def verify_cost_flops(shape: ConvShape) -> int:
+    return 2 * flops(shape)
+
+
+def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    np_dtype = NUMPY_DTYPES[dtype]
+    x = rng.uniform(-1.0, 1.0, size=(shape.n, shape.c, shape.h, shape.w)).astype(np_dtype)
+    w = rng.uniform(-1.0, 1.0, size=(shape.k, shape.c // shape.groups, shape.r, shape.s)).astype(np_dtype)
+    return {"x": x, "w": w}
+
+
+def conv64(shape: ConvShape, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """float64 conv2d by im2col: a strided window view, one matrix product per group."""
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (shape.pad_h, shape.pad_h), (shape.pad_w, shape.pad_w)))
+    w = w.astype(np.float64)
+    eh, ew = shape.dil_h * (shape.r - 1) + 1, shape.dil_w * (shape.s - 1) + 1
+    win = np.lib.stride_tricks.sliding_window_view(x, (eh, ew), axis=(2, 3))  # type: ignore[call-overload]
+    win = win[:, :, :: shape.stride_h, :: shape.stride_w, :: shape.dil_h, :: shape.dil_w]
+    win = win[:, :, : shape.out_h, : shape.out_w]  # n, c, P, Q, r, s
+    g, cg, kg = shape.groups, shape.c // shape.groups, shape.k // shape.groups
+    out = np.empty((shape.n, shape.k, shape.out_h, shape.out_w))
+    for img in range(shape.n):  # one image at a time bounds the im2col copy
+        for gi in range(g):
+            cols = (
+                win[img, gi * cg : (gi + 1) * cg].transpose(1, 2, 0, 3, 4).reshape(-1, cg * shape.r * shape.s)
+            )
+            wg = w[gi * kg : (gi + 1) * kg].reshape(kg, -1)
+            res = (cols @ wg.T).reshape(shape.out_h, shape.out_w, kg)
+            out[img, gi * kg : (gi + 1) * kg] = res.transpose(2, 0, 1)
+    return out
+
+
+def reference(shape: ConvShape, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    return conv64(shape, inputs["x"], inputs["w"])
+
+
+def error_bound(
+    shape: ConvShape, inputs: dict[str, np.ndarray], accumulate: str, output_dtype: str
+) -> np.ndarray:
+    magnitude = conv64(shape, np.abs(inputs["x"]), np.abs(inputs["w"]))
+    return dot_bound(magnitude, (shape.c // shape.groups) * shape.r * shape.s, accumulate, output_dtype)
+
+
+def check(
+    shape: ConvShape, output: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
+) -> dict[str, Any]:
+    return compare(
+        {"y": np.asarray(output)}, {"y": ref}, {"y": error_bound(shape, inputs, accumulate, dtype)}
+    )

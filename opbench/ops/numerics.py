@@ -1,0 +1,60 @@
+"""Error bounds shared by the operators' verification: gamma_K, the dot-product bound, and the comparison
+of an output with its float64 reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF
+
+
+def gamma(k: int, unit: float) -> float:
+    """gamma_k = k*u / (1 - k*u), the classic bound on k accumulated roundings (capped at 1)."""
+    ku = k * unit
+    return ku / (1.0 - ku) if ku < 0.5 else 1.0
+
+
+def tiny(output_dtype: str) -> float:
+    """Half the output format's smallest subnormal: below the normal range, rounding error is absolute."""
+    return float(np.finfo(NUMPY_DTYPES[output_dtype]).smallest_subnormal) / 2
+
+
+def dot_bound(magnitude: np.ndarray, k: int, accumulate: str, output_dtype: str) -> np.ndarray:
+    """Componentwise bound of sums of k products in any order, accumulated with unit roundoff u_acc and
+    rounded once to the output format (u_out), where magnitude = sum of |products|:
+        |C - C_exact| <= (g + u_out * (1 + g)) * magnitude + tiny_out,  g = gamma_k(u_acc)."""
+    g = gamma(k, UNIT_ROUNDOFF[accumulate])
+    return (g + UNIT_ROUNDOFF[output_dtype] * (1.0 + g)) * magnitude + tiny(output_dtype)
+
+
+def compare(
+    outputs: dict[str, np.ndarray], refs: dict[str, np.ndarray], bounds: dict[str, np.ndarray]
+) -> dict[str, Any]:
+    """Check each named output against its reference and bound. Returns {'ok', 'max_err_ratio' (largest
+    |err| / bound; <= 1 passes), 'max_rel_err' (largest |err| / max |ref|), 'worst' (which output)}."""
+    worst_ratio, worst_rel, worst = 0.0, 0.0, ""
+    for name, ref in refs.items():
+        out = outputs[name]
+        if out.shape != ref.shape:
+            return {
+                "ok": False,
+                "reason": f"{name} has shape {out.shape}, expected {ref.shape}",
+                "max_err_ratio": None,
+                "max_rel_err": None,
+            }
+        out64 = out.astype(np.float64)
+        if not np.all(np.isfinite(out64)):
+            return {
+                "ok": False,
+                "reason": f"{name} contains inf or NaN",
+                "max_err_ratio": None,
+                "max_rel_err": None,
+            }
+        err = np.abs(out64 - ref)
+        ratio = float(np.max(err / bounds[name]))
+        if ratio >= worst_ratio:
+            worst_ratio, worst = ratio, name
+        worst_rel = max(worst_rel, float(np.max(err)) / (float(np.max(np.abs(ref))) or 1.0))
+    return {"ok": worst_ratio <= 1.0, "max_err_ratio": worst_ratio, "max_rel_err": worst_rel, "worst": worst}

@@ -1,0 +1,59 @@
+"""Sweep spaces: axes of an operator (lists of values) around a base point, expanded into shapes either one
+factor at a time (as the operator study varies them) or as a full cross product."""
+
+from __future__ import annotations
+
+import itertools
+from types import ModuleType
+from typing import Any
+
+MODES = ("one-factor", "product")
+
+
+def expand(
+    op: ModuleType, axes: dict[str, list[int]], base: dict[str, Any], params: dict[str, Any], mode: str
+) -> list[Any]:
+    """Shapes for `axes` (a subset of op.AXES) around `base` (every axis set) with fixed `params`.
+
+    one-factor: the base point, then each axis's values with every other axis at its base value; an axis
+    given a single value is not varied but moves the base point (so `--input-size 6` fixes it).
+    product: every combination; axes not given stay at their base value.
+    Order is kept and duplicates dropped. An invalid point raises ValueError naming it."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode '{mode}' (expected {' or '.join(MODES)})")
+    if mode == "one-factor":
+        base = {**base, **{a: v[0] for a, v in axes.items() if len(v) == 1}}
+        axes = {a: v for a, v in axes.items() if len(v) > 1}
+    order = [a for a in op.AXES if a in axes]
+    points: list[dict[str, Any]] = []
+    if mode == "one-factor":
+        points.append(dict(base))
+        for axis in order:
+            points.extend({**base, axis: v} for v in axes[axis])
+    else:
+        for combo in itertools.product(*(axes[a] for a in order)):
+            points.append({**base, **dict(zip(order, combo, strict=True))})
+    shapes: list[Any] = []
+    seen: set[Any] = set()
+    for point in points:
+        try:
+            shape = op.make_shape({**params, **point})
+        except ValueError as e:
+            described = ", ".join(f"{k}={v}" for k, v in point.items())
+            raise ValueError(f"{op.NAME} point ({described}): {e}") from None
+        if shape not in seen:
+            seen.add(shape)
+            shapes.append(shape)
+    return shapes
+
+
+def scale_shapes(op: ModuleType, shapes: list[Any], factor: float) -> list[Any]:
+    """Shrink batch and input size of every shape by factor (op.scale), dropping duplicates."""
+    out: list[Any] = []
+    seen: set[Any] = set()
+    for shape in shapes:
+        s = op.scale(shape, factor)
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out

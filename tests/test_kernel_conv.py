@@ -1,0 +1,126 @@
+"""opbench.kernels.conv2d against the float64 reference (itself checked against torch in float64): odd
+shapes, stride, padding, dilation, groups, both dtypes, every kernel set, several tilings and threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opbench import kernels
+from opbench.ops import conv
+
+ISAS = kernels.available_isas()
+
+# (n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups)
+CASES = [
+    (1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1),
+    (2, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (1, 4, 10, 11, 6, 3, 2, 2, 3, 1, 0, 2, 1, 2),
+    (3, 8, 5, 5, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1),  # 1x1: the image is the GEMM operand
+    (2, 6, 13, 17, 7, 1, 1, 2, 2, 0, 0, 1, 1, 1),  # 1x1 strided: im2col
+    (1, 16, 14, 14, 32, 5, 5, 1, 1, 2, 2, 1, 1, 4),
+    (2, 5, 31, 29, 3, 7, 7, 2, 2, 3, 3, 1, 1, 1),
+    (1, 3, 6, 6, 4, 3, 3, 1, 1, 4, 4, 3, 3, 1),  # padding wider than the image
+    (1, 12, 9, 9, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12),  # depthwise
+]
+
+
+def shape_of(t: tuple[int, ...]) -> conv.ConvShape:
+    return conv.shape_from_case(dict(zip(conv.SHAPE_FIELDS, t, strict=True)))
+
+
+def run(shape: conv.ConvShape, inp: dict[str, np.ndarray], **kw: object) -> np.ndarray:
+    return kernels.conv2d(
+        inp["x"],
+        inp["w"],
+        stride=(shape.stride_h, shape.stride_w),
+        padding=(shape.pad_h, shape.pad_w),
+        dilation=(shape.dil_h, shape.dil_w),
+        groups=shape.groups,
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("case", CASES, ids=lambda t: shape_of(t).label().replace(" ", "_"))
+def test_matches_float64_reference(isa: str, dtype: str, case: tuple[int, ...]) -> None:
+    shape = shape_of(case)
+    inp = conv.make_inputs(shape, dtype, seed=3)
+    y = run(shape, inp, isa=isa, threads=2)
+    assert y.shape == (shape.n, shape.k, shape.out_h, shape.out_w) and y.dtype == inp["x"].dtype
+    result = conv.check(shape, y, inp, conv.reference(shape, inp), dtype, "fp32")
+    assert result["ok"], result
+
+
+@pytest.mark.parametrize("tiles", [(1, 1, 1), (5, 7, 3), (29, 45, 17)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_tiles_apply_to_conv_without_changing_the_answer(tiles: tuple[int, int, int], threads: int) -> None:
+    shape = shape_of((2, 6, 11, 13, 9, 3, 3, 1, 2, 1, 1, 1, 1, 1))
+    inp = conv.make_inputs(shape, "fp32", seed=4)
+    y = run(shape, inp, tile_m=tiles[0], tile_n=tiles[1], tile_k=tiles[2], threads=threads)
+    assert conv.check(shape, y, inp, conv.reference(shape, inp), "fp32", "fp32")["ok"]
+
+
+@pytest.mark.parametrize("case", CASES[:7], ids=lambda t: shape_of(t).label().replace(" ", "_"))
+def test_reference_agrees_with_torch_in_float64(case: tuple[int, ...]) -> None:
+    torch = pytest.importorskip("torch")
+    shape = shape_of(case)
+    inp = conv.make_inputs(shape, "fp32", seed=5)
+    want = torch.nn.functional.conv2d(
+        torch.from_numpy(inp["x"].astype(np.float64)),
+        torch.from_numpy(inp["w"].astype(np.float64)),
+        None,
+        (shape.stride_h, shape.stride_w),
+        (shape.pad_h, shape.pad_w),
+        (shape.dil_h, shape.dil_w),
+        shape.groups,
+    ).numpy()
+    np.testing.assert_allclose(conv.reference(shape, inp), want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_tolerance_can_fail() -> None:
+    shape = shape_of((2, 8, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1))
+    inp = conv.make_inputs(shape, "fp32", seed=6)
+    y = run(shape, inp)
+    ref = conv.reference(shape, inp)
+    assert conv.check(shape, y, inp, ref, "fp32", "fp32")["ok"]
+    wrong = y.copy()
+    wrong[1, 2, 4, 4] += 1e-3 * np.abs(ref).max()  # one output off by a thousandth
+    assert not conv.check(shape, wrong, inp, ref, "fp32", "fp32")["ok"]
+
+
+X = np.ones((1, 4, 6, 6), np.float32)
+W = np.ones((2, 4, 3, 3), np.float32)
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "kwargs", "match"),
+    [
+        (np.ones((4, 6, 6), np.float32), W, {}, "x must be a 4-D array, got 3-D"),
+        (X, np.ones((2, 3, 3, 3), np.float32), {}, "dimension 1 must be input channels / groups = 4"),
+        (X, W.astype(np.float16), {}, "w must have the dtype of x"),
+        (X.astype(np.float64), W.astype(np.float64), {}, "x has unsupported dtype float64"),
+        (X, W, {"stride": 0}, "stride must be >= 1"),
+        (X, W, {"padding": -1}, "padding must be >= 0"),
+        (X, W, {"dilation": (1, 0)}, "dilation must be >= 1"),
+        (X, W, {"stride": (1, 2, 3)}, r"stride must be an integer or a pair \(h, w\)"),
+        (
+            X,
+            np.ones((3, 2, 3, 3), np.float32),
+            {"groups": 2},
+            r"groups=2 must divide .* output channels \(3\)",
+        ),
+        (X, np.ones((2, 4, 7, 7), np.float32), {}, "output would be empty: input 6x6 with filter 7x7"),
+        (
+            np.ones((1, 4, 6, 6), np.float32)[:, :, :, ::2],
+            np.ones((2, 4, 3, 3), np.float32),
+            {},
+            "x must be C-contiguous",
+        ),
+        (X, W, {"tile_k": 0}, "tile_k must be >= 1"),
+    ],
+)
+def test_invalid_input_raises_value_error(x: np.ndarray, w: np.ndarray, kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        kernels.conv2d(x, w, **kwargs)
