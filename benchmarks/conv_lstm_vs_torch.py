@@ -1,9 +1,11 @@
-"""Our conv2d and LSTM vs torch (F.conv2d, nn.LSTM), measured side by side in one run.
+"""Our conv2d and LSTM vs torch (F.conv2d, nn.LSTM) and MindSpore (ops.conv2d, nn.LSTM), measured side
+by side in one run.
 
     python benchmarks/conv_lstm_vs_torch.py --markdown
 
 Shapes: the fast-kernels issue's reference cases (conv 3x3 64->64 at 56x56, batch 8; LSTM hidden 512,
-batch 64, 25 steps) and a few neighbours; ratios are ours / torch (> 1: ours is faster).
+batch 64, 25 steps) and a few neighbours; ratios are ours / theirs (> 1: ours is faster). --no-mindspore
+leaves MindSpore out (its CPU convolution runs at about 1.5 GFLOPS, so the conv rows take minutes).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ def main() -> int:
     p.add_argument("--threads", default="2")
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--no-mindspore", action="store_true")
     args = p.parse_args()
+    names = ("cpp", "torch") if args.no_mindspore else ("cpp", "torch", "mindspore")
     timer = Timer(TimerConfig(max_time_s=0.5, call_budget_s=2.0))
     libs = library_versions()
     print(
@@ -43,37 +47,53 @@ def main() -> int:
     )
     cases = [("conv", conv.shape_from_case(c)) for c in CONV] + [("lstm", lstm.LstmShape(*d)) for d in LSTM]
     rows = []
+    others = names[1:]
     print(
-        f"{'op':>4} {'shape':>34} {'dtype':>5} {'thr':>3} {'ours GF/s':>10} {'torch GF/s':>10} "
-        f"{'ours/torch':>10}"
+        f"{'op':>4} {'shape':>26} {'dtype':>5} {'thr':>3} {'ours':>7} "
+        + " ".join(f"{o:>9}" for o in others)
+        + " "
+        + " ".join(f"{'/' + o:>10}" for o in others)
+        + "   (GFLOPS; ours / theirs)"
     )
     for threads in map(int, args.threads.split(",")):
         for dtype in args.dtype.split(","):
             pk = peak.measured(dtype, threads)
             for op_name, shape in cases:
-                r = measure_pair(op_name, shape, dtype, threads, args.rounds, timer)
-                ours, torch = r["cpp"]["gflops"], r["torch"]["gflops"]
-                bad = "" if r["cpp"]["ok"] and r["torch"]["ok"] else "  (verification FAILED)"
-                rows.append(
-                    (op_name, shape.label(), dtype, threads, ours, torch, ours / torch, ours / pk.gflops)
-                )
+                r = measure_pair(op_name, shape, dtype, threads, args.rounds, timer, names)
+                ours = r["cpp"]["gflops"]
+                theirs = [r[o]["gflops"] for o in others]
+                bad = "" if all(v["ok"] for v in r.values()) else "  (verification FAILED)"
+                rows.append((op_name, shape.label(), dtype, threads, ours, theirs, ours / pk.gflops))
                 print(
-                    f"{op_name:>4} {shape.label():>34} {dtype:>5} {threads:>3} {ours:10.1f} {torch:10.1f} "
-                    f"{ours / torch:10.2f}{bad}",
+                    f"{op_name:>4} {shape.label():>26} {dtype:>5} {threads:>3} {ours:7.1f} "
+                    + " ".join(f"{t:9.1f}" for t in theirs)
+                    + " "
+                    + " ".join(f"{ours / t:10.2f}" for t in theirs)
+                    + bad,
                     flush=True,
                 )
     if args.markdown:
-        print("\n| op | shape | dtype | threads | ours GFLOPS | torch GFLOPS | ours / torch | ours util |")
-        print("|---|---|---|---|---|---|---|---|")
-        for op_name, label, dtype, threads, ours, torch, ratio, util in rows:
+        head = [
+            "op",
+            "shape",
+            "dtype",
+            "threads",
+            "ours GFLOPS",
+            *[f"{o} GFLOPS" for o in others],
+            *[f"ours / {o}" for o in others],
+            "ours util",
+        ]
+        print("\n| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for op_name, label, dtype, threads, ours, theirs, util in rows:
             cells = [
                 op_name,
                 label,
                 dtype,
                 threads,
                 f"{ours:.1f}",
-                f"{torch:.1f}",
-                f"{ratio:.2f}",
+                *[f"{t:.1f}" for t in theirs],
+                *[f"{ours / t:.2f}" for t in theirs],
                 f"{100 * util:.0f}%",
             ]
             print("| " + " | ".join(map(str, cells)) + " |")

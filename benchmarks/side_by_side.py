@@ -1,4 +1,4 @@
-"""Shared by the benchmark scripts: time our kernel and another backend alternately on the same inputs, with
+"""Shared by the benchmark scripts: time our kernel and other backends alternately on the same inputs, with
 the sweep's own backends, Timer and settling, and compare medians over rounds."""
 
 from __future__ import annotations

@@ -256,7 +256,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     configs = []
     for plan in plans:
         op = get_op(plan.op)
-        shapes = scale_shapes(op, list(plan.shapes), args.scale) if args.scale else list(plan.shapes)
+        if args.scale:
+            shapes, unscaled = scale_shapes(op, list(plan.shapes), args.scale)
+        else:
+            shapes, unscaled = list(plan.shapes), []
         configs.append(
             SweepConfig(
                 op=plan.op,
@@ -272,6 +275,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 max_memory_bytes=budget,
                 max_call_s=args.max_call_s,
                 verify_max_gflop=args.verify_max_gflop,
+                unscaled=tuple(unscaled) if args.scale else None,
             )
         )
     _check_memory(configs, budget)
@@ -331,6 +335,7 @@ def _sweep_header(
         "scale": meta["scale"],
         "mode": meta["modes"][index],
         "description": meta["plans"][index],
+        "factor_levels": sweep.factor_levels(cfg),
         "settings": {
             "threads": cfg.threads,
             "device": cfg.device,

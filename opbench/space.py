@@ -47,13 +47,14 @@ def expand(
     return shapes
 
 
-def scale_shapes(op: ModuleType, shapes: list[Any], factor: float) -> list[Any]:
-    """Shrink batch and input size of every shape by factor (op.scale), dropping duplicates."""
-    out: list[Any] = []
-    seen: set[Any] = set()
+def scale_shapes(op: ModuleType, shapes: list[Any], factor: float) -> tuple[list[Any], list[Any]]:
+    """Shrink batch and input size of every shape by factor (op.scale). Returns the scaled shapes, duplicates
+    dropped, and beside each the shape it came from (the first, where two shrink to the same)."""
+    scaled: list[Any] = []
+    origins: list[Any] = []
     for shape in shapes:
         s = op.scale(shape, factor)
-        if s not in seen:
-            seen.add(s)
-            out.append(s)
-    return out
+        if s not in scaled:
+            scaled.append(s)
+            origins.append(shape)
+    return scaled, origins

@@ -7,6 +7,7 @@ long, an exception, a wrong answer) becomes a record with a status and a reason;
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,9 @@ PROBE_TARGET_FLOPS = 2e8
 # Before timing, wait at most this long for other threads of the process (BLAS or framework pools still
 # spinning after their last call, e.g. the float64 reference's OpenBLAS) to go quiet.
 QUIET_MAX_WAIT_S = 1.0
+# Error messages that mean "no kernel for this dtype/op here" in torch ("not implemented for 'Half'") and
+# MindSpore ("... is not supported", "unsupported data type").
+UNSUPPORTED = re.compile(r"not implemented for|not supported|unsupported|no kernel", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class SweepConfig:
     max_memory_bytes: int | None = None  # a case needing more is skipped ('memory')
     max_call_s: float = 60.0  # a case predicted to take longer per call is skipped ('predicted')
     verify_max_gflop: float = 60.0  # float64 verification costlier than this is skipped (and said so)
+    # With --scale: the shapes as the spec gave them, parallel to `shapes`; records report their factors.
+    unscaled: tuple[Any, ...] | None = None
 
     @property
     def n_cases(self) -> int:
@@ -115,6 +121,14 @@ def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[st
     return out
 
 
+def _factors(cfg: SweepConfig, shape: Any) -> dict[str, Any]:
+    """Axis values of the case as the spec gave them (before --scale)."""
+    op = get_op(cfg.op)
+    if cfg.unscaled is None:
+        return dict(op.factors(shape))
+    return dict(op.factors(cfg.unscaled[cfg.shapes.index(shape)]))
+
+
 def base_record(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> dict[str, Any]:
     op = get_op(cfg.op)
     flops = op.flops(shape)
@@ -122,6 +136,7 @@ def base_record(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> dict[
     return {
         "op": cfg.op,
         "shape": shape.to_dict(),
+        "factors": _factors(cfg, shape),
         "label": shape.label(),
         "dtype": dtype,
         "backend": backend,
@@ -235,7 +250,13 @@ def measure_case(
         rec.update(status="failed", reason="out of memory")
         return rec
     except Exception as e:
-        rec.update(status="failed", reason=_one_line(e))
+        # A framework without a kernel for this dtype on this device says so in its error: that is a
+        # missing path (skipped, unsupported), not a failure of the measurement.
+        reason = _one_line(e)
+        if UNSUPPORTED.search(reason):
+            rec.update(status="skipped", reason=f"unsupported by {name}: {reason}")
+        else:
+            rec.update(status="failed", reason=reason)
         return rec
 
     rec["time"] = {**m.to_dict(), "settle_s": settle_s}
@@ -261,6 +282,19 @@ def measure_case(
             rec["flags"].append("over_peak")
             rec["notes"].append("faster than the measured peak: the peak or this timing is wrong")
     return rec
+
+
+def factor_levels(cfg: SweepConfig) -> dict[str, list[Any]]:
+    """Every level of every axis the sweep covers (before --scale), for the results header."""
+    levels: dict[str, list[Any]] = {}
+    for shape in cfg.shapes:
+        for axis, value in _factors(cfg, shape).items():
+            if value not in levels.setdefault(axis, []):
+                levels[axis].append(value)
+    return {
+        axis: sorted(values, key=str) if any(isinstance(v, str) for v in values) else sorted(values)
+        for axis, values in levels.items()
+    }
 
 
 def _memory_skip(cfg: SweepConfig, shape: Any, dtype: str, need: int, backend: str) -> dict[str, Any]:

@@ -44,7 +44,8 @@ def test_default_cases_of_conv_and_lstm_vary_every_axis() -> None:
 
 def test_scale_shrinks_batch_and_input_size_only() -> None:
     s = conv.shape_from_case(dict(n=256, c=64, h=224, w=224, k=128, r=3, s=3, pad_h=1, pad_w=1))
-    (t,) = scale_shapes(conv, [s], 0.125)
+    (t,), (origin,) = scale_shapes(conv, [s], 0.125)
+    assert origin == s
     assert (t.n, t.h, t.w, t.c, t.k, t.r) == (32, 28, 28, 64, 128, 3)
     tiny = conv.shape_from_case(dict(n=1, c=1, h=8, w=8, k=1, r=7, s=7))
     assert conv.scale(tiny, 0.01).out_h >= 1  # never shrunk below the filter
@@ -59,6 +60,12 @@ def test_builtin_suites_load(name: str) -> None:
     assert all(p.shapes for p in spec.plans)
     if name.startswith("deepbench"):
         assert "DeepBench" in spec.source and "Apache-2.0" in spec.source
+
+
+def test_scaling_keeps_where_each_shape_came_from() -> None:
+    shapes = [lstm.LstmShape(25, b, 256, 256) for b in (1, 2, 64)]
+    scaled, origins = scale_shapes(lstm, shapes, 0.1)
+    assert [s.batch for s in scaled] == [1, 6] and [o.batch for o in origins] == [1, 64]
 
 
 def test_ascend_suite_has_the_studys_factors() -> None:

@@ -395,3 +395,99 @@ def test_suite_scaled_and_filtered_to_one_op(tmp_path: Path) -> None:
     assert all(r["status"] == "ok" and r["verify"]["ok"] for r in doc["records"])
     assert {r["shape"]["batch"] for r in doc["records"]} == {1}  # batches 1-4 scaled by 0.05
     assert "suite deepbench-inference (scaled x0.05: batch and input size)" in stdout
+
+
+def test_a_scaled_suite_keeps_every_factor_level_of_the_table(tmp_path: Path) -> None:
+    doc, _, _ = run_and_load(
+        tmp_path,
+        [
+            "sweep",
+            "conv",
+            "--suite",
+            "ascend-paper",
+            "--scale",
+            "0.02",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp",
+        ],
+    )
+    assert doc["factor_levels"] == {
+        "batch": [128, 256, 512],
+        "input_size": [112, 224, 336],
+        "in_channels": [32, 64, 128],
+        "out_channels": [64, 128, 256],
+        "filter_size": [1, 3, 5],
+    }
+    base = next(
+        r
+        for r in doc["records"]
+        if r["factors"]["batch"] == 256
+        and r["factors"]["input_size"] == 224
+        and r["factors"]["filter_size"] == 3
+        and r["factors"]["in_channels"] == 64
+        and r["factors"]["out_channels"] == 128
+    )
+    assert (base["shape"]["n"], base["shape"]["h"]) == (5, 4)  # 256 and 224 scaled by 0.02
+    assert all(r["status"] == "ok" for r in doc["records"])
+
+
+@pytest.mark.parametrize(
+    ("message", "status"),
+    [
+        ("\"addmm_impl_cpu_\" not implemented for 'Half'", "skipped"),  # torch's wording
+        ("For 'Conv2D', the data type float16 is not supported on CPU", "skipped"),  # MindSpore's
+        ("index 3 is out of bounds", "failed"),
+    ],
+)
+def test_a_missing_dtype_path_is_unsupported_not_a_failure(message: str, status: str) -> None:
+    from opbench.backends.base import Backend
+    from opbench.ops import gemm
+    from opbench.sweep import BackendState, SpeedHistory, SweepConfig, measure_case
+    from opbench.timing import Timer
+
+    class NoHalf(Backend):
+        name = "nohalf"
+
+        def unavailable_reason(self) -> str | None:
+            return None
+
+        def version(self) -> str | None:
+            return "0"
+
+        def setup(self, threads: int, device: str) -> None:
+            pass
+
+        def prepare(self, op: str, shape: Any, inputs: dict, params: dict) -> Any:
+            raise RuntimeError(message)
+
+    shape = gemm.GemmShape(4, 4, 4)
+    cfg = SweepConfig(op="gemm", shapes=(shape,), dtypes=("fp16",), backends=("nohalf",), threads=1)
+    rec = measure_case(
+        cfg,
+        BackendState(NoHalf()),
+        shape,
+        "fp16",
+        gemm.make_inputs(shape, "fp16", 0),
+        None,
+        None,
+        Timer(),
+        SpeedHistory(),
+    )
+    assert rec["status"] == status and message in rec["reason"]
+    if status == "skipped":
+        assert rec["reason"].startswith("unsupported by nohalf: RuntimeError")
+
+
+def test_results_files_get_ordinary_permissions(tmp_path: Path) -> None:
+    import stat
+
+    from opbench.files import atomic_write_text
+
+    umask = os.umask(0o022)
+    try:
+        atomic_write_text(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644

@@ -162,6 +162,21 @@ def make_shape(point: dict[str, Any]) -> ConvShape:
     )
 
 
+def factors(shape: ConvShape) -> dict[str, Any]:
+    """The sweep axes' values for this shape (an 'HxW' string where height and width differ)."""
+
+    def pair(a: int, b: int) -> int | str:
+        return a if a == b else f"{a}x{b}"
+
+    return {
+        "batch": shape.n,
+        "input_size": pair(shape.h, shape.w),
+        "in_channels": shape.c,
+        "out_channels": shape.k,
+        "filter_size": pair(shape.r, shape.s),
+    }
+
+
 def scale(shape: ConvShape, factor: float) -> ConvShape:
     """Shrink batch and input size by factor (at least 1, and never below the filter's extent)."""
     n = max(1, round(shape.n * factor))

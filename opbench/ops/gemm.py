@@ -64,6 +64,11 @@ def shape_from_case(fields: dict[str, Any]) -> GemmShape:
     return GemmShape(fields["m"], fields["n"], fields["k"])
 
 
+def factors(shape: GemmShape) -> dict[str, int]:
+    """The sweep axes' values for this shape."""
+    return shape.to_dict()
+
+
 def scale(shape: GemmShape, factor: float) -> GemmShape:
     """Shrink the batch dimension M by factor (at least 1)."""
     return GemmShape(max(1, round(shape.m * factor)), shape.n, shape.k)

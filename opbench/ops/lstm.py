@@ -72,6 +72,16 @@ def make_shape(point: dict[str, Any]) -> LstmShape:
     return shape_from_case({f: point[f] for f in SHAPE_FIELDS})
 
 
+def factors(shape: LstmShape) -> dict[str, int]:
+    """The sweep axes' values for this shape."""
+    return {
+        "batch": shape.batch,
+        "seq_len": shape.seq_len,
+        "input_size": shape.input_size,
+        "hidden": shape.hidden,
+    }
+
+
 def scale(shape: LstmShape, factor: float) -> LstmShape:
     """Shrink batch and input size by factor (at least 1)."""
     return replace(
