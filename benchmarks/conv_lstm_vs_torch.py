@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from side_by_side import measure_pair
+from side_by_side import measure_pair, print_markdown
 
 from opbench import __version__, peak
 from opbench.machine import cpu_model, library_versions
@@ -83,10 +83,8 @@ def main() -> int:
             *[f"ours / {o}" for o in others],
             "ours util",
         ]
-        print("\n| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for op_name, label, dtype, threads, ours, theirs, util in rows:
-            cells = [
+        table = [
+            [
                 op_name,
                 label,
                 dtype,
@@ -96,7 +94,9 @@ def main() -> int:
                 *[f"{ours / t:.2f}" for t in theirs],
                 f"{100 * util:.0f}%",
             ]
-            print("| " + " | ".join(map(str, cells)) + " |")
+            for op_name, label, dtype, threads, ours, theirs, util in rows
+        ]
+        print_markdown(head, table)
     return 0
 
 

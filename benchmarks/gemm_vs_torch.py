@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from side_by_side import measure_pair
+from side_by_side import measure_pair, print_markdown
 
 from opbench import __version__, peak
 from opbench.machine import cpu_model, library_versions
@@ -68,19 +68,14 @@ def main() -> int:
                     flush=True,
                 )
     if args.markdown:
-        print("\n| shape MxNxK | dtype | threads | ours GFLOPS | torch GFLOPS | ours / torch | ours util |")
-        print("|---|---|---|---|---|---|---|")
-        for label, dtype, threads, ours, torch, ratio, util, _ in rows:
-            cells = [
-                label,
-                dtype,
-                threads,
-                f"{ours:.1f}",
-                f"{torch:.1f}",
-                f"{ratio:.2f}",
-                f"{100 * util:.0f}%",
-            ]
-            print("| " + " | ".join(map(str, cells)) + " |")
+        head = ["shape MxNxK", "dtype", "threads", "ours GFLOPS", "torch GFLOPS", "ours / torch", "ours util"]
+        print_markdown(
+            head,
+            [
+                [label, dtype, threads, f"{ours:.1f}", f"{torch:.1f}", f"{ratio:.2f}", f"{100 * util:.0f}%"]
+                for label, dtype, threads, ours, torch, ratio, util, _ in rows
+            ],
+        )
     return 0
 
 

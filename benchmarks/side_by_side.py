@@ -42,3 +42,11 @@ def measure_pair(
         name: {"gflops": flops / statistics.median(s["medians"]) / 1e9, "ok": s["ok"]}
         for name, s in sides.items()
     }
+
+
+def print_markdown(head: list[str], rows: list[list[Any]]) -> None:
+    """A Markdown table for docs/benchmarks.md."""
+    print("\n| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")

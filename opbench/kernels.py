@@ -21,16 +21,21 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def _positive_int(value: Any, name: str) -> int:
+def _int_at_least(value: Any, name: str, minimum: int, what: str = "an integer") -> int:
+    """value as an int (not a bool, not a float) >= minimum, else ValueError naming `name`."""
     if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}")
     try:
         ivalue = operator.index(value)
     except TypeError:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}") from None
-    if ivalue < 1:
-        raise ValueError(f"{name} must be >= 1, got {ivalue}")
+        raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}") from None
+    if ivalue < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     return ivalue
+
+
+def _positive_int(value: Any, name: str) -> int:
+    return _int_at_least(value, name, 1)
 
 
 def _optional_positive(value: Any, name: str) -> int | None:
@@ -56,11 +61,7 @@ def gemm(
     isa forces a kernel set ("avx512", "avx2", "ref"; default: the best this CPU runs, or $OPBENCH_ISA).
     Raises ValueError naming the problem for any invalid input.
     """
-    for name, arr in (("a", a), ("b", b)):
-        if not isinstance(arr, np.ndarray):
-            raise ValueError(f"{name} must be a numpy.ndarray, got {type(arr).__name__}")
-    if out is not None and not isinstance(out, np.ndarray):
-        raise ValueError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    _arrays(a=a, b=b, **({} if out is None else {"out": out}))
     nthreads = default_threads() if threads is None else _positive_int(threads, "threads")
     return _core.gemm(
         a,
@@ -79,18 +80,8 @@ def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) != 2:
         raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}")
-    out = []
-    for v in items:
-        if isinstance(v, bool):
-            raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}")
-        try:
-            iv = operator.index(v)
-        except TypeError:
-            raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}") from None
-        if iv < minimum:
-            raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-        out.append(iv)
-    return out[0], out[1]
+    h, w = (_int_at_least(v, name, minimum, "an integer or a pair (h, w) of integers") for v in items)
+    return h, w
 
 
 def _arrays(**named: Any) -> None:
@@ -118,9 +109,7 @@ def conv2d(
     layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as im2col and
     the tiled GEMM (Y = W * col per image and group), so tile_m/n/k apply as in gemm; fp16 accumulates in
     fp32. stride, padding and dilation are an int or an (h, w) pair. Raises ValueError on invalid input."""
-    _arrays(x=x, w=w)
-    if out is not None:
-        _arrays(out=out)
+    _arrays(x=x, w=w, **({} if out is None else {"out": out}))
     return _core.conv2d(
         x,
         w,

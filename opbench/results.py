@@ -24,35 +24,13 @@ from opbench.machine import utc_now
 SCHEMA_VERSION = 2
 FORMATS = ("json", "csv")
 
+# Columns taken from a record's time block, in this order.
+TIME_COLUMNS = ("median_s", "iqr_s", "min_s", "mean_s", "std_s", "n_samples", "loops", "rel_iqr", "stability")
 CSV_COLUMNS = (
-    "op",
-    "shape",
-    "dtype",
-    "backend",
-    "threads",
-    "device",
-    "status",
-    "reason",
-    "median_s",
-    "iqr_s",
-    "min_s",
-    "mean_s",
-    "std_s",
-    "n_samples",
-    "loops",
-    "rel_iqr",
-    "stability",
-    "gflops",
-    "peak_gflops",
-    "peak_source",
-    "utilization",
-    "max_err_ratio",
-    "isa",
-    "tile_m",
-    "tile_n",
-    "tile_k",
-    "flags",
-    "notes",
+    *("op", "shape", "dtype", "backend", "threads", "device", "status", "reason"),
+    *TIME_COLUMNS,
+    *("gflops", "peak_gflops", "peak_source", "utilization", "max_err_ratio"),
+    *("isa", "tile_m", "tile_n", "tile_k", "flags", "notes"),
 )
 
 
@@ -96,17 +74,7 @@ def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
         "flags": ";".join(record.get("flags") or []),
         "notes": "; ".join(record.get("notes") or []),
     }
-    for key in (
-        "median_s",
-        "iqr_s",
-        "min_s",
-        "mean_s",
-        "std_s",
-        "n_samples",
-        "loops",
-        "rel_iqr",
-        "stability",
-    ):
+    for key in TIME_COLUMNS:
         row[key] = t.get(key)
     for key in ("tile_m", "tile_n", "tile_k"):
         row[key] = tiles.get(key)

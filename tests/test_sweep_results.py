@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -211,9 +212,10 @@ def test_a_killed_sweep_keeps_every_finished_case(tmp_path: Path) -> None:
     assert len(rows) >= len(doc["records"]) - 1  # the CSV is written right after the JSON
 
 
-def run_and_load(tmp_path: Path, args: list[str]) -> tuple[dict[str, Any], list[dict[str, str]], str]:
+def run_and_load(tmp_path: Path, command: str) -> tuple[dict[str, Any], list[dict[str, str]], str]:
+    """Run `opbench COMMAND` (a shell-style string) with fast timer settings; return its JSON, CSV, stdout."""
     out = tmp_path / "out"
-    proc = run_cli([*args, "--out", str(out), *FAST_TIMER])
+    proc = run_cli([*shlex.split(command), "--out", str(out), *FAST_TIMER])
     assert proc.returncode == 0, proc.stderr
     (json_path,) = out.glob("*.json")
     (csv_path,) = out.glob("*.csv")
@@ -226,26 +228,10 @@ def run_and_load(tmp_path: Path, args: list[str]) -> tuple[dict[str, Any], list[
 def test_conv_one_factor_sweep(tmp_path: Path) -> None:
     doc, rows, stdout = run_and_load(
         tmp_path,
-        [
-            "sweep",
-            "conv",
-            "--batch",
-            "1,2",
-            "--input-size",
-            "6",
-            "--in-channels",
-            "3",
-            "--out-channels",
-            "4",
-            "--filter-size",
-            "1,3",
-            "--stride",
-            "2",
-            "--dtype",
-            "fp32,fp16",
-            "--backend",
-            "cpp,torch,mindspore",
-        ],
+        (
+            "sweep conv --batch 1,2 --input-size 6 --in-channels 3 --out-channels 4 --filter-size 1,3 "
+            "--stride 2 --dtype fp32,fp16 --backend cpp,torch,mindspore"
+        ),
     )
     assert doc["op"] == "conv" and doc["mode"] == "one-factor"
     labels = list(dict.fromkeys(r["label"] for r in doc["records"]))
@@ -264,24 +250,10 @@ def test_conv_one_factor_sweep(tmp_path: Path) -> None:
 def test_lstm_product_sweep(tmp_path: Path) -> None:
     doc, _, _ = run_and_load(
         tmp_path,
-        [
-            "sweep",
-            "lstm",
-            "--mode",
-            "product",
-            "--batch",
-            "1,3",
-            "--seq-len",
-            "4",
-            "--input-size",
-            "5",
-            "--hidden",
-            "6,17",
-            "--dtype",
-            "fp32",
-            "--backend",
-            "cpp,torch,mindspore,numpy",
-        ],
+        (
+            "sweep lstm --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 6,17 --dtype "
+            "fp32 --backend cpp,torch,mindspore,numpy"
+        ),
     )
     assert doc["mode"] == "product"
     assert len({r["label"] for r in doc["records"]}) == 4
@@ -299,24 +271,10 @@ def test_a_case_over_the_memory_budget_is_skipped_not_killed(tmp_path: Path) -> 
     # 64^3 needs ~0.2 MiB; 4096 x 4096 x 4096 needs ~1.5 GiB: a 64 MiB budget skips only the second.
     doc, _, _ = run_and_load(
         tmp_path,
-        [
-            "sweep",
-            "gemm",
-            "--m",
-            "64,4096",
-            "--n",
-            "64,4096",
-            "--k",
-            "64,4096",
-            "--mode",
-            "one-factor",
-            "--dtype",
-            "fp32",
-            "--backend",
-            "cpp",
-            "--max-memory",
-            "64M",
-        ],
+        (
+            "sweep gemm --m 64,4096 --n 64,4096 --k 64,4096 --mode one-factor --dtype fp32 --backend "
+            "cpp --max-memory 64M"
+        ),
     )
     by_label = {r["label"]: r for r in doc["records"]}
     assert by_label["1024x1024x1024"]["status"] == "skipped"  # the base point itself is ~48 MiB + reference
@@ -328,22 +286,7 @@ def test_a_case_over_the_memory_budget_is_skipped_not_killed(tmp_path: Path) -> 
 def test_a_case_predicted_too_slow_is_skipped(tmp_path: Path) -> None:
     doc, _, _ = run_and_load(
         tmp_path,
-        [
-            "sweep",
-            "gemm",
-            "--m",
-            "8,512",
-            "--n",
-            "64",
-            "--k",
-            "64",
-            "--dtype",
-            "fp32",
-            "--backend",
-            "cpp",
-            "--max-call-s",
-            "1e-9",
-        ],
+        "sweep gemm --m 8,512 --n 64 --k 64 --dtype fp32 --backend cpp --max-call-s 1e-9",
     )
     first, second = doc["records"]
     assert first["status"] == "ok"  # nothing on record yet: it runs
@@ -354,22 +297,7 @@ def test_a_case_predicted_too_slow_is_skipped(tmp_path: Path) -> None:
 def test_verification_over_its_cost_cap_is_skipped_and_said(tmp_path: Path) -> None:
     doc, _, _ = run_and_load(
         tmp_path,
-        [
-            "sweep",
-            "gemm",
-            "--m",
-            "64",
-            "--n",
-            "64",
-            "--k",
-            "64",
-            "--dtype",
-            "fp32",
-            "--backend",
-            "cpp",
-            "--verify-max-gflop",
-            "1e-6",
-        ],
+        "sweep gemm --m 64 --n 64 --k 64 --dtype fp32 --backend cpp --verify-max-gflop 1e-6",
     )
     (rec,) = doc["records"]
     assert rec["status"] == "ok" and "float64 verification would cost" in rec["verify"]["skipped"]
@@ -378,18 +306,7 @@ def test_verification_over_its_cost_cap_is_skipped_and_said(tmp_path: Path) -> N
 def test_suite_scaled_and_filtered_to_one_op(tmp_path: Path) -> None:
     doc, _, stdout = run_and_load(
         tmp_path,
-        [
-            "sweep",
-            "lstm",
-            "--suite",
-            "deepbench-inference",
-            "--scale",
-            "0.05",
-            "--dtype",
-            "fp32",
-            "--backend",
-            "cpp",
-        ],
+        "sweep lstm --suite deepbench-inference --scale 0.05 --dtype fp32 --backend cpp",
     )
     assert doc["suite"]["name"] == "deepbench-inference" and doc["scale"] == 0.05 and doc["mode"] == "cases"
     assert all(r["status"] == "ok" and r["verify"]["ok"] for r in doc["records"])
@@ -400,18 +317,7 @@ def test_suite_scaled_and_filtered_to_one_op(tmp_path: Path) -> None:
 def test_a_scaled_suite_keeps_every_factor_level_of_the_table(tmp_path: Path) -> None:
     doc, _, _ = run_and_load(
         tmp_path,
-        [
-            "sweep",
-            "conv",
-            "--suite",
-            "ascend-paper",
-            "--scale",
-            "0.02",
-            "--dtype",
-            "fp32",
-            "--backend",
-            "cpp",
-        ],
+        "sweep conv --suite ascend-paper --scale 0.02 --dtype fp32 --backend cpp",
     )
     assert doc["factor_levels"] == {
         "batch": [128, 256, 512],

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound
 
 NAME = "conv"
@@ -103,21 +104,10 @@ BATCH_FIELDS = ("n",)
 SPATIAL_FIELDS = ("h", "w")
 
 
-def _positive(fields: dict[str, Any], name: str, minimum: int = 1) -> int:
-    v = fields.get(name)
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise ValueError(f"'{name}' must be an integer >= {minimum}, got {v!r}")
-    return v
-
-
 def shape_from_case(fields: dict[str, Any]) -> ConvShape:
     """From explicit shape fields (n, c, h, w, k, r, s required; stride_h ... groups optional)."""
-    unknown = set(fields) - set(SHAPE_FIELDS)
-    if unknown:
-        raise ValueError(
-            f"unknown conv field(s) {', '.join(sorted(unknown))} (expected {', '.join(SHAPE_FIELDS)})"
-        )
-    values = {f: _positive(fields, f) for f in ("n", "c", "h", "w", "k", "r", "s")}
+    reject_unknown(fields, SHAPE_FIELDS, NAME)
+    values = {f: int_field(fields, f) for f in ("n", "c", "h", "w", "k", "r", "s")}
     for f, default, minimum in (
         ("stride_h", 1, 1),
         ("stride_w", 1, 1),
@@ -127,7 +117,7 @@ def shape_from_case(fields: dict[str, Any]) -> ConvShape:
         ("dil_w", 1, 1),
         ("groups", 1, 1),
     ):
-        values[f] = _positive(fields, f, minimum) if f in fields else default
+        values[f] = int_field(fields, f, minimum) if f in fields else default
     shape = ConvShape(**values)
     if shape.c % shape.groups or shape.k % shape.groups:
         raise ValueError(f"groups={shape.groups} must divide in and out channels ({shape.c}, {shape.k})")

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound
 
 NAME = "gemm"
@@ -57,11 +58,8 @@ def make_shape(point: dict[str, Any]) -> GemmShape:
 
 
 def shape_from_case(fields: dict[str, Any]) -> GemmShape:
-    for f in SHAPE_FIELDS:
-        v = fields.get(f)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"'{f}' must be an integer >= 1, got {v!r}")
-    return GemmShape(fields["m"], fields["n"], fields["k"])
+    reject_unknown(fields, SHAPE_FIELDS, NAME)
+    return GemmShape(*(int_field(fields, f) for f in SHAPE_FIELDS))
 
 
 def factors(shape: GemmShape) -> dict[str, int]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
+from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, gamma, tiny
 
 NAME = "lstm"
@@ -56,16 +57,8 @@ SAFETY = 2.0
 
 
 def shape_from_case(fields: dict[str, Any]) -> LstmShape:
-    unknown = set(fields) - set(SHAPE_FIELDS)
-    if unknown:
-        raise ValueError(
-            f"unknown lstm field(s) {', '.join(sorted(unknown))} (expected {', '.join(SHAPE_FIELDS)})"
-        )
-    for f in SHAPE_FIELDS:
-        v = fields.get(f)
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"'{f}' must be an integer >= 1, got {v!r}")
-    return LstmShape(**{f: fields[f] for f in SHAPE_FIELDS})
+    reject_unknown(fields, SHAPE_FIELDS, NAME)
+    return LstmShape(**{f: int_field(fields, f) for f in SHAPE_FIELDS})
 
 
 def make_shape(point: dict[str, Any]) -> LstmShape:
