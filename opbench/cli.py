@@ -152,12 +152,62 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tile-n", type=_positive_int, help="cpp backend: tile_n")
     s.add_argument("--tile-k", type=_positive_int, help="cpp backend: tile_k")
     s.add_argument("--isa", choices=("avx512", "avx2", "ref"), help="cpp backend: force a kernel set")
+    s.add_argument(
+        "--tuned",
+        action="store_true",
+        help="cpp backend, gemm: use the tiles opbench tune recorded (exact shape or nearest)",
+    )
     s.add_argument("--quiet", action="store_true", help="no progress bar or table; print only file paths")
 
     pk = sub.add_parser("peak", help="measure (and cache) peak FLOPS per dtype and thread count")
     pk.add_argument("--dtype", default="fp32,fp16")
     pk.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of using the cache")
+
+    t = sub.add_parser(
+        "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
+    )
+    t.add_argument("op", help="gemm")
+    t.add_argument("--m", type=_positive_int, help="rows of A and C")
+    t.add_argument("--n", type=_positive_int, help="columns of B and C")
+    t.add_argument("--k", type=_positive_int, help="inner dimension")
+    t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
+    t.add_argument("--trials", type=_positive_int, default=50, help="trials this process runs (default 50)")
+    t.add_argument("--timeout", type=_positive_float, help="stop starting trials after this many seconds")
+    t.add_argument("--threads", type=_positive_int, help="threads (default: all cores)")
+    t.add_argument("--sampler", default="tpe", choices=("tpe", "gp", "cmaes", "random", "grid"))
+    t.add_argument("--seed", type=int, help="sampler seed (default: random)")
+    t.add_argument("--study", help="study name (default: gemm-MxNxK-DTYPE-tTHREADS)")
+    t.add_argument(
+        "--storage",
+        help="sqlite:///FILE or postgresql://USER:PASSWORD@HOST/DB (default: sqlite under --out/tuning/)",
+    )
+    t.add_argument("--out", default="reports", help="directory of the default storage (default: reports/)")
+    t.add_argument("--space", help="search-space file or name in tuning/spaces (default: gemm)")
+    t.add_argument("--params", help="parameters to search, e.g. tile_n,tile_k (the rest stay at the default)")
+    t.add_argument("--cache-fit", action="store_true", help="enforce the space file's cache-fit constraints")
+    t.add_argument("--isa", choices=("avx512", "avx2", "ref"), help="tune this kernel set")
+    t.add_argument(
+        "--objectives", default="gflops", help="gflops, or gflops,error for the accuracy/speed front"
+    )
+    t.add_argument(
+        "--trial-timeout",
+        type=_positive_float,
+        default=60.0,
+        help="a candidate silent for this long is killed and recorded as a timeout (default 60)",
+    )
+    t.add_argument("--confirm-top", type=_positive_int, default=3, help="re-measure this many best tilings")
+    t.add_argument("--confirm-rounds", type=_positive_int, default=3, help="re-measurement rounds")
+    t.add_argument("--force", action="store_true", help="continue a study recorded for another fingerprint")
+    t.add_argument(
+        "--show", action="store_true", help="print the study's history and best trials; run nothing"
+    )
+    t.add_argument("--heartbeat-s", type=_positive_int, default=5, help=argparse.SUPPRESS)
+    t.add_argument("--grace-s", type=_positive_int, default=15, help=argparse.SUPPRESS)
+
+    st = sub.add_parser("studies", help="list the tuning studies in a storage")
+    st.add_argument("--storage", help="storage URL (default: sqlite under --out/tuning/)")
+    st.add_argument("--out", default="reports")
 
     sub.add_parser("suites", help="list the built-in sweep suites")
     sub.add_parser("info", help="CPU features, kernel dispatch, default tiles and backend availability")
@@ -250,7 +300,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         call_budget_s=args.call_budget_s,
         cold_cache=args.cold_cache,
     )
-    cpp_params = {"tile_m": args.tile_m, "tile_n": args.tile_n, "tile_k": args.tile_k, "isa": args.isa}
+    cpp_params = {
+        "tile_m": args.tile_m,
+        "tile_n": args.tile_n,
+        "tile_k": args.tile_k,
+        "isa": args.isa,
+        "tuned": args.tuned,
+    }
+    if args.tuned and (args.tile_m or args.tile_n or args.tile_k):
+        raise UsageError("--tuned and --tile-m/--tile-n/--tile-k are exclusive")
     budget = args.max_memory or int(available_memory_bytes() * 0.8)
 
     configs = []
@@ -491,6 +549,236 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _storage_url(args: argparse.Namespace) -> str:
+    from opbench.tune.storage import default_url
+
+    if args.storage:
+        if "://" not in args.storage:
+            raise UsageError(
+                f"--storage must be a URL like sqlite:///FILE or postgresql://..., got '{args.storage}'"
+            )
+        return str(args.storage)
+    return default_url(_check_out_dir(args.out))
+
+
+def _tiles_text(tiles: dict[str, int] | None) -> str:
+    return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "cache-model default"
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench.kernels import default_threads
+    from opbench.ops.gemm import GemmShape
+    from opbench.tune import study as tuner
+
+    if args.op != "gemm":
+        raise UsageError(f"opbench tune supports gemm (got '{args.op}')")
+    objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
+    if objectives not in (("gflops",), ("gflops", "error")):
+        raise UsageError(f"--objectives must be 'gflops' or 'gflops,error', got '{args.objectives}'")
+    storage = _storage_url(args)
+    threads = args.threads or default_threads()
+    console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
+    if args.show:
+        if not args.study and None in (args.m, args.n, args.k):
+            raise UsageError("--show needs --study NAME (or --m, --n and --k to name the default study)")
+        name = args.study or f"gemm-{args.m}x{args.n}x{args.k}-{args.dtype}-t{threads}"
+        return _show_study(console, tuner.load_existing(name, storage))
+    missing = [f"--{d}" for d in ("m", "n", "k") if getattr(args, d) is None]
+    if missing:
+        raise UsageError(f"opbench tune gemm needs {', '.join(missing)}")
+    shape = GemmShape(args.m, args.n, args.k)
+    from opbench.machine import available_memory_bytes
+    from opbench.ops import gemm as gemm_op
+
+    need = gemm_op.memory_bytes(shape, args.dtype)
+    if need > available_memory_bytes() * 0.8:
+        raise UsageError(
+            f"shape {shape.label()} ({args.dtype}) needs about {need / 2**30:.1f} GiB, more than 80% of "
+            "available memory"
+        )
+    suffix = "-mo" if len(objectives) > 1 else ""
+    cfg = tuner.TuneConfig(
+        shape=shape,
+        dtype=args.dtype,
+        threads=threads,
+        study_name=args.study or f"gemm-{shape.label()}-{args.dtype}-t{threads}{suffix}",
+        storage_url=storage,
+        trials=args.trials,
+        timeout_s=args.timeout,
+        sampler=args.sampler,
+        seed=args.seed,
+        space=args.space,
+        params=tuple(p.strip() for p in args.params.split(",")) if args.params else None,
+        cache_fit=args.cache_fit,
+        isa=args.isa,
+        objectives=objectives,
+        trial_timeout_s=args.trial_timeout,
+        confirm_top=args.confirm_top,
+        confirm_rounds=args.confirm_rounds,
+        force=args.force,
+        heartbeat_s=args.heartbeat_s,
+        grace_s=args.grace_s,
+    )
+
+    def on_event(kind: str, info: dict[str, Any]) -> None:
+        if kind == "space":
+            params = ", ".join(f"{n} {len(v)} values ({v[0]}..{v[-1]})" for n, v in info["params"].items())
+            rules = ", ".join(info["constraints"]) or "none"
+            console.print(
+                f"study {cfg.study_name} in {tuner.mask(cfg.storage_url)}: {params}; "
+                f"{info['valid_points']} valid tilings (constraints: {rules}); "
+                f"{info['already']} already measured"
+            )
+        elif kind == "trial":
+            head = f"#{info['number']:<4} {_tiles_text(info.get('tiles')):40}"
+            if info.get("reused_from") is not None:
+                value = info.get("failure") or f"{info.get('gflops', 0):.1f} GFLOPS"
+                console.print(f"{head} {value} (already measured in trial {info['reused_from']})")
+            elif info.get("failure"):
+                console.print(f"{head} failed: {info['failure']}")
+            else:
+                err = (
+                    f", max rel err {info['max_rel_err']:.2e}" if info.get("max_rel_err") is not None else ""
+                )
+                console.print(f"{head} {info['gflops']:.1f} GFLOPS{err}")
+        elif kind == "exhausted":
+            console.print(
+                f"every one of the {info['valid_points']} valid tilings is measured: the search is done"
+            )
+
+    try:
+        summary = tuner.run(cfg, on_event)
+    except KeyboardInterrupt:
+        print(
+            "opbench: interrupted; every finished trial is in the study (re-run the same command to resume)",
+            file=sys.stderr,
+        )
+        return 130
+    console.print(
+        f"{summary['trials']} trials in the study, {summary['measured_points']} of "
+        f"{summary['valid_points']} valid tilings measured"
+    )
+    if "pareto" in summary:
+        table = Table(
+            title="accuracy/speed front (Pareto-optimal trials)", title_justify="left", header_style="bold"
+        )
+        for col in ("trial", "tiles", "GFLOPS", "max rel err vs float64"):
+            table.add_column(col)
+        for p in sorted(summary["pareto"], key=lambda p: -p["gflops"]):
+            table.add_row(
+                str(p["number"]), _tiles_text(p["tiles"]), f"{p['gflops']:.1f}", f"{p['max_rel_err']:.3e}"
+            )
+        console.print(table)
+        console.print(
+            "this kernel accumulates in fp32 only on this CPU: the front trades speed against the "
+            "summation order's rounding (an fp16-accumulating kernel would add an accumulate choice)"
+        )
+        return 0
+    conf = summary.get("confirmation")
+    if not conf:
+        console.print("no trial succeeded: nothing to confirm")
+        return 0
+    table = Table(
+        title=f"confirmation: top {cfg.confirm_top} and the default, re-measured in "
+        f"{cfg.confirm_rounds} interleaved rounds",
+        title_justify="left",
+        header_style="bold",
+    )
+    for col in ("", "tiles", "GFLOPS", "95% CI", "samples"):
+        table.add_column(col)
+    for r in conf["rows"]:
+        if "failure" in r:
+            table.add_row(r["name"], _tiles_text(r["tiles"]), "-", r["failure"], "-")
+        else:
+            lo, hi = r["gflops_ci"]
+            table.add_row(
+                r["name"],
+                _tiles_text(r["tiles"]),
+                f"{r['gflops']:.1f}",
+                f"{lo:.1f} - {hi:.1f}",
+                str(r["n_samples"]),
+            )
+    console.print(table)
+    if conf.get("best"):
+        best = conf["best"]
+        lo, hi = best["gflops_ci"]
+        line = f"best: {_tiles_text(best['tiles'])}: {best['gflops']:.1f} GFLOPS (95% CI {lo:.1f}-{hi:.1f})"
+        if conf.get("speedup") is not None:
+            line += (
+                f", {conf['speedup']:.3f}x the cache-model default ({conf['default']['gflops']:.1f} GFLOPS)"
+            )
+        console.print(line)
+    if summary.get("record"):
+        console.print(f"tuned record saved: {summary['record']}")
+    return 0
+
+
+def _show_study(console: Any, study: Any) -> int:
+    from rich.table import Table
+
+    from opbench.tune.study import trial_rows
+
+    fp = study.user_attrs.get("fingerprint", {})
+    console.print(
+        f"study {study.study_name}: {fp.get('op')} {fp.get('shape')} {fp.get('dtype')}, "
+        f"{fp.get('threads')} thread(s), {fp.get('cpu_model')}, {study.user_attrs.get('valid_points')} "
+        "valid tilings"
+    )
+    table = Table(title="history", title_justify="left", header_style="bold")
+    for col in ("trial", "state", "tiles", "GFLOPS", "note"):
+        table.add_column(col)
+    for r in trial_rows(study):
+        note = r["failure"] or ""
+        if r["reused_from"] is not None:
+            note = (note + "; " if note else "") + f"value of trial {r['reused_from']}"
+        if r["retry_of"] is not None:
+            note = (note + "; " if note else "") + f"retry of trial {r['retry_of']} (its worker stopped)"
+        gf = f"{r['gflops']:.1f}" if r["gflops"] is not None else "-"
+        table.add_row(str(r["number"]), r["state"], _tiles_text(r["tiles"]), gf, note)
+    console.print(table)
+    conf = study.user_attrs.get("confirmation")
+    if conf and conf.get("best"):
+        best = conf["best"]
+        console.print(
+            f"confirmed best: {_tiles_text(best['tiles'])}: {best['gflops']:.1f} GFLOPS"
+            + (f", {conf['speedup']:.3f}x the default" if conf.get("speedup") else "")
+        )
+    return 0
+
+
+def cmd_studies(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench.tune.study import list_studies
+
+    storage = _storage_url(args)
+    rows = list_studies(storage)
+    console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
+    from opbench.tune.storage import mask
+
+    table = Table(title=f"studies in {mask(storage)}", title_justify="left", header_style="bold")
+    for col in ("study", "problem", "trials", "best GFLOPS", "best tiles", "started"):
+        table.add_column(col)
+    for r in rows:
+        shape = "x".join(str(v) for v in (r["shape"] or {}).values())
+        problem = f"{shape} {r['dtype'] or ''} t{r['threads']}" if shape else "-"
+        best = f"{r['best_value']:.1f}" if r["best_value"] is not None else "-"
+        table.add_row(
+            r["name"],
+            problem,
+            str(r["trials"]),
+            best,
+            _tiles_text(r["best_tiles"]) if r["best_tiles"] else "-",
+            r["started"] or "-",
+        )
+    console.print(table)
+    return 0
+
+
 def cmd_suites(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -513,7 +801,14 @@ def cmd_suites(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"sweep": cmd_sweep, "peak": cmd_peak, "suites": cmd_suites, "info": cmd_info}
+COMMANDS = {
+    "sweep": cmd_sweep,
+    "tune": cmd_tune,
+    "studies": cmd_studies,
+    "peak": cmd_peak,
+    "suites": cmd_suites,
+    "info": cmd_info,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import operator
 import os
 from typing import Any
@@ -10,7 +11,16 @@ import numpy as np
 
 from opbench import _core
 
-__all__ = ["gemm", "conv2d", "lstm", "cpu_features", "default_tiles", "available_isas", "default_threads"]
+__all__ = [
+    "gemm",
+    "conv2d",
+    "lstm",
+    "cpu_features",
+    "default_tiles",
+    "tuned_tiles",
+    "available_isas",
+    "default_threads",
+]
 
 
 def default_threads() -> int:
@@ -52,6 +62,7 @@ def gemm(
     threads: int | None = None,
     out: np.ndarray | None = None,
     isa: str | None = None,
+    tiles: str | dict[str, int] | None = None,
 ) -> np.ndarray:
     """C = A @ B with opbench's tiled C++ kernel.
 
@@ -59,10 +70,30 @@ def gemm(
     accumulated in float32 and rounded once at the end. tile_m / tile_n / tile_k are the cache-blocking
     sizes (None: derived from this CPU's caches); threads defaults to the cores this process may use.
     isa forces a kernel set ("avx512", "avx2", "ref"; default: the best this CPU runs, or $OPBENCH_ISA).
+    tiles="tuned" takes the tiles `opbench tune` recorded for this shape, dtype and thread count on this
+    machine, or for the nearest tuned shape (tuned_tiles() says which; the choice is also logged to the
+    'opbench' logger); a dict {tile_m, tile_n, tile_k} gives them explicitly.
     Raises ValueError naming the problem for any invalid input.
     """
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
     nthreads = default_threads() if threads is None else _positive_int(threads, "threads")
+    if tiles is not None:
+        if tile_m is not None or tile_n is not None or tile_k is not None:
+            raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
+        if tiles == "tuned":
+            if a.ndim != 2 or b.ndim != 2:
+                raise ValueError("a and b must be 2-D arrays")
+            dtype = {"float32": "fp32", "float16": "fp16"}.get(a.dtype.name, a.dtype.name)
+            chosen, note = tuned_tiles(a.shape[0], b.shape[1], a.shape[1], dtype, nthreads)
+            logging.getLogger("opbench").info("gemm %dx%dx%d: %s", a.shape[0], b.shape[1], a.shape[1], note)
+        elif isinstance(tiles, dict):
+            unknown = set(tiles) - {"tile_m", "tile_n", "tile_k"}
+            if unknown:
+                raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
+            chosen = tiles
+        else:
+            raise ValueError(f"tiles must be 'tuned' or a dict of tile_m/tile_n/tile_k, got {tiles!r}")
+        tile_m, tile_n, tile_k = chosen.get("tile_m"), chosen.get("tile_n"), chosen.get("tile_k")
     return _core.gemm(
         a,
         b,
@@ -167,6 +198,23 @@ def lstm(
         isa or "",
     )
     return y, (h_n, c_n)
+
+
+def tuned_tiles(m: int, n: int, k: int, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
+    """The tiles `opbench tune` recorded for this problem on this machine (or the nearest tuned shape), and a
+    note saying which; the cache-model default with a note saying so when nothing was tuned."""
+    from opbench.tune import records
+
+    nthreads = default_threads() if threads is None else threads
+    found = records.lookup("gemm", dtype, {"m": m, "n": n, "k": k}, nthreads)
+    if found is None:
+        t = default_tiles()
+        return (
+            {name: t[name] for name in ("tile_m", "tile_n", "tile_k")},
+            f"no tuned record for gemm {dtype} on this machine: cache-model default tiles",
+        )
+    record, note = found
+    return dict(record["tiles"]), note
 
 
 def available_isas() -> list[str]:

@@ -153,6 +153,21 @@ def wait_until_quiet(max_wait_s: float = 1.0, window_s: float = 0.005, busy_frac
         prev = cur
 
 
+def fingerprint(threads: int) -> dict[str, Any]:
+    """What a tuning result depends on: the CPU, its ISA, the kernel that ran and its version, the threads."""
+    from opbench import kernels
+
+    feats = kernels.cpu_features()
+    return {
+        "cpu_model": cpu_model(),
+        "logical_cpus": feats["logical_cpus"],
+        "isa": feats["selected_isa"],
+        "kernel": feats["kernel"]["description"],
+        "opbench_version": __version__,
+        "threads": threads,
+    }
+
+
 def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:
     """The machine block of a results file."""
     from opbench import kernels

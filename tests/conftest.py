@@ -11,9 +11,10 @@ import pytest
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _peak_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # One peak measurement per test session, never the user's cache.
+def _private_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # One peak measurement per test session, never the user's cache; tuned records never in the repository.
     os.environ["OPBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("opbench-cache"))
+    os.environ["OPBENCH_RECORDS_DIR"] = str(tmp_path_factory.mktemp("opbench-records"))
 
 
 def run_cli(

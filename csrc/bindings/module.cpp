@@ -13,6 +13,7 @@
 #include "../gemm/ukernel_table.hpp"
 #include "opbench/conv.hpp"
 #include "opbench/cpu.hpp"
+#include "opbench/fault.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/lstm.hpp"
@@ -278,6 +279,7 @@ struct Prepared {
   Blocking blocking;
   int threads;
   py::array out;
+  Fault fault;
 };
 
 Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
@@ -321,7 +323,7 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
   p.lda = ma.ld;
   p.ldb = mb.ld;
   p.ldc = mc.ld;
-  return {&ks, p, blocking, threads, result};
+  return {&ks, p, blocking, threads, result, injected_fault(blocking.mc, blocking.nc, blocking.kc)};
 }
 
 py::dict cache_dict(const CacheLevel& c) {
@@ -359,7 +361,16 @@ PYBIND11_MODULE(_core, m) {
         Prepared pr = prepare(a, b, std::move(out), tile_m, tile_n, tile_k, threads, isa);
         {
           py::gil_scoped_release release;
+          trigger(pr.fault);
           gemm(*pr.ks, pr.problem, pr.blocking, pr.threads);
+        }
+        if (pr.fault == Fault::wrong) {
+          if (pr.problem.out_dtype == Dtype::f16) {
+            auto* c = static_cast<uint16_t*>(pr.problem.c);
+            *c = float_to_half(half_to_float(*c) + 1.0f);
+          } else {
+            *static_cast<float*>(pr.problem.c) += 1.0f;
+          }
         }
         return pr.out;
       },
@@ -374,6 +385,7 @@ PYBIND11_MODULE(_core, m) {
         if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
         Prepared pr = prepare(a, b, out, tile_m, tile_n, tile_k, threads, isa);
         py::gil_scoped_release release;
+        trigger(pr.fault);
         return time_loop(loops, [&] { gemm(*pr.ks, pr.problem, pr.blocking, pr.threads); });
       },
       py::arg("a"), py::arg("b"), py::arg("out"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),

@@ -46,7 +46,8 @@ class _CppCase(Prepared):
             "nr": info["nr"],
             "tiles": self._tiles,
             "tiles_effective": {t: min(v, gemm_dims[t]) for t, v in self._tiles.items()},
-            "tiles_source": "given" if any(params.get(t) for t in TILES) else "cache model",
+            "tiles_source": params.get("tiles_note")
+            or ("given" if any(params.get(t) for t in TILES) else "cache model"),
         }
 
     def _tail(self) -> tuple[Any, ...]:
@@ -89,6 +90,12 @@ class CppBackend(Backend):
 
         if op == "gemm":
             a, b = inputs["a"], inputs["b"]
+            if params.get("tuned"):
+                from opbench.kernels import tuned_tiles
+
+                dtype = "fp16" if a.dtype == np.float16 else "fp32"
+                tiles, note = tuned_tiles(shape.m, shape.n, shape.k, dtype, self._threads)
+                params = {**params, **tiles, "tiles_note": note}
             out = np.empty((shape.m, shape.n), a.dtype)
             dims = {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
             return _CppCase(

@@ -1,0 +1,26 @@
+// Fault injection for the tuner's isolation tests: environment variables name a tiling that must crash,
+// hang or give a wrong answer, so tests can prove that a real SIGSEGV, a real hang past the time limit and
+// a real wrong result each end as a failed trial and never stop a study.
+//
+//   OPBENCH_FAULT_CRASH=MxNxK   a GEMM with tile_m=M, tile_n=N, tile_k=K writes through a null pointer
+//   OPBENCH_FAULT_HANG=MxNxK    ... never returns
+//   OPBENCH_FAULT_WRONG=MxNxK   ... returns C with element (0, 0) off by one
+//
+// Several tilings may be given, separated by commas. Unset variables cost one getenv per call.
+#pragma once
+
+#include <cstdint>
+
+#include "opbench/blocking.hpp"
+
+namespace opbench {
+
+enum class Fault { none, crash, hang, wrong };
+
+// The fault the environment assigns to this requested tiling (values as given, before any default).
+Fault injected_fault(int64_t tile_m, int64_t tile_n, int64_t tile_k);
+
+// Performs a crash or a hang; returns for none and wrong.
+void trigger(Fault fault);
+
+}  // namespace opbench

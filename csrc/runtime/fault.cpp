@@ -1,0 +1,47 @@
+// Fault injection switch (see fault.hpp): parsing of OPBENCH_FAULT_* and the faults themselves.
+#include "opbench/fault.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+
+namespace opbench {
+
+namespace {
+
+bool listed(const char* var, int64_t m, int64_t n, int64_t k) {
+  const char* value = std::getenv(var);
+  if (value == nullptr || *value == '\0') return false;
+  std::stringstream all(value);
+  std::string item;
+  while (std::getline(all, item, ',')) {
+    long long a = 0, b = 0, c = 0;
+    char x1 = 0, x2 = 0;
+    std::stringstream one(item);
+    if ((one >> a >> x1 >> b >> x2 >> c) && x1 == 'x' && x2 == 'x' && a == m && b == n && c == k) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Fault injected_fault(int64_t tile_m, int64_t tile_n, int64_t tile_k) {
+  if (listed("OPBENCH_FAULT_CRASH", tile_m, tile_n, tile_k)) return Fault::crash;
+  if (listed("OPBENCH_FAULT_HANG", tile_m, tile_n, tile_k)) return Fault::hang;
+  if (listed("OPBENCH_FAULT_WRONG", tile_m, tile_n, tile_k)) return Fault::wrong;
+  return Fault::none;
+}
+
+void trigger(Fault fault) {
+  if (fault == Fault::crash) {
+    volatile int* null_pointer = nullptr;
+    *null_pointer = 1;  // a genuine invalid write: the process dies of SIGSEGV
+  }
+  if (fault == Fault::hang) {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+}  // namespace opbench

@@ -1,0 +1,1 @@
+"""The tuner: Optuna search of tile sizes with crash-isolated workers, resumable studies and tuned records."""

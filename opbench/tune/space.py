@@ -1,0 +1,209 @@
+"""Tuning search spaces, declared in tuning/spaces/<op>.toml: candidate values per parameter (valid by
+construction: multiples of the register tile, never past the padded dimension) and optional cache-fit
+constraints, with enumeration (to count and to grid-search) and Optuna suggestion by ordinal index."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import operator
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opbench.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMP = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+
+
+def evaluate(expr: str, names: dict[str, int]) -> Any:
+    """Arithmetic and comparisons over `names` only (no calls, attributes or anything else)."""
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise ValueError(f"unknown name '{node.id}' (known: {', '.join(sorted(names))})")
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.Compare) and all(type(o) in _CMP for o in node.ops):
+            left = ev(node.left)
+            for op, comp in zip(node.ops, node.comparators, strict=True):
+                right = ev(comp)
+                if not _CMP[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            return all(ev(v) for v in node.values)
+        raise ValueError(f"unsupported expression element {ast.dump(node)[:40]}")
+
+    return ev(ast.parse(expr, mode="eval"))
+
+
+@dataclass(frozen=True)
+class Constraint:
+    name: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class TileSpace:
+    """Concrete candidates for one problem on one kernel set."""
+
+    params: tuple[tuple[str, tuple[int, ...]], ...]  # in declaration order
+    constraints: tuple[Constraint, ...]  # the enforced ones
+    names: dict[str, int]  # mr, nr, m, n, k, cache sizes
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p for p, _ in self.params)
+
+    def values(self, name: str) -> tuple[int, ...]:
+        return dict(self.params)[name]
+
+    def valid(self, tiles: dict[str, int]) -> bool:
+        """Whether every constraint whose names are all assigned holds."""
+        scope = {**self.names, **tiles}
+        for c in self.constraints:
+            try:
+                if not evaluate(c.rule, scope):
+                    return False
+            except ValueError:
+                continue  # mentions a tile not assigned yet
+        return True
+
+    def enumerate(self) -> list[dict[str, int]]:
+        """Every valid point (the grid)."""
+        points = []
+        for combo in itertools.product(*(v for _, v in self.params)):
+            tiles = dict(zip(self.param_names, combo, strict=True))
+            if self.valid(tiles):
+                points.append(tiles)
+        return points
+
+    def from_indices(self, indices: dict[str, int]) -> dict[str, int] | None:
+        """The tiling for ordinal indices, each parameter moved to the nearest index that keeps the
+        constraints (smaller first); None if a parameter has no valid value at all."""
+        tiles: dict[str, int] = {}
+        for name, values in self.params:
+            want = min(max(indices[name], 0), len(values) - 1)
+            order = sorted(range(len(values)), key=lambda i: (abs(i - want), i > want))
+            for i in order:
+                if self.valid({**tiles, name: values[i]}):
+                    tiles[name] = values[i]
+                    break
+            else:
+                return None
+        return tiles
+
+
+def _candidates(spec: dict[str, Any], names: dict[str, int], where: str) -> tuple[int, ...]:
+    def num(key: str) -> int:
+        value = spec.get(key)
+        if isinstance(value, str):
+            try:
+                return int(evaluate(value, names))
+            except (ValueError, SyntaxError) as e:
+                raise UsageError(f"{where}.{key}: {e}") from None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise UsageError(f"{where}.{key}: expected an integer >= 1 or a name, got {value!r}")
+        return value
+
+    multiple, start, stop = num("multiple_of"), num("start"), num("stop")
+    step = spec.get("step", "x2")
+    if not isinstance(step, str) or not (step.startswith("x") or step.startswith("+")):
+        raise UsageError(f"{where}.step: expected 'x2' or '+N', got {step!r}")
+    try:
+        amount = int(step[1:])
+    except ValueError:
+        raise UsageError(f"{where}.step: expected 'x2' or '+N', got {step!r}") from None
+    if amount < (2 if step[0] == "x" else 1):
+        raise UsageError(f"{where}.step: {step!r} would never advance")
+    padded = -(-stop // multiple) * multiple
+    values: list[int] = []
+    v = start
+    while v < padded:
+        if v % multiple == 0:
+            values.append(v)
+        v = v * amount if step[0] == "x" else v + amount
+    values.append(padded)
+    return tuple(sorted(set(values)))
+
+
+def spaces_dirs() -> list[Path]:
+    """Where space files are looked up: $OPBENCH_SPACES_DIR, the source tree's tuning/spaces, the installed
+    copy (CMake installs tuning/spaces into the package as tuning_spaces)."""
+    dirs = []
+    if os.environ.get("OPBENCH_SPACES_DIR"):
+        dirs.append(Path(os.environ["OPBENCH_SPACES_DIR"]))
+    dirs.append(Path(__file__).resolve().parents[2] / "tuning" / "spaces")
+    from opbench import _core
+
+    dirs.append(Path(_core.__file__).resolve().parent / "tuning_spaces")
+    return dirs
+
+
+def load_space(
+    op: str, names: dict[str, int], cache_fit: bool, space: str | None = None
+) -> tuple[TileSpace, str]:
+    """The concrete space for a problem; `space` is a file path or a name in the spaces directories."""
+    if space and (os.sep in space or space.endswith(".toml")):
+        path = Path(space)
+    else:
+        wanted = f"{space or op}.toml"
+        path = next((d / wanted for d in spaces_dirs() if (d / wanted).is_file()), Path(wanted))
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"search space {path}: no such file") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"search space {path}: cannot read: {e}") from None
+    if data.get("op") != op:
+        raise UsageError(f"search space {path}: op: expected '{op}', got {data.get('op')!r}")
+    params_spec = data.get("params")
+    if not isinstance(params_spec, dict) or not params_spec:
+        raise UsageError(f"search space {path}: params: expected one or more [params.NAME] tables")
+    params = tuple(
+        (name, _candidates(spec, names, f"search space {path}: params.{name}"))
+        for name, spec in params_spec.items()
+    )
+    constraints = []
+    for i, c in enumerate(data.get("constraints", [])):
+        if not isinstance(c, dict) or not isinstance(c.get("rule"), str):
+            raise UsageError(f"search space {path}: constraints[{i}]: expected a table with a 'rule' string")
+        try:
+            evaluate(c["rule"], {**names, **{p: 1 for p, _ in params}})
+        except (ValueError, SyntaxError) as e:
+            raise UsageError(f"search space {path}: constraints[{i}].rule: {e}") from None
+        constraints.append(Constraint(str(c.get("name", c["rule"])), c["rule"]))
+    return TileSpace(params, tuple(constraints) if cache_fit else (), names), str(path)

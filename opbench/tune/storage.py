@@ -1,0 +1,60 @@
+"""Study storage: the default SQLite file, URLs with their passwords masked in everything printed, and a
+connection check that fails with one line instead of a driver traceback."""
+
+from __future__ import annotations
+
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from opbench.errors import UsageError
+
+_CREATE_ATTEMPTS = 5
+_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]*)@")
+
+
+def mask(text: str) -> str:
+    """Every URL password in `text` replaced by ***."""
+    return _PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", str(text))
+
+
+def default_url(out_dir: Path) -> str:
+    path = (out_dir / "tuning" / "studies.db").resolve()
+    return f"sqlite:///{path}"
+
+
+def open_storage(url: str, heartbeat_s: int, grace_s: int) -> Any:
+    """An Optuna RDB storage with heartbeats (a worker that dies leaves a RUNNING trial that is failed
+    and retried with the same parameters once its heartbeat is grace_s old)."""
+    import optuna
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    if url.startswith("sqlite:///"):
+        Path(url[len("sqlite:///") :]).parent.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                return RDBStorage(
+                    url,
+                    engine_kwargs={"pool_pre_ping": True},
+                    heartbeat_interval=heartbeat_s,
+                    grace_period=grace_s,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
+                )
+            except ImportError as e:
+                raise UsageError(
+                    f"storage {mask(url)}: driver missing ({e}); "
+                    "for PostgreSQL: pip install 'psycopg[binary]'"
+                ) from None
+            except Exception as e:  # sqlalchemy's OperationalError and friends carry the URL: mask it
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                # Workers starting together on an empty database race to create Optuna's tables; the loser
+                # sees a duplicate: the tables exist now, so try again.
+                if attempt + 1 < _CREATE_ATTEMPTS and ("duplicate key" in first or "already exists" in first):
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                raise UsageError(f"cannot open storage {mask(url)}: {mask(first)}") from None
+    raise AssertionError("unreachable")

@@ -1,0 +1,114 @@
+"""The tuning worker: a subprocess that measures one candidate tiling at a time, so that a candidate that
+crashes, hangs or exhausts memory takes down only this process.
+
+Protocol, one JSON object per line. The parent writes the problem first:
+    {"op": "gemm", "shape": {...}, "dtype": "fp32", "threads": 2, "seed": 0, "timer": {...}, "verify": true}
+and the worker answers {"ready": true, "pid": ...} once inputs and the float64 reference exist. Then, per
+candidate, the parent writes {"tiles": {...} or null, "isa": "", "timer": {...}?} and the worker answers
+    {"status": "ok", "time": {...}, "verify": {...}}      measured (verify is null when verification is off)
+    {"status": "wrong_answer", "verify": {...}}           the output broke the error bound: not timed
+    {"status": "error", "reason": "..."}                  a Python exception (bad tiles, out of memory)
+A crash or a hang produces no answer: the parent sees the process die or time out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+
+def _serve(proto: Any) -> None:
+    from opbench import kernels
+    from opbench.machine import pin_to_cpus
+    from opbench.ops import get_op
+    from opbench.timing import Timer, TimerConfig
+
+    init = json.loads(sys.stdin.readline())
+    op = get_op(init["op"])
+    shape = op.shape_from_case(init["shape"])
+    dtype, threads = init["dtype"], init["threads"]
+    pin_to_cpus(threads)
+    inputs = op.make_inputs(shape, dtype, init["seed"])
+    reference = op.reference(shape, inputs) if init["verify"] else None
+    out = kernels.gemm(inputs["a"], inputs["b"], threads=threads)  # allocate the output once
+    proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    proto.flush()
+
+    from opbench import _core
+
+    for line in sys.stdin:
+        req = json.loads(line)
+        tiles = req.get("tiles") or {}
+        isa = req.get("isa") or ""
+        t = (tiles.get("tile_m"), tiles.get("tile_n"), tiles.get("tile_k"))
+        try:
+            answer: dict[str, Any]
+            result = kernels.gemm(
+                inputs["a"],
+                inputs["b"],
+                tile_m=t[0],
+                tile_n=t[1],
+                tile_k=t[2],
+                threads=threads,
+                isa=isa or None,
+            )
+            verify = None
+            if reference is not None:
+                verify = op.check(shape, result, inputs, reference, dtype, "fp32")
+            if verify is not None and not verify["ok"]:
+                answer = {"status": "wrong_answer", "verify": verify}
+            else:
+                timer = Timer(TimerConfig(**{**init["timer"], **req.get("timer", {})}))
+
+                def run(loops: int, t: tuple[Any, ...] = t, isa: str = isa) -> float:
+                    return float(
+                        _core.time_gemm(inputs["a"], inputs["b"], out, t[0], t[1], t[2], threads, isa, loops)
+                    )
+
+                m = timer.measure(run)
+                answer = {
+                    "status": "ok",
+                    "time": {**m.to_dict(), "samples_s": list(m.samples_s)},
+                    "verify": verify,
+                }
+        except MemoryError:
+            answer = {"status": "error", "reason": "out of memory"}
+        except Exception as e:
+            answer = {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+        proto.write(json.dumps(answer) + "\n")
+        proto.flush()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when its parent dies (a parent killed with -9 must not leave a
+    hung candidate running forever); exit at once if the parent is already gone."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    expected = os.environ.get("OPBENCH_WORKER_PARENT")
+    if expected and os.getppid() != int(expected):
+        sys.exit(4)
+
+
+def main() -> None:
+    _die_with_parent()
+    # The protocol owns the original stdout; anything a library prints goes to stderr instead.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    try:
+        _serve(proto)
+    except Exception:
+        traceback.print_exc()
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,458 @@
+"""`opbench tune`, proven with real parts: real SIGSEGVs, real hangs past the time limit, real wrong answers
+(the documented OPBENCH_FAULT_* switch), a real kill -9 and resume, a real PostgreSQL server shared by two
+workers; the fingerprint check, password masking and the tuned records."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli
+
+optuna = pytest.importorskip("optuna")
+
+SMALL = [
+    "tune",
+    "gemm",
+    "--m",
+    "64",
+    "--n",
+    "64",
+    "--k",
+    "64",
+    "--threads",
+    "1",
+    "--confirm-top",
+    "1",
+    "--confirm-rounds",
+    "1",
+]
+# The 64^3 space: tile_m in (14, 28, 56, 70), tile_n in (32, 64), tile_k in (16, 32, 64): 24 tilings.
+POINTS = 24
+
+
+def load(storage: str, name: str = "gemm-64x64x64-fp32-t1") -> Any:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def sqlite(out: Path) -> str:
+    return f"sqlite:///{(out / 'tuning' / 'studies.db').resolve()}"
+
+
+def tiles_of(t: Any) -> str | None:
+    tiles = t.user_attrs.get("tiles")
+    return None if tiles is None else "{tile_m}x{tile_n}x{tile_k}".format(**tiles)
+
+
+def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> None:
+    # 70x64x64 is one block holding the whole problem (likely the fastest): make it the wrong answer.
+    env = {
+        "OPBENCH_FAULT_CRASH": "28x64x32",
+        "OPBENCH_FAULT_HANG": "56x32x16",
+        "OPBENCH_FAULT_WRONG": "70x64x64",
+    }
+    proc = run_cli(
+        [
+            *SMALL,
+            "--sampler",
+            "grid",
+            "--seed",
+            "0",
+            "--trials",
+            "60",
+            "--trial-timeout",
+            "3",
+            "--out",
+            str(tmp_path),
+        ],
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "every one of the 24 valid tilings is measured" in proc.stdout
+    study = load(sqlite(tmp_path))
+    by_tiles: dict[str, list[Any]] = {}
+    for t in study.trials:
+        by_tiles.setdefault(tiles_of(t), []).append(t)
+    assert len(by_tiles) == POINTS
+    failed = {k: ts[0].user_attrs["failure"] for k, ts in by_tiles.items() if ts[0].state.name == "FAIL"}
+    assert failed == {
+        "28x64x32": "crash: SIGSEGV",
+        "56x32x16": "timeout: no answer within 3 s",
+        "70x64x64": "wrong_answer",
+    }
+    best = study.best_trial
+    assert best.state.name == "COMPLETE" and tiles_of(best) not in failed
+    record = json.loads(next(Path(os.environ["OPBENCH_RECORDS_DIR"]).glob("*.json")).read_text())
+    assert all("{tile_m}x{tile_n}x{tile_k}".format(**r["tiles"]) not in failed for r in record["records"])
+
+
+def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Path) -> None:
+    storage = sqlite(tmp_path)
+    args = [
+        sys.executable,
+        "-m",
+        "opbench",
+        *SMALL,
+        "--sampler",
+        "grid",
+        "--seed",
+        "1",
+        "--trials",
+        "60",
+        "--trial-timeout",
+        "600",
+        "--heartbeat-s",
+        "1",
+        "--grace-s",
+        "2",
+        "--out",
+        str(tmp_path),
+    ]
+    hang = "56x64x64"
+    proc = subprocess.Popen(
+        args,
+        env={**os.environ, "OPBENCH_FAULT_HANG": hang},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 120
+        running = None
+        while time.time() < deadline and running is None:
+            time.sleep(0.3)
+            try:
+                trials = load(storage).trials
+            except KeyError:
+                continue  # the study is not created yet
+            running = next((t for t in trials if t.state.name == "RUNNING" and tiles_of(t) == hang), None)
+        assert running is not None, "the hanging trial never started"
+        before = {
+            t.number: (tiles_of(t), t.value) for t in load(storage).trials if t.state.name == "COMPLETE"
+        }
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(3)  # past the grace period: the dead process's RUNNING trial is now stale
+    workers = subprocess.run(
+        ["pgrep", "-f", "opbench.tune.worker"], capture_output=True, text=True
+    ).stdout.split()
+    assert not workers, "the hung worker outlived its killed parent"
+
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=300)  # no fault this time
+    assert rerun.returncode == 0, rerun.stderr
+    trials = load(storage).trials
+    after = {t.number: (tiles_of(t), t.value) for t in trials}
+    assert all(after[n] == v for n, v in before.items()), "a completed trial was lost or changed"
+    measured = [
+        tiles_of(t) for t in trials if t.state.name == "COMPLETE" and "reused_from" not in t.user_attrs
+    ]
+    assert len(measured) == len(set(measured)) == POINTS, "a tiling was measured twice or never"
+    killed = next(t for t in trials if t.number == running.number)
+    assert killed.state.name == "FAIL"
+    retry = next(t for t in trials if t.system_attrs.get("failed_trial") == running.number)
+    assert retry.state.name == "COMPLETE" and tiles_of(retry) == hang
+
+
+def test_a_different_fingerprint_is_refused_unless_forced(tmp_path: Path) -> None:
+    base = [
+        "tune",
+        "gemm",
+        "--m",
+        "32",
+        "--n",
+        "32",
+        "--k",
+        "32",
+        "--trials",
+        "2",
+        "--confirm-top",
+        "1",
+        "--confirm-rounds",
+        "1",
+        "--study",
+        "shared",
+        "--out",
+        str(tmp_path),
+    ]
+    assert run_cli([*base, "--threads", "1"]).returncode == 0
+    proc = run_cli([*base, "--threads", "2"])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and "recorded for a different machine or problem" in line
+    assert "threads: recorded 1, now 2" in line and "--force" in line
+    assert run_cli([*base, "--threads", "2", "--force"]).returncode == 0
+
+
+def test_storage_passwords_are_never_printed(tmp_path: Path) -> None:
+    url = "postgresql://opbench:TopSecret-123@127.0.0.1:1/nowhere"
+    for args in ([*SMALL, "--storage", url], ["studies", "--storage", url]):
+        proc = run_cli(args)
+        assert proc.returncode == 2
+        assert "TopSecret" not in proc.stdout + proc.stderr
+        assert "opbench:***@127.0.0.1:1" in proc.stderr and proc.stderr.strip().count("\n") == 0
+
+
+def test_tune_errors_are_one_line(tmp_path: Path) -> None:
+    for args, message in (
+        (["tune", "conv", "--m", "8"], "supports gemm"),
+        (["tune", "gemm", "--m", "8", "--n", "8"], "needs --k"),
+        (
+            ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--objectives", "speed"],
+            "--objectives must be",
+        ),
+        (
+            ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--params", "tile_q"],
+            "unknown parameter(s) tile_q",
+        ),
+        (["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--storage", "here.db"], "must be a URL"),
+        (["tune", "gemm", "--show", "--study", "nope", "--out", str(tmp_path)], "no study 'nope'"),
+    ):
+        proc = run_cli(args)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, args
+
+
+def test_the_winner_is_recorded_and_used(tmp_path: Path) -> None:
+    proc = run_cli([*SMALL, "--sampler", "random", "--seed", "3", "--trials", "8", "--out", str(tmp_path)])
+    assert proc.returncode == 0, proc.stderr
+    assert "confirmation" in proc.stdout and "the cache-model default" in proc.stdout
+    assert "tuned record saved" in proc.stdout
+    from opbench import kernels
+
+    tiles, note = kernels.tuned_tiles(64, 64, 64, "fp32", 1)
+    assert "exact" in note and set(tiles) == {"tile_m", "tile_n", "tile_k"}
+    near, near_note = kernels.tuned_tiles(64, 64, 128, "fp32", 1)
+    assert near == tiles and "nearest tuned shape 64x64x64" in near_note
+    a = __import__("numpy").ones((64, 64), "float32")
+    assert (kernels.gemm(a, a, tiles="tuned", threads=1) == 64).all()
+    sweep_out = tmp_path / "sweep"
+    proc = run_cli(
+        [
+            "sweep",
+            "gemm",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--dtype",
+            "fp32",
+            "--backend",
+            "cpp",
+            "--threads",
+            "1",
+            "--tuned",
+            "--out",
+            str(sweep_out),
+            "--max-time-s",
+            "0.05",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = [json.loads(p.read_text()) for p in sweep_out.glob("*.json")]
+    details = doc["records"][0]["details"]
+    assert "tuned record (exact)" in details["tiles_source"] and details["tiles"] == tiles
+
+
+def test_show_and_studies_print_without_running(tmp_path: Path) -> None:
+    assert run_cli([*SMALL, "--trials", "3", "--out", str(tmp_path)]).returncode == 0
+    shown = run_cli(
+        [
+            "tune",
+            "gemm",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--k",
+            "64",
+            "--threads",
+            "1",
+            "--show",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert shown.returncode == 0 and "history" in shown.stdout and "COMPLETE" in shown.stdout
+    listed = run_cli(["studies", "--out", str(tmp_path)])
+    assert (
+        listed.returncode == 0
+        and "gemm-64x64x64-fp32-t1" in listed.stdout
+        and "64x64x64 fp32 t1" in listed.stdout
+    )
+
+
+def test_fp16_accuracy_speed_front(tmp_path: Path) -> None:
+    proc = run_cli(
+        [
+            *SMALL,
+            "--dtype",
+            "fp16",
+            "--objectives",
+            "gflops,error",
+            "--trials",
+            "6",
+            "--seed",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "accuracy/speed front" in proc.stdout
+    study = load(sqlite(tmp_path), "gemm-64x64x64-fp16-t1-mo")
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    assert all(0 <= t.values[1] < 1e-2 for t in study.best_trials)
+
+
+def test_the_ascend_tile_experiment_maps_the_whole_grid(tmp_path: Path) -> None:
+    proc = run_cli(
+        [
+            "tune",
+            "gemm",
+            "--m",
+            "16",
+            "--k",
+            "256",
+            "--n",
+            "1024",
+            "--sampler",
+            "grid",
+            "--params",
+            "tile_n,tile_k",
+            "--trials",
+            "200",
+            "--threads",
+            "1",
+            "--confirm-top",
+            "1",
+            "--confirm-rounds",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr
+    study = load(sqlite(tmp_path), "gemm-16x1024x256-fp32-t1")
+    grid = {
+        (t.user_attrs["tiles"]["tile_n"], t.user_attrs["tiles"]["tile_k"])
+        for t in study.trials
+        if t.state.name == "COMPLETE"
+    }
+    assert grid == {(n, k) for n in (32, 64, 128, 256, 512, 1024) for k in (16, 32, 64, 128, 256)}
+
+
+# --- a real PostgreSQL server, started for these tests -------------------------------------------------
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
+        return str(candidate)
+    return None
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    initdb, pg_ctl, psql = _pg_bin("initdb"), _pg_bin("pg_ctl"), _pg_bin("psql")
+    if not (initdb and pg_ctl and psql):
+        pytest.skip("no PostgreSQL server binaries here (.ci/run installs Debian's postgresql)")
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        runuser = shutil.which("runuser")
+        if runuser is None or subprocess.run(["id", "postgres"], capture_output=True).returncode != 0:
+            pytest.skip("running as root without a 'postgres' user to start the server as")
+        as_user = [runuser, "-u", "postgres", "--"]
+    base = Path(tempfile.mkdtemp(prefix="opbench-pg-"))
+    base.chmod(0o755)
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    if as_user:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    password = "Pg-Secret-42"
+    run = lambda cmd: subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True)  # noqa: E731
+    run([initdb, "-D", str(data), "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256"])
+    run(
+        [
+            pg_ctl,
+            "-D",
+            str(data),
+            "-l",
+            str(base / "log"),
+            "-w",
+            "-o",
+            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1",
+            "start",
+        ]
+    )
+    try:
+        sql = f"CREATE USER opbench PASSWORD '{password}'; CREATE DATABASE opbench OWNER opbench;"
+        for statement in sql.split("; "):
+            run([psql, "-h", str(sock), "-p", str(port), "-U", "postgres", "-c", statement])
+        yield f"postgresql://opbench:{password}@127.0.0.1:{port}/opbench"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_two_workers_share_one_postgresql_study(postgres: str, tmp_path: Path) -> None:
+    args = [
+        "tune",
+        "gemm",
+        "--m",
+        "96",
+        "--n",
+        "96",
+        "--k",
+        "96",
+        "--threads",
+        "1",
+        "--trials",
+        "6",
+        "--study",
+        "shared-pg",
+        "--storage",
+        postgres,
+        "--confirm-top",
+        "1",
+        "--confirm-rounds",
+        "1",
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "opbench", *args, "--sampler", "random", "--seed", str(seed)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, err
+        assert "Pg-Secret-42" not in out + err and "opbench:***@" in out
+    study = load(postgres, "shared-pg")
+    assert len(study.trials) == 12  # 6 + 6: the trial counts add up
+    assert all(t.state.name in ("COMPLETE", "FAIL") for t in study.trials)
+    listed = run_cli(["studies", "--storage", postgres])
+    assert listed.returncode == 0 and "shared-pg" in listed.stdout and "Pg-Secret-42" not in listed.stdout
