@@ -12,6 +12,43 @@ from opbench.ops import get_op
 from opbench.timing import Timer
 
 
+def measure_variants(
+    op_name: str,
+    shape: Any,
+    dtype: str,
+    threads: int,
+    rounds: int,
+    timer: Timer,
+    variants: dict[str, tuple[str, dict[str, Any]]],
+) -> dict[str, dict[str, Any]]:
+    """variants: label -> (backend name, params). Each is verified against float64 and timed in every
+    round, one after the other; returns label -> {'gflops': median over rounds, 'ok': verified, 'details'}."""
+    op = get_op(op_name)
+    inputs = op.make_inputs(shape, dtype, seed=0)
+    ref = op.reference(shape, inputs)
+    sides: dict[str, Any] = {}
+    for label, (name, params) in variants.items():
+        backend = BACKENDS[name]()
+        backend.setup(threads, "cpu")
+        prepared = backend.prepare(op_name, shape, inputs, params)
+        ok = op.check(shape, prepared.output(), inputs, ref, dtype, backend.accumulate[dtype])["ok"]
+        sides[label] = {"prepared": prepared, "ok": ok, "medians": [], "backend": backend}
+    for _ in range(rounds):
+        for side in sides.values():
+            side["backend"].setup(threads, "cpu")  # another side may have changed torch's threads
+            wait_until_quiet()
+            side["medians"].append(timer.measure(side["prepared"].run).median_s)
+    flops = op.flops(shape)
+    return {
+        label: {
+            "gflops": flops / statistics.median(s["medians"]) / 1e9,
+            "ok": s["ok"],
+            "details": s["prepared"].details,
+        }
+        for label, s in sides.items()
+    }
+
+
 def measure_pair(
     op_name: str,
     shape: Any,
@@ -19,29 +56,10 @@ def measure_pair(
     threads: int,
     rounds: int,
     timer: Timer,
-    names: tuple[str, str] = ("cpp", "torch"),
+    names: tuple[str, ...] = ("cpp", "torch"),
 ) -> dict[str, dict[str, Any]]:
-    """For each backend: {'gflops': median over rounds, 'ok': verified against float64}."""
-    op = get_op(op_name)
-    inputs = op.make_inputs(shape, dtype, seed=0)
-    ref = op.reference(shape, inputs)
-    sides: dict[str, Any] = {}
-    for name in names:
-        backend = BACKENDS[name]()
-        backend.setup(threads, "cpu")
-        prepared = backend.prepare(op_name, shape, inputs, {})
-        ok = op.check(shape, prepared.output(), inputs, ref, dtype, backend.accumulate[dtype])["ok"]
-        sides[name] = {"prepared": prepared, "ok": ok, "medians": [], "backend": backend}
-    for _ in range(rounds):
-        for side in sides.values():
-            side["backend"].setup(threads, "cpu")  # the other side may have changed torch's threads
-            wait_until_quiet()
-            side["medians"].append(timer.measure(side["prepared"].run).median_s)
-    flops = op.flops(shape)
-    return {
-        name: {"gflops": flops / statistics.median(s["medians"]) / 1e9, "ok": s["ok"]}
-        for name, s in sides.items()
-    }
+    """Our kernel and other backends side by side, each with default parameters."""
+    return measure_variants(op_name, shape, dtype, threads, rounds, timer, {n: (n, {}) for n in names})
 
 
 def print_markdown(head: list[str], rows: list[list[Any]]) -> None:

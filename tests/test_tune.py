@@ -121,11 +121,9 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
         str(tmp_path),
     ]
     hang = "56x64x64"
+    log = tmp_path / "first-run.log"
     proc = subprocess.Popen(
-        args,
-        env={**os.environ, "OPBENCH_FAULT_HANG": hang},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        args, env={**os.environ, "OPBENCH_FAULT_HANG": hang}, stdout=log.open("w"), stderr=subprocess.STDOUT
     )
     try:
         deadline = time.time() + 120
@@ -137,7 +135,7 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
             except KeyError:
                 continue  # the study is not created yet
             running = next((t for t in trials if t.state.name == "RUNNING" and tiles_of(t) == hang), None)
-        assert running is not None, "the hanging trial never started"
+        assert running is not None, f"the hanging trial never started: {log.read_text()[-3000:]}"
         before = {
             t.number: (tiles_of(t), t.value) for t in load(storage).trials if t.state.name == "COMPLETE"
         }
@@ -456,3 +454,38 @@ def test_two_workers_share_one_postgresql_study(postgres: str, tmp_path: Path) -
     assert all(t.state.name in ("COMPLETE", "FAIL") for t in study.trials)
     listed = run_cli(["studies", "--storage", postgres])
     assert listed.returncode == 0 and "shared-pg" in listed.stdout and "Pg-Secret-42" not in listed.stdout
+
+
+def test_a_worker_killed_from_outside_is_reported_and_replaced() -> None:
+    """What the out-of-memory killer does to a worker: SIGKILL from outside, mid-candidate."""
+    import threading
+
+    from opbench.tune.isolation import IsolatedRunner
+
+    os.environ["OPBENCH_FAULT_HANG"] = "14x32x16"
+    try:
+        runner = IsolatedRunner(
+            {
+                "op": "gemm",
+                "shape": {"m": 32, "n": 32, "k": 32},
+                "dtype": "fp32",
+                "threads": 1,
+                "seed": 0,
+                "timer": {"max_time_s": 0.05},
+                "verify": True,
+            }
+        )
+        runner._start()
+        victim = runner.proc
+        assert victim is not None
+        threading.Timer(1.0, lambda: os.kill(victim.pid, signal.SIGKILL)).start()
+        answer = runner.run({"tiles": {"tile_m": 14, "tile_n": 32, "tile_k": 16}}, timeout_s=60)
+        assert answer == {
+            "status": "failed",
+            "reason": "crash: SIGKILL (killed from outside; out of memory?)",
+        }
+        again = runner.run({"tiles": {"tile_m": 28, "tile_n": 32, "tile_k": 32}}, timeout_s=60)
+        assert again["status"] == "ok" and runner.spawned == 2
+    finally:
+        del os.environ["OPBENCH_FAULT_HANG"]
+        runner.close()

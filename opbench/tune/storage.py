@@ -12,6 +12,8 @@ from typing import Any
 from opbench.errors import UsageError
 
 _CREATE_ATTEMPTS = 5
+# How PostgreSQL and SQLite report two processes creating Optuna's tables at the same moment.
+_CREATION_RACE = ("duplicate key", "already exists", "UNIQUE constraint failed")
 _PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]*)@")
 
 
@@ -53,7 +55,7 @@ def open_storage(url: str, heartbeat_s: int, grace_s: int) -> Any:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 # Workers starting together on an empty database race to create Optuna's tables; the loser
                 # sees a duplicate: the tables exist now, so try again.
-                if attempt + 1 < _CREATE_ATTEMPTS and ("duplicate key" in first or "already exists" in first):
+                if attempt + 1 < _CREATE_ATTEMPTS and any(m in first for m in _CREATION_RACE):
                     time.sleep(0.2 * (attempt + 1))
                     continue
                 raise UsageError(f"cannot open storage {mask(url)}: {mask(first)}") from None

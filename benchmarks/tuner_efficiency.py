@@ -1,0 +1,150 @@
+"""How many measurements each sampler needs to come within 5% of the best tiling, against random search
+and the exhaustive grid.
+
+For each shape the whole grid is measured once with `opbench tune --sampler grid` (real worker, real
+timings); then every sampler replays that table (opbench.tune.replay) over several seeds through the
+tuner's own objective, so they all see the same numbers. Cost = distinct tilings measured (a tiling met
+again reuses its value and costs nothing). Target: TPE or GP within 5% of the grid best in at most 20%
+of the grid's count (median over seeds).
+
+    python benchmarks/tuner_efficiency.py [--seeds 10] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import optuna
+from side_by_side import print_markdown
+
+from opbench import __version__
+from opbench.machine import cpu_model
+from opbench.ops.gemm import GemmShape, flops
+from opbench.tune import study as tuner
+from opbench.tune.replay import ReplayRunner
+
+SHAPES = [GemmShape(1024, 1024, 1024), GemmShape(35, 8457, 1760)]
+SAMPLERS = ["tpe", "gp", "cmaes", "random"]
+
+
+def measure_grid(shape: GemmShape, threads: int, storage: str) -> tuple[dict[str, float | None], float]:
+    cfg = tuner.TuneConfig(
+        shape=shape,
+        dtype="fp32",
+        threads=threads,
+        study_name=f"grid-{shape.label()}",
+        storage_url=storage,
+        trials=100_000,
+        sampler="grid",
+        seed=0,
+        confirm_top=1,
+        confirm_rounds=1,
+    )
+    tuner.run(cfg, lambda kind, info: None)
+    study = tuner.load_existing(cfg.study_name, storage)
+    table: dict[str, float | None] = {}
+    for t in study.trials:
+        if "key" in t.user_attrs and "reused_from" not in t.user_attrs:
+            table[t.user_attrs["key"]] = t.user_attrs.get("gflops")
+    best = max(v for v in table.values() if v is not None)
+    return table, best
+
+
+def measurements_to_targets(
+    shape: GemmShape,
+    table: dict[str, float | None],
+    targets: tuple[float, ...],
+    sampler: str,
+    seed: int,
+    budget: int,
+    threads: int,
+) -> list[int | None]:
+    """For each target GFLOPS, the number of distinct measurements after which it was first reached."""
+    cfg = tuner.TuneConfig(
+        shape=shape,
+        dtype="fp32",
+        threads=threads,
+        study_name="replay",
+        storage_url="",
+        sampler=sampler,
+        seed=seed,
+    )
+    space, _ = tuner.build_space(cfg)
+    runner = ReplayRunner(table, flops(shape))
+    reached: dict[float, int] = {}
+
+    def on_trial(info: dict[str, Any]) -> None:
+        if info.get("reused_from") is None:
+            for target in targets:
+                if target not in reached and info.get("gflops", 0.0) >= target:
+                    reached[target] = len(runner.measured)
+
+    objective = tuner.Objective(cfg, space, runner, on_trial)  # type: ignore[arg-type]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        study = optuna.create_study(direction="maximize", sampler=tuner._sampler(cfg, space))
+
+        def stop(study: Any, trial: Any) -> None:
+            if len(reached) == len(targets) or len(set(runner.measured)) >= budget:
+                study.stop()
+
+        study.optimize(objective, n_trials=20 * budget, catch=(tuner.CandidateFailed,), callbacks=[stop])
+    return [reached.get(t) for t in targets]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seeds", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    print(f"# {cpu_model()}; opbench {__version__}; {args.threads} thread(s); {args.seeds} seeds per sampler")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = f"sqlite:///{Path(tmp) / 'grid.db'}"
+        for shape in SHAPES:
+            table, best = measure_grid(shape, args.threads, storage)
+            grid = len(table)
+            print(f"{shape.label()}: grid of {grid} tilings measured, best {best:.1f} GFLOPS", flush=True)
+            for sampler in SAMPLERS:
+                runs = [
+                    measurements_to_targets(
+                        shape, table, (0.95 * best, 0.99 * best), sampler, seed, grid // 2, args.threads
+                    )
+                    for seed in range(args.seeds)
+                ]
+                row = [shape.label(), sampler, grid]
+                for i, label in enumerate(("95%", "99%")):
+                    needed = [r[i] for r in runs]
+                    med = statistics.median([n if n is not None else grid for n in needed])
+                    hits = sum(n is not None for n in needed)
+                    row += [f"{med:g} ({100 * med / grid:.1f}%)", f"{hits}/{len(needed)}"]
+                    print(
+                        f"  {sampler:>6}: to {label} of best: median {med:g} measurements "
+                        f"({100 * med / grid:.1f}% of the grid); "
+                        f"{hits}/{len(needed)} seeds within half the grid",
+                        flush=True,
+                    )
+                rows.append(row)
+    print_markdown(
+        [
+            "shape MxNxK",
+            "sampler",
+            "grid size",
+            "median measurements to 95% of best",
+            "share of grid",
+            "seeds reaching it",
+        ],
+        rows,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""A stand-in for the isolated worker that answers from a table of measured tilings, so samplers can be
+compared on the same measurements without the hardware (as Kernel Tuner's simulation runner replays its
+cache). Used by benchmarks/tuner_efficiency.py and tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class ReplayRunner:
+    """table: tiling key (opbench.tune.study._key) -> GFLOPS, or None for a tiling that failed."""
+
+    def __init__(self, table: dict[str, float | None], flops: int) -> None:
+        self.table = table
+        self.flops = flops
+        self.measured: list[str] = []  # keys in the order they were asked for
+
+    def run(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        key = json.dumps({"tiles": request["tiles"], "isa": request.get("isa") or ""}, sort_keys=True)
+        self.measured.append(key)
+        gflops = self.table.get(key)
+        if gflops is None:
+            return {"status": "failed", "reason": "failed when the table was measured"}
+        return {
+            "status": "ok",
+            "time": {"median_s": self.flops / gflops / 1e9, "rel_iqr": 0.0},
+            "verify": None,
+        }
+
+    def close(self) -> None:
+        pass
