@@ -377,6 +377,7 @@ def _sweep_header(
     peak_table: dict[str, Any],
     cpus: list[int],
     index: int,
+    bandwidth: dict[str, Any] | None,
 ) -> dict[str, Any]:
     from dataclasses import asdict
 
@@ -409,6 +410,7 @@ def _sweep_header(
         },
         "machine": machine.provenance(cfg.threads, cpus),
         "peaks": {d: peak_table[d] for d in cfg.dtypes},
+        "bandwidth": bandwidth,
         "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}),
     }
 
@@ -419,7 +421,7 @@ def _run_sweeps(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from opbench import machine, sweep
+    from opbench import machine, peak, sweep
     from opbench.display import print_summary
     from opbench.machine import utc_now
     from opbench.results import ResultsWriter
@@ -435,13 +437,14 @@ def _run_sweeps(
         cpus = machine.pin_to_cpus(first.threads) if first.device == "cpu" else machine.allowed_cpus()
         with err_console.status("measuring peak FLOPS (cached per machine)..."):
             peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
+            bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
         with err_console.status("loading backends..."):
             states = sweep.setup_backends(all_backends, first.threads, first.device)
         history = sweep.SpeedHistory()
         stamp = utc_now().replace(":", "").replace("-", "").replace("+0000", "")
         prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
         for index, cfg in enumerate(configs):
-            header = _sweep_header(cfg, meta, states, peak_table, cpus, index)
+            header = _sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
             writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
             writers.append(writer)
             progress = Progress(
@@ -514,6 +517,9 @@ def cmd_peak(args: argparse.Namespace) -> int:
     console.print(table)
     for note in notes:
         console.print(note, style="dim")
+    for t in counts:
+        b = peak.bandwidth(t, refresh=args.refresh)
+        console.print(f"memory bandwidth, {t} thread(s): {b.gbs:.1f} GB/s measured ({b.detail})")
     return 0
 
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -82,11 +83,11 @@ def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5)
     )
 
 
-def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:
-    """The measured peak, from this machine's cache when present (unless refresh)."""
+def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A measurement from this machine's cache (keyed by machine fingerprint and `key`), else make() it now
+    and store it. An unreadable or damaged cache is measured again; an unwritable one is only not saved."""
     path = _cache_dir() / "peaks.json"
     fp = machine_fingerprint()
-    key = f"{dtype}/{threads}"
     cache: dict[str, Any] = {}
     try:
         cache = json.loads(path.read_text())
@@ -95,18 +96,61 @@ def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:
     except (OSError, ValueError):
         cache = {}
     entry = cache.get(fp, {}).get(key)
-    if entry and not refresh:
-        try:
-            return Peak(**entry["peak"])
-        except (TypeError, KeyError):
-            pass  # an old or damaged entry: measure again
-    peak = measure(dtype, threads)
-    cache.setdefault(fp, {})[key] = {"peak": peak.to_dict(), "measured_utc": utc_now()}
+    if entry and not refresh and isinstance(entry.get("value"), dict):
+        return dict(entry["value"])
+    value = make()
+    cache.setdefault(fp, {})[key] = {"value": value, "measured_utc": utc_now()}
     try:
         atomic_write_text(path, json.dumps(cache, indent=1))
     except OSError:
         pass  # an unwritable cache only costs a re-measurement next time
-    return peak
+    return value
+
+
+def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:
+    """The measured peak, from this machine's cache when present (unless refresh)."""
+    value = _cached(f"{dtype}/{threads}", refresh, lambda: measure(dtype, threads).to_dict())
+    try:
+        return Peak(**value)
+    except TypeError:  # an entry from another format: measure again
+        return Peak(**_cached(f"{dtype}/{threads}", True, lambda: measure(dtype, threads).to_dict()))
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    threads: int
+    gbs: float
+    source: str  # "measured"
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def measure_bandwidth(threads: int, repeats: int = 5) -> Bandwidth:
+    """STREAM-like triad on arrays four times the last-level cache (at least 16 Mi doubles each)."""
+    from opbench import _core
+
+    l3 = _core.cpu_info()["caches"]["l3"]["size_bytes"]
+    elements = max(1 << 24, 4 * l3 // 8)
+    gbs = _core.stream_triad(threads, elements, repeats)
+    mib = 3 * elements * 8 / 2**20
+    return Bandwidth(
+        threads,
+        float(gbs),
+        "measured",
+        f"triad a = b + s*c on 3 x {elements} doubles ({mib:.0f} MiB), best of {repeats}, "
+        f"{threads} thread(s), 24 bytes per element",
+    )
+
+
+def bandwidth(threads: int, refresh: bool = False) -> Bandwidth:
+    """The measured memory bandwidth, from this machine's cache when present (unless refresh)."""
+    value = _cached(f"triad/{threads}", refresh, lambda: measure_bandwidth(threads).to_dict())
+    try:
+        return Bandwidth(**value)
+    except TypeError:
+        return Bandwidth(**_cached(f"triad/{threads}", True, lambda: measure_bandwidth(threads).to_dict()))
 
 
 def clock_ghz() -> tuple[float, str] | None:

@@ -17,12 +17,12 @@ def test_measured_peak_is_cached_and_refreshable(tmp_path: Path, monkeypatch: py
     assert p1.source == "measured" and p1.gflops > 0 and p1.threads == 1
     cache = json.loads((tmp_path / "peaks.json").read_text())
     (entry,) = cache.values()
-    assert entry["fp32/1"]["peak"]["gflops"] == p1.gflops
+    assert entry["fp32/1"]["value"]["gflops"] == p1.gflops
     assert peak.measured("fp32", 1) == p1  # served from the cache, identical
     p3 = peak.measured("fp32", 1, refresh=True)
     assert p3.gflops > 0
     stamp = json.loads((tmp_path / "peaks.json").read_text())
-    assert next(iter(stamp.values()))["fp32/1"]["peak"]["gflops"] == p3.gflops
+    assert next(iter(stamp.values()))["fp32/1"]["value"]["gflops"] == p3.gflops
 
 
 def test_a_damaged_cache_is_remeasured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,3 +61,12 @@ def test_every_supported_isa_has_a_peak_loop() -> None:
         gflops, kernel = _core.fma_peak("fp32", isa, 1, 0.01, 1)
         assert gflops > 0
         assert kernel.startswith(isa) or (isa == "ref" and kernel.startswith("portable"))
+
+
+def test_memory_bandwidth_is_measured_and_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPBENCH_CACHE_DIR", str(tmp_path))
+    b = peak.bandwidth(1)
+    assert b.source == "measured" and 1 < b.gbs < 10_000 and "triad" in b.detail
+    assert peak.bandwidth(1) == b  # cached
+    with pytest.raises(ValueError, match="elements must be >= 1"):
+        _core.stream_triad(1, 0, 1)

@@ -514,6 +514,17 @@ PYBIND11_MODULE(_core, m) {
       py::arg("repeats") = 3, "Best GFLOP/s of an FMA-throughput loop run on `threads` threads at once.");
 
   m.def(
+      "stream_triad",
+      [](int threads, int64_t elements, int repeats) {
+        if (threads < 1 || threads > kMaxThreads) throw py::value_error("threads must be between 1 and 1024");
+        if (elements < 1) throw py::value_error("elements must be >= 1");
+        py::gil_scoped_release release;
+        return measure_triad_gbs(threads, elements, repeats);
+      },
+      py::arg("threads") = 1, py::arg("elements") = 1 << 24, py::arg("repeats") = 5,
+      "Best GB/s of a STREAM-like triad (24 bytes per element) on `threads` threads.");
+
+  m.def(
       "flush_cache",
       [](int64_t bytes) {
         if (bytes < 64) throw py::value_error("bytes must be >= 64");

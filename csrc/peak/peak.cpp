@@ -82,4 +82,43 @@ PeakMeasurement measure_fma_peak(const std::string& dtype, const std::string& is
   return {best, choice.kernel};
 }
 
+double measure_triad_gbs(int threads, int64_t elements, int repeats) {
+  threads = std::max(1, threads);
+  std::vector<double> a(static_cast<size_t>(elements)), b(static_cast<size_t>(elements)), c(static_cast<size_t>(elements));
+  auto slice = [&](int tid, int64_t& lo, int64_t& hi) {
+    lo = elements * tid / threads;
+    hi = elements * (tid + 1) / threads;
+  };
+  ThreadPool::instance().run(threads, [&](int tid) {
+    int64_t lo, hi;
+    slice(tid, lo, hi);
+    for (int64_t i = lo; i < hi; ++i) {
+      a[i] = 0.0;
+      b[i] = 1.0;
+      c[i] = 2.0;
+    }
+  });
+  const double scalar = 3.0;
+  double best = 0.0;
+  using clock = std::chrono::steady_clock;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    SpinBarrier start(threads);
+    const auto t0 = clock::now();
+    ThreadPool::instance().run(threads, [&](int tid) {
+      start.wait();
+      int64_t lo, hi;
+      slice(tid, lo, hi);
+      double* __restrict pa = a.data();
+      const double* __restrict pb = b.data();
+      const double* __restrict pc = c.data();
+      for (int64_t i = lo; i < hi; ++i) pa[i] = pb[i] + scalar * pc[i];
+    });
+    const double dt = std::chrono::duration<double>(clock::now() - t0).count();
+    best = std::max(best, 24.0 * static_cast<double>(elements) / dt / 1e9);
+  }
+  volatile double sink = a[static_cast<size_t>(elements / 2)];
+  (void)sink;
+  return best;
+}
+
 }  // namespace opbench

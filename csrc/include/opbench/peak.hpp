@@ -26,4 +26,9 @@ PeakMeasurement measure_fma_peak(const std::string& dtype, const std::string& is
 
 bool native_fp16_fma_available();
 
+// STREAM-like triad a[i] = b[i] + s * c[i] over three float64 arrays of `elements` each, split between
+// `threads` threads (each touches its own slice first, so pages land near the thread that uses them);
+// best of `repeats` passes, counted as STREAM does: 24 bytes per element (reads of b and c, write of a).
+double measure_triad_gbs(int threads, int64_t elements, int repeats);
+
 }  // namespace opbench
