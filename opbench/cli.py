@@ -6,6 +6,7 @@ Every invalid input ends in one line on stderr and exit code 2, before anything 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -208,6 +209,32 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("studies", help="list the tuning studies in a storage")
     st.add_argument("--storage", help="storage URL (default: sqlite under --out/tuning/)")
     st.add_argument("--out", default="reports")
+
+    rp = sub.add_parser(
+        "report", help="turn sweep results and tuning studies into HTML/Markdown/CSV/JSON reports"
+    )
+    rp.add_argument("results", nargs="*", help="results .json files written by opbench sweep")
+    rp.add_argument("--study", action="append", default=[], help="a tuning study to include (repeatable)")
+    rp.add_argument("--storage", help="storage of the studies (default: sqlite under reports/tuning/)")
+    rp.add_argument("--out", default="reports/report", help="report directory (its name is sanitised)")
+    rp.add_argument("--format", default="html,md,csv,json", help="html, md, csv, json (default: all)")
+    rp.add_argument("--baseline", help="backend the others are compared to (default: torch when present)")
+    rp.add_argument("--title", default="opbench report")
+    rp.add_argument("--force", action="store_true", help="replace an existing report")
+
+    cp = sub.add_parser("compare", help="per-case change between two sweep result files, noise-aware")
+    cp.add_argument("old")
+    cp.add_argument("new")
+    cp.add_argument(
+        "--threshold",
+        type=_positive_float,
+        default=0.10,
+        help="smallest relative change that can count as significant (default 0.10)",
+    )
+    cp.add_argument("--out", help="also write the comparison here (directory; name sanitised)")
+    cp.add_argument("--format", default="md,csv,json", help="with --out: md, csv, json")
+    cp.add_argument("--force", action="store_true", help="replace an existing comparison directory")
+    cp.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a regression is found")
 
     sub.add_parser("suites", help="list the built-in sweep suites")
     sub.add_parser("info", help="CPU features, kernel dispatch, default tiles and backend availability")
@@ -785,6 +812,123 @@ def cmd_studies(args: argparse.Namespace) -> int:
     return 0
 
 
+def _formats(text: str, allowed: tuple[str, ...]) -> list[str]:
+    out = [t.strip().lower() for t in text.split(",") if t.strip()]
+    for f in out:
+        if f not in allowed:
+            raise UsageError(f"unknown format '{f}' (available: {', '.join(allowed)})")
+    if not out:
+        raise UsageError(f"--format is empty (available: {', '.join(allowed)})")
+    return list(dict.fromkeys(out))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from opbench.report import inputs, model, plots, render
+
+    formats = _formats(args.format, render.FORMATS)
+    if not args.results and not args.study:
+        raise UsageError("opbench report needs results files and/or --study NAME")
+    target = render.output_dir(args.out, args.force)
+    docs = [inputs.load_results(p) for p in args.results]
+    studies = [
+        inputs.load_study(name, _storage_url(argparse.Namespace(storage=args.storage, out="reports")))
+        for name in args.study
+    ]
+    backends = {r["backend"] for d in docs for r in d["records"]}
+    if args.baseline and args.baseline not in backends:
+        raise UsageError(
+            f"--baseline {args.baseline} is not among the backends in these results "
+            f"({', '.join(sorted(backends)) or 'none'})"
+        )
+    m = model.build(docs, studies, args.baseline, args.title, ["opbench", *sys.argv[1:]])
+    figures = plots.all_plots(m)
+    written = render.write(m, figures, target, formats)
+    console = Console(markup=False, highlight=False)
+    n_plots = sum(len(v) for v in figures.values())
+    console.print(
+        f"report: {len(m['sections'])} op/dtype sections, {len(m['studies'])} studies, {n_plots} plots"
+    )
+    for fmt, path in written.items():
+        console.print(f"wrote {fmt.upper()}: {path}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from opbench.files import atomic_write_text
+    from opbench.report import compare, inputs, render
+
+    formats = _formats(args.format, ("md", "csv", "json")) if args.out else []
+    target = render.output_dir(args.out, args.force) if args.out else None
+    result = compare.compare(inputs.load_results(args.old), inputs.load_results(args.new), args.threshold)
+    console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
+    table = Table(
+        title=f"{args.old} -> {args.new} (significant: over {100 * args.threshold:.0f}% and outside "
+        "both runs' IQRs)",
+        title_justify="left",
+        header_style="bold",
+    )
+    for col in ("op", "shape", "dtype", "backend", "old", "new", "GFLOPS change", "noise old/new", "verdict"):
+        table.add_column(col)
+    from opbench.display import format_seconds
+
+    styles = {"regression": "bold red", "improvement": "bold green"}
+    for r in result["rows"]:
+        if "time_ratio" in r:
+            table.add_row(
+                r["op"],
+                r["shape"],
+                r["dtype"],
+                r["backend"],
+                format_seconds(r["old_median_s"]),
+                format_seconds(r["new_median_s"]),
+                f"{100 * r['gflops_change']:+.1f}%",
+                f"{100 * r['old_rel_iqr']:.1f}% / {100 * r['new_rel_iqr']:.1f}%",
+                Text(
+                    r["verdict"] + (f" ({r['note']})" if r.get("note") else ""),
+                    style=styles.get(r["verdict"], ""),
+                ),
+            )
+        else:
+            table.add_row(
+                r["op"],
+                r["shape"],
+                r["dtype"],
+                r["backend"],
+                "-",
+                "-",
+                "-",
+                "-",
+                r["verdict"] + (f" ({r['note']})" if r.get("note") else ""),
+            )
+    console.print(table)
+    for w in result["warnings"]:
+        console.print(f"warning: {w}")
+    c = result["counts"]
+    console.print(
+        f"{c['regression']} regression(s), {c['improvement']} improvement(s), {c['unchanged']} unchanged"
+    )
+    if target is not None:
+        texts = {
+            "md": lambda: compare.to_markdown(result),
+            "csv": lambda: compare.to_csv(result),
+            "json": lambda: json.dumps(result, indent=1) + "\n",
+        }
+
+        def fill(d: Path) -> None:
+            for fmt in formats:
+                atomic_write_text(d / f"compare.{fmt}", texts[fmt]())
+
+        render.replace_dir(target, fill)
+        console.print(f"wrote {', '.join(formats)} to {target}")
+    return 1 if args.fail_on_regression and c["regression"] else 0
+
+
 def cmd_suites(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -808,6 +952,8 @@ def cmd_suites(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
+    "report": cmd_report,
+    "compare": cmd_compare,
     "sweep": cmd_sweep,
     "tune": cmd_tune,
     "studies": cmd_studies,

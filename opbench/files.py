@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 
-def _umask() -> int:
+def current_umask() -> int:
     """The process umask, read without changing it where Linux exposes it (os.umask both sets and reads,
     which would briefly change it under other threads)."""
     try:
@@ -23,13 +23,17 @@ def _umask() -> int:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         # mkstemp creates the file 0600; give it the permissions an ordinary open() would (0666 & ~umask).
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
+        os.fchmod(fd, 0o666 & ~current_umask())
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

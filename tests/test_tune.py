@@ -21,6 +21,7 @@ import pytest
 from conftest import run_cli
 
 optuna = pytest.importorskip("optuna")
+sqlalchemy_exc = pytest.importorskip("sqlalchemy.exc")
 
 SMALL = [
     "tune",
@@ -95,7 +96,11 @@ def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> Non
     best = study.best_trial
     assert best.state.name == "COMPLETE" and tiles_of(best) not in failed
     record = json.loads(next(Path(os.environ["OPBENCH_RECORDS_DIR"]).glob("*.json")).read_text())
-    assert all("{tile_m}x{tile_n}x{tile_k}".format(**r["tiles"]) not in failed for r in record["records"])
+    # (The records file is per machine and shared with other tests' studies, some tuning fewer parameters.)
+    saved = [
+        "x".join(str(r["tiles"].get(p)) for p in ("tile_m", "tile_n", "tile_k")) for r in record["records"]
+    ]
+    assert saved and not set(saved) & set(failed)
 
 
 def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Path) -> None:
@@ -132,8 +137,8 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
             time.sleep(0.3)
             try:
                 trials = load(storage).trials
-            except KeyError:
-                continue  # the study is not created yet
+            except (KeyError, sqlalchemy_exc.SQLAlchemyError):
+                continue  # the study is not created yet, or this poll raced the tuner creating the tables
             running = next((t for t in trials if t.state.name == "RUNNING" and tiles_of(t) == hang), None)
         assert running is not None, f"the hanging trial never started: {log.read_text()[-3000:]}"
         before = {
@@ -217,7 +222,7 @@ def test_tune_errors_are_one_line(tmp_path: Path) -> None:
             "unknown parameter(s) tile_q",
         ),
         (["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--storage", "here.db"], "must be a URL"),
-        (["tune", "gemm", "--show", "--study", "nope", "--out", str(tmp_path)], "no study 'nope'"),
+        (["tune", "gemm", "--show", "--study", "nope", "--out", str(tmp_path)], "no study storage at"),
     ):
         proc = run_cli(args)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, args

@@ -11,6 +11,7 @@ import json
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from opbench.errors import UsageError
@@ -463,11 +464,22 @@ def trial_rows(study: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def load_existing(name: str, storage_url: str) -> Any:
+def _existing_storage(storage_url: str) -> Any:
+    """Open a storage only to read it: a SQLite file that is not there is an error, never created."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = open_storage(storage_url, 5, 15)
+    if storage_url.startswith("sqlite:///"):
+        path = Path(storage_url[len("sqlite:///") :])
+        if not path.is_file():
+            raise UsageError(f"no study storage at {path} (run opbench tune first, or give --storage)")
+    return open_storage(storage_url, 5, 15)
+
+
+def load_existing(name: str, storage_url: str) -> Any:
+    import optuna
+
+    storage = _existing_storage(storage_url)
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
@@ -477,8 +489,7 @@ def load_existing(name: str, storage_url: str) -> Any:
 def list_studies(storage_url: str) -> list[dict[str, Any]]:
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = open_storage(storage_url, 5, 15)
+    storage = _existing_storage(storage_url)
     out = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=True):
         fp = s.user_attrs.get("fingerprint", {})

@@ -1,0 +1,225 @@
+"""The report's data model, built from sweep documents and studies: plain dicts and lists (JSON-serialisable)
+that the plots and every output format are drawn from, so all formats show the same numbers."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any
+
+from opbench import __version__
+from opbench.machine import utc_now
+
+
+def _geomean(values: list[float]) -> float | None:
+    vals = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def provenance(doc: dict[str, Any]) -> dict[str, Any]:
+    m = doc.get("machine", {})
+    git = m.get("git") or {}
+    return {
+        "file": doc["_path"],
+        "op": doc.get("op"),
+        "suite": (doc.get("suite") or {}).get("name"),
+        "scale": doc.get("scale"),
+        "mode": doc.get("mode"),
+        "created_utc": doc.get("created_utc"),
+        "cpu_model": m.get("cpu_model"),
+        "isa": m.get("selected_isa"),
+        "kernel": (m.get("kernel") or {}).get("description"),
+        "threads": (doc.get("settings") or {}).get("threads"),
+        "opbench_version": m.get("opbench_version"),
+        "git_sha": (git.get("sha") or "")[:12] + ("+dirty" if git.get("dirty") else "") if git else None,
+        "libraries": {k: v for k, v in (m.get("libraries") or {}).items() if v},
+        "peaks": {d: p.get("used") for d, p in (doc.get("peaks") or {}).items()},
+        "datasheet": {d: p.get("datasheet") for d, p in (doc.get("peaks") or {}).items()},
+        "bandwidth": doc.get("bandwidth"),
+        "flop_note": doc.get("flop_note"),
+        "complete": doc.get("complete"),
+    }
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    t = r.get("time") or {}
+    return {
+        "shape": r["label"],
+        "backend": r["backend"],
+        "status": r["status"],
+        "reason": r.get("reason"),
+        "median_s": t.get("median_s"),
+        "rel_iqr": t.get("rel_iqr"),
+        "gflops": r.get("gflops"),
+        "utilization": r.get("utilization"),
+        "stability": t.get("stability"),
+        "flags": [f for f in r.get("flags") or [] if f != t.get("stability")],  # stability has its own column
+        "factors": r.get("factors") or {},
+        "arithmetic_intensity": r.get("arithmetic_intensity"),
+    }
+
+
+def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """For one-factor sweeps: per axis with several levels, the backends' GFLOPS and utilization along that
+    axis with every other factor at the base point (the first record's factors)."""
+    ok = [r for r in rows if r["status"] == "ok" and r["factors"]]
+    if mode != "one-factor" or not ok:
+        return []
+    base = rows[0]["factors"]
+    series = []
+    for axis in base:
+        levels = sorted({r["factors"][axis] for r in ok}, key=lambda v: (isinstance(v, str), v))
+        if len(levels) < 2:
+            continue
+        lines: dict[str, dict[str, list[Any]]] = defaultdict(
+            lambda: {"x": [], "gflops": [], "utilization": []}
+        )
+        for r in sorted(ok, key=lambda r: (isinstance(r["factors"][axis], str), r["factors"][axis])):
+            if all(r["factors"].get(a) == v for a, v in base.items() if a != axis):
+                line = lines[r["backend"]]
+                line["x"].append(r["factors"][axis])
+                line["gflops"].append(r["gflops"])
+                line["utilization"].append(r["utilization"])
+        series.append({"axis": axis, "levels": levels, "lines": dict(lines)})
+    return series
+
+
+def _comparison(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any] | None:
+    """Each backend's GFLOPS over the baseline's, per shape and as a geometric mean."""
+    by_shape: dict[str, dict[str, float]] = defaultdict(dict)
+    for r in rows:
+        if r["status"] == "ok" and r["gflops"]:
+            by_shape[r["shape"]][r["backend"]] = r["gflops"]
+    if not any(baseline in v for v in by_shape.values()):
+        return None
+    backends = sorted({b for v in by_shape.values() for b in v})
+    table: list[dict[str, Any]] = []
+    for shape, vals in by_shape.items():
+        if baseline in vals:
+            table.append(
+                {"shape": shape, **{b: vals[b] / vals[baseline] if b in vals else None for b in backends}}
+            )
+    geomean = {b: _geomean([row[b] for row in table if row.get(b) is not None]) for b in backends}
+    return {"baseline": baseline, "backends": backends, "table": table, "geomean": geomean}
+
+
+def build(
+    docs: list[dict[str, Any]],
+    studies: list[dict[str, Any]],
+    baseline: str | None,
+    title: str,
+    command: list[str],
+) -> dict[str, Any]:
+    """The whole report. Sections are per (op, dtype) across all input files."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for doc in docs:
+        for r in doc["records"]:
+            key = (r["op"], r["dtype"])
+            g = groups.setdefault(
+                key,
+                {
+                    "op": r["op"],
+                    "dtype": r["dtype"],
+                    "rows": [],
+                    "modes": Counter(),
+                    "flop_note": doc.get("flop_note"),
+                },
+            )
+            g["rows"].append(_row(r))
+            g["modes"][doc.get("mode") or "product"] += 1
+    backends_seen = Counter(r["backend"] for g in groups.values() for r in g["rows"] if r["status"] == "ok")
+    base = baseline or ("torch" if "torch" in backends_seen else (next(iter(backends_seen), None)))
+    sections = []
+    for (op, dtype), g in groups.items():
+        rows = g["rows"]
+        best: dict[str, tuple[float, str]] = {}
+        for r in rows:
+            if r["status"] == "ok" and r["gflops"] and r["gflops"] > best.get(r["shape"], (0.0, ""))[0]:
+                best[r["shape"]] = (r["gflops"], r["backend"])
+        for r in rows:
+            r["best"] = best.get(r["shape"], (0.0, None))[1] == r["backend"] and r["status"] == "ok"
+        mode = g["modes"].most_common(1)[0][0]
+        sections.append(
+            {
+                "id": f"{op}-{dtype}",
+                "op": op,
+                "dtype": dtype,
+                "mode": mode,
+                "flop_note": g["flop_note"],
+                "rows": rows,
+                "series": _factor_series(rows, mode),
+                "comparison": _comparison(rows, base) if base else None,
+            }
+        )
+    roofline: dict[str, Any] = {"points": [], "peaks": {}, "bandwidth": None}
+    for doc in docs:
+        prov = provenance(doc)
+        for d, p in prov["peaks"].items():
+            if p:
+                roofline["peaks"][d] = max(roofline["peaks"].get(d, 0.0), p["gflops"])
+        if prov["bandwidth"]:
+            roofline["bandwidth"] = max(roofline["bandwidth"] or 0.0, prov["bandwidth"]["gbs"])
+    for s in sections:
+        for r in s["rows"]:
+            if r["status"] == "ok" and r["gflops"] and r["arithmetic_intensity"]:
+                roofline["points"].append(
+                    {
+                        "op": s["op"],
+                        "dtype": s["dtype"],
+                        "backend": r["backend"],
+                        "shape": r["shape"],
+                        "intensity": r["arithmetic_intensity"],
+                        "gflops": r["gflops"],
+                    }
+                )
+    return {
+        "title": title,
+        "generated_utc": utc_now(),
+        "opbench_version": __version__,
+        "command": command,
+        "baseline": base,
+        "provenance": [provenance(d) for d in docs],
+        "sections": sections,
+        "roofline": roofline,
+        "studies": [_study_section(s) for s in studies],
+    }
+
+
+def _study_section(study: dict[str, Any]) -> dict[str, Any]:
+    done = [t for t in study["trials"] if t["state"] == "COMPLETE" and t["gflops"] is not None]
+    history, best_so_far = [], 0.0
+    for t in sorted(done, key=lambda t: t["number"]):
+        best_so_far = max(best_so_far, t["gflops"])
+        history.append({"number": t["number"], "gflops": t["gflops"], "best": best_so_far})
+    # A 2-D map of the two most varied tile parameters (e.g. tile_n x tile_k), best GFLOPS over the rest.
+    heatmap = None
+    tiles = [t for t in done if t["tiles"]]
+    if tiles:
+        varied = sorted(tiles[0]["tiles"], key=lambda p: -len({t["tiles"][p] for t in tiles}))
+        varied = [p for p in varied if len({t["tiles"][p] for t in tiles}) > 1][:2]
+        if len(varied) == 2:
+            px, py = varied[1], varied[0]
+            xs = sorted({t["tiles"][px] for t in tiles})
+            ys = sorted({t["tiles"][py] for t in tiles})
+            grid: list[list[float | None]] = [[None] * len(xs) for _ in ys]
+            for t in tiles:
+                i, j = ys.index(t["tiles"][py]), xs.index(t["tiles"][px])
+                grid[i][j] = max(grid[i][j] or 0.0, t["gflops"])
+            heatmap = {"x": px, "y": py, "xs": xs, "ys": ys, "values": grid}
+    failures = Counter(t["failure"] for t in study["trials"] if t.get("failure"))
+    fp = study["fingerprint"]
+    return {
+        "name": study["name"],
+        "shape": fp.get("shape"),
+        "dtype": fp.get("dtype"),
+        "threads": fp.get("threads"),
+        "cpu_model": fp.get("cpu_model"),
+        "valid_points": study["valid_points"],
+        "trials": len(study["trials"]),
+        "measured": len(done),
+        "failures": dict(failures),
+        "history": history,
+        "heatmap": heatmap,
+        "importances": study["importances"],
+        "confirmation": study["confirmation"],
+    }

@@ -1,0 +1,239 @@
+"""Figures of the report, drawn with matplotlib from the data model; each is rendered once to SVG (inlined
+in the HTML) and to PNG (beside the Markdown)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+COLORS = {"cpp": "#1f77b4", "torch": "#ff7f0e", "mindspore": "#2ca02c", "numpy": "#9467bd"}
+MARKERS = {"gemm": "o", "conv": "s", "lstm": "^"}
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str  # file stem, e.g. "gemm-fp32-batch-gflops"
+    title: str
+    svg: bytes
+    png: bytes
+
+
+def _render(fig: Figure, name: str, title: str) -> Plot:
+    fig.tight_layout()
+    svg, png = io.BytesIO(), io.BytesIO()
+    fig.savefig(svg, format="svg", metadata={"Date": None})  # no timestamp: reproducible files
+    fig.savefig(png, format="png", dpi=100)
+    plt.close(fig)
+    return Plot(name, title, svg.getvalue(), png.getvalue())
+
+
+def _color(backend: str) -> str:
+    return COLORS.get(backend, "#7f7f7f")
+
+
+def _plain_log(ax: Any, axis: str = "y", suffix: str = "") -> None:
+    """Log scale with tick labels as plain numbers (0.3, 2, 500) instead of powers of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}{suffix}"))
+    target.set_minor_formatter(NullFormatter())
+
+
+def factor_plots(section: dict[str, Any]) -> list[Plot]:
+    """GFLOPS and utilization against each swept factor, one line per backend (the study's figures)."""
+    plots = []
+    for s in section["series"]:
+        for metric, label in (("gflops", "GFLOPS"), ("utilization", "utilization of peak (%)")):
+            fig, ax = plt.subplots(figsize=(5.2, 3.4))
+            for backend, line in s["lines"].items():
+                scale = 100.0 if metric == "utilization" else 1.0
+                ys = [float("nan") if v is None else scale * v for v in line[metric]]
+                ax.plot([str(x) for x in line["x"]], ys, marker="o", color=_color(backend), label=backend)
+            ax.set_xlabel(s["axis"].replace("_", " "))
+            ax.set_ylabel(label)
+            ax.set_title(
+                f"{section['op']} {section['dtype']}: {label} vs {s['axis'].replace('_', ' ')}", fontsize=9
+            )
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            plots.append(_render(fig, f"{section['id']}-{s['axis']}-{metric}", ax.get_title()))
+    return plots
+
+
+def cases_plot(section: dict[str, Any], limit: int = 24) -> Plot | None:
+    """For a list of cases (not one-factor): GFLOPS per shape, bars grouped by backend."""
+    ok = [r for r in section["rows"] if r["status"] == "ok" and r["gflops"]]
+    shapes = list(dict.fromkeys(r["shape"] for r in ok))[:limit]
+    backends = list(dict.fromkeys(r["backend"] for r in ok))
+    if not shapes or section["series"]:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5.2, 0.5 * len(shapes) * len(backends) / 2), 3.6))
+    width = 0.8 / max(1, len(backends))
+    for i, backend in enumerate(backends):
+        vals = {r["shape"]: r["gflops"] for r in ok if r["backend"] == backend}
+        xs = [j + i * width for j in range(len(shapes))]
+        ax.bar(xs, [vals.get(s, 0.0) for s in shapes], width=width, color=_color(backend), label=backend)
+    ax.set_xticks(
+        [j + 0.4 - width / 2 for j in range(len(shapes))], shapes, rotation=45, ha="right", fontsize=7
+    )
+    ax.set_ylabel("GFLOPS")
+    _plain_log(ax)
+    ax.set_title(f"{section['op']} {section['dtype']}: GFLOPS per shape", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    return _render(fig, f"{section['id']}-cases", ax.get_title())
+
+
+def comparison_plot(section: dict[str, Any]) -> Plot | None:
+    c = section["comparison"]
+    if not c:
+        return None
+    items = [(b, g) for b, g in c["geomean"].items() if g]
+    if len(items) < 2:
+        return None
+    fig, ax = plt.subplots(figsize=(4.6, 3.0))
+    ax.bar([b for b, _ in items], [g for _, g in items], color=[_color(b) for b, _ in items])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    _plain_log(ax, suffix="x")
+    ax.set_ylabel(f"speed-up over {c['baseline']} (geometric mean)")
+    ax.set_title(f"{section['op']} {section['dtype']}: backends relative to {c['baseline']}", fontsize=9)
+    values = [g for _, g in items]
+    ax.set_ylim(min(min(values), 1.0) / 1.6, max(max(values), 1.0) * 1.6)  # room for the labels
+    for i, g in enumerate(values):
+        ax.annotate(f"{g:.2f}x", (i, g), ha="center", va="bottom", fontsize=8)
+    return _render(fig, f"{section['id']}-speedup", ax.get_title())
+
+
+def roofline_plot(roofline: dict[str, Any]) -> Plot | None:
+    points = roofline["points"]
+    if not points:
+        return None
+    fig, ax = plt.subplots(figsize=(7.6, 4.2))
+    xs = [p["intensity"] for p in points]
+    lo, hi = min(xs) / 2, max(xs) * 2
+    bw = roofline["bandwidth"]
+    roofs: dict[float, list[str]] = {}  # dtypes computed on the same units share one roof
+    for dtype, peak in sorted(roofline["peaks"].items()):
+        roofs.setdefault(round(peak, 1), []).append(dtype)
+    for peak, dtypes in roofs.items():
+        label = f"{', '.join(dtypes)} peak {peak:.0f} GFLOPS"
+        ax.plot([lo, hi], [peak, peak], linestyle="--", linewidth=1, label=label)
+    if bw:
+        ridge_hi = max(roofline["peaks"].values() or [bw * hi])
+        ax.plot(
+            [lo, ridge_hi / bw],
+            [bw * lo, ridge_hi],
+            color="black",
+            linewidth=1,
+            label=f"memory {bw:.0f} GB/s (triad)",
+        )
+    seen = set()
+    for p in points:
+        key = (p["backend"], p["op"])
+        ax.scatter(
+            p["intensity"],
+            p["gflops"],
+            color=_color(p["backend"]),
+            marker=MARKERS.get(p["op"], "o"),
+            s=18,
+            alpha=0.8,
+            label=f"{p['backend']} {p['op']}" if key not in seen else None,
+        )
+        seen.add(key)
+    _plain_log(ax, "x")
+    _plain_log(ax, "y")
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte of compulsory traffic)")
+    ax.set_ylabel("GFLOPS")
+    ax.set_title("roofline: measured compute peaks and memory bandwidth", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return _render(fig, "roofline", ax.get_title())
+
+
+def study_plots(study: dict[str, Any], index: int) -> list[Plot]:
+    plots = []
+    stem = f"study{index}"
+    if study["history"]:
+        fig, ax = plt.subplots(figsize=(5.2, 3.2))
+        h = study["history"]
+        ax.scatter([t["number"] for t in h], [t["gflops"] for t in h], s=12, color="#1f77b4", label="trial")
+        ax.step(
+            [t["number"] for t in h],
+            [t["best"] for t in h],
+            where="post",
+            color="#d62728",
+            label="best so far",
+        )
+        default = next(
+            (r for r in (study["confirmation"] or {}).get("rows", []) if r.get("name") == "default"), None
+        )
+        if default and default.get("gflops"):
+            ax.axhline(default["gflops"], color="#555555", linestyle=":", label="cache-model default")
+        ax.set_xlabel("trial")
+        ax.set_ylabel("GFLOPS")
+        ax.set_title(f"{study['name']}: optimisation history", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        plots.append(_render(fig, f"{stem}-history", ax.get_title()))
+    if study["importances"]:
+        fig, ax = plt.subplots(figsize=(4.6, 2.6))
+        items = sorted(study["importances"].items(), key=lambda kv: kv[1])
+        ax.barh([k for k, _ in items], [v for _, v in items], color="#1f77b4")
+        ax.set_xlabel("importance (fANOVA)")
+        ax.set_title(f"{study['name']}: parameter importances", fontsize=9)
+        plots.append(_render(fig, f"{stem}-importances", ax.get_title()))
+    hm = study["heatmap"]
+    if hm:
+        fig, ax = plt.subplots(figsize=(5.6, 3.8))
+        import numpy as np
+
+        data = np.array([[np.nan if v is None else v for v in row] for row in hm["values"]], dtype=float)
+        im = ax.imshow(data, origin="lower", aspect="auto", cmap="viridis")
+        ax.set_xticks(range(len(hm["xs"])), [str(x) for x in hm["xs"]], fontsize=7)
+        ax.set_yticks(range(len(hm["ys"])), [str(y) for y in hm["ys"]], fontsize=7)
+        ax.set_xlabel(hm["x"])
+        ax.set_ylabel(hm["y"])
+        lo, hi = float(np.nanmin(data)), float(np.nanmax(data))
+        for i, row in enumerate(hm["values"]):
+            for j, v in enumerate(row):
+                if v is not None:  # dark text on the bright (high) end of viridis, white on the dark end
+                    bright = hi > lo and (v - lo) / (hi - lo) > 0.6
+                    ax.text(
+                        j,
+                        i,
+                        f"{v:.0f}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="black" if bright else "white",
+                    )
+        fig.colorbar(im, ax=ax, label="GFLOPS (best over other tiles)")
+        ax.set_title(f"{study['name']}: {hm['y']} x {hm['x']}", fontsize=9)
+        plots.append(_render(fig, f"{stem}-heatmap", ax.get_title()))
+    return plots
+
+
+def all_plots(model: dict[str, Any]) -> dict[str, list[Plot]]:
+    """Plots keyed by where they go: a section id, 'roofline', or 'studyN'."""
+    out: dict[str, list[Plot]] = {}
+    for section in model["sections"]:
+        plots = factor_plots(section)
+        for extra in (cases_plot(section), comparison_plot(section)):
+            if extra is not None:
+                plots.append(extra)
+        out[section["id"]] = plots
+    roof = roofline_plot(model["roofline"])
+    out["roofline"] = [roof] if roof else []
+    for i, study in enumerate(model["studies"]):
+        out[f"study{i}"] = study_plots(study, i)
+    return out

@@ -1,0 +1,296 @@
+"""Writing a report: HTML (one self-contained file), Markdown with PNG images beside it, CSV and JSON, all
+inside one sanitised output directory that is never replaced without --force."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from opbench.display import format_seconds
+from opbench.errors import UsageError
+from opbench.files import atomic_write_bytes, atomic_write_text, current_umask
+from opbench.report.plots import Plot
+
+FORMATS = ("html", "md", "csv", "json")
+IMAGES = "images"
+
+
+def sanitize(name: str) -> str:
+    """A report name safe as a directory name: letters, digits, '.', '_' and '-' only, no leading dot."""
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")
+    if not clean:
+        raise UsageError(f"--out: '{name}' leaves no usable report name")
+    return clean
+
+
+REPORT_FILES = (
+    "report.html",
+    "report.md",
+    "report.csv",
+    "report.json",
+    "compare.md",
+    "compare.csv",
+    "compare.json",
+)
+
+
+def output_dir(out: str, force: bool) -> Path:
+    """The report directory: --out with its last component sanitised. Refuses a file, an existing
+    non-empty directory unless force, and with force a directory that is not an opbench report (so
+    `--out . --force` can never wipe a working directory)."""
+    path = Path(out)
+    target = path.parent / sanitize(path.name)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--out {target} exists and is not a directory")
+    if target.is_dir() and any(target.iterdir()):
+        if not force:
+            raise UsageError(f"report {target} already exists; use --force to replace it (or another --out)")
+        foreign = [p.name for p in target.iterdir() if p.name not in (*REPORT_FILES, IMAGES)]
+        if foreign:
+            raise UsageError(
+                f"--out {target} holds files that are not an opbench report "
+                f"({', '.join(sorted(foreign)[:3])}); not replacing it"
+            )
+    return target
+
+
+def replace_dir(target: Path, fill: Callable[[Path], None]) -> None:
+    """Write a directory's content into a fresh sibling, then swap it in, so a failure or a kill midway
+    leaves the previous report (or nothing) in place, never a mix."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        os.chmod(staging, 0o777 & ~current_umask())
+        fill(staging)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.parent))
+            os.replace(target, old / target.name)
+            os.replace(staging, target)
+            shutil.rmtree(old)
+        else:
+            os.replace(staging, target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+
+def _inside(root: Path, relative: str) -> Path:
+    target = (root / relative).resolve()
+    if root.resolve() not in target.parents:
+        raise UsageError(f"refusing to write {relative} outside {root}")  # names are ours; this is a guard
+    return target
+
+
+def _shape(shape: dict[str, int] | None) -> str:
+    return "x".join(str(v) for v in (shape or {}).values()) or "-"
+
+
+def _tiles(tiles: dict[str, int] | None) -> str:
+    return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "-"
+
+
+def render_html(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
+    env = Environment(
+        loader=PackageLoader("opbench.report", "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["datauri"] = lambda p: "data:image/svg+xml;base64," + base64.b64encode(p.svg).decode()
+    env.filters["seconds"] = format_seconds
+    env.filters["tiles"] = _tiles
+    env.filters["shape"] = _shape
+    return env.get_template("report.html.j2").render(m=model, plots=plots)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
+    out = [
+        f"# {model['title']}",
+        "",
+        f"Generated {model['generated_utc']} by opbench {model['opbench_version']}.",
+        "",
+    ]
+    out += [
+        "## Run provenance",
+        "",
+        "| file | op | date (UTC) | CPU | ISA | threads | peaks used | memory | opbench / git |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in model["provenance"]:
+        peaks = "; ".join(
+            f"{d}: {pk['gflops']:.1f} GFLOPS {pk['source']}" for d, pk in p["peaks"].items() if pk
+        )
+        bw = f"{p['bandwidth']['gbs']:.1f} GB/s" if p["bandwidth"] else "-"
+        git = f" / {p['git_sha']}" if p["git_sha"] else ""
+        out.append(
+            f"| {p['file']} | {p['op']} | {p['created_utc']} | {p['cpu_model']} | {p['isa']} "
+            f"| {p['threads']} "
+            f"| {peaks} | {bw} | {p['opbench_version']}{git} |"
+        )
+    for s in model["sections"]:
+        out += [
+            "",
+            f"## {s['op']} {s['dtype']}",
+            "",
+            f"{s['flop_note']}. Mode: {s['mode']}. Best per shape in bold.",
+            "",
+            "| shape | backend | median | ±IQR | GFLOPS | utilization | stability / flags |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in s["rows"]:
+            if r["status"] != "ok":
+                out.append(
+                    f"| {r['shape']} | {r['backend']} | - | - | - | - | {r['status']}: {r['reason']} |"
+                )
+                continue
+            gflops = f"**{r['gflops']:.1f}**" if r["best"] else f"{r['gflops']:.1f}"
+            flags = f"{r['stability']}" + (f" ({', '.join(r['flags'])})" if r["flags"] else "")
+            out.append(
+                f"| {r['shape']} | {r['backend']} | {format_seconds(r['median_s'])} | {_pct(r['rel_iqr'])} "
+                f"| {gflops} | {_pct(r['utilization'])} | {flags} |"
+            )
+        c = s["comparison"]
+        if c:
+            out += [
+                "",
+                f"### Speed-up relative to {c['baseline']}",
+                "",
+                "| shape | " + " | ".join(c["backends"]) + " |",
+                "|---|" + "---|" * len(c["backends"]),
+            ]
+            for row in c["table"]:
+                cells = [f"{row[b]:.2f}x" if row.get(b) is not None else "-" for b in c["backends"]]
+                out.append(f"| {row['shape']} | " + " | ".join(cells) + " |")
+            geo = [f"{c['geomean'][b]:.2f}x" if c["geomean"][b] else "-" for b in c["backends"]]
+            out.append("| geometric mean | " + " | ".join(geo) + " |")
+        for p in plots.get(s["id"], []):
+            out += ["", f"![{p.title}]({IMAGES}/{p.name}.png)"]
+    if plots.get("roofline"):
+        out += [
+            "",
+            "## Roofline",
+            "",
+            "Measured FMA peaks and triad bandwidth as roofs; each case at its arithmetic "
+            "intensity (FLOPs per byte of compulsory traffic).",
+            "",
+            f"![roofline]({IMAGES}/roofline.png)",
+        ]
+    for i, st in enumerate(model["studies"]):
+        out += [
+            "",
+            f"## Tuning: {st['name']}",
+            "",
+            f"gemm {_shape(st['shape'])} {st['dtype']}, {st['threads']} thread(s): {st['trials']} trials, "
+            f"{st['measured']} "
+            f"measured of {st['valid_points']} valid tilings.",
+        ]
+        conf = st["confirmation"]
+        if conf and conf.get("best"):
+            out += ["", "| | tiles | GFLOPS | 95% CI |", "|---|---|---|---|"]
+            for r in conf["rows"]:
+                if "gflops" in r:
+                    out.append(
+                        f"| {r['name']} | {_tiles(r['tiles'])} | {r['gflops']:.1f} | "
+                        f"{r['gflops_ci'][0]:.1f} - {r['gflops_ci'][1]:.1f} |"
+                    )
+            if conf.get("speedup"):
+                out += ["", f"Best tiling: **{conf['speedup']:.3f}x** the cache-model default."]
+        for p in plots.get(f"study{i}", []):
+            out += ["", f"![{p.title}]({IMAGES}/{p.name}.png)"]
+    return "\n".join(out) + "\n"
+
+
+CSV_COLUMNS = (
+    "op",
+    "dtype",
+    "shape",
+    "backend",
+    "status",
+    "reason",
+    "median_s",
+    "rel_iqr",
+    "gflops",
+    "utilization",
+    "stability",
+    "flags",
+    "best",
+    "speedup_vs_baseline",
+    "baseline",
+)
+
+
+def render_csv(model: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for s in model["sections"]:
+        speed = {row["shape"]: row for row in (s["comparison"] or {}).get("table", [])}
+        for r in s["rows"]:
+            w.writerow(
+                {
+                    "op": s["op"],
+                    "dtype": s["dtype"],
+                    "shape": r["shape"],
+                    "backend": r["backend"],
+                    "status": r["status"],
+                    "reason": r["reason"] or "",
+                    "median_s": r["median_s"],
+                    "rel_iqr": r["rel_iqr"],
+                    "gflops": r["gflops"],
+                    "utilization": r["utilization"],
+                    "stability": r["stability"],
+                    "flags": ";".join(r["flags"]),
+                    "best": r["best"],
+                    "speedup_vs_baseline": speed.get(r["shape"], {}).get(r["backend"]),
+                    "baseline": model["baseline"],
+                }
+            )
+    return buf.getvalue()
+
+
+def render_json(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
+    images = {k: [f"{IMAGES}/{p.name}.png" for p in v] for k, v in plots.items()}
+    return (
+        json.dumps({"kind": "opbench.report", "schema_version": 1, **model, "images": images}, indent=1)
+        + "\n"
+    )
+
+
+def write(
+    model: dict[str, Any], plots: dict[str, list[Plot]], target: Path, formats: list[str]
+) -> dict[str, Path]:
+    """Write the chosen formats as the directory target (replacing a previous report whole); returns
+    format -> path."""
+    renderers = {
+        "html": lambda: render_html(model, plots),
+        "md": lambda: render_markdown(model, plots),
+        "csv": lambda: render_csv(model),
+        "json": lambda: render_json(model, plots),
+    }
+
+    def fill(d: Path) -> None:
+        if "md" in formats:
+            for plist in plots.values():
+                for p in plist:
+                    atomic_write_bytes(_inside(d, f"{IMAGES}/{p.name}.png"), p.png)
+        for fmt in formats:
+            atomic_write_text(_inside(d, f"report.{fmt}"), renderers[fmt]())
+
+    replace_dir(target, fill)
+    return {fmt: target / f"report.{fmt}" for fmt in formats}

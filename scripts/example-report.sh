@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Regenerate the example report in reports/example/ from fresh measurements on this machine:
+# the default sweeps of every op, the Ascend tile experiment (a full tile_n x tile_k grid), and the report.
+# Usage: scripts/example-report.sh            (about 3 minutes on 2 cores; needs the README's install)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+opbench=${OPBENCH:-.venv/bin/opbench}
+work=reports/example-inputs   # measurements (git-ignored); only the report is committed
+rm -rf "$work"
+mkdir -p "$work"
+export OPBENCH_RECORDS_DIR="$work/records"   # the study's tuned record stays out of tuning/records/
+
+"$opbench" sweep gemm --out "$work" --quiet
+"$opbench" sweep conv --out "$work" --quiet
+"$opbench" sweep lstm --out "$work" --quiet
+"$opbench" tune gemm --m 16 --k 256 --n 1024 --sampler grid --params tile_n,tile_k --trials 100 \
+  --study ascend-tile-grid --out "$work" >/dev/null
+"$opbench" report "$work"/gemm-*.json "$work"/conv-*.json "$work"/lstm-*.json \
+  --study ascend-tile-grid --storage "sqlite:///$PWD/$work/tuning/studies.db" \
+  --baseline torch --title "opbench example report" --out reports/example --force
