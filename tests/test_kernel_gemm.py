@@ -27,6 +27,9 @@ ODD_SHAPES = [
     (37, 509, 3),
 ]
 ROUND_SHAPES = [(64, 64, 64), (128, 256, 512), (256, 32, 128)]
+# Shapes that take the driver's other paths: N <= 4 (dot products over unpacked rows of A; rows in passes
+# of 8 or 4, K in vectors plus a tail) and the narrow register tile (when it pads N less than the main one).
+PATH_SHAPES = [(97, 2, 33), (300, 4, 517), (1000, 3, 64), (61, 16, 45), (129, 48, 70), (40, 5, 300)]
 
 
 def inputs_for(m: int, n: int, k: int, dtype: str, seed: int = 1) -> dict[str, np.ndarray]:
@@ -44,7 +47,9 @@ def assert_close(c: np.ndarray, inp: dict[str, np.ndarray], dtype: str) -> None:
 
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", ODD_SHAPES + ROUND_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize(
+    "shape", ODD_SHAPES + ROUND_SHAPES + PATH_SHAPES, ids=lambda s: "x".join(map(str, s))
+)
 def test_matches_float64_reference(isa: str, dtype: str, shape: tuple[int, int, int]) -> None:
     inp = inputs_for(*shape, dtype)
     c = kernels.gemm(inp["a"], inp["b"], isa=isa)
@@ -60,8 +65,11 @@ def test_matches_float64_reference(isa: str, dtype: str, shape: tuple[int, int, 
     [(None, None, None), (5, 7, 3), (1, 1, 1), (29, 45, 17), (10**9, 10**9, 10**9)],
     ids=["model", "5-7-3", "1-1-1", "29-45-17", "huge"],
 )
-def test_tiles_and_threads_do_not_change_the_answer(isa: str, dtype: str, threads: int, tiles: tuple) -> None:
-    inp = inputs_for(61, 67, 71, dtype, seed=threads)
+@pytest.mark.parametrize("mnk", [(61, 67, 71), (61, 16, 71), (500, 3, 71)], ids=["main", "narrow", "thin"])
+def test_tiles_and_threads_do_not_change_the_answer(
+    isa: str, dtype: str, threads: int, tiles: tuple, mnk: tuple[int, int, int]
+) -> None:
+    inp = inputs_for(*mnk, dtype, seed=threads)
     tm, tn, tk = tiles
     c = kernels.gemm(inp["a"], inp["b"], tile_m=tm, tile_n=tn, tile_k=tk, threads=threads, isa=isa)
     assert_close(c, inp, dtype)

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "opbench/aligned.hpp"
+#include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/thread_pool.hpp"
 
@@ -66,7 +67,58 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   return requested;
 }
 
+namespace {
+
+constexpr int64_t kThinMaxN = 4;  // ThinF32's limit (kernel_set.hpp)
+
+// N <= 4: dot products over unpacked rows of A (kernel_set.hpp, ThinF32). B^T is gathered into fp32 once;
+// threads take contiguous shares of the rows, in multiples of 16.
+void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
+  Workspace& ws = thread_workspace();
+  const bool f16_in = p.in_dtype == Dtype::f16, f16_out = p.out_dtype == Dtype::f16;
+  float* bt = static_cast<float*>(ws.b_panel.reserve(p.n * p.k * sizeof(float)));
+  for (int64_t j = 0; j < p.n; ++j) {
+    for (int64_t q = 0; q < p.k; ++q) {
+      const int64_t at = p.trans_b ? j * p.ldb + q : q * p.ldb + j;
+      bt[j * p.k + q] = f16_in ? half_to_float(static_cast<const uint16_t*>(p.b)[at]) : static_cast<const float*>(p.b)[at];
+    }
+  }
+  float* c32 = f16_out ? static_cast<float*>(ws.c_f32.reserve(p.m * p.n * sizeof(float))) : static_cast<float*>(p.c);
+  const int64_t ldc32 = f16_out ? p.n : p.ldc;
+  const int64_t elem = f16_in ? 2 : 4;
+  const int64_t chunks = ceil_div(p.m, 16);
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
+  ThreadPool::instance().run(threads, [&](int tid) {
+    int64_t lo, hi;
+    share(chunks, threads, tid, lo, hi);
+    lo *= 16;
+    hi = std::min(p.m, hi * 16);
+    if (hi <= lo) return;
+    ks.thin(hi - lo, static_cast<int>(p.n), p.k, static_cast<const char*>(p.a) + lo * p.lda * elem, f16_in, p.lda,
+            bt, c32 + lo * ldc32, ldc32, p.accumulate);
+    if (f16_out) {
+      ks.store_f16(c32 + lo * ldc32, ldc32, hi - lo, p.n, static_cast<uint16_t*>(p.c) + lo * p.ldc, p.ldc);
+    }
+  });
+}
+
+// A narrower register tile of the same ISA pays off when it pads N at least a quarter less (N <= 16 on
+// AVX-512: 16 instead of 32 columns, twice the useful FMAs per instruction).
+bool prefer_narrow(const KernelSet& ks, int64_t n) {
+  return ks.narrow != nullptr && 4 * round_up(n, ks.narrow->nr) <= 3 * round_up(n, ks.nr);
+}
+
+}  // namespace
+
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
+  if (p.n <= kThinMaxN && ks.thin != nullptr) {
+    gemm_thin(ks, p, threads);
+    return;
+  }
+  if (prefer_narrow(ks, p.n)) {
+    gemm(*ks.narrow, p, blk, threads);
+    return;
+  }
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t mc = std::min(blk.mc, p.m);
   const int64_t nc = std::min(blk.nc, p.n);

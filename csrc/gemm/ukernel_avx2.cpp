@@ -5,13 +5,15 @@
 #include "opbench/kernel_set.hpp"
 #include "../rnn/cells.hpp"
 #include "pack.hpp"
+#include "thin.hpp"
 
 namespace opbench {
 namespace {
 
+// Register tiles: 6 rows x 2 ymm (12 accumulators), and a narrow 6 x 1 ymm for problems with few columns.
 constexpr int kMR = 6;
-constexpr int kNV = 2;  // ymm vectors per row
-constexpr int kNR = kNV * 8;
+constexpr int kNR = 16;
+constexpr int kNarrowNR = 8;
 
 struct Cvt {
   static float widen(uint16_t h) { return _cvtsh_ss(h); }
@@ -32,33 +34,35 @@ struct Cvt {
   }
 };
 
+template <int MR, int NV>
 void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
              bool accumulate, int m, int n) {
-  __m256 acc[kMR][kNV];
+  __m256 acc[MR][NV];
 #pragma GCC unroll 8
-  for (int i = 0; i < kMR; ++i) {
+  for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
-    for (int j = 0; j < kNV; ++j) acc[i][j] = _mm256_setzero_ps();
+    for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_setzero_ps();
   }
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    __m256 b[kNV];
+    __m256 b[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < kNV; ++j) b[j] = _mm256_load_ps(bp + j * 8);
+    for (int j = 0; j < NV; ++j) b[j] = _mm256_load_ps(bp + j * 8);
 #pragma GCC unroll 8
-    for (int i = 0; i < kMR; ++i) {
+    for (int i = 0; i < MR; ++i) {
       const __m256 a = _mm256_broadcast_ss(ap + i);
 #pragma GCC unroll 4
-      for (int j = 0; j < kNV; ++j) acc[i][j] = _mm256_fmadd_ps(a, b[j], acc[i][j]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(a, b[j], acc[i][j]);
     }
-    ap += kMR;
-    bp += kNR;
+    ap += MR;
+    bp += NV * 8;
   }
-  if (m == kMR && n == kNR) {
+  constexpr int NR = NV * 8;
+  if (m == MR && n == NR) {
 #pragma GCC unroll 8
-    for (int i = 0; i < kMR; ++i) {
+    for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
-      for (int j = 0; j < kNV; ++j) {
+      for (int j = 0; j < NV; ++j) {
         float* cp = c + i * ldc + j * 8;
         const __m256 v = accumulate ? _mm256_add_ps(acc[i][j], _mm256_loadu_ps(cp)) : acc[i][j];
         _mm256_storeu_ps(cp, v);
@@ -67,19 +71,25 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
     return;
   }
   // Edge tile: spill the registers and copy the valid part.
-  alignas(32) float tile[kMR * kNR];
-  for (int i = 0; i < kMR; ++i) {
-    for (int j = 0; j < kNV; ++j) _mm256_store_ps(tile + i * kNR + j * 8, acc[i][j]);
+  alignas(32) float tile[MR * NR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NV; ++j) _mm256_store_ps(tile + i * NR + j * 8, acc[i][j]);
   }
   for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
+    for (int j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * NR + j] : tile[i * NR + j];
   }
 }
 
 using P = packing::Packers<kMR, kNR, Cvt>;
+using T = thin::Thin<8, Cvt>;
+using PN = packing::Packers<kMR, kNarrowNR, Cvt>;
 
-const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, ukernel,
-                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx2};
+const KernelSet kAvx2Narrow = {"avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", kMR, kNarrowNR,
+                               ukernel<kMR, 1>, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32,
+                               PN::bt_f16, PN::c_f16, lstm_cell_avx2, nullptr, T::f32};
+const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, ukernel<kMR, 2>,
+                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx2,
+                         &kAvx2Narrow, T::f32};
 
 }  // namespace
 

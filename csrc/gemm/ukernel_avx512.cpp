@@ -6,13 +6,16 @@
 #include "opbench/kernel_set.hpp"
 #include "../rnn/cells.hpp"
 #include "pack.hpp"
+#include "thin.hpp"
 
 namespace opbench {
 namespace {
 
+// Register tiles: the main one, 14 rows x 2 zmm (28 accumulators), and a narrow one, 14 rows x 1 zmm, for
+// problems with few columns (N <= 16 pads to 32 in the main tile: half its FMAs would be wasted).
 constexpr int kMR = 14;
-constexpr int kNV = 2;  // zmm vectors per row
-constexpr int kNR = kNV * 16;
+constexpr int kNR = 32;
+constexpr int kNarrowNR = 16;
 
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
@@ -34,35 +37,36 @@ struct Cvt {
   }
 };
 
+template <int MR, int NV>
 void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
              bool accumulate, int m, int n) {
-  __m512 acc[kMR][kNV];
+  __m512 acc[MR][NV];
 #pragma GCC unroll 16
-  for (int i = 0; i < kMR; ++i) {
+  for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
-    for (int j = 0; j < kNV; ++j) acc[i][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_setzero_ps();
   }
 #pragma GCC unroll 16
-  for (int i = 0; i < kMR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
-    __m512 b[kNV];
+    __m512 b[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < kNV; ++j) b[j] = _mm512_load_ps(bp + j * 16);
+    for (int j = 0; j < NV; ++j) b[j] = _mm512_load_ps(bp + j * 16);
 #pragma GCC unroll 16
-    for (int i = 0; i < kMR; ++i) {
+    for (int i = 0; i < MR; ++i) {
       const __m512 a = _mm512_set1_ps(ap[i]);
 #pragma GCC unroll 4
-      for (int j = 0; j < kNV; ++j) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(a, b[j], acc[i][j]);
     }
-    ap += kMR;
-    bp += kNR;
+    ap += MR;
+    bp += NV * 16;
   }
-  if (m == kMR && n == kNR) {
+  if (m == MR && n == NV * 16) {
 #pragma GCC unroll 16
-    for (int i = 0; i < kMR; ++i) {
+    for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
-      for (int j = 0; j < kNV; ++j) {
+      for (int j = 0; j < NV; ++j) {
         float* cp = c + i * ldc + j * 16;
         const __m512 v = accumulate ? _mm512_add_ps(acc[i][j], _mm512_loadu_ps(cp)) : acc[i][j];
         _mm512_storeu_ps(cp, v);
@@ -70,18 +74,18 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
     }
     return;
   }
-  __mmask16 mask[kNV];
+  __mmask16 mask[NV];
 #pragma GCC unroll 4
-  for (int j = 0; j < kNV; ++j) {
+  for (int j = 0; j < NV; ++j) {
     const int cols = n - j * 16;
     mask[j] = cols >= 16 ? static_cast<__mmask16>(0xffff)
                          : (cols <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << cols) - 1u));
   }
 #pragma GCC unroll 16
-  for (int i = 0; i < kMR; ++i) {
+  for (int i = 0; i < MR; ++i) {
     if (i >= m) break;
 #pragma GCC unroll 4
-    for (int j = 0; j < kNV; ++j) {
+    for (int j = 0; j < NV; ++j) {
       float* cp = c + i * ldc + j * 16;
       const __m512 v =
           accumulate ? _mm512_add_ps(acc[i][j], _mm512_maskz_loadu_ps(mask[j], cp)) : acc[i][j];
@@ -91,9 +95,15 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
 }
 
 using P = packing::Packers<kMR, kNR, Cvt>;
+using T = thin::Thin<16, Cvt>;
+using PN = packing::Packers<kMR, kNarrowNR, Cvt>;
 
+const KernelSet kAvx512Narrow = {"avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", kMR, kNarrowNR,
+                                 ukernel<kMR, 1>, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32,
+                                 PN::bt_f16, PN::c_f16, lstm_cell_avx512, nullptr, T::f32};
 const KernelSet kAvx512 = {"avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)", kMR, kNR,
-                           ukernel, P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx512};
+                           ukernel<kMR, 2>, P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16,
+                           lstm_cell_avx512, &kAvx512Narrow, T::f32};
 
 }  // namespace
 

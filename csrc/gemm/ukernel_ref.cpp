@@ -4,6 +4,7 @@
 #include "opbench/kernel_set.hpp"
 #include "../rnn/cells.hpp"
 #include "pack.hpp"
+#include "thin.hpp"
 
 namespace opbench {
 namespace {
@@ -36,9 +37,11 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
 }
 
 using P = packing::Packers<kMR, kNR, Cvt>;
+using T = thin::Thin<4, Cvt>;
 
 const KernelSet kRef = {"ref", "portable C++ 4x8 (no FMA)", kMR, kNR, ukernel,
-                        P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_ref};
+                        P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_ref,
+                        nullptr, T::f32};
 
 }  // namespace
 

@@ -29,6 +29,11 @@ using StoreF16 = void (*)(const float* src, int64_t lds, int64_t m, int64_t n, u
 using LstmCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz, int64_t gate_stride, float* c,
                           int64_t ldc, float* h32, uint16_t* h16, int64_t ldh);
 
+// Rows [0, m) of C (+)= A * B for n <= 4 columns, A unpacked (fp32, or fp16 when a_f16), B given as
+// bt: n x k fp32, contiguous. C is fp32 row-major; with accumulate == false it is never read.
+using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bt,
+                         float* c, int64_t ldc, bool accumulate);
+
 struct KernelSet {
   const char* isa;          // "avx512", "avx2" or "ref"
   const char* description;  // what the micro-kernel is, for provenance
@@ -43,6 +48,10 @@ struct KernelSet {
   PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
   LstmCell lstm_cell;  // fused gate activations, vectorised for the ISA
+  // Optional: the same ISA with a narrower register tile (same MR, smaller NR) that the GEMM driver switches
+  // to when it wastes fewer padded FMAs on the problem's N (skinny GEMMs). nullptr when there is none.
+  const KernelSet* narrow;
+  ThinF32 thin;  // the N <= 4 path (csrc/gemm/thin.hpp)
 };
 
 // One per ISA translation unit; each is compiled with its own -m flags and may only be called after

@@ -1,0 +1,89 @@
+// GEMM with very few columns (N <= 4: matrix-vector-like products such as DeepBench's 7680x1x2560): each
+// output is a dot product of a row of A with a column of B, so A is streamed once, unpacked, and B^T (n x k,
+// tiny) stays in L1. The blocked path would pad N to NR (8x-32x wasted FMAs) and pack A that is used once.
+// Included only by the ISA translation units (like pack.hpp): the lane loops vectorise with the unit's own
+// -m flags, and Cvt is the unit's private fp16 conversion policy.
+#pragma once
+
+#include <cstdint>
+
+namespace opbench {
+namespace thin {
+
+constexpr int kMaxN = 4;
+
+// Rows [0, m) of C (+)= A * B with B given as bt (n x k fp32, contiguous). L: lanes per accumulator (one
+// vector register of the unit's ISA); N: columns (compile-time, so the accumulators stay in registers).
+template <int L, int N, class Cvt, class T>
+void rows(int64_t m, int64_t k, const T* a, int64_t lda, const float* bt, float* c, int64_t ldc, bool accumulate) {
+  constexpr int kRows = N <= 2 ? 8 : 4;  // rows of A per pass: kRows * N accumulator vectors (<= 16)
+  alignas(64) float abuf[kRows][L];
+  for (int64_t i0 = 0; i0 < m; i0 += kRows) {
+    const int rows = static_cast<int>(m - i0 < kRows ? m - i0 : kRows);
+    alignas(64) float acc[kRows][N][L] = {};
+    int64_t p = 0;
+    const T* src[kRows];
+    for (int r = 0; r < kRows; ++r) src[r] = a + (i0 + (r < rows ? r : 0)) * lda;  // spare rows re-read row 0
+    for (; p + L <= k; p += L) {
+      for (int r = 0; r < kRows; ++r) {
+        const float* x;
+        if constexpr (sizeof(T) == 2) {
+          Cvt::widen_row(src[r] + p, abuf[r], L);
+          x = abuf[r];
+        } else {
+          x = src[r] + p;
+        }
+        for (int j = 0; j < N; ++j) {
+          const float* b = bt + j * k + p;
+#pragma GCC unroll 16
+          for (int l = 0; l < L; ++l) acc[r][j][l] += x[l] * b[l];
+        }
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      const T* src = a + (i0 + r) * lda;
+      for (int j = 0; j < N; ++j) {
+        float sum = 0.0f;
+        for (int l = 0; l < L; ++l) sum += acc[r][j][l];
+        for (int64_t q = p; q < k; ++q) {
+          float x;
+          if constexpr (sizeof(T) == 2) {
+            x = Cvt::widen(src[q]);
+          } else {
+            x = src[q];
+          }
+          sum += x * bt[j * k + q];
+        }
+        float* out = c + (i0 + r) * ldc + j;
+        *out = accumulate ? *out + sum : sum;
+      }
+    }
+  }
+}
+
+template <int L, class Cvt, class T>
+void dispatch(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bt, float* c, int64_t ldc,
+              bool accumulate) {
+  switch (n) {
+    case 1: rows<L, 1, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
+    case 2: rows<L, 2, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
+    case 3: rows<L, 3, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
+    default: rows<L, 4, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
+  }
+}
+
+// The KernelSet entry point (ThinF32) for lanes L.
+template <int L, class Cvt>
+struct Thin {
+  static void f32(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bt, float* c,
+                  int64_t ldc, bool accumulate) {
+    if (a_f16) {
+      dispatch<L, Cvt>(m, n, k, static_cast<const uint16_t*>(a), lda, bt, c, ldc, accumulate);
+    } else {
+      dispatch<L, Cvt>(m, n, k, static_cast<const float*>(a), lda, bt, c, ldc, accumulate);
+    }
+  }
+};
+
+}  // namespace thin
+}  // namespace opbench
