@@ -108,10 +108,61 @@ bool prefer_narrow(const KernelSet& ks, int64_t n) {
   return ks.narrow != nullptr && 4 * round_up(n, ks.narrow->nr) <= 3 * round_up(n, ks.nr);
 }
 
+// The kernel set whose register tile the blocked path uses for N columns.
+const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
+
+// Where the (jc, pc) block of B starts in a pack_b_all() buffer: blocks in loop order, each kb x
+// round_up(nb, NR) floats (every block but the last of a loop is full).
+int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc, int64_t nr) {
+  return (jc / nc) * k * round_up(nc, nr) + pc * round_up(nb, nr);
+}
+
+// One NR-column micro-panel of B: columns [col, col + cols) and rows [pc, pc + kb).
+void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols,
+                  float* dst) {
+  const int64_t offset = p.trans_b ? col * p.ldb + pc : pc * p.ldb + col;
+  if (p.in_dtype == Dtype::f16) {
+    const auto* src = static_cast<const uint16_t*>(p.b) + offset;
+    (p.trans_b ? ks.pack_bt_f16 : ks.pack_b_f16)(src, p.ldb, kb, cols, dst);
+  } else {
+    const auto* src = static_cast<const float*>(p.b) + offset;
+    (p.trans_b ? ks.pack_bt_f32 : ks.pack_b_f32)(src, p.ldb, kb, cols, dst);
+  }
+}
+
 }  // namespace
 
+bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) { return !(p.n <= kThinMaxN && ks.thin != nullptr); }
+
+int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
+  const KernelSet& tk = tile_kernels(ks, p.n);
+  const int64_t nc = std::min(blk.nc, p.n);
+  return p.k * (p.n / nc * round_up(nc, tk.nr) + (p.n % nc ? round_up(p.n % nc, tk.nr) : 0));
+}
+
+void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, float* dst, int threads) {
+  const KernelSet& tk = tile_kernels(ks, p.n);
+  const int64_t NR = tk.nr, nc = std::min(blk.nc, p.n), kc = std::min(blk.kc, p.k);
+  const int64_t panels = ceil_div(p.n, NR) * ceil_div(p.k, kc);  // (an upper bound with ragged nc blocks)
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, panels)));
+  ThreadPool::instance().run(threads, [&](int tid) {
+    int64_t item = 0;  // micro-panels dealt round-robin
+    for (int64_t jc = 0; jc < p.n; jc += nc) {
+      const int64_t nb = std::min(nc, p.n - jc);
+      for (int64_t pc = 0; pc < p.k; pc += kc) {
+        const int64_t kb = std::min(kc, p.k - pc);
+        float* block = dst + packed_offset(jc, pc, nb, p.k, nc, NR);
+        for (int64_t q = 0; q * NR < nb; ++q, ++item) {
+          if (item % threads != tid) continue;
+          pack_b_panel(tk, p, pc, kb, jc + q * NR, std::min(NR, nb - q * NR), block + q * kb * NR);
+        }
+      }
+    }
+  });
+}
+
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
-  if (p.n <= kThinMaxN && ks.thin != nullptr) {
+  if (!gemm_packs_b(ks, p)) {
     gemm_thin(ks, p, threads);
     return;
   }
@@ -137,22 +188,11 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
   // Rows per thread are MR-aligned shares of M, processed mc rows (rounded up to MR) at a time.
   const int64_t a_rows = std::min(round_up(mc, MR), ceil_div(row_panels, tm) * MR);
   const int64_t a_stride = round_up(a_rows * kc, 1024);  // 4 KiB apart: no false sharing between threads
-  float* b_panel = static_cast<float*>(ws.b_panel.reserve(b_floats * sizeof(float)));
+  const bool prepacked = p.b_packed != nullptr;
+  float* b_panel = prepacked ? nullptr : static_cast<float*>(ws.b_panel.reserve(b_floats * sizeof(float)));
   float* a_blocks = static_cast<float*>(ws.a_blocks.reserve(a_stride * threads * sizeof(float)));
   const int64_t c32_ld = round_up(nc, 16);
   float* c32 = f16 ? static_cast<float*>(ws.c_f32.reserve(p.m * c32_ld * sizeof(float))) : nullptr;
-
-  // One NR-column micro-panel of B: columns [col, col + cols) and rows [pc, pc + kb).
-  auto pack_b = [&](int64_t pc, int64_t kb, int64_t col, int64_t cols, float* dst) {
-    const int64_t offset = p.trans_b ? col * p.ldb + pc : pc * p.ldb + col;
-    if (f16_in) {
-      const auto* src = static_cast<const uint16_t*>(p.b) + offset;
-      (p.trans_b ? ks.pack_bt_f16 : ks.pack_b_f16)(src, p.ldb, kb, cols, dst);
-    } else {
-      const auto* src = static_cast<const float*>(p.b) + offset;
-      (p.trans_b ? ks.pack_bt_f32 : ks.pack_b_f32)(src, p.ldb, kb, cols, dst);
-    }
-  };
 
   SpinBarrier barrier(threads);
   auto body = [&](int tid) {
@@ -172,13 +212,16 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
 
       for (int64_t pc = 0; pc < p.k; pc += kc) {
         const int64_t kb = std::min(kc, p.k - pc);
-        // All threads pack this B panel together, one NR-column micro-panel at a time.
-        int64_t pk_lo, pk_hi;
-        share(panels, threads, tid, pk_lo, pk_hi);
-        for (int64_t q = pk_lo; q < pk_hi; ++q) {
-          pack_b(pc, kb, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR);
+        const float* b_block = prepacked ? p.b_packed + packed_offset(jc, pc, nb, p.k, nc, NR) : b_panel;
+        if (!prepacked) {
+          // All threads pack this B panel together, one NR-column micro-panel at a time.
+          int64_t pk_lo, pk_hi;
+          share(panels, threads, tid, pk_lo, pk_hi);
+          for (int64_t q = pk_lo; q < pk_hi; ++q) {
+            pack_b_panel(ks, p, pc, kb, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR);
+          }
+          barrier.wait();
         }
-        barrier.wait();
 
         for (int64_t ic = m_lo; ic < m_hi; ic += mc) {
           const int64_t mb = std::min(mc, m_hi - ic);
@@ -189,7 +232,7 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
           }
           for (int64_t q = q_lo; q < q_hi; ++q) {
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
-            const float* bp = b_panel + q * kb * NR;
+            const float* bp = b_block + q * kb * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
               ks.ukernel(kb, a_pack + r * MR * kb, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
@@ -197,7 +240,7 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
             }
           }
         }
-        barrier.wait();  // nobody may repack B while another thread still reads it
+        if (!prepacked) barrier.wait();  // nobody may repack B while another thread still reads it
       }
 
       if (f16 && m_hi > m_lo && q_hi > q_lo) {

@@ -52,23 +52,33 @@ void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int th
   const bool by_rows = B >= threads;
   const int cell_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, by_rows ? B : col_blocks)));
 
+  // The recurrent product h_{t-1} * W_hh^T multiplies by the same W_hh at every step: pack it once per call
+  // (fp16 widened on the way) instead of once per step.
+  static thread_local AlignedBuffer w_hh_buffer;
+  GemmProblem rec;
+  rec.in_dtype = p.dtype;
+  rec.out_dtype = Dtype::f32;
+  rec.b = p.w_hh;
+  rec.m = B;
+  rec.n = G;
+  rec.k = H;
+  rec.lda = H;
+  rec.ldb = H;
+  rec.ldc = G;
+  rec.trans_b = true;
+  rec.accumulate = true;
+  if (T > 1 && gemm_packs_b(ks, rec)) {
+    auto* packed = static_cast<float*>(
+        w_hh_buffer.reserve(static_cast<size_t>(packed_b_floats(ks, rec, blk)) * sizeof(float)));
+    pack_b_all(ks, rec, blk, packed, threads);
+    rec.b_packed = packed;
+  }
+
   const void* h_prev = p.h0;
   for (int64_t t = 0; t < T; ++t) {
     float* z = gates + t * B * G;
-    GemmProblem rec;
-    rec.in_dtype = p.dtype;
-    rec.out_dtype = Dtype::f32;
     rec.a = h_prev;
-    rec.b = p.w_hh;
     rec.c = z;
-    rec.m = B;
-    rec.n = G;
-    rec.k = H;
-    rec.lda = H;
-    rec.ldb = H;
-    rec.ldc = G;
-    rec.trans_b = true;
-    rec.accumulate = true;
     gemm(ks, rec, blk, threads);
 
     char* y_t = static_cast<char*>(p.y) + t * B * H * elem;

@@ -20,6 +20,9 @@ struct GemmProblem {
   int64_t lda = 0, ldb = 0, ldc = 0;
   bool trans_b = false;     // b holds B^T (PyTorch's weight layout: out_features x in_features)
   bool accumulate = false;  // C += A*B instead of C = A*B; fp32 output only
+  // B already packed by pack_b_all() for the same kernel set, blocking and B (b is then not read): for
+  // callers that multiply by one B many times, like the LSTM's recurrent weights at every step.
+  const float* b_packed = nullptr;
 };
 
 // Fill zero fields of `requested` from the analytical model for this kernel set; clamp nothing.
@@ -27,6 +30,12 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested);
 
 // Runs on `threads` threads (the calling thread included). Requires m, n, k >= 1 and all blocking fields >= 1.
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
+
+// Packing B once for many products: whether the driver would use packed B panels for this problem (not on
+// the N <= 4 path), how many floats pack_b_all() writes, and the packing itself (on `threads` threads).
+bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p);
+int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
+void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, float* dst, int threads);
 
 // Reads and writes every cache line of a buffer of `bytes` so that later reads of other data miss in cache.
 void flush_cache(int64_t bytes);
