@@ -4,6 +4,10 @@ the dtype (ops.gemm.error_bound)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -138,3 +142,33 @@ def test_cpu_features_report_dispatch() -> None:
     assert t["tile_m"] % t["mr"] == 0 and t["tile_n"] % t["nr"] == 0
     for level in ("l1d", "l2", "l3"):
         assert f["caches"][level]["size_bytes"] > 0
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_opbench_isa_forces_the_kernel_set_for_every_op(isa: str) -> None:
+    """OPBENCH_ISA picks the kernel set for every call that does not name one (how CI tests the AVX2 and
+    portable paths on an AVX-512 machine): gemm on all three driver paths, conv and LSTM, both dtypes."""
+    script = """
+import numpy as np
+from opbench import kernels
+from opbench.ops import conv, gemm, lstm
+assert kernels.cpu_features()["selected_isa"] == ISA, kernels.cpu_features()["selected_isa"]
+for dtype in ("fp32", "fp16"):
+    for m, n, k in ((61, 67, 71), (61, 16, 71), (300, 3, 71)):
+        s = gemm.GemmShape(m, n, k)
+        i = gemm.make_inputs(s, dtype, 3)
+        assert gemm.check(s, kernels.gemm(i["a"], i["b"]), i, gemm.reference(s, i), dtype, "fp32")["ok"]
+    s = conv.shape_from_case({"n": 2, "c": 3, "h": 9, "w": 9, "k": 5, "r": 3, "s": 3, "pad_h": 1, "pad_w": 1})
+    i = conv.make_inputs(s, dtype, 3)
+    y = kernels.conv2d(i["x"], i["w"], stride=s.stride_h, padding=s.pad_h)
+    assert conv.check(s, y, i, conv.reference(s, i), dtype, "fp32")["ok"]
+    s = lstm.LstmShape(4, 3, 7, 9)
+    i = lstm.make_inputs(s, dtype, 3)
+    out = kernels.lstm(i["x"], i["w_ih"], i["w_hh"], i["b_ih"], i["b_hh"], i["h0"], i["c0"])
+    assert lstm.check(s, out, i, lstm.reference(s, i), dtype, "fp32")["ok"]
+print("ok")
+""".replace("ISA", repr(isa))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "OPBENCH_ISA": isa}
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
