@@ -879,33 +879,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     styles = {"regression": "bold red", "improvement": "bold green"}
     for r in result["rows"]:
-        if "time_ratio" in r:
-            table.add_row(
-                r["op"],
-                r["shape"],
-                r["dtype"],
-                r["backend"],
+        measured = (
+            [
                 format_seconds(r["old_median_s"]),
                 format_seconds(r["new_median_s"]),
                 f"{100 * r['gflops_change']:+.1f}%",
                 f"{100 * r['old_rel_iqr']:.1f}% / {100 * r['new_rel_iqr']:.1f}%",
-                Text(
-                    r["verdict"] + (f" ({r['note']})" if r.get("note") else ""),
-                    style=styles.get(r["verdict"], ""),
-                ),
-            )
-        else:
-            table.add_row(
-                r["op"],
-                r["shape"],
-                r["dtype"],
-                r["backend"],
-                "-",
-                "-",
-                "-",
-                "-",
-                r["verdict"] + (f" ({r['note']})" if r.get("note") else ""),
-            )
+            ]
+            if "time_ratio" in r
+            else ["-"] * 4
+        )
+        verdict = r["verdict"] + (f" ({r['note']})" if r.get("note") else "")
+        table.add_row(
+            r["op"],
+            r["shape"],
+            r["dtype"],
+            r["backend"],
+            *measured,
+            Text(verdict, style=styles.get(r["verdict"], "")),
+        )
     console.print(table)
     for w in result["warnings"]:
         console.print(f"warning: {w}")

@@ -16,6 +16,26 @@ float load(Dtype dt, const void* base, int64_t i) {
   return dt == Dtype::f16 ? half_to_float(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
 }
 
+// Gate pre-activations z (m x g, fp32) += a (m x k) * w^T, w in PyTorch's layout (g x k): the shape of both
+// the input projection and the recurrent product.
+GemmProblem gates_product(Dtype dtype, const void* a, const void* w, float* z, int64_t m, int64_t k, int64_t g) {
+  GemmProblem gp;
+  gp.in_dtype = dtype;
+  gp.out_dtype = Dtype::f32;
+  gp.a = a;
+  gp.b = w;
+  gp.c = z;
+  gp.m = m;
+  gp.n = g;
+  gp.k = k;
+  gp.lda = k;
+  gp.ldb = k;
+  gp.ldc = g;
+  gp.trans_b = true;
+  gp.accumulate = true;
+  return gp;
+}
+
 }  // namespace
 
 void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads) {
@@ -29,21 +49,7 @@ void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int th
   // Gates of every step start as b_ih + b_hh; the input projection is accumulated onto them in one GEMM.
   for (int64_t j = 0; j < G; ++j) gates[j] = load(p.dtype, p.b_ih, j) + load(p.dtype, p.b_hh, j);
   for (int64_t row = 1; row < T * B; ++row) std::memcpy(gates + row * G, gates, sizeof(float) * G);
-  GemmProblem in;
-  in.in_dtype = p.dtype;
-  in.out_dtype = Dtype::f32;
-  in.a = p.x;
-  in.b = p.w_ih;
-  in.c = gates;
-  in.m = T * B;
-  in.n = G;
-  in.k = I;
-  in.lda = I;
-  in.ldb = I;
-  in.ldc = G;
-  in.trans_b = true;
-  in.accumulate = true;
-  gemm(ks, in, blk, threads);
+  gemm(ks, gates_product(p.dtype, p.x, p.w_ih, gates, T * B, I, G), blk, threads);
 
   for (int64_t i = 0; i < B * H; ++i) c[i] = load(p.dtype, p.c0, i);
 
@@ -55,18 +61,7 @@ void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int th
   // The recurrent product h_{t-1} * W_hh^T multiplies by the same W_hh at every step: pack it once per call
   // (fp16 widened on the way) instead of once per step.
   static thread_local AlignedBuffer w_hh_buffer;
-  GemmProblem rec;
-  rec.in_dtype = p.dtype;
-  rec.out_dtype = Dtype::f32;
-  rec.b = p.w_hh;
-  rec.m = B;
-  rec.n = G;
-  rec.k = H;
-  rec.lda = H;
-  rec.ldb = H;
-  rec.ldc = G;
-  rec.trans_b = true;
-  rec.accumulate = true;
+  GemmProblem rec = gates_product(p.dtype, nullptr, p.w_hh, nullptr, B, H, G);  // a, c set per step
   if (T > 1 && gemm_packs_b(ks, rec)) {
     auto* packed = static_cast<float*>(
         w_hh_buffer.reserve(static_cast<size_t>(packed_b_floats(ks, rec, blk)) * sizeof(float)));
