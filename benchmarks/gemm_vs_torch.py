@@ -7,6 +7,9 @@ ours / torch (> 1: ours is faster) and each side's utilization of the measured F
     python benchmarks/gemm_vs_torch.py             # square 256..4096, DeepBench skinny; fp32, fp16; 1, 2 thr
     python benchmarks/gemm_vs_torch.py --tuned     # also our kernel with the tiles opbench tune recorded
     python benchmarks/gemm_vs_torch.py --markdown  # also print a table for docs/benchmarks.md
+
+On a CPU with AVX512-FP16, fp16 rows also time our fp16-accumulating kernel (accumulate="fp16", each tile_k
+block summed in fp16) and print its max relative error vs float64 beside the fp32-accumulating one's.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 
 from side_by_side import measure_variants, print_markdown
 
-from opbench import __version__, peak
+from opbench import __version__, kernels, peak
 from opbench.machine import cpu_model, library_versions
 from opbench.ops import gemm
 from opbench.timing import Timer, TimerConfig
@@ -58,48 +61,73 @@ def main() -> int:
     libs = library_versions()
     print(
         f"# {cpu_model()}; torch {libs['torch']}; opbench {__version__}; medians of {args.rounds} "
-        "interleaved rounds; util = ours / measured FMA peak"
+        "interleaved rounds; util = ours / FMA peak measured in this run"
     )
 
-    rows = []
-    tuned_head = f" {'tuned GF/s':>10}" if args.tuned else ""
-    header = (
-        f"{'shape':>16} {'dtype':>5} {'thr':>3} {'ours GF/s':>10}{tuned_head} {'torch GF/s':>10} "
-        f"{'ours/torch':>10} {'ours util':>9} {'peak':>7}"
+    # FP16 accumulation (our opt-in kernel) runs beside the others on fp16 rows where this CPU has it.
+    f16acc = kernels.default_tiles()["fp16_accumulate"]
+    with_f16acc = "fp16" in dtypes and f16acc["available"]
+    if "fp16" in dtypes and not with_f16acc:
+        print(f"# fp16 accumulation not measured: {f16acc['reason']}")
+    extra = (["tuned"] if args.tuned else []) + (["f16acc"] if with_f16acc else [])
+    print(
+        f"{'shape':>16} {'dtype':>5} {'thr':>3} {'ours GF/s':>10}"
+        + "".join(f" {e + ' GF/s':>12}" for e in extra)
+        + f" {'torch GF/s':>10} {'ours/torch':>10}"
+        + "".join(f" {e + '/torch':>12}" for e in extra)
+        + f" {'ours util':>9} {'peak':>7}"
+        + ("  max rel err ours / f16acc" if with_f16acc else "")
     )
-    print(header)
+    rows = []
     for threads in threads_list:
         for dtype in dtypes:
-            pk = peak.measured(dtype, threads)
+            pk = peak.measured(dtype, threads, refresh=True)  # in this run: the VM's speed drifts
             for shape in shapes:
                 variants = {"cpp": ("cpp", {}), "torch": ("torch", {})}
                 if args.tuned:
                     variants["tuned"] = ("cpp", {"tuned": True})
+                if with_f16acc and dtype == "fp16":
+                    variants["f16acc"] = ("cpp", {"accumulate": "fp16"})
                 r = measure_variants("gemm", shape, dtype, threads, args.rounds, timer, variants)
-                ours, torch = r["cpp"]["gflops"], r["torch"]["gflops"]
-                tuned = r["tuned"]["gflops"] if args.tuned else None
-                bad = "" if all(v["ok"] for v in r.values()) else "  (verification FAILED)"
-                row = (shape.label(), dtype, threads, ours, tuned, torch, ours / torch, ours / pk.gflops)
+                torch = r["torch"]["gflops"]
+                row = {
+                    "shape": shape.label(),
+                    "dtype": dtype,
+                    "threads": threads,
+                    "gflops": {label: v["gflops"] for label, v in r.items()},
+                    "err": {label: v["max_rel_err"] for label, v in r.items()},
+                    "util": r["cpp"]["gflops"] / pk.gflops,
+                    "ok": all(v["ok"] for v in r.values()),
+                }
                 rows.append(row)
-                tuned_cell = f" {tuned:10.1f}" if tuned is not None else ""
+                g = row["gflops"]
+                err = row["err"]
+                errs = f"  {err['cpp']:.2e} / {err['f16acc']:.2e}" if "f16acc" in err else ""
                 print(
-                    f"{row[0]:>16} {dtype:>5} {threads:>3} {ours:10.1f}{tuned_cell} {torch:10.1f} "
-                    f"{row[6]:10.2f} {100 * row[7]:8.1f}% {pk.gflops:7.0f}{bad}",
+                    f"{row['shape']:>16} {dtype:>5} {threads:>3} {g['cpp']:10.1f}"
+                    + "".join(f" {g[e]:12.1f}" if e in g else f" {'-':>12}" for e in extra)
+                    + f" {torch:10.1f} {g['cpp'] / torch:10.2f}"
+                    + "".join(f" {g[e] / torch:12.2f}" if e in g else f" {'-':>12}" for e in extra)
+                    + f" {100 * row['util']:8.1f}% {pk.gflops:7.0f}{errs}"
+                    + ("" if row["ok"] else "  (verification FAILED)"),
                     flush=True,
                 )
     if args.markdown:
         head = ["shape MxNxK", "dtype", "threads", "ours GFLOPS"]
-        head += ["ours tuned GFLOPS"] if args.tuned else []
-        head += ["torch GFLOPS", "ours / torch", "ours util"]
-        print_markdown(
-            head,
-            [
-                [label, dtype, threads, f"{ours:.1f}"]
-                + ([f"{tuned:.1f}"] if args.tuned else [])
-                + [f"{torch:.1f}", f"{ratio:.2f}", f"{100 * util:.0f}%"]
-                for label, dtype, threads, ours, tuned, torch, ratio, util in rows
-            ],
-        )
+        head += [f"ours {e} GFLOPS" for e in extra] + ["torch GFLOPS", "ours / torch"]
+        head += [f"{e} / torch" for e in extra] + ["ours util"]
+        head += ["max rel err ours", "max rel err f16acc"] if with_f16acc else []
+        table = []
+        for row in rows:
+            g, torch = row["gflops"], row["gflops"]["torch"]
+            cells = [row["shape"], row["dtype"], row["threads"], f"{g['cpp']:.1f}"]
+            cells += [f"{g[e]:.1f}" if e in g else "-" for e in extra]
+            cells += [f"{torch:.1f}", f"{g['cpp'] / torch:.2f}"]
+            cells += [f"{g[e] / torch:.2f}" if e in g else "-" for e in extra] + [f"{100 * row['util']:.0f}%"]
+            if with_f16acc:
+                cells += [f"{row['err']['cpp']:.1e}", f"{row['err']['f16acc']:.1e}" if "f16acc" in g else "-"]
+            table.append(cells)
+        print_markdown(head, table)
     return 0
 
 

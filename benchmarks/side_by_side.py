@@ -22,7 +22,8 @@ def measure_variants(
     variants: dict[str, tuple[str, dict[str, Any]]],
 ) -> dict[str, dict[str, Any]]:
     """variants: label -> (backend name, params). Each is verified against float64 and timed in every
-    round, one after the other; returns label -> {'gflops': median over rounds, 'ok': verified, 'details'}."""
+    round, one after the other; returns label -> {'gflops': median over rounds, 'ok': verified,
+    'max_rel_err': largest error vs float64 relative to the largest |reference|, 'details'}."""
     op = get_op(op_name)
     inputs = op.make_inputs(shape, dtype, seed=0)
     ref = op.reference(shape, inputs)
@@ -31,8 +32,16 @@ def measure_variants(
         backend = BACKENDS[name]()
         backend.setup(threads, "cpu")
         prepared = backend.prepare(op_name, shape, inputs, params)
-        ok = op.check(shape, prepared.output(), inputs, ref, dtype, backend.accumulate[dtype])["ok"]
-        sides[label] = {"prepared": prepared, "ok": ok, "medians": [], "backend": backend}
+        # A case may say how it accumulates (opbench's fp16 accumulation names its block size).
+        acc = prepared.details.get("accumulate") or backend.accumulate[dtype]
+        checked = op.check(shape, prepared.output(), inputs, ref, dtype, acc)
+        sides[label] = {
+            "prepared": prepared,
+            "ok": checked["ok"],
+            "max_rel_err": checked.get("max_rel_err"),
+            "medians": [],
+            "backend": backend,
+        }
     for _ in range(rounds):
         for side in sides.values():
             side["backend"].setup(threads, "cpu")  # another side may have changed torch's threads
@@ -43,6 +52,7 @@ def measure_variants(
         label: {
             "gflops": flops / statistics.median(s["medians"]) / 1e9,
             "ok": s["ok"],
+            "max_rel_err": s["max_rel_err"],
             "details": s["prepared"].details,
         }
         for label, s in sides.items()

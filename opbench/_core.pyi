@@ -13,6 +13,7 @@ def gemm(
     tile_k: int | None = None,
     threads: int = 1,
     isa: str = "",
+    accumulate: str = "fp32",
 ) -> np.ndarray: ...
 def time_gemm(
     a: np.ndarray,
@@ -24,6 +25,7 @@ def time_gemm(
     threads: int = 1,
     isa: str = "",
     loops: int = 1,
+    accumulate: str = "fp32",
 ) -> float: ...
 def conv2d(
     x: np.ndarray,
@@ -39,6 +41,19 @@ def conv2d(
     threads: int = 1,
     isa: str = "",
 ) -> np.ndarray: ...
+def conv2d_tiles(
+    x: np.ndarray,
+    w: np.ndarray,
+    stride: tuple[int, int] = (1, 1),
+    padding: tuple[int, int] = (0, 0),
+    dilation: tuple[int, int] = (1, 1),
+    groups: int = 1,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int = 1,
+    isa: str = "",
+) -> dict[str, Any]: ...
 def time_conv2d(
     x: np.ndarray,
     w: np.ndarray,

@@ -63,6 +63,7 @@ def gemm(
     out: np.ndarray | None = None,
     isa: str | None = None,
     tiles: str | dict[str, int] | None = None,
+    accumulate: str = "fp32",
 ) -> np.ndarray:
     """C = A @ B with opbench's tiled C++ kernel.
 
@@ -73,6 +74,10 @@ def gemm(
     tiles="tuned" takes the tiles `opbench tune` recorded for this shape, dtype and thread count on this
     machine, or for the nearest tuned shape (tuned_tiles() says which; the choice is also logged to the
     'opbench' logger); a dict {tile_m, tile_n, tile_k} gives them explicitly.
+    accumulate="fp16" (float16 inputs only, opt-in) sums each tile_k block of products in fp16 with an
+    fp16-accumulating kernel and the blocks in fp32: twice the FMA rate on AVX512-FP16, with an error that
+    grows with tile_k (see ops.numerics.dot_bound). It needs AVX512-FP16; isa="ref" emulates it on any CPU
+    (slowly), to study the error. default_tiles()["fp16_accumulate"] says whether it can run here.
     Raises ValueError naming the problem for any invalid input.
     """
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
@@ -103,6 +108,7 @@ def gemm(
         _optional_positive(tile_k, "tile_k"),
         nthreads,
         isa or "",
+        accumulate,
     )
 
 
@@ -137,9 +143,11 @@ def conv2d(
     isa: str | None = None,
 ) -> np.ndarray:
     """Conv2d forward with opbench's kernels: x is N x C x H x W, w is K x C/groups x R x S (PyTorch's
-    layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as im2col and
-    the tiled GEMM (Y = W * col per image and group), so tile_m/n/k apply as in gemm; fp16 accumulates in
-    fp32. stride, padding and dilation are an int or an (h, w) pair. Raises ValueError on invalid input."""
+    layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as an implicit
+    GEMM (Y = W * im2col(x) per image and group, the im2col matrix never written out): tile_m is output
+    channels and tile_n output pixels per work unit, tile_k the depth of a rank-k update (None: from the
+    cache model; `_core.conv2d_tiles` reports what is used); fp16 accumulates in fp32. stride, padding and
+    dilation are an int or an (h, w) pair. Raises ValueError on invalid input."""
     _arrays(x=x, w=w, **({} if out is None else {"out": out}))
     return _core.conv2d(
         x,

@@ -232,7 +232,8 @@ def measure_case(
         prepared = st.backend.prepare(cfg.op, shape, inputs, _params(cfg, st))
         rec["details"] = prepared.details
         if reference is not None:
-            acc = st.backend.accumulate.get(dtype, dtype)
+            # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
+            acc = prepared.details.get("accumulate") or st.backend.accumulate.get(dtype, dtype)
             result = op.check(shape, prepared.output(), inputs, reference(), dtype, acc)
             rec["verify"] = {**result, "accumulate_assumed": acc}
             if not result["ok"]:

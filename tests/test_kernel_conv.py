@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opbench import kernels
+from opbench import _core, kernels
 from opbench.ops import conv
 
 ISAS = kernels.available_isas()
@@ -22,6 +22,10 @@ CASES = [
     (2, 5, 31, 29, 3, 7, 7, 2, 2, 3, 3, 1, 1, 1),
     (1, 3, 6, 6, 4, 3, 3, 1, 1, 4, 4, 3, 3, 1),  # padding wider than the image
     (1, 12, 9, 9, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12),  # depthwise
+    (1, 4, 9, 40, 6, 3, 3, 1, 2, 1, 1, 1, 1, 1),  # stride_w 2, 20 output columns: vector gather
+    (1, 3, 11, 50, 5, 2, 3, 2, 3, 1, 2, 1, 1, 1),  # stride_w 3: the generic strided gather
+    (2, 4, 12, 37, 10, 3, 3, 1, 1, 2, 2, 2, 2, 1),  # stride 1 with dilation, odd width: rows read in place
+    (1, 8, 4, 4, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1),  # 1 small image, 70 channels: rows split
 ]
 
 
@@ -55,11 +59,33 @@ def test_matches_float64_reference(isa: str, dtype: str, case: tuple[int, ...]) 
 
 @pytest.mark.parametrize("tiles", [(1, 1, 1), (5, 7, 3), (29, 45, 17)])
 @pytest.mark.parametrize("threads", [1, 3])
-def test_tiles_apply_to_conv_without_changing_the_answer(tiles: tuple[int, int, int], threads: int) -> None:
-    shape = shape_of((2, 6, 11, 13, 9, 3, 3, 1, 2, 1, 1, 1, 1, 1))
-    inp = conv.make_inputs(shape, "fp32", seed=4)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize(
+    "case",
+    [(2, 6, 11, 13, 9, 3, 3, 1, 2, 1, 1, 1, 1, 1), (2, 6, 11, 13, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1)],
+    ids=["gathered", "in-place"],
+)
+def test_tiles_apply_to_conv_without_changing_the_answer(
+    tiles: tuple[int, int, int], threads: int, dtype: str, case: tuple[int, ...]
+) -> None:
+    # Several row blocks, column blocks and K blocks (C accumulated across them) on both B paths.
+    shape = shape_of(case)
+    inp = conv.make_inputs(shape, dtype, seed=4)
     y = run(shape, inp, tile_m=tiles[0], tile_n=tiles[1], tile_k=tiles[2], threads=threads)
-    assert conv.check(shape, y, inp, conv.reference(shape, inp), "fp32", "fp32")["ok"]
+    assert conv.check(shape, y, inp, conv.reference(shape, inp), dtype, "fp32")["ok"]
+
+
+def test_conv_tiles_reports_what_conv2d_uses() -> None:
+    x, w = np.zeros((8, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
+    info = kernels.default_tiles()
+    t = _core.conv2d_tiles(x, w, padding=(1, 1), threads=2)
+    # kc from the cache model (clamped to C*R*S), mc the output channels rounded up to MR, nc a multiple of NR
+    assert t["tile_k"] == min(info["tile_k"], 64 * 9)
+    assert t["tile_m"] == -(-64 // t["mr"]) * t["mr"]
+    assert t["tile_n"] % t["nr"] == 0 and t["tile_n"] <= 56 * 58 + t["nr"]
+    given = _core.conv2d_tiles(x, w, padding=(1, 1), tile_m=20, tile_n=100, tile_k=50, threads=2)
+    assert (given["tile_m"], given["tile_k"]) == (-(-20 // t["mr"]) * t["mr"], 50)
+    assert given["tile_n"] == -(-100 // t["nr"]) * t["nr"]
 
 
 @pytest.mark.parametrize("case", CASES[:7], ids=lambda t: shape_of(t).label().replace(" ", "_"))

@@ -408,7 +408,12 @@ def _scaled(path: Path, factor: float, dest: Path) -> Path:
 
 def test_two_runs_of_the_same_build_are_not_flagged(same_build: tuple[Path, Path], tmp_path: Path) -> None:
     old, new = same_build
-    proc = run_cli(["compare", str(old), str(new), "--fail-on-regression", "--out", str(tmp_path / "cmp")])
+    # A shared VM drifts: two runs seconds apart were seen 10% apart on every backend at once (cpp and torch
+    # alike, so the machine, not the build). A 25% threshold keeps that from reading as a regression here;
+    # the injected 2x slowdown below must still be caught at the default 10%.
+    out = tmp_path / "cmp"
+    args = ["--threshold", "0.25", "--fail-on-regression", "--out", str(out)]
+    proc = run_cli(["compare", str(old), str(new), *args])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 regression(s), 0 improvement(s), 4 unchanged" in proc.stdout
     doc = json.loads((tmp_path / "cmp" / "compare.json").read_text())

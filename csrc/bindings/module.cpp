@@ -170,7 +170,7 @@ struct PreparedConv {
 PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride,
                           Pair padding, Pair dilation, int64_t groups, std::optional<int64_t> tile_m,
                           std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads,
-                          const std::string& isa) {
+                          const std::string& isa, bool with_output = true) {
   const Tensor tx = tensor(x, "x", 4), tw = tensor(w, "w", 4);
   expect_dtype(tw, tx, "w", "x");
   if (groups < 1) throw py::value_error("groups must be >= 1, got " + std::to_string(groups));
@@ -211,11 +211,14 @@ PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<
   }
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
-  py::array y = output_like(x, {p.n, p.k, p.out_h(), p.out_w()}, std::move(out), "out", p.dtype);
+  const Blocking blk = resolve_conv_blocking(
+      ks, p, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")}, threads);
   p.x = tx.data;
   p.w = tw.data;
+  if (!with_output) return {&ks, p, blk, threads, py::array()};
+  py::array y = output_like(x, {p.n, p.k, p.out_h(), p.out_w()}, std::move(out), "out", p.dtype);
   p.y = y.mutable_data();
-  return {&ks, p, blocking_for(ks, tile_m, tile_n, tile_k), threads, y};
+  return {&ks, p, blk, threads, y};
 }
 
 struct PreparedLstm {
@@ -283,7 +286,8 @@ struct Prepared {
 };
 
 Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
-                 std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa) {
+                 std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa,
+                 const std::string& accumulate) {
   const Matrix ma = matrix(a, "a"), mb = matrix(b, "b");
   if (ma.dtype != mb.dtype) {
     throw py::value_error("a and b must have the same dtype, got " + py::str(a.dtype()).cast<std::string>() + " and " +
@@ -295,6 +299,14 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
   }
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
+  if (accumulate != "fp32" && accumulate != "fp16") {
+    throw py::value_error("accumulate must be 'fp32' or 'fp16', got '" + accumulate + "'");
+  }
+  const bool f16_acc = accumulate == "fp16";
+  if (f16_acc) {
+    if (ma.dtype != Dtype::f16) throw py::value_error("accumulate='fp16' needs float16 inputs, got float32");
+    f16acc_kernels(ks);  // throws (ValueError) when this CPU or kernel set has no fp16-accumulating kernels
+  }
   const Blocking blocking = blocking_for(ks, tile_m, tile_n, tile_k);
 
   py::array result;
@@ -323,6 +335,7 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
   p.lda = ma.ld;
   p.ldb = mb.ld;
   p.ldc = mc.ld;
+  p.accumulation = f16_acc ? Accumulation::f16 : Accumulation::f32;
   return {&ks, p, blocking, threads, result, injected_fault(blocking.mc, blocking.nc, blocking.kc)};
 }
 
@@ -346,6 +359,19 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["tile_m"] = blk.mc;
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
+  py::dict f16acc;  // accumulate='fp16': the kernels it would run, or why it cannot run here
+  try {
+    const F16AccKernels& k = f16acc_kernels(ks);
+    f16acc["available"] = true;
+    f16acc["isa"] = k.isa;
+    f16acc["description"] = k.description;
+    f16acc["mr"] = k.mr;
+    f16acc["nr"] = k.nr;
+  } catch (const std::invalid_argument& e) {
+    f16acc["available"] = false;
+    f16acc["reason"] = e.what();
+  }
+  d["fp16_accumulate"] = f16acc;
   return d;
 }
 
@@ -357,8 +383,9 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "gemm",
       [](const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
-         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa) {
-        Prepared pr = prepare(a, b, std::move(out), tile_m, tile_n, tile_k, threads, isa);
+         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa,
+         const std::string& accumulate) {
+        Prepared pr = prepare(a, b, std::move(out), tile_m, tile_n, tile_k, threads, isa, accumulate);
         {
           py::gil_scoped_release release;
           trigger(pr.fault);
@@ -375,22 +402,23 @@ PYBIND11_MODULE(_core, m) {
         return pr.out;
       },
       py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("tile_m") = py::none(),
-      py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "");
+      py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
+      py::arg("accumulate") = "fp32");
 
   m.def(
       "time_gemm",
       [](const py::array& a, const py::array& b, const py::array& out, std::optional<int64_t> tile_m,
          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa,
-         int64_t loops) {
+         int64_t loops, const std::string& accumulate) {
         if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
-        Prepared pr = prepare(a, b, out, tile_m, tile_n, tile_k, threads, isa);
+        Prepared pr = prepare(a, b, out, tile_m, tile_n, tile_k, threads, isa, accumulate);
         py::gil_scoped_release release;
         trigger(pr.fault);
         return time_loop(loops, [&] { gemm(*pr.ks, pr.problem, pr.blocking, pr.threads); });
       },
       py::arg("a"), py::arg("b"), py::arg("out"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
       py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "", py::arg("loops") = 1,
-      "Run gemm `loops` times back to back in C++ and return the elapsed seconds.");
+      py::arg("accumulate") = "fp32", "Run gemm `loops` times back to back in C++ and return the elapsed seconds.");
 
   m.def(
       "conv2d",
@@ -409,6 +437,28 @@ PYBIND11_MODULE(_core, m) {
       py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1}, py::arg("groups") = 1,
       py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
       py::arg("threads") = 1, py::arg("isa") = "");
+
+  m.def(
+      "conv2d_tiles",
+      [](const py::array& x, const py::array& w, Pair stride, Pair padding, Pair dilation, int64_t groups,
+         std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads,
+         const std::string& isa) {
+        const PreparedConv pr = prepare_conv(x, w, std::nullopt, stride, padding, dilation, groups, tile_m, tile_n,
+                                             tile_k, threads, isa, false);
+        const KernelSet& tk = tile_kernels(*pr.ks, pr.problem.out_h() * pr.problem.out_w());
+        py::dict d;
+        d["tile_m"] = pr.blocking.mc;
+        d["tile_n"] = pr.blocking.nc;
+        d["tile_k"] = pr.blocking.kc;
+        d["mr"] = tk.mr;
+        d["nr"] = tk.nr;
+        d["kernel"] = tk.description;
+        return d;
+      },
+      py::arg("x"), py::arg("w"), py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0},
+      py::arg("dilation") = Pair{1, 1}, py::arg("groups") = 1, py::arg("tile_m") = py::none(),
+      py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
+      "The tiles conv2d uses for this problem (given ones clamped, the rest derived) and its register tile.");
 
   m.def(
       "time_conv2d",

@@ -1,6 +1,24 @@
-// Conv2d forward: im2col (threaded, zero-filled at the borders) and one tiled GEMM per image and group.
+// Conv2d forward as an implicit GEMM: per image and group Y[k_g, P*Q] = W[k_g, C_g*R*S] * B[C_g*R*S, P*Q],
+// where B, the im2col matrix, is never written out. B's row (c, r, s) is the input plane of channel c
+// shifted by filter tap (r, s), and its columns are output pixels. W is packed once per call.
+//
+// B's source is a zero-padded fp32 copy of the input (Hp = H + 2 pad_h rows of Wp = W + 2 pad_w):
+// * stride 1: the micro-kernel reads B's rows in place (KernelSet::ukernel_rows). Output pixels are
+//   numbered over the padded width (column j = oh * Wp + ow, ow < Wp), so that tap (r, s) of pixel j is
+//   at j + r*dil_h*Wp + s*dil_w: every row of every micro-panel is NR consecutive floats. Columns with
+//   ow >= Q are computed and dropped (Wp / Q extra work: 3.6% for 3x3 at 56x56) instead of packing.
+// * otherwise (strided): each NR-column micro-panel is gathered from the padded copy
+//   (KernelSet::pack_b_gather) right before it is multiplied, so it goes from the image into L1.
+//
+// Loops (one thread's share of the work units, each an image x group x row block x column block):
+//   for pc in K blocks (kc)                 the unit's C block (mb x nb, fp32) stays in L2 across K blocks
+//     for q in NR-column micro-panels       B micro-panel: rows in place, or gathered into L1
+//       for r in MR-row micro-panels        A micro-panel from the W block packed once (L2)
+//         ukernel(kc, A[r], B[q], C[r, q], accumulate = pc > 0)
+//   then the valid columns of the C block go to Y (rounded to fp16 for fp16 output).
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "opbench/aligned.hpp"
 #include "opbench/conv.hpp"
@@ -10,86 +28,228 @@ namespace opbench {
 
 namespace {
 
-// Rows [row_lo, row_hi) of the (C_g*R*S) x (P*Q) im2col matrix of one image and group.
-template <class T>
-void im2col_rows(const T* x, const ConvProblem& p, int64_t row_lo, int64_t row_hi, T* col) {
-  const int64_t P = p.out_h(), Q = p.out_w(), H = p.h, W = p.w_in;
-  for (int64_t row = row_lo; row < row_hi; ++row) {
-    const int64_t ch = row / (p.r * p.s), kr = (row / p.s) % p.r, kc = row % p.s;
-    const T* plane = x + ch * H * W;
-    T* dst_row = col + row * P * Q;
-    // Output columns q whose input column q*stride - pad + kc*dil lies inside [0, W).
-    const int64_t off = kc * p.dil_w - p.pad_w;
-    int64_t q0 = off >= 0 ? 0 : (-off + p.stride_w - 1) / p.stride_w;
-    int64_t q1 = W - off <= 0 ? 0 : (W - off + p.stride_w - 1) / p.stride_w;
-    q0 = std::min(q0, Q);
-    q1 = std::max(q0, std::min(q1, Q));
-    for (int64_t oh = 0; oh < P; ++oh) {
-      T* dst = dst_row + oh * Q;
-      const int64_t ih = oh * p.stride_h - p.pad_h + kr * p.dil_h;
-      if (ih < 0 || ih >= H) {
-        std::memset(dst, 0, sizeof(T) * Q);
-        continue;
-      }
-      const T* src = plane + ih * W;
-      std::memset(dst, 0, sizeof(T) * q0);
-      if (p.stride_w == 1) {
-        if (q1 > q0) std::memcpy(dst + q0, src + q0 + off, sizeof(T) * (q1 - q0));
-      } else {
-        for (int64_t q = q0; q < q1; ++q) dst[q] = src[q * p.stride_w + off];
-      }
-      std::memset(dst + q1, 0, sizeof(T) * (Q - q1));
-    }
-  }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Output pixels as GEMM columns: P rows of `row_w` columns each, of which the first Q are real pixels
+// (row_w = Wp on the in-place path, Q when gathering).
+struct Columns {
+  int64_t rows, row_w, q;
+  bool in_place;
+  int64_t count() const { return rows * row_w; }
+};
+
+Columns columns_of(const ConvProblem& p) {
+  const bool in_place = p.stride_h == 1 && p.stride_w == 1;
+  return {p.out_h(), in_place ? p.w_in + 2 * p.pad_w : p.out_w(), p.out_w(), in_place};
 }
 
-template <class T>
-void im2col(const T* x, const ConvProblem& p, T* col, int threads) {
-  const int64_t rows = (p.c / p.groups) * p.r * p.s;
-  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, rows)));
-  ThreadPool::instance().run(t, [&](int tid) {
-    const int64_t lo = rows * tid / t, hi = rows * (tid + 1) / t;
-    im2col_rows(x, p, lo, hi, col);
-  });
+// The runs (GatherRun) of one gathered micro-panel: columns [j0, j0 + NR), one run per stretch of an output
+// row, a zero run past the last pixel. Output pixel (oh, ow) reads the padded input at
+// (oh*stride_h) * Wp + ow*stride_w for filter tap (0, 0).
+int panel_runs(const ConvProblem& p, const Columns& cols, int64_t wp, int64_t j0, int64_t nr, GatherRun* runs) {
+  int count = 0;
+  int64_t j = j0;
+  const int64_t end = std::min(j0 + nr, cols.count());
+  while (j < end) {
+    const int64_t oh = j / cols.row_w, ow = j % cols.row_w;
+    const int64_t len = std::min(cols.row_w - ow, end - j);
+    runs[count++] = {static_cast<int32_t>(j - j0), static_cast<int32_t>(len), static_cast<int32_t>(p.stride_w),
+                     oh * p.stride_h * wp + ow * p.stride_w};
+    j += len;
+  }
+  if (end - j0 < nr) runs[count++] = {static_cast<int32_t>(end - j0), static_cast<int32_t>(j0 + nr - end), 0, 0};
+  return count;
+}
+
+// Busiest thread's cost for column blocks of nc: its share of the units times their padded width, plus a
+// fixed cost per unit (its runs, the first touch and the copy-out of its C block) of about two micro-panels.
+int64_t split_cost(int64_t units_per_col_block, int64_t ncols, int64_t nc, int64_t nr, int threads) {
+  const int64_t units = units_per_col_block * ceil_div(ncols, nc);
+  return ceil_div(units, threads) * (round_up(std::min(nc, ncols), nr) + 2 * nr);
+}
+
+// Copies the real pixels among columns [j0, j0 + nb) of a C block (mb rows, leading dimension ldc, fp32)
+// to Y (rows PQ apart), rounding to fp16 when Y is fp16.
+void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, const float* c, int64_t ldc, int64_t mb,
+              int64_t j0, int64_t nb, void* y_rows) {
+  const int64_t PQ = p.out_h() * p.out_w();
+  for (int64_t j = j0; j < j0 + nb;) {
+    const int64_t oh = j / cols.row_w, ow = j % cols.row_w;
+    const int64_t row_end = (oh + 1) * cols.row_w;
+    const int64_t len = std::min(cols.q, j0 + nb + ow - j) - ow;  // real pixels of this output row in range
+    if (len > 0) {
+      const float* src = c + (j - j0);
+      const int64_t at = oh * cols.q + ow;
+      if (p.dtype == Dtype::f16) {
+        ks.store_f16(src, ldc, mb, len, static_cast<uint16_t*>(y_rows) + at, PQ);
+      } else {
+        for (int64_t i = 0; i < mb; ++i) {
+          std::memcpy(static_cast<float*>(y_rows) + i * PQ + at, src + i * ldc, sizeof(float) * len);
+        }
+      }
+    }
+    j = row_end;
+  }
 }
 
 }  // namespace
 
-void conv2d(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
-  static thread_local AlignedBuffer col_buffer;
-  const int64_t P = p.out_h(), Q = p.out_w(), PQ = P * Q;
-  const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
-  const int64_t elem = p.dtype == Dtype::f16 ? 2 : 4;
-  const bool direct = p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
-  void* col = direct ? nullptr : col_buffer.reserve(static_cast<size_t>(crs * PQ * elem));
-
-  for (int64_t img = 0; img < p.n; ++img) {
-    for (int64_t g = 0; g < p.groups; ++g) {
-      const int64_t x_off = (img * p.c + g * cg) * p.h * p.w_in;
-      const void* b;
-      if (direct) {
-        b = static_cast<const char*>(p.x) + x_off * elem;
-      } else if (p.dtype == Dtype::f16) {
-        im2col(static_cast<const uint16_t*>(p.x) + x_off, p, static_cast<uint16_t*>(col), threads);
-        b = col;
-      } else {
-        im2col(static_cast<const float*>(p.x) + x_off, p, static_cast<float*>(col), threads);
-        b = col;
+Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, Blocking requested, int threads) {
+  const Columns cols = columns_of(p);
+  const int64_t ncols = cols.count(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
+  const KernelSet& ks = tile_kernels(ks_main, ncols);
+  const int64_t MR = ks.mr, NR = ks.nr;
+  const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float));
+  Blocking b;
+  b.kc = std::min(requested.kc > 0 ? requested.kc : model.kc, crs);
+  b.mc = round_up(std::min(requested.mc > 0 ? requested.mc : model.mc, kg), MR);
+  if (requested.nc > 0) {
+    b.nc = round_up(std::min(requested.nc, ncols), NR);
+  } else {
+    // A unit's C block (mc x nc) and its A block (mc x kc) share half of L2; then the widest column blocks
+    // that keep every thread equally busy.
+    const int64_t l2 = std::max<int64_t>(cpu_info().l2.size_bytes, 256 * 1024);
+    const int64_t cap = std::max(NR, (l2 / 2 / int64_t(sizeof(float)) / b.mc - b.kc) / NR * NR);
+    const int64_t per_col_block = p.n * p.groups * ceil_div(kg, b.mc);
+    b.nc = std::min(cap, round_up(ncols, NR));
+    int64_t best = split_cost(per_col_block, ncols, b.nc, NR, threads);
+    for (int64_t nc = b.nc - NR; nc >= NR; nc -= NR) {
+      const int64_t cost = split_cost(per_col_block, ncols, nc, NR, threads);
+      if (cost < best) {
+        best = cost;
+        b.nc = nc;
       }
-      GemmProblem gp;
-      gp.in_dtype = gp.out_dtype = p.dtype;
-      gp.a = static_cast<const char*>(p.w) + g * kg * crs * elem;
-      gp.b = b;
-      gp.c = static_cast<char*>(p.y) + (img * p.k + g * kg) * PQ * elem;
-      gp.m = kg;
-      gp.n = PQ;
-      gp.k = crs;
-      gp.lda = crs;
-      gp.ldb = PQ;
-      gp.ldc = PQ;
-      gemm(ks, gp, blk, threads);
     }
   }
+  // Too few units for the threads (one image, few pixels): split the rows as well.
+  const int64_t units = p.n * p.groups * ceil_div(ncols, b.nc);
+  if (requested.mc <= 0 && units < threads) {
+    b.mc = std::max(MR, round_up(ceil_div(kg, ceil_div(threads, units)), MR));
+  }
+  return b;
+}
+
+void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& requested, int threads) {
+  static thread_local AlignedBuffer padded_buffer, a_buffer;
+  const Columns cols = columns_of(p);
+  const int64_t ncols = cols.count(), PQ = p.out_h() * p.out_w();
+  const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
+  const bool f16 = p.dtype == Dtype::f16;
+  const KernelSet& ks = tile_kernels(ks_main, ncols);
+  const int64_t MR = ks.mr, NR = ks.nr;
+  const Blocking blk = resolve_conv_blocking(ks_main, p, requested, threads);
+  const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
+
+  // The padded fp32 copy of the input. In place, the last micro-panel of the last plane reads up to
+  // (S-1)*dil_w + NR floats past it: that slack is zeroed too.
+  const int64_t Hp = p.h + 2 * p.pad_h, Wp = p.w_in + 2 * p.pad_w, plane = Hp * Wp;
+  const int64_t planes = p.n * p.c, slack = (p.s - 1) * p.dil_w + NR;
+  auto* xp = static_cast<float*>(padded_buffer.reserve(static_cast<size_t>(planes * plane + slack) * sizeof(float)));
+  {
+    const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
+    ThreadPool::instance().run(t, [&](int tid) {
+      for (int64_t pl = planes * tid / t; pl < planes * (tid + 1) / t; ++pl) {
+        float* dst = xp + pl * plane;
+        std::memset(dst, 0, sizeof(float) * p.pad_h * Wp);
+        std::memset(dst + (p.pad_h + p.h) * Wp, 0, sizeof(float) * p.pad_h * Wp);
+        for (int64_t ih = 0; ih < p.h; ++ih) {
+          float* row = dst + (p.pad_h + ih) * Wp;
+          std::memset(row, 0, sizeof(float) * p.pad_w);
+          std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_w);
+          const int64_t at = (pl * p.h + ih) * p.w_in;
+          if (f16) {
+            ks.widen_f16(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
+          } else {
+            std::memcpy(row + p.pad_w, static_cast<const float*>(p.x) + at, sizeof(float) * p.w_in);
+          }
+        }
+      }
+    });
+    std::memset(xp + planes * plane, 0, sizeof(float) * slack);
+  }
+
+  // B's rows within a group: (channel, filter row, filter column) -> that tap's offset in the planes.
+  std::vector<int64_t> row_off(static_cast<size_t>(crs));
+  for (int64_t row = 0; row < crs; ++row) {
+    const int64_t ch = row / (p.r * p.s), kr = (row / p.s) % p.r, kcol = row % p.s;
+    row_off[static_cast<size_t>(row)] = ch * plane + kr * p.dil_h * Wp + kcol * p.dil_w;
+  }
+
+  // W packed once: per group, its K blocks in order, each ceil(kg / MR) MR-row micro-panels of depth kb.
+  const int64_t a_rows = round_up(kg, MR), a_group = a_rows * crs;
+  auto* a_packed = static_cast<float*>(a_buffer.reserve(static_cast<size_t>(p.groups * a_group) * sizeof(float)));
+  {
+    const int64_t k_blocks = ceil_div(crs, kc), items = p.groups * k_blocks;
+    const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
+    ThreadPool::instance().run(t, [&](int tid) {
+      for (int64_t it = items * tid / t; it < items * (tid + 1) / t; ++it) {
+        const int64_t g = it / k_blocks, pc = (it % k_blocks) * kc, kb = std::min(kc, crs - pc);
+        float* dst = a_packed + g * a_group + a_rows * pc;
+        if (f16) {
+          ks.pack_a_f16(static_cast<const uint16_t*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
+        } else {
+          ks.pack_a_f32(static_cast<const float*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
+        }
+      }
+    });
+  }
+
+  const int64_t col_blocks = ceil_div(ncols, nc), row_blocks = ceil_div(kg, mc);
+  const int64_t units = p.n * p.groups * row_blocks * col_blocks;
+  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
+  const int64_t panels = ceil_div(nc, NR);
+  const int64_t elem = f16 ? 2 : 4;
+  ThreadPool::instance().run(t, [&](int tid) {
+    // Per-thread scratch, reused across calls: the unit's fp32 C block and, when gathering, one B
+    // micro-panel and the runs of the unit's micro-panels.
+    static thread_local AlignedBuffer c_buffer, b_buffer, run_buffer;
+    auto* c = static_cast<float*>(c_buffer.reserve(static_cast<size_t>(mc * nc) * sizeof(float)));
+    float* bp = nullptr;
+    GatherRun* runs = nullptr;
+    std::vector<int> run_count;
+    if (!cols.in_place) {
+      bp = static_cast<float*>(b_buffer.reserve(static_cast<size_t>(kc * NR) * sizeof(float)));
+      runs = static_cast<GatherRun*>(run_buffer.reserve(static_cast<size_t>(panels * (NR + 1)) * sizeof(GatherRun)));
+      run_count.resize(static_cast<size_t>(panels));
+    }
+
+    for (int64_t u = units * tid / t; u < units * (tid + 1) / t; ++u) {
+      const int64_t cb = u % col_blocks, rb = (u / col_blocks) % row_blocks;
+      const int64_t g = (u / (col_blocks * row_blocks)) % p.groups, img = u / (col_blocks * row_blocks * p.groups);
+      const int64_t j0 = cb * nc, nb = std::min(nc, ncols - j0), m0 = rb * mc, mb = std::min(mc, kg - m0);
+      const int64_t q_count = ceil_div(nb, NR);
+      const float* base = xp + (img * p.c + g * cg) * plane;
+      if (!cols.in_place) {
+        for (int64_t q = 0; q < q_count; ++q) {
+          run_count[static_cast<size_t>(q)] = panel_runs(p, cols, Wp, j0 + q * NR, NR, runs + q * (NR + 1));
+        }
+      }
+      // Tiles are computed NR columns wide into the C block (nc columns): the copy-out keeps real pixels.
+      for (int64_t pc = 0; pc < crs; pc += kc) {
+        const int64_t kb = std::min(kc, crs - pc);
+        const float* a_block = a_packed + g * a_group + a_rows * pc + m0 * kb;
+        const int64_t* offs = row_off.data() + pc;
+        for (int64_t q = 0; q < q_count; ++q) {
+          float* c_col = c + q * NR;
+          if (cols.in_place) {
+            const float* b = base + j0 + q * NR;
+            for (int64_t r = 0; r * MR < mb; ++r) {
+              const int rows = static_cast<int>(std::min(MR, mb - r * MR));
+              ks.ukernel_rows(kb, a_block + r * MR * kb, b, offs, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
+            }
+          } else {
+            ks.pack_b_gather(kb, base, offs, runs + q * (NR + 1), run_count[static_cast<size_t>(q)], bp);
+            for (int64_t r = 0; r * MR < mb; ++r) {
+              const int rows = static_cast<int>(std::min(MR, mb - r * MR));
+              ks.ukernel(kb, a_block + r * MR * kb, bp, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
+            }
+          }
+        }
+      }
+      copy_out(ks, p, cols, c, nc, mb, j0, nb, static_cast<char*>(p.y) + (img * p.k + g * kg + m0) * PQ * elem);
+    }
+  });
 }
 
 }  // namespace opbench

@@ -8,6 +8,7 @@
 #include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/thread_pool.hpp"
+#include "ukernel_table.hpp"
 
 namespace opbench {
 
@@ -108,9 +109,6 @@ bool prefer_narrow(const KernelSet& ks, int64_t n) {
   return ks.narrow != nullptr && 4 * round_up(n, ks.narrow->nr) <= 3 * round_up(n, ks.nr);
 }
 
-// The kernel set whose register tile the blocked path uses for N columns.
-const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
-
 // Where the (jc, pc) block of B starts in a pack_b_all() buffer: blocks in loop order, each kb x
 // round_up(nb, NR) floats (every block but the last of a loop is full).
 int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc, int64_t nr) {
@@ -118,9 +116,12 @@ int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc,
 }
 
 // One NR-column micro-panel of B: columns [col, col + cols) and rows [pc, pc + kb).
+// Where element (pc, col) of B is in p.b (elements), B given as is or as B^T.
+int64_t b_offset(const GemmProblem& p, int64_t pc, int64_t col) { return p.trans_b ? col * p.ldb + pc : pc * p.ldb + col; }
+
 void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols,
                   float* dst) {
-  const int64_t offset = p.trans_b ? col * p.ldb + pc : pc * p.ldb + col;
+  const int64_t offset = b_offset(p, pc, col);
   if (p.in_dtype == Dtype::f16) {
     const auto* src = static_cast<const uint16_t*>(p.b) + offset;
     (p.trans_b ? ks.pack_bt_f16 : ks.pack_b_f16)(src, p.ldb, kb, cols, dst);
@@ -131,6 +132,8 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 }
 
 }  // namespace
+
+const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
 
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) { return !(p.n <= kThinMaxN && ks.thin != nullptr); }
 
@@ -161,20 +164,57 @@ void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, 
   });
 }
 
-void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
-  if (!gemm_packs_b(ks, p)) {
-    gemm_thin(ks, p, threads);
-    return;
+namespace {
+
+// A register tile's kernels as the blocked loops see them: packed panels of Elem, a micro-kernel that adds
+// into fp32 C, and where B was packed ahead of time (if it was).
+struct F32Tile {
+  using Elem = float;
+  const KernelSet& ks;
+  int64_t mr() const { return ks.mr; }
+  int64_t nr() const { return ks.nr; }
+  void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, float* dst) const {
+    if (p.in_dtype == Dtype::f16) {
+      ks.pack_a_f16(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+    } else {
+      ks.pack_a_f32(static_cast<const float*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+    }
   }
-  if (prefer_narrow(ks, p.n)) {
-    gemm(*ks.narrow, p, blk, threads);
-    return;
+  void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, float* dst) const {
+    pack_b_panel(ks, p, pc, kb, col, cols, dst);
   }
-  const int64_t MR = ks.mr, NR = ks.nr;
+  void ukernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, bool acc, int m, int n) const {
+    ks.ukernel(kb, a, b, c, ldc, acc, m, n);
+  }
+  const float* prepacked(const GemmProblem& p) const { return p.b_packed; }
+};
+
+// fp16 panels for the fp16-accumulating micro-kernel (inputs are fp16; nothing is packed ahead of time).
+struct F16AccTile {
+  using Elem = uint16_t;
+  const F16AccKernels& k;
+  int64_t mr() const { return k.mr; }
+  int64_t nr() const { return k.nr; }
+  void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, uint16_t* dst) const {
+    k.pack_a(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+  }
+  void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, uint16_t* dst) const {
+    (p.trans_b ? k.pack_bt : k.pack_b)(static_cast<const uint16_t*>(p.b) + b_offset(p, pc, col), p.ldb, kb, cols, dst);
+  }
+  void ukernel(int64_t kb, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, bool acc, int m, int n) const {
+    k.ukernel(kb, a, b, c, ldc, acc, m, n);
+  }
+  const uint16_t* prepacked(const GemmProblem&) const { return nullptr; }
+};
+
+// The blocked loops over one register tile (see the file comment). `ks` rounds fp16 output.
+template <class Tile>
+void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
+  using Elem = typename Tile::Elem;
+  const int64_t MR = tile.mr(), NR = tile.nr();
   const int64_t mc = std::min(blk.mc, p.m);
   const int64_t nc = std::min(blk.nc, p.n);
   const int64_t kc = std::min(blk.kc, p.k);
-  const bool f16_in = p.in_dtype == Dtype::f16;
   const bool f16 = p.out_dtype == Dtype::f16;  // output goes through an fp32 workspace
 
   const int64_t row_panels = ceil_div(p.m, MR);
@@ -184,13 +224,13 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
   choose_grid(threads, row_panels, col_panels, tm, tn);
 
   Workspace& ws = thread_workspace();
-  const int64_t b_floats = kc * round_up(nc, NR);
+  const int64_t b_elems = kc * round_up(nc, NR);
   // Rows per thread are MR-aligned shares of M, processed mc rows (rounded up to MR) at a time.
   const int64_t a_rows = std::min(round_up(mc, MR), ceil_div(row_panels, tm) * MR);
   const int64_t a_stride = round_up(a_rows * kc, 1024);  // 4 KiB apart: no false sharing between threads
-  const bool prepacked = p.b_packed != nullptr;
-  float* b_panel = prepacked ? nullptr : static_cast<float*>(ws.b_panel.reserve(b_floats * sizeof(float)));
-  float* a_blocks = static_cast<float*>(ws.a_blocks.reserve(a_stride * threads * sizeof(float)));
+  const Elem* prepacked = tile.prepacked(p);
+  Elem* b_panel = prepacked != nullptr ? nullptr : static_cast<Elem*>(ws.b_panel.reserve(b_elems * sizeof(Elem)));
+  Elem* a_blocks = static_cast<Elem*>(ws.a_blocks.reserve(a_stride * threads * sizeof(Elem)));
   const int64_t c32_ld = round_up(nc, 16);
   float* c32 = f16 ? static_cast<float*>(ws.c_f32.reserve(p.m * c32_ld * sizeof(float))) : nullptr;
 
@@ -200,7 +240,7 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     int64_t rp_lo, rp_hi;
     share(row_panels, tm, ti, rp_lo, rp_hi);
     const int64_t m_lo = rp_lo * MR, m_hi = std::min(p.m, rp_hi * MR);
-    float* a_pack = a_blocks + a_stride * tid;
+    Elem* a_pack = a_blocks + a_stride * tid;
 
     for (int64_t jc = 0; jc < p.n; jc += nc) {
       const int64_t nb = std::min(nc, p.n - jc);
@@ -212,35 +252,31 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
 
       for (int64_t pc = 0; pc < p.k; pc += kc) {
         const int64_t kb = std::min(kc, p.k - pc);
-        const float* b_block = prepacked ? p.b_packed + packed_offset(jc, pc, nb, p.k, nc, NR) : b_panel;
-        if (!prepacked) {
+        const Elem* b_block = prepacked != nullptr ? prepacked + packed_offset(jc, pc, nb, p.k, nc, NR) : b_panel;
+        if (prepacked == nullptr) {
           // All threads pack this B panel together, one NR-column micro-panel at a time.
           int64_t pk_lo, pk_hi;
           share(panels, threads, tid, pk_lo, pk_hi);
           for (int64_t q = pk_lo; q < pk_hi; ++q) {
-            pack_b_panel(ks, p, pc, kb, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR);
+            tile.pack_b(p, pc, kb, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR);
           }
           barrier.wait();
         }
 
         for (int64_t ic = m_lo; ic < m_hi; ic += mc) {
           const int64_t mb = std::min(mc, m_hi - ic);
-          if (f16_in) {
-            ks.pack_a_f16(static_cast<const uint16_t*>(p.a) + ic * p.lda + pc, p.lda, mb, kb, a_pack);
-          } else {
-            ks.pack_a_f32(static_cast<const float*>(p.a) + ic * p.lda + pc, p.lda, mb, kb, a_pack);
-          }
+          tile.pack_a(p, ic, pc, mb, kb, a_pack);
           for (int64_t q = q_lo; q < q_hi; ++q) {
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
-            const float* bp = b_block + q * kb * NR;
+            const Elem* bp = b_block + q * kb * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
-              ks.ukernel(kb, a_pack + r * MR * kb, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
-                         p.accumulate || pc > 0, m_valid, n_valid);
+              tile.ukernel(kb, a_pack + r * MR * kb, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
+                           p.accumulate || pc > 0, m_valid, n_valid);
             }
           }
         }
-        if (!prepacked) barrier.wait();  // nobody may repack B while another thread still reads it
+        if (prepacked == nullptr) barrier.wait();  // nobody may repack B while another thread still reads it
       }
 
       if (f16 && m_hi > m_lo && q_hi > q_lo) {
@@ -251,6 +287,25 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     }
   };
   ThreadPool::instance().run(threads, body);
+}
+
+}  // namespace
+
+void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
+  if (p.accumulation == Accumulation::f16) {
+    // Validated by the caller: fp16 inputs, B not prepacked. Throws if this kernel set has no such kernels.
+    blocked(F16AccTile{f16acc_kernels(ks)}, ks, p, blk, threads);
+    return;
+  }
+  if (!gemm_packs_b(ks, p)) {
+    gemm_thin(ks, p, threads);
+    return;
+  }
+  if (prefer_narrow(ks, p.n)) {
+    gemm(*ks.narrow, p, blk, threads);
+    return;
+  }
+  blocked(F32Tile{ks}, ks, p, blk, threads);
 }
 
 void flush_cache(int64_t bytes) {

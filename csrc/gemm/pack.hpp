@@ -7,6 +7,12 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "opbench/kernel_set.hpp"
+
 namespace opbench {
 namespace packing {
 
@@ -15,35 +21,42 @@ namespace packing {
 //   static void widen_row(const uint16_t* src, float* dst, int64_t n);  n contiguous fp16 values
 //   static void narrow_row(const float* src, uint16_t* dst, int64_t n); round n values to fp16 (RNE)
 
-template <class Cvt>
-inline float to_f32(float x) { return x; }
-template <class Cvt>
-inline float to_f32(uint16_t x) { return Cvt::widen(x); }
+// A source element as a panel element: fp32 panels widen fp16 sources; panels of the source's own type
+// (fp32 from fp32, or fp16 kept for the fp16-accumulating kernels) copy it.
+template <class Cvt, class D, class T>
+D panel_value(T x) {
+  if constexpr (sizeof(D) == sizeof(T)) {
+    return x;
+  } else {
+    return Cvt::widen(x);
+  }
+}
 
-template <int MR, class Cvt, class T>
-void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, float* dst) {
+template <int MR, class Cvt, class T, class D>
+void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
   for (int64_t r0 = 0; r0 < m; r0 += MR) {
     const T* src = a + r0 * lda;
     const int64_t rows = (m - r0 < MR) ? (m - r0) : MR;
     if (rows == MR) {
       for (int64_t p = 0; p < k; ++p) {
-        for (int i = 0; i < MR; ++i) dst[p * MR + i] = to_f32<Cvt>(src[i * lda + p]);
+        for (int i = 0; i < MR; ++i) dst[p * MR + i] = panel_value<Cvt, D>(src[i * lda + p]);
       }
     } else {
       for (int64_t p = 0; p < k; ++p) {
-        for (int i = 0; i < MR; ++i) dst[p * MR + i] = (i < rows) ? to_f32<Cvt>(src[i * lda + p]) : 0.0f;
+        for (int i = 0; i < MR; ++i) dst[p * MR + i] = (i < rows) ? panel_value<Cvt, D>(src[i * lda + p]) : D{0};
       }
     }
     dst += MR * k;
   }
 }
 
-template <int NR, class Cvt>
-void pack_b(const float* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
+// Same-type rows (fp32 to fp32 panels, or fp16 to the fp16 panels of the fp16-accumulating kernels).
+template <int NR, class Cvt, class T>
+void pack_b(const T* b, int64_t ldb, int64_t k, int64_t n, T* dst) {
   for (int64_t p = 0; p < k; ++p) {
-    float* d = dst + p * NR;
-    std::memcpy(d, b + p * ldb, static_cast<size_t>(n) * sizeof(float));
-    for (int64_t j = n; j < NR; ++j) d[j] = 0.0f;
+    T* d = dst + p * NR;
+    std::memcpy(d, b + p * ldb, static_cast<size_t>(n) * sizeof(T));
+    for (int64_t j = n; j < NR; ++j) d[j] = T{0};
   }
 }
 
@@ -57,15 +70,15 @@ void pack_b(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
 }
 
 // From B^T (n x k row-major): reads run along k, writes stride by NR.
-template <int NR, class Cvt, class T>
-void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
+template <int NR, class Cvt, class T, class D>
+void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
   for (int64_t j = 0; j < n; ++j) {
     const T* src = bt + j * ldbt;
-    for (int64_t p = 0; p < k; ++p) dst[p * NR + j] = to_f32<Cvt>(src[p]);
+    for (int64_t p = 0; p < k; ++p) dst[p * NR + j] = panel_value<Cvt, D>(src[p]);
   }
   if (n < NR) {
     for (int64_t p = 0; p < k; ++p) {
-      for (int64_t j = n; j < NR; ++j) dst[p * NR + j] = 0.0f;
+      for (int64_t j = n; j < NR; ++j) dst[p * NR + j] = D{0};
     }
   }
 }
@@ -73,6 +86,63 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
 template <class Cvt>
 void store_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
   for (int64_t i = 0; i < m; ++i) Cvt::narrow_row(src + i * lds, dst + i * ldd, n);
+}
+
+// Copies n <= NR contiguous floats (a run of a gathered row): one masked load/store per 16 on AVX-512, where
+// a memcpy call would cost more than the copy itself. (Templated on the unit's Cvt like everything here, so
+// each ISA keeps its own instantiation.)
+template <class Cvt>
+void copy_run(const float* src, float* dst, int n) {
+#if defined(__AVX512F__)
+  for (int i = 0; i < n; i += 16) {
+    const int left = n - i;
+    const __mmask16 mask = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+    _mm512_mask_storeu_ps(dst + i, mask, _mm512_maskz_loadu_ps(mask, src + i));
+  }
+#elif defined(__AVX2__)
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+#else
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+#endif
+}
+
+// Every second float of a run (stride 2, e.g. a strided convolution): two loads and one permute per 16.
+template <class Cvt>
+void copy_run_step2(const float* src, float* dst, int n) {
+  int i = 0;
+#if defined(__AVX512F__)
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 lo = _mm512_loadu_ps(src + 2 * i), hi = _mm512_loadu_ps(src + 2 * i + 16);
+    _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(lo, even, hi));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = src[2 * i];
+}
+
+template <int NR, class Cvt>
+void pack_b_gather(int64_t k, const float* base, const int64_t* row_off, const GatherRun* runs, int nruns,
+                   float* dst) {
+  for (int64_t p = 0; p < k; ++p) {
+    const float* row = base + row_off[p];
+    float* d = dst + p * NR;
+    for (int r = 0; r < nruns; ++r) {
+      const GatherRun& run = runs[r];
+      float* out = d + run.col;
+      if (run.step == 1) {
+        copy_run<Cvt>(row + run.off, out, run.len);
+      } else if (run.step == 0) {
+        for (int i = 0; i < run.len; ++i) out[i] = 0.0f;
+      } else if (run.step == 2) {
+        copy_run_step2<Cvt>(row + run.off, out, run.len);
+      } else {
+        const float* src = row + run.off;
+        for (int i = 0; i < run.len; ++i) out[i] = src[static_cast<int64_t>(i) * run.step];
+      }
+    }
+  }
 }
 
 // Instantiates the packing entry points of a KernelSet for one (MR, NR, Cvt).
@@ -98,6 +168,20 @@ struct Packers {
   }
   static void c_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
     store_f16<Cvt>(src, lds, m, n, dst, ldd);
+  }
+  static void b_gather(int64_t k, const float* base, const int64_t* row_off, const GatherRun* runs, int nruns,
+                       float* dst) {
+    pack_b_gather<NR, Cvt>(k, base, row_off, runs, nruns, dst);
+  }
+  // fp16 panels kept in fp16, for the fp16-accumulating kernels: the same layouts with 2-byte elements.
+  static void a_h(const uint16_t* a, int64_t lda, int64_t m, int64_t k, uint16_t* dst) {
+    pack_a<MR, Cvt>(a, lda, m, k, dst);
+  }
+  static void b_h(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, uint16_t* dst) {
+    pack_b<NR, Cvt>(b, ldb, k, n, dst);
+  }
+  static void bt_h(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, uint16_t* dst) {
+    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst);
   }
 };
 

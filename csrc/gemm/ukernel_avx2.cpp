@@ -6,6 +6,7 @@
 #include "../rnn/cells.hpp"
 #include "pack.hpp"
 #include "thin.hpp"
+#include "ukernel_edges.hpp"
 
 namespace opbench {
 namespace {
@@ -34,9 +35,12 @@ struct Cvt {
   }
 };
 
-template <int MR, int NV>
-void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-             bool accumulate, int m, int n) {
+// One body for both B sources: packed micro-panels (kRows == false: row p at b + p * NR, 32-byte aligned) and
+// rows read in place (kRows == true: row p at b + b_off[p], unaligned).
+// MR is the rows this instantiation computes; A's micro-panels hold kAStride rows (the kernel set's MR).
+template <int MR, int NV, bool kRows, int kAStride>
+void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restrict b, const int64_t* __restrict b_off,
+                  float* __restrict c, int64_t ldc, bool accumulate, int m, int n) {
   __m256 acc[MR][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
@@ -45,17 +49,22 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
   }
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
-    __m256 b[NV];
+    __m256 bv[NV];
+    const float* row = kRows ? b + b_off[p] : b + p * NV * 8;
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) b[j] = _mm256_load_ps(bp + j * 8);
+    for (int j = 0; j < NV; ++j) bv[j] = kRows ? _mm256_loadu_ps(row + j * 8) : _mm256_load_ps(row + j * 8);
+    if (kRows) {
+      // In place, B's rows are scattered over the image, beyond the reach of the hardware prefetchers: fetch
+      // the next micro-panel's part of this row (the caller's next tile) while this one is multiplied.
+      _mm_prefetch(reinterpret_cast<const char*>(row + NV * 8), _MM_HINT_T0);
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m256 a = _mm256_broadcast_ss(ap + i);
 #pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(a, b[j], acc[i][j]);
+      for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(a, bv[j], acc[i][j]);
     }
-    ap += MR;
-    bp += NV * 8;
+    ap += kAStride;
   }
   constexpr int NR = NV * 8;
   if (m == MR && n == NR) {
@@ -80,16 +89,26 @@ void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
   }
 }
 
+struct Body {
+  template <int ROWS, int NV, bool kRows, int kAStride>
+  static void run(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
+                  bool accumulate, int m, int n) {
+    ukernel_body<ROWS, NV, kRows, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+  }
+};
+using U = edges::Ukernels<Body, kMR, 2>;
+using UN = edges::Ukernels<Body, kMR, 1>;
+
 using P = packing::Packers<kMR, kNR, Cvt>;
 using T = thin::Thin<8, Cvt>;
 using PN = packing::Packers<kMR, kNarrowNR, Cvt>;
 
 const KernelSet kAvx2Narrow = {"avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", kMR, kNarrowNR,
-                               ukernel<kMR, 1>, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32,
-                               PN::bt_f16, PN::c_f16, lstm_cell_avx2, nullptr, T::f32};
-const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, ukernel<kMR, 2>,
+                               UN::packed, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32, PN::bt_f16,
+                               PN::c_f16, lstm_cell_avx2, nullptr, T::f32, PN::b_gather, Cvt::widen_row, UN::rows};
+const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, U::packed,
                          P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx2,
-                         &kAvx2Narrow, T::f32};
+                         &kAvx2Narrow, T::f32, P::b_gather, Cvt::widen_row, U::rows};
 
 }  // namespace
 

@@ -1,5 +1,8 @@
 // Portable reference micro-kernel (plain C++, baseline x86-64 flags): the correctness yardstick for the
 // SIMD kernels and the fallback on CPUs without AVX2+FMA+F16C.
+#include <cmath>
+#include <cstring>
+
 #include "opbench/fp16.hpp"
 #include "opbench/kernel_set.hpp"
 #include "../rnn/cells.hpp"
@@ -22,13 +25,59 @@ struct Cvt {
   }
 };
 
-void ukernel(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-             bool accumulate, int m, int n) {
+// One body for both B sources: packed (b_off == nullptr: row p at b + p * kNR) and rows read in place.
+void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restrict b, const int64_t* b_off,
+                  float* __restrict c, int64_t ldc, bool accumulate, int m, int n) {
   float acc[kMR][kNR] = {};
   for (int64_t p = 0; p < kc; ++p) {
+    const float* row = b_off != nullptr ? b + b_off[p] : b + p * kNR;
     for (int i = 0; i < kMR; ++i) {
       const float a = ap[p * kMR + i];
-      for (int j = 0; j < kNR; ++j) acc[i][j] += a * bp[p * kNR + j];
+      for (int j = 0; j < kNR; ++j) acc[i][j] += a * row[j];
+    }
+  }
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+  }
+}
+
+void ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate, int m, int n) {
+  ukernel_body(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
+}
+
+void ukernel_rows(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
+                  bool accumulate, int m, int n) {
+  ukernel_body(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+}
+
+// a*b + c rounded once to fp16 (round to nearest even), as a fused fp16 FMA computes it. For fp16 a, b, c the
+// product is exact in fp64 and so is the sum, unless c exceeds the product by 2^31 or more (then the product
+// lies far below c's last fp16 bit and the answer is c either way). Rounding that to fp32 by round-to-odd
+// and then to fp16 rounds once: fp32 carries more than two bits beyond fp16's 11.
+float fma_f16(float a, float b, float c) {
+  const double exact = static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c);
+  float f = static_cast<float>(exact);
+  if (static_cast<double>(f) != exact) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if (std::fabs(static_cast<double>(f)) > std::fabs(exact)) bits -= 1u;  // toward zero, then set the odd bit
+    bits |= 1u;
+    std::memcpy(&f, &bits, sizeof f);
+  }
+  return half_to_float(float_to_half(f));
+}
+
+// The fp16-accumulating micro-kernel, emulated: accumulators hold fp16 values (in floats), each FMA rounded to
+// fp16; the block's sums are added to C in fp32.
+void ukernel_f16acc(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c, int64_t ldc, bool accumulate, int m,
+                    int n) {
+  float acc[kMR][kNR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    float b[kNR];
+    for (int j = 0; j < kNR; ++j) b[j] = half_to_float(bp[p * kNR + j]);
+    for (int i = 0; i < kMR; ++i) {
+      const float a = half_to_float(ap[p * kMR + i]);
+      for (int j = 0; j < kNR; ++j) acc[i][j] = fma_f16(a, b[j], acc[i][j]);
     }
   }
   for (int i = 0; i < m; ++i) {
@@ -41,10 +90,14 @@ using T = thin::Thin<4, Cvt>;
 
 const KernelSet kRef = {"ref", "portable C++ 4x8 (no FMA)", kMR, kNR, ukernel,
                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_ref,
-                        nullptr, T::f32};
+                        nullptr, T::f32, P::b_gather, Cvt::widen_row, ukernel_rows};
+
+const F16AccKernels kF16AccRef = {"ref", "portable emulation of fp16 accumulation (each FMA rounded once to fp16), 4x8",
+                                  kMR, kNR, ukernel_f16acc, P::a_h, P::b_h, P::bt_h};
 
 }  // namespace
 
 const KernelSet& kernels_ref() { return kRef; }
+const F16AccKernels& f16acc_ref() { return kF16AccRef; }
 
 }  // namespace opbench

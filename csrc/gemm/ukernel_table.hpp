@@ -14,4 +14,8 @@ const KernelSet& default_kernels();
 // the CPU cannot run it.
 const KernelSet& kernels_for(const std::string& isa);
 
+// The fp16-accumulating kernels to use beside kernel set `ks`: AVX512-FP16 ones for "avx512" on a CPU that
+// has AVX512-FP16, the emulation for "ref"; throws std::invalid_argument naming what is missing otherwise.
+const F16AccKernels& f16acc_kernels(const KernelSet& ks);
+
 }  // namespace opbench

@@ -1,4 +1,4 @@
-"""Backend `cpp`: opbench's own kernels (tiled GEMM, im2col conv, LSTM); the timed loop runs inside C++
+"""Backend `cpp`: opbench's own kernels (tiled GEMM, implicit-GEMM conv, LSTM); the timed loop runs inside C++
 with the GIL released."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ TILES = ("tile_m", "tile_n", "tile_k")
 
 class _CppCase(Prepared):
     """Calls one _core entry point: `call(*args, out..., tiles, threads, isa)` for the answer and
-    `timed(*args, out..., tiles, threads, isa, loops)` for the timing."""
+    `timed(*args, out..., tiles, threads, isa, loops)` for the timing. Tiles not given are passed as None
+    when `effective` is set (the op derives its own and `effective(tiles)` reports them), else as the
+    kernel set's cache-model defaults."""
 
     def __init__(
         self,
@@ -29,25 +31,36 @@ class _CppCase(Prepared):
         params: dict[str, Any],
         gemm_dims: dict[str, int],
         algorithm: str,
+        effective: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        keywords: dict[str, Any] | None = None,
     ) -> None:
         from opbench import _core
 
         self._call, self._timed = call, timed
         self._args, self._outs, self._extra = args, outs, extra
         self._threads = threads
+        self._keywords = keywords or {}
         self._isa = params.get("isa") or ""
         info = _core.kernel_info(self._isa)
-        self._tiles = {t: params.get(t) or info[t] for t in TILES}
+        given = {t: params.get(t) or None for t in TILES}
+        if effective is None:
+            self._tiles = {t: given[t] or info[t] for t in TILES}
+            used = {t: min(v, gemm_dims[t]) for t, v in self._tiles.items()}
+            kernel, mr, nr = info["description"], info["mr"], info["nr"]
+        else:
+            self._tiles = given
+            resolved = effective(given)
+            used = {t: resolved[t] for t in TILES}
+            kernel, mr, nr = resolved["kernel"], resolved["mr"], resolved["nr"]
         self.details = {
             "isa": info["isa"],
-            "kernel": info["description"],
+            "kernel": kernel,
             "algorithm": algorithm,
-            "mr": info["mr"],
-            "nr": info["nr"],
-            "tiles": self._tiles,
-            "tiles_effective": {t: min(v, gemm_dims[t]) for t, v in self._tiles.items()},
-            "tiles_source": params.get("tiles_note")
-            or ("given" if any(params.get(t) for t in TILES) else "cache model"),
+            "mr": mr,
+            "nr": nr,
+            "tiles": {t: self._tiles[t] or used[t] for t in TILES},
+            "tiles_effective": used,
+            "tiles_source": params.get("tiles_note") or ("given" if any(given.values()) else "cache model"),
         }
 
     def _tail(self) -> tuple[Any, ...]:
@@ -55,10 +68,10 @@ class _CppCase(Prepared):
         return (*self._extra, t["tile_m"], t["tile_n"], t["tile_k"], self._threads, self._isa)
 
     def run(self, loops: int) -> float:
-        return float(self._timed(*self._args, *self._outs, *self._tail(), loops))
+        return float(self._timed(*self._args, *self._outs, *self._tail(), loops, **self._keywords))
 
     def output(self) -> Any:
-        return self._call(*self._args, *(None for _ in self._outs), *self._tail())
+        return self._call(*self._args, *(None for _ in self._outs), *self._tail(), **self._keywords)
 
 
 class CppBackend(Backend):
@@ -98,7 +111,9 @@ class CppBackend(Backend):
                 params = {**params, **tiles, "tiles_note": note}
             out = np.empty((shape.m, shape.n), a.dtype)
             dims = {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
-            return _CppCase(
+            # accumulate="fp16" applies to fp16 inputs (fp32 inputs always accumulate in fp32).
+            f16_acc = params.get("accumulate") == "fp16" and a.dtype == np.float16
+            case = _CppCase(
                 _core.gemm,
                 _core.time_gemm,
                 (a, b),
@@ -107,8 +122,16 @@ class CppBackend(Backend):
                 self._threads,
                 params,
                 dims,
-                "blocked GEMM (BLIS loops)",
+                "blocked GEMM (BLIS loops)" + (", fp16 accumulation per tile_k block" if f16_acc else ""),
+                keywords={"accumulate": "fp16"} if f16_acc else None,
             )
+            if f16_acc:
+                info = _core.kernel_info(params.get("isa") or "")["fp16_accumulate"]
+                if not info["available"]:
+                    raise ValueError(f"not supported here: {info['reason']}")
+                case.details.update(kernel=info["description"], mr=info["mr"], nr=info["nr"])
+                case.details["accumulate"] = f"fp16:{case.details['tiles_effective']['tile_k']}"
+            return case
         if op == "conv":
             x, w = inputs["x"], inputs["w"]
             out = np.empty((shape.n, shape.k, shape.out_h, shape.out_w), x.dtype)
@@ -120,17 +143,34 @@ class CppBackend(Backend):
             )
             crs = (shape.c // shape.groups) * shape.r * shape.s
             dims = {"tile_m": shape.k // shape.groups, "tile_n": shape.out_h * shape.out_w, "tile_k": crs}
-            direct = (shape.r, shape.s, shape.stride_h, shape.stride_w, shape.pad_h, shape.pad_w) == (
-                1,
-                1,
-                1,
-                1,
-                0,
-                0,
+            stride1 = shape.stride_h == 1 and shape.stride_w == 1
+            algo = (
+                "implicit GEMM, B rows read in place from the padded image"
+                if stride1
+                else "implicit GEMM, B micro-panels gathered from the padded image"
             )
-            algo = "1x1: GEMM on the image" if direct else "im2col + blocked GEMM per image and group"
+            isa, threads = params.get("isa") or "", self._threads
+
+            def effective(tiles: dict[str, Any]) -> dict[str, Any]:
+                stride, padding, dilation, groups = extra
+                return dict(
+                    _core.conv2d_tiles(
+                        x,
+                        w,
+                        stride,
+                        padding,
+                        dilation,
+                        groups,
+                        tiles["tile_m"],
+                        tiles["tile_n"],
+                        tiles["tile_k"],
+                        threads,
+                        isa,
+                    )
+                )
+
             return _CppCase(
-                _core.conv2d, _core.time_conv2d, (x, w), (out,), extra, self._threads, params, dims, algo
+                _core.conv2d, _core.time_conv2d, (x, w), (out,), extra, threads, params, dims, algo, effective
             )
         if op == "lstm":
             names = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")

@@ -198,12 +198,14 @@ def min_bytes(shape: ConvShape, dtype: str) -> int:
 
 
 def memory_bytes(shape: ConvShape, dtype: str, reference: bool = True) -> int:
-    """Inputs and output in dtype (x3 copies) and our im2col buffer; when verifying, the float64 operands,
-    output and bound, and one image's im2col matrix at a time."""
+    """Inputs and output in dtype (x3 copies), and our kernel's scratch: the zero-padded fp32 copy of the
+    input and the packed fp32 weights; when verifying, the float64 operands, output and bound, and one
+    image's im2col matrix at a time."""
     x, w, y = _elems(shape)
     col = (shape.c // shape.groups) * shape.r * shape.s * shape.out_h * shape.out_w
+    padded = shape.n * shape.c * (shape.h + 2 * shape.pad_h) * (shape.w + 2 * shape.pad_w)
     ref = 8 * (2 * col + 4 * (x + w + y)) if reference else 0
-    return 3 * ITEMSIZE[dtype] * (x + w + y) + ITEMSIZE[dtype] * col + ref
+    return 3 * ITEMSIZE[dtype] * (x + w + y) + 4 * (padded + w) + ref
 
 
 def verify_cost_flops(shape: ConvShape) -> int:

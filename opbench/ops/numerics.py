@@ -21,12 +21,32 @@ def tiny(output_dtype: str) -> float:
     return float(np.finfo(NUMPY_DTYPES[output_dtype]).smallest_subnormal) / 2
 
 
+def accumulation(accumulate: str) -> tuple[str, int | None]:
+    """'fp32' or 'fp16' (one precision for the whole sum), or 'fp16:B' (blocks of B products summed in fp16,
+    the block sums in fp32: opbench's fp16-accumulating kernel with tile_k = B) -> (precision, B or None)."""
+    precision, _, block = accumulate.partition(":")
+    if precision not in UNIT_ROUNDOFF or (block and (not block.isdigit() or int(block) < 1)):
+        raise ValueError(f"unknown accumulation {accumulate!r} (expected fp32, fp16 or fp16:BLOCK)")
+    return precision, int(block) if block else None
+
+
 def dot_bound(magnitude: np.ndarray, k: int, accumulate: str, output_dtype: str) -> np.ndarray:
     """Componentwise bound of sums of k products in any order, accumulated with unit roundoff u_acc and
     rounded once to the output format (u_out), where magnitude = sum of |products|:
-        |C - C_exact| <= (g + u_out * (1 + g)) * magnitude + tiny_out,  g = gamma_k(u_acc)."""
-    g = gamma(k, UNIT_ROUNDOFF[accumulate])
-    return (g + UNIT_ROUNDOFF[output_dtype] * (1.0 + g)) * magnitude + tiny(output_dtype)
+        |C - C_exact| <= (g + u_out * (1 + g)) * magnitude + tiny_out,  g = gamma_k(u_acc).
+    Blocked ('fp16:B'): each block of B products in fp16, then ceil(k/B) block sums in fp32:
+        g = (1 + gamma_B(u_fp16)) * (1 + gamma_ceil(k/B)(u_fp32)) - 1,
+    plus the absolute error of products that underflow fp16 (k * tiny_fp16)."""
+    precision, block = accumulation(accumulate)
+    if block is None:
+        g = gamma(k, UNIT_ROUNDOFF[precision])
+        underflow = 0.0
+    else:
+        b = min(block, k)
+        blocks = -(-k // b)
+        g = (1.0 + gamma(b, UNIT_ROUNDOFF[precision])) * (1.0 + gamma(blocks, UNIT_ROUNDOFF["fp32"])) - 1.0
+        underflow = k * tiny(precision)
+    return (g + UNIT_ROUNDOFF[output_dtype] * (1.0 + g)) * magnitude + tiny(output_dtype) + underflow
 
 
 def compare(

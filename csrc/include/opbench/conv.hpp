@@ -1,4 +1,5 @@
-// Conv2d forward (NCHW input, KCRS weights) as im2col + the tiled GEMM, so tile sizes apply to conv too.
+// Conv2d forward (NCHW input, KCRS weights) as an implicit GEMM on the ISA's micro-kernels, so tile sizes apply
+// to conv too (see csrc/conv/conv2d.cpp for the loops).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,16 @@ struct ConvProblem {
   int64_t out_w() const { return (w_in + 2 * pad_w - dil_w * (s - 1) - 1) / stride_w + 1; }
 };
 
-// Per image and group: Y[k_g, P*Q] = W[k_g, C_g*R*S] * col[C_g*R*S, P*Q]. A 1x1, stride-1, unpadded conv
-// multiplies the image directly (no im2col).
+// Per image and group: Y[k_g, P*Q] = W[k_g, C_g*R*S] * col[C_g*R*S, P*Q], as an implicit GEMM (the col
+// matrix is gathered micro-panel by micro-panel from a zero-padded copy of x, never written out whole).
+// Zero fields of `blk` are derived by resolve_conv_blocking.
 void conv2d(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
+
+// The blocking conv2d uses: tile_k = kc (depth of a rank-kc update, from the cache model), tile_m = mc (output
+// channels per work unit, rounded up to MR), tile_n = nc (output pixels per work unit, rounded up to NR;
+// by default the widest that keeps a unit's C block and W block within half of L2 and the threads evenly
+// loaded). Given fields are kept (clamped to the problem); rows are split further only when a default
+// tile_m leaves threads idle.
+Blocking resolve_conv_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 
 }  // namespace opbench

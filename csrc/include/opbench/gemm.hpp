@@ -10,6 +10,10 @@ namespace opbench {
 
 enum class Dtype { f32, f16 };
 
+// What the products of one K block are summed in: fp32 (always for fp32 inputs), or for fp16 inputs, on
+// request, fp16 (each tile_k block summed in fp16 by an fp16-accumulating kernel, the blocks in fp32).
+enum class Accumulation { f32, f16 };
+
 struct GemmProblem {
   Dtype in_dtype = Dtype::f32;   // of a and b (fp16 is widened to fp32 while packing)
   Dtype out_dtype = Dtype::f32;  // of c (fp16 is rounded once, after all of K is summed in fp32)
@@ -23,10 +27,15 @@ struct GemmProblem {
   // B already packed by pack_b_all() for the same kernel set, blocking and B (b is then not read): for
   // callers that multiply by one B many times, like the LSTM's recurrent weights at every step.
   const float* b_packed = nullptr;
+  Accumulation accumulation = Accumulation::f32;  // f16: fp16 inputs only, b_packed unused
 };
 
 // Fill zero fields of `requested` from the analytical model for this kernel set; clamp nothing.
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested);
+
+// The kernel set whose register tile the blocked path uses for n columns: ks, or its narrow variant when
+// that pads n at least a quarter less.
+const KernelSet& tile_kernels(const KernelSet& ks, int64_t n);
 
 // Runs on `threads` threads (the calling thread included). Requires m, n, k >= 1 and all blocking fields >= 1.
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);

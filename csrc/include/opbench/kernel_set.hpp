@@ -11,6 +11,11 @@ namespace opbench {
 // accumulate == false C is never read. C is row-major with leading dimension ldc and need not be aligned.
 using UkernelF32 = void (*)(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate,
                             int m, int n);
+// The same register tile with B read in place instead of packed: row p of the NR-column micro-panel is the
+// NR floats at b + b_off[p] (any alignment; all NR are read even when n < NR, so they must be readable).
+// conv2d's implicit GEMM for stride-1 convolutions: B's rows are shifted windows of the padded image.
+using UkernelRowsF32 = void (*)(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c,
+                                int64_t ldc, bool accumulate, int m, int n);
 // Pack rows [0, m) x columns [0, k) of a row-major matrix into ceil(m / MR) consecutive MR-row micro-panels.
 using PackAF32 = void (*)(const float* a, int64_t lda, int64_t m, int64_t k, float* dst);
 using PackAF16 = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, float* dst);
@@ -20,6 +25,8 @@ using PackBF16 = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, 
 // The same micro-panel read from B^T (n x k row-major, leading dimension ldbt), e.g. PyTorch weights.
 using PackBtF32 = void (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
 using PackBtF16 = void (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
+// Widen n contiguous fp16 values to fp32.
+using WidenF16 = void (*)(const uint16_t* src, float* dst, int64_t n);
 // Round an m x n block of fp32 values to fp16 (round to nearest even).
 using StoreF16 = void (*)(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd);
 // LSTM cell update for `rows` x `cols` units, PyTorch gate order: gate pre-activations z (fp32) hold the
@@ -33,6 +40,41 @@ using LstmCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ld
 // bt: n x k fp32, contiguous. C is fp32 row-major; with accumulate == false it is never read.
 using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bt,
                          float* c, int64_t ldc, bool accumulate);
+
+// One run of a gathered micro-panel row (PackBGatherF32): panel columns [col, col + len) take
+// row[off + i * step] for i < len; step == 0 fills them with zeros instead.
+struct GatherRun {
+  int32_t col;
+  int32_t len;
+  int32_t step;
+  int64_t off;
+};
+// Pack one NR-column micro-panel of kc rows without materialising B: row p of the panel reads from
+// base + row_off[p] at the runs' offsets, and the runs cover columns [0, NR). This is implicit im2col:
+// conv2d's B rows are (channel, filter row, filter column) windows of the padded image, its columns output
+// pixels, so a run is a stretch of one output row (contiguous in the input when stride_w == 1).
+using PackBGatherF32 = void (*)(int64_t kc, const float* base, const int64_t* row_off, const GatherRun* runs,
+                                int nruns, float* dst);
+
+// FP16 accumulation (gemm with accumulate = fp16, opt-in): A and B panels stay fp16 (packed k-major like the
+// fp32 ones, MR x kc and kc x NR halves), and the micro-kernel sums one K block (tile_k) in fp16 registers, every
+// FMA rounded to fp16, then widens that partial sum and adds it to C in fp32 (C = block when !accumulate). So
+// the fp16 error grows with tile_k, not with K, and the K blocks are summed in fp32.
+using UkernelF16Acc = void (*)(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c, int64_t ldc,
+                               bool accumulate, int m, int n);
+using PackAH = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, uint16_t* dst);
+using PackBH = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, uint16_t* dst);
+
+struct F16AccKernels {
+  const char* isa;          // "avx512fp16", or "ref" (a portable emulation, for studying the error)
+  const char* description;
+  int mr;
+  int nr;
+  UkernelF16Acc ukernel;
+  PackAH pack_a;
+  PackBH pack_b;
+  PackBH pack_bt;  // from B^T (n x k row-major)
+};
 
 struct KernelSet {
   const char* isa;          // "avx512", "avx2" or "ref"
@@ -52,7 +94,15 @@ struct KernelSet {
   // to when it wastes fewer padded FMAs on the problem's N (skinny GEMMs). nullptr when there is none.
   const KernelSet* narrow;
   ThinF32 thin;  // the N <= 4 path (csrc/gemm/thin.hpp)
+  PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
+  WidenF16 widen_f16;
+  UkernelRowsF32 ukernel_rows;
 };
+
+// The fp16-accumulating kernels: the emulation beside the reference kernel set, and the AVX512-FP16 ones
+// (nullptr when the compiler could not build them). ukernel_table.cpp decides which a kernel set may use.
+const F16AccKernels& f16acc_ref();
+const F16AccKernels* f16acc_avx512fp16();
 
 // One per ISA translation unit; each is compiled with its own -m flags and may only be called after
 // cpu::supports() said yes. ukernel_table.cpp is the only place that chooses among them.
