@@ -32,13 +32,69 @@ D panel_value(T x) {
   }
 }
 
+#if defined(__AVX512F__)
+// out[j][i] = r[i][j]: a 16x16 transpose in registers (unpack pairs of rows, then 4-float and 128-bit lane
+// shuffles). Templated on Cvt like everything here, to stay private to its unit.
+template <class Cvt>
+void transpose16(const __m512 r[16], __m512 out[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4g + c], 128-bit lane L: column 4L + c of rows 4g .. 4g + 3.
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+    u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xee);
+    u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+    out[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    out[4 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    out[8 + c] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
+    out[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+  }
+}
+
+// Columns [p, p + 16) of MR <= 16 full rows into fp32 panel rows: 16 row loads (fp16 widened), one transpose,
+// 16 masked stores of MR floats, instead of 16 * MR scalar copies. Packing A is a transpose; when each packed
+// element is used only a few times (N of 16-32), doing it element by element cost as much as the product.
+template <int MR, class Cvt, class T>
+void pack_a_16_columns(const T* src, int64_t lda, int64_t p, float* dst) {
+  static_assert(MR <= 16, "one zmm per packed column");
+  __m512 r[16], out[16];
+  for (int i = 0; i < 16; ++i) {
+    if (i >= MR) {
+      r[i] = _mm512_setzero_ps();
+    } else if constexpr (sizeof(T) == 4) {
+      r[i] = _mm512_loadu_ps(reinterpret_cast<const float*>(src + i * lda + p));
+    } else {
+      r[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * lda + p)));
+    }
+  }
+  transpose16<Cvt>(r, out);
+  const __mmask16 rows = static_cast<__mmask16>((1u << MR) - 1u);
+  for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (p + j) * MR, rows, out[j]);
+}
+#endif
+
 template <int MR, class Cvt, class T, class D>
 void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
   for (int64_t r0 = 0; r0 < m; r0 += MR) {
     const T* src = a + r0 * lda;
     const int64_t rows = (m - r0 < MR) ? (m - r0) : MR;
     if (rows == MR) {
-      for (int64_t p = 0; p < k; ++p) {
+      int64_t p = 0;
+#if defined(__AVX512F__)
+      if constexpr (sizeof(D) == 4 && MR <= 16) {
+        for (; p + 16 <= k; p += 16) pack_a_16_columns<MR, Cvt>(src, lda, p, dst);
+      }
+#endif
+      for (; p < k; ++p) {
         for (int i = 0; i < MR; ++i) dst[p * MR + i] = panel_value<Cvt, D>(src[i * lda + p]);
       }
     } else {
