@@ -28,9 +28,6 @@ namespace opbench {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
 // Output pixels as GEMM columns: P rows of `row_w` columns each, of which the first Q are real pixels
 // (row_w = Wp on the in-place path, Q when gathering).
 struct Columns {
@@ -130,7 +127,7 @@ Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, B
   return b;
 }
 
-void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& requested, int threads) {
+void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {
   static thread_local AlignedBuffer padded_buffer, a_buffer;
   const Columns cols = columns_of(p);
   const int64_t ncols = cols.count(), PQ = p.out_h() * p.out_w();
@@ -138,7 +135,6 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& requ
   const bool f16 = p.dtype == Dtype::f16;
   const KernelSet& ks = tile_kernels(ks_main, ncols);
   const int64_t MR = ks.mr, NR = ks.nr;
-  const Blocking blk = resolve_conv_blocking(ks_main, p, requested, threads);
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
 
   // The padded fp32 copy of the input. In place, the last micro-panel of the last plane reads up to

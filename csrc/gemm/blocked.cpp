@@ -14,9 +14,6 @@ namespace opbench {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-
 // Scratch reused across calls from the same calling thread: reallocating (and page-faulting) megabytes of
 // panels on every call would dominate small problems.
 struct Workspace {
@@ -115,10 +112,10 @@ int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc,
   return (jc / nc) * k * round_up(nc, nr) + pc * round_up(nb, nr);
 }
 
-// One NR-column micro-panel of B: columns [col, col + cols) and rows [pc, pc + kb).
 // Where element (pc, col) of B is in p.b (elements), B given as is or as B^T.
 int64_t b_offset(const GemmProblem& p, int64_t pc, int64_t col) { return p.trans_b ? col * p.ldb + pc : pc * p.ldb + col; }
 
+// One NR-column micro-panel of B: columns [col, col + cols) and rows [pc, pc + kb).
 void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols,
                   float* dst) {
   const int64_t offset = b_offset(p, pc, col);

@@ -7,7 +7,6 @@ namespace opbench {
 
 namespace {
 int64_t round_down(int64_t x, int64_t multiple) { return std::max(multiple, x / multiple * multiple); }
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes) {

@@ -25,6 +25,13 @@ struct Cvt {
   }
 };
 
+// C[0:m, 0:n] (+)= a finished register tile.
+void store_tile(const float (&acc)[kMR][kNR], float* c, int64_t ldc, bool accumulate, int m, int n) {
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+  }
+}
+
 // One body for both B sources: packed (b_off == nullptr: row p at b + p * kNR) and rows read in place.
 void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restrict b, const int64_t* b_off,
                   float* __restrict c, int64_t ldc, bool accumulate, int m, int n) {
@@ -36,9 +43,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       for (int j = 0; j < kNR; ++j) acc[i][j] += a * row[j];
     }
   }
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
-  }
+  store_tile(acc, c, ldc, accumulate, m, n);
 }
 
 void ukernel(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate, int m, int n) {
@@ -80,9 +85,7 @@ void ukernel_f16acc(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c
       for (int j = 0; j < kNR; ++j) acc[i][j] = fma_f16(a, b[j], acc[i][j]);
     }
   }
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
-  }
+  store_tile(acc, c, ldc, accumulate, m, n);
 }
 
 using P = packing::Packers<kMR, kNR, Cvt>;

@@ -29,7 +29,7 @@ class _CppCase(Prepared):
         extra: tuple[Any, ...],
         threads: int,
         params: dict[str, Any],
-        gemm_dims: dict[str, int],
+        gemm_dims: dict[str, int] | None,
         algorithm: str,
         effective: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         keywords: dict[str, Any] | None = None,
@@ -44,6 +44,7 @@ class _CppCase(Prepared):
         info = _core.kernel_info(self._isa)
         given = {t: params.get(t) or None for t in TILES}
         if effective is None:
+            assert gemm_dims is not None, "tiles clamp to the GEMM's dimensions unless the op reports its own"
             self._tiles = {t: given[t] or info[t] for t in TILES}
             used = {t: min(v, gemm_dims[t]) for t, v in self._tiles.items()}
             kernel, mr, nr = info["description"], info["mr"], info["nr"]
@@ -141,8 +142,6 @@ class CppBackend(Backend):
                 (shape.dil_h, shape.dil_w),
                 shape.groups,
             )
-            crs = (shape.c // shape.groups) * shape.r * shape.s
-            dims = {"tile_m": shape.k // shape.groups, "tile_n": shape.out_h * shape.out_w, "tile_k": crs}
             stride1 = shape.stride_h == 1 and shape.stride_w == 1
             algo = (
                 "implicit GEMM, B rows read in place from the padded image"
@@ -170,7 +169,7 @@ class CppBackend(Backend):
                 )
 
             return _CppCase(
-                _core.conv2d, _core.time_conv2d, (x, w), (out,), extra, threads, params, dims, algo, effective
+                _core.conv2d, _core.time_conv2d, (x, w), (out,), extra, threads, params, None, algo, effective
             )
         if op == "lstm":
             names = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")

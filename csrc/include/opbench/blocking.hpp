@@ -7,6 +7,10 @@
 
 namespace opbench {
 
+// Integer helpers of the blocking arithmetic (generic translation units only; the ISA units do not include this).
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
 struct Blocking {
   int64_t mc = 0;  // tile_m: rows of A packed per block (kept in L2)
   int64_t nc = 0;  // tile_n: columns of B packed per panel (kept in L3)

@@ -22,7 +22,8 @@ struct ConvProblem {
 
 // Per image and group: Y[k_g, P*Q] = W[k_g, C_g*R*S] * col[C_g*R*S, P*Q], as an implicit GEMM (the col
 // matrix is gathered micro-panel by micro-panel from a zero-padded copy of x, never written out whole).
-// Zero fields of `blk` are derived by resolve_conv_blocking.
+// `blk` is what resolve_conv_blocking returned for this problem, kernel set and thread count (resolved once by
+// the caller, not at every call).
 void conv2d(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
 
 // The blocking conv2d uses: tile_k = kc (depth of a rank-kc update, from the cache model), tile_m = mc (output
