@@ -172,3 +172,27 @@ print("ok")
         [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "OPBENCH_ISA": isa}
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
+    # The AVX-512 14x32 tile keeps B's micro-panel in one way of L2, the others in L1 (Low et al.'s ways
+    # left to the A micro-panel); a GEMM with few columns reports the narrow tile it runs, with its own model.
+    from opbench import _core
+
+    caches = _core.cpu_info()["caches"]
+    l1, l2 = caches["l1d"], caches["l2"]
+    info = _core.kernel_info(isa)
+    mr, nr = info["mr"], info["nr"]
+    if isa == "avx512":
+        expected = l2["sets"] * l2["line_bytes"] // (nr * 4)
+    else:
+        ways_a = max(1, int((l1["ways"] - 1) / (1 + nr / mr)))
+        expected = ways_a * l1["sets"] * l1["line_bytes"] // (mr * 4)
+    assert info["tile_k"] == max(8, expected // 8 * 8)
+    # The packed A block keeps to L2 beside the B micro-panel.
+    assert info["tile_m"] % mr == 0 and info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"]
+    narrow = _core.kernel_info(isa, 8)
+    assert narrow["nr"] <= nr and (narrow["nr"] < nr) == (isa != "ref")
+    wide = _core.kernel_info(isa, 4096)
+    assert {k: wide[k] for k in ("nr", "tile_k")} == {"nr": nr, "tile_k": info["tile_k"]}

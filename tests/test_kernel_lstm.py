@@ -48,6 +48,21 @@ def test_threads_and_tiles_do_not_change_the_answer(isa: str, dtype: str, thread
     assert lstm.check(shape, out, inp, lstm.reference(shape, inp), dtype, "fp32")["ok"]
 
 
+# How the recurrence splits over threads: by batch rows, by 64-unit column blocks when rows run short (one
+# batch row), a ragged last block (H=70), one unit, and a single step (W_hh not packed ahead).
+GRID_SHAPES = [(4, 2, 9, 70), (3, 7, 5, 8), (3, 1, 4, 20), (2, 3, 3, 1), (1, 6, 11, 45)]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+@pytest.mark.parametrize("dims", GRID_SHAPES, ids=lambda d: "T{}B{}I{}H{}".format(*d))
+def test_recurrence_thread_splits(dtype: str, threads: int, dims: tuple[int, int, int, int]) -> None:
+    shape = lstm.LstmShape(*dims)
+    inp = lstm.make_inputs(shape, dtype, seed=11)
+    out = run(inp, threads=threads)
+    assert lstm.check(shape, out, inp, lstm.reference(shape, inp), dtype, "fp32")["ok"]
+
+
 @pytest.mark.parametrize("dims", SHAPES[:5], ids=lambda d: "T{}B{}I{}H{}".format(*d))
 def test_reference_agrees_with_torch_in_float64(dims: tuple[int, int, int, int]) -> None:
     torch = pytest.importorskip("torch")

@@ -307,7 +307,8 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
     if (ma.dtype != Dtype::f16) throw py::value_error("accumulate='fp16' needs float16 inputs, got float32");
     f16acc_kernels(ks);  // throws (ValueError) when this CPU or kernel set has no fp16-accumulating kernels
   }
-  const Blocking blocking = blocking_for(ks, tile_m, tile_n, tile_k);
+  // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
+  const Blocking blocking = blocking_for(tile_kernels(ks, mb.cols), tile_m, tile_n, tile_k);
 
   py::array result;
   if (out) {
@@ -512,8 +513,13 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "kernel_info",
-      [](const std::string& isa) { return kernel_dict(kernel_set(isa)); }, py::arg("isa") = "",
-      "Micro-kernel shape and model-derived default tiles of a kernel set.");
+      [](const std::string& isa, int64_t n) {
+        const KernelSet& ks = kernel_set(isa);
+        return kernel_dict(n > 0 ? tile_kernels(ks, n) : ks);
+      },
+      py::arg("isa") = "", py::arg("n") = 0,
+      "Micro-kernel shape and model-derived default tiles of a kernel set; with n > 0, of the register tile a "
+      "GEMM with n columns runs.");
 
   m.def("cpu_info", [] {
     const CpuInfo& c = cpu_info();

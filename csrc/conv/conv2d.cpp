@@ -97,7 +97,7 @@ Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, B
   const int64_t ncols = cols.count(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   const KernelSet& ks = tile_kernels(ks_main, ncols);
   const int64_t MR = ks.mr, NR = ks.nr;
-  const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float));
+  const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
   Blocking b;
   b.kc = std::min(requested.kc > 0 ? requested.kc : model.kc, crs);
   b.mc = round_up(std::min(requested.mc > 0 ? requested.mc : model.mc, kg), MR);

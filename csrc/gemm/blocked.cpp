@@ -58,7 +58,7 @@ void share(int64_t total, int parts, int idx, int64_t& lo, int64_t& hi) {
 }  // namespace
 
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
-  const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float));
+  const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
   if (requested.mc <= 0) requested.mc = model.mc;
   if (requested.nc <= 0) requested.nc = model.nc;
   if (requested.kc <= 0) requested.kc = model.kc;

@@ -9,7 +9,7 @@ namespace {
 int64_t round_down(int64_t x, int64_t multiple) { return std::max(multiple, x / multiple * multiple); }
 }  // namespace
 
-Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes) {
+Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes, MicroPanelHome home) {
   const CacheLevel& l1 = cpu.l1d;
   const CacheLevel& l2 = cpu.l2;
   const CacheLevel& l3 = cpu.l3;
@@ -21,9 +21,13 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes)
   const int64_t car = std::max<int64_t>(1, static_cast<int64_t>((l1.ways - 1) / (1.0 + double(nr) / mr)));
   b.kc = round_down(car * l1.sets * l1.line_bytes / (int64_t(mr) * elem_bytes), 8);
 
+  // Or, for a register tile fed from L2 (MicroPanelHome::l2), the B micro-panel takes one way of L2:
+  // kc = sets * line / (nr * S).
+  const int64_t l2_way = l2.sets * l2.line_bytes;
+  if (home == MicroPanelHome::l2) b.kc = round_down(l2_way / (int64_t(nr) * elem_bytes), 8);
+
   // L2: the packed A block (mc x kc) stays resident; the B micro-panel streaming through takes
   // C_Br = ceil(nr * kc * S / (sets * line)) ways and one way is left for C: mc = C_Ac * sets * line / (kc * S).
-  const int64_t l2_way = l2.sets * l2.line_bytes;
   const int64_t cbr = ceil_div(int64_t(nr) * b.kc * elem_bytes, l2_way);
   const int64_t cac = std::max<int64_t>(1, l2.ways - 1 - cbr);
   b.mc = round_down(cac * l2_way / (b.kc * elem_bytes), mr);

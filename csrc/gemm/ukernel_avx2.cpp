@@ -105,10 +105,11 @@ using PN = packing::Packers<kMR, kNarrowNR, Cvt>;
 
 const KernelSet kAvx2Narrow = {"avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", kMR, kNarrowNR,
                                UN::packed, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32, PN::bt_f16,
-                               PN::c_f16, lstm_cell_avx2, nullptr, T::f32, PN::b_gather, Cvt::widen_row, UN::rows};
+                               PN::c_f16, lstm_cell_avx2, nullptr, T::f32, PN::b_gather, Cvt::widen_row, UN::rows,
+                               MicroPanelHome::l1};
 const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, U::packed,
                          P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx2,
-                         &kAvx2Narrow, T::f32, P::b_gather, Cvt::widen_row, U::rows};
+                         &kAvx2Narrow, T::f32, P::b_gather, Cvt::widen_row, U::rows, MicroPanelHome::l1};
 
 }  // namespace
 

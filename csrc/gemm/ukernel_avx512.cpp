@@ -121,10 +121,11 @@ using PN = packing::Packers<kMR, kNarrowNR, Cvt>;
 const KernelSet kAvx512Narrow = {"avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", kMR, kNarrowNR,
                                  UN::packed, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32, PN::bt_f16,
                                  PN::c_f16, lstm_cell_avx512, nullptr, T::f32, PN::b_gather, Cvt::widen_row,
-                                 UN::rows};
+                                 UN::rows, MicroPanelHome::l1};
 const KernelSet kAvx512 = {"avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)", kMR, kNR,
                            U::packed, P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16,
-                           lstm_cell_avx512, &kAvx512Narrow, T::f32, P::b_gather, Cvt::widen_row, U::rows};
+                           lstm_cell_avx512, &kAvx512Narrow, T::f32, P::b_gather, Cvt::widen_row, U::rows,
+                           MicroPanelHome::l2};
 
 }  // namespace
 

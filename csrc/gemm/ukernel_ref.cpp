@@ -93,7 +93,7 @@ using T = thin::Thin<4, Cvt>;
 
 const KernelSet kRef = {"ref", "portable C++ 4x8 (no FMA)", kMR, kNR, ukernel,
                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_ref,
-                        nullptr, T::f32, P::b_gather, Cvt::widen_row, ukernel_rows};
+                        nullptr, T::f32, P::b_gather, Cvt::widen_row, ukernel_rows, MicroPanelHome::l1};
 
 const F16AccKernels kF16AccRef = {"ref", "portable emulation of fp16 accumulation (each FMA rounded once to fp16), 4x8",
                                   kMR, kNR, ukernel_f16acc, P::a_h, P::b_h, P::bt_h};

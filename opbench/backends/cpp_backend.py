@@ -33,6 +33,7 @@ class _CppCase(Prepared):
         algorithm: str,
         effective: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         keywords: dict[str, Any] | None = None,
+        columns: int = 0,
     ) -> None:
         from opbench import _core
 
@@ -41,7 +42,7 @@ class _CppCase(Prepared):
         self._threads = threads
         self._keywords = keywords or {}
         self._isa = params.get("isa") or ""
-        info = _core.kernel_info(self._isa)
+        info = _core.kernel_info(self._isa, columns)  # columns: a GEMM's N picks its register tile
         given = {t: params.get(t) or None for t in TILES}
         if effective is None:
             assert gemm_dims is not None, "tiles clamp to the GEMM's dimensions unless the op reports its own"
@@ -125,6 +126,7 @@ class CppBackend(Backend):
                 dims,
                 "blocked GEMM (BLIS loops)" + (", fp16 accumulation per tile_k block" if f16_acc else ""),
                 keywords={"accumulate": "fp16"} if f16_acc else None,
+                columns=shape.n,
             )
             if f16_acc:
                 info = _core.kernel_info(params.get("isa") or "")["fp16_accumulate"]

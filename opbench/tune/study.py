@@ -85,7 +85,7 @@ class TuneConfig:
 def _names(cfg: TuneConfig) -> dict[str, int]:
     from opbench import _core
 
-    info = _core.kernel_info(cfg.isa or "")
+    info = _core.kernel_info(cfg.isa or "", cfg.shape.n)
     caches = _core.cpu_info()["caches"]
     s = cfg.shape
     return {
@@ -328,7 +328,7 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
         )
     from opbench import _core
 
-    info = _core.kernel_info(cfg.isa or "")
+    info = _core.kernel_info(cfg.isa or "", cfg.shape.n)
     default_tiles = {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
     for r in rows:
         if r["name"] == "default":

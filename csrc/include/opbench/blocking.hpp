@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "opbench/cpu.hpp"
+#include "opbench/kernel_set.hpp"
 
 namespace opbench {
 
@@ -14,11 +15,12 @@ inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 struct Blocking {
   int64_t mc = 0;  // tile_m: rows of A packed per block (kept in L2)
   int64_t nc = 0;  // tile_n: columns of B packed per panel (kept in L3)
-  int64_t kc = 0;  // tile_k: depth of one rank-kc update (B micro-panel kept in L1)
+  int64_t kc = 0;  // tile_k: depth of one rank-kc update (B micro-panel kept in L1 or L2, see kernel_set.hpp)
 };
 
 // Low, Igual, Smith, Quintana-Orti, "Analytical modeling is enough for high-performance BLIS" (TOMS 2016):
-// kc from L1 ways left to the A micro-panel, mc from L2 ways, nc from L3 ways. elem_bytes is the packed size.
-Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes);
+// kc from L1 ways left to the A micro-panel (or one way of L2, see MicroPanelHome), mc from L2 ways, nc from
+// L3 ways. elem_bytes is the packed size.
+Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes, MicroPanelHome home);
 
 }  // namespace opbench

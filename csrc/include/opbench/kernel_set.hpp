@@ -76,6 +76,13 @@ struct F16AccKernels {
   PackBH pack_bt;  // from B^T (n x k row-major)
 };
 
+// Where the B micro-panel (kc x nr) lives while the A micro-panels stream past it, for the blocking model
+// (analytical_blocking in blocking.hpp). l1: Low et al.'s placement. l2: for register tiles whose two operand streams need little bandwidth per FMA (AVX-512
+// 14x32: 46 floats per 448 flops), so that L2 can feed both; a deeper kc then halves the passes over C
+// and the packing calls per FMA (BLIS's Skylake-X and Zen 4 sgemm kernels are likewise "_l2" kernels with
+// kc 384 / 480). Measured on Zen 5, 2048^3: kc 512 at 201 GFLOPS vs kc 216 at 166 (1 thread).
+enum class MicroPanelHome { l1, l2 };
+
 struct KernelSet {
   const char* isa;          // "avx512", "avx2" or "ref"
   const char* description;  // what the micro-kernel is, for provenance
@@ -97,6 +104,7 @@ struct KernelSet {
   PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
   WidenF16 widen_f16;
   UkernelRowsF32 ukernel_rows;
+  MicroPanelHome b_panel_home;  // which cache the blocking model keeps B's micro-panel in (blocking.hpp)
 };
 
 // The fp16-accumulating kernels: the emulation beside the reference kernel set, and the AVX512-FP16 ones
