@@ -18,7 +18,17 @@ from typing import Any
 
 from opbench import __version__
 
-LIBRARIES = ("numpy", "torch", "mindspore", "threadpoolctl", "rich", "pybind11")
+LIBRARIES = (
+    "numpy",
+    "torch",
+    "mindspore",
+    "tensorflow",
+    "tensorflow-cpu",
+    "keras",
+    "threadpoolctl",
+    "rich",
+    "pybind11",
+)
 
 
 def utc_now() -> str:

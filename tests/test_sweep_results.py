@@ -21,7 +21,7 @@ from conftest import FAST_TIMER, run_cli
 
 from opbench.results import schema_path
 
-BACKENDS = ["cpp", "torch", "mindspore", "numpy"]
+BACKENDS = ["cpp", "torch", "mindspore", "tensorflow", "numpy"]
 
 
 def load_results(out: Path) -> tuple[dict[str, Any], list[dict[str, str]]]:

@@ -6,6 +6,7 @@ from opbench.backends.base import Backend, Prepared
 from opbench.backends.cpp_backend import CppBackend
 from opbench.backends.mindspore_backend import MindSporeBackend
 from opbench.backends.numpy_backend import NumpyBackend
+from opbench.backends.tensorflow_backend import TensorFlowBackend, TensorFlowEagerBackend
 from opbench.backends.torch_backend import TorchBackend
 from opbench.errors import UsageError
 
@@ -13,6 +14,8 @@ BACKENDS: dict[str, type[Backend]] = {
     "cpp": CppBackend,
     "torch": TorchBackend,
     "mindspore": MindSporeBackend,
+    "tensorflow": TensorFlowBackend,
+    "tensorflow-eager": TensorFlowEagerBackend,
     "numpy": NumpyBackend,
 }
 

@@ -99,7 +99,7 @@ DEFAULT_AXES = {
     "filter_size": [1, 3, 5],
 }
 DEFAULT_MODE = "one-factor"
-DEFAULT_BACKENDS = ("cpp", "torch", "mindspore")
+DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "tensorflow")
 BATCH_FIELDS = ("n",)
 SPATIAL_FIELDS = ("h", "w")
 

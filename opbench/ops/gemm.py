@@ -33,7 +33,7 @@ AXES: dict[str, tuple[str, ...]] = {"m": ("m",), "n": ("n",), "k": ("k",)}
 PARAMS: dict[str, Any] = {}
 BASE = {"m": 1024, "n": 1024, "k": 1024}
 DEFAULT_MODE = "product"  # GEMM sizes are given as a grid, as in the CUTLASS profiler
-DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "numpy")
+DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "tensorflow", "numpy")
 BATCH_FIELDS = ("m",)  # what --scale shrinks: the batch dimension of a fully-connected layer
 SPATIAL_FIELDS: tuple[str, ...] = ()
 

@@ -45,7 +45,7 @@ DEFAULT_AXES = {
     "hidden": [128, 256, 512],
 }
 DEFAULT_MODE = "one-factor"
-DEFAULT_BACKENDS = ("cpp", "torch", "mindspore")
+DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "tensorflow")
 BATCH_FIELDS = ("batch",)
 SPATIAL_FIELDS = ("input_size",)
 

@@ -13,7 +13,14 @@ matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-COLORS = {"cpp": "#1f77b4", "torch": "#ff7f0e", "mindspore": "#2ca02c", "numpy": "#9467bd"}
+COLORS = {
+    "cpp": "#1f77b4",
+    "torch": "#ff7f0e",
+    "mindspore": "#2ca02c",
+    "tensorflow": "#d62728",
+    "tensorflow-eager": "#e377c2",
+    "numpy": "#9467bd",
+}
 MARKERS = {"gemm": "o", "conv": "s", "lstm": "^"}
 
 

@@ -1,0 +1,204 @@
+"""Backends `tensorflow` and `tensorflow-eager`: tf.linalg.matmul, tf.nn.conv2d and tf.keras.layers.LSTM.
+
+`tensorflow` runs each op inside a `tf.function` (a traced graph, without XLA), traced once before timing;
+`tensorflow-eager` calls the same ops eagerly. Both appear side by side in one table when asked for.
+
+Layouts: TensorFlow's CPU convolution is NHWC (filters R x S x C/groups x K) and Keras' LSTM is
+batch-major with one bias and transposed weights; inputs are converted to those layouts when the case is
+prepared, outside the timed region, and outputs converted back for verification only. Gate order (i, f, g, o)
+and activations (sigmoid, tanh) match PyTorch's; the bias is b_ih + b_hh.
+
+Timing: every call's output is a new tensor. A `tf.function` call costs its Python dispatch (0.3 ms on the
+2-vCPU development VM, against 0.03 ms for an eager op), which the timing includes: that is what a caller
+of a compiled TensorFlow op pays per call. After the timed loop `tf.test.experimental.sync_devices()`
+waits for every device to finish, so the clock stops after the work (on the CPU, ops already return
+finished). Threads: `tf.config.threading` intra-op = the sweep's threads, inter-op = 1, which TensorFlow
+accepts only before its runtime starts (otherwise the result says so).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from opbench.backends.base import Backend, Prepared
+from opbench.errors import BackendUnavailable
+
+
+class _TfCase(Prepared):
+    def __init__(
+        self,
+        call: Callable[[], Any],
+        to_numpy: Callable[[Any], Any],
+        sync: Callable[[], None],
+        details: dict[str, Any],
+    ) -> None:
+        self._call = call
+        self._to_numpy = to_numpy
+        self._sync = sync
+        self.details = details
+
+    def run(self, loops: int) -> float:
+        call = self._call
+        self._sync()
+        t0 = time.perf_counter()
+        for _ in range(loops):
+            call()
+        self._sync()
+        return time.perf_counter() - t0
+
+    def output(self) -> Any:
+        return self._to_numpy(self._call())
+
+
+def tf_device(device: str, gpus: int) -> str:
+    """opbench's device name -> TensorFlow's: cpu -> /CPU:0, cuda or cuda:N -> /GPU:N (which must exist)."""
+    if device == "cpu":
+        return "/CPU:0"
+    if device == "cuda" or device.startswith("cuda:"):
+        index_text = device.partition(":")[2] or "0"
+        if not index_text.isdigit():
+            raise BackendUnavailable(f"unknown device '{device}' (cpu, cuda or cuda:N)")
+        index = int(index_text)
+        if index >= gpus:
+            raise BackendUnavailable(f"TensorFlow sees {gpus} GPU(s), so '{device}' is not available")
+        return f"/GPU:{index}"
+    raise BackendUnavailable(f"unsupported device '{device}' for tensorflow (cpu, cuda or cuda:N)")
+
+
+class TensorFlowBackend(Backend):
+    name: ClassVar[str] = "tensorflow"
+    compiled: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self._tf: Any = None
+        self._device = "/CPU:0"
+        self._details: dict[str, Any] = {}
+
+    def unavailable_reason(self) -> str | None:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # no C++ info/warning lines on import
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError as e:
+            return f"TensorFlow is not installed ({e}); pip install 'opbench[tensorflow]' (tensorflow-cpu)"
+        except Exception as e:  # a broken install: report it, do not crash the sweep
+            return f"TensorFlow fails to import: {type(e).__name__}: {e}"
+        return None
+
+    def version(self) -> str | None:
+        import tensorflow as tf
+
+        return str(tf.__version__)
+
+    def setup(self, threads: int, device: str) -> None:
+        import tensorflow as tf
+
+        self._device = tf_device(device, len(tf.config.list_physical_devices("GPU")))
+        note = None
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:  # the runtime already started in this process
+            note = "thread counts could not be changed: TensorFlow's runtime had already started"
+        self._tf = tf
+        self._details = {
+            "device": self._device,
+            "execution": "tf.function (graph, traced before timing; no XLA)" if self.compiled else "eager",
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "TF_ENABLE_ONEDNN_OPTS": os.environ.get(
+                "TF_ENABLE_ONEDNN_OPTS", "unset (oneDNN on: TF's x86 default)"
+            ),
+        }
+        if note:
+            self._details["thread_note"] = note
+
+    def _compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        return self._tf.function(fn) if self.compiled else fn
+
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        tf, dev = self._tf, self._device
+        details = dict(self._details)
+        sync = tf.test.experimental.sync_devices
+
+        def host(x: Any) -> np.ndarray:
+            return np.asarray(x.numpy())
+
+        with tf.device(dev):
+            if op == "gemm":
+                a, b = tf.constant(inputs["a"]), tf.constant(inputs["b"])
+
+                def product(a: Any, b: Any) -> Any:  # a Python function: tf.function dispatches it faster
+                    return tf.linalg.matmul(a, b)
+
+                matmul = self._compile(product)
+                call: Callable[[], Any] = lambda: matmul(a, b)  # noqa: E731
+                to_numpy: Callable[[Any], Any] = host
+                details["call"] = "tf.linalg.matmul (output allocated per call)"
+            elif op == "conv":
+                # NCHW / KCRS -> NHWC / RSCK, here, outside the timed region.
+                x = tf.constant(np.ascontiguousarray(inputs["x"].transpose(0, 2, 3, 1)))
+                w = tf.constant(np.ascontiguousarray(inputs["w"].transpose(2, 3, 1, 0)))
+                padding = [[0, 0], [shape.pad_h, shape.pad_h], [shape.pad_w, shape.pad_w], [0, 0]]
+                strides = [1, shape.stride_h, shape.stride_w, 1]
+                dilations = [1, shape.dil_h, shape.dil_w, 1]
+
+                def conv(x: Any, w: Any) -> Any:
+                    return tf.nn.conv2d(x, w, strides, padding, data_format="NHWC", dilations=dilations)
+
+                conv_fn = self._compile(conv)
+                call = lambda: conv_fn(x, w)  # noqa: E731
+
+                def to_numpy(res: Any) -> Any:
+                    return host(res).transpose(0, 3, 1, 2)
+
+                details["call"] = "tf.nn.conv2d(data_format='NHWC') (output allocated per call)"
+                details["layout"] = "NHWC input, RSCK filter (converted from NCHW/KCRS before timing)"
+            elif op == "lstm":
+                call, to_numpy = self._lstm(shape, inputs)
+                details["call"] = "tf.keras.layers.LSTM(return_sequences, return_state) on batch-major x"
+                details["layout"] = "x batch-major (B, T, I), converted before timing; bias = b_ih + b_hh"
+            else:
+                raise ValueError(f"tensorflow has no {op} adapter")
+            call()  # trace the tf.function (and warm the eager path) before anything is timed
+        device_call = call
+
+        def on_device() -> Any:
+            with tf.device(dev):
+                return device_call()
+
+        return _TfCase(on_device, to_numpy, sync, details)
+
+    def _lstm(
+        self, shape: Any, inputs: dict[str, np.ndarray]
+    ) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+        tf = self._tf
+        dtype = "float16" if inputs["x"].dtype == np.float16 else "float32"
+        layer = tf.keras.layers.LSTM(shape.hidden, return_sequences=True, return_state=True, dtype=dtype)
+        x = tf.constant(np.ascontiguousarray(inputs["x"].transpose(1, 0, 2)))
+        state = [tf.constant(inputs["h0"]), tf.constant(inputs["c0"])]
+        layer.build(x.shape)
+        bias = (inputs["b_ih"].astype(np.float32) + inputs["b_hh"].astype(np.float32)).astype(
+            inputs["x"].dtype
+        )
+        layer.set_weights([inputs["w_ih"].T, inputs["w_hh"].T, bias])
+
+        def lstm(x: Any, h0: Any, c0: Any) -> Any:
+            return layer(x, initial_state=[h0, c0])
+
+        lstm_fn = self._compile(lstm)
+
+        def to_numpy(res: Any) -> Any:
+            y, h, c = (np.asarray(t.numpy()) for t in res)
+            return y.transpose(1, 0, 2), (h, c)
+
+        return (lambda: lstm_fn(x, *state)), to_numpy
+
+
+class TensorFlowEagerBackend(TensorFlowBackend):
+    name = "tensorflow-eager"
+    compiled = False
