@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -118,7 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
     )
     s.add_argument("--threads", type=_positive_int, help="threads for every backend (default: all cores)")
-    s.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i] for backends that support it")
+    s.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default), cuda[:i] (torch, tensorflow, mindspore), ascend[:i] (mindspore)",
+    )
     s.add_argument("--out", default="reports", help="output directory (default: reports/)")
     s.add_argument("--format", default="json,csv", help="json, csv or both (default: json,csv)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
@@ -171,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--dtype", default="fp32,fp16")
     pk.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of using the cache")
+    pk.add_argument(
+        "--datasheets",
+        action="store_true",
+        help="print the accelerator datasheet peaks (dense) used on GPUs and NPUs, with their sources",
+    )
 
     t = sub.add_parser(
         "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
@@ -325,8 +335,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cli_backends = parse_backends(args.backend) if args.backend is not None else None
     formats = parse_formats(args.format)
     out_dir = _check_out_dir(args.out)
-    if args.device != "cpu" and not args.device.startswith("cuda"):
-        raise UsageError(f"unknown device '{args.device}' (expected cpu or cuda[:index])")
+    if not re.fullmatch(r"cpu|(cuda|ascend)(:\d+)?", args.device):
+        raise UsageError(f"unknown device '{args.device}' (expected cpu, cuda[:index] or ascend[:index])")
     threads = args.threads or default_threads()
     timer = TimerConfig(
         min_sample_s=args.min_sample_ms / 1e3,
@@ -481,6 +491,9 @@ def _run_sweeps(
             bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
         with err_console.status("loading backends..."):
             states = sweep.setup_backends(all_backends, first.threads, first.device)
+        if first.device != "cpu" and all(st.reason for st in states.values()):
+            reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
+            raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
         history = sweep.SpeedHistory()
         stamp = utc_now().replace(":", "").replace("-", "").replace("+0000", "")
         prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
@@ -528,6 +541,30 @@ def _run_sweeps(
     return 0
 
 
+def _print_datasheets() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench.accelerators import ACCELERATORS
+
+    dtypes = ("fp32", "tf32", "fp16", "bf16")
+    table = Table(
+        title="accelerator datasheet peaks (TFLOPS, dense)", title_justify="left", header_style="bold"
+    )
+    for col in ("device", *dtypes, "source"):
+        table.add_column(col, justify="right" if col in dtypes else "left")
+    for acc in ACCELERATORS:
+        cells = [f"{acc.tflops[d]:g}" if d in acc.tflops else "-" for d in dtypes]
+        table.add_row(acc.name, *cells, acc.source)
+    console = Console(markup=False, width=None if sys.stdout.isatty() else 160)
+    console.print(table)
+    console.print(
+        "Sparse (2:4) figures are never used. fp16/bf16 are tensor-core or cube peaks; fp32 is the CUDA-core "
+        "peak (TF32 is listed apart). A sweep with --device cuda uses the row matching the device's name."
+    )
+    return 0
+
+
 def cmd_peak(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -537,6 +574,8 @@ def cmd_peak(args: argparse.Namespace) -> int:
     from opbench.kernels import default_threads
     from opbench.ranges import parse_sizes
 
+    if args.datasheets:
+        return _print_datasheets()
     dtypes = parse_dtypes(args.dtype)
     counts = parse_sizes(args.threads, "--threads") if args.threads else sorted({1, default_threads()})
     table = Table(title="peak FLOPS", title_justify="left", header_style="bold")

@@ -111,9 +111,13 @@ def backend_summary(states: dict[str, BackendState]) -> dict[str, Any]:
 def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[str, dict[str, Any]]:
     """Per dtype: the peak used for utilization (measured on CPU) and the datasheet estimate beside it."""
     out: dict[str, dict[str, Any]] = {}
+    name = peaks.accelerator_name(device) if device != "cpu" else None
     for d in dtypes:
         if device != "cpu":
-            out[d] = {"used": None, "measured": None, "datasheet": None}
+            # An accelerator's utilization is against its datasheet peak (accelerators.py), when listed.
+            ds_acc = peaks.accelerator_datasheet(name, d, threads) if name else None
+            used = ds_acc.to_dict() if ds_acc else None
+            out[d] = {"used": used, "measured": None, "datasheet": used, "device_name": name}
             continue
         m = peaks.measured(d, threads)
         ds = peaks.datasheet(d, threads)

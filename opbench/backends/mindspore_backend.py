@@ -1,5 +1,6 @@
-"""Backend `mindspore`: ops.matmul, ops.conv2d and nn.LSTM in PyNative mode on the CPU, each call run to
-completion.
+"""Backend `mindspore`: ops.matmul, ops.conv2d and nn.LSTM in PyNative mode, each call run to completion.
+On the CPU by default; `--device cuda[:N]` asks for MindSpore's GPU target and `ascend[:N]` for Ascend,
+where MindSpore reports them available (neither has run yet: no such machine was at hand).
 
 MindSpore's PyNative CPU execution is asynchronous and `mindspore.runtime.synchronize()` does not
 support the CPU, so the adapter calls `runtime.launch_blocking()`: every op returns only once it has
@@ -38,6 +39,15 @@ class _MindSporeCase(Prepared):
         return self._to_numpy(self._call())
 
 
+def ms_device(device: str) -> tuple[str, int]:
+    """opbench's device name -> MindSpore's target and id: cpu, cuda[:N] -> GPU, ascend[:N] -> Ascend."""
+    kind, _, index = device.partition(":")
+    target = {"cpu": "CPU", "cuda": "GPU", "ascend": "Ascend"}.get(kind)
+    if target is None or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise BackendUnavailable(f"unsupported device '{device}' for mindspore (cpu, cuda[:N] or ascend[:N])")
+    return target, int(index or 0)
+
+
 class MindSporeBackend(Backend):
     name = "mindspore"
 
@@ -61,11 +71,18 @@ class MindSporeBackend(Backend):
         return str(mindspore.__version__)
 
     def setup(self, threads: int, device: str) -> None:
-        if device != "cpu":
-            raise BackendUnavailable(f"opbench's MindSpore adapter runs on the CPU only, not on {device}")
         import mindspore as ms
 
-        ms.set_device("CPU")
+        target, index = ms_device(device)
+        if target != "CPU":
+            contexts = {"GPU": ms.device_context.gpu, "Ascend": ms.device_context.ascend}
+            if not contexts[target].is_available():
+                raise BackendUnavailable(
+                    f"MindSpore reports no {target} here, so '{device}' is not available"
+                )
+            ms.set_device(target, index)  # not run yet on a GPU or Ascend machine
+        else:
+            ms.set_device("CPU")
         ms.set_context(mode=ms.PYNATIVE_MODE)
         note = None
         try:
@@ -78,6 +95,7 @@ class MindSporeBackend(Backend):
             pass  # already blocking
         self._ms = ms
         self._details = {
+            "device": f"{target}:{index}",
             "mode": "PyNative, launch_blocking",
             "threads_num": threads,
             "thread_note": note

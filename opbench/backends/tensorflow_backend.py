@@ -18,9 +18,11 @@ accepts only before its runtime starts (otherwise the result says so).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -70,6 +72,26 @@ def tf_device(device: str, gpus: int) -> str:
     raise BackendUnavailable(f"unsupported device '{device}' for tensorflow (cpu, cuda or cuda:N)")
 
 
+@contextlib.contextmanager
+def native_stderr_captured(lines: list[str] | None = None) -> Iterator[None]:
+    """TensorFlow's C++ runtime logs to file descriptor 2 before it reads TF_CPP_MIN_LOG_LEVEL (absl's
+    pre-initialisation lines, oneDNN's notices); point the descriptor at a temporary file meanwhile, so that
+    opbench's one-line errors and tables stay the only output, and hand what was said to `lines`."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as log:
+        try:
+            os.dup2(log.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if lines is not None:
+                log.seek(0)
+                lines.extend(
+                    line.strip() for line in log if line.strip() and "absl::InitializeLog" not in line
+                )
+
+
 class TensorFlowBackend(Backend):
     name: ClassVar[str] = "tensorflow"
     compiled: ClassVar[bool] = True
@@ -82,7 +104,8 @@ class TensorFlowBackend(Backend):
     def unavailable_reason(self) -> str | None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # no C++ info/warning lines on import
         try:
-            import tensorflow  # noqa: F401
+            with native_stderr_captured():
+                import tensorflow  # noqa: F401
         except ImportError as e:
             return f"TensorFlow is not installed ({e}); pip install 'opbench[tensorflow]' (tensorflow-cpu)"
         except Exception as e:  # a broken install: report it, do not crash the sweep
@@ -97,7 +120,9 @@ class TensorFlowBackend(Backend):
     def setup(self, threads: int, device: str) -> None:
         import tensorflow as tf
 
-        self._device = tf_device(device, len(tf.config.list_physical_devices("GPU")))
+        with native_stderr_captured():
+            gpus = len(tf.config.list_physical_devices("GPU"))
+        self._device = tf_device(device, gpus)
         note = None
         try:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -128,7 +153,8 @@ class TensorFlowBackend(Backend):
         def host(x: Any) -> np.ndarray:
             return np.asarray(x.numpy())
 
-        with tf.device(dev):
+        runtime_log: list[str] = []
+        with tf.device(dev), native_stderr_captured(runtime_log):
             if op == "gemm":
                 a, b = tf.constant(inputs["a"]), tf.constant(inputs["b"])
 
@@ -165,6 +191,10 @@ class TensorFlowBackend(Backend):
             else:
                 raise ValueError(f"tensorflow has no {op} adapter")
             call()  # trace the tf.function (and warm the eager path) before anything is timed
+        # What TensorFlow's runtime said while tracing and running the op once (e.g. that oneDNN has no fp16
+        # kernels for this CPU and Eigen's run instead), kept in the result rather than on the terminal.
+        if runtime_log:
+            details["runtime_log"] = [line.split("] ", 1)[-1] for line in runtime_log[-5:]]
         device_call = call
 
         def on_device() -> Any:

@@ -73,6 +73,8 @@ class TorchBackend(Backend):
 
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise BackendUnavailable(f"torch has no usable CUDA device for '{device}'")
+        if device.startswith("cuda:") and int(device.partition(":")[2]) >= torch.cuda.device_count():
+            raise BackendUnavailable(f"torch sees {torch.cuda.device_count()} CUDA device(s), not '{device}'")
         if device != "cpu" and not device.startswith("cuda"):
             raise BackendUnavailable(f"unsupported device '{device}' for torch")
         torch.set_num_threads(threads)
