@@ -125,6 +125,17 @@ def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[st
     return out
 
 
+def host_flush_bytes() -> int:
+    """What a cold-cache sample writes first on the host: twice the L3, at least 64 MiB."""
+    from opbench import _core
+
+    return int(max(2 * _core.cpu_info()["caches"]["l3"]["size_bytes"], 64 << 20))
+
+
+def host_flush_note() -> str:
+    return f"{host_flush_bytes() >> 20} MiB written on the host before each sample (one call per sample)"
+
+
 def _factors(cfg: SweepConfig, shape: Any) -> dict[str, Any]:
     """Axis values of the case as the spec gave them (before --scale)."""
     op = get_op(cfg.op)
@@ -250,7 +261,11 @@ def measure_case(
                 f"--verify-max-gflop {cfg.verify_max_gflop:g}"
             }
         settle_s = wait_until_quiet(QUIET_MAX_WAIT_S)
-        m = timer.measure(prepared.run)
+        device_flush = prepared.cache_flush() if cfg.timer.cold_cache else None
+        m = timer.measure(prepared.run, device_flush[0] if device_flush else None)
+        method = prepared.clock
+        if cfg.timer.cold_cache:
+            method += "; cold cache: " + (device_flush[1] if device_flush else host_flush_note())
     except MemoryError:
         rec.update(status="failed", reason="out of memory")
         return rec
@@ -264,7 +279,7 @@ def measure_case(
             rec.update(status="failed", reason=reason)
         return rec
 
-    rec["time"] = {**m.to_dict(), "settle_s": settle_s}
+    rec["time"] = {**m.to_dict(), "settle_s": settle_s, "method": method}
     if settle_s >= QUIET_MAX_WAIT_S:
         rec["notes"].append(
             f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
@@ -285,7 +300,10 @@ def measure_case(
             rec["flags"].append("slow")
         if peak["source"] == "measured" and (rec["gflops_best"] or 0.0) > peak["gflops"] * 1.02:
             rec["flags"].append("over_peak")
-            rec["notes"].append("faster than the measured peak: the peak or this timing is wrong")
+            rec["notes"].append(
+                "faster than the measured peak: the peak or this timing is wrong "
+                "(a peak cached while the machine was busy: opbench peak --refresh)"
+            )
     return rec
 
 
@@ -330,8 +348,7 @@ def run_sweep(
     history = history or SpeedHistory()
     flush = None
     if cfg.timer.cold_cache:
-        l3 = _core.cpu_info()["caches"]["l3"]["size_bytes"]
-        flush_bytes = max(2 * l3, 64 << 20)
+        flush_bytes = host_flush_bytes()
 
         def flush() -> None:
             _core.flush_cache(flush_bytes)

@@ -52,20 +52,22 @@ class Timer:
         if self.config.cold_cache and flush is None:
             raise ValueError("cold_cache needs a flush function")
 
-    def _sample(self, run: RunFn, loops: int) -> float:
+    def _sample(self, run: RunFn, loops: int, flush: Callable[[], None] | None) -> float:
         if self.config.cold_cache:
-            assert self._flush is not None
-            self._flush()
+            assert flush is not None
+            flush()
         return run(loops)
 
-    def measure(self, run: RunFn) -> Measurement:
+    def measure(self, run: RunFn, flush: Callable[[], None] | None = None) -> Measurement:
+        """`flush`, when given, replaces the timer's own in cold-cache mode (a device's cache flush)."""
         cfg = self.config
+        flush = flush or self._flush
         cold = cfg.cold_cache
 
         # Warm-up, excluded from the result: doubling loop counts until warmup_s of calls have run.
         first_s = run(1)
         if first_s >= cfg.call_budget_s:
-            return Measurement((self._sample(run, 1),), 1, single_sample=True, cold_cache=cold)
+            return Measurement((self._sample(run, 1, flush),), 1, single_sample=True, cold_cache=cold)
         warm_s, per_call_s, loops = first_s, first_s, 1
         while warm_s < cfg.warmup_s:
             loops = min(loops * 2, max(1, math.ceil((cfg.warmup_s - warm_s) / max(per_call_s, 1e-9))))
@@ -77,7 +79,7 @@ class Timer:
         samples: list[float] = []
         start = self._clock()
         while True:
-            samples.append(self._sample(run, loops) / loops)
+            samples.append(self._sample(run, loops, flush) / loops)
             n = len(samples)
             if n >= cfg.max_samples:
                 break

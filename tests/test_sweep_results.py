@@ -110,6 +110,29 @@ def test_provenance(sweep: tuple) -> None:
     assert set(cpp["details"]["tiles"]) == {"tile_m", "tile_n", "tile_k"}
 
 
+def test_each_result_names_its_timing_method(sweep: tuple) -> None:
+    doc, _, _ = sweep
+    methods = {r["backend"]: r["time"]["method"] for r in doc["records"] if r["status"] == "ok"}
+    assert "steady_clock" in methods["cpp"] and "inside the extension" in methods["cpp"]
+    assert "perf_counter" in methods["numpy"]
+    if "tensorflow" in methods:
+        assert "sync_devices" in methods["tensorflow"]
+    if "mindspore" in methods:
+        assert "launch_blocking" in methods["mindspore"]
+
+
+def test_cold_cache_results_say_what_was_flushed(tmp_path: Path) -> None:
+    proc = run_cli(
+        ["sweep", "gemm", "--m", "16", "--n", "16", "--k", "16", "--dtype", "fp32", "--backend", "cpp,torch"]
+        + ["--cold-cache", "--out", str(tmp_path), *FAST_TIMER]
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc, _ = load_results(tmp_path)
+    for r in doc["records"]:
+        assert r["time"]["cold_cache"] and r["time"]["loops"] == 1
+        assert "cold cache: " in r["time"]["method"] and "MiB written on the host" in r["time"]["method"]
+
+
 def test_csv_matches_json(sweep: tuple) -> None:
     doc, rows, _ = sweep
     for r, row in zip(doc["records"], rows, strict=True):

@@ -105,6 +105,22 @@ def test_cold_cache_flushes_before_every_sample_one_call_each() -> None:
     assert sampled == ["flush", "run1"] * m.n
 
 
+def test_a_devices_own_flush_replaces_the_hosts() -> None:
+    # A backend on a device with its own caches (a GPU's L2) passes its flush per measurement.
+    clock = FakeClock()
+    events: list[str] = []
+
+    def run(loops: int) -> float:
+        clock.now += 0.001 * loops
+        return 0.001 * loops
+
+    timer = Timer(
+        TimerConfig(cold_cache=True, warmup_s=0.001), clock=clock, flush=lambda: events.append("host")
+    )
+    m = timer.measure(run, flush=lambda: events.append("device"))
+    assert events == ["device"] * m.n
+
+
 def test_cold_cache_requires_a_flush_function() -> None:
     with pytest.raises(ValueError, match="flush"):
         Timer(TimerConfig(cold_cache=True))

@@ -11,6 +11,7 @@ Outputs come back as numpy arrays in the op's structure: gemm and conv one array
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,6 +22,13 @@ class Prepared(ABC):
 
     #: facts about what ran (kernel, tiles, library config) that go into the result record
     details: dict[str, Any]
+    #: how run() measures the elapsed time, recorded with every result
+    clock: str = "host clock (time.perf_counter) around the calls"
+
+    def cache_flush(self) -> tuple[Callable[[], None], str] | None:
+        """For cold-cache timing on a device with its own caches: a function that evicts them and what it
+        does. None: the host's caches are flushed (the CPU default)."""
+        return None
 
     @abstractmethod
     def run(self, loops: int) -> float:

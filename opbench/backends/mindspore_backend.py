@@ -28,6 +28,8 @@ class _MindSporeCase(Prepared):
         self._to_numpy = to_numpy
         self.details = details
 
+    clock = "host clock (time.perf_counter) around the calls; launch_blocking: each op returns finished"
+
     def run(self, loops: int) -> float:
         call = self._call
         t0 = time.perf_counter()

@@ -44,6 +44,8 @@ class _TfCase(Prepared):
         self._sync = sync
         self.details = details
 
+    clock = "host clock (time.perf_counter) around the calls, then tf.test.experimental.sync_devices()"
+
     def run(self, loops: int) -> float:
         call = self._call
         self._sync()

@@ -26,23 +26,40 @@ class _TorchCase(Prepared):
     ) -> None:
         self._torch = torch
         self._cuda = device.startswith("cuda")
+        self._device = device
         self._call = call
         self._to_numpy = to_numpy
         self.details = details
-
-    def _sync(self) -> None:
         if self._cuda:
-            self._torch.cuda.synchronize()
+            self.clock = "CUDA events (torch.cuda.Event) recorded on the stream around the calls"
 
     def run(self, loops: int) -> float:
-        call = self._call
-        with self._torch.inference_mode():
-            self._sync()
-            t0 = time.perf_counter()
+        call, torch = self._call, self._torch
+        with torch.inference_mode():
+            if not self._cuda:
+                t0 = time.perf_counter()
+                for _ in range(loops):
+                    call()
+                return time.perf_counter() - t0
+            # Device-side timing: the events bracket the kernels on the stream, not the host's launches.
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(self._device)
+            start.record()
             for _ in range(loops):
                 call()
-            self._sync()
-            return time.perf_counter() - t0
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end)) / 1e3
+
+    def cache_flush(self) -> tuple[Callable[[], None], str] | None:
+        if not self._cuda:
+            return None
+        torch = self._torch
+        l2 = int(getattr(torch.cuda.get_device_properties(self._device), "L2_cache_size", 0)) or 64 << 20
+        scratch = torch.empty(2 * l2, dtype=torch.uint8, device=self._device)
+        return (
+            lambda: scratch.zero_()
+        ), f"{2 * l2 >> 20} MiB zeroed on the device (2x its L2) before each sample"
 
     def output(self) -> Any:
         with self._torch.inference_mode():
