@@ -177,6 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of using the cache")
     pk.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default) or cuda[:i]: on a GPU, torch GEMM peaks (fp32, fp16, bf16) and copy bandwidth",
+    )
+    pk.add_argument(
         "--datasheets",
         action="store_true",
         help="print the accelerator datasheet peaks (dense) used on GPUs and NPUs, with their sources",
@@ -459,11 +464,19 @@ def _sweep_header(
             "max_call_s": cfg.max_call_s,
             "cpp": {k: v for k, v in cfg.cpp_params.items() if v is not None},
         },
-        "machine": machine.provenance(cfg.threads, cpus),
+        "machine": {**machine.provenance(cfg.threads, cpus), **_accelerator_block(cfg.device)},
         "peaks": {d: peak_table[d] for d in cfg.dtypes},
         "bandwidth": bandwidth,
         "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}),
     }
+
+
+def _accelerator_block(device: str) -> dict[str, Any]:
+    """GPU provenance at the start of a run on a cuda device (name, CUDA, driver, clocks); empty on CPU."""
+    from opbench import gpu
+
+    info = gpu.provenance(device)
+    return {"accelerator": info} if info is not None else {}
 
 
 def _run_sweeps(
@@ -525,6 +538,10 @@ def _run_sweeps(
                     progress.update(task, description=description)
 
                 sweep.run_sweep(cfg, states, peak_table, on_record, on_case_start, history)
+            if "accelerator" in writer.doc["machine"]:
+                from opbench import gpu
+
+                writer.doc["machine"]["accelerator"]["smi_end"] = gpu.clocks(cfg.device)  # clocks at the end
             writer.finish()
             print_summary(console, writer.doc, writer.paths)
             if quiet:
@@ -565,6 +582,35 @@ def _print_datasheets() -> int:
     return 0
 
 
+def _gpu_peak(device: str) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench import gpu, peak
+
+    if gpu.device_index(device) is None:
+        raise UsageError(f"unknown device '{device}' for opbench peak (expected cpu or cuda[:index])")
+    try:
+        result = gpu.measure_peaks(device)
+    except (ImportError, RuntimeError) as e:
+        raise UsageError(f"cannot measure peaks on '{device}': {e}") from None
+    name = peak.accelerator_name(device) or device
+    table = Table(title=f"peak FLOPS on {name}", title_justify="left", header_style="bold")
+    for col in ("dtype", "achieved GFLOPS", "datasheet GFLOPS", "achieved / datasheet"):
+        table.add_column(col, justify="left" if col == "dtype" else "right")
+    for dtype, achieved in result["gemm_gflops"].items():
+        ds = peak.accelerator_datasheet(name, dtype, 1)
+        ratio = f"{achieved / ds.gflops:.2f}" if ds else "-"
+        table.add_row(dtype, f"{achieved:.0f}", f"{ds.gflops:.0f}" if ds else "-", ratio)
+    console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
+    console.print(table)
+    console.print(
+        f"torch.matmul {result['gemm_size']}^3, {result['timing']}; TF32 for fp32 matmul: "
+        f"{result['tf32_matmul']}. Device copy: {result['copy_gb_s']:.0f} GB/s (read + write)."
+    )
+    return 0
+
+
 def cmd_peak(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -576,6 +622,8 @@ def cmd_peak(args: argparse.Namespace) -> int:
 
     if args.datasheets:
         return _print_datasheets()
+    if args.device != "cpu":
+        return _gpu_peak(args.device)
     dtypes = parse_dtypes(args.dtype)
     counts = parse_sizes(args.threads, "--threads") if args.threads else sorted({1, default_threads()})
     table = Table(title="peak FLOPS", title_justify="left", header_style="bold")

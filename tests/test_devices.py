@@ -99,3 +99,40 @@ def test_an_absent_accelerator_is_exit_2_and_nothing_is_written(device: str, tmp
 def test_an_unknown_device_name_is_exit_2(device: str, tmp_path: Path) -> None:
     proc = run_cli(["sweep", "gemm", "--m", "8", "--device", device, "--out", str(tmp_path / "o")])
     assert proc.returncode == 2 and f"unknown device '{device}'" in proc.stderr
+
+
+def test_nvidia_smi_lines_are_parsed() -> None:
+    from opbench import gpu
+
+    line = "NVIDIA H100 80GB HBM3, 550.54.15, 1980, 2619, 1980, 34, 71.52"
+    assert gpu.parse_smi_line(line) == {
+        "name": "NVIDIA H100 80GB HBM3",
+        "driver_version": "550.54.15",
+        "clocks.sm": 1980.0,
+        "clocks.mem": 2619.0,
+        "clocks.max.sm": 1980.0,
+        "temperature.gpu": 34.0,
+        "power.draw": 71.52,
+    }
+    assert gpu.parse_smi_line("Tesla V100-SXM2-16GB, 535.1, 1530, 877, 1530, 40, [N/A]")["power.draw"] is None
+    with pytest.raises(ValueError, match="expected 7 fields"):
+        gpu.parse_smi_line("NVIDIA H100, 550.54")
+
+
+def test_gpu_provenance_only_for_cuda_devices() -> None:
+    from opbench import gpu
+
+    assert gpu.device_index("cuda") == 0 and gpu.device_index("cuda:2") == 2
+    assert gpu.device_index("cpu") is None and gpu.device_index("cuda:x") is None
+    assert gpu.provenance("cpu") is None and gpu.clocks("ascend") is None
+    info = gpu.provenance("cuda")
+    assert info is not None and info["device"] == "cuda"
+
+
+def test_gpu_peak_without_a_gpu_is_exit_2() -> None:
+    if peak.accelerator_name("cuda") is not None:
+        pytest.skip("this machine has a CUDA device")
+    proc = run_cli(["peak", "--device", "cuda"])
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "opbench: error: cannot measure peaks on 'cuda': no CUDA device 'cuda' here (torch sees 0)"
+    )

@@ -1,0 +1,139 @@
+"""NVIDIA GPU provenance and achieved peaks: what a results file records about a cuda device (name, driver,
+CUDA version, clocks at the start and end of the run) and what `opbench peak --device cuda` measures (a
+large GEMM in torch per dtype, timed with CUDA events, and a device-to-device copy for bandwidth).
+
+None of this has run on a GPU yet (no GPU machine was available while it was written); on a machine
+without CUDA every entry point reports that instead of failing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+SMI_FIELDS = (
+    "name",
+    "driver_version",
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "temperature.gpu",
+    "power.draw",
+)
+
+
+def parse_smi_line(line: str) -> dict[str, Any]:
+    """One `nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits` line -> a dict; numbers
+    become floats, '[N/A]' and '[Not Supported]' become None."""
+    values = [v.strip() for v in line.split(",")]
+    if len(values) != len(SMI_FIELDS):
+        raise ValueError(f"expected {len(SMI_FIELDS)} fields from nvidia-smi, got {len(values)}: {line!r}")
+    out: dict[str, Any] = {}
+    for key, value in zip(SMI_FIELDS, values, strict=True):
+        if value.startswith("["):
+            out[key] = None
+            continue
+        try:
+            out[key] = value if key in ("name", "driver_version") else float(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def smi_query(index: int) -> dict[str, Any] | None:
+    """nvidia-smi's view of GPU `index` (None when nvidia-smi is absent or fails)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits", "-i", str(index)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        if proc.returncode != 0 or not proc.stdout.strip():
+            return None
+        return parse_smi_line(proc.stdout.strip().splitlines()[0])
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+
+
+def device_index(device: str) -> int | None:
+    """cuda -> 0, cuda:N -> N; None for any other device."""
+    kind, _, index = device.partition(":")
+    return int(index or 0) if kind == "cuda" and (not index or index.isdigit()) else None
+
+
+def provenance(device: str) -> dict[str, Any] | None:
+    """Name, compute capability, memory, CUDA version (torch's build) and nvidia-smi's driver and clocks
+    for a cuda device; None for other devices."""
+    index = device_index(device)
+    if index is None:
+        return None
+    info: dict[str, Any] = {"device": device, "smi": smi_query(index)}
+    try:
+        import torch
+
+        if torch.cuda.is_available() and index < torch.cuda.device_count():
+            props = torch.cuda.get_device_properties(index)
+            info.update(
+                name=props.name,
+                capability=f"{props.major}.{props.minor}",
+                memory_bytes=int(props.total_memory),
+                multiprocessors=int(props.multi_processor_count),
+                cuda_runtime=torch.version.cuda,
+            )
+    except ImportError:
+        pass
+    return info
+
+
+def clocks(device: str) -> dict[str, Any] | None:
+    """nvidia-smi's clocks, temperature and power for a cuda device now (for the end of a run)."""
+    index = device_index(device)
+    return smi_query(index) if index is not None else None
+
+
+def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str, Any]:
+    """Achieved GEMM GFLOPS per dtype (torch.matmul of size^3, best of `repeats` timed by CUDA events after
+    warm-up) and device copy bandwidth (1 GiB, read + write counted). Raises RuntimeError without CUDA."""
+    import torch
+
+    index = device_index(device)
+    if index is None or not torch.cuda.is_available() or index >= torch.cuda.device_count():
+        raise RuntimeError(f"no CUDA device '{device}' here (torch sees {torch.cuda.device_count()})")
+    dev = torch.device("cuda", index)
+
+    def best_seconds(fn: Any) -> float:
+        for _ in range(3):
+            fn()
+        best = float("inf")
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1e3)
+        return best
+
+    gemm: dict[str, float] = {}
+    for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        a = torch.randn(size, size, device=dev, dtype=dtype)
+        b = torch.randn(size, size, device=dev, dtype=dtype)
+        out = torch.empty(size, size, device=dev, dtype=dtype)
+        seconds = best_seconds(lambda a=a, b=b, out=out: torch.matmul(a, b, out=out))
+        gemm[name] = 2 * size**3 / seconds / 1e9
+        del a, b, out
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    copy_s = best_seconds(lambda: dst.copy_(src))
+    return {
+        "gemm_gflops": gemm,
+        "gemm_size": size,
+        "copy_gb_s": 2 * src.numel() / copy_s / 1e9,
+        "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "timing": f"CUDA events, best of {repeats} after 3 warm-up calls",
+    }
