@@ -22,16 +22,31 @@ from opbench.errors import BackendUnavailable
 
 class _MindSporeCase(Prepared):
     def __init__(
-        self, call: Callable[[], Any], to_numpy: Callable[[Any], Any], details: dict[str, Any]
+        self,
+        call: Callable[[], Any],
+        to_numpy: Callable[[Any], Any],
+        details: dict[str, Any],
+        events: Any = None,
     ) -> None:
         self._call = call
         self._to_numpy = to_numpy
         self.details = details
+        self._events = events  # mindspore.runtime.Event on a GPU or Ascend; None on the CPU
+        if events is not None:
+            self.clock = "device events (mindspore.runtime.Event) recorded around the calls"
 
     clock = "host clock (time.perf_counter) around the calls; launch_blocking: each op returns finished"
 
     def run(self, loops: int) -> float:
         call = self._call
+        if self._events is not None:
+            start, end = self._events(enable_timing=True), self._events(enable_timing=True)
+            start.record()
+            for _ in range(loops):
+                call()
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end)) / 1e3
         t0 = time.perf_counter()
         for _ in range(loops):
             call()
@@ -56,6 +71,7 @@ class MindSporeBackend(Backend):
     def __init__(self) -> None:
         self._ms: Any = None
         self._details: dict[str, Any] = {}
+        self._events: Any = None
 
     def unavailable_reason(self) -> str | None:
         os.environ.setdefault("GLOG_v", "3")  # MindSpore logs warnings on import unless told not to
@@ -91,14 +107,16 @@ class MindSporeBackend(Backend):
             ms.device_context.cpu.op_tuning.threads_num(threads)
         except RuntimeError:  # can be set once per process
             note = "threads_num was already set in this process"
-        try:
-            ms.runtime.launch_blocking()
-        except RuntimeError:
-            pass  # already blocking
+        if target == "CPU":
+            try:
+                ms.runtime.launch_blocking()
+            except RuntimeError:
+                pass  # already blocking
+        self._events = ms.runtime.Event if target != "CPU" else None
         self._ms = ms
         self._details = {
             "device": f"{target}:{index}",
-            "mode": "PyNative, launch_blocking",
+            "mode": "PyNative, launch_blocking" if target == "CPU" else "PyNative, device events",
             "threads_num": threads,
             "thread_note": note
             or "MindSpore 2.10's CPU kernels ignore threads_num; the process CPU affinity bounds them",
@@ -115,7 +133,7 @@ class MindSporeBackend(Backend):
         if op == "gemm":
             matmul, a, b = ms.ops.matmul, t["a"], t["b"]
             details["call"] = "ops.matmul (output allocated per call)"
-            return _MindSporeCase(lambda: matmul(a, b), host, details)
+            return _MindSporeCase(lambda: matmul(a, b), host, details, self._events)
         if op == "conv":
             conv2d, x, w = ms.ops.conv2d, t["x"], t["w"]
             args = (
@@ -126,7 +144,7 @@ class MindSporeBackend(Backend):
                 shape.groups,
             )
             details["call"] = "ops.conv2d(pad_mode='pad') (output allocated per call)"
-            return _MindSporeCase(lambda: conv2d(x, w, None, *args), host, details)
+            return _MindSporeCase(lambda: conv2d(x, w, None, *args), host, details, self._events)
         if op == "lstm":
             lstm = ms.nn.LSTM(shape.input_size, shape.hidden, num_layers=1, has_bias=True, batch_first=False)
             if inputs["x"].dtype == np.float16:
@@ -149,5 +167,5 @@ class MindSporeBackend(Backend):
                 y, (h, c) = res
                 return host(y), (host(h)[0], host(c)[0])
 
-            return _MindSporeCase(lambda: lstm(x, state), to_numpy, details)
+            return _MindSporeCase(lambda: lstm(x, state), to_numpy, details, self._events)
         raise ValueError(f"mindspore has no {op} adapter")
