@@ -197,10 +197,11 @@ def datasheet(dtype: str, threads: int) -> Peak | None:
 def accelerator_name(device: str) -> str | None:
     """The name a framework reports for a cuda[:N] device (torch, then TensorFlow); None when neither can
     see it or for other devices."""
-    kind, _, index_text = device.partition(":")
-    if kind != "cuda":
+    from opbench.gpu import device_index
+
+    index = device_index(device)
+    if index is None:
         return None
-    index = int(index_text or 0)
     try:
         import torch
 

@@ -125,6 +125,7 @@ def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[st
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def host_flush_bytes() -> int:
     """What a cold-cache sample writes first on the host: twice the L3, at least 64 MiB."""
     from opbench import _core

@@ -10,11 +10,35 @@ Outputs come back as numpy arrays in the op's structure: gemm and conv one array
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
+
+
+def host_timed(call: Callable[[], Any], loops: int, finish: Callable[[], Any] | None = None) -> float:
+    """Seconds of `loops` back-to-back calls on the host clock, `finish` (a device synchronisation)
+    included before the clock stops."""
+    t0 = time.perf_counter()
+    for _ in range(loops):
+        call()
+    if finish is not None:
+        finish()
+    return time.perf_counter() - t0
+
+
+def event_timed(event: Callable[..., Any], call: Callable[[], Any], loops: int) -> float:
+    """Seconds of `loops` back-to-back calls between two device events (`event` is torch.cuda.Event or
+    mindspore.runtime.Event: record, synchronize and elapsed_time in milliseconds)."""
+    start, end = event(enable_timing=True), event(enable_timing=True)
+    start.record()
+    for _ in range(loops):
+        call()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end)) / 1e3
 
 
 class Prepared(ABC):

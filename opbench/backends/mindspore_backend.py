@@ -10,13 +10,12 @@ finished, and the clock can stop right after the loop.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from opbench.backends.base import Backend, Prepared
+from opbench.backends.base import Backend, Prepared, event_timed, host_timed
 from opbench.errors import BackendUnavailable
 
 
@@ -38,19 +37,9 @@ class _MindSporeCase(Prepared):
     clock = "host clock (time.perf_counter) around the calls; launch_blocking: each op returns finished"
 
     def run(self, loops: int) -> float:
-        call = self._call
         if self._events is not None:
-            start, end = self._events(enable_timing=True), self._events(enable_timing=True)
-            start.record()
-            for _ in range(loops):
-                call()
-            end.record()
-            end.synchronize()
-            return float(start.elapsed_time(end)) / 1e3
-        t0 = time.perf_counter()
-        for _ in range(loops):
-            call()
-        return time.perf_counter() - t0
+            return event_timed(self._events, self._call, loops)
+        return host_timed(self._call, loops)
 
     def output(self) -> Any:
         return self._to_numpy(self._call())

@@ -21,13 +21,12 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
 
-from opbench.backends.base import Backend, Prepared
+from opbench.backends.base import Backend, Prepared, host_timed
 from opbench.errors import BackendUnavailable
 
 
@@ -47,13 +46,8 @@ class _TfCase(Prepared):
     clock = "host clock (time.perf_counter) around the calls, then tf.test.experimental.sync_devices()"
 
     def run(self, loops: int) -> float:
-        call = self._call
         self._sync()
-        t0 = time.perf_counter()
-        for _ in range(loops):
-            call()
-        self._sync()
-        return time.perf_counter() - t0
+        return host_timed(self._call, loops, finish=self._sync)
 
     def output(self) -> Any:
         return self._to_numpy(self._call())

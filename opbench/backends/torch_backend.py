@@ -3,13 +3,12 @@ inference_mode; threads via torch.set_num_threads."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from opbench.backends.base import Backend, Prepared
+from opbench.backends.base import Backend, Prepared, event_timed, host_timed
 from opbench.errors import BackendUnavailable
 
 
@@ -34,22 +33,13 @@ class _TorchCase(Prepared):
             self.clock = "CUDA events (torch.cuda.Event) recorded on the stream around the calls"
 
     def run(self, loops: int) -> float:
-        call, torch = self._call, self._torch
+        torch = self._torch
         with torch.inference_mode():
             if not self._cuda:
-                t0 = time.perf_counter()
-                for _ in range(loops):
-                    call()
-                return time.perf_counter() - t0
+                return host_timed(self._call, loops)
             # Device-side timing: the events bracket the kernels on the stream, not the host's launches.
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize(self._device)
-            start.record()
-            for _ in range(loops):
-                call()
-            end.record()
-            end.synchronize()
-            return float(start.elapsed_time(end)) / 1e3
+            return event_timed(torch.cuda.Event, self._call, loops)
 
     def cache_flush(self) -> tuple[Callable[[], None], str] | None:
         if not self._cuda:
