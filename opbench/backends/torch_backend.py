@@ -56,6 +56,19 @@ class _TorchCase(Prepared):
             return self._to_numpy(self._call())
 
 
+def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
+    """Keep the GPU busy for about `seconds` before the first case: an idle GPU sits at a low clock (345 MHz
+    on the H100 seen here, boost 1980 MHz) and the first case's samples would catch it ramping up."""
+    import time
+
+    a = torch.ones((2048, 2048), device=device)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize(device)
+
+
 class TorchBackend(Backend):
     name = "torch"
 
@@ -85,17 +98,33 @@ class TorchBackend(Backend):
         if device != "cpu" and not device.startswith("cuda"):
             raise BackendUnavailable(f"unsupported device '{device}' for torch")
         torch.set_num_threads(threads)
+        if device.startswith("cuda"):
+            # fp32 means IEEE fp32: cuDNN convolutions default to TF32 on Ampere and later (10-bit mantissa),
+            # which fails the fp32 error bound and would be measured against the fp32 peak. cuBLAS's default
+            # is already off; both are pinned here and recorded with every result.
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            _spin_up(torch, device)
         self._torch = torch
         self._device = device
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         torch, dev = self._torch, self._device
         t = {k: torch.from_numpy(v).to(dev).contiguous() for k, v in inputs.items()}
-        details: dict[str, Any] = {
-            "device": dev,
-            "num_threads": torch.get_num_threads(),
-            "mkldnn": torch.backends.mkldnn.is_available(),
-        }
+        details: dict[str, Any] = {"device": dev}
+        if dev.startswith("cuda"):
+            details.update(
+                gpu=torch.cuda.get_device_name(torch.device(dev)),
+                cuda=torch.version.cuda,
+                cudnn=torch.backends.cudnn.version(),
+                tf32={
+                    "matmul": torch.backends.cuda.matmul.allow_tf32,
+                    "cudnn": torch.backends.cudnn.allow_tf32,
+                },
+                fp16_reduced_precision_reduction=torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            )
+        else:
+            details.update(num_threads=torch.get_num_threads(), mkldnn=torch.backends.mkldnn.is_available())
 
         def cpu(x: Any) -> np.ndarray:
             return x.detach().cpu().numpy()
@@ -115,9 +144,10 @@ class TorchBackend(Backend):
                 shape.groups,
             )
             details["call"] = "torch.nn.functional.conv2d (output allocated per call)"
-            details["cudnn" if dev != "cpu" else "mkldnn_conv"] = (
-                torch.backends.cudnn.enabled if dev != "cpu" else torch.backends.mkldnn.is_available()
-            )
+            if dev == "cpu":
+                details["mkldnn_conv"] = torch.backends.mkldnn.is_available()
+            else:
+                details["cudnn_enabled"] = torch.backends.cudnn.enabled
             return _TorchCase(torch, dev, lambda: conv2d(x, w, None, *args), cpu, details)
         if op == "lstm":
             lstm = torch.nn.LSTM(shape.input_size, shape.hidden, num_layers=1, bias=True, batch_first=False)
