@@ -31,8 +31,18 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def _int_at_least(value: Any, name: str, minimum: int, what: str = "an integer") -> int:
-    """value as an int (not a bool, not a float) >= minimum, else ValueError naming `name`."""
+# The bounds the C++ entry points enforce (csrc/include/opbench/limits.hpp), checked here first so that an
+# integer too large for C++ is a ValueError naming it rather than pybind11's TypeError.
+MAX_THREADS = 1024
+MAX_TILE = 2**31 - 1
+MAX_CONV_PARAM = 2**24
+_INT64_MAX = 2**63 - 1
+
+
+def _int_at_least(
+    value: Any, name: str, minimum: int, what: str = "an integer", maximum: int = _INT64_MAX
+) -> int:
+    """value as an int (not a bool, not a float) in [minimum, maximum], else ValueError naming `name`."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}")
     try:
@@ -41,15 +51,22 @@ def _int_at_least(value: Any, name: str, minimum: int, what: str = "an integer")
         raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}") from None
     if ivalue < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if ivalue > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
     return ivalue
 
 
-def _positive_int(value: Any, name: str) -> int:
-    return _int_at_least(value, name, 1)
+def _positive_int(value: Any, name: str, maximum: int = _INT64_MAX) -> int:
+    return _int_at_least(value, name, 1, maximum=maximum)
+
+
+def _threads(value: Any) -> int:
+    return default_threads() if value is None else _positive_int(value, "threads", MAX_THREADS)
 
 
 def _optional_positive(value: Any, name: str) -> int | None:
-    return None if value is None else _positive_int(value, name)
+    """A tile: None (from the cache model) or 1..MAX_TILE."""
+    return None if value is None else _positive_int(value, name, MAX_TILE)
 
 
 def gemm(
@@ -81,7 +98,7 @@ def gemm(
     Raises ValueError naming the problem for any invalid input.
     """
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
-    nthreads = default_threads() if threads is None else _positive_int(threads, "threads")
+    nthreads = _threads(threads)
     if tiles is not None:
         if tile_m is not None or tile_n is not None or tile_k is not None:
             raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
@@ -117,7 +134,10 @@ def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) != 2:
         raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}")
-    h, w = (_int_at_least(v, name, minimum, "an integer or a pair (h, w) of integers") for v in items)
+    h, w = (
+        _int_at_least(v, name, minimum, "an integer or a pair (h, w) of integers", MAX_CONV_PARAM)
+        for v in items
+    )
     return h, w
 
 
@@ -160,7 +180,7 @@ def conv2d(
         _optional_positive(tile_m, "tile_m"),
         _optional_positive(tile_n, "tile_n"),
         _optional_positive(tile_k, "tile_k"),
-        default_threads() if threads is None else _positive_int(threads, "threads"),
+        _threads(threads),
         isa or "",
     )
 
@@ -202,7 +222,7 @@ def lstm(
         _optional_positive(tile_m, "tile_m"),
         _optional_positive(tile_n, "tile_n"),
         _optional_positive(tile_k, "tile_k"),
-        default_threads() if threads is None else _positive_int(threads, "threads"),
+        _threads(threads),
         isa or "",
     )
     return y, (h_n, c_n)

@@ -16,6 +16,7 @@
 #include "opbench/fault.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
+#include "opbench/limits.hpp"
 #include "opbench/lstm.hpp"
 #include "opbench/peak.hpp"
 #include "opbench/timed_loop.hpp"
@@ -25,8 +26,16 @@ using namespace opbench;
 
 namespace {
 
-// Each thread is a pool worker for the life of the process; far past the core count they only thrash.
-constexpr int kMaxThreads = 1024;
+// time_* loops: the timer asks for enough calls to fill a sample; more is a hang, not a measurement.
+constexpr int64_t kMaxLoops = 10'000'000;
+
+void check_loops(int64_t loops) { check_range(loops, 1, kMaxLoops, "loops"); }
+
+int64_t array_bytes(const std::vector<int64_t>& shape, int64_t itemsize, const char* what) {
+  int64_t n = itemsize;
+  for (int64_t d : shape) n = checked::mul(n, d, what);
+  return n;
+}
 
 struct Matrix {
   Dtype dtype;
@@ -139,13 +148,14 @@ py::array output_like(const py::array& like, const std::vector<int64_t>& shape, 
 int64_t tile_value(const std::optional<int64_t>& v, const char* name) {
   if (!v) return 0;  // 0 = derive from the cache model
   if (*v < 1) throw py::value_error(std::string(name) + " must be >= 1, got " + std::to_string(*v));
+  check_range(*v, 1, kMaxTile, name);
   return *v;
 }
 
 // Unknown or unsupported ISA names throw std::invalid_argument, which pybind11 raises as ValueError.
 const KernelSet& kernel_set(const std::string& isa) { return isa.empty() ? default_kernels() : kernels_for(isa); }
 
-void check_threads(int threads) {
+void check_threads(int64_t threads) {
   if (threads < 1) throw py::value_error("threads must be >= 1, got " + std::to_string(threads));
   if (threads > kMaxThreads) {
     throw py::value_error("threads must be <= " + std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
@@ -163,22 +173,16 @@ struct PreparedConv {
   const KernelSet* ks;
   ConvProblem problem;
   Blocking blocking;
-  int threads;
+  int64_t threads;
   py::array out;
 };
 
 PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride,
                           Pair padding, Pair dilation, int64_t groups, std::optional<int64_t> tile_m,
-                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads,
+                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads,
                           const std::string& isa, bool with_output = true) {
   const Tensor tx = tensor(x, "x", 4), tw = tensor(w, "w", 4);
   expect_dtype(tw, tx, "w", "x");
-  if (groups < 1) throw py::value_error("groups must be >= 1, got " + std::to_string(groups));
-  for (auto [v, name] : {std::pair{stride.first, "stride"}, {stride.second, "stride"}, {dilation.first, "dilation"},
-                         {dilation.second, "dilation"}}) {
-    if (v < 1) throw py::value_error(std::string(name) + " must be >= 1, got " + std::to_string(v));
-  }
-  if (padding.first < 0 || padding.second < 0) throw py::value_error("padding must be >= 0");
   ConvProblem p;
   p.dtype = tx.dtype;
   p.n = tx.shape[0];
@@ -195,19 +199,10 @@ PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<
   p.dil_h = dilation.first;
   p.dil_w = dilation.second;
   p.groups = groups;
-  if (p.c % groups != 0 || p.k % groups != 0) {
-    throw py::value_error("groups=" + std::to_string(groups) + " must divide input channels (" + std::to_string(p.c) +
-                          ") and output channels (" + std::to_string(p.k) + ")");
-  }
+  validate_conv2d(p);  // every parameter bounded, the output non-empty, every size within 64 bits
   if (tw.shape[1] != p.c / groups) {
     throw py::value_error("w has shape " + shape_str(w) + ": its dimension 1 must be input channels / groups = " +
                           std::to_string(p.c / groups));
-  }
-  if (p.out_h() < 1 || p.out_w() < 1) {
-    throw py::value_error("output would be empty: input " + std::to_string(p.h) + "x" + std::to_string(p.w_in) +
-                          " with filter " + std::to_string(p.r) + "x" + std::to_string(p.s) + ", dilation (" +
-                          std::to_string(p.dil_h) + ", " + std::to_string(p.dil_w) + ") and padding (" +
-                          std::to_string(p.pad_h) + ", " + std::to_string(p.pad_w) + ")");
   }
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
@@ -216,7 +211,10 @@ PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<
   p.x = tx.data;
   p.w = tw.data;
   if (!with_output) return {&ks, p, blk, threads, py::array()};
-  py::array y = output_like(x, {p.n, p.k, p.out_h(), p.out_w()}, std::move(out), "out", p.dtype);
+  const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
+  const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.dtype == Dtype::f16 ? 2 : 4, "output size");
+  check_alloc(checked::add(conv2d_workspace_bytes(ks, p, blk, threads), y_bytes, "conv2d"), "conv2d");
+  py::array y = output_like(x, y_shape, std::move(out), "out", p.dtype);
   p.y = y.mutable_data();
   return {&ks, p, blk, threads, y};
 }
@@ -225,14 +223,14 @@ struct PreparedLstm {
   const KernelSet* ks;
   LstmProblem problem;
   Blocking blocking;
-  int threads;
+  int64_t threads;
   py::array y, h_n, c_n;
 };
 
 PreparedLstm prepare_lstm(const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
                           const py::array& b_hh, const py::array& h0, const py::array& c0, std::optional<py::array> y,
                           std::optional<py::array> h_n, std::optional<py::array> c_n, std::optional<int64_t> tile_m,
-                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads,
+                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads,
                           const std::string& isa) {
   const Tensor tx = tensor(x, "x", 3), twi = tensor(w_ih, "w_ih", 2), twh = tensor(w_hh, "w_hh", 2);
   const Tensor tbi = tensor(b_ih, "b_ih", 1), tbh = tensor(b_hh, "b_hh", 1);
@@ -260,6 +258,11 @@ PreparedLstm prepare_lstm(const py::array& x, const py::array& w_ih, const py::a
   p.batch = B;
   p.input_size = I;
   p.hidden = H;
+  const Blocking blk = blocking_for(ks, tile_m, tile_n, tile_k);
+  const int64_t item = tx.dtype == Dtype::f16 ? 2 : 4;
+  const int64_t outputs = checked::add(y ? 0 : array_bytes({T, B, H}, item, "y size"),
+                                       (h_n ? 0 : B * H * item) + (c_n ? 0 : B * H * item), "lstm outputs");
+  check_alloc(checked::add(lstm_workspace_bytes(ks, p, blk, threads), outputs, "lstm"), "lstm");
   py::array ay = output_like(x, {T, B, H}, std::move(y), "y", p.dtype);
   py::array ah = output_like(x, {B, H}, std::move(h_n), "h_n", p.dtype);
   py::array ac = output_like(x, {B, H}, std::move(c_n), "c_n", p.dtype);
@@ -273,20 +276,20 @@ PreparedLstm prepare_lstm(const py::array& x, const py::array& w_ih, const py::a
   p.y = ay.mutable_data();
   p.h_n = ah.mutable_data();
   p.c_n = ac.mutable_data();
-  return {&ks, p, blocking_for(ks, tile_m, tile_n, tile_k), threads, ay, ah, ac};
+  return {&ks, p, blk, threads, ay, ah, ac};
 }
 
 struct Prepared {
   const KernelSet* ks;
   GemmProblem problem;
   Blocking blocking;
-  int threads;
+  int64_t threads;
   py::array out;
   Fault fault;
 };
 
 Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
-                 std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa,
+                 std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
                  const std::string& accumulate) {
   const Matrix ma = matrix(a, "a"), mb = matrix(b, "b");
   if (ma.dtype != mb.dtype) {
@@ -310,6 +313,15 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const Blocking blocking = blocking_for(tile_kernels(ks, mb.cols), tile_m, tile_n, tile_k);
 
+  GemmProblem p;
+  p.in_dtype = p.out_dtype = ma.dtype;
+  p.m = ma.rows;
+  p.n = mb.cols;
+  p.k = ma.cols;
+  p.accumulation = f16_acc ? Accumulation::f16 : Accumulation::f32;
+  const int64_t c_bytes = out ? 0 : array_bytes({p.m, p.n}, ma.itemsize, "output size");
+  check_alloc(checked::add(gemm_workspace_bytes(ks, p, blocking, threads), c_bytes, "gemm"), "gemm");
+
   py::array result;
   if (out) {
     result = *out;
@@ -325,18 +337,12 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
     result = py::array(a.dtype(), {ma.rows, mb.cols});
   }
   const Matrix mc = matrix(result, "out");
-  GemmProblem p;
-  p.in_dtype = p.out_dtype = ma.dtype;
   p.a = ma.data;
   p.b = mb.data;
   p.c = mc.data;
-  p.m = ma.rows;
-  p.n = mb.cols;
-  p.k = ma.cols;
   p.lda = ma.ld;
   p.ldb = mb.ld;
   p.ldc = mc.ld;
-  p.accumulation = f16_acc ? Accumulation::f16 : Accumulation::f32;
   return {&ks, p, blocking, threads, result, injected_fault(blocking.mc, blocking.nc, blocking.kc)};
 }
 
@@ -384,7 +390,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "gemm",
       [](const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
-         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa,
+         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
          const std::string& accumulate) {
         Prepared pr = prepare(a, b, std::move(out), tile_m, tile_n, tile_k, threads, isa, accumulate);
         {
@@ -409,13 +415,16 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "time_gemm",
       [](const py::array& a, const py::array& b, const py::array& out, std::optional<int64_t> tile_m,
-         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa,
+         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
          int64_t loops, const std::string& accumulate) {
-        if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
+        check_loops(loops);
         Prepared pr = prepare(a, b, out, tile_m, tile_n, tile_k, threads, isa, accumulate);
         py::gil_scoped_release release;
         trigger(pr.fault);
-        return time_loop(loops, [&] { gemm(*pr.ks, pr.problem, pr.blocking, pr.threads); });
+        return time_loop(loops, [&] {
+          if (pr.fault == Fault::slow) trigger(pr.fault);
+          gemm(*pr.ks, pr.problem, pr.blocking, pr.threads);
+        });
       },
       py::arg("a"), py::arg("b"), py::arg("out"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
       py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "", py::arg("loops") = 1,
@@ -425,7 +434,7 @@ PYBIND11_MODULE(_core, m) {
       "conv2d",
       [](const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Pair padding,
          Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
-         std::optional<int64_t> tile_k, int threads, const std::string& isa) {
+         std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
         PreparedConv pr =
             prepare_conv(x, w, std::move(out), stride, padding, dilation, groups, tile_m, tile_n, tile_k, threads, isa);
         {
@@ -442,7 +451,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "conv2d_tiles",
       [](const py::array& x, const py::array& w, Pair stride, Pair padding, Pair dilation, int64_t groups,
-         std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads,
+         std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads,
          const std::string& isa) {
         const PreparedConv pr = prepare_conv(x, w, std::nullopt, stride, padding, dilation, groups, tile_m, tile_n,
                                              tile_k, threads, isa, false);
@@ -465,8 +474,8 @@ PYBIND11_MODULE(_core, m) {
       "time_conv2d",
       [](const py::array& x, const py::array& w, const py::array& out, Pair stride, Pair padding, Pair dilation,
          int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
-         int threads, const std::string& isa, int64_t loops) {
-        if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
+         int64_t threads, const std::string& isa, int64_t loops) {
+        check_loops(loops);
         PreparedConv pr = prepare_conv(x, w, out, stride, padding, dilation, groups, tile_m, tile_n, tile_k, threads, isa);
         py::gil_scoped_release release;
         return time_loop(loops, [&] { conv2d(*pr.ks, pr.problem, pr.blocking, pr.threads); });
@@ -481,7 +490,7 @@ PYBIND11_MODULE(_core, m) {
       [](const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
          const py::array& b_hh, const py::array& h0, const py::array& c0, std::optional<py::array> y,
          std::optional<py::array> h_n, std::optional<py::array> c_n, std::optional<int64_t> tile_m,
-         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int threads, const std::string& isa) {
+         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
         PreparedLstm pr = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, std::move(y), std::move(h_n),
                                        std::move(c_n), tile_m, tile_n, tile_k, threads, isa);
         {
@@ -500,8 +509,8 @@ PYBIND11_MODULE(_core, m) {
       [](const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
          const py::array& b_hh, const py::array& h0, const py::array& c0, const py::array& y, const py::array& h_n,
          const py::array& c_n, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
-         std::optional<int64_t> tile_k, int threads, const std::string& isa, int64_t loops) {
-        if (loops < 1) throw py::value_error("loops must be >= 1, got " + std::to_string(loops));
+         std::optional<int64_t> tile_k, int64_t threads, const std::string& isa, int64_t loops) {
+        check_loops(loops);
         PreparedLstm pr = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, y, h_n, c_n, tile_m, tile_n, tile_k,
                                        threads, isa);
         py::gil_scoped_release release;
@@ -554,10 +563,10 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "fma_peak",
-      [](const std::string& dtype, const std::string& isa, int threads, double min_time_s, int repeats) {
-        if (threads < 1 || threads > kMaxThreads) {
-          throw py::value_error("threads must be between 1 and " + std::to_string(kMaxThreads));
-        }
+      [](const std::string& dtype, const std::string& isa, int64_t threads, double min_time_s, int64_t repeats) {
+        check_range(threads, 1, kMaxThreads, "threads");
+        check_range(repeats, 1, 100, "repeats");
+        if (!(min_time_s > 0 && min_time_s <= 10)) throw py::value_error("min_time_s must be in (0, 10] seconds");
         // std::invalid_argument (no such ISA, no native fp16) becomes ValueError once the GIL is back.
         PeakMeasurement r;
         {
@@ -571,9 +580,11 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "stream_triad",
-      [](int threads, int64_t elements, int repeats) {
-        if (threads < 1 || threads > kMaxThreads) throw py::value_error("threads must be between 1 and 1024");
+      [](int64_t threads, int64_t elements, int64_t repeats) {
+        check_range(threads, 1, kMaxThreads, "threads");
+        check_range(repeats, 1, 100, "repeats");
         if (elements < 1) throw py::value_error("elements must be >= 1");
+        check_alloc(checked::mul(elements, 3 * int64_t(sizeof(double)), "elements"), "stream_triad");
         py::gil_scoped_release release;
         return measure_triad_gbs(threads, elements, repeats);
       },
@@ -584,6 +595,7 @@ PYBIND11_MODULE(_core, m) {
       "flush_cache",
       [](int64_t bytes) {
         if (bytes < 64) throw py::value_error("bytes must be >= 64");
+        check_alloc(bytes, "flush_cache");
         py::gil_scoped_release release;
         flush_cache(bytes);
       },

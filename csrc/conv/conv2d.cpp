@@ -18,9 +18,13 @@
 //   then the valid columns of the C block go to Y (rounded to fp16 for fp16 output).
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "opbench/aligned.hpp"
+#include "opbench/limits.hpp"
 #include "opbench/conv.hpp"
 #include "opbench/thread_pool.hpp"
 
@@ -125,6 +129,53 @@ Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, B
     b.mc = std::max(MR, round_up(ceil_div(kg, ceil_div(threads, units)), MR));
   }
   return b;
+}
+
+void validate_conv2d(const ConvProblem& p) {
+  for (auto [v, name] : {std::pair{p.stride_h, "stride"}, {p.stride_w, "stride"}, {p.dil_h, "dilation"},
+                         {p.dil_w, "dilation"}}) {
+    check_range(v, 1, kMaxConvParam, name);
+  }
+  check_range(p.pad_h, 0, kMaxConvParam, "padding");
+  check_range(p.pad_w, 0, kMaxConvParam, "padding");
+  if (p.groups < 1 || p.c % p.groups != 0 || p.k % p.groups != 0) {
+    throw std::invalid_argument("groups=" + std::to_string(p.groups) + " must divide input channels (" +
+                                std::to_string(p.c) + ") and output channels (" + std::to_string(p.k) + ")");
+  }
+  const int64_t hp = checked::add(p.h, 2 * p.pad_h, "padded input height");
+  const int64_t wp = checked::add(p.w_in, 2 * p.pad_w, "padded input width");
+  const int64_t eh = checked::add(checked::mul(p.dil_h, p.r - 1, "dilated filter height"), 1, "dilated filter height");
+  const int64_t ew = checked::add(checked::mul(p.dil_w, p.s - 1, "dilated filter width"), 1, "dilated filter width");
+  if (hp < eh || wp < ew) {
+    throw std::invalid_argument("output would be empty: input " + std::to_string(p.h) + "x" + std::to_string(p.w_in) +
+                                " with filter " + std::to_string(p.r) + "x" + std::to_string(p.s) + ", dilation (" +
+                                std::to_string(p.dil_h) + ", " + std::to_string(p.dil_w) + ") and padding (" +
+                                std::to_string(p.pad_h) + ", " + std::to_string(p.pad_w) + ")");
+  }
+  const int64_t oh = (hp - eh) / p.stride_h + 1, ow = (wp - ew) / p.stride_w + 1;
+  checked::mul(checked::mul(checked::mul(p.n, p.k, "output size"), oh, "output size"), ow, "output size");
+  checked::mul(checked::mul(p.n, p.c, "padded input size"), checked::mul(hp, wp, "padded input size"),
+               "padded input size");
+  checked::mul(checked::mul(p.c, p.r, "filter size"), p.s, "filter size");
+}
+
+int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {
+  using checked::add;
+  using checked::mul;
+  const Columns cols = columns_of(p);
+  const int64_t ncols = mul(cols.rows, cols.row_w, "conv columns");
+  const KernelSet& ks = tile_kernels(ks_main, ncols);
+  const int64_t MR = ks.mr, NR = ks.nr, kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
+  const int64_t Hp = p.h + 2 * p.pad_h, Wp = p.w_in + 2 * p.pad_w;
+  const int64_t padded = add(mul(mul(p.n, p.c, "padded input"), mul(Hp, Wp, "padded input"), "padded input"),
+                             (p.s - 1) * p.dil_w + NR, "padded input");
+  const int64_t packed_w = mul(mul(p.groups, round_up(kg, MR), "packed filter"), crs, "packed filter");
+  const int64_t panels = ceil_div(blk.nc, NR);
+  const int64_t per_thread = add(add(mul(blk.mc, blk.nc, "conv C block"), mul(blk.kc, NR, "conv B panel"), "scratch"),
+                                 mul(panels, (NR + 1) * int64_t(sizeof(GatherRun)) / 4 + 1, "gather runs"), "scratch");
+  const int64_t floats = add(add(padded, packed_w, "conv workspace"), mul(per_thread, threads, "conv scratch"),
+                             "conv workspace");
+  return add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
 }
 
 void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {

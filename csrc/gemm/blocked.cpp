@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "opbench/aligned.hpp"
+#include "opbench/limits.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/thread_pool.hpp"
@@ -303,6 +304,24 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     return;
   }
   blocked(F32Tile{ks}, ks, p, blk, threads);
+}
+
+int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
+  using checked::add;
+  using checked::mul;
+  // An upper bound over every path (thin, narrow, blocked, fp16 accumulation), tiles clamped to the problem
+  // as the drivers clamp them: packed B panel, per-thread A blocks, the fp32 accumulator of fp16 output,
+  // and the thin path's gathered B^T.
+  const int64_t MR = std::max(ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0) + 16;
+  const int64_t NR = std::max(ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0) + 64;
+  const int64_t mc = std::min(blk.mc, p.m), nc = std::min(blk.nc, p.n), kc = std::min(blk.kc, p.k);
+  const int64_t b_panel = mul(kc, add(nc, NR, "tile_n"), "packed B panel");
+  const int64_t a_blocks = mul(add(mul(add(mc, MR, "tile_m"), kc, "packed A block"), 1024, "packed A block"),
+                               threads, "packed A blocks");
+  const int64_t c32 = p.out_dtype == Dtype::f16 ? mul(p.m, add(nc, 16, "tile_n"), "fp32 accumulator") : 0;
+  const int64_t thin = p.n <= kThinMaxN ? mul(p.n, p.k, "B^T") : 0;
+  const int64_t floats = add(add(b_panel, a_blocks, "gemm workspace"), add(c32, thin, "gemm workspace"), "gemm workspace");
+  return mul(floats, int64_t(sizeof(float)), "gemm workspace");
 }
 
 void flush_cache(int64_t bytes) {

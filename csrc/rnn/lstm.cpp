@@ -6,6 +6,7 @@
 
 #include "opbench/aligned.hpp"
 #include "opbench/fp16.hpp"
+#include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
 
 namespace opbench {
@@ -37,6 +38,21 @@ GemmProblem gates_product(Dtype dtype, const void* a, const void* w, float* z, i
 }
 
 }  // namespace
+
+int64_t lstm_workspace_bytes(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads) {
+  using checked::add;
+  using checked::mul;
+  const int64_t G = mul(4, p.hidden, "4 * hidden"), TB = mul(p.seq_len, p.batch, "seq_len * batch");
+  const int64_t gates = mul(mul(TB, G, "gates"), int64_t(sizeof(float)), "gates");
+  const int64_t state = mul(mul(p.batch, p.hidden, "cell state"), int64_t(sizeof(float)), "cell state");
+  const int64_t packed = mul(mul(add(G, 64, "4 * hidden"), add(p.hidden, 1024, "hidden"), "packed W_hh"),
+                             int64_t(sizeof(float)), "packed W_hh");
+  const GemmProblem input = gates_product(p.dtype, p.x, p.w_ih, nullptr, TB, p.input_size, G);
+  const GemmProblem rec = gates_product(p.dtype, nullptr, p.w_hh, nullptr, p.batch, p.hidden, G);
+  return add(add(add(gates, state, "lstm workspace"), packed, "lstm workspace"),
+             std::max(gemm_workspace_bytes(ks, input, blk, threads), gemm_workspace_bytes(ks, rec, blk, threads)),
+             "lstm workspace");
+}
 
 void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads) {
   static thread_local AlignedBuffer gates_buffer, state_buffer;

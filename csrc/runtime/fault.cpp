@@ -31,6 +31,7 @@ Fault injected_fault(int64_t tile_m, int64_t tile_n, int64_t tile_k) {
   if (listed("OPBENCH_FAULT_CRASH", tile_m, tile_n, tile_k)) return Fault::crash;
   if (listed("OPBENCH_FAULT_HANG", tile_m, tile_n, tile_k)) return Fault::hang;
   if (listed("OPBENCH_FAULT_WRONG", tile_m, tile_n, tile_k)) return Fault::wrong;
+  if (listed("OPBENCH_FAULT_SLOW", tile_m, tile_n, tile_k)) return Fault::slow;
   return Fault::none;
 }
 
@@ -39,6 +40,7 @@ void trigger(Fault fault) {
     volatile int* null_pointer = nullptr;
     *null_pointer = 1;  // a genuine invalid write: the process dies of SIGSEGV
   }
+  if (fault == Fault::slow) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   if (fault == Fault::hang) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }

@@ -26,6 +26,14 @@ struct ConvProblem {
 // the caller, not at every call).
 void conv2d(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
 
+// Checks the problem before anything is derived from it (std::invalid_argument naming the argument): stride,
+// padding and dilation within limits.hpp's bounds, groups dividing the channels, a non-empty output, and the
+// output and padded-input sizes within 64 bits. After it, out_h() and out_w() cannot overflow.
+void validate_conv2d(const ConvProblem& p);
+
+// The bytes conv2d allocates as workspace for this problem, blocking and thread count (overflow-checked).
+int64_t conv2d_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
+
 // The blocking conv2d uses: tile_k = kc (depth of a rank-kc update, from the cache model), tile_m = mc (output
 // channels per work unit, rounded up to MR), tile_n = nc (output pixels per work unit, rounded up to NR;
 // by default the widest that keeps a unit's C block and W block within half of L2 and the threads evenly

@@ -5,6 +5,7 @@
 //   OPBENCH_FAULT_CRASH=MxNxK   a GEMM with tile_m=M, tile_n=N, tile_k=K writes through a null pointer
 //   OPBENCH_FAULT_HANG=MxNxK    ... never returns
 //   OPBENCH_FAULT_WRONG=MxNxK   ... returns C with element (0, 0) off by one
+//   OPBENCH_FAULT_SLOW=MxNxK    ... sleeps 2 ms before every call (a tiling that is surely slower)
 //
 // Several tilings may be given, separated by commas. Unset variables cost one getenv per call.
 #pragma once
@@ -15,12 +16,12 @@
 
 namespace opbench {
 
-enum class Fault { none, crash, hang, wrong };
+enum class Fault { none, crash, hang, wrong, slow };
 
 // The fault the environment assigns to this requested tiling (values as given, before any default).
 Fault injected_fault(int64_t tile_m, int64_t tile_n, int64_t tile_k);
 
-// Performs a crash or a hang; returns for none and wrong.
+// Performs a crash or a hang; returns for none and wrong; sleeps for slow (call it before every GEMM).
 void trigger(Fault fault);
 
 }  // namespace opbench

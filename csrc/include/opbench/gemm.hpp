@@ -40,6 +40,10 @@ const KernelSet& tile_kernels(const KernelSet& ks, int64_t n);
 // Runs on `threads` threads (the calling thread included). Requires m, n, k >= 1 and all blocking fields >= 1.
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
 
+// An upper bound of the bytes gemm() allocates as workspace for this problem (overflow-checked: throws
+// std::invalid_argument when a size does not fit in 64 bits).
+int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
+
 // Packing B once for many products: whether the driver would use packed B panels for this problem (not on
 // the N <= 4 path), how many floats pack_b_all() writes, and the packing itself (on `threads` threads).
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p);

@@ -26,4 +26,8 @@ struct LstmProblem {
 // each step adds h_{t-1} * W_hh^T with a second GEMM, then the ISA's fused cell applies the gates.
 void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads);
 
+// An upper bound of the bytes lstm() allocates as workspace (overflow-checked; std::invalid_argument when a
+// size does not fit in 64 bits).
+int64_t lstm_workspace_bytes(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads);
+
 }  // namespace opbench
