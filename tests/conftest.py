@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -33,3 +39,112 @@ def run_cli(
 
 # Fast timer settings for end-to-end runs: the tests check plumbing and schema, not speed.
 FAST_TIMER = ["--min-sample-ms", "1", "--max-time-s", "0.05", "--call-budget-s", "0.5"]
+
+
+# --- a real headless Chromium ----------------------------------------------------------------------------
+
+
+def _browser() -> tuple[str, str] | None:
+    for binary, driver in (("chromium", "chromedriver"), ("chromium-browser", "chromedriver")):
+        b, d = shutil.which(binary), shutil.which(driver) or "/usr/lib/chromium/chromedriver"
+        if b and d and os.path.exists(d):
+            return b, d
+    return None
+
+
+def chromium() -> Any:
+    """A headless Chromium WebDriver (the caller quits it); skips the test when none is installed, unless
+    OPBENCH_REQUIRE_BROWSER is set (CI), where it fails."""
+    found = _browser()
+    if found is None:
+        if os.environ.get("OPBENCH_REQUIRE_BROWSER"):
+            pytest.fail(
+                "chromium/chromedriver not found but OPBENCH_REQUIRE_BROWSER is set (CI installs them)"
+            )
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(options=options, service=Service(executable_path=found[1]))
+
+
+# --- a real PostgreSQL server, started once per test session ------------------------------------------
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for candidate in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
+        return str(candidate)
+    return None
+
+
+class PostgresServer:
+    """A server on 127.0.0.1 with password (scram-sha-256) authentication; users are made on demand."""
+
+    def __init__(self, run: Callable[[list[str]], object], psql: str, sock: Path, port: int) -> None:
+        self._run, self._psql, self._sock, self.port = run, psql, sock, port
+
+    def sql(self, statement: str) -> None:
+        self._run(
+            [self._psql, "-h", str(self._sock), "-p", str(self.port), "-U", "postgres", "-c", statement]
+        )
+
+    def create_user(self, user: str, password: str, database: str) -> str:
+        """CREATE USER and DATABASE; the URL with the password percent-encoded, as a user would write it."""
+        self.sql(f"CREATE USER {user} PASSWORD '{password.replace(chr(39), chr(39) * 2)}'")
+        self.sql(f"CREATE DATABASE {database} OWNER {user}")
+        return f"postgresql://{user}:{quote(password, safe='')}@127.0.0.1:{self.port}/{database}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    initdb, pg_ctl, psql = _pg_bin("initdb"), _pg_bin("pg_ctl"), _pg_bin("psql")
+    if not (initdb and pg_ctl and psql):
+        pytest.skip("no PostgreSQL server binaries here (.ci/run installs Debian's postgresql)")
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        runuser = shutil.which("runuser")
+        if runuser is None or subprocess.run(["id", "postgres"], capture_output=True).returncode != 0:
+            pytest.skip("running as root without a 'postgres' user to start the server as")
+        as_user = [runuser, "-u", "postgres", "--"]
+    base = Path(tempfile.mkdtemp(prefix="opbench-pg-"))
+    base.chmod(0o755)
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    if as_user:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def run(cmd: list[str]) -> object:
+        return subprocess.run([*as_user, *cmd], check=True, capture_output=True, text=True)
+
+    run([initdb, "-D", str(data), "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256"])
+    run(
+        [
+            pg_ctl,
+            "-D",
+            str(data),
+            "-l",
+            str(base / "log"),
+            "-w",
+            "-o",
+            f"-p {port} -k {sock} -c listen_addresses=127.0.0.1",
+            "start",
+        ]
+    )
+    try:
+        yield PostgresServer(run, psql, sock, port)
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)

@@ -6,16 +6,14 @@ from __future__ import annotations
 import copy
 import csv
 import json
-import os
 import re
 import shlex
-import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_TIMER, run_cli
+from conftest import FAST_TIMER, chromium, run_cli
 
 from opbench.report import compare, inputs
 
@@ -143,32 +141,8 @@ def test_html_is_one_self_contained_file(report: dict[str, Any]) -> None:
     assert all(v.startswith("#") for tag, _, v in parser.refs if tag != "img"), parser.refs
 
 
-def _browser() -> tuple[str, str] | None:
-    for binary, driver in (("chromium", "chromedriver"), ("chromium-browser", "chromedriver")):
-        b, d = shutil.which(binary), shutil.which(driver) or "/usr/lib/chromium/chromedriver"
-        if b and d and os.path.exists(d):
-            return b, d
-    return None
-
-
 def test_html_renders_in_headless_chromium(report: dict[str, Any], tmp_path: Path) -> None:
-    found = _browser()
-    if found is None:
-        if os.environ.get("OPBENCH_REQUIRE_BROWSER"):
-            pytest.fail(
-                "chromium/chromedriver not found but OPBENCH_REQUIRE_BROWSER is set (CI installs them)"
-            )
-        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    options = Options()
-    options.binary_location = found[0]
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=found[1]))
+    driver = chromium()
     try:
         driver.set_window_size(1300, 900)
         driver.get((report["dir"] / "report.html").as_uri())

@@ -4,11 +4,11 @@ called a regression because of its noise."""
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any
 
 import numpy as np
+
+from opbench.escape import csv_text, md
 
 
 def _quartiles(record: dict[str, Any]) -> tuple[float, float, float]:
@@ -75,27 +75,26 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
 
 def to_markdown(result: dict[str, Any]) -> str:
     out = [
-        f"# opbench compare: {result['old']} -> {result['new']}",
+        f"# opbench compare: {md(result['old'])} -> {md(result['new'])}",
         "",
         f"Significant: change over {100 * result['threshold']:.0f}% with the runs' IQRs not overlapping.",
         "",
     ]
-    out += [f"- warning: {w}" for w in result["warnings"]]
+    out += [f"- warning: {md(w)}" for w in result["warnings"]]
     out += [
         "",
         "| op | shape | dtype | backend | old median (s) | new median (s) | GFLOPS change | verdict |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
+        case = " | ".join(md(r[k]) for k in ("op", "shape", "dtype", "backend"))
         if "time_ratio" in r:
             out.append(
-                f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['backend']} | {r['old_median_s']:.4g} | "
-                f"{r['new_median_s']:.4g} | {100 * r['gflops_change']:+.1f}% | {r['verdict']} |"
+                f"| {case} | {r['old_median_s']:.4g} | "
+                f"{r['new_median_s']:.4g} | {100 * r['gflops_change']:+.1f}% | {md(r['verdict'])} |"
             )
         else:
-            out.append(
-                f"| {r['op']} | {r['shape']} | {r['dtype']} | {r['backend']} | - | - | - | {r['verdict']} |"
-            )
+            out.append(f"| {case} | - | - | - | {md(r['verdict'])} |")
     return "\n".join(out) + "\n"
 
 
@@ -116,8 +115,4 @@ CSV_COLUMNS = (
 
 
 def to_csv(result: dict[str, Any]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n", extrasaction="ignore")
-    w.writeheader()
-    w.writerows(result["rows"])
-    return buf.getvalue()
+    return csv_text(CSV_COLUMNS, result["rows"])

@@ -4,33 +4,146 @@ with one line naming the file or study when it cannot be used."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from opbench.errors import UsageError
+from opbench.files import MAX_RESULTS_BYTES, read_input
 
 READABLE_SCHEMAS = (1, 2)
 
 
+class _Check:
+    """Type and range checks of the fields the report and compare read, each failure naming the file and
+    the field (`records[3].time.median_s`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, where: str, message: str) -> UsageError:
+        return UsageError(f"{self.path}: {where}: {message}")
+
+    def table(self, value: Any, where: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected an object, got {type(value).__name__}")
+        return value
+
+    def text(self, value: Any, where: str) -> None:
+        if value is not None and not isinstance(value, str):
+            raise self.fail(where, f"expected a string, got {type(value).__name__}")
+
+    def number(self, value: Any, where: str, *, minimum: float = 0.0, strict: bool = True) -> None:
+        """None, or a finite number > minimum (>= minimum when not strict)."""
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(where, f"expected a number, got {type(value).__name__}")
+        if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            relation = ">" if strict else ">="
+            raise self.fail(where, f"{value!r} is not a valid value (a finite number {relation} {minimum:g})")
+
+    def texts(self, value: Any, where: str) -> None:
+        if value is None:
+            return
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(where, "expected a list of strings")
+
+    def scalars(self, value: Any, where: str) -> None:
+        for k, v in self.table(value, where).items():
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise self.fail(f"{where}.{k}", f"expected a number or a string, got {type(v).__name__}")
+            if isinstance(v, float) and not math.isfinite(v):
+                raise self.fail(f"{where}.{k}", f"{v!r} is not a valid value")
+
+
+def _check_document(doc: dict[str, Any], check: _Check) -> None:
+    for key in ("op", "flop_note", "mode", "created_utc"):
+        check.text(doc.get(key), key)
+    check.number(doc.get("scale"), "scale")
+    check.text(check.table(doc.get("suite"), "suite").get("name"), "suite.name")
+    m = check.table(doc.get("machine"), "machine")
+    for key in ("cpu_model", "selected_isa", "opbench_version"):
+        check.text(m.get(key), f"machine.{key}")
+    check.text(
+        check.table(m.get("kernel"), "machine.kernel").get("description"), "machine.kernel.description"
+    )
+    git = check.table(m.get("git"), "machine.git")
+    check.text(git.get("sha"), "machine.git.sha")
+    check.scalars(m.get("libraries"), "machine.libraries")
+    settings = check.table(doc.get("settings"), "settings")
+    check.number(settings.get("threads"), "settings.threads", minimum=1, strict=False)
+    for dtype, entry in check.table(doc.get("peaks"), "peaks").items():
+        for which in ("used", "datasheet"):
+            peak = check.table(check.table(entry, f"peaks.{dtype}").get(which), f"peaks.{dtype}.{which}")
+            check.number(peak.get("gflops"), f"peaks.{dtype}.{which}.gflops")
+            check.text(peak.get("source"), f"peaks.{dtype}.{which}.source")
+            if which == "used" and peak and peak.get("gflops") is None:
+                raise check.fail(f"peaks.{dtype}.used.gflops", "missing")
+    bandwidth = check.table(doc.get("bandwidth"), "bandwidth")
+    check.number(bandwidth.get("gbs"), "bandwidth.gbs")
+    if doc.get("bandwidth") is not None and bandwidth.get("gbs") is None:
+        raise check.fail("bandwidth.gbs", "missing")
+    for i, r in enumerate(doc["records"]):
+        where = f"records[{i}]"
+        for key in ("op", "label", "dtype", "backend", "status"):
+            if not isinstance(r.get(key), str):
+                raise check.fail(f"{where}.{key}", "expected a string")
+        check.text(r.get("reason"), f"{where}.reason")
+        check.texts(r.get("flags"), f"{where}.flags")
+        check.texts(r.get("notes"), f"{where}.notes")
+        check.scalars(r.get("shape"), f"{where}.shape")
+        check.scalars(r.get("factors"), f"{where}.factors")
+        check.number(r.get("arithmetic_intensity"), f"{where}.arithmetic_intensity")
+        t = check.table(r.get("time"), f"{where}.time")
+        check.text(t.get("stability"), f"{where}.time.stability")
+        for key in ("iqr_s", "rel_iqr"):
+            check.number(t.get(key), f"{where}.time.{key}", strict=False)
+        if r["status"] != "ok":
+            continue
+        # A measured case: its time and speed must be real numbers, or it cannot be reported or compared.
+        check.number(t.get("median_s"), f"{where}.time.median_s")
+        if t.get("median_s") is None:
+            raise check.fail(f"{where}.time.median_s", "missing in a case with status ok")
+        samples = t.get("samples_s")
+        if samples is not None:
+            if not isinstance(samples, list) or len(samples) > 1_000_000:
+                raise check.fail(f"{where}.time.samples_s", "expected a list of times")
+            for j, v in enumerate(samples):
+                check.number(v, f"{where}.time.samples_s[{j}]")
+        check.number(r.get("gflops"), f"{where}.gflops")
+        if r.get("gflops") is None:
+            raise check.fail(f"{where}.gflops", "missing in a case with status ok")
+        check.number(r.get("utilization"), f"{where}.utilization", strict=False)
+
+
 def load_results(path: str | Path) -> dict[str, Any]:
-    """A sweep results document, with schema 1 files brought to schema 2's shape (gemm only, no factors)."""
+    """A sweep results document, with schema 1 files brought to schema 2's shape (gemm only, no factors).
+    Refused with one line naming the file (and the record and field) when it is not a regular file under
+    the size cap, not strict JSON, not an opbench sweep, or holds a value the report cannot use (a NaN,
+    infinite, zero or negative time or GFLOPS)."""
     p = Path(path)
+    data = read_input(p, MAX_RESULTS_BYTES, "results file (.json from opbench sweep)")
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{p}: cannot read: {getattr(e, 'strerror', None) or e}") from None
-    try:
-        doc = json.loads(text)
+        # NaN and Infinity are read (they are not JSON, but other tools write them) so that the checks below
+        # can name the record and field that holds one.
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{p}: cannot read: not UTF-8 text ({e.reason})") from None
     except json.JSONDecodeError as e:
         raise UsageError(
             f"{p}: not JSON ({e.msg} at line {e.lineno}); give the .json file opbench sweep wrote"
         ) from None
+    except RecursionError:
+        raise UsageError(f"{p}: not an opbench sweep result (nested too deeply)") from None
     if not isinstance(doc, dict) or doc.get("kind") != "opbench.sweep":
         raise UsageError(f"{p}: not an opbench sweep result (no 'kind': 'opbench.sweep')")
     version = doc.get("schema_version")
-    if version not in READABLE_SCHEMAS:
+    if version not in READABLE_SCHEMAS or isinstance(version, bool):
         raise UsageError(
             f"{p}: results schema version {version!r} is not one this opbench reads "
             f"({', '.join(map(str, READABLE_SCHEMAS))})"
@@ -41,7 +154,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
     for i, r in enumerate(records):
         if not isinstance(r, dict) or not {"op", "label", "dtype", "backend", "status"} <= set(r):
             raise UsageError(f"{p}: records[{i}] is not a sweep record")
-        r.setdefault("factors", dict(r.get("shape", {})))
+        r.setdefault("factors", dict(r.get("shape") or {}) if isinstance(r.get("shape"), dict) else {})
+    _check_document(doc, _Check(p))
     doc.setdefault("mode", "product")
     doc.setdefault("suite", None)
     doc.setdefault("scale", None)
@@ -55,8 +169,13 @@ def load_study(name: str, storage_url: str) -> dict[str, Any]:
     from opbench.tune.study import load_existing
 
     study = load_existing(name, storage_url)
+    check = _Check(Path(f"study {name}"))
     trials = []
     for t in study.trials:
+        check.number(t.user_attrs.get("gflops"), f"trial {t.number}: gflops")
+        tiles = t.user_attrs.get("tiles")
+        check.scalars(tiles, f"trial {t.number}: tiles")
+        check.text(t.user_attrs.get("failure"), f"trial {t.number}: failure")
         trials.append(
             {
                 "number": t.number,
@@ -68,6 +187,23 @@ def load_study(name: str, storage_url: str) -> dict[str, Any]:
                 "params": dict(t.params),
             }
         )
+    confirmation = study.user_attrs.get("confirmation")
+    if confirmation is not None:
+        conf = check.table(confirmation, "confirmation")
+        rows = conf.get("rows") or []
+        if not isinstance(rows, list):
+            raise check.fail("confirmation.rows", "expected a list")
+        for i, row in enumerate([*rows, conf.get("best"), conf.get("default")]):
+            row = check.table(row, f"confirmation.rows[{i}]")
+            check.text(row.get("name"), f"confirmation.rows[{i}].name")
+            check.scalars(row.get("tiles"), f"confirmation.rows[{i}].tiles")
+            check.number(row.get("gflops"), f"confirmation.rows[{i}].gflops")
+            ci = row.get("gflops_ci")
+            if ci is not None and not (isinstance(ci, list) and len(ci) == 2):
+                raise check.fail(f"confirmation.rows[{i}].gflops_ci", "expected [low, high]")
+            for v in ci or []:
+                check.number(v, f"confirmation.rows[{i}].gflops_ci")
+        check.number(conf.get("speedup"), "confirmation.speedup")
     importances: dict[str, float] = {}
     try:
         import optuna

@@ -4,9 +4,6 @@ inside one sanitised output directory that is never replaced without --force."""
 from __future__ import annotations
 
 import base64
-import csv
-import io
-import json
 import os
 import re
 import shutil
@@ -15,11 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from opbench.display import format_seconds
 from opbench.errors import UsageError
-from opbench.files import atomic_write_bytes, atomic_write_text, current_umask
+from opbench.escape import csv_text, md
+from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_dir, current_umask, json_text
 from opbench.report.plots import Plot
 
 FORMATS = ("html", "md", "csv", "json")
@@ -53,6 +51,7 @@ def output_dir(out: str, force: bool) -> Path:
     target = path.parent / sanitize(path.name)
     if target.exists() and not target.is_dir():
         raise UsageError(f"--out {target} exists and is not a directory")
+    check_writable_dir(target, "--out")
     if target.is_dir() and any(target.iterdir()):
         if not force:
             raise UsageError(f"report {target} already exists; use --force to replace it (or another --out)")
@@ -103,7 +102,9 @@ def _tiles(tiles: dict[str, int] | None) -> str:
 def render_html(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
     env = Environment(
         loader=PackageLoader("opbench.report", "templates"),
-        autoescape=select_autoescape(["html"]),
+        # Always on: every text in a report comes from results files, which may come from anyone.
+        # (select_autoescape(["html"]) matched no template: they are named *.html.j2.)
+        autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -121,9 +122,9 @@ def _pct(v: float | None) -> str:
 
 def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
     out = [
-        f"# {model['title']}",
+        f"# {md(model['title'])}",
         "",
-        f"Generated {model['generated_utc']} by opbench {model['opbench_version']}.",
+        f"Generated {md(model['generated_utc'])} by opbench {md(model['opbench_version'])}.",
         "",
     ]
     out += [
@@ -134,53 +135,49 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
     ]
     for p in model["provenance"]:
         peaks = "; ".join(
-            f"{d}: {pk['gflops']:.1f} GFLOPS {pk['source']}" for d, pk in p["peaks"].items() if pk
+            f"{md(d)}: {pk['gflops']:.1f} GFLOPS {md(pk['source'])}" for d, pk in p["peaks"].items() if pk
         )
         bw = f"{p['bandwidth']['gbs']:.1f} GB/s" if p["bandwidth"] else "-"
-        git = f" / {p['git_sha']}" if p["git_sha"] else ""
-        out.append(
-            f"| {p['file']} | {p['op']} | {p['created_utc']} | {p['cpu_model']} | {p['isa']} "
-            f"| {p['threads']} "
-            f"| {peaks} | {bw} | {p['opbench_version']}{git} |"
-        )
+        git = f" / {md(p['git_sha'])}" if p["git_sha"] else ""
+        run = " | ".join(md(p[k]) for k in ("file", "op", "created_utc", "cpu_model", "isa", "threads"))
+        out.append(f"| {run} | {peaks} | {bw} | {md(p['opbench_version'])}{git} |")
     for s in model["sections"]:
         out += [
             "",
-            f"## {s['op']} {s['dtype']}",
+            f"## {md(s['op'])} {md(s['dtype'])}",
             "",
-            f"{s['flop_note']}. Mode: {s['mode']}. Best per shape in bold.",
+            f"{md(s['flop_note'])}. Mode: {md(s['mode'])}. Best per shape in bold.",
             "",
             "| shape | backend | median | ±IQR | GFLOPS | utilization | stability / flags |",
             "|---|---|---|---|---|---|---|",
         ]
         for r in s["rows"]:
+            case = f"{md(r['shape'])} | {md(r['backend'])}"
             if r["status"] != "ok":
-                out.append(
-                    f"| {r['shape']} | {r['backend']} | - | - | - | - | {r['status']}: {r['reason']} |"
-                )
+                out.append(f"| {case} | - | - | - | - | {md(r['status'])}: {md(r['reason'])} |")
                 continue
             gflops = f"**{r['gflops']:.1f}**" if r["best"] else f"{r['gflops']:.1f}"
-            flags = f"{r['stability']}" + (f" ({', '.join(r['flags'])})" if r["flags"] else "")
+            flags = md(r["stability"]) + (f" ({md(', '.join(r['flags']))})" if r["flags"] else "")
             out.append(
-                f"| {r['shape']} | {r['backend']} | {format_seconds(r['median_s'])} | {_pct(r['rel_iqr'])} "
+                f"| {case} | {format_seconds(r['median_s'])} | {_pct(r['rel_iqr'])} "
                 f"| {gflops} | {_pct(r['utilization'])} | {flags} |"
             )
         c = s["comparison"]
         if c:
             out += [
                 "",
-                f"### Speed-up relative to {c['baseline']}",
+                f"### Speed-up relative to {md(c['baseline'])}",
                 "",
-                "| shape | " + " | ".join(c["backends"]) + " |",
+                "| shape | " + " | ".join(md(b) for b in c["backends"]) + " |",
                 "|---|" + "---|" * len(c["backends"]),
             ]
             for row in c["table"]:
                 cells = [f"{row[b]:.2f}x" if row.get(b) is not None else "-" for b in c["backends"]]
-                out.append(f"| {row['shape']} | " + " | ".join(cells) + " |")
+                out.append(f"| {md(row['shape'])} | " + " | ".join(cells) + " |")
             geo = [f"{c['geomean'][b]:.2f}x" if c["geomean"][b] else "-" for b in c["backends"]]
             out.append("| geometric mean | " + " | ".join(geo) + " |")
         for p in plots.get(s["id"], []):
-            out += ["", f"![{p.title}]({IMAGES}/{p.name}.png)"]
+            out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
     if plots.get("roofline"):
         out += [
             "",
@@ -194,11 +191,11 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
     for i, st in enumerate(model["studies"]):
         out += [
             "",
-            f"## Tuning: {st['name']}",
+            f"## Tuning: {md(st['name'])}",
             "",
-            f"gemm {_shape(st['shape'])} {st['dtype']}, {st['threads']} thread(s): {st['trials']} trials, "
-            f"{st['measured']} "
-            f"measured of {st['valid_points']} valid tilings.",
+            f"gemm {md(_shape(st['shape']))} {md(st['dtype'])}, {md(st['threads'])} thread(s): "
+            f"{md(st['trials'])} trials, {md(st['measured'])} measured of {md(st['valid_points'])} "
+            "valid tilings.",
         ]
         conf = st["confirmation"]
         if conf and conf.get("best"):
@@ -206,13 +203,13 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
             for r in conf["rows"]:
                 if "gflops" in r:
                     out.append(
-                        f"| {r['name']} | {_tiles(r['tiles'])} | {r['gflops']:.1f} | "
+                        f"| {md(r['name'])} | {md(_tiles(r['tiles']))} | {r['gflops']:.1f} | "
                         f"{r['gflops_ci'][0]:.1f} - {r['gflops_ci'][1]:.1f} |"
                     )
             if conf.get("speedup"):
                 out += ["", f"Best tiling: **{conf['speedup']:.3f}x** the cache-model default."]
         for p in plots.get(f"study{i}", []):
-            out += ["", f"![{p.title}]({IMAGES}/{p.name}.png)"]
+            out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
     return "\n".join(out) + "\n"
 
 
@@ -236,13 +233,11 @@ CSV_COLUMNS = (
 
 
 def render_csv(model: dict[str, Any]) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    w.writeheader()
+    rows = []
     for s in model["sections"]:
         speed = {row["shape"]: row for row in (s["comparison"] or {}).get("table", [])}
         for r in s["rows"]:
-            w.writerow(
+            rows.append(
                 {
                     "op": s["op"],
                     "dtype": s["dtype"],
@@ -261,15 +256,12 @@ def render_csv(model: dict[str, Any]) -> str:
                     "baseline": model["baseline"],
                 }
             )
-    return buf.getvalue()
+    return csv_text(CSV_COLUMNS, rows)
 
 
 def render_json(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
     images = {k: [f"{IMAGES}/{p.name}.png" for p in v] for k, v in plots.items()}
-    return (
-        json.dumps({"kind": "opbench.report", "schema_version": 1, **model, "images": images}, indent=1)
-        + "\n"
-    )
+    return json_text({"kind": "opbench.report", "schema_version": 1, **model, "images": images})
 
 
 def write(

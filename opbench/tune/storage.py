@@ -1,25 +1,21 @@
-"""Study storage: the default SQLite file, URLs with their passwords masked in everything printed, and a
-connection check that fails with one line instead of a driver traceback."""
+"""Study storage: the default SQLite file, URLs with their passwords masked in everything printed
+(opbench.secrets), and a connection check that fails with one line instead of a driver traceback."""
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 from opbench.errors import UsageError
+from opbench.secrets import mask, register
+
+__all__ = ["default_url", "mask", "open_storage"]
 
 _CREATE_ATTEMPTS = 5
 # How PostgreSQL and SQLite report two processes creating Optuna's tables at the same moment.
 _CREATION_RACE = ("duplicate key", "already exists", "UNIQUE constraint failed")
-_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:@/\s]*):(?P<pw>[^@/\s]*)@")
-
-
-def mask(text: str) -> str:
-    """Every URL password in `text` replaced by ***."""
-    return _PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", str(text))
 
 
 def default_url(out_dir: Path) -> str:
@@ -30,6 +26,7 @@ def default_url(out_dir: Path) -> str:
 def open_storage(url: str, heartbeat_s: int, grace_s: int) -> Any:
     """An Optuna RDB storage with heartbeats (a worker that dies leaves a RUNNING trial that is failed
     and retried with the same parameters once its heartbeat is grace_s old)."""
+    register(url)  # from here on, its password is masked wherever it appears
     import optuna
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 

@@ -1,0 +1,105 @@
+"""Credentials never leave the process: every URL password, every `password=` parameter and every password
+opbench has been given is replaced by *** in text that opbench prints or writes.
+
+`mask(text)` is the one function for this. It masks
+  - the password of any URL in the text (SQLAlchemy's `make_url(...).render_as_string(hide_password=True)`,
+    whatever characters the password holds; a URL SQLAlchemy cannot parse, or one whose password holds an
+    unescaped '@', is masked from the first ':' of its user part up to the last '@');
+  - `password=`, `passwd=`, `pwd=` and `sslpassword=` parameters (query strings, libpq connection strings);
+  - every password of 4 or more characters registered with `register(url)` (the storage URLs opbench
+    opens), wherever it appears verbatim or percent-encoded, so a driver's error message that echoes it is
+    masked too.
+`mask_argv(argv)` masks a command line, token by token, before it is recorded in a results file, a report,
+a study or a tuned record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from urllib.parse import quote, unquote
+
+MASK = "***"
+MIN_LITERAL = 4  # registered passwords at least this long are masked verbatim anywhere in a text
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+_PARAM = re.compile(
+    r"(?i)(?<![A-Za-z0-9_])((?:ssl)?passw(?:or)?d|pwd)(\s*=\s*)('[^']*'|\"[^\"]*\"|[^&\s;,'\"]*)"
+)
+_SECRETS: set[str] = set()
+
+
+def _userinfo_password(url: str) -> str | None:
+    """The text between the first ':' of the user part and the last '@' (None without a user:password@)."""
+    rest = url.split("://", 1)[1]
+    if "@" not in rest:
+        return None
+    userinfo = rest.rsplit("@", 1)[0]
+    return userinfo.split(":", 1)[1] if ":" in userinfo else None
+
+
+def mask_url(url: str) -> str:
+    """One URL with its password (and password parameters) masked."""
+    masked = None
+    if "@" in url.split("://", 1)[1]:
+        try:
+            from sqlalchemy.engine import make_url
+
+            parsed = make_url(url)
+            # A password with an unescaped '@' parses as a shorter password and a host holding '@'.
+            if "@" not in (parsed.host or "") and "@" not in (parsed.database or ""):
+                masked = parsed.render_as_string(hide_password=True)
+        except Exception:  # not a URL SQLAlchemy parses: fall back to the userinfo rule
+            masked = None
+        if masked is None or (_userinfo_password(url) or "") in masked.split("://", 1)[1].split("@")[0]:
+            secret = _userinfo_password(url)
+            if secret:
+                scheme, rest = url.split("://", 1)
+                userinfo, host = rest.rsplit("@", 1)
+                masked = f"{scheme}://{userinfo.split(':', 1)[0]}:{MASK}@{host}"
+    return _PARAM.sub(lambda m: f"{m[1]}{m[2]}{MASK}", masked if masked is not None else url)
+
+
+def register(url: str) -> None:
+    """Remember a URL's password (and password parameters) so that mask() hides them wherever they appear."""
+    found = []
+    if "://" in url:
+        secret = _userinfo_password(url)
+        if secret:
+            found += [secret, unquote(secret)]
+        try:
+            from sqlalchemy.engine import make_url
+
+            parsed = make_url(url)
+            if parsed.password:
+                found.append(str(parsed.password))
+        except Exception:
+            pass
+    for m in _PARAM.finditer(url):
+        value = m[3].strip("'\"")
+        found += [value, unquote(value)]
+    for s in found:
+        # Shorter ones are still masked inside URLs and parameters; replacing every occurrence of a 1-3
+        # character string would garble every message instead.
+        if len(s) >= MIN_LITERAL:
+            _SECRETS.update({s, quote(s, safe=""), quote(s)})
+
+
+def _mask_match(m: re.Match[str]) -> str:
+    url = m[0]
+    trail = len(url) - len(url.rstrip(".,;:)]}!?"))  # sentence punctuation after a URL is not part of it
+    return mask_url(url[: len(url) - trail]) + url[len(url) - trail :] if trail else mask_url(url)
+
+
+def mask(text: object) -> str:
+    """`text` (str() of it) with every credential masked."""
+    out = _URL.sub(_mask_match, str(text))
+    out = _PARAM.sub(lambda m: f"{m[1]}{m[2]}{MASK}", out)
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        out = out.replace(secret, MASK)
+    return out
+
+
+def mask_argv(argv: Iterable[str]) -> list[str]:
+    """A command line with every credential masked, token by token."""
+    return [mask(a) for a in argv]
