@@ -6,7 +6,6 @@ Every invalid input ends in one line on stderr and exit code 2, before anything 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -30,6 +29,25 @@ def _positive_int(text: str) -> int:
     return v
 
 
+# Oversubscription is a legitimate experiment, up to a bound: 8 threads per usable core, and never more than
+# the kernels' pool allows (1024).
+THREADS_PER_CORE = 8
+
+
+def _threads(text: str) -> int:
+    from opbench.kernels import MAX_THREADS, default_threads
+
+    v = _positive_int(text)
+    cores = default_threads()
+    bound = min(MAX_THREADS, THREADS_PER_CORE * cores)
+    if v > bound:
+        raise argparse.ArgumentTypeError(
+            f"{v} threads on {cores} usable core(s): the limit is {bound} "
+            f"({THREADS_PER_CORE} per core, at most {MAX_THREADS})"
+        )
+    return v
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -37,6 +55,30 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from None
     if not v > 0:  # also rejects nan
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if v == float("inf"):
+        raise argparse.ArgumentTypeError("must be finite")
+    return v
+
+
+def _at_most(limit: float, kind: Any = _positive_float) -> Any:
+    """An argparse type: `kind`, and at most `limit` (a time or a count that would never end otherwise)."""
+
+    def parse(text: str) -> Any:
+        v = kind(text)
+        if v > limit:
+            raise argparse.ArgumentTypeError(f"must be <= {limit:g}, got {text}")
+        return v
+
+    return parse
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got '{text}'") from None
+    if not 0 <= v < 2**32:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2^32 - 1, got {v}")
     return v
 
 
@@ -118,7 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
     )
-    s.add_argument("--threads", type=_positive_int, help="threads for every backend (default: all cores)")
+    s.add_argument(
+        "--threads", type=_threads, help="threads for every backend (default: all cores; at most 8 per core)"
+    )
     s.add_argument(
         "--device",
         default="cpu",
@@ -126,26 +170,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--out", default="reports", help="output directory (default: reports/)")
     s.add_argument("--format", default="json,csv", help="json, csv or both (default: json,csv)")
-    s.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    s.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (default 0)")
     s.add_argument("--no-verify", action="store_true", help="skip checking outputs against float64")
     s.add_argument(
         "--verify-max-gflop",
-        type=_positive_float,
+        type=_at_most(1e6),
         default=60.0,
         help="skip (and say so) verification costlier than this in float64 (default 60)",
     )
     s.add_argument("--cold-cache", action="store_true", help="flush caches before every sample (1 call each)")
-    s.add_argument("--min-sample-ms", type=_positive_float, default=10.0)
-    s.add_argument("--max-time-s", type=_positive_float, default=1.0, help="sampling cap per case")
+    s.add_argument(
+        "--min-sample-ms",
+        type=_at_most(10_000),
+        default=10.0,
+        help="shortest sample (default 10, at most 10000)",
+    )
+    s.add_argument(
+        "--max-time-s", type=_at_most(3600), default=1.0, help="sampling cap per case (at most 3600)"
+    )
     s.add_argument(
         "--call-budget-s",
-        type=_positive_float,
+        type=_at_most(3600),
         default=1.0,
         help="a call slower than this is timed once and flagged single_sample",
     )
     s.add_argument(
         "--max-call-s",
-        type=_positive_float,
+        type=_at_most(86_400),
         default=60.0,
         help="skip a case predicted to take longer per call (default 60)",
     )
@@ -195,11 +246,18 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--n", type=_positive_int, help="columns of B and C")
     t.add_argument("--k", type=_positive_int, help="inner dimension")
     t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
-    t.add_argument("--trials", type=_positive_int, default=50, help="trials this process runs (default 50)")
-    t.add_argument("--timeout", type=_positive_float, help="stop starting trials after this many seconds")
-    t.add_argument("--threads", type=_positive_int, help="threads (default: all cores)")
+    t.add_argument(
+        "--trials",
+        type=_at_most(1_000_000, _positive_int),
+        default=50,
+        help="trials this process runs (default 50)",
+    )
+    t.add_argument(
+        "--timeout", type=_at_most(30 * 86_400), help="stop starting trials after this many seconds"
+    )
+    t.add_argument("--threads", type=_threads, help="threads (default: all cores; at most 8 per core)")
     t.add_argument("--sampler", default="tpe", choices=("tpe", "gp", "cmaes", "random", "grid"))
-    t.add_argument("--seed", type=int, help="sampler seed (default: random)")
+    t.add_argument("--seed", type=_seed, help="sampler seed (default: random)")
     t.add_argument("--study", help="study name (default: gemm-MxNxK-DTYPE-tTHREADS)")
     t.add_argument(
         "--storage",
@@ -215,12 +273,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--trial-timeout",
-        type=_positive_float,
+        type=_at_most(86_400),
         default=60.0,
         help="a candidate silent for this long is killed and recorded as a timeout (default 60)",
     )
-    t.add_argument("--confirm-top", type=_positive_int, default=3, help="re-measure this many best tilings")
-    t.add_argument("--confirm-rounds", type=_positive_int, default=3, help="re-measurement rounds")
+    t.add_argument(
+        "--confirm-top",
+        type=_at_most(100, _positive_int),
+        default=3,
+        help="re-measure this many best tilings",
+    )
+    t.add_argument(
+        "--confirm-rounds", type=_at_most(100, _positive_int), default=3, help="re-measurement rounds"
+    )
     t.add_argument("--force", action="store_true", help="continue a study recorded for another fingerprint")
     t.add_argument(
         "--show", action="store_true", help="print the study's history and best trials; run nothing"
@@ -249,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("new")
     cp.add_argument(
         "--threshold",
-        type=_positive_float,
+        type=_at_most(100),
         default=0.10,
         help="smallest relative change that can count as significant (default 0.10)",
     )
@@ -312,16 +377,13 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
             shapes = op.default_cases()
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if len(shapes) > 10_000:
-        raise UsageError(f"the axes expand to {len(shapes)} shapes (limit 10000)")
     return [SweepPlan(args.op, tuple(shapes), mode, None, None, "")], None
 
 
 def _check_out_dir(out: str) -> Path:
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {out} exists and is not a directory")
-    return path
+    from opbench.files import check_writable_dir
+
+    return check_writable_dir(Path(out), "--out")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -398,6 +460,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "scale": args.scale,
         "plans": [pl.description for pl in plans],
         "modes": [pl.mode for pl in plans],
+        "command": args.command_line,
     }
     return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet)
 
@@ -444,7 +507,7 @@ def _sweep_header(
     return {
         "op": cfg.op,
         "shape_fields": list(op.SHAPE_FIELDS),
-        "command": ["opbench", *sys.argv[1:]],
+        "command": meta["command"],
         "flop_note": op.FLOP_NOTE,
         "suite": meta["suite"],
         "scale": meta["scale"],
@@ -626,6 +689,11 @@ def cmd_peak(args: argparse.Namespace) -> int:
         return _gpu_peak(args.device)
     dtypes = parse_dtypes(args.dtype)
     counts = parse_sizes(args.threads, "--threads") if args.threads else sorted({1, default_threads()})
+    for count in counts:
+        try:
+            _threads(str(count))
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"--threads: {e}") from None
     table = Table(title="peak FLOPS", title_justify="left", header_style="bold")
     for col in ("dtype", "threads", "measured GFLOPS", "datasheet GFLOPS", "measured / datasheet"):
         table.add_column(col, justify="left" if col in ("dtype", "threads") else "right")
@@ -755,6 +823,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         force=args.force,
         heartbeat_s=args.heartbeat_s,
         grace_s=args.grace_s,
+        command=tuple(args.command_line),
     )
 
     def on_event(kind: str, info: dict[str, Any]) -> None:
@@ -845,8 +914,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 f", {conf['speedup']:.3f}x the cache-model default ({conf['default']['gflops']:.1f} GFLOPS)"
             )
         console.print(line)
+    if summary.get("record_warning"):
+        print(f"opbench: warning: {summary['record_warning']}", file=sys.stderr)
     if summary.get("record"):
         console.print(f"tuned record saved: {summary['record']}")
+    elif summary.get("record_verdict"):
+        console.print(f"no tuned record saved: the default stays ({summary['record_verdict']})")
     return 0
 
 
@@ -943,7 +1016,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"--baseline {args.baseline} is not among the backends in these results "
             f"({', '.join(sorted(backends)) or 'none'})"
         )
-    m = model.build(docs, studies, args.baseline, args.title, ["opbench", *sys.argv[1:]])
+    m = model.build(docs, studies, args.baseline, args.title, args.command_line)
     figures = plots.all_plots(m)
     written = render.write(m, figures, target, formats)
     console = Console(markup=False, highlight=False)
@@ -961,7 +1034,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
-    from opbench.files import atomic_write_text
+    from opbench.files import atomic_write_text, json_text
     from opbench.report import compare, inputs, render
 
     formats = _formats(args.format, ("md", "csv", "json")) if args.out else []
@@ -1010,7 +1083,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         texts = {
             "md": lambda: compare.to_markdown(result),
             "csv": lambda: compare.to_csv(result),
-            "json": lambda: json.dumps(result, indent=1) + "\n",
+            "json": lambda: json_text(result),
         }
 
         def fill(d: Path) -> None:
@@ -1056,14 +1129,57 @@ COMMANDS = {
 }
 
 
+def _one_line(text: str) -> str:
+    """A message as one printable line, whatever it quotes from the input: whitespace runs become one space,
+    other control characters (a terminal escape sequence in an argument) are shown escaped."""
+    text = " ".join(str(text).split())
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def _internal_error(e: BaseException) -> int:
+    """A bug, not bad input: the traceback (credentials masked) for a report, and exit status 1."""
+    import traceback
+
+    from opbench.secrets import mask
+
+    sys.stderr.write(mask("".join(traceback.format_exception(type(e), e, e.__traceback__))))
+    print(
+        f"opbench: internal error: {mask(e)} (a bug in opbench; please report it with the traceback above)",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    from opbench.secrets import mask, mask_argv, register
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for token in argv:  # passwords given on the command line are masked in every message from here on
+        if "://" in token or "password" in token.lower():
+            register(token)
     try:
+        for i, token in enumerate(argv):
+            if "\x00" in token:  # no path or value can hold one (a real command line cannot even pass it)
+                raise UsageError(f"argument {i + 1} holds a NUL byte")
         args = build_parser().parse_args(argv)
+        args.command_line = ["opbench", *mask_argv(argv)]  # what results, reports and studies record
         return COMMANDS[args.command](args)
     except UsageError as e:
-        msg = str(e)
+        msg = _one_line(mask(e))
         print(msg if msg.startswith("opbench") else f"opbench: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("opbench: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("opbench: error: out of memory (a smaller problem, or --max-memory)", file=sys.stderr)
+        return 2
+    except OSError as e:  # the file system refused: a path given on the command line, a full disk
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"opbench: error: {mask(where)}{mask(e.strerror or e)}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        return _internal_error(e)
 
 
 if __name__ == "__main__":

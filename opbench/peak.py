@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench import __version__
-from opbench.files import atomic_write_text
+from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, utc_now
 
 # FLOP per cycle per core, assuming two FMA pipes of the ISA's widest vector (true of Zen 5 and most
@@ -83,28 +83,53 @@ def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5)
     )
 
 
-def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """A measurement from this machine's cache (keyed by machine fingerprint and `key`), else make() it now
-    and store it. An unreadable or damaged cache is measured again; an unwritable one is only not saved."""
-    path = _cache_dir() / "peaks.json"
-    fp = machine_fingerprint()
-    cache: dict[str, Any] = {}
+def _read_cache(path: Path) -> dict[str, Any]:
     try:
         cache = json.loads(path.read_text())
-        if not isinstance(cache, dict):
-            cache = {}
-    except (OSError, ValueError):
-        cache = {}
-    entry = cache.get(fp, {}).get(key)
-    if entry and not refresh and isinstance(entry.get("value"), dict):
-        return dict(entry["value"])
-    value = make()
-    cache.setdefault(fp, {})[key] = {"value": value, "measured_utc": utc_now()}
+        return cache if isinstance(cache, dict) else {}
+    except (OSError, ValueError, RecursionError):
+        return {}
+
+
+def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A measurement from this machine's cache (keyed by machine fingerprint and `key`), else make() it now
+    and store it. An unreadable or damaged cache is measured again; an unwritable one is only not saved.
+    Measuring holds a lock beside the cache: processes started together measure one at a time (several
+    peak or bandwidth loops at once would each see a fraction of the machine, and several triad buffers at
+    once can exhaust memory), and the later ones find the first one's value."""
+    path = _cache_dir() / "peaks.json"
+    fp = machine_fingerprint()
+
+    def lookup() -> dict[str, Any] | None:
+        entry = _read_cache(path).get(fp, {}).get(key)
+        return (
+            dict(entry["value"]) if isinstance(entry, dict) and isinstance(entry.get("value"), dict) else None
+        )
+
+    if not refresh and (found := lookup()) is not None:
+        return found
+    from filelock import FileLock, Timeout
+
     try:
-        atomic_write_text(path, json.dumps(cache, indent=1))
-    except OSError:
-        pass  # an unwritable cache only costs a re-measurement next time
-    return value
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock: Any = FileLock(str(path) + ".lock", timeout=600)
+        lock.acquire()
+    except (OSError, Timeout):
+        lock = None  # no lock to be had: measure anyway
+    try:
+        if not refresh and (found := lookup()) is not None:
+            return found  # another process measured it while this one waited
+        value = make()
+        cache = _read_cache(path)
+        cache.setdefault(fp, {})[key] = {"value": value, "measured_utc": utc_now()}
+        try:
+            atomic_write_text(path, json_text(cache))
+        except OSError:
+            pass  # an unwritable cache only costs a re-measurement next time
+        return value
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from opbench.errors import UsageError
 
 MAX_VALUES = 10_000
+MAX_SIZE = 2**40  # far past any size that fits in memory; keeps every later product in 64-bit range
 
 _SYNTAX = "expected N, A:B:xF (times F) or A:B:+S / A:B:S (plus S), comma-separated"
 
@@ -19,11 +20,15 @@ def _int(token: str, option: str, text: str) -> int:
         ) from None
     if value < 1:
         raise UsageError(f"{option}: sizes must be >= 1, got {value} in '{text}'")
+    if value > MAX_SIZE:
+        raise UsageError(f"{option}: size {token} is over the limit of 2^40 in '{text}'")
     return value
 
 
 def parse_sizes(text: str, option: str = "size") -> list[int]:
     """Returns the sizes in the order given, duplicates removed."""
+    if len(text) > 100_000:
+        raise UsageError(f"{option}: size list of {len(text)} characters is too long")
     if not text or not text.strip():
         raise UsageError(f"{option}: empty size list ({_SYNTAX})")
     values: list[int] = []
@@ -46,8 +51,8 @@ def parse_sizes(text: str, option: str = "size") -> list[int]:
                 factor = float(step[1:])
             except ValueError:
                 raise UsageError(f"{option}: bad factor in '{part}' ({_SYNTAX})") from None
-            if not factor > 1:
-                raise UsageError(f"{option}: factor must be > 1 in '{part}'")
+            if not 1 < factor < float("inf"):
+                raise UsageError(f"{option}: factor must be a finite number > 1 in '{part}'")
             v = float(start)
             while round(v) <= stop:
                 values.append(int(round(v)))
@@ -56,7 +61,10 @@ def parse_sizes(text: str, option: str = "size") -> list[int]:
                     break
         else:
             inc = _int(step[1:] if step.startswith("+") else step, option, text)
-            values.extend(range(start, stop + 1, inc))
+            steps = range(start, stop + 1, inc)
+            if len(values) + len(steps) > MAX_VALUES:  # counted before it is expanded
+                raise UsageError(f"{option}: '{text}' expands to more than {MAX_VALUES} sizes")
+            values.extend(steps)
         if len(values) > MAX_VALUES:
             raise UsageError(f"{option}: '{text}' expands to more than {MAX_VALUES} sizes")
     return list(dict.fromkeys(values))

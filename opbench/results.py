@@ -12,13 +12,11 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from pathlib import Path
 from typing import Any
 
-from opbench.files import atomic_write_text
+from opbench.escape import csv_text
+from opbench.files import atomic_write_text, json_text, reserve
 from opbench.machine import utc_now
 
 SCHEMA_VERSION = 2
@@ -88,17 +86,6 @@ class ResultsWriter:
 
     def __init__(self, out_dir: Path, stem: str, formats: list[str], header: dict[str, Any]) -> None:
         self.paths: dict[str, Path] = {}
-        out_dir.mkdir(parents=True, exist_ok=True)
-        base = out_dir / stem
-        suffix = 0
-        while any(
-            base.with_name(base.name + (f"-{suffix}" if suffix else "")).with_suffix(f".{f}").exists()
-            for f in formats
-        ):
-            suffix += 1
-        name = base.name + (f"-{suffix}" if suffix else "")
-        for f in formats:
-            self.paths[f] = out_dir / f"{name}.{f}"
         self.doc: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "kind": "opbench.sweep",
@@ -108,7 +95,11 @@ class ResultsWriter:
             "complete": False,
             "records": [],
         }
-        self.flush()
+        # Created exclusively, already holding the header: two sweeps started in the same second into one
+        # directory never share a file, and no reader ever sees an empty one.
+        name = reserve(out_dir, stem, self._texts(formats))
+        for f in formats:
+            self.paths[f] = out_dir / f"{name}.{f}"
 
     def add(self, record: dict[str, Any]) -> None:
         self.doc["records"].append(record)
@@ -119,14 +110,16 @@ class ResultsWriter:
         self.doc["finished_utc"] = utc_now()
         self.flush()
 
-    def flush(self) -> None:
-        if "json" in self.paths:
-            atomic_write_text(self.paths["json"], json.dumps(self.doc, indent=1, allow_nan=False) + "\n")
-        if "csv" in self.paths:
+    def _texts(self, formats: list[str]) -> dict[str, str]:
+        texts = {}
+        if "json" in formats:
+            texts["json"] = json_text(self.doc)
+        if "csv" in formats:
             shape_keys = list(self.doc.get("shape_fields", []))
-            buf = io.StringIO()
-            w = csv.DictWriter(buf, fieldnames=[*shape_keys, *CSV_COLUMNS], lineterminator="\n")
-            w.writeheader()
-            for r in self.doc["records"]:
-                w.writerow(csv_row(r, shape_keys))
-            atomic_write_text(self.paths["csv"], buf.getvalue())
+            rows = (csv_row(r, shape_keys) for r in self.doc["records"])
+            texts["csv"] = csv_text([*shape_keys, *CSV_COLUMNS], rows)
+        return texts
+
+    def flush(self) -> None:
+        for fmt, text in self._texts(list(self.paths)).items():
+            atomic_write_text(self.paths[fmt], text)

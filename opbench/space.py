@@ -8,6 +8,17 @@ from types import ModuleType
 from typing import Any
 
 MODES = ("one-factor", "product")
+MAX_SHAPES = 10_000  # per sweep: the command line's axes, and each [[sweep]] of a spec or suite
+
+
+def count(axes: dict[str, list[int]], mode: str) -> int:
+    """How many points expand() would visit, computed without expanding (duplicates included)."""
+    if mode == "one-factor":
+        return 1 + sum(len(v) for v in axes.values() if len(v) > 1)
+    n = 1
+    for v in axes.values():
+        n *= len(v)
+    return n
 
 
 def expand(
@@ -21,6 +32,9 @@ def expand(
     Order is kept and duplicates dropped. An invalid point raises ValueError naming it."""
     if mode not in MODES:
         raise ValueError(f"unknown mode '{mode}' (expected {' or '.join(MODES)})")
+    points_needed = count(axes, mode)
+    if points_needed > MAX_SHAPES:
+        raise ValueError(f"the axes expand to {points_needed} shapes (limit {MAX_SHAPES})")
     if mode == "one-factor":
         base = {**base, **{a: v[0] for a, v in axes.items() if len(v) == 1}}
         axes = {a: v for a, v in axes.items() if len(v) > 1}

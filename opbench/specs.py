@@ -24,9 +24,10 @@ from typing import Any
 
 from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
+from opbench.files import MAX_SPEC_BYTES, read_input
 from opbench.ops import OPS
 from opbench.ranges import parse_sizes
-from opbench.space import MODES, expand
+from opbench.space import MAX_SHAPES, MODES, expand
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -103,7 +104,7 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
             f"{prefix}.{sorted(unknown)[0]}", f"unknown key (expected one of {', '.join(sorted(SWEEP_KEYS))})"
         )
     op_name = table.get("op")
-    if op_name not in OPS:
+    if not isinstance(op_name, str) or op_name not in OPS:
         raise where.error(f"{prefix}.op", f"expected one of {', '.join(OPS)}, got {op_name!r}")
     op = OPS[op_name]
     mode = table.get("mode", op.DEFAULT_MODE)
@@ -166,6 +167,8 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
     cases = table.get("cases", [])
     if not isinstance(cases, list):
         raise where.error(f"{prefix}.cases", "expected a list of tables")
+    if len(cases) > MAX_SHAPES:
+        raise where.error(f"{prefix}.cases", f"{len(cases)} cases (limit {MAX_SHAPES})")
     for j, case in enumerate(cases):
         if not isinstance(case, dict):
             raise where.error(
@@ -181,6 +184,8 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
         except ValueError as e:
             raise where.error(f"{prefix}.axes", str(e)) from None
     unique = list(dict.fromkeys(shapes))
+    if len(unique) > MAX_SHAPES:
+        raise where.error(prefix, f"{len(unique)} shapes (limit {MAX_SHAPES})")
     label = mode if axes or not cases else "cases"  # a plain list of shapes is neither mode
     return SweepPlan(op_name, tuple(unique), label, dtypes, backends, str(table.get("description", "")))
 
@@ -189,15 +194,15 @@ def load_spec(path: Path | str) -> Spec:
     path = Path(path)
     where = _Where(str(path))
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"spec {path}: no such file") from None
-    except OSError as e:
-        raise UsageError(f"spec {path}: cannot read: {e.strerror}") from None
+        data = tomllib.loads(read_input(path, MAX_SPEC_BYTES, "TOML spec file").decode("utf-8"))
+    except UsageError as e:
+        raise UsageError(f"spec {e}") from None
     except UnicodeDecodeError:
         raise UsageError(f"spec {path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"spec {path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise UsageError(f"spec {path}: nested too deeply to be a spec") from None
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise where.error(sorted(unknown)[0], f"unknown key (expected {', '.join(sorted(TOP_KEYS))})")

@@ -16,6 +16,10 @@ from opbench.measurement import Measurement, rel_iqr
 RunFn = Callable[[int], float]
 
 
+# Calls per sample, at most: the C++ timed loops refuse more (limits.hpp), and more is a hang, not a sample.
+MAX_LOOPS = 10_000_000
+
+
 @dataclass(frozen=True)
 class TimerConfig:
     warmup_s: float = 0.05  # warm-up calls (never recorded) run for at least this long, at least one call
@@ -70,12 +74,14 @@ class Timer:
             return Measurement((self._sample(run, 1, flush),), 1, single_sample=True, cold_cache=cold)
         warm_s, per_call_s, loops = first_s, first_s, 1
         while warm_s < cfg.warmup_s:
-            loops = min(loops * 2, max(1, math.ceil((cfg.warmup_s - warm_s) / max(per_call_s, 1e-9))))
+            loops = min(
+                loops * 2, MAX_LOOPS, max(1, math.ceil((cfg.warmup_s - warm_s) / max(per_call_s, 1e-9)))
+            )
             t = run(loops)
             warm_s += t
             per_call_s = t / loops
 
-        loops = 1 if cold else max(1, math.ceil(cfg.min_sample_s / max(per_call_s, 1e-9)))
+        loops = 1 if cold else min(MAX_LOOPS, max(1, math.ceil(cfg.min_sample_s / max(per_call_s, 1e-9))))
         samples: list[float] = []
         start = self._clock()
         while True:

@@ -13,7 +13,7 @@ BAD = [
     (["sweep", "gemm", "--backend", "cpp,tensorrt"], "unknown backend 'tensorrt'"),
     (["sweep", "gemm", "--backend", ""], "--backend is empty"),
     (["sweep", "gemm", "--m", "64:x"], "bad range '64:x'"),
-    (["sweep", "gemm", "--m", "64:1024:x1"], "factor must be > 1"),
+    (["sweep", "gemm", "--m", "64:1024:x1"], "factor must be a finite number > 1"),
     (["sweep", "gemm", "--n", "0"], "sizes must be >= 1"),
     (["sweep", "gemm", "--k", "-5"], "sizes must be >= 1"),
     (["sweep", "gemm", "--dtype", "fp64"], "unknown dtype 'fp64'"),

@@ -32,7 +32,7 @@ def test_parse_sizes(text: str, want: list[int]) -> None:
     [
         ("", "empty size list"),
         ("64:x", "bad range"),
-        ("64:128:x1", "factor must be > 1"),
+        ("64:128:x1", "factor must be a finite number > 1"),
         ("64:128:xq", "bad factor"),
         ("0", "sizes must be >= 1"),
         ("-5", "sizes must be >= 1"),

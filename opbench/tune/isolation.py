@@ -27,6 +27,20 @@ def describe_exit(returncode: int) -> str:
     return f"worker exited with status {returncode}"
 
 
+def worker_command() -> list[str]:
+    """The worker's command line. `python -m` would put the working directory first on the import path, so
+    an `opbench/` folder there (a source checkout, or a planted one) would be imported instead of the
+    installed package: -P (Python 3.11+) leaves it out, and on 3.10 the bootstrap removes it before the
+    first import of opbench."""
+    if sys.version_info >= (3, 11):
+        return [sys.executable, "-P", "-m", "opbench.tune.worker"]
+    bootstrap = (
+        "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+        "from opbench.tune.worker import main; main()"
+    )
+    return [sys.executable, "-c", bootstrap]
+
+
 class IsolatedRunner:
     """Owns at most one worker process for one problem (`init`, see opbench.tune.worker)."""
 
@@ -43,7 +57,7 @@ class IsolatedRunner:
         # Lives as long as the worker (its stderr, read back for crash reports); closed on respawn/close.
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "opbench.tune.worker"],
+            worker_command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

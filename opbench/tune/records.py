@@ -1,6 +1,7 @@
 """Tuned tile records: the best tiling per (machine, op, dtype, shape, threads), as plain JSON under
 tuning/records/ (one file per machine), written by `opbench tune` and read by kernels.gemm(tiles="tuned")
-and `opbench sweep gemm --tuned`.
+and `opbench sweep gemm --tuned`. Saves are locked (filelock, `<file>.lock` beside it) and atomic; a file
+that cannot be read is moved aside, never overwritten.
 
 File format (schema_version 1): {"schema_version": 1, "machine": {...}, "records": [{"op", "dtype", "shape",
 "threads", "tiles", "isa", "kernel", "gflops", "gflops_ci", "default_gflops", "speedup", "study",
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 from pathlib import Path
 from typing import Any
 
-from opbench.files import atomic_write_text
+from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, utc_now
 
 SCHEMA_VERSION = 1
@@ -50,30 +52,92 @@ def _path() -> Path:
     return records_dir() / f"{key}.json"
 
 
-def load() -> list[dict[str, Any]]:
+class Unreadable(Exception):
+    """The records file exists but cannot be used (not JSON, not a records document, another schema)."""
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    """The records in `path` ([] when there is no file); Unreadable when the file cannot be used."""
     try:
-        doc = json.loads(_path().read_text())
-    except (OSError, ValueError):
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return []
-    return list(doc.get("records", [])) if doc.get("schema_version") == SCHEMA_VERSION else []
+    except (OSError, UnicodeDecodeError) as e:
+        raise Unreadable(f"cannot read it ({e})") from None
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise Unreadable(f"not JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
+        raise Unreadable("not a tuned-records document")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise Unreadable(f"schema version {doc.get('schema_version')!r}, this opbench reads {SCHEMA_VERSION}")
+    good = [r for r in doc["records"] if _well_formed(r)]
+    if len(good) != len(doc["records"]):
+        raise Unreadable(f"{len(doc['records']) - len(good)} malformed record(s)")
+    return good
 
 
-def save(record: dict[str, Any]) -> Path:
-    """Insert or replace the record for its (op, dtype, shape, threads)."""
-    key = (record["op"], record["dtype"], json.dumps(record["shape"], sort_keys=True), record["threads"])
-    kept = [
-        r
-        for r in load()
-        if (r["op"], r["dtype"], json.dumps(r["shape"], sort_keys=True), r["threads"]) != key
-    ]
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "machine": machine(),
-        "records": [*kept, {**record, "created_utc": utc_now()}],
-    }
+def _well_formed(r: Any) -> bool:
+    return (
+        isinstance(r, dict)
+        and isinstance(r.get("op"), str)
+        and isinstance(r.get("dtype"), str)
+        and isinstance(r.get("shape"), dict)
+        and all(isinstance(v, int) and v >= 1 for v in r["shape"].values())
+        and isinstance(r.get("threads"), int)
+        and isinstance(r.get("tiles"), dict)
+        and all(isinstance(v, int) and v >= 1 for v in r["tiles"].values())
+    )
+
+
+def load() -> list[dict[str, Any]]:
+    """This machine's records. An unreadable file is left alone (a warning on the 'opbench' logger) and
+    read as no records; the next save moves it aside."""
     path = _path()
-    atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
-    return path
+    try:
+        return _read(path)
+    except Unreadable as e:
+        logging.getLogger("opbench").warning("tuned records %s ignored: %s", path, e)
+        return []
+
+
+def _lock(path: Path) -> Any:
+    from filelock import FileLock
+
+    return FileLock(str(path) + ".lock", timeout=60)
+
+
+def save(record: dict[str, Any]) -> tuple[Path, str | None]:
+    """Insert or replace the record for its (op, dtype, shape, threads), under a lock (concurrent tuners on
+    one machine never lose each other's records) and atomically (a kill leaves the old or the new file).
+    A records file that cannot be read is never overwritten: it is moved aside to
+    `<name>.unreadable-<UTC time>.json` and a new file started. Returns the path and a warning (or None)."""
+    path = _path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = (record["op"], record["dtype"], json.dumps(record["shape"], sort_keys=True), record["threads"])
+    warning = None
+    with _lock(path):
+        try:
+            existing = _read(path)
+        except Unreadable as e:
+            stamp = utc_now().replace(":", "").replace("-", "").replace("+0000", "")
+            aside = path.with_name(f"{path.stem}.unreadable-{stamp}.json")
+            os.replace(path, aside)
+            warning = f"the tuned-records file {path} could not be used ({e}); it was moved to {aside}"
+            existing = []
+        kept = [
+            r
+            for r in existing
+            if (r["op"], r["dtype"], json.dumps(r["shape"], sort_keys=True), r["threads"]) != key
+        ]
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "machine": machine(),
+            "records": [*kept, {**record, "created_utc": utc_now()}],
+        }
+        atomic_write_text(path, json_text(doc))
+    return path, warning
 
 
 def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[dict[str, Any], str] | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.errors import UsageError
+from opbench.files import MAX_SPEC_BYTES, read_input
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,20 +40,37 @@ _CMP = {
 }
 
 
+MAX_EXPRESSION_CHARS = 1000
+_LIMIT = 2**63  # every intermediate value stays in 64-bit range: no runaway big-integer arithmetic
+
+
 def evaluate(expr: str, names: dict[str, int]) -> Any:
-    """Arithmetic and comparisons over `names` only (no calls, attributes or anything else)."""
+    """Arithmetic and comparisons over `names` only (no calls, attributes or anything else). Raises
+    ValueError for anything else, for division by zero and for values outside the 64-bit range."""
+    if len(expr) > MAX_EXPRESSION_CHARS:
+        raise ValueError(f"expression of {len(expr)} characters (limit {MAX_EXPRESSION_CHARS})")
+
+    def bounded(value: Any) -> Any:
+        if isinstance(value, bool):
+            return value
+        if not -_LIMIT < value < _LIMIT:  # also refuses nan
+            raise ValueError(f"a value in '{expr}' leaves the 64-bit range")
+        return value
 
     def ev(node: ast.AST) -> Any:
         if isinstance(node, ast.Expression):
             return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return bounded(node.value)
         if isinstance(node, ast.Name):
             if node.id not in names:
                 raise ValueError(f"unknown name '{node.id}' (known: {', '.join(sorted(names))})")
             return names[node.id]
         if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+            left, right = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Pow) and not (abs(right) <= 64 and abs(left) <= 2**32):
+                raise ValueError(f"power {left} ** {right} in '{expr}' is out of range")
+            return bounded(_OPS[type(node.op)](left, right))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -ev(node.operand)
         if isinstance(node, ast.Compare) and all(type(o) in _CMP for o in node.ops):
@@ -67,7 +85,12 @@ def evaluate(expr: str, names: dict[str, int]) -> Any:
             return all(ev(v) for v in node.values)
         raise ValueError(f"unsupported expression element {ast.dump(node)[:40]}")
 
-    return ev(ast.parse(expr, mode="eval"))
+    try:
+        return ev(ast.parse(expr, mode="eval"))
+    except SyntaxError as e:
+        raise ValueError(f"not an expression: {e.msg}") from None
+    except (ZeroDivisionError, OverflowError, TypeError, RecursionError, MemoryError) as e:
+        raise ValueError(f"cannot evaluate '{expr[:80]}': {type(e).__name__}") from None
 
 
 @dataclass(frozen=True)
@@ -127,16 +150,22 @@ class TileSpace:
         return tiles
 
 
+MAX_CANDIDATES = 4096  # per parameter
+MAX_POINTS = 1_000_000  # the grid (product of the parameters' candidates) that enumerate() walks
+
+
 def _candidates(spec: dict[str, Any], names: dict[str, int], where: str) -> tuple[int, ...]:
     def num(key: str) -> int:
         value = spec.get(key)
         if isinstance(value, str):
             try:
-                return int(evaluate(value, names))
+                value = int(evaluate(value, names))
             except (ValueError, SyntaxError) as e:
                 raise UsageError(f"{where}.{key}: {e}") from None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise UsageError(f"{where}.{key}: expected an integer >= 1 or a name, got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 2**40:
+            raise UsageError(
+                f"{where}.{key}: expected an integer >= 1 (at most 2^40) or a name, got {value!r}"
+            )
         return value
 
     multiple, start, stop = num("multiple_of"), num("start"), num("stop")
@@ -145,11 +174,16 @@ def _candidates(spec: dict[str, Any], names: dict[str, int], where: str) -> tupl
         raise UsageError(f"{where}.step: expected 'x2' or '+N', got {step!r}")
     try:
         amount = int(step[1:])
+        if amount > 2**40:
+            raise ValueError
     except ValueError:
         raise UsageError(f"{where}.step: expected 'x2' or '+N', got {step!r}") from None
     if amount < (2 if step[0] == "x" else 1):
         raise UsageError(f"{where}.step: {step!r} would never advance")
     padded = -(-stop // multiple) * multiple
+    visits = (padded - start) // amount + 1 if step[0] == "+" else padded.bit_length()
+    if visits > MAX_CANDIDATES:
+        raise UsageError(f"{where}: {step!r} from {start} to {padded} is over {MAX_CANDIDATES} candidates")
     values: list[int] = []
     v = start
     while v < padded:
@@ -183,22 +217,33 @@ def load_space(
         wanted = f"{space or op}.toml"
         path = next((d / wanted for d in spaces_dirs() if (d / wanted).is_file()), Path(wanted))
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"search space {path}: no such file") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise UsageError(f"search space {path}: cannot read: {e}") from None
+        data = tomllib.loads(read_input(path, MAX_SPEC_BYTES, "TOML search-space file").decode("utf-8"))
+    except UsageError as e:
+        raise UsageError(f"search space {e}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as e:
+        raise UsageError(f"search space {path}: cannot read: {e or 'nested too deeply'}") from None
     if data.get("op") != op:
         raise UsageError(f"search space {path}: op: expected '{op}', got {data.get('op')!r}")
     params_spec = data.get("params")
     if not isinstance(params_spec, dict) or not params_spec:
         raise UsageError(f"search space {path}: params: expected one or more [params.NAME] tables")
+    for name, spec in params_spec.items():
+        if not isinstance(spec, dict):
+            raise UsageError(f"search space {path}: params.{name}: expected a table, got {spec!r}")
     params = tuple(
         (name, _candidates(spec, names, f"search space {path}: params.{name}"))
         for name, spec in params_spec.items()
     )
+    grid = 1
+    for _, values in params:
+        grid *= len(values)
+    if grid > MAX_POINTS:
+        raise UsageError(f"search space {path}: {grid} points (limit {MAX_POINTS})")
     constraints = []
-    for i, c in enumerate(data.get("constraints", [])):
+    constraint_specs = data.get("constraints", [])
+    if not isinstance(constraint_specs, list) or len(constraint_specs) > 100:
+        raise UsageError(f"search space {path}: constraints: expected a list of at most 100 tables")
+    for i, c in enumerate(constraint_specs):
         if not isinstance(c, dict) or not isinstance(c.get("rule"), str):
             raise UsageError(f"search space {path}: constraints[{i}]: expected a table with a 'rule' string")
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ class TuneConfig:
     heartbeat_s: int = 5
     grace_s: int = 15
     input_seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
 
 
 def _names(cfg: TuneConfig) -> dict[str, int]:
@@ -255,6 +255,7 @@ def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> Any:
         study.set_user_attr("fingerprint", fp)
         study.set_user_attr("space_file", space_path)
         study.set_user_attr("valid_points", len(space.enumerate()))
+        study.set_user_attr("command", list(cfg.command))
     elif recorded != fp and not cfg.force:
         diff = sorted(k for k in set(fp) | set(recorded) if fp.get(k) != recorded.get(k))
         details = "; ".join(f"{k}: recorded {recorded.get(k)!r}, now {fp.get(k)!r}" for k in diff[:3])
@@ -342,6 +343,24 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
     return result
 
 
+def record_verdict(confirmation: dict[str, Any]) -> str | None:
+    """None when the confirmed best may be saved as the tuned record: it was measured faster than the
+    cache-model default beyond both 95% confidence intervals (or the default itself failed). Otherwise why
+    the default stays."""
+    best, default = confirmation.get("best"), confirmation.get("default") or {}
+    if best is None:
+        return "no candidate was confirmed"
+    if "gflops_ci" not in default:
+        return None  # the default failed: any confirmed tiling that works is better
+    if best["gflops_ci"][0] > default["gflops_ci"][1]:
+        return None
+    return (
+        f"the best tiling ({best['gflops']:.1f} GFLOPS, 95% CI {best['gflops_ci'][0]:.1f}-"
+        f"{best['gflops_ci'][1]:.1f}) is not faster than the cache-model default ({default['gflops']:.1f}, "
+        f"95% CI {default['gflops_ci'][0]:.1f}-{default['gflops_ci'][1]:.1f}) beyond the confidence intervals"
+    )
+
+
 def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dict[str, Any]:
     """Tune: open/resume the study, run trials, confirm the winner, save the record. Events go to on_event
     ('space', 'trial', 'exhausted', 'confirm'); returns a summary."""
@@ -422,7 +441,9 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         summary["confirmation"] = confirmation
         on_event("confirm", confirmation)
         best = confirmation.get("best")
-        if best is not None:
+        verdict = record_verdict(confirmation)
+        summary["record_verdict"] = verdict
+        if best is not None and verdict is None:
             from opbench.tune import records
 
             rec = {
@@ -437,9 +458,13 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
                 "default_gflops": confirmation["default"].get("gflops"),
                 "speedup": confirmation.get("speedup"),
                 "study": cfg.study_name,
+                "command": list(cfg.command),
                 "opbench_version": study.user_attrs["fingerprint"]["opbench_version"],
             }
-            summary["record"] = str(records.save(rec))
+            path, warning = records.save(rec)
+            summary["record"] = str(path)
+            if warning:
+                summary["record_warning"] = warning
         return summary
     finally:
         runner.close()
