@@ -47,16 +47,26 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _written_beside(path: Path, data: bytes) -> str:
+    """A temporary file beside `path` holding `data`, synced to disk, with the permissions an ordinary
+    open() would give (mkstemp makes it 0600); its name is returned for a rename or link onto `path`."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        # mkstemp creates the file 0600; give it the permissions an ordinary open() would (0666 & ~umask).
         os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _written_beside(path, data)
+    try:
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -70,13 +80,8 @@ def _create_exclusive(path: Path, data: bytes) -> None:
     """Create `path` holding `data`, atomically and only if it does not exist (FileExistsError otherwise):
     the content is written to a temporary file first and hard-linked to the name, so no reader ever sees
     an empty or partial file. Where hard links are not supported, O_EXCL and then the write."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = _written_beside(path, data)
     try:
-        os.fchmod(fd, 0o666 & ~current_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         try:
             os.link(tmp, path)
         except FileExistsError:

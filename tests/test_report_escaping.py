@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import FAST_TIMER, chromium, run_cli
+from conftest import chromium, run_cli, tiny_gemm_results
 
 PAYLOADS = (
     "<script>window.__pwned = 'script'</script>",
@@ -37,23 +37,7 @@ def _poison(value: Any, key: str, counter: list[int]) -> Any:
 @pytest.fixture(scope="module")
 def poisoned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("poisoned")
-    args = [
-        "sweep",
-        "gemm",
-        "--m",
-        "8,16",
-        "--n",
-        "8",
-        "--k",
-        "8",
-        "--dtype",
-        "fp32",
-        "--backend",
-        "cpp,numpy",
-    ]
-    proc = run_cli([*args, "--threads", "1", "--out", str(root / "run"), *FAST_TIMER, "--quiet"])
-    assert proc.returncode == 0, proc.stderr
-    (clean,) = (root / "run").glob("gemm-*.json")
+    clean = tiny_gemm_results(root / "run")
     doc = json.loads(clean.read_text())
     counter = [0]
     bad = _poison(doc, "", counter)

@@ -79,15 +79,23 @@ def _check_document(doc: dict[str, Any], check: _Check) -> None:
     check.number(settings.get("threads"), "settings.threads", minimum=1, strict=False)
     for dtype, entry in check.table(doc.get("peaks"), "peaks").items():
         for which in ("used", "datasheet"):
-            peak = check.table(check.table(entry, f"peaks.{dtype}").get(which), f"peaks.{dtype}.{which}")
-            check.number(peak.get("gflops"), f"peaks.{dtype}.{which}.gflops")
-            check.text(peak.get("source"), f"peaks.{dtype}.{which}.source")
-            if which == "used" and peak and peak.get("gflops") is None:
-                raise check.fail(f"peaks.{dtype}.used.gflops", "missing")
+            where = f"peaks.{dtype}.{which}"
+            peak = check.table(check.table(entry, f"peaks.{dtype}").get(which), where)
+            if not peak:
+                continue  # no peak of this kind: the report says so
+            check.number(peak.get("gflops"), f"{where}.gflops")
+            for key in ("gflops", "source", "name"):
+                if peak.get(key) is None:
+                    raise check.fail(f"{where}.{key}", "missing")
+            check.text(peak.get("source"), f"{where}.source")
+            check.text(peak.get("name"), f"{where}.name")
     bandwidth = check.table(doc.get("bandwidth"), "bandwidth")
-    check.number(bandwidth.get("gbs"), "bandwidth.gbs")
-    if doc.get("bandwidth") is not None and bandwidth.get("gbs") is None:
-        raise check.fail("bandwidth.gbs", "missing")
+    if bandwidth:
+        check.number(bandwidth.get("gbs"), "bandwidth.gbs")
+        check.text(bandwidth.get("source"), "bandwidth.source")
+        for key in ("gbs", "source"):
+            if bandwidth.get(key) is None:
+                raise check.fail(f"bandwidth.{key}", "missing")
     for i, r in enumerate(doc["records"]):
         where = f"records[{i}]"
         for key in ("op", "label", "dtype", "backend", "status"):
