@@ -3,6 +3,7 @@ inference_mode; threads via torch.set_num_threads."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,9 @@ import numpy as np
 
 from opbench.backends.base import Backend, Prepared, event_timed, host_timed
 from opbench.errors import BackendUnavailable
+
+# Calls per captured CUDA graph: enough to hide one replay's launch, few enough to capture quickly.
+GRAPH_CALLS = 16
 
 
 class _TorchCase(Prepared):
@@ -29,8 +33,44 @@ class _TorchCase(Prepared):
         self._call = call
         self._to_numpy = to_numpy
         self.details = details
+        self._graph: Any = None  # the captured CUDA graph, False once capture failed
         if self._cuda:
             self.clock = "CUDA events (torch.cuda.Event) recorded on the stream around the calls"
+
+    def _captured(self) -> Any:
+        """A CUDA graph of GRAPH_CALLS calls, captured once (after warm-up calls on a side stream, as
+        capture requires); False where the op cannot be captured or OPBENCH_CUDA_GRAPHS=0."""
+        if self._graph is not None:
+            return self._graph
+        torch = self._torch
+        self._graph = False
+        if os.environ.get("OPBENCH_CUDA_GRAPHS", "1") == "0":
+            self.clock = "CUDA events around eager launches (CUDA graphs off: OPBENCH_CUDA_GRAPHS=0)"
+            return False
+        try:
+            side = torch.cuda.Stream(self._device)
+            side.wait_stream(torch.cuda.current_stream(self._device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self._call()
+            torch.cuda.current_stream(self._device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(GRAPH_CALLS):
+                    self._call()
+            torch.cuda.synchronize(self._device)
+        except Exception as e:  # an op that cannot be captured: time eager launches instead, and say so
+            self.clock = (
+                "CUDA events around eager launches (CUDA graph capture failed: "
+                f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})"
+            )
+            return False
+        self._graph = graph
+        self.clock = (
+            f"CUDA events around replays of a CUDA graph of {GRAPH_CALLS} calls (kernels back to back, "
+            "no host launch gaps; the remainder of the loop launched eagerly)"
+        )
+        return graph
 
     def run(self, loops: int) -> float:
         torch = self._torch
@@ -38,8 +78,22 @@ class _TorchCase(Prepared):
             if not self._cuda:
                 return host_timed(self._call, loops)
             # Device-side timing: the events bracket the kernels on the stream, not the host's launches.
+            # Kernels of a few microseconds are launch-bound when launched one by one from Python (the
+            # GPU idles between them and the host's jitter becomes the measurement): whole graphs of calls
+            # are replayed instead where the op can be captured.
+            graph: Any = self._captured() if loops >= GRAPH_CALLS else False
             torch.cuda.synchronize(self._device)
-            return event_timed(torch.cuda.Event, self._call, loops)
+            if not graph:
+                return event_timed(torch.cuda.Event, self._call, loops)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(loops // GRAPH_CALLS):
+                graph.replay()
+            for _ in range(loops % GRAPH_CALLS):
+                self._call()
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end)) / 1e3
 
     def cache_flush(self) -> tuple[Callable[[], None], str] | None:
         if not self._cuda:
