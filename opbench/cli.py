@@ -19,14 +19,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
+def _int_from(text: str, lowest: int) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer, got '{text}'") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    if v < lowest:
+        raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {v}")
     return v
+
+
+def _positive_int(text: str) -> int:
+    return _int_from(text, 1)
 
 
 # Oversubscription is a legitimate experiment, up to a bound: 8 threads per usable core, and never more than
@@ -66,20 +70,15 @@ def _at_most(limit: float, kind: Any = _positive_float) -> Any:
     def parse(text: str) -> Any:
         v = kind(text)
         if v > limit:
-            raise argparse.ArgumentTypeError(f"must be <= {limit:g}, got {text}")
+            shown = str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
+            raise argparse.ArgumentTypeError(f"must be <= {shown}, got {text}")
         return v
 
     return parse
 
 
 def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got '{text}'") from None
-    if not 0 <= v < 2**32:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 2^32 - 1, got {v}")
-    return v
+    return int(_at_most(2**32 - 1, lambda t: _int_from(t, 0))(text))
 
 
 # Sweep axes on the command line, per op: option dest -> flag (the op module's AXES names the dests).

@@ -115,45 +115,12 @@ def test_spec_and_space_files_obey_the_same_limits(tmp_path: Path) -> None:
         '[params.tile_n]\nmultiple_of = "nr"\nstart = "nr"\nstop = "n"\n'
         '[params.tile_k]\nmultiple_of = 8\nstart = 16\nstop = "k"\n'
     )
-    line = _one_line_exit_2(
-        run_cli(
-            [
-                "tune",
-                "gemm",
-                "--m",
-                "8",
-                "--n",
-                "8",
-                "--k",
-                "8",
-                "--space",
-                str(space),
-                "--out",
-                str(tmp_path),
-            ]
-        )
-    )
+    tune = ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--out", str(tmp_path), "--space"]
+    line = _one_line_exit_2(run_cli([*tune, str(space)]))
     assert "over 4096 candidates" in line
     power = tmp_path / "power.toml"
     power.write_text(space.read_text().replace('"2**40"', '"9**9**9"').replace('"+1"', '"x2"'))
-    line = _one_line_exit_2(
-        run_cli(
-            [
-                "tune",
-                "gemm",
-                "--m",
-                "8",
-                "--n",
-                "8",
-                "--k",
-                "8",
-                "--space",
-                str(power),
-                "--out",
-                str(tmp_path),
-            ]
-        )
-    )
+    line = _one_line_exit_2(run_cli([*tune, str(power)]))
     assert "out of range" in line
 
 
