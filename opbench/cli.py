@@ -39,9 +39,12 @@ THREADS_PER_CORE = 8
 
 
 def _threads(text: str) -> int:
+    return _threads_within_bound(_positive_int(text))
+
+
+def _threads_within_bound(v: int) -> int:
     from opbench.kernels import MAX_THREADS, default_threads
 
-    v = _positive_int(text)
     cores = default_threads()
     bound = min(MAX_THREADS, THREADS_PER_CORE * cores)
     if v > bound:
@@ -549,7 +552,7 @@ def _run_sweeps(
 
     from opbench import machine, peak, sweep
     from opbench.display import print_summary
-    from opbench.machine import utc_now
+    from opbench.machine import utc_stamp
     from opbench.results import ResultsWriter
 
     # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
@@ -570,7 +573,7 @@ def _run_sweeps(
             reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
             raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
         history = sweep.SpeedHistory()
-        stamp = utc_now().replace(":", "").replace("-", "").replace("+0000", "")
+        stamp = utc_stamp()
         prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
         for index, cfg in enumerate(configs):
             header = _sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
@@ -690,7 +693,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
     counts = parse_sizes(args.threads, "--threads") if args.threads else sorted({1, default_threads()})
     for count in counts:
         try:
-            _threads(str(count))
+            _threads_within_bound(count)
         except argparse.ArgumentTypeError as e:
             raise UsageError(f"--threads: {e}") from None
     table = Table(title="peak FLOPS", title_justify="left", header_style="bold")

@@ -35,6 +35,11 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def utc_stamp() -> str:
+    """utc_now() as it goes into a file name: 20261123T074225."""
+    return utc_now().replace(":", "").replace("-", "").replace("+0000", "")
+
+
 def cpu_model() -> str:
     """The marketing name of the CPU (/proc/cpuinfo, else cpuid's brand string, else platform)."""
     try:

@@ -38,43 +38,39 @@ def _userinfo_password(url: str) -> str | None:
     return userinfo.split(":", 1)[1] if ":" in userinfo else None
 
 
-def mask_url(url: str) -> str:
-    """One URL with its password (and password parameters) masked."""
-    masked = None
-    if "@" in url.split("://", 1)[1]:
-        try:
-            from sqlalchemy.engine import make_url
+def _rendered_masked(url: str) -> str | None:
+    """SQLAlchemy's rendering of the URL with its password hidden; None where it cannot be trusted: not a
+    URL it parses, or a password with an unescaped '@' (parsed as a shorter password and a host with '@')."""
+    try:
+        from sqlalchemy.engine import make_url
 
-            parsed = make_url(url)
-            # A password with an unescaped '@' parses as a shorter password and a host holding '@'.
-            if "@" not in (parsed.host or "") and "@" not in (parsed.database or ""):
-                masked = parsed.render_as_string(hide_password=True)
-        except Exception:  # not a URL SQLAlchemy parses: fall back to the userinfo rule
-            masked = None
-        if masked is None or (_userinfo_password(url) or "") in masked.split("://", 1)[1].split("@")[0]:
-            secret = _userinfo_password(url)
-            if secret:
-                scheme, rest = url.split("://", 1)
-                userinfo, host = rest.rsplit("@", 1)
-                masked = f"{scheme}://{userinfo.split(':', 1)[0]}:{MASK}@{host}"
-    return _PARAM.sub(lambda m: f"{m[1]}{m[2]}{MASK}", masked if masked is not None else url)
+        parsed = make_url(url)
+    except Exception:
+        return None
+    if "@" in (parsed.host or "") or "@" in (parsed.database or ""):
+        return None
+    return str(parsed.render_as_string(hide_password=True))
+
+
+def mask_url(url: str) -> str:
+    """One URL with the password of its user part masked (password parameters: mask())."""
+    secret = _userinfo_password(url)
+    if not secret:
+        return url
+    masked = _rendered_masked(url)
+    if masked is None or secret in masked.split("://", 1)[1].split("@")[0]:
+        scheme, rest = url.split("://", 1)
+        userinfo, host = rest.rsplit("@", 1)
+        masked = f"{scheme}://{userinfo.split(':', 1)[0]}:{MASK}@{host}"
+    return masked
 
 
 def register(url: str) -> None:
     """Remember a URL's password (and password parameters) so that mask() hides them wherever they appear."""
     found = []
-    if "://" in url:
-        secret = _userinfo_password(url)
-        if secret:
-            found += [secret, unquote(secret)]
-        try:
-            from sqlalchemy.engine import make_url
-
-            parsed = make_url(url)
-            if parsed.password:
-                found.append(str(parsed.password))
-        except Exception:
-            pass
+    secret = _userinfo_password(url) if "://" in url else None
+    if secret:
+        found += [secret, unquote(secret)]  # as written, and as the driver will see it
     for m in _PARAM.finditer(url):
         value = m[3].strip("'\"")
         found += [value, unquote(value)]
@@ -94,7 +90,7 @@ def _mask_match(m: re.Match[str]) -> str:
 def mask(text: object) -> str:
     """`text` (str() of it) with every credential masked."""
     out = _URL.sub(_mask_match, str(text))
-    out = _PARAM.sub(lambda m: f"{m[1]}{m[2]}{MASK}", out)
+    out = _PARAM.sub(lambda m: f"{m[1]}{m[2]}{MASK}", out)  # query strings and connection strings alike
     for secret in sorted(_SECRETS, key=len, reverse=True):
         out = out.replace(secret, MASK)
     return out

@@ -41,11 +41,11 @@ def run_cli(
 FAST_TIMER = ["--min-sample-ms", "1", "--max-time-s", "0.05", "--call-budget-s", "0.5"]
 
 
-def tiny_gemm_results(out: Path, backends: str = "cpp,numpy") -> Path:
-    """A real results file of a two-case fp32 GEMM sweep on one thread (a few seconds), as a user would make
-    one; returns its JSON path."""
+def tiny_gemm_results(out: Path, backends: str = "cpp,numpy", threads: int = 1) -> Path:
+    """A real results file of a two-case fp32 GEMM sweep (a few seconds), as a user would make one; returns
+    its JSON path."""
     args = ["sweep", "gemm", "--m", "8,16", "--n", "8", "--k", "8", "--dtype", "fp32", "--backend", backends]
-    proc = run_cli([*args, "--threads", "1", "--out", str(out), *FAST_TIMER, "--quiet"])
+    proc = run_cli([*args, "--threads", str(threads), "--out", str(out), *FAST_TIMER, "--quiet"])
     assert proc.returncode == 0, proc.stderr
     (path,) = out.glob("gemm-*.json")
     return path

@@ -91,6 +91,7 @@ struct Tensor {
   Dtype dtype;
   void* data;
   std::vector<int64_t> shape;
+  int64_t itemsize;
 };
 
 Tensor tensor(const py::array& a, const char* name, int ndim) {
@@ -116,7 +117,7 @@ Tensor tensor(const py::array& a, const char* name, int ndim) {
     if (d < 1) throw py::value_error(std::string(name) + " has an empty dimension: shape " + shape_str(a));
   }
   if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
-  return {dtype, const_cast<void*>(a.data()), shape};
+  return {dtype, const_cast<void*>(a.data()), shape, dt.itemsize()};
 }
 
 void expect_shape(const Tensor& t, const py::array& a, const char* name, const std::vector<int64_t>& want,
@@ -212,7 +213,7 @@ PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<
   p.w = tw.data;
   if (!with_output) return {&ks, p, blk, threads, py::array()};
   const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
-  const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.dtype == Dtype::f16 ? 2 : 4, "output size");
+  const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.itemsize, "output size");
   check_alloc(checked::add(conv2d_workspace_bytes(ks, p, blk, threads), y_bytes, "conv2d"), "conv2d");
   py::array y = output_like(x, y_shape, std::move(out), "out", p.dtype);
   p.y = y.mutable_data();
@@ -259,7 +260,7 @@ PreparedLstm prepare_lstm(const py::array& x, const py::array& w_ih, const py::a
   p.input_size = I;
   p.hidden = H;
   const Blocking blk = blocking_for(ks, tile_m, tile_n, tile_k);
-  const int64_t item = tx.dtype == Dtype::f16 ? 2 : 4;
+  const int64_t item = tx.itemsize;
   const int64_t outputs = checked::add(y ? 0 : array_bytes({T, B, H}, item, "y size"),
                                        (h_n ? 0 : B * H * item) + (c_n ? 0 : B * H * item), "lstm outputs");
   check_alloc(checked::add(lstm_workspace_bytes(ks, p, blk, threads), outputs, "lstm"), "lstm");
@@ -564,7 +565,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "fma_peak",
       [](const std::string& dtype, const std::string& isa, int64_t threads, double min_time_s, int64_t repeats) {
-        check_range(threads, 1, kMaxThreads, "threads");
+        check_threads(threads);
         check_range(repeats, 1, 100, "repeats");
         if (!(min_time_s > 0 && min_time_s <= 10)) throw py::value_error("min_time_s must be in (0, 10] seconds");
         // std::invalid_argument (no such ISA, no native fp16) becomes ValueError once the GIL is back.
@@ -581,7 +582,7 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "stream_triad",
       [](int64_t threads, int64_t elements, int64_t repeats) {
-        check_range(threads, 1, kMaxThreads, "threads");
+        check_threads(threads);
         check_range(repeats, 1, 100, "repeats");
         if (elements < 1) throw py::value_error("elements must be >= 1");
         check_alloc(checked::mul(elements, 3 * int64_t(sizeof(double)), "elements"), "stream_triad");

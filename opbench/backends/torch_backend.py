@@ -85,15 +85,14 @@ class _TorchCase(Prepared):
             torch.cuda.synchronize(self._device)
             if not graph:
                 return event_timed(torch.cuda.Event, self._call, loops)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(loops // GRAPH_CALLS):
-                graph.replay()
-            for _ in range(loops % GRAPH_CALLS):
-                self._call()
-            end.record()
-            end.synchronize()
-            return float(start.elapsed_time(end)) / 1e3
+
+            def replays() -> None:
+                for _ in range(loops // GRAPH_CALLS):
+                    graph.replay()
+                for _ in range(loops % GRAPH_CALLS):
+                    self._call()
+
+            return event_timed(torch.cuda.Event, replays, 1)
 
     def cache_flush(self) -> tuple[Callable[[], None], str] | None:
         if not self._cuda:

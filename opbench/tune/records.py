@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.files import atomic_write_text, json_text
-from opbench.machine import cpu_model, utc_now
+from opbench.machine import cpu_model, utc_now, utc_stamp
 
 SCHEMA_VERSION = 1
 
@@ -108,6 +108,11 @@ def _lock(path: Path) -> Any:
     return FileLock(str(path) + ".lock", timeout=60)
 
 
+def _problem(record: dict[str, Any]) -> tuple[Any, ...]:
+    """What a record is for: a save replaces the record of the same (op, dtype, shape, threads)."""
+    return (record["op"], record["dtype"], json.dumps(record["shape"], sort_keys=True), record["threads"])
+
+
 def save(record: dict[str, Any]) -> tuple[Path, str | None]:
     """Insert or replace the record for its (op, dtype, shape, threads), under a lock (concurrent tuners on
     one machine never lose each other's records) and atomically (a kill leaves the old or the new file).
@@ -115,22 +120,17 @@ def save(record: dict[str, Any]) -> tuple[Path, str | None]:
     `<name>.unreadable-<UTC time>.json` and a new file started. Returns the path and a warning (or None)."""
     path = _path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = (record["op"], record["dtype"], json.dumps(record["shape"], sort_keys=True), record["threads"])
+    key = _problem(record)
     warning = None
     with _lock(path):
         try:
             existing = _read(path)
         except Unreadable as e:
-            stamp = utc_now().replace(":", "").replace("-", "").replace("+0000", "")
-            aside = path.with_name(f"{path.stem}.unreadable-{stamp}.json")
+            aside = path.with_name(f"{path.stem}.unreadable-{utc_stamp()}.json")
             os.replace(path, aside)
             warning = f"the tuned-records file {path} could not be used ({e}); it was moved to {aside}"
             existing = []
-        kept = [
-            r
-            for r in existing
-            if (r["op"], r["dtype"], json.dumps(r["shape"], sort_keys=True), r["threads"]) != key
-        ]
+        kept = [r for r in existing if _problem(r) != key]
         doc = {
             "schema_version": SCHEMA_VERSION,
             "machine": machine(),
