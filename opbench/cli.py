@@ -100,6 +100,13 @@ AXIS_FLAGS = {
 PARAM_FLAGS = {"stride": "--stride", "padding": "--padding", "dilation": "--dilation", "groups": "--groups"}
 
 
+def _rounds(text: str) -> int:
+    v = _positive_int(text)
+    if v > 100:
+        raise argparse.ArgumentTypeError(f"at most 100 rounds, got {v}")
+    return v
+
+
 def _scale(text: str) -> float:
     v = _positive_float(text)
     if v > 1:
@@ -172,7 +179,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--out", default="reports", help="output directory (default: reports/)")
     s.add_argument("--format", default="json,csv", help="json, csv or both (default: json,csv)")
-    s.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (default 0)")
+    s.add_argument(
+        "--seed", type=_seed, default=0, help="seed of the random inputs and of the round order (default 0)"
+    )
+    s.add_argument(
+        "--rounds",
+        type=_rounds,
+        default=3,
+        help="visit every case this many times, in a shuffled order per round, so its samples come from "
+        "moments spread over the run (default 3; 1 times each case once)",
+    )
     s.add_argument("--no-verify", action="store_true", help="skip checking outputs against float64")
     s.add_argument(
         "--verify-max-gflop",
@@ -454,6 +470,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 max_call_s=args.max_call_s,
                 verify_max_gflop=args.verify_max_gflop,
                 unscaled=tuple(unscaled) if args.scale else None,
+                rounds=args.rounds,
             )
         )
     _check_memory(configs, budget)
@@ -524,6 +541,7 @@ def _sweep_header(
             "verify": cfg.verify,
             "verify_max_gflop": cfg.verify_max_gflop,
             "seed": cfg.seed,
+            "rounds": cfg.rounds,
             "timer": asdict(cfg.timer),
             "max_memory_bytes": cfg.max_memory_bytes,
             "max_call_s": cfg.max_call_s,
@@ -542,6 +560,26 @@ def _accelerator_block(device: str) -> dict[str, Any]:
 
     info = gpu.provenance(device)
     return {"accelerator": info} if info is not None else {}
+
+
+def _environment(writer: Any, bench: Any) -> None:
+    """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
+    and this run's best probes into the machine's cache; also after an interrupt."""
+    from opbench import peak
+    from opbench.reference import THROTTLED_SPEED
+
+    env = bench.monitor.finish()
+    if bench.reference is not None:
+        env["reference"] = bench.reference.summary()
+        peak.record_best_probes(bench.reference.run_best)
+        throttled = sum("throttled" in r.get("flags", []) for r in writer.doc["records"])
+        if throttled:
+            env["warnings"].append(
+                f"{throttled} case(s) measured only while the machine ran below "
+                f"{100 * THROTTLED_SPEED:.0f}% of its best in-run probe: flagged throttled"
+            )
+    writer.doc["environment"] = env
+    writer.flush()
 
 
 def _run_sweeps(
@@ -573,6 +611,9 @@ def _run_sweeps(
             reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
             raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
         history = sweep.SpeedHistory()
+        # One in-run reference for the whole command (its probe budget and best values shared); each
+        # results file gets its own contention monitor, whose findings go into its header.
+        reference = sweep.make_bench(first, cpus).reference
         stamp = utc_stamp()
         prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
         for index, cfg in enumerate(configs):
@@ -587,22 +628,20 @@ def _run_sweeps(
                 console=err_console,
                 transient=True,
             )
+            bench = sweep.make_bench(cfg, cpus, reference)
             with progress:
-                task = progress.add_task(cfg.op, total=cfg.n_cases)
+                task = progress.add_task(cfg.op, total=cfg.n_cases * cfg.rounds)
 
-                def on_record(
-                    rec: dict[str, Any],
-                    writer: ResultsWriter = writer,
-                    task: Any = task,
-                    progress: Progress = progress,
-                ) -> None:
-                    writer.add(rec)
-                    progress.advance(task)
+                def on_record(index: int, rec: dict[str, Any], writer: ResultsWriter = writer) -> None:
+                    writer.put(index, rec)
 
                 def on_case_start(description: str, task: Any = task, progress: Progress = progress) -> None:
-                    progress.update(task, description=description)
+                    progress.update(task, description=description, advance=1)
 
-                sweep.run_sweep(cfg, states, peak_table, on_record, on_case_start, history)
+                try:
+                    sweep.run_sweep(cfg, states, peak_table, on_record, on_case_start, history, bench)
+                finally:
+                    _environment(writer, bench)
             if "accelerator" in writer.doc["machine"]:
                 from opbench import gpu
 
@@ -1049,7 +1088,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         title_justify="left",
         header_style="bold",
     )
-    for col in ("op", "shape", "dtype", "backend", "old", "new", "GFLOPS change", "noise old/new", "verdict"):
+    for col in (
+        *("op", "shape", "dtype", "backend", "old", "new", "GFLOPS change", "noise old/new"),
+        *("util old/new", "machine new/old", "verdict"),
+    ):
         table.add_column(col)
     from opbench.display import format_seconds
 
@@ -1061,9 +1103,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 format_seconds(r["new_median_s"]),
                 f"{100 * r['gflops_change']:+.1f}%",
                 f"{100 * r['old_rel_iqr']:.1f}% / {100 * r['new_rel_iqr']:.1f}%",
+                compare.util_text(r),
+                compare.ratio_text(r.get("reference_ratio")),
             ]
             if "time_ratio" in r
-            else ["-"] * 4
+            else ["-"] * 6
         )
         verdict = r["verdict"] + (f" ({r['note']})" if r.get("note") else "")
         table.add_row(

@@ -31,6 +31,14 @@ def _best_per_group(records: list[dict[str, Any]]) -> set[int]:
     return {i for _, i in best.values()}
 
 
+def spread(t: dict[str, Any]) -> float:
+    """What the stability class rests on: the larger of the within-round IQR and the between-round spread
+    (relative to the median); the IQR of all samples for files without rounds."""
+    if "rel_iqr_within" in t:
+        return float(max(t["rel_iqr_within"], t["rel_spread_rounds"]))
+    return float(t["rel_iqr"])
+
+
 def results_table(records: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     for col, justify in (
@@ -38,7 +46,7 @@ def results_table(records: list[dict[str, Any]], title: str) -> Table:
         ("dtype", "left"),
         ("backend", "left"),
         ("median", "right"),
-        ("±IQR", "right"),
+        ("spread", "right"),
         ("GFLOPS", "right"),
         ("util", "right"),
         ("flags / reason", "left"),
@@ -75,7 +83,7 @@ def results_table(records: list[dict[str, Any]], title: str) -> Table:
                 dtype,
                 Text(r["backend"], style=style),
                 format_seconds(t["median_s"]),
-                f"{100 * t['rel_iqr']:.1f}%",
+                f"{100 * spread(t):.1f}%",
                 Text(f"{r['gflops']:.1f}", style=style),
                 "-" if util is None else f"{100 * util:.1f}%",
                 Text(", ".join(r["flags"]), style="magenta") if r["flags"] else "",
@@ -95,14 +103,33 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
         f" — {machine['cpu_model']}, {doc['settings']['threads']} thread(s), {doc.get('mode') or 'cases'}"
     )
     console.print(results_table(records, title))
+    in_run = [r for r in records if (r.get("peak") or {}).get("source") == "in-run"]
     for dtype, p in doc["peaks"].items():
         used = p.get("used")
-        if used:
+        if not used:
+            continue
+        probes = sorted(r["peak"]["gflops"] for r in in_run if r["dtype"] == dtype)
+        if probes:
+            line = (
+                f"peak {dtype}: in-run FMA probe beside each case, {probes[0]:.1f}-{probes[-1]:.1f} GFLOPS; "
+                f"cached {used['source']} peak {used['gflops']:.1f}"
+            )
+        else:
             line = f"peak {dtype}: {used['gflops']:.1f} GFLOPS {used['source']} — {used['name']}"
-            if p.get("datasheet"):
-                line += f"; datasheet estimate {p['datasheet']['gflops']:.1f}"
-            console.print(line, style="dim")
-    console.print(doc["flop_note"] + "; utilization = achieved / peak above.", style="dim")
+        if p.get("datasheet"):
+            line += f"; datasheet estimate {p['datasheet']['gflops']:.1f} ({p['datasheet']['name']})"
+        console.print(line, style="dim")
+    speeds = sorted(r["machine_speed"] for r in records if r.get("machine_speed") is not None)
+    if speeds:
+        console.print(
+            f"machine speed while measuring (in-run probe / best this machine has shown): "
+            f"{100 * speeds[0]:.0f}%-{100 * speeds[-1]:.0f}%, median {100 * speeds[len(speeds) // 2]:.0f}%",
+            style="dim",
+        )
+    used_what = "the in-run probe beside it" if in_run else "peak above"
+    console.print(doc["flop_note"] + f"; utilization = achieved / {used_what}.", style="dim")
+    for warning in (doc.get("environment") or {}).get("warnings", []):
+        console.print(f"warning: {warning}", style="yellow")
     for name, b in doc["backends"].items():
         if not b["available"]:
             console.print(f"backend {name} skipped: {b['reason']}", style="yellow")

@@ -2,8 +2,7 @@
 CUDA version, clocks at the start and end of the run) and what `opbench peak --device cuda` measures (a
 large GEMM in torch per dtype, timed with CUDA events, and a device-to-device copy for bandwidth).
 
-None of this has run on a GPU yet (no GPU machine was available while it was written); on a machine
-without CUDA every entry point reports that instead of failing.
+On a machine without CUDA every entry point reports that instead of failing.
 """
 
 from __future__ import annotations
@@ -106,18 +105,21 @@ def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str,
         raise RuntimeError(f"no CUDA device '{device}' here (torch sees {torch.cuda.device_count()})")
     dev = torch.device("cuda", index)
 
+    from opbench.backends.base import event_timed
+    from opbench.contention import Monitor
+    from opbench.machine import allowed_cpus
+    from opbench.measure import Bench
+    from opbench.timing import Timer, TimerConfig
+
+    # The one measurement path (measure.Bench), timed by CUDA events; no CPU probe applies on a GPU.
+    bench = Bench(
+        Timer(TimerConfig(warmup_s=0.05, min_samples=repeats, max_samples=repeats, min_sample_s=0.005)),
+        None,
+        Monitor(allowed_cpus()),
+    )
+
     def best_seconds(fn: Any) -> float:
-        for _ in range(3):
-            fn()
-        best = float("inf")
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            best = min(best, start.elapsed_time(end) / 1e3)
-        return best
+        return bench.measure(lambda loops: event_timed(torch.cuda.Event, fn, loops)).measurement.min_s
 
     gemm: dict[str, float] = {}
     for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
@@ -135,5 +137,5 @@ def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str,
         "gemm_size": size,
         "copy_gb_s": 2 * src.numel() / copy_s / 1e9,
         "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "timing": f"CUDA events, best of {repeats} after 3 warm-up calls",
+        "timing": f"CUDA events, best of {repeats} samples of at least 5 ms after 50 ms of warm-up calls",
     }

@@ -237,9 +237,15 @@ def tuned_tiles(m: int, n: int, k: int, dtype: str, threads: int | None = None) 
     found = records.lookup("gemm", dtype, {"m": m, "n": n, "k": k}, nthreads)
     if found is None:
         t = default_tiles()
+        others = records.other_machines("gemm", dtype)
+        foreign = (
+            f" (records tuned on {', '.join(dict.fromkeys(others))} are not applied to another machine)"
+            if others
+            else ""
+        )
         return (
             {name: t[name] for name in ("tile_m", "tile_n", "tile_k")},
-            f"no tuned record for gemm {dtype} on this machine: cache-model default tiles",
+            f"no tuned record for gemm {dtype} on this machine: cache-model default tiles{foreign}",
         )
     record, note = found
     return dict(record["tiles"]), note

@@ -168,12 +168,57 @@ def wait_until_quiet(max_wait_s: float = 1.0, window_s: float = 0.005, busy_frac
         prev = cur
 
 
+@functools.lru_cache(maxsize=1)
+def identity() -> dict[str, Any]:
+    """What tells one machine from another for peaks, tuned records, studies and compare: vendor, CPUID
+    family/model/stepping, the micro-architecture they name, cache sizes, CPU count, ISA flags and the
+    hypervisor. Two VMs both called "AMD EPYC" differ here when one is a Zen 4 and the other a Zen 5."""
+    from opbench import _core, microarch
+
+    info = _core.cpu_info()
+    arch = microarch.lookup(info["vendor"], info["family"], info["model"])
+    return {
+        "vendor": info["vendor"],
+        "family": info["family"],
+        "model": info["model"],
+        "stepping": info["stepping"],
+        "microarch": arch.name if arch else None,
+        "cpu_model": cpu_model(),
+        "caches": {level: c["size_bytes"] for level, c in info["caches"].items()},
+        "logical_cpus": info["logical_cpus"],
+        "isa_flags": sorted(k for k, v in info["features"].items() if v),
+        "hypervisor": info["hypervisor"] or None,
+    }
+
+
+def identity_key() -> str:
+    """A short stable hash of identity(): the name of this machine in caches and records."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(identity(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def identity_label(ident: dict[str, Any] | None) -> str:
+    """'AuthenticAMD family 0x19 model 0x11 (Zen 4)' for messages."""
+    if not ident:
+        return "an unidentified machine"
+    try:
+        family, model = int(ident["family"]), int(ident["model"])
+    except (KeyError, TypeError, ValueError):
+        return "an unidentified machine"
+    arch = f" ({ident['microarch']})" if ident.get("microarch") else ""
+    return f"{ident.get('vendor')} family {family:#x} model {model:#x}{arch}"
+
+
 def fingerprint(threads: int) -> dict[str, Any]:
-    """What a tuning result depends on: the CPU, its ISA, the kernel that ran and its version, the threads."""
+    """What a tuning result depends on: the machine's identity, the kernel that ran and its version, the
+    threads."""
     from opbench import kernels
 
     feats = kernels.cpu_features()
     return {
+        "machine": identity(),
         "cpu_model": cpu_model(),
         "logical_cpus": feats["logical_cpus"],
         "isa": feats["selected_isa"],
@@ -189,6 +234,8 @@ def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:
 
     feats = kernels.cpu_features()
     return {
+        "identity": identity(),
+        "identity_key": identity_key(),
         "cpu_model": cpu_model(),
         "vendor": feats["vendor"],
         "features": feats["features"],

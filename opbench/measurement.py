@@ -29,6 +29,7 @@ class Measurement:
     loops: int
     single_sample: bool = False  # one call exceeded the per-call budget, so only one sample was taken
     cold_cache: bool = False  # caches were flushed before every sample (loops is then 1)
+    first_call: bool = False  # the only sample is the first call (it took over FIRST_CALL_BUDGETS)
 
     def __post_init__(self) -> None:
         if not self.samples_s:
@@ -94,6 +95,7 @@ class Measurement:
             "stability": self.stability,
             "single_sample": self.single_sample,
             "cold_cache": self.cold_cache,
+            "first_call": self.first_call,
             "samples_s": list(self.samples_s),
         }
 

@@ -14,16 +14,7 @@ from typing import Any
 
 from opbench import __version__
 from opbench.files import atomic_write_text, json_text
-from opbench.machine import cpu_model, utc_now
-
-# FLOP per cycle per core, assuming two FMA pipes of the ISA's widest vector (true of Zen 5 and most
-# Xeons; Zen 4 and some Xeon SKUs execute 512-bit FMAs at half this rate).
-FLOP_PER_CYCLE = {
-    ("avx512", "fp32"): 2 * 16 * 2,
-    ("avx2", "fp32"): 2 * 8 * 2,
-    ("ref", "fp32"): 2 * 4,  # SSE2: one 4-wide multiply and one 4-wide add per cycle
-    ("avx512fp16", "fp16"): 2 * 32 * 2,
-}
+from opbench.machine import cpu_model, identity, utc_now
 
 
 @dataclass(frozen=True)
@@ -47,13 +38,9 @@ def _cache_dir() -> Path:
 
 
 def machine_fingerprint() -> str:
-    """What a cached peak is only valid for: CPU model, ISA flags, opbench version."""
-    from opbench import _core
-
-    info = _core.cpu_info()
-    key = json.dumps(
-        [cpu_model(), info["features"], info["isas"], info["logical_cpus"], __version__], sort_keys=True
-    )
+    """What a cached peak is only valid for: the machine's identity (vendor, family, model, stepping, caches,
+    CPUs, ISA flags, hypervisor) and the opbench version."""
+    key = json.dumps([identity(), __version__], sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -132,6 +119,37 @@ def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict
             lock.release()
 
 
+def best_probe(key: str) -> float | None:
+    """The best in-run reference probe (reference.py) this machine has shown for `key`, from the cache."""
+    entry = _read_cache(_cache_dir() / "peaks.json").get(machine_fingerprint(), {}).get(f"best-probe/{key}")
+    value = entry.get("value", {}).get("value") if isinstance(entry, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def record_best_probes(values: dict[str, float]) -> None:
+    """Raise the cached best probe of each key to `values` where higher (under the cache lock)."""
+    path = _cache_dir() / "peaks.json"
+    fp = machine_fingerprint()
+    from filelock import FileLock, Timeout
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=60):
+            cache = _read_cache(path)
+            entries = cache.setdefault(fp, {})
+            changed = False
+            for key, value in values.items():
+                old = entries.get(f"best-probe/{key}")
+                old_value = old.get("value", {}).get("value") if isinstance(old, dict) else None
+                if not isinstance(old_value, (int, float)) or value > old_value:
+                    entries[f"best-probe/{key}"] = {"value": {"value": value}, "measured_utc": utc_now()}
+                    changed = True
+            if changed:
+                atomic_write_text(path, json_text(cache))
+    except (OSError, Timeout):
+        pass  # an unwritable cache only means this run's best is not remembered
+
+
 def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:
     """The measured peak, from this machine's cache when present (unless refresh)."""
     value = _cached(f"{dtype}/{threads}", refresh, lambda: measure(dtype, threads).to_dict())
@@ -198,24 +216,28 @@ def clock_ghz() -> tuple[float, str] | None:
 
 
 def datasheet(dtype: str, threads: int) -> Peak | None:
-    """cores x clock x FLOP/cycle for the best ISA here; None when the clock cannot be found."""
-    from opbench import _core
+    """cores x clock x FLOP/cycle of this micro-architecture (microarch.py, which names its source); None
+    when the clock cannot be found or the table has no row for this CPU (no guess from the ISA alone)."""
+    from opbench import _core, microarch
 
     clock = clock_ghz()
-    if clock is None:
+    info = _core.cpu_info()
+    arch = microarch.lookup(info["vendor"], info["family"], info["model"])
+    if clock is None or arch is None:
         return None
+    per = microarch.flop_per_cycle(arch, dtype, cpu_model(), _fp16_native())
+    if per is None:
+        return None
+    per_cycle, how = per
     ghz, clock_source = clock
-    isa = _core.cpu_info()["isas"][0]
-    key = ("avx512fp16", "fp16") if dtype == "fp16" and _fp16_native() else (isa, "fp32")
-    per_cycle = FLOP_PER_CYCLE[key]
     cores = min(threads, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else threads)
     return Peak(
         dtype,
         threads,
         cores * ghz * per_cycle,
         "datasheet",
-        f"{key[0]} {key[1]} datasheet estimate",
-        f"{cores} core(s) x {ghz:.3f} GHz ({clock_source}) x {per_cycle} FLOP/cycle (assumes 2 FMA pipes)",
+        f"{arch.name} {dtype} datasheet estimate",
+        f"{cores} core(s) x {ghz:.3f} GHz ({clock_source}) x {how}",
     )
 
 

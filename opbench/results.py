@@ -8,6 +8,12 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
   2 (2026-11-22): ops conv and lstm (their shape fields in `shape`); header fields `suite`, `scale`, `mode`
                   and `description`; settings `max_memory_bytes`, `max_call_s`, `verify_max_gflop`;
                   `verify` may be {"skipped": reason}; skip reasons for memory and predicted call time.
+  3 (2026-11-23): numbers you can trust on a shared machine (measure.py, reference.py, contention.py):
+                  settings.rounds; records carry `machine_speed` and `reference` (in-run probes), `peak` may
+                  have source "in-run"; time gains `rounds`, `per_round`, `rel_iqr_within`,
+                  `rel_spread_rounds`, `dropped_rounds`, `first_call`; flags `drifting`, `throttled`,
+                  `contended`; header `environment` (contention, load, frequency, `warnings`, probe summary)
+                  and machine `identity` / `identity_key`.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from opbench.escape import csv_text
 from opbench.files import atomic_write_text, json_text, reserve
 from opbench.machine import utc_now
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.
@@ -27,7 +33,8 @@ TIME_COLUMNS = ("median_s", "iqr_s", "min_s", "mean_s", "std_s", "n_samples", "l
 CSV_COLUMNS = (
     *("op", "shape", "dtype", "backend", "threads", "device", "status", "reason"),
     *TIME_COLUMNS,
-    *("gflops", "peak_gflops", "peak_source", "utilization", "max_err_ratio"),
+    *("gflops", "peak_gflops", "peak_source", "utilization", "machine_speed", "max_err_ratio"),
+    *("rounds", "rel_iqr_within", "rel_spread_rounds"),
     *("isa", "tile_m", "tile_n", "tile_k", "flags", "notes"),
 )
 
@@ -67,12 +74,13 @@ def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
         "peak_gflops": peak.get("gflops"),
         "peak_source": peak.get("source"),
         "utilization": record.get("utilization"),
+        "machine_speed": record.get("machine_speed"),
         "max_err_ratio": verify.get("max_err_ratio"),
         "isa": details.get("isa"),
         "flags": ";".join(record.get("flags") or []),
         "notes": "; ".join(record.get("notes") or []),
     }
-    for key in TIME_COLUMNS:
+    for key in (*TIME_COLUMNS, "rounds", "rel_iqr_within", "rel_spread_rounds"):
         row[key] = t.get(key)
     for key in ("tile_m", "tile_n", "tile_k"):
         row[key] = tiles.get(key)
@@ -86,6 +94,7 @@ class ResultsWriter:
 
     def __init__(self, out_dir: Path, stem: str, formats: list[str], header: dict[str, Any]) -> None:
         self.paths: dict[str, Path] = {}
+        self._slots: dict[int, dict[str, Any]] = {}
         self.doc: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "kind": "opbench.sweep",
@@ -103,6 +112,13 @@ class ResultsWriter:
 
     def add(self, record: dict[str, Any]) -> None:
         self.doc["records"].append(record)
+        self.flush()
+
+    def put(self, index: int, record: dict[str, Any]) -> None:
+        """Set the record of case `index` (sweep order), replacing what an earlier round wrote; records stay
+        in sweep order whatever order the rounds visit them in."""
+        self._slots[index] = record
+        self.doc["records"] = [self._slots[i] for i in sorted(self._slots)]
         self.flush()
 
     def finish(self) -> None:

@@ -7,26 +7,31 @@ long, an exception, a wrong answer) becomes a record with a status and a reason;
 from __future__ import annotations
 
 import functools
+import math
+import random
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opbench import peak as peaks
 from opbench.backends import BACKENDS, Backend
+from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable
-from opbench.machine import wait_until_quiet
+from opbench.machine import allowed_cpus
+from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine, speed_of
 from opbench.ops import get_op
+from opbench.reference import THROTTLED_SPEED, InRunReference
 from opbench.timing import Timer, TimerConfig
 
 # Utilization below this is flagged: the backend leaves the hardware nearly idle (e.g. no fp16 kernel).
 SLOW_UTILIZATION = 0.01
+# A first visit whose samples took more than this many times the round's --max-time-s share is not
+# visited again (one round: the rounds of a slow case would multiply the sweep's time).
+SLOW_ROUND_FACTOR = 1.5
 # A case bigger than this, for a backend with no speed on record yet, is first probed at a smaller scale.
 PROBE_MIN_FLOPS = 2e9
 PROBE_TARGET_FLOPS = 2e8
-# Before timing, wait at most this long for other threads of the process (BLAS or framework pools still
-# spinning after their last call, e.g. the float64 reference's OpenBLAS) to go quiet.
-QUIET_MAX_WAIT_S = 1.0
 # Error messages that mean "no kernel for this dtype/op here" in torch ("not implemented for 'Half'") and
 # MindSpore ("... is not supported", "unsupported data type").
 UNSUPPORTED = re.compile(r"not implemented for|not supported|unsupported|no kernel", re.IGNORECASE)
@@ -49,6 +54,7 @@ class SweepConfig:
     verify_max_gflop: float = 60.0  # float64 verification costlier than this is skipped (and said so)
     # With --scale: the shapes as the spec gave them, parallel to `shapes`; records report their factors.
     unscaled: tuple[Any, ...] | None = None
+    rounds: int = 1  # visits per case, interleaved over shuffled rounds (the CLI's default is 3)
 
     @property
     def n_cases(self) -> int:
@@ -168,6 +174,8 @@ def base_record(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> dict[
         "gflops_best": None,
         "peak": None,
         "utilization": None,
+        "machine_speed": None,
+        "reference": None,
         "verify": None,
         "details": {},
         "notes": [],
@@ -200,28 +208,124 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> 
     return op.flops(small) / seconds / 1e9 if seconds > 0 else None
 
 
-def measure_case(
+@dataclass
+class Case:
+    """One (shape, dtype, backend) of a sweep and the visits it has had so far."""
+
+    index: int
+    shape_index: int
+    shape: Any
+    dtype: str
+    backend: str
+    record: dict[str, Any] | None = None  # the record as the first visit left it (status, details, verify)
+    visits: list[Visit] = field(default_factory=list)
+    finished: bool = False  # no more visits: skipped, failed or wrong before timing, or a later visit failed
+    method: str = ""
+    slow: bool = False  # its first visit overran the round's time budget: one visit only (round_budget_note)
+
+
+def round_timer(config: TimerConfig, rounds: int) -> TimerConfig:
+    """The timer of one visit when a case is visited over `rounds` rounds: the sampling budget split
+    between them, so the rounds together take about what one visit took before (at least 3 samples each)."""
+    if rounds <= 1:
+        return config
+    return replace(
+        config,
+        warmup_s=config.warmup_s / rounds,
+        min_samples=max(3, math.ceil(config.min_samples / rounds)),
+        max_samples=max(3, math.ceil(config.max_samples / rounds)),
+        max_time_s=config.max_time_s / rounds,
+    )
+
+
+def visit_order(groups: list[list[int]], rounds: int, seed: int) -> list[list[int]]:
+    """The case indices each round visits. `groups` are the cases of each (shape, dtype) in sweep order.
+    Round 1 keeps each group's backends together (their float64 reference is computed once) but shuffles
+    the order of the groups and of the backends within each; later rounds shuffle every case. Seeded."""
+    order: list[list[int]] = []
+    for r in range(rounds):
+        rng = random.Random(f"opbench-rounds/{seed}/{r}")
+        if r == 0:
+            shuffled = [list(g) for g in groups]
+            rng.shuffle(shuffled)
+            for g in shuffled:
+                rng.shuffle(g)
+            order.append([i for g in shuffled for i in g])
+        else:
+            flat = [i for g in groups for i in g]
+            rng.shuffle(flat)
+            order.append(flat)
+    return order
+
+
+def _is_memory_bound(bench: Bench, rec: dict[str, Any]) -> bool:
+    ref = bench.reference
+    if ref is None:
+        return False
+    return ref.memory_bound(rec["arithmetic_intensity"], rec["min_bytes"], l3_bytes(), rec["dtype"])
+
+
+@functools.lru_cache(maxsize=1)
+def l3_bytes() -> int:
+    from opbench import _core
+
+    return int(_core.cpu_info()["caches"]["l3"]["size_bytes"])
+
+
+def _visit(cfg: SweepConfig, case: Case, prepared: Any, bench: Bench, timer: Timer) -> None:
+    assert case.record is not None
+    device_flush = prepared.cache_flush() if cfg.timer.cold_cache else None
+    visit = bench.measure(
+        prepared.run,
+        dtype=case.dtype,
+        memory_bound=_is_memory_bound(bench, case.record),
+        flush=device_flush[0] if device_flush else None,
+        timer=timer,
+    )
+    case.visits.append(visit)
+    if not case.method:
+        case.method = prepared.clock
+        if cfg.timer.cold_cache:
+            case.method += "; cold cache: " + (device_flush[1] if device_flush else host_flush_note())
+
+
+def _failure(rec: dict[str, Any], name: str, e: BaseException) -> None:
+    """A framework without a kernel for this dtype on this device says so in its error: that is a missing
+    path (skipped, unsupported), not a failure of the measurement."""
+    if isinstance(e, MemoryError):
+        rec.update(status="failed", reason="out of memory")
+        return
+    reason = _one_line(e)
+    if UNSUPPORTED.search(reason):
+        rec.update(status="skipped", reason=f"unsupported by {name}: {reason}")
+    else:
+        rec.update(status="failed", reason=reason)
+
+
+def first_visit(
     cfg: SweepConfig,
     st: BackendState,
-    shape: Any,
-    dtype: str,
+    case: Case,
     inputs: dict[str, Any],
     reference: Callable[[], Any] | None,
-    peak: dict[str, Any] | None,
+    bench: Bench,
     timer: Timer,
     history: SpeedHistory,
-) -> dict[str, Any]:
-    """One case. `reference` is None when verification is off or over its cost cap."""
+) -> None:
+    """Decide whether the case runs (backend, dtype, predicted time), verify it, then time its first
+    visit. `reference` is None when verification is off or over its cost cap."""
     op = get_op(cfg.op)
     name = st.backend.name
-    rec = base_record(cfg, shape, dtype, name)
+    shape, dtype = case.shape, case.dtype
+    rec = case.record = base_record(cfg, shape, dtype, name)
+    case.finished = True  # until the case proves it can be timed
     if st.reason is not None:
         rec.update(status="skipped", reason=st.reason)
-        return rec
+        return
     unsupported = st.backend.unsupported_reason(cfg.op, dtype)
     if unsupported is not None:
         rec.update(status="skipped", reason=unsupported)
-        return rec
+        return
 
     known = history.best(name, cfg.op, dtype)
     if known is None and rec["flops"] > PROBE_MIN_FLOPS:
@@ -241,7 +345,7 @@ def measure_case(
                     f"over --max-call-s {cfg.max_call_s:g}"
                 ),
             )
-            return rec
+            return
 
     rec["notes"] = st.backend.notes(cfg.op, dtype)
     try:
@@ -254,58 +358,114 @@ def measure_case(
             rec["verify"] = {**result, "accumulate_assumed": acc}
             if not result["ok"]:
                 rec.update(status="wrong_answer", reason=result.get("reason") or "error above the bound")
-                return rec
+                return
         elif cfg.verify:
             cost = op.verify_cost_flops(shape) / 1e9
             rec["verify"] = {
                 "skipped": f"float64 verification would cost {cost:.0f} GFLOP, over "
                 f"--verify-max-gflop {cfg.verify_max_gflop:g}"
             }
-        settle_s = wait_until_quiet(QUIET_MAX_WAIT_S)
-        device_flush = prepared.cache_flush() if cfg.timer.cold_cache else None
-        m = timer.measure(prepared.run, device_flush[0] if device_flush else None)
-        method = prepared.clock
-        if cfg.timer.cold_cache:
-            method += "; cold cache: " + (device_flush[1] if device_flush else host_flush_note())
-    except MemoryError:
-        rec.update(status="failed", reason="out of memory")
-        return rec
+        _visit(cfg, case, prepared, bench, timer)
     except Exception as e:
-        # A framework without a kernel for this dtype on this device says so in its error: that is a
-        # missing path (skipped, unsupported), not a failure of the measurement.
-        reason = _one_line(e)
-        if UNSUPPORTED.search(reason):
-            rec.update(status="skipped", reason=f"unsupported by {name}: {reason}")
-        else:
-            rec.update(status="failed", reason=reason)
-        return rec
+        _failure(rec, name, e)
+        return
+    case.finished = False
+    m = case.visits[0].measurement
+    # A case whose minimum samples overran the round's share of --max-time-s (a call of a large fraction
+    # of it, or over --call-budget-s) is visited once: its rounds would multiply the sweep's time.
+    if m.single_sample or m.n * m.loops * m.median_s > SLOW_ROUND_FACTOR * timer.config.max_time_s:
+        case.slow = cfg.rounds > 1
+    gflops = rec["flops"] / m.median_s / 1e9
+    if math.isfinite(gflops):
+        history.record(name, cfg.op, dtype, gflops, f"{cfg.op} {shape.label()} earlier in this run")
 
-    rec["time"] = {**m.to_dict(), "settle_s": settle_s, "method": method}
-    if settle_s >= QUIET_MAX_WAIT_S:
+
+def later_visit(cfg: SweepConfig, st: BackendState, case: Case, bench: Bench, timer: Timer) -> None:
+    """Another round of a case that ran: fresh inputs (the same seed), prepared again, timed. A failure
+    now ends the case's visits and is noted; the rounds already measured stay."""
+    op = get_op(cfg.op)
+    assert case.record is not None
+    try:
+        inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
+        prepared = st.backend.prepare(cfg.op, case.shape, inputs, _params(cfg, st))
+        _visit(cfg, case, prepared, bench, timer)
+    except Exception as e:
+        case.finished = True
+        case.record["notes"].append(
+            f"round {len(case.visits) + 1} failed ({_one_line(e)}); earlier rounds kept"
+        )
+
+
+def case_record(case: Case, peak: dict[str, Any] | None) -> dict[str, Any]:
+    """The record of a case from its first visit's record and all its visits. `peak` is the fallback peak
+    (a GPU's datasheet) used where no in-run reference was taken."""
+    assert case.record is not None
+    rec = {**case.record, "notes": list(case.record["notes"]), "flags": list(case.record["flags"])}
+    if not case.visits:
+        return rec
+    c = combine(case.visits)
+    m = c.measurement
+    rec["time"] = {**c.time, "method": case.method}
+    if rec["time"]["settle_s"] >= QUIET_MAX_WAIT_S:
         rec["notes"].append(
             f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
             "the timing may be disturbed"
         )
+    if m.first_call:
+        rec["notes"].append(
+            "the first call is the only sample: it took over 5x --call-budget-s, so no warm-up call was made"
+        )
+    if case.slow:
+        rec["notes"].append(
+            "measured in one round: a call takes too large a share of the sampling budget to repeat it "
+            "over rounds (more time: --max-time-s)"
+        )
+    if c.time["dropped_rounds"]:
+        rec["notes"].append(
+            f"rounds measured while the machine ran below {100 * THROTTLED_SPEED:.0f}% of its best in-run "
+            "probe were dropped (time.dropped_rounds)"
+        )
     rec["gflops"] = rec["flops"] / m.median_s / 1e9 if m.median_s > 0 else None
     rec["gflops_best"] = rec["flops"] / m.min_s / 1e9 if m.min_s > 0 else None
-    if rec["gflops"] is not None:
-        history.record(name, cfg.op, dtype, rec["gflops"], f"{cfg.op} {shape.label()} earlier in this run")
-    if m.single_sample:
-        rec["flags"].append("single_sample")  # implies too few samples to judge stability
-    elif m.stability != "stable":
-        rec["flags"].append(m.stability)
-    if peak is not None and rec["gflops"] is not None:
-        rec["peak"] = {k: peak[k] for k in ("gflops", "source", "name")}
-        rec["utilization"] = rec["gflops"] / peak["gflops"]
+    rec["flags"] += c.flags
+    rec["machine_speed"] = c.machine_speed
+    rec["reference"] = c.reference
+    used = peak
+    if c.reference is not None and c.reference["fma_gflops"]:
+        used = {
+            "gflops": c.reference["fma_gflops"],
+            "source": "in-run",
+            "name": f"in-run FMA probe ({case.visits[0].after['fma'].key})",
+        }
+    if used is not None and rec["gflops"] is not None:
+        rec["peak"] = {k: used[k] for k in ("gflops", "source", "name")}
+        rec["utilization"] = rec["gflops"] / used["gflops"]
         if rec["utilization"] < SLOW_UTILIZATION:
             rec["flags"].append("slow")
-        if peak["source"] == "measured" and (rec["gflops_best"] or 0.0) > peak["gflops"] * 1.02:
+        if used["source"] in ("measured", "in-run") and (rec["gflops_best"] or 0.0) > used["gflops"] * 1.02:
             rec["flags"].append("over_peak")
             rec["notes"].append(
                 "faster than the measured peak: the peak or this timing is wrong "
                 "(a peak cached while the machine was busy: opbench peak --refresh)"
             )
     return rec
+
+
+def measure_case(
+    cfg: SweepConfig,
+    st: BackendState,
+    shape: Any,
+    dtype: str,
+    inputs: dict[str, Any],
+    reference: Callable[[], Any] | None,
+    peak: dict[str, Any] | None,
+    bench: Bench,
+    history: SpeedHistory,
+) -> dict[str, Any]:
+    """One case, one visit (what a single-round sweep does per case)."""
+    case = Case(0, 0, shape, dtype, st.backend.name)
+    first_visit(cfg, st, case, inputs, reference, bench, bench.timer, history)
+    return case_record(case, peak)
 
 
 def factor_levels(cfg: SweepConfig) -> dict[str, list[Any]]:
@@ -334,19 +494,13 @@ def _memory_skip(cfg: SweepConfig, shape: Any, dtype: str, need: int, backend: s
     return rec
 
 
-def run_sweep(
-    cfg: SweepConfig,
-    states: dict[str, BackendState],
-    peak_table: dict[str, dict[str, Any]],
-    on_record: Callable[[dict[str, Any]], None],
-    on_case_start: Callable[[str], None] | None = None,
-    history: SpeedHistory | None = None,
-) -> None:
-    """Measure every case in order (shape, dtype, then backends side by side), reporting each record."""
+def make_bench(cfg: SweepConfig, cpus: list[int], reference: InRunReference | None = None) -> Bench:
+    """The sweep's Bench: the in-run FMA/triad reference on CPU (`reference`, else a new one; none on an
+    accelerator), contention watched on the CPUs this process runs on, caches flushed before each sample
+    with --cold-cache."""
     from opbench import _core
+    from opbench import peak as peaks
 
-    op = get_op(cfg.op)
-    history = history or SpeedHistory()
     flush = None
     if cfg.timer.cold_cache:
         flush_bytes = host_flush_bytes()
@@ -354,24 +508,96 @@ def run_sweep(
         def flush() -> None:
             _core.flush_cache(flush_bytes)
 
-    timer = Timer(cfg.timer, flush=flush)
+    ref = None
+    if cfg.device == "cpu":
+        ref = reference or InRunReference(cfg.threads, load_best=peaks.best_probe)
+    return Bench(Timer(cfg.timer, flush=flush), ref, Monitor(cpus))
+
+
+def run_sweep(
+    cfg: SweepConfig,
+    states: dict[str, BackendState],
+    peak_table: dict[str, dict[str, Any]],
+    on_record: Callable[[int, dict[str, Any]], None],
+    on_case_start: Callable[[str], None] | None = None,
+    history: SpeedHistory | None = None,
+    bench: Bench | None = None,
+) -> None:
+    """Visit every case cfg.rounds times in interleaved, shuffled rounds (visit_order), then once more
+    for a case whose every round ran on a throttled machine (at most a quarter of the cases). After every
+    visit the case's record is reported by its index (sweep order: shape, dtype, backend), so the caller
+    can keep files up to date; when all rounds are done, machine_speed is recomputed against the best
+    probe of the whole run and every record reported once more."""
+    op = get_op(cfg.op)
+    history = history or SpeedHistory()
+    bench = bench or make_bench(cfg, allowed_cpus())
+    timer = Timer(round_timer(cfg.timer, cfg.rounds), flush=bench.timer.flush)
+    cases: list[Case] = []
+    groups: list[list[int]] = []
     for i, shape in enumerate(cfg.shapes):
-        will_verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
         for dtype in cfg.dtypes:
-            need = op.memory_bytes(shape, dtype, reference=will_verify)
-            if cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes:
-                for name in cfg.backends:
-                    on_record(_memory_skip(cfg, shape, dtype, need, name))
-                continue
-            inputs = op.make_inputs(shape, dtype, cfg.seed + i)
-            # Computed at most once per (shape, dtype), and only if some backend gets to verification.
-            reference = (
-                functools.cache(functools.partial(op.reference, shape, inputs)) if will_verify else None
-            )
+            group = []
             for name in cfg.backends:
-                if on_case_start:
-                    on_case_start(f"{cfg.op} {shape.label()} {dtype} {name}")
-                peak = peak_table.get(dtype, {}).get("used")
-                on_record(
-                    measure_case(cfg, states[name], shape, dtype, inputs, reference, peak, timer, history)
-                )
+                group.append(len(cases))
+                cases.append(Case(len(cases), i, shape, dtype, name))
+            groups.append(group)
+
+    def peak_of(case: Case) -> dict[str, Any] | None:
+        return peak_table.get(case.dtype, {}).get("used")
+
+    def report(case: Case) -> None:
+        on_record(case.index, case_record(case, peak_of(case)))
+
+    def start(case: Case, r: int) -> None:
+        if on_case_start:
+            suffix = f" (round {r + 1}/{cfg.rounds})" if cfg.rounds > 1 else ""
+            on_case_start(f"{cfg.op} {case.shape.label()} {case.dtype} {case.backend}{suffix}")
+
+    order = visit_order(groups, cfg.rounds, cfg.seed)
+    # Round 1, a (shape, dtype) group at a time: inputs and the float64 reference made once per group.
+    group_of = {i: g for g in groups for i in g}
+    prepared_group: tuple[int, dict[str, Any], Any] | None = None
+    for index in order[0]:
+        case = cases[index]
+        start(case, 0)
+        will_verify = cfg.verify and op.verify_cost_flops(case.shape) <= cfg.verify_max_gflop * 1e9
+        need = op.memory_bytes(case.shape, case.dtype, reference=will_verify)
+        if cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes:
+            case.record = _memory_skip(cfg, case.shape, case.dtype, need, case.backend)
+            case.finished = True
+            report(case)
+            continue
+        gid = group_of[index][0]
+        if prepared_group is None or prepared_group[0] != gid:
+            prepared_group = None  # free the previous group's inputs and reference first
+            inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
+            reference = (
+                functools.cache(functools.partial(op.reference, case.shape, inputs)) if will_verify else None
+            )
+            prepared_group = (gid, inputs, reference)
+        _, inputs, reference = prepared_group
+        first_visit(cfg, states[case.backend], case, inputs, reference, bench, timer, history)
+        report(case)
+    prepared_group = None
+    for r, indices in enumerate(order[1:], start=1):
+        for index in indices:
+            case = cases[index]
+            if case.finished or case.slow:
+                continue
+            start(case, r)
+            later_visit(cfg, states[case.backend], case, bench, timer)
+            report(case)
+    # A case whose every round ran on a throttled machine is measured once more (bounded).
+    retry = [
+        c for c in cases if not (c.finished or c.slow) and c.visits and all(v.throttled for v in c.visits)
+    ]
+    for case in retry[: math.ceil(len(cases) / 4)]:
+        start(case, len(case.visits))
+        later_visit(cfg, states[case.backend], case, bench, timer)
+        report(case)
+    if bench.reference is not None:
+        for case in cases:
+            for v in case.visits:
+                v.machine_speed = speed_of(v, bench.reference)
+            if case.visits:
+                report(case)

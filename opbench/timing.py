@@ -16,6 +16,9 @@ from opbench.measurement import Measurement, rel_iqr
 RunFn = Callable[[int], float]
 
 
+# A first call over this many --call-budget-s is itself the one sample: a warm-up call of several seconds
+# would cost as much again for effects (first touch, lazy initialisation) far below the call's noise.
+FIRST_CALL_BUDGETS = 5.0
 # Calls per sample, at most: the C++ timed loops refuse more (limits.hpp), and more is a hang, not a sample.
 MAX_LOOPS = 10_000_000
 
@@ -56,6 +59,10 @@ class Timer:
         if self.config.cold_cache and flush is None:
             raise ValueError("cold_cache needs a flush function")
 
+    @property
+    def flush(self) -> Callable[[], None] | None:
+        return self._flush
+
     def _sample(self, run: RunFn, loops: int, flush: Callable[[], None] | None) -> float:
         if self.config.cold_cache:
             assert flush is not None
@@ -70,6 +77,8 @@ class Timer:
 
         # Warm-up, excluded from the result: doubling loop counts until warmup_s of calls have run.
         first_s = run(1)
+        if first_s >= FIRST_CALL_BUDGETS * cfg.call_budget_s and not cold:
+            return Measurement((first_s,), 1, single_sample=True, first_call=True)
         if first_s >= cfg.call_budget_s:
             return Measurement((self._sample(run, 1, flush),), 1, single_sample=True, cold_cache=cold)
         warm_s, per_call_s, loops = first_s, first_s, 1

@@ -537,6 +537,10 @@ PYBIND11_MODULE(_core, m) {
     d["vendor"] = c.vendor;
     d["brand"] = c.brand;
     d["logical_cpus"] = c.logical_cpus;
+    d["family"] = c.family;
+    d["model"] = c.model;
+    d["stepping"] = c.stepping;
+    d["hypervisor"] = c.hypervisor;
     py::dict f;
     f["sse2"] = c.sse2;
     f["avx"] = c.avx;

@@ -116,7 +116,25 @@ CpuInfo detect() {
   info.avx512bf16 = __builtin_cpu_supports("avx512bf16");
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   // F16C (CPUID.1:ECX[29]) is not among __builtin_cpu_supports names on every GCC; AVX state is checked above.
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) info.f16c = info.avx && ((ecx >> 29) & 1u);
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
+    info.f16c = info.avx && ((ecx >> 29) & 1u);
+    const unsigned base_family = (eax >> 8) & 0xfu, base_model = (eax >> 4) & 0xfu;
+    info.family = static_cast<int>(base_family == 0xfu ? base_family + ((eax >> 20) & 0xffu) : base_family);
+    info.model = static_cast<int>(
+        base_family == 0x6u || base_family == 0xfu ? base_model + (((eax >> 16) & 0xfu) << 4) : base_model);
+    info.stepping = static_cast<int>(eax & 0xfu);
+    if ((ecx >> 31) & 1u) {  // the hypervisor-present bit; its leaf names it
+      unsigned a = 0, b = 0, c = 0, d = 0;
+      __cpuid(0x40000000u, a, b, c, d);
+      char sig[13] = {0};
+      std::memcpy(sig, &b, 4);
+      std::memcpy(sig + 4, &c, 4);
+      std::memcpy(sig + 8, &d, 4);
+      std::string h(sig);
+      h.erase(h.find_last_not_of(std::string(" \0", 2)) + 1);
+      info.hypervisor = h.empty() ? "unnamed" : h;
+    }
+  }
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
     // AVX512-FP16: CPUID.(7,0):EDX[23]; AMX-BF16: EDX[22]. Only meaningful when the OS enabled AVX-512 state.
     info.avx512fp16 = info.avx512bw && ((edx >> 23) & 1u);

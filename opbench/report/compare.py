@@ -1,6 +1,8 @@
 """Comparing two sweep result files case by case. A change counts as significant only when it is larger than
---threshold and the two runs' interquartile ranges of per-call time do not overlap, so a noisy case is never
-called a regression because of its noise."""
+--threshold, the two runs' interquartile ranges of per-call time do not overlap (so a noisy case is never
+called a regression because of its noise), and, where both runs carry an in-run reference (reference.py),
+the time normalised by the machine's speed changed by more than --threshold too: a case that got slower
+exactly as much as the machine's own probe did is not a change of the code."""
 
 from __future__ import annotations
 
@@ -10,12 +12,23 @@ import numpy as np
 
 from opbench.escape import csv_text, md
 
+# The two runs' in-run references differing by more than this is worth a warning.
+MACHINE_SPEED_WARN = 0.10
+
 
 def _quartiles(record: dict[str, Any]) -> tuple[float, float, float]:
     t = record["time"]
     samples = t.get("samples_s") or [t["median_s"]]
     q25, q50, q75 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 50, 75])
     return float(q25), float(q50), float(q75)
+
+
+def reference_value(r: dict[str, Any]) -> float | None:
+    """The in-run reference a record's machine_speed rests on (FMA GFLOPS, or triad GB/s for a memory-bound
+    case); None for records without one (older files, GPUs)."""
+    ref = r.get("reference") or {}
+    value = ref.get("triad_gbs") if ref.get("basis") == "triad" else ref.get("fma_gflops")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def _key(r: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -41,6 +54,14 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
             ratio = nq[1] / oq[1]  # > 1: the new run is slower
             overlap = oq[0] <= nq[2] and nq[0] <= oq[2]
             significant = abs(ratio - 1.0) > threshold and not overlap
+            o_ref, n_ref = reference_value(o), reference_value(n)
+            ref_ratio = n_ref / o_ref if o_ref and n_ref else None  # < 1: the machine ran slower in new
+            norm = ratio * ref_ratio if ref_ratio is not None else None  # time at equal machine speed
+            machine_moved = (
+                significant
+                and norm is not None
+                and not (abs(norm - 1.0) > threshold and (norm > 1) == (ratio > 1))
+            )
             row.update(
                 {
                     "old_median_s": oq[1],
@@ -49,21 +70,52 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                     "gflops_change": oq[1] / nq[1] - 1.0,
                     "old_rel_iqr": (oq[2] - oq[0]) / oq[1],
                     "new_rel_iqr": (nq[2] - nq[0]) / nq[1],
-                    "verdict": ("regression" if ratio > 1 else "improvement") if significant else "unchanged",
+                    "old_utilization": o.get("utilization"),
+                    "new_utilization": n.get("utilization"),
+                    "reference_ratio": ref_ratio,
+                    "normalised_time_ratio": norm,
+                    "old_flags": ";".join(o.get("flags") or []),
+                    "new_flags": ";".join(n.get("flags") or []),
+                    "verdict": ("regression" if ratio > 1 else "improvement")
+                    if significant and not machine_moved
+                    else "unchanged",
                 }
             )
-            if not significant and abs(ratio - 1.0) > threshold:
+            if machine_moved:
+                assert ref_ratio is not None
+                row["note"] = (
+                    f"the machine's in-run reference moved by as much ({100 * (ref_ratio - 1):+.0f}%): "
+                    "at equal machine speed the change is within the threshold"
+                )
+            elif not significant and abs(ratio - 1.0) > threshold:
                 row["note"] = "within the runs' noise (IQRs overlap)"
         rows.append(row)
     warnings = []
     om, nm = old.get("machine", {}), new.get("machine", {})
-    if om.get("cpu_model") != nm.get("cpu_model"):
+    oi, ni = om.get("identity"), nm.get("identity")
+    if oi and ni and oi != ni:
+        from opbench.machine import identity_label
+
+        diff = sorted(k for k in set(oi) | set(ni) if oi.get(k) != ni.get(k))
+        warnings.append(
+            f"different machines: {identity_label(oi)} vs {identity_label(ni)} (differ in {', '.join(diff)})"
+        )
+    elif om.get("cpu_model") != nm.get("cpu_model"):
         warnings.append(f"different CPUs: {om.get('cpu_model')} vs {nm.get('cpu_model')}")
+    ratios = sorted(r["reference_ratio"] for r in rows if r.get("reference_ratio") is not None)
+    machine_speed_ratio = ratios[len(ratios) // 2] if ratios else None
+    if machine_speed_ratio is not None and abs(machine_speed_ratio - 1.0) > MACHINE_SPEED_WARN:
+        warnings.append(
+            f"the machines ran at different speeds: the new run's in-run reference is "
+            f"{100 * machine_speed_ratio:.0f}% of the old run's (median over cases); compare the "
+            "utilization columns, which are normalised by it"
+        )
     ot, nt = (old.get("settings") or {}).get("threads"), (new.get("settings") or {}).get("threads")
     if ot != nt:
         warnings.append(f"different thread counts: {ot} vs {nt}")
     counts = {v: sum(r["verdict"] == v for r in rows) for v in ("regression", "improvement", "unchanged")}
     return {
+        "machine_speed_ratio": machine_speed_ratio,
         "old": old.get("_path"),
         "new": new.get("_path"),
         "threshold": threshold,
@@ -83,19 +135,30 @@ def to_markdown(result: dict[str, Any]) -> str:
     out += [f"- warning: {md(w)}" for w in result["warnings"]]
     out += [
         "",
-        "| op | shape | dtype | backend | old median (s) | new median (s) | GFLOPS change | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| op | shape | dtype | backend | old median (s) | new median (s) | GFLOPS change | util old / new "
+        "| machine new/old | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         case = " | ".join(md(r[k]) for k in ("op", "shape", "dtype", "backend"))
         if "time_ratio" in r:
             out.append(
                 f"| {case} | {r['old_median_s']:.4g} | "
-                f"{r['new_median_s']:.4g} | {100 * r['gflops_change']:+.1f}% | {md(r['verdict'])} |"
+                f"{r['new_median_s']:.4g} | {100 * r['gflops_change']:+.1f}% | {util_text(r)} | "
+                f"{ratio_text(r.get('reference_ratio'))} | {md(r['verdict'])} |"
             )
         else:
-            out.append(f"| {case} | - | - | - | {md(r['verdict'])} |")
+            out.append(f"| {case} | - | - | - | - | - | {md(r['verdict'])} |")
     return "\n".join(out) + "\n"
+
+
+def util_text(r: dict[str, Any]) -> str:
+    o, n = r.get("old_utilization"), r.get("new_utilization")
+    return f"{100 * o:.1f}% / {100 * n:.1f}%" if o is not None and n is not None else "-"
+
+
+def ratio_text(x: float | None) -> str:
+    return f"{100 * x:.0f}%" if x is not None else "-"
 
 
 CSV_COLUMNS = (
@@ -109,6 +172,12 @@ CSV_COLUMNS = (
     "gflops_change",
     "old_rel_iqr",
     "new_rel_iqr",
+    "old_utilization",
+    "new_utilization",
+    "reference_ratio",
+    "normalised_time_ratio",
+    "old_flags",
+    "new_flags",
     "verdict",
     "note",
 )

@@ -11,7 +11,7 @@ from typing import Any
 from opbench.errors import UsageError
 from opbench.files import MAX_RESULTS_BYTES, read_input
 
-READABLE_SCHEMAS = (1, 2)
+READABLE_SCHEMAS = (1, 2, 3)
 
 
 class _Check:
@@ -72,6 +72,15 @@ def _check_document(doc: dict[str, Any], check: _Check) -> None:
     check.text(
         check.table(m.get("kernel"), "machine.kernel").get("description"), "machine.kernel.description"
     )
+    ident = check.table(m.get("identity"), "machine.identity")
+    for key in ("vendor", "microarch", "cpu_model", "hypervisor"):
+        check.text(ident.get(key), f"machine.identity.{key}")
+    for key in ("family", "model", "stepping", "logical_cpus"):
+        check.number(ident.get(key), f"machine.identity.{key}", strict=False)
+    check.scalars(ident.get("caches"), "machine.identity.caches")
+    check.texts(ident.get("isa_flags"), "machine.identity.isa_flags")
+    env = check.table(doc.get("environment"), "environment")
+    check.texts(env.get("warnings"), "environment.warnings")
     git = check.table(m.get("git"), "machine.git")
     check.text(git.get("sha"), "machine.git.sha")
     check.scalars(m.get("libraries"), "machine.libraries")
@@ -107,9 +116,14 @@ def _check_document(doc: dict[str, Any], check: _Check) -> None:
         check.scalars(r.get("shape"), f"{where}.shape")
         check.scalars(r.get("factors"), f"{where}.factors")
         check.number(r.get("arithmetic_intensity"), f"{where}.arithmetic_intensity")
+        check.number(r.get("machine_speed"), f"{where}.machine_speed")
+        ref = check.table(r.get("reference"), f"{where}.reference")
+        check.text(ref.get("basis"), f"{where}.reference.basis")
+        for key in ("fma_gflops", "triad_gbs"):
+            check.number(ref.get(key), f"{where}.reference.{key}")
         t = check.table(r.get("time"), f"{where}.time")
         check.text(t.get("stability"), f"{where}.time.stability")
-        for key in ("iqr_s", "rel_iqr"):
+        for key in ("iqr_s", "rel_iqr", "rel_iqr_within", "rel_spread_rounds"):
             check.number(t.get(key), f"{where}.time.{key}", strict=False)
         if r["status"] != "ok":
             continue

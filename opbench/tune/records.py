@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.files import atomic_write_text, json_text
-from opbench.machine import cpu_model, utc_now, utc_stamp
+from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
 
 SCHEMA_VERSION = 1
 
@@ -35,11 +35,14 @@ def records_dir() -> Path:
 
 
 def machine() -> dict[str, Any]:
-    """The part of the fingerprint a tuned tiling belongs to: CPU and the kernel set that ran."""
+    """The part of the fingerprint a tuned tiling belongs to: the machine's identity (vendor, family, model,
+    stepping, caches, ISA flags, hypervisor: a Zen 4 and a Zen 5 both called "AMD EPYC" differ) and the
+    kernel set that ran."""
     from opbench import kernels
 
     f = kernels.cpu_features()
     return {
+        "identity": identity(),
         "cpu_model": cpu_model(),
         "logical_cpus": f["logical_cpus"],
         "isa": f["selected_isa"],
@@ -50,6 +53,27 @@ def machine() -> dict[str, Any]:
 def _path() -> Path:
     key = hashlib.sha256(json.dumps(machine(), sort_keys=True).encode()).hexdigest()[:12]
     return records_dir() / f"{key}.json"
+
+
+def other_machines(op: str, dtype: str) -> list[str]:
+    """The machines (in words) that have tuned records for op and dtype in the records directory but are not
+    this one: their tiles are never applied here, and a caller says so."""
+    here = _path()
+    out = []
+    for path in sorted(records_dir().glob("*.json")):
+        if path == here or ".unreadable-" in path.name:
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            recs = [r for r in doc["records"] if r.get("op") == op and r.get("dtype") == dtype]
+            ident = doc.get("machine", {}).get("identity")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            continue
+        if recs:
+            out.append(
+                identity_label(ident) if ident else f"{doc['machine'].get('cpu_model')} (older record)"
+            )
+    return out
 
 
 class Unreadable(Exception):

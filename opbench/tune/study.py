@@ -220,6 +220,8 @@ class Objective:
         trial.set_user_attr("gflops", gflops)
         trial.set_user_attr("median_s", median)
         trial.set_user_attr("rel_iqr", answer["time"]["rel_iqr"])
+        trial.set_user_attr("machine_speed", answer.get("machine_speed"))
+        trial.set_user_attr("flags", answer.get("flags") or [])
         if error is not None:
             trial.set_user_attr("max_rel_err", error)
         self.on_trial({"number": trial.number, "tiles": tiles, "gflops": gflops, "max_rel_err": error})
@@ -295,6 +297,8 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
     candidates: list[tuple[str, dict[str, int] | None]] = [("default", None)]
     candidates += [(f"#{i + 1}", tiles) for i, tiles in enumerate(ranked.values())]
     samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    flags: dict[str, set[str]] = {name: set() for name, _ in candidates}
     failures: dict[str, str] = {}
     for _ in range(cfg.confirm_rounds):
         for name, tiles in candidates:
@@ -308,6 +312,9 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
                 failures[name] = answer.get("reason", answer["status"])
                 continue
             samples[name].extend(answer["time"]["samples_s"])
+            if answer.get("machine_speed") is not None:
+                speeds[name].append(answer["machine_speed"])
+            flags[name].update(answer.get("flags") or [])
     flops = gemm_op.flops(cfg.shape)
     rows: list[dict[str, Any]] = []
     for name, tiles in candidates:
@@ -325,6 +332,9 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
                 "median_s": median,
                 "gflops": flops / median / 1e9,
                 "gflops_ci": [flops / hi / 1e9, flops / lo / 1e9],
+                # The in-run reference of its rounds: how fast the machine ran while this row was measured.
+                "machine_speed": sorted(speeds[name])[len(speeds[name]) // 2] if speeds[name] else None,
+                "flags": sorted(flags[name]),
             }
         )
     from opbench import _core

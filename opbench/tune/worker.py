@@ -5,7 +5,10 @@ Protocol, one JSON object per line. The parent writes the problem first:
     {"op": "gemm", "shape": {...}, "dtype": "fp32", "threads": 2, "seed": 0, "timer": {...}, "verify": true}
 and the worker answers {"ready": true, "pid": ...} once inputs and the float64 reference exist. Then, per
 candidate, the parent writes {"tiles": {...} or null, "isa": "", "timer": {...}?} and the worker answers
-    {"status": "ok", "time": {...}, "verify": {...}}      measured (verify is null when verification is off)
+    {"status": "ok", "time": {...}, "verify": {...}, "machine_speed": x, "flags": [...], "round": {...}}
+                                                          measured through measure.Bench, like a sweep case:
+                                                          in-run reference, contention; verify is null when
+                                                          verification is off
     {"status": "wrong_answer", "verify": {...}}           the output broke the error bound: not timed
     {"status": "error", "reason": "..."}                  a Python exception (bad tiles, out of memory)
 A crash or a hang produces no answer: the parent sees the process die or time out.
@@ -22,15 +25,21 @@ from typing import Any
 
 def _serve(proto: Any) -> None:
     from opbench import kernels
+    from opbench import peak as peaks
+    from opbench.contention import Monitor
     from opbench.machine import pin_to_cpus
+    from opbench.measure import Bench, combine
     from opbench.ops import get_op
+    from opbench.reference import InRunReference
     from opbench.timing import Timer, TimerConfig
 
     init = json.loads(sys.stdin.readline())
     op = get_op(init["op"])
     shape = op.shape_from_case(init["shape"])
     dtype, threads = init["dtype"], init["threads"]
-    pin_to_cpus(threads)
+    cpus = pin_to_cpus(threads)
+    reference_probe = InRunReference(threads, load_best=peaks.best_probe)
+    monitor = Monitor(cpus)
     inputs = op.make_inputs(shape, dtype, init["seed"])
     reference = op.reference(shape, inputs) if init["verify"] else None
     out = kernels.gemm(inputs["a"], inputs["b"], threads=threads)  # allocate the output once
@@ -62,17 +71,22 @@ def _serve(proto: Any) -> None:
                 answer = {"status": "wrong_answer", "verify": verify}
             else:
                 timer = Timer(TimerConfig(**{**init["timer"], **req.get("timer", {})}))
+                bench = Bench(timer, reference_probe, monitor)
 
                 def run(loops: int, t: tuple[Any, ...] = t, isa: str = isa) -> float:
                     return float(
                         _core.time_gemm(inputs["a"], inputs["b"], out, t[0], t[1], t[2], threads, isa, loops)
                     )
 
-                m = timer.measure(run)
+                visit = bench.measure(run, dtype=dtype)
+                c = combine([visit])
                 answer = {
                     "status": "ok",
-                    "time": {**m.to_dict(), "samples_s": list(m.samples_s)},
+                    "time": {**c.measurement.to_dict(), "samples_s": list(c.measurement.samples_s)},
                     "verify": verify,
+                    "machine_speed": c.machine_speed,
+                    "flags": [f for f in c.flags if f in ("throttled", "contended")],
+                    "round": visit.to_dict(),
                 }
         except MemoryError:
             answer = {"status": "error", "reason": "out of memory"}
@@ -80,6 +94,7 @@ def _serve(proto: Any) -> None:
             answer = {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
         proto.write(json.dumps(answer) + "\n")
         proto.flush()
+    peaks.record_best_probes(reference_probe.run_best)
 
 
 def _die_with_parent() -> None:

@@ -1,0 +1,151 @@
+"""Do opbench's numbers reproduce on this machine, and does it say so when they cannot?
+
+Runs the default `opbench sweep gemm`, `sweep conv` and `sweep lstm` three times, each in its own process,
+then once more while this script keeps a competing process busy on one of the sweep's CPUs for the whole
+run (and ends it afterwards). Prints, over the cases measured (status ok) in all three quiet runs:
+
+- the share whose utilization agrees across the three runs within 5 percentage points (target >= 90%);
+- the share whose medians agree within max(2 x spread, 3%) for every pair of runs (spread: the larger of
+  the within-round IQR and the between-round spread, relative to the median);
+- every case whose medians differ by more than 15% between two runs with no trust flag (unstable, noisy,
+  drifting, throttled, contended, single_sample) in any run: a "silent disagreement" (target: none);
+- the share of the contended run's cases flagged `contended`, and its header warnings;
+- each run's wall time and the in-run probes' share of it.
+
+    python benchmarks/reproducibility.py [--runs 3] [--ops gemm,conv,lstm] [--out DIR] [-- SWEEP ARGS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TRUST_FLAGS = {"unstable", "noisy", "drifting", "throttled", "contended", "single_sample"}
+UTIL_POINTS = 0.05
+MEDIAN_FLOOR = 0.03
+SILENT = 0.15
+
+
+def run_sweep(op: str, out: Path, extra: list[str]) -> tuple[dict[str, Any], float]:
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "opbench", "sweep", op, "--out", str(out), "--quiet", *extra],
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"opbench sweep {op} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    path = Path(proc.stdout.split()[0])
+    return json.loads(path.read_text()), wall
+
+
+def spread(r: dict[str, Any]) -> float:
+    t = r["time"]
+    return float(max(t.get("rel_iqr_within", t["rel_iqr"]), t.get("rel_spread_rounds", 0.0)))
+
+
+def key(r: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (r["op"], r["label"], r["dtype"], r["backend"])
+
+
+def competitor(cpu: int) -> subprocess.Popen[bytes]:
+    code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--ops", default="gemm,conv,lstm")
+    p.add_argument("--out", help="keep the results files here (default: a temporary directory)")
+    p.add_argument("extra", nargs="*", help="more sweep arguments, after --")
+    args = p.parse_args()
+    ops = args.ops.split(",")
+    base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="opbench-repro-"))
+
+    docs: dict[str, list[dict[str, Any]]] = {op: [] for op in ops}
+    walls: dict[str, list[float]] = {op: [] for op in ops}
+    for i in range(args.runs):
+        for op in ops:
+            doc, wall = run_sweep(op, base / f"run{i + 1}", args.extra)
+            docs[op].append(doc)
+            walls[op].append(wall)
+            print(f"run {i + 1} {op}: {wall:.1f} s", flush=True)
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    busy = competitor(cpu)
+    contended: dict[str, dict[str, Any]] = {}
+    try:
+        time.sleep(0.5)
+        for op in ops:
+            doc, wall = run_sweep(op, base / "contended", args.extra)
+            contended[op] = doc
+            print(f"contended run {op}: {wall:.1f} s (a process spinning on CPU {cpu} throughout)", flush=True)
+    finally:
+        busy.kill()
+        busy.wait()
+
+    from opbench.machine import cpu_model, identity_label
+
+    print()
+    print(f"machine: {cpu_model()}, {identity_label(docs[ops[0]][0]['machine'].get('identity'))}, "
+          f"{os.cpu_count()} CPUs; results under {base}")  # fmt: skip
+    total = util_ok = med_ok = 0
+    silent: list[str] = []
+    util_spreads: list[float] = []
+    for op in ops:
+        by_run = [{key(r): r for r in d["records"] if r["status"] == "ok"} for d in docs[op]]
+        common = set.intersection(*(set(b) for b in by_run))
+        for k in sorted(common):
+            rs = [b[k] for b in by_run]
+            total += 1
+            utils = [r["utilization"] for r in rs if r.get("utilization") is not None]
+            if len(utils) == len(rs):
+                util_spreads.append(max(utils) - min(utils))
+                util_ok += max(utils) - min(utils) <= UTIL_POINTS
+            agree = True
+            for a, b in itertools.combinations(rs, 2):
+                ma, mb = a["time"]["median_s"], b["time"]["median_s"]
+                diff = abs(ma - mb) / min(ma, mb)
+                agree &= diff <= max(2 * max(spread(a), spread(b)), MEDIAN_FLOOR)
+                flagged = any(TRUST_FLAGS & set(r["flags"]) for r in rs)
+                if diff > SILENT and not flagged:
+                    silent.append(f"{' '.join(k)}: medians {ma * 1e3:.3g} vs {mb * 1e3:.3g} ms ({diff:+.0%})")
+            med_ok += agree
+    silent = list(dict.fromkeys(silent))
+    print(f"cases measured in all {args.runs} quiet runs: {total}")
+    print(f"utilization agrees within {100 * UTIL_POINTS:.0f} points: {util_ok}/{total} = "
+          f"{100 * util_ok / max(total, 1):.1f}% (target >= 90%); "
+          f"largest disagreement {100 * max(util_spreads or [0]):.1f} points")  # fmt: skip
+    print(f"medians agree within max(2 x spread, 3%): {med_ok}/{total} = {100 * med_ok / max(total, 1):.1f}%")
+    print(f"silent disagreements (> {100 * SILENT:.0f}% apart, no flag in any run): {len(silent)}")
+    for line in silent:
+        print(f"  {line}")
+    flagged = ok = 0
+    for op in ops:
+        recs = [r for r in contended[op]["records"] if r["status"] == "ok"]
+        ok += len(recs)
+        flagged += sum("contended" in r["flags"] for r in recs)
+        for w in (contended[op].get("environment") or {}).get("warnings", []):
+            print(f"contended run {op} header warning: {w}")
+    print(f"contended run: {flagged}/{ok} = {100 * flagged / max(ok, 1):.1f}% of cases flagged contended")
+    for op in ops:
+        shares = [(d.get("environment") or {}).get("reference", {}).get("share_of_run") for d in docs[op]]
+        speeds = sorted(r["machine_speed"] for d in docs[op] for r in d["records"] if r.get("machine_speed"))
+        print(f"{op}: wall {', '.join(f'{w:.1f}' for w in walls[op])} s; probes "
+              f"{', '.join(f'{100 * s:.1f}%' for s in shares if s is not None)} of the run; machine speed "
+              f"{100 * speeds[0]:.0f}-{100 * speeds[-1]:.0f}%" if speeds else "")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""The one measurement path. Everything that times something (sweep cases, tuning trials and the tuner's
+confirmation, GPU peaks) calls `Bench.measure(run)`, which
+
+1. probes the machine's speed (reference.py) right before,
+2. waits for this process's other threads to go quiet,
+3. times `run` with the Timer (timing.py) while contention.py watches the CPUs,
+4. probes again right after,
+
+and returns a `Visit`. A case visited over several interleaved rounds gets one Visit per round;
+`combine()` turns them into the record's time block, reference, machine_speed and flags:
+
+- `drifting`: two kept rounds whose interquartile ranges do not overlap and whose medians differ by more
+  than DRIFT_MIN_REL.
+- `throttled`: every round ran below reference.THROTTLED_SPEED of the machine's best (a throttled round is
+  dropped when the case has rounds that were not, and measured again later in the run when it has none).
+- `contended`: another process (or the hypervisor, as steal) used at least contention.CONTENDED_SHARE of
+  our CPUs during a kept round.
+- the stability class (stable / unstable / noisy) uses the larger of the within-round IQR and the
+  between-round spread.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opbench.contention import Monitor
+from opbench.machine import wait_until_quiet
+from opbench.measurement import (
+    MIN_SAMPLES_FOR_STABILITY,
+    NOISY_REL_IQR,
+    UNSTABLE_REL_IQR,
+    Measurement,
+)
+from opbench.reference import THROTTLED_SPEED, InRunReference, Probe
+from opbench.timing import RunFn, Timer
+
+# Before timing, wait at most this long for other threads of the process (BLAS or framework pools still
+# spinning after their last call, e.g. the float64 reference's OpenBLAS) to go quiet.
+QUIET_MAX_WAIT_S = 1.0
+# Rounds whose IQRs do not overlap are called drifting only when their medians differ by more than this.
+DRIFT_MIN_REL = 0.05
+
+
+@dataclass
+class Visit:
+    """One timed visit of a case: its samples, the probes around it and what else ran meanwhile."""
+
+    measurement: Measurement
+    settle_s: float = 0.0
+    before: dict[str, Probe] = field(default_factory=dict)
+    after: dict[str, Probe] = field(default_factory=dict)
+    basis: str | None = None  # which probe machine_speed rests on: "fma" or "triad"
+    machine_speed: float | None = None
+    contention: dict[str, Any] = field(default_factory=dict)
+    probe_clock_s: float = 0.0  # the reference clock when the visit ended (for probe ages)
+
+    def reference(self, kind: str) -> float | None:
+        """The mean of the probes of `kind` before and after the visit."""
+        values = [p[kind].value for p in (self.before, self.after) if kind in p]
+        return sum(values) / len(values) if values else None
+
+    @property
+    def throttled(self) -> bool:
+        return self.machine_speed is not None and self.machine_speed < THROTTLED_SPEED
+
+    @property
+    def contended(self) -> bool:
+        return bool(self.contention.get("contended"))
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.measurement
+        return {
+            "n_samples": m.n,
+            "loops": m.loops,
+            "median_s": m.median_s,
+            "rel_iqr": m.rel_iqr,
+            "fma_gflops": self.reference("fma"),
+            "triad_gbs": self.reference("triad"),
+            "machine_speed": self.machine_speed,
+            "throttled": self.throttled,
+            "probes": {
+                side: {k: p.to_dict(self.probe_clock_s) for k, p in probes.items()}
+                for side, probes in (("before", self.before), ("after", self.after))
+            },
+            "settle_s": self.settle_s,
+            "contention": self.contention,
+        }
+
+
+class Bench:
+    """Timer + in-run reference + contention monitor. `reference` is None where no probe applies (a GPU
+    device, or a caller that only wants the timer); `monitor` is None where /proc is not watched."""
+
+    def __init__(
+        self,
+        timer: Timer,
+        reference: InRunReference | None = None,
+        monitor: Monitor | None = None,
+        quiet: Callable[[float], float] = wait_until_quiet,
+    ) -> None:
+        self.timer, self.reference, self.monitor, self._quiet = timer, reference, monitor, quiet
+
+    def measure(
+        self,
+        run: RunFn,
+        *,
+        dtype: str = "fp32",
+        memory_bound: bool = False,
+        flush: Callable[[], None] | None = None,
+        timer: Timer | None = None,
+    ) -> Visit:
+        kinds = ("fma", "triad") if memory_bound else ("fma",)
+        ref = self.reference
+        before = {k: ref.take(k, dtype) for k in kinds} if ref else {}
+        settle_s = self._quiet(QUIET_MAX_WAIT_S)
+        window = self.monitor.begin() if self.monitor else None
+        m = (timer or self.timer).measure(run, flush)
+        contention = self.monitor.end(window) if self.monitor else {}
+        after = {k: ref.take(k, dtype) for k in kinds} if ref else {}
+        visit = Visit(m, settle_s, before, after, contention=contention)
+        if ref is not None:
+            visit.basis = "triad" if memory_bound else "fma"
+            visit.probe_clock_s = ref.clock()
+            visit.machine_speed = speed_of(visit, ref)
+        return visit
+
+
+def speed_of(visit: Visit, ref: InRunReference) -> float | None:
+    """The visit's reference over the best of that probe this machine has shown (now)."""
+    if visit.basis is None:
+        return None
+    value = visit.reference(visit.basis)
+    probe = visit.after.get(visit.basis) or visit.before.get(visit.basis)
+    best = ref.best.get(probe.key) if probe else None
+    return value / best if value is not None and best else None
+
+
+def _stability(spread: float, n: int) -> str:
+    if n < MIN_SAMPLES_FOR_STABILITY or spread > NOISY_REL_IQR:
+        return "noisy"
+    return "unstable" if spread > UNSTABLE_REL_IQR else "stable"
+
+
+def drifting(visits: list[Visit]) -> bool:
+    """Whether two visits disagree beyond their IQRs (and by more than DRIFT_MIN_REL)."""
+    quarts = []
+    for v in visits:
+        s = sorted(v.measurement.samples_s)
+        if len(s) < 2:
+            continue
+        q = statistics.quantiles(s, n=4, method="inclusive")
+        quarts.append((q[0], q[1], q[2]))
+    for i, a in enumerate(quarts):
+        for b in quarts[i + 1 :]:
+            apart = a[2] < b[0] or b[2] < a[0]
+            if apart and abs(a[1] - b[1]) / min(a[1], b[1]) > DRIFT_MIN_REL:
+                return True
+    return False
+
+
+@dataclass
+class Combined:
+    """What the rounds of a case add up to."""
+
+    measurement: Measurement
+    time: dict[str, Any]  # the record's time block
+    flags: list[str]
+    machine_speed: float | None
+    reference: dict[str, Any] | None  # in-run reference values (None without probes)
+
+
+def combine(visits: list[Visit]) -> Combined:
+    if not visits:
+        raise ValueError("combine() needs at least one visit")
+    fine = [v for v in visits if not v.throttled]
+    kept = fine or visits
+    samples = tuple(s for v in kept for s in v.measurement.samples_s)
+    first = kept[0].measurement
+    m = Measurement(
+        samples,
+        min(v.measurement.loops for v in kept),
+        single_sample=all(v.measurement.single_sample for v in kept),
+        cold_cache=first.cold_cache,
+    )
+    medians = [v.measurement.median_s for v in kept]
+    within = statistics.median(v.measurement.rel_iqr for v in kept)
+    spread = (max(medians) - min(medians)) / m.median_s if len(kept) > 1 and m.median_s > 0 else 0.0
+    time = {
+        **m.to_dict(),
+        "rounds": len(kept),
+        "rel_iqr_within": within,
+        "rel_spread_rounds": spread,
+        "stability": _stability(max(within, spread), m.n),
+        "dropped_rounds": len(visits) - len(kept),
+        "per_round": [v.to_dict() for v in visits],
+        "settle_s": max(v.settle_s for v in kept),
+    }
+    flags: list[str] = []
+    if m.single_sample:
+        flags.append("single_sample")
+    elif time["stability"] != "stable":
+        flags.append(time["stability"])
+    if len(kept) > 1 and drifting(kept):
+        flags.append("drifting")
+    if not fine:
+        flags.append("throttled")
+    if any(v.contended for v in kept):
+        flags.append("contended")
+    speeds = [v.machine_speed for v in kept if v.machine_speed is not None]
+    reference = None
+    if any(v.basis for v in kept):
+        fma = [x for v in kept if (x := v.reference("fma")) is not None]
+        triad = [x for v in kept if (x := v.reference("triad")) is not None]
+        reference = {
+            "basis": kept[0].basis,
+            "fma_gflops": statistics.median(fma) if fma else None,
+            "triad_gbs": statistics.median(triad) if triad else None,
+        }
+    return Combined(m, time, flags, statistics.median(speeds) if speeds else None, reference)

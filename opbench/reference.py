@@ -1,0 +1,170 @@
+"""The in-run reference: short calibrated probes of the machine's own speed, taken right before and after
+each measured visit of a case, so that a figure can be read against what the machine could do at that
+moment rather than against a peak cached on another day.
+
+- The FMA probe is the FMA-throughput loop of the peak measurement (csrc/peak), for the case's dtype and
+  thread count, a few milliseconds long. fp16 uses the native fp16 loop where the CPU has one, else the
+  fp32 loop (fp16 GEMMs compute on the fp32 units there), so both dtypes share that probe.
+- The triad probe (a = b + s*c) runs beside cases that are memory-bound by their arithmetic intensity
+  (below the machine balance: best FMA GFLOPS / best triad GB/s) and whose operands exceed the last-level
+  cache.
+- machine_speed = the probe / the best value of the same probe this machine has shown (cached per machine
+  by peak.py, raised at the end of every run). A visit below THROTTLED_SPEED is measured again later in
+  the run, or flagged `throttled`.
+- Probes cost at most PROBE_SHARE of the run's wall time: when a new probe would exceed it, the last value
+  of that probe is reused (its age is recorded).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# A visit whose probe ran below this share of the best probe this machine has shown ran on a slow machine.
+THROTTLED_SPEED = 0.85
+# Probes may take at most this share of the run's wall time.
+PROBE_SHARE = 0.10
+FMA_PROBE_MIN_S = 0.004  # one repeat of the FMA loop
+FMA_PROBE_REPEATS = 3  # best of
+TRIAD_PROBE_REPEATS = 2
+TRIAD_PROBE_MIN_ELEMENTS = 1 << 21
+TRIAD_PROBE_MAX_ELEMENTS = 1 << 23
+# A probe this recent serves as the next one too (the probe after one visit is the probe before the next).
+FRESH_S = 0.05
+
+
+class Prober(Protocol):
+    """What takes a probe: tests pass a fake one."""
+
+    def fma(self, dtype: str, threads: int) -> float: ...  # GFLOPS
+
+    def triad(self, threads: int) -> float: ...  # GB/s
+
+    def fma_key(self, dtype: str) -> str: ...  # which loop a dtype's FMA probe runs
+
+
+class NativeProber:
+    """Probes with the C++ loops of the peak measurement, shortened."""
+
+    def fma_key(self, dtype: str) -> str:
+        from opbench import _core
+
+        return "fp16" if dtype == "fp16" and _core.cpu_info()["native_fp16_fma"] else "fp32"
+
+    def fma(self, dtype: str, threads: int) -> float:
+        from opbench import _core
+
+        gflops, _ = _core.fma_peak(self.fma_key(dtype), "", threads, FMA_PROBE_MIN_S, FMA_PROBE_REPEATS)
+        return float(gflops)
+
+    def triad(self, threads: int) -> float:
+        from opbench import _core
+
+        l3 = _core.cpu_info()["caches"]["l3"]["size_bytes"]
+        elements = min(TRIAD_PROBE_MAX_ELEMENTS, max(TRIAD_PROBE_MIN_ELEMENTS, 2 * l3 // 8))
+        return float(_core.stream_triad(threads, elements, TRIAD_PROBE_REPEATS))
+
+
+@dataclass
+class Probe:
+    kind: str  # "fma" or "triad"
+    key: str  # e.g. "fma/fp32/2"
+    value: float  # GFLOPS (fma) or GB/s (triad)
+    at_s: float  # clock time it was taken
+    reused: bool = False  # an earlier probe's value, reused to keep probes under PROBE_SHARE
+
+    def to_dict(self, now_s: float) -> dict[str, Any]:
+        return {"value": self.value, "age_s": round(now_s - self.at_s, 4), "reused": self.reused}
+
+
+@dataclass
+class InRunReference:
+    """Takes and remembers this run's probes. `best` holds the best value of each probe this machine has
+    shown before the run (peak.best_probe), raised by every probe of the run."""
+
+    threads: int
+    prober: Prober = field(default_factory=NativeProber)
+    clock: Callable[[], float] = time.perf_counter
+    best: dict[str, float] = field(default_factory=dict)
+    load_best: Callable[[str], float | None] | None = None
+    share: float = PROBE_SHARE
+
+    def __post_init__(self) -> None:
+        self.started_s = self.clock()
+        self.probe_s = 0.0  # wall time spent probing
+        self.probes = 0
+        self.reused = 0
+        self.last: dict[str, Probe] = {}
+        self.run_best: dict[str, float] = {}
+
+    def key(self, kind: str, dtype: str) -> str:
+        return (
+            f"fma/{self.prober.fma_key(dtype)}/{self.threads}" if kind == "fma" else f"triad/{self.threads}"
+        )
+
+    def _best_known(self, key: str) -> float | None:
+        if key not in self.best and self.load_best is not None:
+            cached = self.load_best(key)
+            if cached is not None:
+                self.best[key] = cached
+        return self.best.get(key)
+
+    def take(self, kind: str, dtype: str) -> Probe:
+        """A probe now, or the last one of its kind when a new one would push probes over their share."""
+        key = self.key(kind, dtype)
+        now = self.clock()
+        last = self.last.get(key)
+        if last is not None and now - last.at_s <= FRESH_S:
+            return last
+        if last is not None and self.probes:
+            mean_cost = self.probe_s / self.probes
+            if self.probe_s + mean_cost > self.share * (now - self.started_s):
+                self.reused += 1
+                return Probe(kind, key, last.value, last.at_s, reused=True)
+        t0 = self.clock()
+        value = (
+            self.prober.fma("fp16" if "fp16" in key else "fp32", self.threads)
+            if kind == "fma"
+            else (self.prober.triad(self.threads))
+        )
+        t1 = self.clock()
+        self.probe_s += t1 - t0
+        self.probes += 1
+        probe = Probe(kind, key, float(value), t1)
+        self.last[key] = probe
+        self._best_known(key)
+        if value > self.best.get(key, 0.0):
+            self.best[key] = float(value)
+        if value > self.run_best.get(key, 0.0):
+            self.run_best[key] = float(value)
+        return probe
+
+    def speed(self, probe: Probe) -> float | None:
+        best = self._best_known(probe.key)
+        return probe.value / best if best else None
+
+    def memory_bound(self, arithmetic_intensity: float, min_bytes: int, l3_bytes: int, dtype: str) -> bool:
+        """Whether a case is memory-bound by its arithmetic intensity (below the machine balance) and its
+        operands leave the last-level cache. Needs both probes' bests; without them, False."""
+        fma = self._best_known(self.key("fma", dtype))
+        triad = self._best_known(self.key("triad", dtype))
+        if not fma or not triad or min_bytes <= l3_bytes:
+            return False
+        return arithmetic_intensity < fma / triad
+
+    def summary(self) -> dict[str, Any]:
+        elapsed = self.clock() - self.started_s
+        return {
+            "probes": self.probes,
+            "reused": self.reused,
+            "probe_s": round(self.probe_s, 4),
+            "share_of_run": round(self.probe_s / elapsed, 4) if elapsed > 0 else None,
+            "best": dict(self.best),
+            "best_this_run": dict(self.run_best),
+            "throttled_below": THROTTLED_SPEED,
+            "fma_probe": f"FMA loop, best of {FMA_PROBE_REPEATS} x {FMA_PROBE_MIN_S * 1e3:g} ms",
+            "triad_probe": f"triad, best of {TRIAD_PROBE_REPEATS}, 2 x L3 per array "
+            f"({TRIAD_PROBE_MIN_ELEMENTS}..{TRIAD_PROBE_MAX_ELEMENTS} doubles)",
+        }

@@ -1,0 +1,390 @@
+"""Numbers you can trust on a shared machine: interleaved rounds, the in-run reference, drift, throttle and
+contention flags, machine identity, and compare's normalisation. Fake clocks and probes for the logic; one
+real busy child process for contention."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_cli
+
+from opbench.contention import CONTENDED_SHARE, CpuTimes, Monitor, shares
+from opbench.measure import DRIFT_MIN_REL, Bench, Visit, combine, drifting
+from opbench.measurement import Measurement
+from opbench.reference import THROTTLED_SPEED, InRunReference
+from opbench.sweep import round_timer, visit_order
+from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FakeProber:
+    """Returns the queued values in turn (the last one forever), advancing the fake clock by `cost`."""
+
+    def __init__(self, values: list[float], clock: FakeClock | None = None, cost: float = 0.0) -> None:
+        self.values, self.clock, self.cost, self.calls = list(values), clock, cost, 0
+
+    def fma_key(self, dtype: str) -> str:
+        return "fp32"
+
+    def _next(self) -> float:
+        self.calls += 1
+        if self.clock is not None:
+            self.clock.t += self.cost
+        return self.values.pop(0) if len(self.values) > 1 else self.values[0]
+
+    def fma(self, dtype: str, threads: int) -> float:
+        return self._next()
+
+    def triad(self, threads: int) -> float:
+        return self._next()
+
+
+def visit(samples: list[float], speed: float | None = None, contended: bool = False) -> Visit:
+    v = Visit(Measurement(tuple(samples), 1), contention={"contended": contended})
+    v.machine_speed = speed
+    v.basis = "fma" if speed is not None else None
+    return v
+
+
+# --- interleaving
+
+
+def test_every_case_is_visited_once_per_round_in_a_shuffled_order() -> None:
+    groups = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+    order = visit_order(groups, 3, seed=0)
+    assert len(order) == 3
+    for r in order:
+        assert sorted(r) == list(range(12))
+    assert order[1] != order[2] and order[1] != list(range(12))
+    assert visit_order(groups, 3, seed=0) == order  # seeded
+    assert visit_order(groups, 3, seed=1) != order
+
+
+def test_round_one_keeps_each_groups_backends_together() -> None:
+    groups = [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    first = visit_order(groups, 2, seed=5)[0]
+    for g in groups:
+        positions = sorted(first.index(i) for i in g)
+        assert positions == list(range(positions[0], positions[0] + len(g)))
+    # some seed shuffles the group order and the order within a group
+    assert any(visit_order(groups, 1, seed=s)[0] != list(range(9)) for s in range(5))
+
+
+def test_rounds_split_the_sampling_budget() -> None:
+    cfg = TimerConfig(max_time_s=1.5, min_samples=5, max_samples=50, warmup_s=0.06)
+    r = round_timer(cfg, 3)
+    assert r.max_time_s == pytest.approx(0.5) and r.max_samples == 17 and r.min_samples == 3
+    assert r.warmup_s == pytest.approx(0.02)
+    assert round_timer(cfg, 1) is cfg
+
+
+# --- drift and stability
+
+
+def test_rounds_that_disagree_beyond_their_iqrs_are_drifting() -> None:
+    a = visit([1.00, 1.01, 1.00, 1.02, 1.01])
+    b = visit([1.20, 1.21, 1.19, 1.20, 1.22])
+    assert drifting([a, b])
+    c = combine([a, b])
+    assert "drifting" in c.flags
+    assert c.time["rounds"] == 2 and c.time["rel_spread_rounds"] > 0.1
+    # the stability class uses the larger spread: tight rounds far apart are not "stable"
+    assert c.time["rel_iqr_within"] < 0.02 and c.time["stability"] != "stable"
+
+
+def test_overlapping_or_close_rounds_are_not_drifting() -> None:
+    a = visit([1.00, 1.10, 1.05, 0.95, 1.02])
+    b = visit([1.04, 1.12, 0.98, 1.01, 1.06])
+    assert not drifting([a, b])
+    # apart but closer than DRIFT_MIN_REL: not called drifting
+    close = 1 + DRIFT_MIN_REL / 2
+    assert not drifting([visit([1.0, 1.0, 1.0]), visit([close] * 3)])
+    assert "drifting" not in combine([a, b]).flags
+
+
+def test_one_round_reports_the_plain_statistics() -> None:
+    c = combine([visit([2.0, 2.1, 1.9, 2.0])])
+    assert c.time["rounds"] == 1 and c.time["rel_spread_rounds"] == 0.0
+    assert c.measurement.median_s == pytest.approx(2.0)
+
+
+# --- throttling
+
+
+def test_a_throttled_round_is_dropped_when_others_were_not() -> None:
+    good = visit([1.0, 1.0, 1.01], speed=0.98)
+    slow = visit([1.6, 1.6, 1.61], speed=THROTTLED_SPEED - 0.2)
+    c = combine([good, slow, good])
+    assert c.time["dropped_rounds"] == 1 and c.time["rounds"] == 2
+    assert "throttled" not in c.flags and "drifting" not in c.flags
+    assert c.measurement.median_s == pytest.approx(1.0, rel=0.02)
+
+
+def test_a_case_with_every_round_throttled_is_flagged() -> None:
+    c = combine([visit([1.5] * 3, speed=0.5), visit([1.4] * 3, speed=0.6)])
+    assert "throttled" in c.flags and c.time["dropped_rounds"] == 0
+    assert c.machine_speed == pytest.approx(0.55)
+
+
+def test_machine_speed_is_the_probe_over_the_best_this_machine_showed() -> None:
+    clock = FakeClock()
+    ref = InRunReference(2, prober=FakeProber([50.0], clock), clock=clock, best={"fma/fp32/2": 100.0})
+    bench = Bench(Timer(TimerConfig(min_samples=1, max_samples=1), clock=clock), ref, quiet=lambda s: 0.0)
+    v = bench.measure(lambda loops: 0.02 * loops)
+    assert v.machine_speed == pytest.approx(0.5) and v.throttled
+    assert v.reference("fma") == pytest.approx(50.0)
+
+
+def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -> None:
+    """A fake prober whose first probe is the machine's best and every later one is half of it: every round
+    of every case is throttled, so each case is visited once more after its rounds, then flagged."""
+    from opbench.ops import gemm
+    from opbench.sweep import BackendState, SweepConfig, make_bench, run_sweep, setup_backends
+
+    shapes = (gemm.GemmShape(8, 8, 8), gemm.GemmShape(9, 7, 5))
+    cfg = SweepConfig(
+        op="gemm",
+        shapes=shapes,
+        dtypes=("fp32",),
+        backends=("cpp",),
+        threads=1,
+        rounds=2,
+        timer=TimerConfig(min_sample_s=0.001, max_time_s=0.05, warmup_s=0.005),
+    )
+    states: dict[str, BackendState] = setup_backends(("cpp",), 1, "cpu")
+    ticks = iter(range(10**6))  # a clock a second further at every reading: no probe is ever reused
+    ref = InRunReference(1, prober=FakeProber([100.0, 50.0]), clock=lambda: float(next(ticks)), share=1e9)
+    bench = make_bench(cfg, [0], ref)
+    records: dict[int, dict[str, Any]] = {}
+    run_sweep(cfg, states, {}, lambda i, r: records.__setitem__(i, r), bench=bench)
+    assert sorted(records) == [0, 1]
+    # two rounds each, and one more for at most a quarter of the cases (rounded up)
+    assert sorted(len(r["time"]["per_round"]) for r in records.values()) == [2, 3]
+    for rec in records.values():
+        assert rec["status"] == "ok"
+        assert "throttled" in rec["flags"]
+        assert rec["peak"]["source"] == "in-run" and rec["peak"]["gflops"] == pytest.approx(50.0, rel=0.5)
+        assert rec["machine_speed"] < THROTTLED_SPEED
+
+
+def test_probes_stay_within_their_share_of_the_run() -> None:
+    clock = FakeClock()
+    prober = FakeProber([100.0], clock, cost=0.01)
+    ref = InRunReference(1, prober=prober, clock=clock, share=0.10)
+    taken = 0
+    for _ in range(200):
+        clock.t += 0.05  # a visit
+        before = prober.calls
+        p = ref.take("fma", "fp32")
+        taken += prober.calls - before
+        assert p.value == 100.0
+    assert ref.probe_s <= 0.10 * clock.t + 0.01
+    assert 0 < taken < 200 and ref.reused > 0
+
+
+def test_a_probe_just_taken_serves_the_next_visit() -> None:
+    clock = FakeClock()
+    prober = FakeProber([100.0], clock)
+    ref = InRunReference(1, prober=prober, clock=clock)
+    ref.take("fma", "fp32")
+    ref.take("fma", "fp32")
+    assert prober.calls == 1
+
+
+# --- contention
+
+
+def test_other_processes_cpu_time_makes_a_window_contended() -> None:
+    start = CpuTimes(busy_s=10.0, steal_s=0.0, own_s=5.0, wall_s=100.0)
+    quiet = CpuTimes(busy_s=10.98, steal_s=0.0, own_s=5.95, wall_s=100.5)  # ours: 0.95 s, others 0.03 s
+    busy = CpuTimes(busy_s=11.0, steal_s=0.0, own_s=5.5, wall_s=100.5)  # others used 0.5 of 1.0 CPU-s
+    stolen = CpuTimes(busy_s=10.5, steal_s=0.3, own_s=5.5, wall_s=100.5)
+    assert not shares(start, quiet, 2)["contended"]
+    assert shares(start, busy, 2)["others_share"] == pytest.approx(0.5)
+    assert shares(start, busy, 2)["contended"]
+    assert shares(start, stolen, 2)["steal_share"] == pytest.approx(0.3)
+    assert CONTENDED_SHARE <= 0.3
+    assert shares(start, stolen, 2)["contended"]
+    # too short a window to judge from clock ticks
+    assert not shares(start, CpuTimes(11.0, 0.0, 5.0, 100.01), 2)["contended"]
+
+
+def test_the_monitor_warns_in_the_header_when_a_window_was_contended() -> None:
+    readings = iter(
+        [
+            CpuTimes(0.0, 0.0, 0.0, 0.0),  # run start
+            CpuTimes(0.0, 0.0, 0.0, 0.0),
+            CpuTimes(1.0, 0.0, 0.4, 1.0),  # a window where others used 0.6 of 2 CPU-s
+            CpuTimes(1.0, 0.0, 0.4, 1.0),
+        ]
+    )
+    mon = Monitor([0, 1], read=lambda cpus: next(readings))
+    w = mon.end(mon.begin())
+    assert w["contended"] and w["others_share"] == pytest.approx(0.3)
+    env = mon.finish()
+    assert len(env["warnings"]) == 1 and "contended" in env["warnings"][0]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_sweep_beside_a_busy_process_is_flagged_contended(tmp_path: Path) -> None:
+    """A real competitor: a child process spinning on the first CPU this process may use, for the whole
+    sweep, which runs on that CPU too."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]
+    )
+    try:
+        time.sleep(0.3)  # let it start spinning
+        out = tmp_path / "out"
+        # --threads 1 pins the sweep to the first CPU it may use: the child's
+        proc = run_cli([
+            "sweep", "gemm", "--m", "96,128", "--n", "128", "--k", "128", "--backend", "cpp",
+            "--dtype", "fp32", "--threads", "1", "--rounds", "2", "--max-time-s", "0.4",
+            "--out", str(out), "--quiet", "--no-verify",
+        ])  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        child.kill()
+        child.wait()
+    doc = json.loads(next(out.glob("*.json")).read_text())
+    recs = [r for r in doc["records"] if r["status"] == "ok"]
+    assert recs and all("contended" in r["flags"] for r in recs)
+    env = doc["environment"]
+    assert env["warnings"] and "other processes used our CPUs" in env["warnings"][0]
+    assert any(p["pid"] == child.pid for p in env["other_processes"])
+    assert all(v["contention"]["others_share"] > 0.2 for r in recs for v in r["time"]["per_round"])
+
+
+# --- the first call of a very slow case
+
+
+def test_a_first_call_far_over_the_budget_is_the_only_sample() -> None:
+    calls = []
+
+    def run(loops: int) -> float:
+        calls.append(loops)
+        return 6.0 * loops
+
+    m = Timer(TimerConfig(call_budget_s=1.0)).measure(run)
+    assert FIRST_CALL_BUDGETS * 1.0 <= 6.0
+    assert calls == [1] and m.single_sample and m.first_call and m.samples_s == (6.0,)
+
+
+# --- machine identity
+
+
+@pytest.mark.parametrize(
+    ("vendor", "family", "model", "name", "per_cycle"),
+    [
+        ("AuthenticAMD", 0x19, 0x11, "Zen 4", 32),
+        ("AuthenticAMD", 0x19, 0x01, "Zen 3", 32),
+        ("AuthenticAMD", 0x1A, 0x02, "Zen 5", 64),
+        ("GenuineIntel", 6, 0x8F, "Sapphire Rapids", 64),
+    ],
+)
+def test_the_microarch_table_tells_zen4_from_zen5(
+    vendor: str, family: int, model: int, name: str, per_cycle: int
+) -> None:
+    from opbench import microarch
+
+    arch = microarch.lookup(vendor, family, model)
+    assert arch is not None and arch.name == name
+    per = microarch.flop_per_cycle(arch, "fp32", "AMD EPYC", False)
+    assert per is not None and per[0] == per_cycle and arch.source in per[1]
+
+
+def test_no_datasheet_guess_for_an_unlisted_cpu_or_an_unknown_sku() -> None:
+    from opbench import microarch
+
+    assert microarch.lookup("AuthenticAMD", 0x1A, 0x24) is None  # Zen 5 mobile: 256-bit pipes, not listed
+    assert microarch.lookup("HygonGenuine", 0x18, 0x00) is None
+    sky = microarch.lookup("GenuineIntel", 6, 0x55)
+    assert sky is not None
+    assert microarch.flop_per_cycle(sky, "fp32", "Intel Xeon Processor (Skylake)", False) is None
+    assert microarch.flop_per_cycle(sky, "fp32", "Intel(R) Xeon(R) Gold 6148 CPU", False)[0] == 64  # type: ignore[index]
+    assert microarch.flop_per_cycle(sky, "fp32", "Intel(R) Xeon(R) Silver 4114 CPU", False)[0] == 32  # type: ignore[index]
+
+
+def test_the_identity_names_family_model_and_hypervisor() -> None:
+    from opbench.machine import identity, identity_key
+
+    ident = identity()
+    assert {"vendor", "family", "model", "stepping", "caches", "isa_flags", "hypervisor"} <= set(ident)
+    assert isinstance(ident["family"], int) and ident["family"] > 0
+    assert len(identity_key()) == 16
+
+
+def test_records_tuned_on_another_machine_are_not_applied(tmp_path: Path, monkeypatch: Any) -> None:
+    from opbench import kernels
+    from opbench.tune import records
+
+    monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(tmp_path))
+    other = {
+        **records.machine(),
+        "identity": {**records.machine()["identity"], "family": 0x19, "model": 0x11, "microarch": "Zen 4"},
+    }
+    rec = {"op": "gemm", "dtype": "fp32", "shape": {"m": 64, "n": 64, "k": 64}, "threads": 1,
+           "tiles": {"tile_m": 8, "tile_n": 16, "tile_k": 8}, "study": "s"}  # fmt: skip
+    (tmp_path / "other.json").write_text(
+        json.dumps({"schema_version": records.SCHEMA_VERSION, "machine": other, "records": [rec]})
+    )
+    tiles, note = kernels.tuned_tiles(64, 64, 64, "fp32", 1)
+    assert tiles != rec["tiles"]
+    assert "not applied to another machine" in note and "Zen 4" in note
+
+
+# --- compare
+
+
+def _doc(median: float, fma: float, util: float) -> dict[str, Any]:
+    samples = [median * f for f in (0.99, 1.0, 1.0, 1.01, 1.0)]
+    return {
+        "machine": {"cpu_model": "x"},
+        "settings": {"threads": 2},
+        "records": [
+            {
+                "op": "gemm", "label": "64x64x64", "dtype": "fp32", "backend": "cpp", "status": "ok",
+                "time": {"median_s": median, "samples_s": samples},
+                "utilization": util, "flags": [],
+                "reference": {"basis": "fma", "fma_gflops": fma, "triad_gbs": None},
+            }
+        ],
+    }  # fmt: skip
+
+
+def test_compare_does_not_call_a_machine_slowdown_a_regression() -> None:
+    from opbench.report.compare import compare
+
+    # 30% slower, and the machine's own probe 30% slower too: the code did not change
+    res = compare(_doc(1.0, 200.0, 0.5), _doc(1.3, 200.0 / 1.3, 0.5), 0.05)
+    row = res["rows"][0]
+    assert row["verdict"] == "unchanged" and "moved by as much" in row["note"]
+    assert row["normalised_time_ratio"] == pytest.approx(1.0)
+    assert any("different speeds" in w for w in res["warnings"])
+    assert res["machine_speed_ratio"] == pytest.approx(1 / 1.3)
+
+
+def test_compare_still_finds_a_regression_on_a_steady_machine() -> None:
+    from opbench.report.compare import compare
+
+    res = compare(_doc(1.0, 200.0, 0.5), _doc(1.3, 199.0, 0.38), 0.05)
+    row = res["rows"][0]
+    assert row["verdict"] == "regression" and not res["warnings"]
+    assert (row["old_utilization"], row["new_utilization"]) == (0.5, 0.38)
+    # a slowdown beyond the machine's: still a regression
+    res = compare(_doc(1.0, 200.0, 0.5), _doc(1.6, 200.0 / 1.2, 0.3), 0.05)
+    assert res["rows"][0]["verdict"] == "regression"
