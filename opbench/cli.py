@@ -1081,7 +1081,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     formats = _formats(args.format, ("md", "csv", "json")) if args.out else []
     target = render.output_dir(args.out, args.force) if args.out else None
     result = compare.compare(inputs.load_results(args.old), inputs.load_results(args.new), args.threshold)
-    console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
+    console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 170)
     table = Table(
         title=f"{args.old} -> {args.new} (significant: over {100 * args.threshold:.0f}% and outside "
         "both runs' IQRs)",

@@ -241,7 +241,10 @@ def round_timer(config: TimerConfig, rounds: int) -> TimerConfig:
 def visit_order(groups: list[list[int]], rounds: int, seed: int) -> list[list[int]]:
     """The case indices each round visits. `groups` are the cases of each (shape, dtype) in sweep order.
     Round 1 keeps each group's backends together (their float64 reference is computed once) but shuffles
-    the order of the groups and of the backends within each; later rounds shuffle every case. Seeded."""
+    the order of the groups and of the backends within each; later rounds shuffle every case. Seeded. A
+    single round keeps the sweep order (small shapes first predict the time of large ones)."""
+    if rounds == 1:
+        return [[i for g in groups for i in g]]  # one visit per case: the sweep's own order
     order: list[list[int]] = []
     for r in range(rounds):
         rng = random.Random(f"opbench-rounds/{seed}/{r}")

@@ -38,7 +38,7 @@ def run_cli(
 
 
 # Fast timer settings for end-to-end runs: the tests check plumbing and schema, not speed.
-FAST_TIMER = ["--min-sample-ms", "1", "--max-time-s", "0.05", "--call-budget-s", "0.5"]
+FAST_TIMER = ["--min-sample-ms", "1", "--max-time-s", "0.05", "--call-budget-s", "0.5", "--rounds", "2"]
 
 
 def tiny_gemm_results(out: Path, backends: str = "cpp,numpy", threads: int = 1) -> Path:

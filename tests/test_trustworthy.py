@@ -81,7 +81,8 @@ def test_round_one_keeps_each_groups_backends_together() -> None:
         positions = sorted(first.index(i) for i in g)
         assert positions == list(range(positions[0], positions[0] + len(g)))
     # some seed shuffles the group order and the order within a group
-    assert any(visit_order(groups, 1, seed=s)[0] != list(range(9)) for s in range(5))
+    assert any(visit_order(groups, 2, seed=s)[0] != list(range(9)) for s in range(5))
+    assert visit_order(groups, 1, seed=3) == [list(range(9))]  # one round: the sweep's order
 
 
 def test_rounds_split_the_sampling_budget() -> None:

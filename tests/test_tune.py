@@ -35,8 +35,21 @@ SMALL = [
     "--confirm-rounds",
     "1",
 ]
-# The 64^3 space: tile_m in (14, 28, 56, 70), tile_n in (32, 64), tile_k in (16, 32, 64): 24 tilings.
-POINTS = 24
+
+
+def _register_tile() -> tuple[int, int]:
+    from opbench import _core
+
+    info = _core.kernel_info("", 64)
+    return int(info["mr"]), int(info["nr"])
+
+
+# The 64^3 space follows the kernel set this CPU selects (MR x NR: 14x32 on AVX-512, 6x16 on AVX2):
+# tile_m in MR, 2MR, 4MR, ... up to 64 and 64 padded to MR; tile_n likewise from NR; tile_k in 16, 32, 64.
+MR, NR = _register_tile()
+M_TILES = sorted({*(MR << i for i in range(8) if MR << i <= 64), -(-64 // MR) * MR})
+N_TILES = sorted({*(NR << i for i in range(8) if NR << i <= 64), -(-64 // NR) * NR})
+POINTS = len(M_TILES) * len(N_TILES) * 3
 
 
 def slow_default(n: int = 64) -> dict[str, str]:
@@ -63,11 +76,12 @@ def tiles_of(t: Any) -> str | None:
 
 
 def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> None:
-    # 70x64x64 is one block holding the whole problem (likely the fastest): make it the wrong answer.
+    # One block holding the whole problem (likely the fastest) is made the wrong answer.
+    crash, hang, wrong = f"{M_TILES[1]}x64x32", f"{M_TILES[2]}x{NR}x16", f"{M_TILES[-1]}x64x64"
     env = {
-        "OPBENCH_FAULT_CRASH": "28x64x32",
-        "OPBENCH_FAULT_HANG": "56x32x16",
-        "OPBENCH_FAULT_WRONG": "70x64x64",
+        "OPBENCH_FAULT_CRASH": crash,
+        "OPBENCH_FAULT_HANG": hang,
+        "OPBENCH_FAULT_WRONG": wrong,
         **slow_default(),
     }
     proc = run_cli(
@@ -78,7 +92,7 @@ def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> Non
             "--seed",
             "0",
             "--trials",
-            "60",
+            str(POINTS + 20),
             "--trial-timeout",
             "3",
             "--out",
@@ -87,7 +101,7 @@ def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> Non
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "every one of the 24 valid tilings is measured" in proc.stdout
+    assert f"every one of the {POINTS} valid tilings is measured" in proc.stdout
     study = load(sqlite(tmp_path))
     by_tiles: dict[str, list[Any]] = {}
     for t in study.trials:
@@ -95,9 +109,9 @@ def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> Non
     assert len(by_tiles) == POINTS
     failed = {k: ts[0].user_attrs["failure"] for k, ts in by_tiles.items() if ts[0].state.name == "FAIL"}
     assert failed == {
-        "28x64x32": "crash: SIGSEGV",
-        "56x32x16": "timeout: no answer within 3 s",
-        "70x64x64": "wrong_answer",
+        crash: "crash: SIGSEGV",
+        hang: "timeout: no answer within 3 s",
+        wrong: "wrong_answer",
     }
     best = study.best_trial
     assert best.state.name == "COMPLETE" and tiles_of(best) not in failed
@@ -121,7 +135,7 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
         "--seed",
         "1",
         "--trials",
-        "60",
+        str(POINTS + 20),
         "--trial-timeout",
         "600",
         "--heartbeat-s",
@@ -131,7 +145,7 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
         "--out",
         str(tmp_path),
     ]
-    hang = "56x64x64"
+    hang = f"{M_TILES[2]}x64x64"
     log = tmp_path / "first-run.log"
     proc = subprocess.Popen(
         args, env={**os.environ, "OPBENCH_FAULT_HANG": hang}, stdout=log.open("w"), stderr=subprocess.STDOUT
@@ -365,7 +379,8 @@ def test_the_ascend_tile_experiment_maps_the_whole_grid(tmp_path: Path) -> None:
         for t in study.trials
         if t.state.name == "COMPLETE"
     }
-    assert grid == {(n, k) for n in (32, 64, 128, 256, 512, 1024) for k in (16, 32, 64, 128, 256)}
+    n_tiles = [NR << i for i in range(8) if NR << i <= 1024]
+    assert grid == {(n, k) for n in n_tiles for k in (16, 32, 64, 128, 256)}
 
 
 @pytest.fixture(scope="module")
@@ -422,7 +437,7 @@ def test_a_worker_killed_from_outside_is_reported_and_replaced() -> None:
 
     from opbench.tune.isolation import IsolatedRunner
 
-    os.environ["OPBENCH_FAULT_HANG"] = "14x32x16"
+    os.environ["OPBENCH_FAULT_HANG"] = f"{MR}x{NR}x16"
     try:
         runner = IsolatedRunner(
             {
@@ -439,12 +454,12 @@ def test_a_worker_killed_from_outside_is_reported_and_replaced() -> None:
         victim = runner.proc
         assert victim is not None
         threading.Timer(1.0, lambda: os.kill(victim.pid, signal.SIGKILL)).start()
-        answer = runner.run({"tiles": {"tile_m": 14, "tile_n": 32, "tile_k": 16}}, timeout_s=60)
+        answer = runner.run({"tiles": {"tile_m": MR, "tile_n": NR, "tile_k": 16}}, timeout_s=60)
         assert answer == {
             "status": "failed",
             "reason": "crash: SIGKILL (killed from outside; out of memory?)",
         }
-        again = runner.run({"tiles": {"tile_m": 28, "tile_n": 32, "tile_k": 32}}, timeout_s=60)
+        again = runner.run({"tiles": {"tile_m": 2 * MR, "tile_n": NR, "tile_k": 32}}, timeout_s=60)
         assert again["status"] == "ok" and runner.spawned == 2
     finally:
         del os.environ["OPBENCH_FAULT_HANG"]
