@@ -931,19 +931,22 @@ def cmd_tune(args: argparse.Namespace) -> int:
         title_justify="left",
         header_style="bold",
     )
-    for col in ("", "tiles", "GFLOPS", "95% CI", "samples"):
+    for col in ("", "tiles", "GFLOPS", "95% CI", "samples", "machine speed", "flags"):
         table.add_column(col)
     for r in conf["rows"]:
         if "failure" in r:
-            table.add_row(r["name"], _tiles_text(r["tiles"]), "-", r["failure"], "-")
+            table.add_row(r["name"], _tiles_text(r["tiles"]), "-", r["failure"], "-", "-", "")
         else:
             lo, hi = r["gflops_ci"]
+            speed = r.get("machine_speed")
             table.add_row(
                 r["name"],
                 _tiles_text(r["tiles"]),
                 f"{r['gflops']:.1f}",
                 f"{lo:.1f} - {hi:.1f}",
                 str(r["n_samples"]),
+                "-" if speed is None else f"{100 * speed:.0f}%",
+                ", ".join(r.get("flags") or []),
             )
     console.print(table)
     if conf.get("best"):

@@ -1,8 +1,8 @@
 """The one measurement path. Everything that times something (sweep cases, tuning trials and the tuner's
 confirmation, GPU peaks) calls `Bench.measure(run)`, which
 
-1. probes the machine's speed (reference.py) right before,
-2. waits for this process's other threads to go quiet,
+1. waits for this process's other threads to go quiet,
+2. probes the machine's speed (reference.py) right before,
 3. times `run` with the Timer (timing.py) while contention.py watches the CPUs,
 4. probes again right after,
 
@@ -114,8 +114,9 @@ class Bench:
     ) -> Visit:
         kinds = ("fma", "triad") if memory_bound else ("fma",)
         ref = self.reference
-        before = {k: ref.take(k, dtype) for k in kinds} if ref else {}
+        # Quiet first: a framework pool still spinning from the previous visit would slow the probe too.
         settle_s = self._quiet(QUIET_MAX_WAIT_S)
+        before = {k: ref.take(k, dtype) for k in kinds} if ref else {}
         window = self.monitor.begin() if self.monitor else None
         m = (timer or self.timer).measure(run, flush)
         contention = self.monitor.end(window) if self.monitor else {}

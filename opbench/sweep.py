@@ -29,6 +29,10 @@ SLOW_UTILIZATION = 0.01
 # A first visit whose samples took more than this many times the round's --max-time-s share is not
 # visited again (one round: the rounds of a slow case would multiply the sweep's time).
 SLOW_ROUND_FACTOR = 1.5
+# Prepared cases (inputs in the backend's tensors, traced functions) are kept between rounds up to this
+# many bytes in all (and a quarter of --max-memory): preparing again each round costs more than the
+# sampling in conv and LSTM sweeps (TensorFlow traces, Keras layers, MindSpore cells).
+KEEP_PREPARED_BYTES = 1 << 30
 # A case bigger than this, for a backend with no speed on record yet, is first probed at a smaller scale.
 PROBE_MIN_FLOPS = 2e9
 PROBE_TARGET_FLOPS = 2e8
@@ -222,6 +226,7 @@ class Case:
     finished: bool = False  # no more visits: skipped, failed or wrong before timing, or a later visit failed
     method: str = ""
     slow: bool = False  # its first visit overran the round's time budget: one visit only (round_budget_note)
+    prepared: Any = None  # kept between rounds when it fits the sweep's keep budget (KEEP_PREPARED_BYTES)
 
 
 def round_timer(config: TimerConfig, rounds: int) -> TimerConfig:
@@ -314,6 +319,7 @@ def first_visit(
     bench: Bench,
     timer: Timer,
     history: SpeedHistory,
+    keep: bool = False,
 ) -> None:
     """Decide whether the case runs (backend, dtype, predicted time), verify it, then time its first
     visit. `reference` is None when verification is off or over its cost cap."""
@@ -378,19 +384,24 @@ def first_visit(
     # of it, or over --call-budget-s) is visited once: its rounds would multiply the sweep's time.
     if m.single_sample or m.n * m.loops * m.median_s > SLOW_ROUND_FACTOR * timer.config.max_time_s:
         case.slow = cfg.rounds > 1
+    if keep and not case.slow:
+        case.prepared = prepared
     gflops = rec["flops"] / m.median_s / 1e9
     if math.isfinite(gflops):
         history.record(name, cfg.op, dtype, gflops, f"{cfg.op} {shape.label()} earlier in this run")
 
 
 def later_visit(cfg: SweepConfig, st: BackendState, case: Case, bench: Bench, timer: Timer) -> None:
-    """Another round of a case that ran: fresh inputs (the same seed), prepared again, timed. A failure
-    now ends the case's visits and is noted; the rounds already measured stay."""
+    """Another round of a case that ran: the prepared case kept from its first visit, else fresh inputs (the
+    same seed) prepared again; timed. A failure now ends the case's visits and is noted; the rounds
+    already measured stay."""
     op = get_op(cfg.op)
     assert case.record is not None
     try:
-        inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
-        prepared = st.backend.prepare(cfg.op, case.shape, inputs, _params(cfg, st))
+        prepared = case.prepared
+        if prepared is None:
+            inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
+            prepared = st.backend.prepare(cfg.op, case.shape, inputs, _params(cfg, st))
         _visit(cfg, case, prepared, bench, timer)
     except Exception as e:
         case.finished = True
@@ -557,6 +568,9 @@ def run_sweep(
             on_case_start(f"{cfg.op} {case.shape.label()} {case.dtype} {case.backend}{suffix}")
 
     order = visit_order(groups, cfg.rounds, cfg.seed)
+    keep_budget = KEEP_PREPARED_BYTES if cfg.rounds > 1 else 0
+    if cfg.max_memory_bytes is not None:
+        keep_budget = min(keep_budget, cfg.max_memory_bytes // 4)
     # Round 1, a (shape, dtype) group at a time: inputs and the float64 reference made once per group.
     group_of = {i: g for g in groups for i in g}
     prepared_group: tuple[int, dict[str, Any], Any] | None = None
@@ -579,7 +593,11 @@ def run_sweep(
             )
             prepared_group = (gid, inputs, reference)
         _, inputs, reference = prepared_group
-        first_visit(cfg, states[case.backend], case, inputs, reference, bench, timer, history)
+        size = op.memory_bytes(case.shape, case.dtype, reference=False)
+        keep = size <= keep_budget
+        first_visit(cfg, states[case.backend], case, inputs, reference, bench, timer, history, keep)
+        if case.prepared is not None:
+            keep_budget -= size
         report(case)
     prepared_group = None
     for r, indices in enumerate(order[1:], start=1):
@@ -598,6 +616,8 @@ def run_sweep(
         start(case, len(case.visits))
         later_visit(cfg, states[case.backend], case, bench, timer)
         report(case)
+    for case in cases:
+        case.prepared = None
     if bench.reference is not None:
         for case in cases:
             for v in case.visits:
