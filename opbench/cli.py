@@ -613,7 +613,7 @@ def _run_sweeps(
         history = sweep.SpeedHistory()
         # One in-run reference for the whole command (its probe budget and best values shared); each
         # results file gets its own contention monitor, whose findings go into its header.
-        reference = sweep.make_bench(first, cpus).reference
+        reference = sweep.make_reference(first)
         stamp = utc_stamp()
         prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
         for index, cfg in enumerate(configs):
@@ -632,14 +632,16 @@ def _run_sweeps(
             with progress:
                 task = progress.add_task(cfg.op, total=cfg.n_cases * cfg.rounds)
 
-                def on_record(index: int, rec: dict[str, Any], writer: ResultsWriter = writer) -> None:
-                    writer.put(index, rec)
+                def on_records(
+                    records: list[tuple[int, dict[str, Any]]], writer: ResultsWriter = writer
+                ) -> None:
+                    writer.put(records)
 
                 def on_case_start(description: str, task: Any = task, progress: Progress = progress) -> None:
                     progress.update(task, description=description, advance=1)
 
                 try:
-                    sweep.run_sweep(cfg, states, peak_table, on_record, on_case_start, history, bench)
+                    sweep.run_sweep(cfg, states, peak_table, on_records, on_case_start, history, bench)
                 finally:
                     _environment(writer, bench)
             if "accelerator" in writer.doc["machine"]:

@@ -28,12 +28,7 @@ from typing import Any
 
 from opbench.contention import Monitor
 from opbench.machine import wait_until_quiet
-from opbench.measurement import (
-    MIN_SAMPLES_FOR_STABILITY,
-    NOISY_REL_IQR,
-    UNSTABLE_REL_IQR,
-    Measurement,
-)
+from opbench.measurement import Measurement, stability_class
 from opbench.reference import THROTTLED_SPEED, InRunReference, Probe
 from opbench.timing import RunFn, Timer
 
@@ -139,12 +134,6 @@ def speed_of(visit: Visit, ref: InRunReference) -> float | None:
     return value / best if value is not None and best else None
 
 
-def _stability(spread: float, n: int) -> str:
-    if n < MIN_SAMPLES_FOR_STABILITY or spread > NOISY_REL_IQR:
-        return "noisy"
-    return "unstable" if spread > UNSTABLE_REL_IQR else "stable"
-
-
 def drifting(visits: list[Visit]) -> bool:
     """Whether two visits disagree beyond their IQRs (and by more than DRIFT_MIN_REL)."""
     quarts = []
@@ -194,7 +183,7 @@ def combine(visits: list[Visit]) -> Combined:
         "rounds": len(kept),
         "rel_iqr_within": within,
         "rel_spread_rounds": spread,
-        "stability": _stability(max(within, spread), m.n),
+        "stability": stability_class(max(within, spread), m.n),
         "dropped_rounds": len(visits) - len(kept),
         "per_round": [v.to_dict() for v in visits],
         "settle_s": max(v.settle_s for v in kept),

@@ -15,6 +15,14 @@ NOISY_REL_IQR = 0.25
 MIN_SAMPLES_FOR_STABILITY = 3
 
 
+def stability_class(spread: float, n: int) -> str:
+    """'stable' (spread <= 10%), 'unstable' (<= 25%) or 'noisy' (more, or under 3 samples), where spread is a
+    relative IQR (or the larger of it and a between-round spread)."""
+    if n < MIN_SAMPLES_FOR_STABILITY or spread > NOISY_REL_IQR:
+        return "noisy"
+    return "unstable" if spread > UNSTABLE_REL_IQR else "stable"
+
+
 def rel_iqr(samples_s: list[float] | tuple[float, ...]) -> float:
     """IQR / median of per-call times (numpy's linear quantiles); inf when the median is 0."""
     q25, q50, q75 = np.percentile(np.asarray(samples_s, dtype=np.float64), [25, 50, 75])
@@ -72,15 +80,8 @@ class Measurement:
 
     @property
     def stability(self) -> str:
-        """'stable' (IQR/median <= 10%), 'unstable' (<= 25%) or 'noisy' (more, or under 3 samples)."""
-        if self.n < MIN_SAMPLES_FOR_STABILITY:
-            return "noisy"
-        r = self.rel_iqr
-        if r > NOISY_REL_IQR:
-            return "noisy"
-        if r > UNSTABLE_REL_IQR:
-            return "unstable"
-        return "stable"
+        """stability_class of IQR/median over the samples."""
+        return stability_class(self.rel_iqr, self.n)
 
     def to_dict(self) -> dict[str, Any]:
         return {

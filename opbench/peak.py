@@ -119,11 +119,16 @@ def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict
             lock.release()
 
 
-def best_probe(key: str) -> float | None:
-    """The best in-run reference probe (reference.py) this machine has shown for `key`, from the cache."""
-    entry = _read_cache(_cache_dir() / "peaks.json").get(machine_fingerprint(), {}).get(f"best-probe/{key}")
+def _probe_value(entry: Any) -> float | None:
+    """The value of a cached best-probe entry ({"value": {"value": x}, "measured_utc": ...}), if usable."""
     value = entry.get("value", {}).get("value") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def best_probe(key: str) -> float | None:
+    """The best in-run reference probe (reference.py) this machine has shown for `key`, from the cache."""
+    cache = _read_cache(_cache_dir() / "peaks.json")
+    return _probe_value(cache.get(machine_fingerprint(), {}).get(f"best-probe/{key}"))
 
 
 def record_best_probes(values: dict[str, float]) -> None:
@@ -139,9 +144,8 @@ def record_best_probes(values: dict[str, float]) -> None:
             entries = cache.setdefault(fp, {})
             changed = False
             for key, value in values.items():
-                old = entries.get(f"best-probe/{key}")
-                old_value = old.get("value", {}).get("value") if isinstance(old, dict) else None
-                if not isinstance(old_value, (int, float)) or value > old_value:
+                old_value = _probe_value(entries.get(f"best-probe/{key}"))
+                if old_value is None or value > old_value:
                     entries[f"best-probe/{key}"] = {"value": {"value": value}, "measured_utc": utc_now()}
                     changed = True
             if changed:

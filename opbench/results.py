@@ -114,10 +114,10 @@ class ResultsWriter:
         self.doc["records"].append(record)
         self.flush()
 
-    def put(self, index: int, record: dict[str, Any]) -> None:
-        """Set the record of case `index` (sweep order), replacing what an earlier round wrote; records stay
-        in sweep order whatever order the rounds visit them in."""
-        self._slots[index] = record
+    def put(self, records: list[tuple[int, dict[str, Any]]]) -> None:
+        """Set the record of each case index (sweep order), replacing what an earlier round wrote, then
+        rewrite the files once; records stay in sweep order whatever order the rounds visit them in."""
+        self._slots.update(records)
         self.doc["records"] = [self._slots[i] for i in sorted(self._slots)]
         self.flush()
 

@@ -508,12 +508,18 @@ def _memory_skip(cfg: SweepConfig, shape: Any, dtype: str, need: int, backend: s
     return rec
 
 
+def make_reference(cfg: SweepConfig) -> InRunReference | None:
+    """The in-run FMA/triad reference of a sweep on the CPU; None on an accelerator (no CPU probe there)."""
+    from opbench import peak as peaks
+
+    return InRunReference(cfg.threads, load_best=peaks.best_probe) if cfg.device == "cpu" else None
+
+
 def make_bench(cfg: SweepConfig, cpus: list[int], reference: InRunReference | None = None) -> Bench:
     """The sweep's Bench: the in-run FMA/triad reference on CPU (`reference`, else a new one; none on an
     accelerator), contention watched on the CPUs this process runs on, caches flushed before each sample
     with --cold-cache."""
     from opbench import _core
-    from opbench import peak as peaks
 
     flush = None
     if cfg.timer.cold_cache:
@@ -522,9 +528,7 @@ def make_bench(cfg: SweepConfig, cpus: list[int], reference: InRunReference | No
         def flush() -> None:
             _core.flush_cache(flush_bytes)
 
-    ref = None
-    if cfg.device == "cpu":
-        ref = reference or InRunReference(cfg.threads, load_best=peaks.best_probe)
+    ref = (reference or make_reference(cfg)) if cfg.device == "cpu" else None
     return Bench(Timer(cfg.timer, flush=flush), ref, Monitor(cpus))
 
 
@@ -532,16 +536,16 @@ def run_sweep(
     cfg: SweepConfig,
     states: dict[str, BackendState],
     peak_table: dict[str, dict[str, Any]],
-    on_record: Callable[[int, dict[str, Any]], None],
+    on_records: Callable[[list[tuple[int, dict[str, Any]]]], None],
     on_case_start: Callable[[str], None] | None = None,
     history: SpeedHistory | None = None,
     bench: Bench | None = None,
 ) -> None:
     """Visit every case cfg.rounds times in interleaved, shuffled rounds (visit_order), then once more
     for a case whose every round ran on a throttled machine (at most a quarter of the cases). After every
-    visit the case's record is reported by its index (sweep order: shape, dtype, backend), so the caller
-    can keep files up to date; when all rounds are done, machine_speed is recomputed against the best
-    probe of the whole run and every record reported once more."""
+    visit the case's record is reported as [(index, record)] (index in sweep order: shape, dtype,
+    backend), so the caller can keep files up to date; when all rounds are done, machine_speed is
+    recomputed against the best probe of the whole run and every record reported again in one batch."""
     op = get_op(cfg.op)
     history = history or SpeedHistory()
     bench = bench or make_bench(cfg, allowed_cpus())
@@ -560,7 +564,7 @@ def run_sweep(
         return peak_table.get(case.dtype, {}).get("used")
 
     def report(case: Case) -> None:
-        on_record(case.index, case_record(case, peak_of(case)))
+        on_records([(case.index, case_record(case, peak_of(case)))])
 
     def start(case: Case, r: int) -> None:
         if on_case_start:
@@ -622,5 +626,4 @@ def run_sweep(
         for case in cases:
             for v in case.visits:
                 v.machine_speed = speed_of(v, bench.reference)
-            if case.visits:
-                report(case)
+        on_records([(c.index, case_record(c, peak_of(c))) for c in cases if c.visits])

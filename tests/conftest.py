@@ -37,6 +37,16 @@ def run_cli(
     )
 
 
+class FakeClock:
+    """A clock the test moves by hand (`clock.now += s`), for the timer's and the probes' budgets."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 # Fast timer settings for end-to-end runs: the tests check plumbing and schema, not speed.
 FAST_TIMER = ["--min-sample-ms", "1", "--max-time-s", "0.05", "--call-budget-s", "0.5", "--rounds", "2"]
 

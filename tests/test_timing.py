@@ -7,17 +7,10 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from conftest import FakeClock
 
 from opbench.measurement import Measurement
 from opbench.timing import Timer, TimerConfig
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ScriptedRun:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import FakeClock, run_cli
 
 from opbench.contention import CONTENDED_SHARE, CpuTimes, Monitor, shares
 from opbench.measure import DRIFT_MIN_REL, Bench, Visit, combine, drifting
@@ -21,14 +21,6 @@ from opbench.measurement import Measurement
 from opbench.reference import THROTTLED_SPEED, InRunReference
 from opbench.sweep import round_timer, visit_order
 from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class FakeProber:
@@ -43,7 +35,7 @@ class FakeProber:
     def _next(self) -> float:
         self.calls += 1
         if self.clock is not None:
-            self.clock.t += self.cost
+            self.clock.now += self.cost
         return self.values.pop(0) if len(self.values) > 1 else self.values[0]
 
     def fma(self, dtype: str, threads: int) -> float:
@@ -171,7 +163,7 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
     ref = InRunReference(1, prober=FakeProber([100.0, 50.0]), clock=lambda: float(next(ticks)), share=1e9)
     bench = make_bench(cfg, [0], ref)
     records: dict[int, dict[str, Any]] = {}
-    run_sweep(cfg, states, {}, lambda i, r: records.__setitem__(i, r), bench=bench)
+    run_sweep(cfg, states, {}, records.update, bench=bench)
     assert sorted(records) == [0, 1]
     # two rounds each, and one more for at most a quarter of the cases (rounded up)
     assert sorted(len(r["time"]["per_round"]) for r in records.values()) == [2, 3]
@@ -188,12 +180,12 @@ def test_probes_stay_within_their_share_of_the_run() -> None:
     ref = InRunReference(1, prober=prober, clock=clock, share=0.10)
     taken = 0
     for _ in range(200):
-        clock.t += 0.05  # a visit
+        clock.now += 0.05  # a visit
         before = prober.calls
         p = ref.take("fma", "fp32")
         taken += prober.calls - before
         assert p.value == 100.0
-    assert ref.probe_s <= 0.10 * clock.t + 0.01
+    assert ref.probe_s <= 0.10 * clock.now + 0.01
     assert 0 < taken < 200 and ref.reused > 0
 
 
