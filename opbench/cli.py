@@ -568,7 +568,8 @@ def _environment(writer: Any, bench: Any) -> None:
     from opbench import peak
     from opbench.reference import THROTTLED_SPEED
 
-    env = bench.monitor.finish()
+    contended = sum("contended" in r.get("flags", []) for r in writer.doc["records"])
+    env = bench.monitor.finish(contended_cases=contended)
     if bench.reference is not None:
         env["reference"] = bench.reference.summary()
         peak.record_best_probes(bench.reference.run_best)

@@ -7,7 +7,9 @@ visit where either reaches CONTENDED_SHARE is `contended`. Per run: the load ave
 that used the most CPU time during the run, CPU frequency and governor where readable.
 
 /proc/stat counts in clock ticks (USER_HZ, usually 10 ms), so a share is only resolved to about
-ticks / (wall x CPUs); windows shorter than MIN_WINDOW_S are not judged.
+ticks / (wall x CPUs); windows shorter than MIN_WINDOW_S are not judged alone. The visits of one case are
+also judged together (`pooled`): three 38 ms visits beside a process spinning on one of two CPUs were
+each too short to judge, and together plainly contended.
 """
 
 from __future__ import annotations
@@ -168,9 +170,10 @@ class Monitor:
                 self._used[pid] = (name, self._used.get(pid, (name, 0.0))[1] + delta)
         self._procs_last = now
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, contended_cases: int | None = None) -> dict[str, Any]:
         """The run's environment block: start and end snapshots, the run's shares, the busiest other
-        processes and the warnings."""
+        processes and the warnings. `contended_cases`: how many cases the caller flagged contended (their
+        visits judged together too, so there can be some where no single visit was)."""
         stop = self._read(self.cpus)
         env: dict[str, Any] = {"start": self.start_snapshot, "end": snapshot(self.cpus), "warnings": []}
         if self._run_start is not None and stop is not None:
@@ -182,16 +185,44 @@ class Monitor:
             if cpu >= 0.05
         ]
         env["other_processes"] = sorted(used, key=lambda p: -float(p["cpu_s"]))[:TOP_PROCESSES]
-        if self.contended_visits:
+        if self.contended_visits or contended_cases:
             top = env["other_processes"][0] if env["other_processes"] else None
             who = f"; busiest: {top['name']} (pid {top['pid']}, {top['cpu_s']:g} s CPU)" if top else ""
-            worst = self.worst or {}
+            worst = self.worst
+            how = (
+                f" (up to {100 * worst['others_share']:.0f}% of them, steal up to "
+                f"{100 * worst['steal_share']:.0f}%)"
+                if worst
+                else ""
+            )
+            cases = (
+                f"; {contended_cases} case(s) flagged contended (a case's visits too short to judge alone "
+                "are judged together)"
+                if contended_cases is not None
+                else ": those cases are flagged contended"
+            )
             env["warnings"].append(
                 f"{self.contended_visits} of {self.visits} measurement(s) ran while other processes used our "
-                f"CPUs (up to {100 * worst.get('others_share', 0):.0f}% of them, steal up to "
-                f"{100 * worst.get('steal_share', 0):.0f}%){who}: those cases are flagged contended"
+                f"CPUs{how}{who}{cases}"
             )
         return env
+
+
+def pooled(windows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The shares over several windows of the same CPUs together (their wall-weighted means), judged like
+    one window; None when no window was measured."""
+    got = [w for w in windows if w.get("wall_s")]
+    wall = sum(w["wall_s"] for w in got)
+    if not got or wall <= 0:
+        return None
+    others = sum(w["others_share"] * w["wall_s"] for w in got) / wall
+    steal = sum(w["steal_share"] * w["wall_s"] for w in got) / wall
+    return {
+        "wall_s": round(wall, 4),
+        "others_share": round(others, 4),
+        "steal_share": round(steal, 4),
+        "contended": wall >= MIN_WINDOW_S and max(others, steal) >= CONTENDED_SHARE,
+    }
 
 
 def shares(start: CpuTimes, stop: CpuTimes, ncpus: int) -> dict[str, Any]:

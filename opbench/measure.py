@@ -1,20 +1,27 @@
 """The one measurement path. Everything that times something (sweep cases, tuning trials and the tuner's
 confirmation, GPU peaks) calls `Bench.measure(run)`, which
 
-1. waits for this process's other threads to go quiet,
-2. probes the machine's speed (reference.py) right before,
+1. waits for this process's other threads to go quiet, when the visit's code differs from the last
+   visit's (`owner`: another framework's pool may still be spinning) or a probe is due,
+2. probes the machine's speed (reference.py) when no probe is recent, and gives that probe, as their
+   probe *after*, to the earlier visits still waiting for one,
 3. times `run` with the Timer (timing.py) while contention.py watches the CPUs,
-4. probes again right after,
 
-and returns a `Visit`. A case visited over several interleaved rounds gets one Visit per round;
-`combine()` turns them into the record's time block, reference, machine_speed and flags:
+and returns a `Visit`. Its probe after comes with the next probe (or `finish()`), always taken on a quiet
+machine: a probe taken right after a visit ran beside the framework's still-spinning pool and read up to
+half the machine's speed (MindSpore, in 10% of visits), inflating that case's utilization.
+
+A case visited over several interleaved rounds gets one Visit per round; `combine()` turns them into the
+record's time block, reference, machine_speed and flags:
 
 - `drifting`: two kept rounds whose interquartile ranges do not overlap and whose medians differ by more
   than DRIFT_MIN_REL.
 - `throttled`: every round ran below reference.THROTTLED_SPEED of the machine's best (a throttled round is
-  dropped when the case has rounds that were not, and measured again later in the run when it has none).
+  dropped when the case has rounds that were not and it ran slower than they did, and measured again
+  later in the run when it has none).
 - `contended`: another process (or the hypervisor, as steal) used at least contention.CONTENDED_SHARE of
-  our CPUs during a kept round.
+  our CPUs during a kept round, or during the kept rounds together (contention.pooled: rounds too short
+  to judge alone).
 - the stability class (stable / unstable / noisy) uses the larger of the within-round IQR and the
   between-round spread.
 """
@@ -26,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opbench.contention import Monitor
+from opbench.contention import Monitor, pooled
 from opbench.machine import wait_until_quiet
 from opbench.measurement import Measurement, stability_class
 from opbench.reference import THROTTLED_SPEED, InRunReference, Probe
@@ -50,7 +57,9 @@ class Visit:
     basis: str | None = None  # which probe machine_speed rests on: "fma" or "triad"
     machine_speed: float | None = None
     contention: dict[str, Any] = field(default_factory=dict)
-    probe_clock_s: float = 0.0  # the reference clock when the visit ended (for probe ages)
+    started_s: float = 0.0  # the reference clock when timing began and ended (for probe ages)
+    ended_s: float = 0.0
+    dtype: str = "fp32"
 
     def reference(self, kind: str) -> float | None:
         """The mean of the probes of `kind` before and after the visit."""
@@ -76,9 +85,10 @@ class Visit:
             "triad_gbs": self.reference("triad"),
             "machine_speed": self.machine_speed,
             "throttled": self.throttled,
+            # age_s: how long before the visit began (before) or after it ended (after) the probe ran
             "probes": {
-                side: {k: p.to_dict(self.probe_clock_s) for k, p in probes.items()}
-                for side, probes in (("before", self.before), ("after", self.after))
+                "before": {k: p.to_dict(self.started_s, before=True) for k, p in self.before.items()},
+                "after": {k: p.to_dict(self.ended_s, before=False) for k, p in self.after.items()},
             },
             "settle_s": self.settle_s,
             "contention": self.contention,
@@ -97,6 +107,8 @@ class Bench:
         quiet: Callable[[float], float] = wait_until_quiet,
     ) -> None:
         self.timer, self.reference, self.monitor, self._quiet = timer, reference, monitor, quiet
+        self._owner: str | None = None
+        self._pending: list[Visit] = []  # visits whose probe after is still to come
 
     def measure(
         self,
@@ -106,22 +118,60 @@ class Bench:
         memory_bound: bool = False,
         flush: Callable[[], None] | None = None,
         timer: Timer | None = None,
+        owner: str | None = None,
     ) -> Visit:
+        """Time `run`. `owner` names the code it runs (a backend): consecutive visits of one owner skip the
+        settling between them (a pool still spinning is the one the next visit uses); None always settles."""
         kinds = ("fma", "triad") if memory_bound else ("fma",)
         ref = self.reference
-        # Quiet first: a framework pool still spinning from the previous visit would slow the probe too.
-        settle_s = self._quiet(QUIET_MAX_WAIT_S)
+        due = ref is not None and ref.due(kinds, dtype)
+        settle_s = 0.0
+        if owner is None or owner != self._owner or due:
+            # A framework pool still spinning from the previous visit would slow the probe and the timing.
+            settle_s = self._quiet(QUIET_MAX_WAIT_S)
         before = {k: ref.take(k, dtype) for k in kinds} if ref else {}
+        self._complete()
         window = self.monitor.begin() if self.monitor else None
+        started = ref.clock() if ref else 0.0
         m = (timer or self.timer).measure(run, flush)
+        ended = ref.clock() if ref else 0.0
         contention = self.monitor.end(window) if self.monitor else {}
-        after = {k: ref.take(k, dtype) for k in kinds} if ref else {}
-        visit = Visit(m, settle_s, before, after, contention=contention)
+        visit = Visit(m, settle_s, before, contention=contention, started_s=started, ended_s=ended)
+        visit.dtype = dtype
         if ref is not None:
             visit.basis = "triad" if memory_bound else "fma"
-            visit.probe_clock_s = ref.clock()
-            visit.machine_speed = speed_of(visit, ref)
+            visit.machine_speed = speed_of(visit, ref)  # on the probe before, until the probe after comes
+            self._pending.append(visit)
+        self._owner = owner
         return visit
+
+    def finish(self) -> None:
+        """Settle and take the probe after of the visits still waiting for one (the end of a sweep, or a
+        caller that needs a visit's reference at once)."""
+        ref = self.reference
+        if ref is None or not self._pending:
+            return
+        self._quiet(QUIET_MAX_WAIT_S)
+        for v in self._pending:
+            for kind in v.before:
+                ref.take(kind, v.dtype, not_before=v.ended_s)
+        self._complete()
+        self._pending = []  # a probe held back by the probe share: those visits keep their probe before
+        self._owner = None
+
+    def _complete(self) -> None:
+        ref = self.reference
+        if ref is None:
+            return
+        waiting = []
+        for v in self._pending:
+            probes = {k: ref.last.get(ref.key(k, v.dtype)) for k in v.before}
+            if all(p is not None and p.at_s >= v.ended_s for p in probes.values()):
+                v.after = {k: p for k, p in probes.items() if p is not None}
+                v.machine_speed = speed_of(v, ref)
+            else:
+                waiting.append(v)
+        self._pending = waiting
 
 
 def speed_of(visit: Visit, ref: InRunReference) -> float | None:
@@ -167,6 +217,12 @@ def combine(visits: list[Visit]) -> Combined:
         raise ValueError("combine() needs at least one visit")
     fine = [v for v in visits if not v.throttled]
     kept = fine or visits
+    if fine:
+        # A throttled round is dropped only when it also ran slower than the others: one that ran as fast
+        # says the slowdown the probe saw did not reach this case, and dropping it would hide how far the
+        # case's rounds disagree (seen: 5.7 ms on a "75%" round, 6.9 and 7.1 ms on "93%" rounds).
+        typical = statistics.median(v.measurement.median_s for v in fine)
+        kept = [v for v in visits if not v.throttled or v.measurement.median_s <= typical]
     samples = tuple(s for v in kept for s in v.measurement.samples_s)
     first = kept[0].measurement
     m = Measurement(
@@ -197,7 +253,8 @@ def combine(visits: list[Visit]) -> Combined:
         flags.append("drifting")
     if not fine:
         flags.append("throttled")
-    if any(v.contended for v in kept):
+    together = pooled([v.contention for v in kept])
+    if any(v.contended for v in kept) or (together is not None and together["contended"]):
         flags.append("contended")
     speeds = [v.machine_speed for v in kept if v.machine_speed is not None]
     reference = None

@@ -2,6 +2,9 @@
 each measured visit of a case, so that a figure can be read against what the machine could do at that
 moment rather than against a peak cached on another day.
 
+- Probes are taken on a quiet machine (measure.Bench settles first), at most every PROBE_INTERVAL_S per
+  probe: the visits between two probes share them, the earlier as their probe before and the later as
+  their probe after (taken when the next probe falls due, or when the run ends).
 - The FMA probe is the FMA-throughput loop of the peak measurement (csrc/peak), for the case's dtype and
   thread count, a few milliseconds long. fp16 uses the native fp16 loop where the CPU has one, else the
   fp32 loop (fp16 GEMMs compute on the fp32 units there), so both dtypes share that probe.
@@ -31,8 +34,10 @@ FMA_PROBE_REPEATS = 3  # best of
 TRIAD_PROBE_REPEATS = 2
 TRIAD_PROBE_MIN_ELEMENTS = 1 << 21
 TRIAD_PROBE_MAX_ELEMENTS = 1 << 23
-# A probe this recent serves as the next one too (the probe after one visit is the probe before the next).
-FRESH_S = 0.05
+# A probe this recent serves the next visit too: visits between two probes share them. The machine's speed
+# moves over seconds (a 512^3 GEMM and the FMA probe moved together, 114-231 GFLOPS, over 40 s), so this
+# tracks it while a sweep's 0.1-0.3 s visits cost a probe (and the settling before it) every few visits.
+PROBE_INTERVAL_S = 0.5
 
 
 class Prober(Protocol):
@@ -75,8 +80,11 @@ class Probe:
     at_s: float  # clock time it was taken
     reused: bool = False  # an earlier probe's value, reused to keep probes under PROBE_SHARE
 
-    def to_dict(self, now_s: float) -> dict[str, Any]:
-        return {"value": self.value, "age_s": round(now_s - self.at_s, 4), "reused": self.reused}
+    def to_dict(self, visit_s: float, before: bool) -> dict[str, Any]:
+        """age_s: seconds from this probe to the start of the visit it precedes (before), or from the end of
+        the visit it follows to this probe (after)."""
+        age = visit_s - self.at_s if before else self.at_s - visit_s
+        return {"value": self.value, "age_s": round(age, 4), "reused": self.reused}
 
 
 @dataclass
@@ -111,18 +119,39 @@ class InRunReference:
                 self.best[key] = cached
         return self.best.get(key)
 
-    def take(self, kind: str, dtype: str) -> Probe:
-        """A probe now, or the last one of its kind when a new one would push probes over their share."""
-        key = self.key(kind, dtype)
-        now = self.clock()
+    def _fresh(self, key: str, not_before: float | None) -> Probe | None:
         last = self.last.get(key)
-        if last is not None and now - last.at_s <= FRESH_S:
-            return last
-        if last is not None and self.probes:
-            mean_cost = self.probe_s / self.probes
-            if self.probe_s + mean_cost > self.share * (now - self.started_s):
-                self.reused += 1
-                return Probe(kind, key, last.value, last.at_s, reused=True)
+        if last is None or self.clock() - last.at_s > PROBE_INTERVAL_S:
+            return None
+        return last if not_before is None or last.at_s >= not_before else None
+
+    def due(self, kinds: tuple[str, ...], dtype: str) -> bool:
+        """Whether take() would run a new probe of any of `kinds` now (none recent enough, and the share of
+        the run allows one): the caller settles the machine first."""
+        for kind in kinds:
+            key = self.key(kind, dtype)
+            if self._fresh(key, None) is None and not self._over_share(key):
+                return True
+        return False
+
+    def _over_share(self, key: str) -> bool:
+        if key not in self.last or not self.probes:
+            return False
+        mean_cost = self.probe_s / self.probes
+        return self.probe_s + mean_cost > self.share * (self.clock() - self.started_s)
+
+    def take(self, kind: str, dtype: str, not_before: float | None = None) -> Probe:
+        """A probe: the last one of its kind when it is recent (PROBE_INTERVAL_S) and not older than
+        `not_before`, else a new one, unless that would push probes over their share of the run (then the
+        last value again, marked reused)."""
+        key = self.key(kind, dtype)
+        fresh = self._fresh(key, not_before)
+        if fresh is not None:
+            return fresh
+        last = self.last.get(key)
+        if last is not None and self._over_share(key):
+            self.reused += 1
+            return Probe(kind, key, last.value, last.at_s, reused=True)
         t0 = self.clock()
         value = (
             self.prober.fma("fp16" if "fp16" in key else "fp32", self.threads)

@@ -6,6 +6,7 @@ long, an exception, a wrong answer) becomes a record with a status and a reason;
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import random
@@ -29,6 +30,8 @@ SLOW_UTILIZATION = 0.01
 # A first visit whose samples took more than this many times the round's --max-time-s share is not
 # visited again (one round: the rounds of a slow case would multiply the sweep's time).
 SLOW_ROUND_FACTOR = 1.5
+# The fewest samples one round of a case takes (round_timer); the record's statistics use every round's.
+ROUND_MIN_SAMPLES = 2
 # Prepared cases (inputs in the backend's tensors, traced functions) are kept between rounds up to this
 # many bytes in all (and a quarter of --max-memory): preparing again each round costs more than the
 # sampling in conv and LSTM sweeps (TensorFlow traces, Keras layers, MindSpore cells).
@@ -36,6 +39,10 @@ KEEP_PREPARED_BYTES = 1 << 30
 # A case bigger than this, for a backend with no speed on record yet, is first probed at a smaller scale.
 PROBE_MIN_FLOPS = 2e9
 PROBE_TARGET_FLOPS = 2e8
+# Verification's float64 BLAS work runs on one thread when it costs at most this many FLOPs: a
+# multi-threaded OpenBLAS call leaves its pool spinning for about 110 ms, which the timing that follows
+# must wait out (measure.Bench settles), and that wait cost more than a short check saves on two threads.
+ONE_THREAD_VERIFY_FLOPS = 4e9
 # Error messages that mean "no kernel for this dtype/op here" in torch ("not implemented for 'Half'") and
 # MindSpore ("... is not supported", "unsupported data type").
 UNSUPPORTED = re.compile(r"not implemented for|not supported|unsupported|no kernel", re.IGNORECASE)
@@ -231,26 +238,38 @@ class Case:
 
 def round_timer(config: TimerConfig, rounds: int) -> TimerConfig:
     """The timer of one visit when a case is visited over `rounds` rounds: the sampling budget split
-    between them, so the rounds together take about what one visit took before (at least 3 samples each)."""
+    between them, so the rounds together take about what one visit took before. A round takes at least
+    ROUND_MIN_SAMPLES samples (a steady case stops there): with 3, three rounds of a steady LSTM or small
+    GEMM took 9 samples where one visit had taken 5, and the sweep 50% longer."""
     if rounds <= 1:
         return config
     return replace(
         config,
         warmup_s=config.warmup_s / rounds,
-        min_samples=max(3, math.ceil(config.min_samples / rounds)),
+        min_samples=max(ROUND_MIN_SAMPLES, math.ceil(config.min_samples / rounds)),
         max_samples=max(3, math.ceil(config.max_samples / rounds)),
         max_time_s=config.max_time_s / rounds,
     )
 
 
-def visit_order(groups: list[list[int]], rounds: int, seed: int) -> list[list[int]]:
-    """The case indices each round visits. `groups` are the cases of each (shape, dtype) in sweep order.
-    Round 1 keeps each group's backends together (their float64 reference is computed once) but shuffles
-    the order of the groups and of the backends within each; later rounds shuffle every case. Seeded. A
-    single round keeps the sweep order (small shapes first predict the time of large ones)."""
+def visit_order(
+    groups: list[list[int]], rounds: int, seed: int, owners: list[str] | None = None
+) -> list[list[int]]:
+    """The case indices each round visits. `groups` are the cases of each (shape, dtype) in sweep order;
+    `owners[i]` the backend of case i. Round 1 keeps each group's backends together (their float64
+    reference is computed once) but shuffles the order of the groups and of the backends within each.
+    Later rounds visit one backend's cases after another's, both orders shuffled per round: a switch of
+    framework costs a wait for the previous one's pool to go quiet (measure.Bench), and a round that
+    switched at every visit spent more time waiting than sampling. Without `owners`, later rounds shuffle
+    every case. Seeded. A single round keeps the sweep order (small shapes first predict the time of
+    large ones)."""
     if rounds == 1:
         return [[i for g in groups for i in g]]  # one visit per case: the sweep's own order
     order: list[list[int]] = []
+    flat = [i for g in groups for i in g]
+    blocks: dict[str, list[int]] = {}
+    for i in flat:
+        blocks.setdefault(owners[i] if owners else str(i), []).append(i)
     for r in range(rounds):
         rng = random.Random(f"opbench-rounds/{seed}/{r}")
         if r == 0:
@@ -260,9 +279,14 @@ def visit_order(groups: list[list[int]], rounds: int, seed: int) -> list[list[in
                 rng.shuffle(g)
             order.append([i for g in shuffled for i in g])
         else:
-            flat = [i for g in groups for i in g]
-            rng.shuffle(flat)
-            order.append(flat)
+            names = list(blocks)
+            rng.shuffle(names)
+            visits: list[int] = []
+            for name in names:
+                block = list(blocks[name])
+                rng.shuffle(block)
+                visits += block
+            order.append(visits)
     return order
 
 
@@ -289,12 +313,23 @@ def _visit(cfg: SweepConfig, case: Case, prepared: Any, bench: Bench, timer: Tim
         memory_bound=_is_memory_bound(bench, case.record),
         flush=device_flush[0] if device_flush else None,
         timer=timer,
+        # A first visit follows verification (the float64 reference's BLAS pool may spin): it settles.
+        owner=case.backend if case.visits else None,
     )
     case.visits.append(visit)
     if not case.method:
         case.method = prepared.clock
         if cfg.timer.cold_cache:
             case.method += "; cold cache: " + (device_flush[1] if device_flush else host_flush_note())
+
+
+def verify_threads(cost_flops: float) -> contextlib.AbstractContextManager[Any]:
+    """The BLAS thread limit for a verification of `cost_flops` (ONE_THREAD_VERIFY_FLOPS)."""
+    if cost_flops > ONE_THREAD_VERIFY_FLOPS:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1, user_api="blas")
 
 
 def _failure(rec: dict[str, Any], name: str, e: BaseException) -> None:
@@ -363,7 +398,9 @@ def first_visit(
         if reference is not None:
             # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
             acc = prepared.details.get("accumulate") or st.backend.accumulate.get(dtype, dtype)
-            result = op.check(shape, prepared.output(), inputs, reference(), dtype, acc)
+            output = prepared.output()
+            with verify_threads(op.verify_cost_flops(shape)):
+                result = op.check(shape, output, inputs, reference(), dtype, acc)
             rec["verify"] = {**result, "accumulate_assumed": acc}
             if not result["ok"]:
                 rec.update(status="wrong_answer", reason=result.get("reason") or "error above the bound")
@@ -449,7 +486,7 @@ def case_record(case: Case, peak: dict[str, Any] | None) -> dict[str, Any]:
         used = {
             "gflops": c.reference["fma_gflops"],
             "source": "in-run",
-            "name": f"in-run FMA probe ({case.visits[0].after['fma'].key})",
+            "name": f"in-run FMA probe ({case.visits[0].before['fma'].key})",
         }
     if used is not None and rec["gflops"] is not None:
         rec["peak"] = {k: used[k] for k in ("gflops", "source", "name")}
@@ -479,6 +516,7 @@ def measure_case(
     """One case, one visit (what a single-round sweep does per case)."""
     case = Case(0, 0, shape, dtype, st.backend.name)
     first_visit(cfg, st, case, inputs, reference, bench, bench.timer, history)
+    bench.finish()
     return case_record(case, peak)
 
 
@@ -571,7 +609,7 @@ def run_sweep(
             suffix = f" (round {r + 1}/{cfg.rounds})" if cfg.rounds > 1 else ""
             on_case_start(f"{cfg.op} {case.shape.label()} {case.dtype} {case.backend}{suffix}")
 
-    order = visit_order(groups, cfg.rounds, cfg.seed)
+    order = visit_order(groups, cfg.rounds, cfg.seed, [c.backend for c in cases])
     keep_budget = KEEP_PREPARED_BYTES if cfg.rounds > 1 else 0
     if cfg.max_memory_bytes is not None:
         keep_budget = min(keep_budget, cfg.max_memory_bytes // 4)
@@ -622,6 +660,7 @@ def run_sweep(
         report(case)
     for case in cases:
         case.prepared = None
+    bench.finish()
     if bench.reference is not None:
         for case in cases:
             for v in case.visits:

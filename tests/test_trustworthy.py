@@ -4,6 +4,7 @@ real busy child process for contention."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -15,10 +16,10 @@ from typing import Any
 import pytest
 from conftest import FakeClock, run_cli
 
-from opbench.contention import CONTENDED_SHARE, CpuTimes, Monitor, shares
+from opbench.contention import CONTENDED_SHARE, MIN_WINDOW_S, CpuTimes, Monitor, pooled, shares
 from opbench.measure import DRIFT_MIN_REL, Bench, Visit, combine, drifting
 from opbench.measurement import Measurement
-from opbench.reference import THROTTLED_SPEED, InRunReference
+from opbench.reference import PROBE_INTERVAL_S, THROTTLED_SPEED, InRunReference
 from opbench.sweep import round_timer, visit_order
 from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
 
@@ -80,7 +81,7 @@ def test_round_one_keeps_each_groups_backends_together() -> None:
 def test_rounds_split_the_sampling_budget() -> None:
     cfg = TimerConfig(max_time_s=1.5, min_samples=5, max_samples=50, warmup_s=0.06)
     r = round_timer(cfg, 3)
-    assert r.max_time_s == pytest.approx(0.5) and r.max_samples == 17 and r.min_samples == 3
+    assert r.max_time_s == pytest.approx(0.5) and r.max_samples == 17 and r.min_samples == 2
     assert r.warmup_s == pytest.approx(0.02)
     assert round_timer(cfg, 1) is cfg
 
@@ -125,6 +126,14 @@ def test_a_throttled_round_is_dropped_when_others_were_not() -> None:
     assert c.time["dropped_rounds"] == 1 and c.time["rounds"] == 2
     assert "throttled" not in c.flags and "drifting" not in c.flags
     assert c.measurement.median_s == pytest.approx(1.0, rel=0.02)
+
+
+def test_a_throttled_round_that_ran_as_fast_is_kept_and_its_disagreement_shows() -> None:
+    fast = visit([5.6, 5.7, 5.7], speed=THROTTLED_SPEED - 0.1)  # the probe said slow; the case was not
+    slow = [visit([6.9, 6.95, 6.9], speed=0.93), visit([7.05, 7.1, 7.05], speed=0.94)]
+    c = combine([fast, *slow])
+    assert c.time["dropped_rounds"] == 0 and c.time["rounds"] == 3
+    assert "drifting" in c.flags and c.time["stability"] != "stable"
 
 
 def test_a_case_with_every_round_throttled_is_flagged() -> None:
@@ -176,11 +185,12 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
 
 def test_probes_stay_within_their_share_of_the_run() -> None:
     clock = FakeClock()
-    prober = FakeProber([100.0], clock, cost=0.01)
+    # each visit outlasts the probe interval, and a probe costs 20% of a visit: over the 10% share
+    prober = FakeProber([100.0], clock, cost=0.2 * PROBE_INTERVAL_S)
     ref = InRunReference(1, prober=prober, clock=clock, share=0.10)
     taken = 0
     for _ in range(200):
-        clock.now += 0.05  # a visit
+        clock.now += 1.2 * PROBE_INTERVAL_S  # a visit
         before = prober.calls
         p = ref.take("fma", "fp32")
         taken += prober.calls - before
@@ -196,6 +206,94 @@ def test_a_probe_just_taken_serves_the_next_visit() -> None:
     ref.take("fma", "fp32")
     ref.take("fma", "fp32")
     assert prober.calls == 1
+    clock.now += 0.001
+    ref.take("fma", "fp32", not_before=clock.now)  # a probe after a visit that ended now: a new one
+    assert prober.calls == 2
+
+
+class CountingQuiet:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, max_wait_s: float) -> float:
+        self.calls += 1
+        return 0.0
+
+
+def timed_bench(values: list[float]) -> tuple[Bench, FakeClock, FakeProber, CountingQuiet]:
+    clock = FakeClock()
+    prober = FakeProber(values, clock, cost=0.01)
+    ref = InRunReference(2, prober=prober, clock=clock, best={"fma/fp32/2": 100.0})
+    quiet = CountingQuiet()
+    return (
+        Bench(Timer(TimerConfig(min_samples=1, max_samples=1), clock=clock), ref, quiet=quiet),
+        clock,
+        prober,
+        quiet,
+    )
+
+
+def run_for(clock: FakeClock, seconds: float) -> Any:
+    def run(loops: int) -> float:
+        clock.now += seconds * loops
+        return seconds * loops
+
+    return run
+
+
+def test_visits_between_two_probes_share_them_and_get_their_probe_after_from_the_next() -> None:
+    bench, clock, prober, _ = timed_bench([80.0, 60.0])
+    short = run_for(clock, PROBE_INTERVAL_S / 10)
+    a = bench.measure(short, owner="x")
+    b = bench.measure(short, owner="x")
+    assert prober.calls == 1 and a.before["fma"] is b.before["fma"]
+    assert not a.after and not b.after  # no probe after them yet
+    assert a.machine_speed == pytest.approx(0.8)  # on the probe before, for now
+    clock.now += PROBE_INTERVAL_S  # the next visit's probe falls due
+    c = bench.measure(short, owner="x")
+    assert prober.calls == 2
+    for v in (a, b):
+        assert v.after["fma"] is c.before["fma"] and v.after["fma"].at_s >= v.ended_s
+        assert v.reference("fma") == pytest.approx(70.0) and v.machine_speed == pytest.approx(0.7)
+        assert v.to_dict()["probes"]["after"]["fma"]["age_s"] >= 0
+    assert not c.after
+    bench.finish()  # the end of the run: a probe after for the last visit, taken after it ended
+    assert prober.calls == 3 and c.after["fma"].at_s >= c.ended_s
+
+
+def test_settling_happens_at_a_change_of_owner_or_before_a_probe_not_between_visits_of_one_owner() -> None:
+    bench, clock, prober, quiet = timed_bench([100.0])
+    short = run_for(clock, PROBE_INTERVAL_S / 10)
+    bench.measure(short, owner="torch")  # first visit: settles and probes
+    assert quiet.calls == 1
+    bench.measure(short, owner="torch")
+    bench.measure(short, owner="torch")
+    assert quiet.calls == 1  # the pool still spinning is the one these visits use
+    bench.measure(short, owner="mindspore")
+    assert quiet.calls == 2  # another framework: wait for torch's pool to go quiet
+    bench.measure(short, owner=None)
+    bench.measure(short, owner=None)
+    assert quiet.calls == 4  # no owner: always settle
+    clock.now += PROBE_INTERVAL_S
+    bench.measure(short, owner=None)
+    bench.measure(short, owner="mindspore")
+    clock.now += PROBE_INTERVAL_S
+    calls = quiet.calls
+    bench.measure(short, owner="mindspore")  # same owner, but a probe is due: settle before it
+    assert quiet.calls == calls + 1 and prober.calls == 3
+
+
+def test_later_rounds_visit_one_backends_cases_after_anothers() -> None:
+    groups = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+    owners = ["cpp", "torch", "tf"] * 4
+    order = visit_order(groups, 3, seed=2, owners=owners)
+    for r in order[1:]:
+        assert sorted(r) == list(range(12))
+        runs = [owners[i] for i in r]
+        switches = sum(a != b for a, b in itertools.pairwise(runs))
+        assert switches == 2  # three blocks
+    assert order[1] != order[2]
+    assert [owners[i] for i in order[0]] != [owners[i] for i in order[1]]
 
 
 # --- contention
@@ -230,6 +328,24 @@ def test_the_monitor_warns_in_the_header_when_a_window_was_contended() -> None:
     assert w["contended"] and w["others_share"] == pytest.approx(0.3)
     env = mon.finish()
     assert len(env["warnings"]) == 1 and "contended" in env["warnings"][0]
+
+
+def test_visits_too_short_to_judge_alone_are_judged_together() -> None:
+    short = {"wall_s": 0.038, "others_share": 0.45, "steal_share": 0.0, "contended": False}
+    quiet = {"wall_s": 0.038, "others_share": 0.02, "steal_share": 0.0, "contended": False}
+    assert MIN_WINDOW_S > 0.038
+    together = pooled([short, short, short])
+    assert together is not None and together["contended"] and together["others_share"] == pytest.approx(0.45)
+    pooled_quiet = pooled([quiet, quiet, quiet])
+    assert pooled_quiet is not None and not pooled_quiet["contended"]
+    assert pooled([{"available": False}]) is None
+    rounds = [visit([1.0, 1.01]) for _ in range(3)]
+    for v in rounds:
+        v.contention = dict(short)
+    assert "contended" in combine(rounds).flags
+    mon = Monitor([0, 1], read=lambda cpus: CpuTimes(0.0, 0.0, 0.0, 0.0))
+    warning = mon.finish(contended_cases=3)["warnings"][0]
+    assert "3 case(s) flagged contended" in warning and "other processes used our CPUs" in warning
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")

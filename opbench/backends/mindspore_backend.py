@@ -4,7 +4,8 @@ where MindSpore reports them available (neither has run yet: no such machine was
 
 MindSpore's PyNative CPU execution is asynchronous and `mindspore.runtime.synchronize()` does not
 support the CPU, so the adapter calls `runtime.launch_blocking()`: every op returns only once it has
-finished, and the clock can stop right after the loop.
+finished, and the clock can stop right after the loop. Its two runtime threads are pinned one per CPU
+(`details.thread_placement`): left to the scheduler they sometimes share a CPU for a whole process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import numpy as np
 
 from opbench.backends.base import Backend, Prepared, event_timed, host_timed
 from opbench.errors import BackendUnavailable
+
+# MindSpore 2.10's CPU runtime threads: the actor that runs a PyNative op, and its kernel pool.
+MS_THREADS = ("ActorThread", "KernelThread")
 
 
 class _MindSporeCase(Prepared):
@@ -110,9 +114,26 @@ class MindSporeBackend(Backend):
             "thread_note": note
             or "MindSpore 2.10's CPU kernels ignore threads_num; the process CPU affinity bounds them",
         }
+        if target == "CPU":
+            # The runtime's threads start with the first op; place them one per CPU (machine.spread_threads).
+            ms.ops.add(ms.Tensor(np.ones(4, np.float32)), 1.0).asnumpy()
+            self._place_threads()
+
+    def _place_threads(self) -> None:
+        from opbench.machine import spread_threads
+
+        placed = spread_threads(MS_THREADS)
+        if placed:
+            self._details["thread_placement"] = {
+                "pinned": placed,
+                "why": "one MindSpore runtime thread per CPU: left to the scheduler, the two sometimes "
+                "share a CPU and the op runs up to 1.6x slower for the rest of the process",
+            }
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         ms = self._ms
+        if self._events is None and "thread_placement" in self._details:
+            self._place_threads()  # a runtime thread started since setup is placed too
         t = {k: ms.Tensor(v) for k, v in inputs.items()}
         details = dict(self._details)
 

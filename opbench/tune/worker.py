@@ -79,6 +79,7 @@ def _serve(proto: Any) -> None:
                     )
 
                 visit = bench.measure(run, dtype=dtype)
+                bench.finish()  # the probe after, now: the trial's answer carries its machine speed
                 c = combine([visit])
                 answer = {
                     "status": "ok",
