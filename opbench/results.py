@@ -14,6 +14,9 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   `rel_spread_rounds`, `dropped_rounds`, `first_call`; flags `drifting`, `throttled`,
                   `contended`; header `environment` (contention, load, frequency, `warnings`, probe summary)
                   and machine `identity` / `identity_key`.
+                  Same day, same fields: a probe in `time.per_round[].probes.after` is now the next probe
+                  taken on a settled machine, its `age_s` the seconds from the visit's end to it (before:
+                  from the probe to the visit's start); the mindspore backend's `details.thread_placement`.
 """
 
 from __future__ import annotations

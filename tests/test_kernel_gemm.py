@@ -196,3 +196,41 @@ def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
     assert narrow["nr"] <= nr and (narrow["nr"] < nr) == (isa != "ref")
     wide = _core.kernel_info(isa, 4096)
     assert {k: wide[k] for k in ("nr", "tile_k")} == {"nr": nr, "tile_k": info["tile_k"]}
+
+
+def _pool_workers() -> list[int]:
+    out = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                if f.read().strip() == "opbench-pool":
+                    out.append(int(task))
+        except OSError:
+            continue
+    return out
+
+
+def _current_cpu() -> int:
+    with open("/proc/thread-self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs CPU affinity (Linux)")
+def test_the_pools_worker_runs_on_another_cpu_than_the_caller() -> None:
+    """Left to the scheduler, our worker and the calling thread sometimes shared one CPU of two for a whole
+    process (a 40 us convolution took up to 1.1 ms): the pool pins its workers to the other CPUs, around
+    the CPU the caller is on at each call."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    a = np.ones((64, 64), np.float32)
+    apart = 0
+    for _ in range(5):
+        kernels.gemm(a, a, threads=2)
+        here = _current_cpu()
+        workers = _pool_workers()
+        assert workers, "no opbench-pool thread found"
+        pinned = os.sched_getaffinity(workers[0])
+        assert len(pinned) == 1 and pinned <= set(cpus)  # one CPU of ours, not the scheduler's choice
+        apart += here not in pinned  # (the caller may have moved since the call)
+    assert apart >= 1

@@ -4,6 +4,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace opbench {
 
@@ -44,7 +48,37 @@ void ThreadPool::grow(int n_workers) {
     // could start late, see the new generation as already seen and sleep through its first job.
     const uint64_t start = generation_.load(std::memory_order_acquire);
     workers_.emplace_back([this, tid, start] { worker_loop(tid, start); });
+#if defined(__linux__)
+    pthread_setname_np(workers_.back().native_handle(), "opbench-pool");
+#endif
   }
+}
+
+void ThreadPool::place(int n_workers) {
+#if defined(__linux__)
+  const int here = sched_getcpu();
+  if (here < 0 || (here == placed_for_cpu_ && n_workers == placed_workers_)) return;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;  // the calling thread's CPUs
+  std::vector<int> others;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed) && c != here) others.push_back(c);
+  }
+  // More workers than other CPUs (threads > CPUs): the scheduler spreads them better than pins would.
+  const bool pin = CPU_ISSET(here, &allowed) && n_workers <= static_cast<int>(others.size());
+  for (int k = 0; k < static_cast<int>(workers_.size()); ++k) {
+    cpu_set_t set = allowed;
+    if (pin && k < n_workers) {
+      CPU_ZERO(&set);
+      CPU_SET(others[k], &set);
+    }
+    pthread_setaffinity_np(workers_[k].native_handle(), sizeof(set), &set);
+  }
+  placed_for_cpu_ = here;
+  placed_workers_ = n_workers;
+#else
+  (void)n_workers;
+#endif
 }
 
 void ThreadPool::worker_loop(int tid, uint64_t seen) {
@@ -80,6 +114,7 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
   grow(n - 1);
+  place(n - 1);
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;

@@ -1,5 +1,8 @@
 // A persistent pool that runs one parallel job at a time; workers spin briefly between jobs, then sleep,
 // so back-to-back calls start fast and an idle pool does not steal cores from other libraries being timed.
+// On Linux the workers ("opbench-pool") are pinned to CPUs other than the one the calling thread is on,
+// re-placed when the caller moves: left to the scheduler, worker and caller sometimes shared one CPU of
+// two for a whole process, and a 40 us convolution took 80 us to 1.1 ms there.
 #pragma once
 
 #include <atomic>
@@ -25,6 +28,7 @@ class ThreadPool {
  private:
   ThreadPool() = default;
   void grow(int n_workers);
+  void place(int n_workers);
   void worker_loop(int tid, uint64_t seen);
 
   std::mutex run_mu_;  // one job at a time
@@ -36,6 +40,8 @@ class ThreadPool {
   int active_ = 0;
   const std::function<void(int)>* job_ = nullptr;
   bool stop_ = false;
+  int placed_for_cpu_ = -1;  // the caller's CPU the workers were placed around (place())
+  int placed_workers_ = 0;
 };
 
 // Sense-reversing barrier for the participants of one job: spins with pause, yields when oversubscribed.
