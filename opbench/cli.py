@@ -589,7 +589,7 @@ def _run_sweeps(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from opbench import machine, peak, sweep
+    from opbench import machine, peak, sweep, visits
     from opbench.display import print_summary
     from opbench.machine import utc_stamp
     from opbench.results import ResultsWriter
@@ -611,7 +611,7 @@ def _run_sweeps(
         if first.device != "cpu" and all(st.reason for st in states.values()):
             reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
             raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
-        history = sweep.SpeedHistory()
+        history = visits.SpeedHistory()
         # One in-run reference for the whole command (its probe budget and best values shared); each
         # results file gets its own contention monitor, whose findings go into its header.
         reference = sweep.make_reference(first)
