@@ -136,8 +136,9 @@ class Bench:
         m = (timer or self.timer).measure(run, flush)
         ended = ref.clock() if ref else 0.0
         contention = self.monitor.end(window) if self.monitor else {}
-        visit = Visit(m, settle_s, before, contention=contention, started_s=started, ended_s=ended)
-        visit.dtype = dtype
+        visit = Visit(
+            m, settle_s, before, contention=contention, started_s=started, ended_s=ended, dtype=dtype
+        )
         if ref is not None:
             visit.basis = "triad" if memory_bound else "fma"
             visit.machine_speed = speed_of(visit, ref)  # on the probe before, until the probe after comes
