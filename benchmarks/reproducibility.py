@@ -4,13 +4,14 @@ Runs the default `opbench sweep gemm`, `sweep conv` and `sweep lstm` three times
 then once more while this script keeps a competing process busy on one of the sweep's CPUs for the whole
 run (and ends it afterwards). Prints, over the cases measured (status ok) in all three quiet runs:
 
-- the share whose utilization agrees across the three runs within 5 percentage points (target >= 90%);
+- the share whose utilization agrees across the three runs within 5 percentage points (target >= 90%),
+  and that share among the cases no run flagged `apart` (our vCPUs placed apart by the hypervisor);
 - the share whose medians agree within max(2 x spread, 3%) for every pair of runs (spread: the larger of
   the within-round IQR and the between-round spread, relative to the median);
 - every case whose medians differ by more than 15% between two runs with no trust flag (unstable, noisy,
-  drifting, throttled, contended, single_sample) in any run: a "silent disagreement" (target: none);
+  drifting, throttled, apart, contended, single_sample) in any run: a "silent disagreement" (target: none);
 - the share of the contended run's cases flagged `contended`, and its header warnings;
-- each run's wall time and the in-run probes' share of it.
+- each run's wall time, the in-run probes' share of it and how many hand-off probes found our CPUs apart.
 
     python benchmarks/reproducibility.py [--runs 3] [--ops gemm,conv,lstm] [--out DIR] [-- SWEEP ARGS]
 """
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TRUST_FLAGS = {"unstable", "noisy", "drifting", "throttled", "contended", "single_sample"}
+TRUST_FLAGS = {"unstable", "noisy", "drifting", "throttled", "apart", "contended", "single_sample"}
 UTIL_POINTS = 0.05
 MEDIAN_FLOOR = 0.03
 SILENT = 0.15
@@ -100,6 +101,7 @@ def main() -> int:
     print(f"machine: {cpu_model()}, {identity_label(docs[ops[0]][0]['machine'].get('identity'))}, "
           f"{os.cpu_count()} CPUs; results under {base}")  # fmt: skip
     total = util_ok = med_ok = 0
+    clear = clear_ok = 0  # cases with no `apart` flag in any run
     silent: list[str] = []
     util_spreads: list[float] = []
     for op in ops:
@@ -112,6 +114,9 @@ def main() -> int:
             if len(utils) == len(rs):
                 util_spreads.append(max(utils) - min(utils))
                 util_ok += max(utils) - min(utils) <= UTIL_POINTS
+                if not any("apart" in r["flags"] for r in rs):
+                    clear += 1
+                    clear_ok += max(utils) - min(utils) <= UTIL_POINTS
             agree = True
             for a, b in itertools.combinations(rs, 2):
                 ma, mb = a["time"]["median_s"], b["time"]["median_s"]
@@ -126,6 +131,8 @@ def main() -> int:
     print(f"utilization agrees within {100 * UTIL_POINTS:.0f} points: {util_ok}/{total} = "
           f"{100 * util_ok / max(total, 1):.1f}% (target >= 90%); "
           f"largest disagreement {100 * max(util_spreads or [0]):.1f} points")  # fmt: skip
+    print(f"  of the {clear} case(s) with no run flagging them apart: {clear_ok}/{clear} = "
+          f"{100 * clear_ok / max(clear, 1):.1f}%")  # fmt: skip
     print(f"medians agree within max(2 x spread, 3%): {med_ok}/{total} = {100 * med_ok / max(total, 1):.1f}%")
     print(f"silent disagreements (> {100 * SILENT:.0f}% apart, no flag in any run): {len(silent)}")
     for line in silent:
@@ -141,6 +148,13 @@ def main() -> int:
     for op in ops:
         shares = [(d.get("environment") or {}).get("reference", {}).get("share_of_run") for d in docs[op]]
         speeds = sorted(r["machine_speed"] for d in docs[op] for r in d["records"] if r.get("machine_speed"))
+        placement = []
+        for d in docs[op]:
+            seen = (d.get("environment") or {}).get("reference", {}).get("handoff_apart") or {}
+            if seen.get("probes"):
+                placement.append(f"{seen['probes_apart']}/{seen['probes']}")
+        if placement:
+            print(f"{op}: hand-off probes with our CPUs apart, per run: {', '.join(placement)}")
         print(f"{op}: wall {', '.join(f'{w:.1f}' for w in walls[op])} s; probes "
               f"{', '.join(f'{100 * s:.1f}%' for s in shares if s is not None)} of the run; machine speed "
               f"{100 * speeds[0]:.0f}-{100 * speeds[-1]:.0f}%" if speeds else "")  # fmt: skip

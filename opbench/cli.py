@@ -566,7 +566,7 @@ def _environment(writer: Any, bench: Any) -> None:
     """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
     and this run's best probes into the machine's cache; also after an interrupt."""
     from opbench import peak
-    from opbench.reference import THROTTLED_SPEED
+    from opbench.reference import THROTTLED_SPEED, apart_warning
 
     contended = sum("contended" in r.get("flags", []) for r in writer.doc["records"])
     env = bench.monitor.finish(contended_cases=contended)
@@ -579,6 +579,9 @@ def _environment(writer: Any, bench: Any) -> None:
                 f"{throttled} case(s) measured only while the machine ran below "
                 f"{100 * THROTTLED_SPEED:.0f}% of its best in-run probe: flagged throttled"
             )
+        apart = sum("apart" in r.get("flags", []) for r in writer.doc["records"])
+        if apart:
+            env["warnings"].append(apart_warning(apart, bench.reference))
     writer.doc["environment"] = env
     writer.flush()
 

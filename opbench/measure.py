@@ -17,8 +17,10 @@ record's time block, reference, machine_speed and flags:
 - `drifting`: two kept rounds whose interquartile ranges do not overlap and whose medians differ by more
   than DRIFT_MIN_REL.
 - `throttled`: every round ran below reference.THROTTLED_SPEED of the machine's best (a throttled round is
-  dropped when the case has rounds that were not and it ran slower than they did, and measured again
-  later in the run when it has none).
+  dropped when the case has rounds that were not and it ran more than DRIFT_MIN_REL slower than they did,
+  and measured again later in the run when it has none).
+- `apart`: every round ran while our CPUs' hand-off took more than reference.APART_FACTOR x its best (the
+  hypervisor had placed our vCPUs apart); such rounds are dropped and retried as throttled ones are.
 - `contended`: another process (or the hypervisor, as steal) used at least contention.CONTENDED_SHARE of
   our CPUs during a kept round, or during the kept rounds together (contention.pooled: rounds too short
   to judge alone).
@@ -36,7 +38,7 @@ from typing import Any
 from opbench.contention import Monitor, pooled
 from opbench.machine import wait_until_quiet
 from opbench.measurement import Measurement, stability_class
-from opbench.reference import THROTTLED_SPEED, InRunReference, Probe
+from opbench.reference import APART_FACTOR, THROTTLED_SPEED, InRunReference, Probe
 from opbench.timing import RunFn, Timer
 
 # Before timing, wait at most this long for other threads of the process (BLAS or framework pools still
@@ -56,6 +58,7 @@ class Visit:
     after: dict[str, Probe] = field(default_factory=dict)
     basis: str | None = None  # which probe machine_speed rests on: "fma" or "triad"
     machine_speed: float | None = None
+    handoff_ratio: float | None = None  # the hand-off probe over its best (>= 1; None without that probe)
     contention: dict[str, Any] = field(default_factory=dict)
     started_s: float = 0.0  # the reference clock when timing began and ended (for probe ages)
     ended_s: float = 0.0
@@ -69,6 +72,15 @@ class Visit:
     @property
     def throttled(self) -> bool:
         return self.machine_speed is not None and self.machine_speed < THROTTLED_SPEED
+
+    @property
+    def apart(self) -> bool:
+        return self.handoff_ratio is not None and self.handoff_ratio > APART_FACTOR
+
+    @property
+    def slowed(self) -> bool:
+        """Ran on a machine below its best: throttled, or with our CPUs apart."""
+        return self.throttled or self.apart
 
     @property
     def contended(self) -> bool:
@@ -85,6 +97,8 @@ class Visit:
             "triad_gbs": self.reference("triad"),
             "machine_speed": self.machine_speed,
             "throttled": self.throttled,
+            "handoff_ns": self.reference("handoff"),
+            "apart": self.apart,
             # age_s: how long before the visit began (before) or after it ended (after) the probe ran
             "probes": {
                 "before": {k: p.to_dict(self.started_s, before=True) for k, p in self.before.items()},
@@ -122,8 +136,8 @@ class Bench:
     ) -> Visit:
         """Time `run`. `owner` names the code it runs (a backend): consecutive visits of one owner skip the
         settling between them (a pool still spinning is the one the next visit uses); None always settles."""
-        kinds = ("fma", "triad") if memory_bound else ("fma",)
         ref = self.reference
+        kinds = ref.kinds(memory_bound) if ref is not None else ()
         due = ref is not None and ref.due(kinds, dtype)
         settle_s = 0.0
         if owner is None or owner != self._owner or due:
@@ -141,7 +155,7 @@ class Bench:
         )
         if ref is not None:
             visit.basis = "triad" if memory_bound else "fma"
-            visit.machine_speed = speed_of(visit, ref)  # on the probe before, until the probe after comes
+            rate(visit, ref)  # on the probe before, until the probe after comes
             self._pending.append(visit)
         self._owner = owner
         return visit
@@ -169,20 +183,29 @@ class Bench:
             probes = {k: ref.last.get(ref.key(k, v.dtype)) for k in v.before}
             if all(p is not None and p.at_s >= v.ended_s for p in probes.values()):
                 v.after = {k: p for k, p in probes.items() if p is not None}
-                v.machine_speed = speed_of(v, ref)
+                rate(v, ref)
             else:
                 waiting.append(v)
         self._pending = waiting
 
 
-def speed_of(visit: Visit, ref: InRunReference) -> float | None:
-    """The visit's reference over the best of that probe this machine has shown (now)."""
-    if visit.basis is None:
+def rate(visit: Visit, ref: InRunReference) -> None:
+    """Set the visit's machine_speed and hand-off ratio against the best probes this machine has shown
+    (now: at the end of a run, against the best of the whole run)."""
+    visit.machine_speed = _against_best(visit, visit.basis, ref)
+    speed = _against_best(visit, "handoff", ref)
+    visit.handoff_ratio = 1.0 / speed if speed else None
+
+
+def _against_best(visit: Visit, kind: str | None, ref: InRunReference) -> float | None:
+    """The mean of the visit's probes of `kind` against the best of that probe: 1.0 at the best."""
+    if kind is None:
         return None
-    value = visit.reference(visit.basis)
-    probe = visit.after.get(visit.basis) or visit.before.get(visit.basis)
-    best = ref.best.get(probe.key) if probe else None
-    return value / best if value is not None and best else None
+    value = visit.reference(kind)
+    probe = visit.after.get(kind) or visit.before.get(kind)
+    if value is None or probe is None:
+        return None
+    return ref.speed(Probe(kind, probe.key, value, probe.at_s))
 
 
 def drifting(visits: list[Visit]) -> bool:
@@ -216,14 +239,17 @@ class Combined:
 def combine(visits: list[Visit]) -> Combined:
     if not visits:
         raise ValueError("combine() needs at least one visit")
-    fine = [v for v in visits if not v.throttled]
+    fine = [v for v in visits if not v.slowed]
     kept = fine or visits
     if fine:
-        # A throttled round is dropped only when it also ran slower than the others: one that ran as fast
-        # says the slowdown the probe saw did not reach this case, and dropping it would hide how far the
-        # case's rounds disagree (seen: 5.7 ms on a "75%" round, 6.9 and 7.1 ms on "93%" rounds).
+        # A throttled (or apart) round is dropped only when it also ran slower than the others, by more than
+        # DRIFT_MIN_REL: one that ran as fast says the slowdown the probe saw did not reach this case, and
+        # dropping it would hide how far the case's rounds disagree (seen: 5.7 ms on a "75%" round, 6.9 and
+        # 7.1 ms on "93%" rounds). Dropping every slowed round slower by any amount left 83 of 497 cases
+        # of one run with one round of three, its spread unknown: a MindSpore LSTM kept a 4.33 ms round
+        # beside a dropped 4.44 ms one, called itself stable, and the next runs read 3.56 and 3.66 ms.
         typical = statistics.median(v.measurement.median_s for v in fine)
-        kept = [v for v in visits if not v.throttled or v.measurement.median_s <= typical]
+        kept = [v for v in visits if not v.slowed or v.measurement.median_s <= typical * (1 + DRIFT_MIN_REL)]
     samples = tuple(s for v in kept for s in v.measurement.samples_s)
     first = kept[0].measurement
     m = Measurement(
@@ -252,8 +278,10 @@ def combine(visits: list[Visit]) -> Combined:
         flags.append(time["stability"])
     if len(kept) > 1 and drifting(kept):
         flags.append("drifting")
-    if not fine:
+    if not fine and any(v.throttled for v in kept):
         flags.append("throttled")
+    if not fine and any(v.apart for v in kept):
+        flags.append("apart")
     together = pooled([v.contention for v in kept])
     if any(v.contended for v in kept) or (together is not None and together["contended"]):
         flags.append("contended")
@@ -262,9 +290,11 @@ def combine(visits: list[Visit]) -> Combined:
     if any(v.basis for v in kept):
         fma = [x for v in kept if (x := v.reference("fma")) is not None]
         triad = [x for v in kept if (x := v.reference("triad")) is not None]
+        handoff = [x for v in kept if (x := v.reference("handoff")) is not None]
         reference = {
             "basis": kept[0].basis,
             "fma_gflops": statistics.median(fma) if fma else None,
             "triad_gbs": statistics.median(triad) if triad else None,
+            "handoff_ns": statistics.median(handoff) if handoff else None,
         }
     return Combined(m, time, flags, statistics.median(speeds) if speeds else None, reference)

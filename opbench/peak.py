@@ -132,7 +132,10 @@ def best_probe(key: str) -> float | None:
 
 
 def record_best_probes(values: dict[str, float]) -> None:
-    """Raise the cached best probe of each key to `values` where higher (under the cache lock)."""
+    """Raise the cached best probe of each key to `values` where better (higher; lower for a latency such
+    as the hand-off), under the cache lock."""
+    from opbench.reference import InRunReference
+
     path = _cache_dir() / "peaks.json"
     fp = machine_fingerprint()
     from filelock import FileLock, Timeout
@@ -145,7 +148,7 @@ def record_best_probes(values: dict[str, float]) -> None:
             changed = False
             for key, value in values.items():
                 old_value = _probe_value(entries.get(f"best-probe/{key}"))
-                if old_value is None or value > old_value:
+                if InRunReference.better(key, value, old_value):
                     entries[f"best-probe/{key}"] = {"value": {"value": value}, "measured_utc": utc_now()}
                     changed = True
             if changed:

@@ -14,12 +14,20 @@ moment rather than against a peak cached on another day.
 - machine_speed = the probe / the best value of the same probe this machine has shown (cached per machine
   by peak.py, raised at the end of every run). A visit below THROTTLED_SPEED is measured again later in
   the run, or flagged `throttled`.
+- The hand-off probe (threads > 1, two CPUs or more) times a cache line's round trip between the caller
+  and our pool's worker on another CPU. Lower is better; its best is the lowest. A visit whose hand-off
+  took more than APART_FACTOR x the best ran while the hypervisor had placed our vCPUs apart (other CCDs
+  or sockets): on a 2-vCPU Zen 5 guest the round trip read ~50 ns or 400-1000 ns for tens of seconds at a
+  time, and an LSTM ran 1.4-1.8x slower in the second state while the FMA probe read the same (its
+  correlation with the LSTM's speed: 0.1; the hand-off's: 0.7). Such a visit is treated as a throttled
+  one (dropped when slower than the case's other rounds, measured again later) and flagged `apart`.
 - Probes cost at most PROBE_SHARE of the run's wall time: when a new probe would exceed it, the last value
   of that probe is reused (its age is recorded).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -28,6 +36,12 @@ from typing import Any, Protocol
 
 # A visit whose probe ran below this share of the best probe this machine has shown ran on a slow machine.
 THROTTLED_SPEED = 0.85
+# A visit whose hand-off probe took more than this many times the best one ran with our CPUs placed apart.
+APART_FACTOR = 3.0
+HANDOFF_ROUND_TRIPS = 2000  # per block: 0.1 ms near, ~1-2 ms apart
+HANDOFF_REPEATS = 3  # median of
+# Probes whose best is the lowest value (a latency), not the highest.
+LOWER_IS_BETTER = frozenset({"handoff"})
 # Probes may take at most this share of the run's wall time.
 PROBE_SHARE = 0.10
 FMA_PROBE_MIN_S = 0.004  # one repeat of the FMA loop
@@ -49,6 +63,10 @@ class Prober(Protocol):
     def triad(self, threads: int) -> float: ...  # GB/s
 
     def fma_key(self, dtype: str) -> str: ...  # which loop a dtype's FMA probe runs
+
+    def handoff(self) -> float: ...  # ns per round trip between two of our CPUs
+
+    def can_handoff(self) -> bool: ...  # whether the process has two CPUs to pass a line between
 
 
 class NativeProber:
@@ -76,12 +94,24 @@ class NativeProber:
         elements = min(TRIAD_PROBE_MAX_ELEMENTS, max(TRIAD_PROBE_MIN_ELEMENTS, 2 * l3 // 8))
         return float(_core.stream_triad(threads, elements, TRIAD_PROBE_REPEATS))
 
+    def handoff(self) -> float:
+        from opbench import _core
+
+        return float(_core.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS))
+
+    def can_handoff(self) -> bool:
+        return (
+            len(os.sched_getaffinity(0)) >= 2
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1) >= 2
+        )
+
 
 @dataclass
 class Probe:
-    kind: str  # "fma" or "triad"
+    kind: str  # "fma", "triad" or "handoff"
     key: str  # e.g. "fma/fp32/2"
-    value: float  # GFLOPS (fma) or GB/s (triad)
+    value: float  # GFLOPS (fma), GB/s (triad) or ns per round trip (handoff)
     at_s: float  # clock time it was taken
     reused: bool = False  # an earlier probe's value, reused to keep probes under PROBE_SHARE
 
@@ -110,12 +140,28 @@ class InRunReference:
         self.probes = 0
         self.reused = 0
         self.last: dict[str, Probe] = {}
+        self.history: list[Probe] = []  # every probe taken (not reused), in order
         self.run_best: dict[str, float] = {}
+        self._handoff = self.prober.can_handoff()
 
     def key(self, kind: str, dtype: str) -> str:
-        return (
-            f"fma/{self.prober.fma_key(dtype)}/{self.threads}" if kind == "fma" else f"triad/{self.threads}"
-        )
+        if kind == "fma":
+            return f"fma/{self.prober.fma_key(dtype)}/{self.threads}"
+        return "handoff" if kind == "handoff" else f"triad/{self.threads}"
+
+    def kinds(self, memory_bound: bool) -> tuple[str, ...]:
+        """The probes a visit takes: the FMA loop, the triad where memory-bound, the hand-off where the
+        case runs on more than one thread and the process has two CPUs."""
+        kinds: tuple[str, ...] = ("fma", "triad") if memory_bound else ("fma",)
+        if self.threads > 1 and self._handoff:
+            kinds += ("handoff",)
+        return kinds
+
+    @staticmethod
+    def better(key: str, value: float, than: float | None) -> bool:
+        if than is None:
+            return True
+        return value < than if key in LOWER_IS_BETTER else value > than
 
     def _best_known(self, key: str) -> float | None:
         if key not in self.best and self.load_best is not None:
@@ -158,26 +204,31 @@ class InRunReference:
             self.reused += 1
             return Probe(kind, key, last.value, last.at_s, reused=True)
         t0 = self.clock()
-        value = (
-            self.prober.fma("fp16" if "fp16" in key else "fp32", self.threads)
-            if kind == "fma"
-            else (self.prober.triad(self.threads))
-        )
+        if kind == "fma":
+            value = self.prober.fma("fp16" if "fp16" in key else "fp32", self.threads)
+        elif kind == "handoff":
+            value = self.prober.handoff()
+        else:
+            value = self.prober.triad(self.threads)
         t1 = self.clock()
         self.probe_s += t1 - t0
         self.probes += 1
         probe = Probe(kind, key, float(value), t1)
         self.last[key] = probe
+        self.history.append(probe)
         self._best_known(key)
-        if value > self.best.get(key, 0.0):
+        if self.better(key, value, self.best.get(key)):
             self.best[key] = float(value)
-        if value > self.run_best.get(key, 0.0):
+        if self.better(key, value, self.run_best.get(key)):
             self.run_best[key] = float(value)
         return probe
 
     def speed(self, probe: Probe) -> float | None:
+        """The probe against the best of its kind, 1.0 at the best and lower when slower."""
         best = self._best_known(probe.key)
-        return probe.value / best if best else None
+        if not best or probe.value <= 0:
+            return None
+        return best / probe.value if probe.key in LOWER_IS_BETTER else probe.value / best
 
     def memory_bound(self, arithmetic_intensity: float, min_bytes: int, l3_bytes: int, dtype: str) -> bool:
         """Whether a case is memory-bound by its arithmetic intensity (below the machine balance) and its
@@ -187,6 +238,12 @@ class InRunReference:
         if not fma or not triad or min_bytes <= l3_bytes:
             return False
         return arithmetic_intensity < fma / triad
+
+    def apart_probes(self) -> tuple[int, int]:
+        """(hand-off probes over APART_FACTOR x the best, hand-off probes taken) in this run."""
+        best = self.best.get("handoff")
+        seen = [p.value for p in self.history if p.kind == "handoff"]
+        return sum(1 for v in seen if best and v > APART_FACTOR * best), len(seen)
 
     def summary(self) -> dict[str, Any]:
         elapsed = self.clock() - self.started_s
@@ -201,4 +258,26 @@ class InRunReference:
             "fma_probe": f"FMA loop, median of {FMA_PROBE_REPEATS} x {FMA_PROBE_MIN_S * 1e3:g} ms",
             "triad_probe": f"triad, best of {TRIAD_PROBE_REPEATS}, 2 x L3 per array "
             f"({TRIAD_PROBE_MIN_ELEMENTS}..{TRIAD_PROBE_MAX_ELEMENTS} doubles)",
+            "handoff_probe": (
+                f"cache-line round trip between the caller and the pool's worker on another CPU, median of "
+                f"{HANDOFF_REPEATS} x {HANDOFF_ROUND_TRIPS}"
+                if self.threads > 1 and self._handoff
+                else None
+            ),
+            "apart_above": APART_FACTOR,
+            "handoff_apart": dict(zip(("probes_apart", "probes"), self.apart_probes(), strict=True)),
         }
+
+
+def apart_warning(cases: int, ref: InRunReference) -> str:
+    """The header's line for `cases` flagged `apart`, with the hand-off this run saw and its best."""
+    slow, seen = ref.apart_probes()
+    best = ref.best.get("handoff")
+    told = f"{slow} of {seen} hand-off probes" if seen else "its hand-off probes"
+    return (
+        f"{cases} case(s) measured only while our CPUs sat apart ({told} over {APART_FACTOR:g}x the best, "
+        f"{best:.0f} ns: the hypervisor placed our vCPUs on distant cores): flagged apart; cases that pass "
+        "data between threads often (recurrences, small parallel ops) run slower there"
+        if best
+        else f"{cases} case(s) measured only while our CPUs sat apart: flagged apart"
+    )

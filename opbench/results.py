@@ -17,6 +17,9 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   Same day, same fields: a probe in `time.per_round[].probes.after` is now the next probe
                   taken on a settled machine, its `age_s` the seconds from the visit's end to it (before:
                   from the probe to the visit's start); the mindspore backend's `details.thread_placement`.
+  4 (2026-11-23): the hand-off probe (reference.py): `reference.handoff_ns`, `time.per_round[].handoff_ns`
+                  and `.apart`, flag `apart` (every round ran while our vCPUs sat apart), header
+                  `environment.reference.handoff_probe` and `apart_above`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from opbench.escape import csv_text
 from opbench.files import atomic_write_text, json_text, reserve
 from opbench.machine import utc_now
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

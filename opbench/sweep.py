@@ -19,7 +19,7 @@ from opbench.backends import BACKENDS, Backend
 from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable
 from opbench.machine import allowed_cpus
-from opbench.measure import Bench, speed_of
+from opbench.measure import Bench, rate
 from opbench.ops import get_op
 from opbench.reference import InRunReference
 from opbench.timing import Timer, TimerConfig
@@ -299,10 +299,9 @@ def run_sweep(
             start(case, r)
             later_visit(cfg, states[case.backend], case, bench, timer)
             report(case)
-    # A case whose every round ran on a throttled machine is measured once more (bounded).
-    retry = [
-        c for c in cases if not (c.finished or c.slow) and c.visits and all(v.throttled for v in c.visits)
-    ]
+    # A case whose every round ran on a throttled machine (or with our CPUs apart) is measured once more
+    # (bounded).
+    retry = [c for c in cases if not (c.finished or c.slow) and c.visits and all(v.slowed for v in c.visits)]
     for case in retry[: math.ceil(len(cases) / 4)]:
         start(case, len(case.visits))
         later_visit(cfg, states[case.backend], case, bench, timer)
@@ -313,5 +312,5 @@ def run_sweep(
     if bench.reference is not None:
         for case in cases:
             for v in case.visits:
-                v.machine_speed = speed_of(v, bench.reference)
+                rate(v, bench.reference)
         on_records([(c.index, case_record(c, peak_of(c))) for c in cases if c.visits])

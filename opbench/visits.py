@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine
 from opbench.ops import get_op
-from opbench.reference import THROTTLED_SPEED
+from opbench.reference import APART_FACTOR, THROTTLED_SPEED
 from opbench.timing import Timer
 
 if TYPE_CHECKING:
@@ -340,8 +340,9 @@ def case_record(case: Case, peak: dict[str, Any] | None) -> dict[str, Any]:
         )
     if c.time["dropped_rounds"]:
         rec["notes"].append(
-            f"rounds measured while the machine ran below {100 * THROTTLED_SPEED:.0f}% of its best in-run "
-            "probe were dropped (time.dropped_rounds)"
+            f"slower rounds measured while the machine ran below {100 * THROTTLED_SPEED:.0f}% of its best "
+            f"in-run probe, or while our CPUs sat apart (hand-off over {APART_FACTOR:g}x its best), were "
+            "dropped (time.dropped_rounds)"
         )
     rec["gflops"] = rec["flops"] / m.median_s / 1e9 if m.median_s > 0 else None
     rec["gflops_best"] = rec["flops"] / m.min_s / 1e9 if m.min_s > 0 else None

@@ -17,9 +17,9 @@ import pytest
 from conftest import FakeClock, run_cli
 
 from opbench.contention import CONTENDED_SHARE, MIN_WINDOW_S, CpuTimes, Monitor, pooled, shares
-from opbench.measure import DRIFT_MIN_REL, Bench, Visit, combine, drifting
+from opbench.measure import DRIFT_MIN_REL, Bench, Visit, combine, drifting, rate
 from opbench.measurement import Measurement
-from opbench.reference import PROBE_INTERVAL_S, THROTTLED_SPEED, InRunReference
+from opbench.reference import APART_FACTOR, PROBE_INTERVAL_S, THROTTLED_SPEED, InRunReference
 from opbench.sweep import round_timer, visit_order
 from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
 
@@ -27,8 +27,15 @@ from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
 class FakeProber:
     """Returns the queued values in turn (the last one forever), advancing the fake clock by `cost`."""
 
-    def __init__(self, values: list[float], clock: FakeClock | None = None, cost: float = 0.0) -> None:
+    def __init__(
+        self,
+        values: list[float],
+        clock: FakeClock | None = None,
+        cost: float = 0.0,
+        handoff: list[float] | None = None,
+    ) -> None:
         self.values, self.clock, self.cost, self.calls = list(values), clock, cost, 0
+        self.handoffs = list(handoff) if handoff is not None else None
 
     def fma_key(self, dtype: str) -> str:
         return "fp32"
@@ -44,6 +51,13 @@ class FakeProber:
 
     def triad(self, threads: int) -> float:
         return self._next()
+
+    def can_handoff(self) -> bool:
+        return self.handoffs is not None
+
+    def handoff(self) -> float:
+        assert self.handoffs is not None, "a hand-off probe taken where the prober has none"
+        return self.handoffs.pop(0) if len(self.handoffs) > 1 else self.handoffs[0]
 
 
 def visit(samples: list[float], speed: float | None = None, contended: bool = False) -> Visit:
@@ -128,6 +142,16 @@ def test_a_throttled_round_is_dropped_when_others_were_not() -> None:
     assert c.measurement.median_s == pytest.approx(1.0, rel=0.02)
 
 
+def test_a_throttled_round_slower_only_by_noise_is_kept() -> None:
+    """Dropping it would leave one round of three, its spread unknown."""
+    good = visit([1.0, 1.0, 1.01], speed=0.9)
+    near = visit([1.02, 1.03, 1.03], speed=THROTTLED_SPEED - 0.02)
+    far = visit([1.3, 1.3, 1.31], speed=THROTTLED_SPEED - 0.2)
+    c = combine([far, good, near])
+    assert c.time["dropped_rounds"] == 1 and c.time["rounds"] == 2
+    assert c.time["rel_spread_rounds"] > 0.01
+
+
 def test_a_throttled_round_that_ran_as_fast_is_kept_and_its_disagreement_shows() -> None:
     fast = visit([5.6, 5.7, 5.7], speed=THROTTLED_SPEED - 0.1)  # the probe said slow; the case was not
     slow = [visit([6.9, 6.95, 6.9], speed=0.93), visit([7.05, 7.1, 7.05], speed=0.94)]
@@ -149,6 +173,88 @@ def test_machine_speed_is_the_probe_over_the_best_this_machine_showed() -> None:
     v = bench.measure(lambda loops: 0.02 * loops)
     assert v.machine_speed == pytest.approx(0.5) and v.throttled
     assert v.reference("fma") == pytest.approx(50.0)
+
+
+def apart_visit(samples: list[float], ratio: float) -> Visit:
+    v = visit(samples, speed=1.0)
+    v.handoff_ratio = ratio
+    return v
+
+
+def test_a_round_run_with_our_cpus_apart_is_dropped_when_slower_and_flags_the_case_when_alone() -> None:
+    near = [apart_visit([1.0] * 5, 1.1), apart_visit([1.02] * 5, 1.0)]
+    c = combine([*near, apart_visit([1.6] * 5, APART_FACTOR * 3)])
+    assert c.time["dropped_rounds"] == 1 and c.measurement.median_s == pytest.approx(1.0, rel=0.03)
+    assert "apart" not in c.flags and "throttled" not in c.flags
+    # apart but as fast (a GEMM the placement does not reach): kept, so its rounds still count
+    c = combine([*near, apart_visit([1.01] * 5, APART_FACTOR * 3)])
+    assert c.time["dropped_rounds"] == 0
+    # every round apart: kept, flagged apart (not throttled: the FMA probe read full speed)
+    c = combine([apart_visit([1.6] * 5, 8.0), apart_visit([1.58] * 5, 9.0)])
+    assert c.flags == ["apart"] and c.time["dropped_rounds"] == 0
+    # just under the factor is not apart
+    assert not apart_visit([1.0], APART_FACTOR * 0.99).apart and apart_visit([1.0], APART_FACTOR * 1.01).apart
+
+
+def test_the_handoff_probe_runs_beside_multithreaded_cases_and_its_best_is_the_lowest() -> None:
+    clock = FakeClock()
+    prober = FakeProber([100.0], clock, handoff=[50.0, 400.0, 45.0])
+    ref = InRunReference(2, prober=prober, clock=clock, best={"fma/fp32/2": 100.0})
+    assert ref.kinds(False) == ("fma", "handoff") and ref.kinds(True) == ("fma", "triad", "handoff")
+    assert InRunReference(1, prober=prober, clock=clock).kinds(False) == ("fma",)  # one thread: no hand-off
+    assert InRunReference(2, prober=FakeProber([100.0]), clock=clock).kinds(False) == ("fma",)  # one CPU
+    bench = Bench(Timer(TimerConfig(min_samples=1, max_samples=1), clock=clock), ref, quiet=lambda s: 0.0)
+    near = bench.measure(run_for(clock, 0.01))
+    clock.now += PROBE_INTERVAL_S
+    apart = bench.measure(run_for(clock, 0.01))  # probes: hand-off 400 ns before it
+    clock.now += PROBE_INTERVAL_S
+    bench.finish()  # and 45 ns after it: the best so far
+    assert ref.best["handoff"] == 45.0 and ref.run_best["handoff"] == 45.0
+    # rated when its probe after came (best then 50 ns), and again against the run's best at its end
+    assert near.reference("handoff") == pytest.approx(225.0) and near.handoff_ratio == pytest.approx(4.5)
+    rate(near, ref)
+    assert near.handoff_ratio == pytest.approx(5.0)
+    assert near.apart and near.machine_speed == pytest.approx(1.0) and not near.throttled and near.slowed
+    assert apart.to_dict()["handoff_ns"] == pytest.approx(222.5) and apart.to_dict()["apart"] is True
+    c = combine([near, apart])
+    assert c.flags.count("apart") == 1 and c.reference is not None
+    assert c.reference["handoff_ns"] == pytest.approx(223.75)
+    assert ref.summary()["apart_above"] == APART_FACTOR and ref.summary()["handoff_probe"]
+
+
+def test_the_cached_best_handoff_is_lowered_never_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opbench import peak
+
+    monkeypatch.setenv("OPBENCH_CACHE_DIR", str(tmp_path))
+    peak.record_best_probes({"handoff": 60.0, "fma/fp32/2": 500.0})
+    peak.record_best_probes({"handoff": 400.0, "fma/fp32/2": 400.0})
+    assert peak.best_probe("handoff") == 60.0 and peak.best_probe("fma/fp32/2") == 500.0
+    peak.record_best_probes({"handoff": 45.0, "fma/fp32/2": 550.0})
+    assert peak.best_probe("handoff") == 45.0 and peak.best_probe("fma/fp32/2") == 550.0
+
+
+def test_the_real_handoff_probe_reads_a_latency_and_finishes_on_one_cpu() -> None:
+    """Between two CPUs it reads tens to thousands of ns; pinned to one CPU (caller and worker share it)
+    it still returns, by yielding, and the reference does not take it there."""
+    import subprocess
+    import sys
+
+    from opbench import _core
+    from opbench.reference import NativeProber
+
+    if NativeProber().can_handoff():
+        ns = _core.handoff_ns(200, 3)
+        assert 1.0 < ns < 1e6
+    code = (
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "from opbench import _core\nfrom opbench.reference import NativeProber\n"
+        "assert not NativeProber().can_handoff()\n"
+        "ns = _core.handoff_ns(20, 1)\nassert ns > 0, ns\nprint('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -> None:
@@ -497,3 +603,15 @@ def test_compare_still_finds_a_regression_on_a_steady_machine() -> None:
     # a slowdown beyond the machine's: still a regression
     res = compare(_doc(1.0, 200.0, 0.5), _doc(1.6, 200.0 / 1.2, 0.3), 0.05)
     assert res["rows"][0]["verdict"] == "regression"
+
+
+def test_compare_does_not_call_a_change_of_cpu_placement_a_regression() -> None:
+    from opbench.report.compare import compare
+
+    new = _doc(1.5, 200.0, 0.33)
+    new["records"][0]["flags"] = ["apart"]
+    row = compare(_doc(1.0, 200.0, 0.5), new, 0.05)["rows"][0]
+    assert row["verdict"] == "not comparable" and "apart in the new run" in row["note"]
+    old = _doc(1.0, 200.0, 0.5)
+    old["records"][0]["flags"] = ["apart"]
+    assert compare(old, new, 0.05)["rows"][0]["verdict"] == "regression"  # both apart: comparable

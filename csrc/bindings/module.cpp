@@ -597,6 +597,18 @@ PYBIND11_MODULE(_core, m) {
       "Best GB/s of a STREAM-like triad (24 bytes per element) on `threads` threads.");
 
   m.def(
+      "handoff_ns",
+      [](int64_t round_trips, int64_t repeats) {
+        check_range(round_trips, 1, 10000000, "round_trips");
+        check_range(repeats, 1, 100, "repeats");
+        py::gil_scoped_release release;
+        return measure_handoff_ns(round_trips, static_cast<int>(repeats));
+      },
+      py::arg("round_trips") = 2000, py::arg("repeats") = 3,
+      "Median round-trip time (ns) of a cache line between the caller and the pool's first worker, which "
+      "runs on another CPU where the affinity mask has one.");
+
+  m.def(
       "flush_cache",
       [](int64_t bytes) {
         if (bytes < 64) throw py::value_error("bytes must be >= 64");

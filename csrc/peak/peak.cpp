@@ -1,7 +1,9 @@
 // Runs the FMA-throughput loops on several threads at once and reports the best GFLOP/s.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "opbench/cpu.hpp"
@@ -119,6 +121,50 @@ double measure_triad_gbs(int threads, int64_t elements, int repeats) {
   volatile double sink = a[static_cast<size_t>(elements / 2)];
   (void)sink;
   return best;
+}
+
+double measure_handoff_ns(int64_t round_trips, int repeats) {
+  struct alignas(64) Line {
+    std::atomic<int64_t> value{0};
+  };
+  Line line;
+  std::vector<double> blocks;
+  using clock = std::chrono::steady_clock;
+  // Spin with pause, then yield: a partner that cannot run (one CPU) still gets there, slowly.
+  auto await = [](const std::atomic<int64_t>& v, int64_t want) {
+    for (int spins = 0; v.load(std::memory_order_acquire) != want; ++spins) {
+      if (spins < 100000) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  };
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    line.value.store(0, std::memory_order_relaxed);
+    double ns = 0.0;
+    ThreadPool::instance().run(2, [&](int tid) {
+      if (tid == 1) {
+        for (int64_t i = 0; i <= round_trips; ++i) {
+          await(line.value, 2 * i + 1);
+          line.value.store(2 * i + 2, std::memory_order_release);
+        }
+        return;
+      }
+      // One round trip first, untimed: the worker may still be waking up.
+      line.value.store(1, std::memory_order_release);
+      await(line.value, 2);
+      const auto t0 = clock::now();
+      for (int64_t i = 1; i <= round_trips; ++i) {
+        line.value.store(2 * i + 1, std::memory_order_release);
+        await(line.value, 2 * i + 2);
+      }
+      ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count() / static_cast<double>(round_trips);
+    });
+    blocks.push_back(ns);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  return blocks[blocks.size() / 2];
 }
 
 }  // namespace opbench

@@ -2,7 +2,9 @@
 --threshold, the two runs' interquartile ranges of per-call time do not overlap (so a noisy case is never
 called a regression because of its noise), and, where both runs carry an in-run reference (reference.py),
 the time normalised by the machine's speed changed by more than --threshold too: a case that got slower
-exactly as much as the machine's own probe did is not a change of the code."""
+exactly as much as the machine's own probe did is not a change of the code. A case measured with our CPUs
+apart (flag `apart`) in one run and not the other is not comparable: the placement alone moves a case
+that passes data between threads often by more than any threshold."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ def reference_value(r: dict[str, Any]) -> float | None:
     ref = r.get("reference") or {}
     value = ref.get("triad_gbs") if ref.get("basis") == "triad" else ref.get("fma_gflops")
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _apart(r: dict[str, Any]) -> bool:
+    return "apart" in (r.get("flags") or [])
 
 
 def _key(r: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -62,6 +68,9 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                 and norm is not None
                 and not (abs(norm - 1.0) > threshold and (norm > 1) == (ratio > 1))
             )
+            # Measured with our CPUs apart in one run only (reference.py's hand-off probe): the placement
+            # alone moved an LSTM by 1.4-1.8x, so the change says nothing about the code.
+            placement_moved = significant and not machine_moved and _apart(o) != _apart(n)
             row.update(
                 {
                     "old_median_s": oq[1],
@@ -76,7 +85,9 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                     "normalised_time_ratio": norm,
                     "old_flags": ";".join(o.get("flags") or []),
                     "new_flags": ";".join(n.get("flags") or []),
-                    "verdict": ("regression" if ratio > 1 else "improvement")
+                    "verdict": "not comparable"
+                    if placement_moved
+                    else ("regression" if ratio > 1 else "improvement")
                     if significant and not machine_moved
                     else "unchanged",
                 }
@@ -86,6 +97,11 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                 row["note"] = (
                     f"the machine's in-run reference moved by as much ({100 * (ref_ratio - 1):+.0f}%): "
                     "at equal machine speed the change is within the threshold"
+                )
+            elif placement_moved:
+                row["note"] = (
+                    f"measured only with our CPUs apart in the {'new' if _apart(n) else 'old'} run (flag "
+                    "apart: the hypervisor placed our vCPUs on distant cores), not in the other; run again"
                 )
             elif not significant and abs(ratio - 1.0) > threshold:
                 row["note"] = "within the runs' noise (IQRs overlap)"

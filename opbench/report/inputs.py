@@ -11,7 +11,7 @@ from typing import Any
 from opbench.errors import UsageError
 from opbench.files import MAX_RESULTS_BYTES, read_input
 
-READABLE_SCHEMAS = (1, 2, 3)
+READABLE_SCHEMAS = (1, 2, 3, 4)
 
 
 class _Check:

@@ -86,7 +86,7 @@ def _serve(proto: Any) -> None:
                     "time": {**c.measurement.to_dict(), "samples_s": list(c.measurement.samples_s)},
                     "verify": verify,
                     "machine_speed": c.machine_speed,
-                    "flags": [f for f in c.flags if f in ("throttled", "contended")],
+                    "flags": [f for f in c.flags if f in ("throttled", "apart", "contended")],
                     "round": visit.to_dict(),
                 }
         except MemoryError:

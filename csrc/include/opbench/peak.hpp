@@ -31,4 +31,11 @@ bool native_fp16_fma_available();
 // best of `repeats` passes, counted as STREAM does: 24 bytes per element (reads of b and c, write of a).
 double measure_triad_gbs(int threads, int64_t elements, int repeats);
 
+// Round-trip time in nanoseconds of one cache line passed from the calling thread to the pool's first worker
+// (on another CPU: thread_pool.hpp) and back: the median of `repeats` blocks of `round_trips`. This is the
+// hand-off every parallel kernel pays at each join and each step of a recurrence. On a VM it reads ~50 ns
+// while the two vCPUs sit on cores of one CCD and 400-1000 ns while the hypervisor has placed them apart;
+// an LSTM ran 1.4-1.8x slower there while the FMA loop ran as fast. Needs two CPUs in the affinity mask.
+double measure_handoff_ns(int64_t round_trips, int repeats);
+
 }  // namespace opbench
