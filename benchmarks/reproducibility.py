@@ -11,7 +11,8 @@ run (and ends it afterwards). Prints, over the cases measured (status ok) in all
 - every case whose medians differ by more than 15% between two runs with no trust flag (unstable, noisy,
   drifting, throttled, apart, contended, single_sample) in any run: a "silent disagreement" (target: none);
 - the share of the contended run's cases flagged `contended`, and its header warnings;
-- each run's wall time, the in-run probes' share of it and how many hand-off probes found our CPUs apart.
+- each run's wall time, the in-run probes' share of it, how many hand-off probes found our CPUs apart and
+  how many cases each run flagged `unlike_earlier_runs` (the runs share a fresh cache: history.py).
 
     python benchmarks/reproducibility.py [--runs 3] [--ops gemm,conv,lstm] [--out DIR] [-- SWEEP ARGS]
 """
@@ -22,6 +23,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,19 +31,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-TRUST_FLAGS = {"unstable", "noisy", "drifting", "throttled", "apart", "contended", "single_sample"}
+TRUST_FLAGS = {
+    "unstable", "noisy", "drifting", "throttled", "apart", "contended", "single_sample", "unlike_earlier_runs"
+}  # fmt: skip
 UTIL_POINTS = 0.05
 MEDIAN_FLOOR = 0.03
 SILENT = 0.15
 
 
-def run_sweep(op: str, out: Path, extra: list[str]) -> tuple[dict[str, Any], float]:
+def run_sweep(op: str, out: Path, extra: list[str], cache: Path) -> tuple[dict[str, Any], float]:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "opbench", "sweep", op, "--out", str(out), "--quiet", *extra],
         capture_output=True,
         text=True,
+        env={**os.environ, "OPBENCH_CACHE_DIR": str(cache)},
     )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -74,11 +79,19 @@ def main() -> int:
     ops = args.ops.split(",")
     base = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="opbench-repro-"))
 
+    # A cache of our own, holding the machine's peaks and best probes but no history of earlier runs
+    # (history.py): the runs below are judged against each other only.
+    from opbench import peak
+
+    cache = base / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    if (peak.cache_dir() / "peaks.json").exists():
+        shutil.copy(peak.cache_dir() / "peaks.json", cache / "peaks.json")
     docs: dict[str, list[dict[str, Any]]] = {op: [] for op in ops}
     walls: dict[str, list[float]] = {op: [] for op in ops}
     for i in range(args.runs):
         for op in ops:
-            doc, wall = run_sweep(op, base / f"run{i + 1}", args.extra)
+            doc, wall = run_sweep(op, base / f"run{i + 1}", args.extra, cache)
             docs[op].append(doc)
             walls[op].append(wall)
             print(f"run {i + 1} {op}: {wall:.1f} s", flush=True)
@@ -88,9 +101,10 @@ def main() -> int:
     try:
         time.sleep(0.5)
         for op in ops:
-            doc, wall = run_sweep(op, base / "contended", args.extra)
+            doc, wall = run_sweep(op, base / "contended", args.extra, cache)
             contended[op] = doc
-            print(f"contended run {op}: {wall:.1f} s (a process spinning on CPU {cpu} throughout)", flush=True)
+            what = f"a process spinning on CPU {cpu} throughout"
+            print(f"contended run {op}: {wall:.1f} s ({what})", flush=True)
     finally:
         busy.kill()
         busy.wait()
@@ -155,6 +169,8 @@ def main() -> int:
                 placement.append(f"{seen['probes_apart']}/{seen['probes']}")
         if placement:
             print(f"{op}: hand-off probes with our CPUs apart, per run: {', '.join(placement)}")
+        unlike = [sum("unlike_earlier_runs" in r["flags"] for r in d["records"]) for d in docs[op]]
+        print(f"{op}: cases flagged unlike_earlier_runs, per run: {', '.join(map(str, unlike))}")
         print(f"{op}: wall {', '.join(f'{w:.1f}' for w in walls[op])} s; probes "
               f"{', '.join(f'{100 * s:.1f}%' for s in shares if s is not None)} of the run; machine speed "
               f"{100 * speeds[0]:.0f}-{100 * speeds[-1]:.0f}%" if speeds else "")  # fmt: skip

@@ -565,6 +565,7 @@ def _accelerator_block(device: str) -> dict[str, Any]:
 def _environment(writer: Any, bench: Any) -> None:
     """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
     and this run's best probes into the machine's cache; also after an interrupt."""
+    from opbench import history as runs
     from opbench import peak
     from opbench.reference import THROTTLED_SPEED, apart_warning
 
@@ -582,6 +583,9 @@ def _environment(writer: Any, bench: Any) -> None:
         apart = sum("apart" in r.get("flags", []) for r in writer.doc["records"])
         if apart:
             env["warnings"].append(apart_warning(apart, bench.reference))
+    unlike = sum(runs.FLAG in r.get("flags", []) for r in writer.doc["records"])
+    if unlike:
+        env["warnings"].append(runs.warning(unlike))
     writer.doc["environment"] = env
     writer.flush()
 
@@ -592,6 +596,7 @@ def _run_sweeps(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from opbench import history as runs
     from opbench import machine, peak, sweep, visits
     from opbench.display import print_summary
     from opbench.machine import utc_stamp
@@ -646,6 +651,8 @@ def _run_sweeps(
 
                 try:
                     sweep.run_sweep(cfg, states, peak_table, on_records, on_case_start, history, bench)
+                    if runs.apply(writer.doc, peak.cache_dir()):  # flags cases unlike earlier runs
+                        writer.refresh()
                 finally:
                     _environment(writer, bench)
             if "accelerator" in writer.doc["machine"]:

@@ -30,7 +30,7 @@ class Peak:
         return asdict(self)
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     if os.environ.get("OPBENCH_CACHE_DIR"):
         return Path(os.environ["OPBENCH_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -84,7 +84,7 @@ def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict
     Measuring holds a lock beside the cache: processes started together measure one at a time (several
     peak or bandwidth loops at once would each see a fraction of the machine, and several triad buffers at
     once can exhaust memory), and the later ones find the first one's value."""
-    path = _cache_dir() / "peaks.json"
+    path = cache_dir() / "peaks.json"
     fp = machine_fingerprint()
 
     def lookup() -> dict[str, Any] | None:
@@ -127,7 +127,7 @@ def _probe_value(entry: Any) -> float | None:
 
 def best_probe(key: str) -> float | None:
     """The best in-run reference probe (reference.py) this machine has shown for `key`, from the cache."""
-    cache = _read_cache(_cache_dir() / "peaks.json")
+    cache = _read_cache(cache_dir() / "peaks.json")
     return _probe_value(cache.get(machine_fingerprint(), {}).get(f"best-probe/{key}"))
 
 
@@ -136,7 +136,7 @@ def record_best_probes(values: dict[str, float]) -> None:
     as the hand-off), under the cache lock."""
     from opbench.reference import InRunReference
 
-    path = _cache_dir() / "peaks.json"
+    path = cache_dir() / "peaks.json"
     fp = machine_fingerprint()
     from filelock import FileLock, Timeout
 

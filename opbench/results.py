@@ -130,6 +130,10 @@ class ResultsWriter:
         self.doc["records"] = [self._slots[i] for i in sorted(self._slots)]
         self.flush()
 
+    def refresh(self) -> None:
+        """Write again after records were changed in place (history.apply flags them at the end)."""
+        self.put(sorted(self._slots.items()))
+
     def finish(self) -> None:
         self.doc["complete"] = True
         self.doc["finished_utc"] = utc_now()

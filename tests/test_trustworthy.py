@@ -615,3 +615,90 @@ def test_compare_does_not_call_a_change_of_cpu_placement_a_regression() -> None:
     old = _doc(1.0, 200.0, 0.5)
     old["records"][0]["flags"] = ["apart"]
     assert compare(old, new, 0.05)["rows"][0]["verdict"] == "regression"  # both apart: comparable
+
+
+# --- earlier runs (history.py)
+
+
+def _history_doc(median: float, flags: list[str] | None = None, tiles: int = 32) -> dict[str, Any]:
+    return {
+        "machine": {"identity_key": "m1"},
+        "backends": {"cpp": {"version": "0.1.0"}},
+        "records": [
+            {
+                "op": "conv", "label": "N16 C32 28 K32 f3 p1", "dtype": "fp16", "backend": "cpp",
+                "threads": 2, "device": "cpu", "status": "ok", "flags": list(flags or []), "notes": [],
+                "time": {"median_s": median, "cold_cache": False},
+                "details": {"tiles_effective": {"tile_m": tiles}},
+            }
+        ],
+    }  # fmt: skip
+
+
+def test_a_median_unlike_an_earlier_runs_is_flagged_with_the_earlier_value(tmp_path: Path) -> None:
+    from opbench import history
+
+    assert history.apply(_history_doc(0.623e-3), tmp_path) == 0  # nothing to compare with yet
+    assert history.apply(_history_doc(0.650e-3), tmp_path) == 0  # within 15%
+    doc = _history_doc(0.732e-3)  # seen: 0.62, 0.73, 0.62 ms in three processes, each run stable
+    assert history.apply(doc, tmp_path) == 1
+    rec = doc["records"][0]
+    assert rec["flags"] == [history.FLAG]
+    assert "17% slower than an earlier run" in rec["notes"][0] and "0.623 ms" in rec["notes"][0]
+    # and the third run, back at 0.62, is flagged against the second
+    doc = _history_doc(0.619e-3)
+    assert history.apply(doc, tmp_path) == 1 and "faster" in doc["records"][0]["notes"][0]
+    assert "15%" in history.warning(1)
+
+
+def test_history_keeps_cases_apart_and_skips_disturbed_runs(tmp_path: Path) -> None:
+    from opbench import history
+
+    history.apply(_history_doc(1e-3), tmp_path)
+    assert history.apply(_history_doc(2e-3, tiles=64), tmp_path) == 0  # other tiles: another case
+    assert history.apply(_history_doc(2e-3, flags=["contended"]), tmp_path) == 0  # explains itself
+    assert history.apply(_history_doc(1.05e-3), tmp_path) == 0  # the contended 2 ms was not kept
+    other = _history_doc(2e-3)
+    other["machine"]["identity_key"] = "m2"
+    assert history.apply(other, tmp_path) == 0  # another machine
+    stored = json.loads((tmp_path / "history.json").read_text())
+    assert sorted(stored) == ["m1", "m2"] and len(stored["m1"]) == 2
+    for _ in range(history.HISTORY_KEEP + 3):
+        history.apply(_history_doc(1e-3), tmp_path)
+    assert all(len(v) <= history.HISTORY_KEEP for v in stored_cases(tmp_path, "m1"))
+
+
+def stored_cases(path: Path, machine: str) -> list[list[Any]]:
+    return list(json.loads((path / "history.json").read_text())[machine].values())
+
+
+def test_history_survives_a_corrupt_file(tmp_path: Path) -> None:
+    from opbench import history
+
+    (tmp_path / "history.json").write_text("{ not json")
+    assert history.apply(_history_doc(1e-3), tmp_path) == 0
+    assert history.apply(_history_doc(1.5e-3), tmp_path) == 1
+
+
+def test_a_second_identical_sweep_compares_with_the_first(tmp_path: Path) -> None:
+    """Two real sweeps of one tiny case into a fresh cache: the history file holds the case after the
+    first; the second's records are judged against it (flagged only if 15% apart) and its header says so
+    when they are."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "opbench", "sweep", "gemm", "--m", "64", "--n", "64", "--k", "64",
+           "--backend", "cpp", "--dtype", "fp32", "--rounds", "1", "--quiet"]  # fmt: skip
+    docs = []
+    for i in range(2):
+        out = subprocess.run([*cmd, "--out", str(tmp_path / f"r{i}")], capture_output=True, text=True, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        docs.append(json.loads(Path(out.stdout.split()[0]).read_text()))
+    cases = stored_cases(tmp_path / "cache", docs[0]["machine"]["identity_key"])
+    assert len(cases) == 1 and len(cases[0]) == 2
+    a, b = (d["records"][0] for d in docs)
+    apart = abs(b["time"]["median_s"] / a["time"]["median_s"] - 1) > 0.15
+    assert ("unlike_earlier_runs" in b["flags"]) == apart
+    assert any("earlier run" in w for w in docs[1]["environment"]["warnings"]) == apart

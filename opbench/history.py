@@ -1,0 +1,151 @@
+"""Earlier runs of the same case on this machine: what a single process cannot see.
+
+A case's rounds are spread over one run, so the rounds agree when the machine holds one state for the
+run. Some states last a whole process: on a 2-vCPU Zen 5 guest, our fp16 conv N16 C32 28 K32 f3 read
+0.62, 0.73 and 0.62 ms in three processes, each run's three rounds within 3% of each other and every probe
+steady. Nothing inside the second run could tell. pyperf's answer is values from many processes; ours is
+to keep each case's last HISTORY_KEEP medians per machine (in the cache directory beside the peaks) and
+compare every new median with them:
+
+- A case whose median differs by more than HISTORY_DIFF from one of its earlier medians (same machine
+  identity, threads, device, backend and its version, tiles, cold or warm cache, and build of our
+  kernels) is flagged `unlike_earlier_runs`, with a note naming the earlier value and when it was taken;
+  the header's `environment.warnings` counts them.
+- Records already flagged for a known disturbance (contended, throttled, apart) are neither judged nor
+  kept: they say why they differ, and would make the next quiet run look wrong.
+- The history is written under a file lock, atomically, at the end of a complete run; an interrupted run
+  adds nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from opbench.files import atomic_write_text, json_text
+from opbench.machine import utc_now
+
+HISTORY_KEEP = 5  # medians kept per case
+HISTORY_DIFF = 0.15  # a median this far (relative) from an earlier one does not reproduce
+HISTORY_MAX_CASES = 5000  # per machine; the least recently measured go first
+FLAG = "unlike_earlier_runs"
+DISTURBED = frozenset({"contended", "throttled", "apart"})
+
+
+@functools.lru_cache(maxsize=1)
+def kernels_build() -> str:
+    """A short hash of our compiled kernels (the _core extension's file), so that a rebuilt kernel is a new
+    case rather than a change of the machine."""
+    spec = importlib.util.find_spec("opbench._core")
+    if spec is None or spec.origin is None:
+        return "none"
+    digest = hashlib.sha256()
+    with open(spec.origin, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def case_key(doc: dict[str, Any], record: dict[str, Any]) -> str:
+    """What must match for two medians to be the same case measured again."""
+    backend = record["backend"]
+    version = ((doc.get("backends") or {}).get(backend) or {}).get("version")
+    details = record.get("details") or {}
+    return json.dumps(
+        [
+            record["op"],
+            record["label"],
+            record["dtype"],
+            backend,
+            version,
+            kernels_build() if backend == "cpp" else None,
+            record.get("threads"),
+            record.get("device"),
+            details.get("tiles_effective") or details.get("tiles"),
+            (record.get("time") or {}).get("cold_cache"),
+        ],
+        sort_keys=True,
+    )
+
+
+def _path(cache_dir: Path) -> Path:
+    return cache_dir / "history.json"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _earlier(entries: Any) -> list[dict[str, Any]]:
+    if not isinstance(entries, list):
+        return []
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("median_s"), (int, float))]
+
+
+def _judged(record: dict[str, Any]) -> bool:
+    t = record.get("time") or {}
+    return (
+        record.get("status") == "ok"
+        and isinstance(t.get("median_s"), (int, float))
+        and t["median_s"] > 0
+        and not DISTURBED & set(record.get("flags") or [])
+    )
+
+
+def apply(doc: dict[str, Any], cache_dir: Path) -> int:
+    """Flag the records of a finished sweep document whose median differs from an earlier run's, then add
+    this run's medians to the machine's history. Returns the number of records flagged."""
+    from filelock import FileLock, Timeout
+
+    machine = (doc.get("machine") or {}).get("identity_key") or "unknown"
+    path = _path(cache_dir)
+    flagged = 0
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=60):
+            history = _read(path)
+            cases = history.setdefault(machine, {})
+            if not isinstance(cases, dict):
+                cases = history[machine] = {}
+            when = utc_now()
+            for record in doc.get("records", []):
+                if not _judged(record):
+                    continue
+                key = case_key(doc, record)
+                median = float(record["time"]["median_s"])
+                earlier = _earlier(cases.get(key))
+                worst = max(earlier, key=lambda e: abs(median / e["median_s"] - 1.0), default=None)
+                if worst is not None and abs(median / worst["median_s"] - 1.0) > HISTORY_DIFF:
+                    flagged += 1
+                    record.setdefault("flags", []).append(FLAG)
+                    change = median / worst["median_s"] - 1.0
+                    record.setdefault("notes", []).append(
+                        f"median {1e3 * median:.4g} ms is {100 * abs(change):.0f}% "
+                        f"{'slower' if change > 0 else 'faster'} than an earlier run of the same case on "
+                        f"this machine ({1e3 * worst['median_s']:.4g} ms, {worst.get('utc')}): it does not "
+                        "reproduce across processes here"
+                    )
+                cases.pop(key, None)  # re-inserted last: the dict's order is the order of use
+                cases[key] = [*earlier, {"median_s": median, "utc": when}][-HISTORY_KEEP:]
+            while len(cases) > HISTORY_MAX_CASES:
+                cases.pop(next(iter(cases)))
+            atomic_write_text(path, json_text(history))
+    except (OSError, Timeout):
+        pass  # an unwritable cache only means no comparison with earlier runs
+    return flagged
+
+
+def warning(flagged: int) -> str:
+    return (
+        f"{flagged} case(s) differ by more than {100 * HISTORY_DIFF:.0f}% from an earlier run of the same "
+        f"case on this machine (same code and settings): flagged {FLAG}; here the spread across processes "
+        "is larger than within one run"
+    )
