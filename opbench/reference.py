@@ -18,9 +18,10 @@ moment rather than against a peak cached on another day.
   and our pool's worker on another CPU. Lower is better; its best is the lowest. A visit whose hand-off
   took more than APART_FACTOR x the best ran while the hypervisor had placed our vCPUs apart (other CCDs
   or sockets): on a 2-vCPU Zen 5 guest the round trip read ~50 ns or 400-1000 ns for tens of seconds at a
-  time, and an LSTM ran 1.4-1.8x slower in the second state while the FMA probe read the same (its
-  correlation with the LSTM's speed: 0.1; the hand-off's: 0.7). Such a visit is treated as a throttled
-  one (dropped when slower than the case's other rounds, measured again later) and flagged `apart`.
+  time, and an LSTM ran 1.3-2x slower in the second state while the FMA probe read no lower (over 150 s,
+  the LSTMs' speed correlated 0.36-0.48 with the FMA probe, 0.49-0.75 with the hand-off). Such a visit is
+  treated as a throttled one (dropped when over 5% slower than the case's other rounds, measured again
+  later when every round was) and its case flagged `apart` when every round was.
 - Probes cost at most PROBE_SHARE of the run's wall time: when a new probe would exceed it, the last value
   of that probe is reused (its age is recorded).
 """

@@ -19,7 +19,8 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   from the probe to the visit's start); the mindspore backend's `details.thread_placement`.
   4 (2026-11-23): the hand-off probe (reference.py): `reference.handoff_ns`, `time.per_round[].handoff_ns`
                   and `.apart`, flag `apart` (every round ran while our vCPUs sat apart), header
-                  `environment.reference.handoff_probe` and `apart_above`.
+                  `environment.reference.handoff_probe`, `apart_above` and `handoff_apart`; flag
+                  `unlike_earlier_runs` (history.py: the median is over 15% from an earlier run's).
 """
 
 from __future__ import annotations

@@ -693,7 +693,9 @@ def test_a_second_identical_sweep_compares_with_the_first(tmp_path: Path) -> Non
            "--backend", "cpp", "--dtype", "fp32", "--rounds", "1", "--quiet"]  # fmt: skip
     docs = []
     for i in range(2):
-        out = subprocess.run([*cmd, "--out", str(tmp_path / f"r{i}")], capture_output=True, text=True, env=env)
+        out = subprocess.run(
+            [*cmd, "--out", str(tmp_path / f"r{i}")], capture_output=True, text=True, env=env
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         docs.append(json.loads(Path(out.stdout.split()[0]).read_text()))
     cases = stored_cases(tmp_path / "cache", docs[0]["machine"]["identity_key"])

@@ -69,7 +69,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                 and not (abs(norm - 1.0) > threshold and (norm > 1) == (ratio > 1))
             )
             # Measured with our CPUs apart in one run only (reference.py's hand-off probe): the placement
-            # alone moved an LSTM by 1.4-1.8x, so the change says nothing about the code.
+            # alone moved an LSTM by 1.3-2x, so the change says nothing about the code.
             placement_moved = significant and not machine_moved and _apart(o) != _apart(n)
             row.update(
                 {

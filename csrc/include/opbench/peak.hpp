@@ -35,7 +35,7 @@ double measure_triad_gbs(int threads, int64_t elements, int repeats);
 // (on another CPU: thread_pool.hpp) and back: the median of `repeats` blocks of `round_trips`. This is the
 // hand-off every parallel kernel pays at each join and each step of a recurrence. On a VM it reads ~50 ns
 // while the two vCPUs sit on cores of one CCD and 400-1000 ns while the hypervisor has placed them apart;
-// an LSTM ran 1.4-1.8x slower there while the FMA loop ran as fast. Needs two CPUs in the affinity mask.
+// an LSTM ran 1.3-2x slower there while the FMA loop ran no slower. Needs two CPUs in the affinity mask.
 double measure_handoff_ns(int64_t round_trips, int repeats);
 
 }  // namespace opbench
