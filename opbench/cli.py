@@ -135,8 +135,8 @@ def _bytes(text: str) -> int:
         v = float(t[: len(t) - len(unit)]) * units[unit]
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a size like 8G or 512M, got '{text}'") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got '{text}'")
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a size > 0, got '{text}'")
     return int(v)
 
 
