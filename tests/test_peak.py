@@ -42,10 +42,11 @@ def test_fp16_peak_names_the_units_it_runs_on() -> None:
             _core.fma_peak("fp16", "", 1, 0.01, 1)
 
 
-def test_more_threads_do_not_lower_the_peak_much() -> None:
-    one = peak.measure("fp32", 1, min_time_s=0.05, repeats=3)
-    two = peak.measure("fp32", 2, min_time_s=0.05, repeats=3)
-    assert two.gflops > 0.9 * one.gflops
+def test_a_two_thread_peak_is_measured_and_says_so() -> None:
+    """How the peak scales with threads is a speed figure (`opbench peak --threads 1,2` prints it); here
+    only that the measurement runs on two threads and reports them."""
+    two = peak.measure("fp32", 2, min_time_s=0.01, repeats=1)
+    assert two.gflops > 0 and two.threads == 2 and two.source == "measured"
 
 
 def test_datasheet_estimate_states_its_basis() -> None:

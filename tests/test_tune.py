@@ -123,6 +123,21 @@ def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> Non
     assert saved and not set(saved) & set(failed)
 
 
+def _marked_processes(mark: str) -> list[int]:
+    """Live processes whose environment holds OPBENCH_TEST_MARK=mark (ones this test started)."""
+    needle = f"OPBENCH_TEST_MARK={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
 def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Path) -> None:
     storage = sqlite(tmp_path)
     args = [
@@ -147,8 +162,14 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
     ]
     hang = f"{M_TILES[2]}x64x64"
     log = tmp_path / "first-run.log"
+    # Our tuner's processes carry this token in their environment (workers inherit it), so the check for a
+    # surviving worker looks only at processes this test started, not at every process on the machine.
+    mark = f"opbench-test-{os.getpid()}-{time.monotonic_ns()}"
     proc = subprocess.Popen(
-        args, env={**os.environ, "OPBENCH_FAULT_HANG": hang}, stdout=log.open("w"), stderr=subprocess.STDOUT
+        args,
+        env={**os.environ, "OPBENCH_FAULT_HANG": hang, "OPBENCH_TEST_MARK": mark},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.time() + 120
@@ -164,16 +185,14 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
         before = {
             t.number: (tiles_of(t), t.value) for t in load(storage).trials if t.state.name == "COMPLETE"
         }
+        assert len(_marked_processes(mark)) >= 2, "the marker does not find the tuner and its hung worker"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
     time.sleep(3)  # past the grace period: the dead process's RUNNING trial is now stale
-    workers = subprocess.run(
-        ["pgrep", "-f", "opbench.tune.worker"], capture_output=True, text=True
-    ).stdout.split()
-    assert not workers, "the hung worker outlived its killed parent"
+    assert not _marked_processes(mark), "the hung worker outlived its killed parent"
 
     rerun = subprocess.run(args, capture_output=True, text=True, timeout=300)  # no fault this time
     assert rerun.returncode == 0, rerun.stderr
