@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from opbench.errors import UsageError
+from opbench.errors import UsageError, missing_dependency
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1235,6 +1235,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except MemoryError:
         print("opbench: error: out of memory (a smaller problem, or --max-memory)", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:  # an optional dependency this command needs (opbench[tune], ...)
+        hint = missing_dependency(e)
+        if hint is None:
+            return _internal_error(e)
+        print(f"opbench: error: {hint}", file=sys.stderr)
         return 2
     except OSError as e:  # the file system refused: a path given on the command line, a full disk
         where = f"{e.filename}: " if getattr(e, "filename", None) else ""

@@ -112,3 +112,42 @@ def test_report_and_compare_refuse_files_that_are_not_results(
         for argv in (["compare", str(path), str(path)], ["report", str(path), "--out", str(tmp_path / "r")]):
             rc, err = _run(argv, capsys)
             assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--trials", "1"],
+        ["studies"],
+        ["report", "--study", "s", "--out", "r"],
+    ],
+)
+def test_a_missing_optional_dependency_gets_an_install_hint(argv: list[str], tmp_path: Path) -> None:
+    """Optuna not installed (blocked here): one line naming the extra that installs it, exit 2."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['optuna'] = None\n"
+        "from opbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *argv, *([] if argv[0] == "report" else ["--out", str(tmp_path)])],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert (
+        out.stderr.strip()
+        == "opbench: error: optuna is not installed; this command needs it: pip install 'opbench[tune]'"
+    )
+
+
+def test_a_missing_module_that_is_not_optional_is_still_a_bug() -> None:
+    from opbench.errors import missing_dependency
+
+    assert missing_dependency(ModuleNotFoundError("x", name="no_such_module")) is None
+    hint = missing_dependency(ModuleNotFoundError("x", name="psycopg.pq"))
+    assert hint is not None and "opbench[tune]" in str(hint)
