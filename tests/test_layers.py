@@ -1,0 +1,59 @@
+"""The layers of docs/architecture.md, held by tools rather than by review: import-linter's contracts
+(pyproject.toml, [tool.importlinter]) and, for the compiled module grimp cannot see, an AST scan of who
+imports _core."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "opbench"
+
+# Modules that still import _core directly instead of going through kernels.py (docs/architecture.md,
+# "Arrows still pointing the wrong way"). The list may only shrink.
+CORE_IMPORTERS = {
+    "backends/cpp_backend.py",
+    "kernels.py",
+    "machine.py",
+    "peak.py",
+    "reference.py",
+    "sweep.py",
+    "tune/space.py",
+    "tune/study.py",
+    "tune/worker.py",
+    "visits.py",
+}
+
+
+def _imports_core(path: Path) -> bool:
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "opbench"
+            and any(a.name == "_core" for a in node.names)
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "opbench._core":
+            return True
+        if isinstance(node, ast.Import) and any(a.name == "opbench._core" for a in node.names):
+            return True
+    return False
+
+
+def test_only_the_listed_modules_import_core() -> None:
+    found = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if _imports_core(p)}
+    new = found - CORE_IMPORTERS
+    assert not new, f"import _core through opbench.kernels instead: {sorted(new)}"
+    gone = CORE_IMPORTERS - found
+    assert not gone, f"no longer import _core: remove {sorted(gone)} from CORE_IMPORTERS and the docs"
+
+
+def test_the_import_contracts_hold() -> None:
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
+    out = subprocess.run([exe, "--no-cache"], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=300)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout
