@@ -20,6 +20,14 @@ __all__ = [
     "tuned_tiles",
     "available_isas",
     "default_threads",
+    "cpu_info",
+    "l3_bytes",
+    "native_fp16_fma",
+    "fma_peak",
+    "stream_triad",
+    "handoff_ns",
+    "flush_cache",
+    "extension_dir",
 ]
 
 
@@ -256,9 +264,49 @@ def available_isas() -> list[str]:
     return list(_core.cpu_info()["isas"])
 
 
-def default_tiles(isa: str | None = None) -> dict[str, Any]:
-    """Micro-kernel shape (mr, nr) and the cache-model default tiles of a kernel set."""
-    return dict(_core.kernel_info(isa or ""))
+def default_tiles(isa: str | None = None, n: int = 0) -> dict[str, Any]:
+    """Micro-kernel shape (mr, nr) and the cache-model default tiles of a kernel set (for a GEMM with n
+    columns where given: a narrow n may pick the kernel set's narrow tile)."""
+    return dict(_core.kernel_info(isa or "", n))
+
+
+def cpu_info() -> dict[str, Any]:
+    """What the C++ runtime detected: vendor, brand, ISA flags, caches (sizes in bytes), kernel sets."""
+    return dict(_core.cpu_info())
+
+
+def l3_bytes() -> int:
+    return int(_core.cpu_info()["caches"]["l3"]["size_bytes"])
+
+
+def native_fp16_fma() -> bool:
+    return bool(_core.cpu_info()["native_fp16_fma"])
+
+
+def fma_peak(dtype: str, threads: int, min_time_s: float, repeats: int, isa: str = "") -> tuple[float, str]:
+    """(GFLOPS, loop name) of the FMA-throughput loop: the best of `repeats` runs of at least min_time_s."""
+    gflops, kernel = _core.fma_peak(dtype, isa, threads, min_time_s, repeats)
+    return float(gflops), str(kernel)
+
+
+def stream_triad(threads: int, elements: int, repeats: int) -> float:
+    """Best GB/s of a STREAM-like triad over three float64 arrays of `elements`."""
+    return float(_core.stream_triad(threads, elements, repeats))
+
+
+def handoff_ns(round_trips: int, repeats: int) -> float:
+    """Median round trip (ns) of a cache line between the caller and the pool's worker on another CPU."""
+    return float(_core.handoff_ns(round_trips, repeats))
+
+
+def flush_cache(nbytes: int) -> None:
+    """Write `nbytes` of scratch memory, evicting what the caches held."""
+    _core.flush_cache(nbytes)
+
+
+def extension_dir() -> str:
+    """The directory the compiled extension was installed in (packaged data lies beside it)."""
+    return os.path.dirname(os.path.realpath(_core.__file__))
 
 
 def cpu_features() -> dict[str, Any]:

@@ -48,9 +48,9 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    from opbench import _core
+    from opbench import kernels
 
-    return _core.cpu_info()["brand"] or platform.processor() or "unknown"
+    return kernels.cpu_info()["brand"] or platform.processor() or "unknown"
 
 
 def library_versions() -> dict[str, str | None]:
@@ -208,9 +208,9 @@ def identity() -> dict[str, Any]:
     """What tells one machine from another for peaks, tuned records, studies and compare: vendor, CPUID
     family/model/stepping, the micro-architecture they name, cache sizes, CPU count, ISA flags and the
     hypervisor. Two VMs both called "AMD EPYC" differ here when one is a Zen 4 and the other a Zen 5."""
-    from opbench import _core, microarch
+    from opbench import kernels, microarch
 
-    info = _core.cpu_info()
+    info = kernels.cpu_info()
     arch = microarch.lookup(info["vendor"], info["family"], info["model"])
     return {
         "vendor": info["vendor"],

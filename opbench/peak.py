@@ -45,21 +45,21 @@ def machine_fingerprint() -> str:
 
 
 def _fp16_native() -> bool:
-    from opbench import _core
+    from opbench import kernels
 
-    return bool(_core.cpu_info()["native_fp16_fma"])
+    return kernels.native_fp16_fma()
 
 
 def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5) -> Peak:
     """Run the FMA loop now. fp16 uses native fp16 FMAs where the CPU has them; elsewhere the fp16 GEMM
     runs on the fp32 units, so the fp32 FMA peak is the fp16 peak too, and the name says so."""
-    from opbench import _core
+    from opbench import kernels
 
     if dtype == "fp16" and _fp16_native():
-        gflops, kernel = _core.fma_peak("fp16", "", threads, min_time_s, repeats)
+        gflops, kernel = kernels.fma_peak("fp16", threads, min_time_s, repeats)
         name = "fp16 FMA peak (AVX512-FP16)"
     else:
-        gflops, kernel = _core.fma_peak("fp32", "", threads, min_time_s, repeats)
+        gflops, kernel = kernels.fma_peak("fp32", threads, min_time_s, repeats)
         name = (
             "fp32 FMA peak"
             if dtype == "fp32"
@@ -179,11 +179,11 @@ class Bandwidth:
 
 def measure_bandwidth(threads: int, repeats: int = 5) -> Bandwidth:
     """STREAM-like triad on arrays four times the last-level cache (at least 16 Mi doubles each)."""
-    from opbench import _core
+    from opbench import kernels
 
-    l3 = _core.cpu_info()["caches"]["l3"]["size_bytes"]
+    l3 = kernels.l3_bytes()
     elements = max(1 << 24, 4 * l3 // 8)
-    gbs = _core.stream_triad(threads, elements, repeats)
+    gbs = kernels.stream_triad(threads, elements, repeats)
     mib = 3 * elements * 8 / 2**20
     return Bandwidth(
         threads,
@@ -225,10 +225,10 @@ def clock_ghz() -> tuple[float, str] | None:
 def datasheet(dtype: str, threads: int) -> Peak | None:
     """cores x clock x FLOP/cycle of this micro-architecture (microarch.py, which names its source); None
     when the clock cannot be found or the table has no row for this CPU (no guess from the ISA alone)."""
-    from opbench import _core, microarch
+    from opbench import kernels, microarch
 
     clock = clock_ghz()
-    info = _core.cpu_info()
+    info = kernels.cpu_info()
     arch = microarch.lookup(info["vendor"], info["family"], info["model"])
     if clock is None or arch is None:
         return None

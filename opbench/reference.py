@@ -74,31 +74,30 @@ class NativeProber:
     """Probes with the C++ loops of the peak measurement, shortened."""
 
     def fma_key(self, dtype: str) -> str:
-        from opbench import _core
+        from opbench import kernels
 
-        return "fp16" if dtype == "fp16" and _core.cpu_info()["native_fp16_fma"] else "fp32"
+        return "fp16" if dtype == "fp16" and kernels.native_fp16_fma() else "fp32"
 
     def fma(self, dtype: str, threads: int) -> float:
         """The median of FMA_PROBE_REPEATS short loops. Not the best: on a VM that loses a vCPU in bursts,
         4 ms windows read 540 or 270 GFLOPS by turns; the best said "full speed" while a case ran at half
         (a 12 ms window read 270)."""
-        from opbench import _core
+        from opbench import kernels
 
         key = self.fma_key(dtype)
-        values = [_core.fma_peak(key, "", threads, FMA_PROBE_MIN_S, 1)[0] for _ in range(FMA_PROBE_REPEATS)]
+        values = [kernels.fma_peak(key, threads, FMA_PROBE_MIN_S, 1)[0] for _ in range(FMA_PROBE_REPEATS)]
         return float(statistics.median(values))
 
     def triad(self, threads: int) -> float:
-        from opbench import _core
+        from opbench import kernels
 
-        l3 = _core.cpu_info()["caches"]["l3"]["size_bytes"]
-        elements = min(TRIAD_PROBE_MAX_ELEMENTS, max(TRIAD_PROBE_MIN_ELEMENTS, 2 * l3 // 8))
-        return float(_core.stream_triad(threads, elements, TRIAD_PROBE_REPEATS))
+        elements = min(TRIAD_PROBE_MAX_ELEMENTS, max(TRIAD_PROBE_MIN_ELEMENTS, 2 * kernels.l3_bytes() // 8))
+        return kernels.stream_triad(threads, elements, TRIAD_PROBE_REPEATS)
 
     def handoff(self) -> float:
-        from opbench import _core
+        from opbench import kernels
 
-        return float(_core.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS))
+        return kernels.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS)
 
     def can_handoff(self) -> bool:
         return (

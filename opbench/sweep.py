@@ -206,14 +206,14 @@ def make_bench(cfg: SweepConfig, cpus: list[int], reference: InRunReference | No
     """The sweep's Bench: the in-run FMA/triad reference on CPU (`reference`, else a new one; none on an
     accelerator), contention watched on the CPUs this process runs on, caches flushed before each sample
     with --cold-cache."""
-    from opbench import _core
+    from opbench import kernels
 
     flush = None
     if cfg.timer.cold_cache:
         flush_bytes = host_flush_bytes()
 
         def flush() -> None:
-            _core.flush_cache(flush_bytes)
+            kernels.flush_cache(flush_bytes)
 
     ref = (reference or make_reference(cfg)) if cfg.device == "cpu" else None
     return Bench(Timer(cfg.timer, flush=flush), ref, Monitor(cpus))

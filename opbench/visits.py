@@ -66,9 +66,9 @@ def one_line(exc: BaseException) -> str:
 @functools.lru_cache(maxsize=1)
 def host_flush_bytes() -> int:
     """What a cold-cache sample writes first on the host: twice the L3, at least 64 MiB."""
-    from opbench import _core
+    from opbench import kernels
 
-    return int(max(2 * _core.cpu_info()["caches"]["l3"]["size_bytes"], 64 << 20))
+    return int(max(2 * kernels.l3_bytes(), 64 << 20))
 
 
 def host_flush_note() -> str:
@@ -166,9 +166,9 @@ def _is_memory_bound(bench: Bench, rec: dict[str, Any]) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def l3_bytes() -> int:
-    from opbench import _core
+    from opbench import kernels
 
-    return int(_core.cpu_info()["caches"]["l3"]["size_bytes"])
+    return kernels.l3_bytes()
 
 
 def _visit(cfg: SweepConfig, case: Case, prepared: Any, bench: Bench, timer: Timer) -> None:

@@ -201,9 +201,9 @@ def spaces_dirs() -> list[Path]:
     if os.environ.get("OPBENCH_SPACES_DIR"):
         dirs.append(Path(os.environ["OPBENCH_SPACES_DIR"]))
     dirs.append(Path(__file__).resolve().parents[2] / "tuning" / "spaces")
-    from opbench import _core
+    from opbench import kernels
 
-    dirs.append(Path(_core.__file__).resolve().parent / "tuning_spaces")
+    dirs.append(Path(kernels.extension_dir()) / "tuning_spaces")
     return dirs
 
 

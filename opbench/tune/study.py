@@ -83,10 +83,10 @@ class TuneConfig:
 
 
 def _names(cfg: TuneConfig) -> dict[str, int]:
-    from opbench import _core
+    from opbench import kernels
 
-    info = _core.kernel_info(cfg.isa or "", cfg.shape.n)
-    caches = _core.cpu_info()["caches"]
+    info = kernels.default_tiles(cfg.isa, cfg.shape.n)
+    caches = kernels.cpu_info()["caches"]
     s = cfg.shape
     return {
         "mr": info["mr"],
@@ -337,9 +337,9 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
                 "flags": sorted(flags[name]),
             }
         )
-    from opbench import _core
+    from opbench import kernels
 
-    info = _core.kernel_info(cfg.isa or "", cfg.shape.n)
+    info = kernels.default_tiles(cfg.isa, cfg.shape.n)
     default_tiles = {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
     for r in rows:
         if r["name"] == "default":
