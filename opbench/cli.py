@@ -805,16 +805,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _storage_url(args: argparse.Namespace) -> str:
+def _storage_url(storage: str | None, out: str) -> str:
     from opbench.tune.storage import default_url
 
-    if args.storage:
-        if "://" not in args.storage:
+    if storage:
+        if "://" not in storage:
             raise UsageError(
-                f"--storage must be a URL like sqlite:///FILE or postgresql://..., got '{args.storage}'"
+                f"--storage must be a URL like sqlite:///FILE or postgresql://..., got '{storage}'"
             )
-        return str(args.storage)
-    return default_url(_check_out_dir(args.out))
+        return str(storage)
+    return default_url(_check_out_dir(out))
 
 
 def _tiles_text(tiles: dict[str, int] | None) -> str:
@@ -834,7 +834,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
     if objectives not in (("gflops",), ("gflops", "error")):
         raise UsageError(f"--objectives must be 'gflops' or 'gflops,error', got '{args.objectives}'")
-    storage = _storage_url(args)
+    storage = _storage_url(args.storage, args.out)
     threads = args.threads or default_threads()
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
     if args.show:
@@ -1019,7 +1019,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
 
     from opbench.tune.study import list_studies
 
-    storage = _storage_url(args)
+    storage = _storage_url(args.storage, args.out)
     rows = list_studies(storage)
     console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
     from opbench.tune.storage import mask
@@ -1043,30 +1043,18 @@ def cmd_studies(args: argparse.Namespace) -> int:
     return 0
 
 
-def _formats(text: str, allowed: tuple[str, ...]) -> list[str]:
-    out = [t.strip().lower() for t in text.split(",") if t.strip()]
-    for f in out:
-        if f not in allowed:
-            raise UsageError(f"unknown format '{f}' (available: {', '.join(allowed)})")
-    if not out:
-        raise UsageError(f"--format is empty (available: {', '.join(allowed)})")
-    return list(dict.fromkeys(out))
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from opbench.report import inputs, model, plots, render
+    from opbench.results import parse_formats
 
-    formats = _formats(args.format, render.FORMATS)
+    formats = parse_formats(args.format, render.FORMATS)
     if not args.results and not args.study:
         raise UsageError("opbench report needs results files and/or --study NAME")
     target = render.output_dir(args.out, args.force)
     docs = [inputs.load_results(p) for p in args.results]
-    studies = [
-        inputs.load_study(name, _storage_url(argparse.Namespace(storage=args.storage, out="reports")))
-        for name in args.study
-    ]
+    studies = [inputs.load_study(name, _storage_url(args.storage, "reports")) for name in args.study]
     backends = {r["backend"] for d in docs for r in d["records"]}
     if args.baseline and args.baseline not in backends:
         raise UsageError(
@@ -1093,8 +1081,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     from opbench.files import atomic_write_text, json_text
     from opbench.report import compare, inputs, render
+    from opbench.results import parse_formats
 
-    formats = _formats(args.format, ("md", "csv", "json")) if args.out else []
+    formats = parse_formats(args.format, ("md", "csv", "json")) if args.out else []
     target = render.output_dir(args.out, args.force) if args.out else None
     result = compare.compare(inputs.load_results(args.old), inputs.load_results(args.new), args.threshold)
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 170)

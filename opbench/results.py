@@ -46,15 +46,16 @@ CSV_COLUMNS = (
 )
 
 
-def parse_formats(text: str) -> list[str]:
+def parse_formats(text: str, allowed: tuple[str, ...] = FORMATS) -> list[str]:
+    """'json,csv' -> ['json', 'csv'] (any of `allowed`, each once); anything else is a UsageError."""
     from opbench.errors import UsageError
 
     out = [t.strip().lower() for t in text.split(",") if t.strip()]
     for f in out:
-        if f not in FORMATS:
-            raise UsageError(f"unknown format '{f}' (available: {', '.join(FORMATS)})")
+        if f not in allowed:
+            raise UsageError(f"unknown format '{f}' (available: {', '.join(allowed)})")
     if not out:
-        raise UsageError("--format is empty (available: json, csv)")
+        raise UsageError(f"--format is empty (available: {', '.join(allowed)})")
     return list(dict.fromkeys(out))
 
 
