@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import operator
 import os
 from typing import Any
@@ -17,7 +16,6 @@ __all__ = [
     "lstm",
     "cpu_features",
     "default_tiles",
-    "tuned_tiles",
     "available_isas",
     "default_threads",
     "cpu_info",
@@ -87,7 +85,7 @@ def gemm(
     threads: int | None = None,
     out: np.ndarray | None = None,
     isa: str | None = None,
-    tiles: str | dict[str, int] | None = None,
+    tiles: dict[str, int] | None = None,
     accumulate: str = "fp32",
 ) -> np.ndarray:
     """C = A @ B with opbench's tiled C++ kernel.
@@ -96,9 +94,9 @@ def gemm(
     accumulated in float32 and rounded once at the end. tile_m / tile_n / tile_k are the cache-blocking
     sizes (None: derived from this CPU's caches); threads defaults to the cores this process may use.
     isa forces a kernel set ("avx512", "avx2", "ref"; default: the best this CPU runs, or $OPBENCH_ISA).
-    tiles="tuned" takes the tiles `opbench tune` recorded for this shape, dtype and thread count on this
-    machine, or for the nearest tuned shape (tuned_tiles() says which; the choice is also logged to the
-    'opbench' logger); a dict {tile_m, tile_n, tile_k} gives them explicitly.
+    tiles, a dict {tile_m, tile_n, tile_k}, gives them explicitly: opbench.tune.records.tuned_tiles(m, n, k,
+    dtype, threads) returns the ones `opbench tune` recorded for this problem on this machine (or for the
+    nearest tuned shape) with a note saying which.
     accumulate="fp16" (float16 inputs only, opt-in) sums each tile_k block of products in fp16 with an
     fp16-accumulating kernel and the blocks in fp32: twice the FMA rate on AVX512-FP16, with an error that
     grows with tile_k (see ops.numerics.dot_bound). It needs AVX512-FP16; isa="ref" emulates it on any CPU
@@ -111,18 +109,18 @@ def gemm(
         if tile_m is not None or tile_n is not None or tile_k is not None:
             raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
         if tiles == "tuned":
-            if a.ndim != 2 or b.ndim != 2:
-                raise ValueError("a and b must be 2-D arrays")
-            dtype = {"float32": "fp32", "float16": "fp16"}.get(a.dtype.name, a.dtype.name)
-            chosen, note = tuned_tiles(a.shape[0], b.shape[1], a.shape[1], dtype, nthreads)
-            logging.getLogger("opbench").info("gemm %dx%dx%d: %s", a.shape[0], b.shape[1], a.shape[1], note)
-        elif isinstance(tiles, dict):
+            # The facade does not read the tuner's records (that would make the kernels depend on the
+            # tuner); the caller looks them up.
+            raise ValueError(
+                "tiles='tuned': pass tiles=opbench.tune.records.tuned_tiles(m, n, k, dtype, threads)[0]"
+            )
+        if isinstance(tiles, dict):
             unknown = set(tiles) - {"tile_m", "tile_n", "tile_k"}
             if unknown:
                 raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
             chosen = tiles
         else:
-            raise ValueError(f"tiles must be 'tuned' or a dict of tile_m/tile_n/tile_k, got {tiles!r}")
+            raise ValueError(f"tiles must be a dict of tile_m/tile_n/tile_k, got {tiles!r}")
         tile_m, tile_n, tile_k = chosen.get("tile_m"), chosen.get("tile_n"), chosen.get("tile_k")
     return _core.gemm(
         a,
@@ -234,29 +232,6 @@ def lstm(
         isa or "",
     )
     return y, (h_n, c_n)
-
-
-def tuned_tiles(m: int, n: int, k: int, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
-    """The tiles `opbench tune` recorded for this problem on this machine (or the nearest tuned shape), and a
-    note saying which; the cache-model default with a note saying so when nothing was tuned."""
-    from opbench.tune import records
-
-    nthreads = default_threads() if threads is None else threads
-    found = records.lookup("gemm", dtype, {"m": m, "n": n, "k": k}, nthreads)
-    if found is None:
-        t = default_tiles()
-        others = records.other_machines("gemm", dtype)
-        foreign = (
-            f" (records tuned on {', '.join(dict.fromkeys(others))} are not applied to another machine)"
-            if others
-            else ""
-        )
-        return (
-            {name: t[name] for name in ("tile_m", "tile_n", "tile_k")},
-            f"no tuned record for gemm {dtype} on this machine: cache-model default tiles{foreign}",
-        )
-    record, note = found
-    return dict(record["tiles"]), note
 
 
 def available_isas() -> list[str]:

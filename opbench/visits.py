@@ -115,8 +115,19 @@ def base_record(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> dict[
     }
 
 
-def _params(cfg: SweepConfig, st: BackendState) -> dict[str, Any]:
-    return cfg.cpp_params if st.backend.name == "cpp" else {}
+def _params(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> dict[str, Any]:
+    """What the backend is asked for besides the case: our kernels' tiles, ISA and accumulation. With
+    --tuned, the tiles `opbench tune` recorded for this case on this machine are looked up here, where the
+    case is built (the kernels do not read the tuner's records), and named in the record's tiles_source."""
+    if st.backend.name != "cpp":
+        return {}
+    params = {k: v for k, v in cfg.cpp_params.items() if k != "tuned"}
+    if cfg.cpp_params.get("tuned") and cfg.op == "gemm":
+        from opbench.tune.records import tuned_tiles
+
+        tiles, note = tuned_tiles(shape.m, shape.n, shape.k, dtype, cfg.threads)
+        params.update(tiles, tiles_note=note)
+    return params
 
 
 def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> float | None:
@@ -132,7 +143,8 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> 
     if op.flops(small) > 10 * PROBE_TARGET_FLOPS:
         return None
     try:
-        prepared = st.backend.prepare(cfg.op, small, op.make_inputs(small, dtype, cfg.seed), _params(cfg, st))
+        inputs = op.make_inputs(small, dtype, cfg.seed)
+        prepared = st.backend.prepare(cfg.op, small, inputs, _params(cfg, st, small, dtype))
         prepared.run(1)
         seconds = prepared.run(1)
     except Exception:
@@ -260,7 +272,7 @@ def first_visit(
 
     rec["notes"] = st.backend.notes(cfg.op, dtype)
     try:
-        prepared = st.backend.prepare(cfg.op, shape, inputs, _params(cfg, st))
+        prepared = st.backend.prepare(cfg.op, shape, inputs, _params(cfg, st, shape, dtype))
         rec["details"] = prepared.details
         if reference is not None:
             # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
@@ -305,7 +317,9 @@ def later_visit(cfg: SweepConfig, st: BackendState, case: Case, bench: Bench, ti
         prepared = case.prepared
         if prepared is None:
             inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
-            prepared = st.backend.prepare(cfg.op, case.shape, inputs, _params(cfg, st))
+            prepared = st.backend.prepare(
+                cfg.op, case.shape, inputs, _params(cfg, st, case.shape, case.dtype)
+            )
         _visit(cfg, case, prepared, bench, timer)
     except Exception as e:
         case.finished = True

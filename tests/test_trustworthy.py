@@ -544,7 +544,6 @@ def test_the_identity_names_family_model_and_hypervisor() -> None:
 
 
 def test_records_tuned_on_another_machine_are_not_applied(tmp_path: Path, monkeypatch: Any) -> None:
-    from opbench import kernels
     from opbench.tune import records
 
     monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(tmp_path))
@@ -557,7 +556,7 @@ def test_records_tuned_on_another_machine_are_not_applied(tmp_path: Path, monkey
     (tmp_path / "other.json").write_text(
         json.dumps({"schema_version": records.SCHEMA_VERSION, "machine": other, "records": [rec]})
     )
-    tiles, note = kernels.tuned_tiles(64, 64, 64, "fp32", 1)
+    tiles, note = records.tuned_tiles(64, 64, 64, "fp32", 1)
     assert tiles != rec["tiles"]
     assert "not applied to another machine" in note and "Zen 4" in note
 

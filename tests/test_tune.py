@@ -276,13 +276,16 @@ def test_the_winner_is_recorded_and_used(tmp_path: Path) -> None:
     assert "confirmation" in proc.stdout and "the cache-model default" in proc.stdout
     assert "tuned record saved" in proc.stdout
     from opbench import kernels
+    from opbench.tune.records import tuned_tiles
 
-    tiles, note = kernels.tuned_tiles(64, 64, 64, "fp32", 1)
+    tiles, note = tuned_tiles(64, 64, 64, "fp32", 1)
     assert "exact" in note and set(tiles) == {"tile_m", "tile_n", "tile_k"}
-    near, near_note = kernels.tuned_tiles(64, 64, 128, "fp32", 1)
+    near, near_note = tuned_tiles(64, 64, 128, "fp32", 1)
     assert near == tiles and "nearest tuned shape 64x64x64" in near_note
     a = __import__("numpy").ones((64, 64), "float32")
-    assert (kernels.gemm(a, a, tiles="tuned", threads=1) == 64).all()
+    assert (kernels.gemm(a, a, tiles=tiles, threads=1) == 64).all()
+    with pytest.raises(ValueError, match="tuned_tiles"):  # the facade does not read the tuner's records
+        kernels.gemm(a, a, tiles="tuned")  # type: ignore[arg-type]
     sweep_out = tmp_path / "sweep"
     proc = run_cli(
         [

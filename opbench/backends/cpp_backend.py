@@ -107,12 +107,6 @@ class CppBackend(Backend):
 
         if op == "gemm":
             a, b = inputs["a"], inputs["b"]
-            if params.get("tuned"):
-                from opbench.kernels import tuned_tiles
-
-                dtype = "fp16" if a.dtype == np.float16 else "fp32"
-                tiles, note = tuned_tiles(shape.m, shape.n, shape.k, dtype, self._threads)
-                params = {**params, **tiles, "tiles_note": note}
             out = np.empty((shape.m, shape.n), a.dtype)
             dims = {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
             # accumulate="fp16" applies to fp16 inputs (fp32 inputs always accumulate in fp32).

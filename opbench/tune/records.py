@@ -1,5 +1,5 @@
 """Tuned tile records: the best tiling per (machine, op, dtype, shape, threads), as plain JSON under
-tuning/records/ (one file per machine), written by `opbench tune` and read by kernels.gemm(tiles="tuned")
+tuning/records/ (one file per machine), written by `opbench tune` and read by tuned_tiles()
 and `opbench sweep gemm --tuned`. Saves are locked (filelock, `<file>.lock` beside it) and atomic; a file
 that cannot be read is moved aside, never overwritten.
 
@@ -182,3 +182,26 @@ def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[di
     exact = distance(best) == (0.0, 0)
     how = "exact" if exact else f"nearest tuned shape {label}, {best['threads']} thread(s)"
     return best, f"tuned record ({how}) from study {best['study']}"
+
+
+def tuned_tiles(m: int, n: int, k: int, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
+    """The tiles `opbench tune` recorded for this problem on this machine (or the nearest tuned shape), and a
+    note saying which; the cache-model default with a note saying so when nothing was tuned."""
+    from opbench import kernels
+
+    nthreads = kernels.default_threads() if threads is None else threads
+    found = lookup("gemm", dtype, {"m": m, "n": n, "k": k}, nthreads)
+    if found is None:
+        t = kernels.default_tiles()
+        others = other_machines("gemm", dtype)
+        foreign = (
+            f" (records tuned on {', '.join(dict.fromkeys(others))} are not applied to another machine)"
+            if others
+            else ""
+        )
+        return (
+            {name: t[name] for name in ("tile_m", "tile_n", "tile_k")},
+            f"no tuned record for gemm {dtype} on this machine: cache-model default tiles{foreign}",
+        )
+    record, note = found
+    return dict(record["tiles"]), note
