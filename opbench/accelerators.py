@@ -73,3 +73,9 @@ ACCELERATORS: tuple[Accelerator, ...] = (
 def lookup(device_name: str) -> Accelerator | None:
     """The table's entry for a reported device name, or None when it is not in the table."""
     return next((a for a in ACCELERATORS if a.matches(device_name)), None)
+
+
+def device_index(device: str) -> int | None:
+    """cuda -> 0, cuda:N -> N; None for any other device."""
+    kind, _, index = device.partition(":")
+    return int(index or 0) if kind == "cuda" and (not index or index.isdigit()) else None

@@ -704,6 +704,7 @@ def _gpu_peak(device: str) -> int:
     from rich.table import Table
 
     from opbench import gpu, peak
+    from opbench.backends import accelerator_name
 
     if gpu.device_index(device) is None:
         raise UsageError(f"unknown device '{device}' for opbench peak (expected cpu or cuda[:index])")
@@ -711,7 +712,7 @@ def _gpu_peak(device: str) -> int:
         result = gpu.measure_peaks(device)
     except (ImportError, RuntimeError) as e:
         raise UsageError(f"cannot measure peaks on '{device}': {e}") from None
-    name = peak.accelerator_name(device) or device
+    name = accelerator_name(device) or device
     table = Table(title=f"peak FLOPS on {name}", title_justify="left", header_style="bold")
     for col in ("dtype", "achieved GFLOPS", "datasheet GFLOPS", "achieved / datasheet"):
         table.add_column(col, justify="left" if col == "dtype" else "right")

@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from typing import Any
 
+from opbench.accelerators import device_index
+
 SMI_FIELDS = (
     "name",
     "driver_version",
@@ -57,12 +59,6 @@ def smi_query(index: int) -> dict[str, Any] | None:
         return parse_smi_line(proc.stdout.strip().splitlines()[0])
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return None
-
-
-def device_index(device: str) -> int | None:
-    """cuda -> 0, cuda:N -> N; None for any other device."""
-    kind, _, index = device.partition(":")
-    return int(index or 0) if kind == "cuda" and (not index or index.isdigit()) else None
 
 
 def provenance(device: str) -> dict[str, Any] | None:

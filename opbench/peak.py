@@ -248,37 +248,6 @@ def datasheet(dtype: str, threads: int) -> Peak | None:
     )
 
 
-def accelerator_name(device: str) -> str | None:
-    """The name a framework reports for a cuda[:N] device (torch, then TensorFlow); None when neither can
-    see it or for other devices."""
-    from opbench.gpu import device_index
-
-    index = device_index(device)
-    if index is None:
-        return None
-    try:
-        import torch
-
-        if torch.cuda.is_available() and index < torch.cuda.device_count():
-            return str(torch.cuda.get_device_name(index))
-    except ImportError:
-        pass
-    try:
-        from opbench.backends.tensorflow_backend import native_stderr_captured
-
-        with native_stderr_captured():
-            import tensorflow as tf
-
-            gpus = tf.config.list_physical_devices("GPU")
-        if index < len(gpus):
-            return (
-                str(tf.config.experimental.get_device_details(gpus[index]).get("device_name") or "") or None
-            )
-    except ImportError:
-        pass
-    return None
-
-
 def accelerator_datasheet(device_name: str, dtype: str, threads: int) -> Peak | None:
     """The dense datasheet peak of a named accelerator for dtype (accelerators.py), or None if not listed."""
     from opbench.accelerators import lookup

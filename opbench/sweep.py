@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opbench import peak as peaks
-from opbench.backends import BACKENDS, Backend
+from opbench.backends import BACKENDS, Backend, accelerator_name
 from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable
 from opbench.machine import allowed_cpus
@@ -101,7 +101,7 @@ def backend_summary(states: dict[str, BackendState]) -> dict[str, Any]:
 def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[str, dict[str, Any]]:
     """Per dtype: the peak used for utilization (measured on CPU) and the datasheet estimate beside it."""
     out: dict[str, dict[str, Any]] = {}
-    name = peaks.accelerator_name(device) if device != "cpu" else None
+    name = accelerator_name(device) if device != "cpu" else None
     for d in dtypes:
         if device != "cpu":
             # An accelerator's utilization is against its datasheet peak (accelerators.py), when listed.

@@ -10,6 +10,7 @@ from conftest import run_cli
 
 from opbench import peak
 from opbench.accelerators import ACCELERATORS, lookup
+from opbench.backends import accelerator_name
 from opbench.backends.mindspore_backend import ms_device
 from opbench.errors import BackendUnavailable
 
@@ -82,7 +83,7 @@ def test_datasheets_command_prints_the_table() -> None:
 
 @pytest.mark.parametrize("device", ["cuda", "cuda:1", "ascend"])
 def test_an_absent_accelerator_is_exit_2_and_nothing_is_written(device: str, tmp_path: Path) -> None:
-    if peak.accelerator_name("cuda") is not None:
+    if accelerator_name("cuda") is not None:
         pytest.skip("this machine has a CUDA device")
     out = tmp_path / "out"
     proc = run_cli(
@@ -130,7 +131,7 @@ def test_gpu_provenance_only_for_cuda_devices() -> None:
 
 
 def test_gpu_peak_without_a_gpu_is_exit_2() -> None:
-    if peak.accelerator_name("cuda") is not None:
+    if accelerator_name("cuda") is not None:
         pytest.skip("this machine has a CUDA device")
     proc = run_cli(["peak", "--device", "cuda"])
     assert proc.returncode == 2 and proc.stderr.strip() == (

@@ -19,7 +19,22 @@ BACKENDS: dict[str, type[Backend]] = {
     "numpy": NumpyBackend,
 }
 
-__all__ = ["BACKENDS", "Backend", "Prepared", "parse_backends"]
+__all__ = ["BACKENDS", "Backend", "Prepared", "accelerator_name", "parse_backends"]
+
+
+def accelerator_name(device: str) -> str | None:
+    """The name a framework reports for a cuda[:N] device (torch, then TensorFlow); None when neither can
+    see it, or for a device that is not a GPU."""
+    from opbench.accelerators import device_index
+
+    index = device_index(device)
+    if index is None:
+        return None
+    for name in ("torch", "tensorflow"):
+        found = BACKENDS[name]().device_name(index)
+        if found:
+            return found
+    return None
 
 
 def parse_backends(text: str) -> list[str]:

@@ -94,3 +94,8 @@ class Backend(ABC):
     def notes(self, op: str, dtype: str) -> list[str]:
         """Known caveats worth printing beside this backend's numbers."""
         return []
+
+    def device_name(self, index: int) -> str | None:
+        """The name this framework reports for GPU `index` (e.g. "NVIDIA H100 80GB HBM3"), or None where it
+        cannot see one. Called before setup(); must not raise when the framework is missing."""
+        return None

@@ -97,6 +97,18 @@ class TensorFlowBackend(Backend):
         self._device = "/CPU:0"
         self._details: dict[str, Any] = {}
 
+    def device_name(self, index: int) -> str | None:
+        try:
+            with native_stderr_captured():
+                import tensorflow as tf
+
+                gpus = tf.config.list_physical_devices("GPU")
+        except ImportError:
+            return None
+        if index >= len(gpus):
+            return None
+        return str(tf.config.experimental.get_device_details(gpus[index]).get("device_name") or "") or None
+
     def unavailable_reason(self) -> str | None:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # no C++ info/warning lines on import
         try:

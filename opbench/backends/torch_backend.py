@@ -136,6 +136,15 @@ class TorchBackend(Backend):
             return f"PyTorch is not installed ({e}); pip install 'torch==2.13.0' (CPU wheel)"
         return None
 
+    def device_name(self, index: int) -> str | None:
+        try:
+            import torch
+        except ImportError:
+            return None
+        if torch.cuda.is_available() and index < torch.cuda.device_count():
+            return str(torch.cuda.get_device_name(index))
+        return None
+
     def version(self) -> str | None:
         import torch
 
