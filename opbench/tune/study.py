@@ -1,8 +1,9 @@
 """The Optuna bridge: one study per (problem, objectives), trials measured by an isolated worker, every
 distinct tiling measured once, failures recorded with their reason, the winner confirmed and recorded.
 
-Who calls what: `opbench tune` (cli.py) builds a TuneConfig and calls run(); `opbench tune --show` calls
-show(); `opbench studies` calls list_studies(). Optuna calls `Objective.__call__` once per trial.
+Who calls what: `opbench tune` (cli.py) builds a TuneConfig and calls run(); `opbench tune --show` reads
+the study with load_existing(); `opbench studies` calls list_studies(). Optuna calls `Objective.__call__`
+once per trial.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -543,9 +544,3 @@ def list_studies(storage_url: str) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def config_dict(cfg: TuneConfig) -> dict[str, Any]:
-    d = asdict(cfg)
-    d["storage_url"] = mask(cfg.storage_url)
-    return d
