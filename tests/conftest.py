@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import socket
@@ -14,6 +15,41 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+
+# What makes a test `slow`: it starts a process (the real CLI, a tuner, a server) itself or through one of
+# its fixtures. Marked here from the source, so a new test is marked without anyone remembering to:
+# `pytest -m "not slow"` is the quick loop while editing.
+_SPAWNS = ("run_cli(", "subprocess.", "Popen(", "postgres_url", "start_postgres")
+
+
+def _spawns(func: Any, seen: dict[Any, bool]) -> bool:
+    if func not in seen:
+        try:
+            source = inspect.getsource(func)
+        except (OSError, TypeError):
+            source = ""
+        seen[func] = any(token in source for token in _SPAWNS)
+    return seen[func]
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def _ours(func: Any) -> bool:
+    code = getattr(func, "__code__", None)
+    return code is not None and Path(code.co_filename).resolve().parent == HERE
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    seen: dict[Any, bool] = {}
+    for item in items:
+        funcs = [getattr(item, "function", None)]
+        info = getattr(item, "_fixtureinfo", None)
+        for defs in (getattr(info, "name2fixturedefs", None) or {}).values():
+            # our own fixtures only: pytest's (capfd, pytester, ...) mention processes of their own
+            funcs += [d.func for d in defs if _ours(d.func)]
+        if any(f is not None and _spawns(f, seen) for f in funcs):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,0 +1,81 @@
+"""One conformance suite over every entry of BACKENDS (after Optuna's shared sampler tests): what the sweep
+relies on from any backend, checked the same way for each. A backend added to the registry is covered
+without editing this file.
+
+- it says whether it can run here, and its version;
+- setup on the CPU works, and a device it cannot use is BackendUnavailable (a skip, not a crash);
+- for every op and dtype it either says why not (a non-empty reason) or prepares a case on odd shapes
+  whose output passes the op's float64 check under the accumulation it declares, and whose run(loops)
+  returns a positive time;
+- notes() and device_name() answer without raising.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from opbench.backends import BACKENDS, Backend
+from opbench.errors import BackendUnavailable
+from opbench.ops import conv, gemm, lstm
+
+NAMES = list(BACKENDS)
+# Odd sizes: 1, primes, non-multiples of every tile.
+SHAPES: dict[str, Any] = {
+    "gemm": gemm.GemmShape(17, 31, 13),
+    "conv": conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1),
+    "lstm": lstm.LstmShape(3, 2, 7, 5),
+}
+OPS = {"gemm": gemm, "conv": conv, "lstm": lstm}
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    be = BACKENDS[request.param]()
+    reason = be.unavailable_reason()
+    if reason is not None:
+        assert isinstance(reason, str) and reason, "an unavailable backend must say why"
+        pytest.skip(f"{request.param}: {reason}")
+    be.setup(2, "cpu")
+    return be
+
+
+def test_it_names_itself_and_its_version(backend: Backend) -> None:
+    assert backend.name in BACKENDS and BACKENDS[backend.name] is type(backend)
+    version = backend.version()
+    assert version is None or (isinstance(version, str) and version)
+
+
+def test_a_device_it_cannot_use_is_unavailable_not_a_crash(backend: Backend) -> None:
+    fresh = BACKENDS[backend.name]()
+    with pytest.raises(BackendUnavailable):
+        fresh.setup(2, "npu:97")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("op_name", list(OPS))
+def test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason(
+    backend: Backend, op_name: str, dtype: str
+) -> None:
+    reason = backend.unsupported_reason(op_name, dtype)
+    if reason is not None:
+        assert isinstance(reason, str) and reason
+        return
+    op = OPS[op_name]
+    shape = SHAPES[op_name]
+    inputs = op.make_inputs(shape, dtype, 5)
+    case = backend.prepare(op_name, shape, inputs, {})
+    assert isinstance(case.details, dict)
+    acc = case.details.get("accumulate") or backend.accumulate.get(dtype, dtype)
+    result = op.check(shape, case.output(), inputs, op.reference(shape, inputs), dtype, acc)
+    assert result["ok"], f"{backend.name} {op_name} {dtype}: {result}"
+    seconds = case.run(2)
+    assert isinstance(seconds, float) and seconds > 0
+    notes = backend.notes(op_name, dtype)
+    assert isinstance(notes, list) and all(isinstance(n, str) and n for n in notes)
+
+
+def test_device_name_answers_without_raising(backend: Backend) -> None:
+    name = backend.device_name(0)
+    assert name is None or (isinstance(name, str) and name)
