@@ -1,7 +1,7 @@
 """The Optuna bridge: one study per (problem, objectives), trials measured by an isolated worker, every
 distinct tiling measured once, failures recorded with their reason, the winner confirmed and recorded.
 
-Who calls what: `opbench tune` (cli.py) builds a TuneConfig and calls run(); `opbench tune --show` reads
+Who calls what: `opbench tune` (cli/tune.py) builds a TuneConfig and calls run(); `opbench tune --show` reads
 the study with load_existing(); `opbench studies` calls list_studies(). Optuna calls `Objective.__call__`
 once per trial.
 """

@@ -1,0 +1,340 @@
+"""The argument parser of every command and the argument types that refuse bad values in one line."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from opbench.errors import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _int_from(text: str, lowest: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got '{text}'") from None
+    if v < lowest:
+        raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {v}")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    return _int_from(text, 1)
+
+
+# Oversubscription is a legitimate experiment, up to a bound: 8 threads per usable core, and never more than
+# the kernels' pool allows (1024).
+THREADS_PER_CORE = 8
+
+
+def _threads(text: str) -> int:
+    return threads_within_bound(_positive_int(text))
+
+
+def threads_within_bound(v: int) -> int:
+    from opbench.kernels import MAX_THREADS, default_threads
+
+    cores = default_threads()
+    bound = min(MAX_THREADS, THREADS_PER_CORE * cores)
+    if v > bound:
+        raise argparse.ArgumentTypeError(
+            f"{v} threads on {cores} usable core(s): the limit is {bound} "
+            f"({THREADS_PER_CORE} per core, at most {MAX_THREADS})"
+        )
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from None
+    if not v > 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if v == float("inf"):
+        raise argparse.ArgumentTypeError("must be finite")
+    return v
+
+
+def _at_most(limit: float, kind: Any = _positive_float) -> Any:
+    """An argparse type: `kind`, and at most `limit` (a time or a count that would never end otherwise)."""
+
+    def parse(text: str) -> Any:
+        v = kind(text)
+        if v > limit:
+            shown = str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
+            raise argparse.ArgumentTypeError(f"must be <= {shown}, got {text}")
+        return v
+
+    return parse
+
+
+def _seed(text: str) -> int:
+    return int(_at_most(2**32 - 1, lambda t: _int_from(t, 0))(text))
+
+
+# Sweep axes on the command line, per op: option dest -> flag (the op module's AXES names the dests).
+AXIS_FLAGS = {
+    "m": "--m",
+    "n": "--n",
+    "k": "--k",
+    "batch": "--batch",
+    "input_size": "--input-size",
+    "in_channels": "--in-channels",
+    "out_channels": "--out-channels",
+    "filter_size": "--filter-size",
+    "seq_len": "--seq-len",
+    "hidden": "--hidden",
+}
+PARAM_FLAGS = {"stride": "--stride", "padding": "--padding", "dilation": "--dilation", "groups": "--groups"}
+
+
+def _rounds(text: str) -> int:
+    v = _positive_int(text)
+    if v > 100:
+        raise argparse.ArgumentTypeError(f"at most 100 rounds, got {v}")
+    return v
+
+
+def _scale(text: str) -> float:
+    v = _positive_float(text)
+    if v > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return v
+
+
+def _padding(text: str) -> int | str:
+    if text == "same":
+        return text
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got '{text}'") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got {v}")
+    return v
+
+
+def _bytes(text: str) -> int:
+    """'8G', '512M', '1.5GiB', '1000000' -> bytes."""
+    units = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = t[-1:] if t[-1:] in units and t[-1:] != "" else ""
+    try:
+        v = float(t[: len(t) - len(unit)]) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a size like 8G or 512M, got '{text}'") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a size > 0, got '{text}'")
+    return int(v)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="opbench", description="Operator-level micro-benchmarks and tiling autotuner.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("sweep", help="measure an operator over shapes, dtypes and backends")
+    s.add_argument("op", nargs="?", help="gemm, conv or lstm (with --spec/--suite: run only that op's part)")
+    s.add_argument("--spec", help="a TOML sweep spec (see opbench/specs.py)")
+    s.add_argument("--suite", help="a built-in suite (opbench suites lists them)")
+    s.add_argument("--scale", type=_scale, help="shrink batch and input size of every case by this factor")
+    s.add_argument(
+        "--mode",
+        choices=("one-factor", "product"),
+        help="vary one axis at a time around the base point, or the cross product "
+        "(default: product for gemm, one-factor for conv and lstm)",
+    )
+    g = s.add_argument_group("gemm axes (sizes: 64,128 or 64:1024:x2 or 64:512:+64; unset ones are 1024)")
+    for dest in ("m", "n", "k"):
+        g.add_argument(AXIS_FLAGS[dest], dest=dest)
+    c = s.add_argument_group("conv and lstm axes (unset ones stay at the op's base point)")
+    for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
+        c.add_argument(AXIS_FLAGS[dest], dest=dest)
+    c.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
+    c.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
+    c.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
+    c.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
+    s.add_argument("--dtype", help="fp32, fp16 or both (default: fp32,fp16)")
+    s.add_argument(
+        "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
+    )
+    s.add_argument(
+        "--threads", type=_threads, help="threads for every backend (default: all cores; at most 8 per core)"
+    )
+    s.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default), cuda[:i] (torch, tensorflow, mindspore), ascend[:i] (mindspore)",
+    )
+    s.add_argument("--out", default="reports", help="output directory (default: reports/)")
+    s.add_argument("--format", default="json,csv", help="json, csv or both (default: json,csv)")
+    s.add_argument(
+        "--seed", type=_seed, default=0, help="seed of the random inputs and of the round order (default 0)"
+    )
+    s.add_argument(
+        "--rounds",
+        type=_rounds,
+        default=3,
+        help="visit every case this many times, in a shuffled order per round, so its samples come from "
+        "moments spread over the run (default 3; 1 times each case once)",
+    )
+    s.add_argument("--no-verify", action="store_true", help="skip checking outputs against float64")
+    s.add_argument(
+        "--verify-max-gflop",
+        type=_at_most(1e6),
+        default=60.0,
+        help="skip (and say so) verification costlier than this in float64 (default 60)",
+    )
+    s.add_argument("--cold-cache", action="store_true", help="flush caches before every sample (1 call each)")
+    s.add_argument(
+        "--min-sample-ms",
+        type=_at_most(10_000),
+        default=10.0,
+        help="shortest sample (default 10, at most 10000)",
+    )
+    s.add_argument(
+        "--max-time-s", type=_at_most(3600), default=1.0, help="sampling cap per case (at most 3600)"
+    )
+    s.add_argument(
+        "--call-budget-s",
+        type=_at_most(3600),
+        default=1.0,
+        help="a call slower than this is timed once and flagged single_sample",
+    )
+    s.add_argument(
+        "--max-call-s",
+        type=_at_most(86_400),
+        default=60.0,
+        help="skip a case predicted to take longer per call (default 60)",
+    )
+    s.add_argument(
+        "--max-memory",
+        type=_bytes,
+        help="skip a case needing more memory (default: 80%% of available memory)",
+    )
+    s.add_argument("--tile-m", type=_positive_int, help="cpp backend: tile_m (default: cache model)")
+    s.add_argument("--tile-n", type=_positive_int, help="cpp backend: tile_n")
+    s.add_argument("--tile-k", type=_positive_int, help="cpp backend: tile_k")
+    s.add_argument("--isa", choices=("avx512", "avx2", "ref"), help="cpp backend: force a kernel set")
+    s.add_argument(
+        "--tuned",
+        action="store_true",
+        help="cpp backend, gemm: use the tiles opbench tune recorded (exact shape or nearest)",
+    )
+    s.add_argument(
+        "--accumulate",
+        choices=("fp32", "fp16"),
+        default="fp32",
+        help="cpp backend, gemm, fp16 cases: fp16 sums each tile_k block in fp16 (AVX512-FP16; --isa ref "
+        "emulates it), the blocks in fp32; verified against that blocked bound (default fp32)",
+    )
+    s.add_argument("--quiet", action="store_true", help="no progress bar or table; print only file paths")
+
+    pk = sub.add_parser("peak", help="measure (and cache) peak FLOPS per dtype and thread count")
+    pk.add_argument("--dtype", default="fp32,fp16")
+    pk.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
+    pk.add_argument("--refresh", action="store_true", help="measure again instead of using the cache")
+    pk.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu (default) or cuda[:i]: on a GPU, torch GEMM peaks (fp32, fp16, bf16) and copy bandwidth",
+    )
+    pk.add_argument(
+        "--datasheets",
+        action="store_true",
+        help="print the accelerator datasheet peaks (dense) used on GPUs and NPUs, with their sources",
+    )
+
+    t = sub.add_parser(
+        "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
+    )
+    t.add_argument("op", help="gemm")
+    t.add_argument("--m", type=_positive_int, help="rows of A and C")
+    t.add_argument("--n", type=_positive_int, help="columns of B and C")
+    t.add_argument("--k", type=_positive_int, help="inner dimension")
+    t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
+    t.add_argument(
+        "--trials",
+        type=_at_most(1_000_000, _positive_int),
+        default=50,
+        help="trials this process runs (default 50)",
+    )
+    t.add_argument(
+        "--timeout", type=_at_most(30 * 86_400), help="stop starting trials after this many seconds"
+    )
+    t.add_argument("--threads", type=_threads, help="threads (default: all cores; at most 8 per core)")
+    t.add_argument("--sampler", default="tpe", choices=("tpe", "gp", "cmaes", "random", "grid"))
+    t.add_argument("--seed", type=_seed, help="sampler seed (default: random)")
+    t.add_argument("--study", help="study name (default: gemm-MxNxK-DTYPE-tTHREADS)")
+    t.add_argument(
+        "--storage",
+        help="sqlite:///FILE or postgresql://USER:PASSWORD@HOST/DB (default: sqlite under --out/tuning/)",
+    )
+    t.add_argument("--out", default="reports", help="directory of the default storage (default: reports/)")
+    t.add_argument("--space", help="search-space file or name in tuning/spaces (default: gemm)")
+    t.add_argument("--params", help="parameters to search, e.g. tile_n,tile_k (the rest stay at the default)")
+    t.add_argument("--cache-fit", action="store_true", help="enforce the space file's cache-fit constraints")
+    t.add_argument("--isa", choices=("avx512", "avx2", "ref"), help="tune this kernel set")
+    t.add_argument(
+        "--objectives", default="gflops", help="gflops, or gflops,error for the accuracy/speed front"
+    )
+    t.add_argument(
+        "--trial-timeout",
+        type=_at_most(86_400),
+        default=60.0,
+        help="a candidate silent for this long is killed and recorded as a timeout (default 60)",
+    )
+    t.add_argument(
+        "--confirm-top",
+        type=_at_most(100, _positive_int),
+        default=3,
+        help="re-measure this many best tilings",
+    )
+    t.add_argument(
+        "--confirm-rounds", type=_at_most(100, _positive_int), default=3, help="re-measurement rounds"
+    )
+    t.add_argument("--force", action="store_true", help="continue a study recorded for another fingerprint")
+    t.add_argument(
+        "--show", action="store_true", help="print the study's history and best trials; run nothing"
+    )
+    t.add_argument("--heartbeat-s", type=_positive_int, default=5, help=argparse.SUPPRESS)
+    t.add_argument("--grace-s", type=_positive_int, default=15, help=argparse.SUPPRESS)
+
+    st = sub.add_parser("studies", help="list the tuning studies in a storage")
+    st.add_argument("--storage", help="storage URL (default: sqlite under --out/tuning/)")
+    st.add_argument("--out", default="reports")
+
+    rp = sub.add_parser(
+        "report", help="turn sweep results and tuning studies into HTML/Markdown/CSV/JSON reports"
+    )
+    rp.add_argument("results", nargs="*", help="results .json files written by opbench sweep")
+    rp.add_argument("--study", action="append", default=[], help="a tuning study to include (repeatable)")
+    rp.add_argument("--storage", help="storage of the studies (default: sqlite under reports/tuning/)")
+    rp.add_argument("--out", default="reports/report", help="report directory (its name is sanitised)")
+    rp.add_argument("--format", default="html,md,csv,json", help="html, md, csv, json (default: all)")
+    rp.add_argument("--baseline", help="backend the others are compared to (default: torch when present)")
+    rp.add_argument("--title", default="opbench report")
+    rp.add_argument("--force", action="store_true", help="replace an existing report")
+
+    cp = sub.add_parser("compare", help="per-case change between two sweep result files, noise-aware")
+    cp.add_argument("old")
+    cp.add_argument("new")
+    cp.add_argument(
+        "--threshold",
+        type=_at_most(100),
+        default=0.10,
+        help="smallest relative change that can count as significant (default 0.10)",
+    )
+    cp.add_argument("--out", help="also write the comparison here (directory; name sanitised)")
+    cp.add_argument("--format", default="md,csv,json", help="with --out: md, csv, json")
+    cp.add_argument("--force", action="store_true", help="replace an existing comparison directory")
+    cp.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a regression is found")
+
+    sub.add_parser("suites", help="list the built-in sweep suites")
+    sub.add_parser("info", help="CPU features, kernel dispatch, default tiles and backend availability")
+    return p

@@ -1,0 +1,140 @@
+"""`opbench peak` and `opbench info`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from opbench.cli.parser import threads_within_bound
+from opbench.errors import UsageError
+
+
+def _print_datasheets() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench.accelerators import ACCELERATORS
+
+    dtypes = ("fp32", "tf32", "fp16", "bf16")
+    table = Table(
+        title="accelerator datasheet peaks (TFLOPS, dense)", title_justify="left", header_style="bold"
+    )
+    for col in ("device", *dtypes, "source"):
+        table.add_column(col, justify="right" if col in dtypes else "left")
+    for acc in ACCELERATORS:
+        cells = [f"{acc.tflops[d]:g}" if d in acc.tflops else "-" for d in dtypes]
+        table.add_row(acc.name, *cells, acc.source)
+    console = Console(markup=False, width=None if sys.stdout.isatty() else 160)
+    console.print(table)
+    console.print(
+        "Sparse (2:4) figures are never used. fp16/bf16 are tensor-core or cube peaks; fp32 is the CUDA-core "
+        "peak (TF32 is listed apart). A sweep with --device cuda uses the row matching the device's name."
+    )
+    return 0
+
+
+def _gpu_peak(device: str) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench import gpu, peak
+    from opbench.backends import accelerator_name
+
+    if gpu.device_index(device) is None:
+        raise UsageError(f"unknown device '{device}' for opbench peak (expected cpu or cuda[:index])")
+    try:
+        result = gpu.measure_peaks(device)
+    except (ImportError, RuntimeError) as e:
+        raise UsageError(f"cannot measure peaks on '{device}': {e}") from None
+    name = accelerator_name(device) or device
+    table = Table(title=f"peak FLOPS on {name}", title_justify="left", header_style="bold")
+    for col in ("dtype", "achieved GFLOPS", "datasheet GFLOPS", "achieved / datasheet"):
+        table.add_column(col, justify="left" if col == "dtype" else "right")
+    for dtype, achieved in result["gemm_gflops"].items():
+        ds = peak.accelerator_datasheet(name, dtype, 1)
+        ratio = f"{achieved / ds.gflops:.2f}" if ds else "-"
+        table.add_row(dtype, f"{achieved:.0f}", f"{ds.gflops:.0f}" if ds else "-", ratio)
+    console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
+    console.print(table)
+    console.print(
+        f"torch.matmul {result['gemm_size']}^3, {result['timing']}; TF32 for fp32 matmul: "
+        f"{result['tf32_matmul']}. Device copy: {result['copy_gb_s']:.0f} GB/s (read + write)."
+    )
+    return 0
+
+
+def cmd_peak(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from opbench import peak
+    from opbench.dtypes import parse_dtypes
+    from opbench.kernels import default_threads
+    from opbench.ranges import parse_sizes
+
+    if args.datasheets:
+        return _print_datasheets()
+    if args.device != "cpu":
+        return _gpu_peak(args.device)
+    dtypes = parse_dtypes(args.dtype)
+    counts = parse_sizes(args.threads, "--threads") if args.threads else sorted({1, default_threads()})
+    for count in counts:
+        try:
+            threads_within_bound(count)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"--threads: {e}") from None
+    table = Table(title="peak FLOPS", title_justify="left", header_style="bold")
+    for col in ("dtype", "threads", "measured GFLOPS", "datasheet GFLOPS", "measured / datasheet"):
+        table.add_column(col, justify="left" if col in ("dtype", "threads") else "right")
+    console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
+    notes: dict[str, None] = {}  # ordered set
+    with Console(stderr=True).status("running FMA-throughput loops..."):
+        for d in dtypes:
+            for t in counts:
+                m = peak.measured(d, t, refresh=args.refresh)
+                ds = peak.datasheet(d, t)
+                ratio = f"{m.gflops / ds.gflops:.2f}" if ds else "-"
+                table.add_row(d, str(t), f"{m.gflops:.1f}", f"{ds.gflops:.1f}" if ds else "-", ratio)
+                notes[f"{d} measured: {m.name}; {m.detail.split(', best')[0]}"] = None
+                notes[f"{d} datasheet: {ds.detail}" if ds else f"{d} datasheet: clock frequency unknown"] = (
+                    None
+                )
+    console.print(table)
+    for note in notes:
+        console.print(note, style="dim")
+    for t in counts:
+        b = peak.bandwidth(t, refresh=args.refresh)
+        console.print(f"memory bandwidth, {t} thread(s): {b.gbs:.1f} GB/s measured ({b.detail})")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from opbench import kernels
+    from opbench.backends import BACKENDS
+    from opbench.machine import cpu_model
+
+    console = Console(markup=False)
+    f = kernels.cpu_features()
+    console.print(
+        f"CPU: {cpu_model()} ({f['vendor']}), {f['logical_cpus']} logical CPUs, "
+        f"{kernels.default_threads()} usable"
+    )
+    console.print("features: " + ", ".join(k for k, v in f["features"].items() if v))
+    console.print(f"kernel sets: {', '.join(f['isas'])}; selected: {f['selected_isa']}")
+    c = f["caches"]
+    console.print(
+        f"caches ({f['cache_source']}): L1d {c['l1d']['size_bytes'] // 1024} KiB {c['l1d']['ways']}-way, "
+        f"L2 {c['l2']['size_bytes'] // 1024} KiB {c['l2']['ways']}-way, "
+        f"L3 {c['l3']['size_bytes'] // 2**20} MiB {c['l3']['ways']}-way"
+    )
+    for isa in f["isas"]:
+        t = kernels.default_tiles(isa)
+        console.print(
+            f"  {isa}: {t['description']}; default tiles m={t['tile_m']} n={t['tile_n']} k={t['tile_k']}"
+        )
+    for name, cls in BACKENDS.items():
+        reason = cls().unavailable_reason()
+        console.print(f"backend {name}: " + ("available" if reason is None else f"unavailable ({reason})"))
+    return 0

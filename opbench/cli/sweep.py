@@ -1,0 +1,336 @@
+"""`opbench sweep`: plans from the arguments, the results header, the sweeps with their progress."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from opbench.cli.common import check_out_dir
+from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
+from opbench.errors import UsageError
+
+
+def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
+    """The sweep plans this command asks for, and the suite/spec it came from (None for the command line)."""
+    from opbench.ops import get_op
+    from opbench.ranges import parse_sizes
+    from opbench.space import expand
+    from opbench.specs import SweepPlan, load_spec, load_suite
+
+    given_axes = {d: getattr(args, d) for d in AXIS_FLAGS if getattr(args, d) is not None}
+    given_params = {d: getattr(args, d) for d in PARAM_FLAGS if getattr(args, d) is not None}
+    if args.spec and args.suite:
+        raise UsageError("give --spec or --suite, not both")
+    if args.spec or args.suite:
+        if given_axes or given_params or args.mode:
+            flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in [*given_axes, *given_params]] or ["--mode"]
+            raise UsageError(f"{flags[0]} cannot be combined with --spec/--suite (the spec sets the shapes)")
+        spec = load_spec(args.spec) if args.spec else load_suite(args.suite)
+        plans = list(spec.plans)
+        if args.op:
+            get_op(args.op)
+            plans = [pl for pl in plans if pl.op == args.op]
+            if not plans:
+                raise UsageError(
+                    f"{spec.name} has no {args.op} sweep (it has: {', '.join(p.op for p in spec.plans)})"
+                )
+        meta = {"name": spec.name, "description": spec.description, "source": spec.source, "path": spec.path}
+        return plans, meta
+
+    if not args.op:
+        raise UsageError("opbench sweep: name an op (gemm, conv, lstm) or give --spec/--suite")
+    op = get_op(args.op)
+    for dest in [*given_axes, *given_params]:
+        if dest not in op.AXES and dest not in op.PARAMS:
+            allowed = " ".join(AXIS_FLAGS[a] for a in op.AXES) + "".join(
+                f" {PARAM_FLAGS[p]}" for p in op.PARAMS
+            )
+            flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
+            raise UsageError(f"{flag} does not apply to {args.op} (its options: {allowed})")
+    axes = {d: parse_sizes(v, AXIS_FLAGS[d]) for d, v in given_axes.items()}
+    mode = args.mode or op.DEFAULT_MODE
+    params = {**op.PARAMS, **given_params}
+    try:
+        if axes:
+            shapes = expand(op, axes, dict(op.BASE), params, mode)
+        elif given_params and hasattr(op, "DEFAULT_AXES"):
+            shapes = expand(op, op.DEFAULT_AXES, dict(op.BASE), params, mode)
+        else:
+            shapes = op.default_cases()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return [SweepPlan(args.op, tuple(shapes), mode, None, None, "")], None
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from opbench.backends import parse_backends
+    from opbench.dtypes import parse_dtypes
+    from opbench.kernels import default_threads
+    from opbench.machine import available_memory_bytes
+    from opbench.ops import get_op
+    from opbench.results import parse_formats
+    from opbench.space import scale_shapes
+    from opbench.sweep import SweepConfig
+    from opbench.timing import TimerConfig
+
+    plans, suite = _plans_from_args(args)
+    cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
+    cli_backends = parse_backends(args.backend) if args.backend is not None else None
+    formats = parse_formats(args.format)
+    out_dir = check_out_dir(args.out)
+    if not re.fullmatch(r"cpu|(cuda|ascend)(:\d+)?", args.device):
+        raise UsageError(f"unknown device '{args.device}' (expected cpu, cuda[:index] or ascend[:index])")
+    threads = args.threads or default_threads()
+    timer = TimerConfig(
+        min_sample_s=args.min_sample_ms / 1e3,
+        max_time_s=args.max_time_s,
+        call_budget_s=args.call_budget_s,
+        cold_cache=args.cold_cache,
+    )
+    cpp_params = {
+        "tile_m": args.tile_m,
+        "tile_n": args.tile_n,
+        "tile_k": args.tile_k,
+        "isa": args.isa,
+        "tuned": args.tuned,
+        "accumulate": args.accumulate,
+    }
+    if args.tuned and (args.tile_m or args.tile_n or args.tile_k):
+        raise UsageError("--tuned and --tile-m/--tile-n/--tile-k are exclusive")
+    if args.accumulate == "fp16":
+        from opbench import kernels
+
+        f16acc = kernels.default_tiles(args.isa)["fp16_accumulate"]
+        if not f16acc["available"]:
+            raise UsageError(f"--accumulate fp16: {f16acc['reason']}")
+    budget = args.max_memory or int(available_memory_bytes() * 0.8)
+
+    configs = []
+    for plan in plans:
+        op = get_op(plan.op)
+        if args.scale:
+            shapes, unscaled = scale_shapes(op, list(plan.shapes), args.scale)
+        else:
+            shapes, unscaled = list(plan.shapes), []
+        configs.append(
+            SweepConfig(
+                op=plan.op,
+                shapes=tuple(shapes),
+                dtypes=tuple(cli_dtypes or plan.dtypes or ("fp32", "fp16")),
+                backends=tuple(cli_backends or plan.backends or op.DEFAULT_BACKENDS),
+                threads=threads,
+                device=args.device,
+                timer=timer,
+                verify=not args.no_verify,
+                seed=args.seed,
+                cpp_params=cpp_params,
+                max_memory_bytes=budget,
+                max_call_s=args.max_call_s,
+                verify_max_gflop=args.verify_max_gflop,
+                unscaled=tuple(unscaled) if args.scale else None,
+                rounds=args.rounds,
+            )
+        )
+    _check_memory(configs, budget)
+    meta = {
+        "suite": suite,
+        "scale": args.scale,
+        "plans": [pl.description for pl in plans],
+        "modes": [pl.mode for pl in plans],
+        "command": args.command_line,
+    }
+    return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet)
+
+
+def _check_memory(configs: list[Any], budget: int) -> None:
+    """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
+    from opbench.ops import get_op
+
+    smallest = None
+    for cfg in configs:
+        op = get_op(cfg.op)
+        for shape in cfg.shapes:
+            verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
+            for d in cfg.dtypes:
+                need = op.memory_bytes(shape, d, reference=verify)
+                if need <= budget:
+                    return
+                if smallest is None or need < smallest[0]:
+                    smallest = (need, shape, d)
+    if smallest is not None:
+        need, shape, d = smallest
+        raise UsageError(
+            f"no case fits in memory: the smallest, {shape.label()} ({d}), needs about "
+            f"{need / 2**30:.1f} GiB, "
+            f"more than the {budget / 2**30:.1f} GiB budget (--max-memory; default 80% of available memory)"
+        )
+
+
+def _sweep_header(
+    cfg: Any,
+    meta: dict[str, Any],
+    states: dict[str, Any],
+    peak_table: dict[str, Any],
+    cpus: list[int],
+    index: int,
+    bandwidth: dict[str, Any] | None,
+) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from opbench import machine, sweep
+    from opbench.ops import get_op
+
+    op = get_op(cfg.op)
+    return {
+        "op": cfg.op,
+        "shape_fields": list(op.SHAPE_FIELDS),
+        "command": meta["command"],
+        "flop_note": op.FLOP_NOTE,
+        "suite": meta["suite"],
+        "scale": meta["scale"],
+        "mode": meta["modes"][index],
+        "description": meta["plans"][index],
+        "factor_levels": sweep.factor_levels(cfg),
+        "settings": {
+            "threads": cfg.threads,
+            "device": cfg.device,
+            "dtypes": list(cfg.dtypes),
+            "backends": list(cfg.backends),
+            "verify": cfg.verify,
+            "verify_max_gflop": cfg.verify_max_gflop,
+            "seed": cfg.seed,
+            "rounds": cfg.rounds,
+            "timer": asdict(cfg.timer),
+            "max_memory_bytes": cfg.max_memory_bytes,
+            "max_call_s": cfg.max_call_s,
+            "cpp": {k: v for k, v in cfg.cpp_params.items() if v is not None},
+        },
+        "machine": {**machine.provenance(cfg.threads, cpus), **_accelerator_block(cfg.device)},
+        "peaks": {d: peak_table[d] for d in cfg.dtypes},
+        "bandwidth": bandwidth,
+        "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}),
+    }
+
+
+def _accelerator_block(device: str) -> dict[str, Any]:
+    """GPU provenance at the start of a run on a cuda device (name, CUDA, driver, clocks); empty on CPU."""
+    from opbench import gpu
+
+    info = gpu.provenance(device)
+    return {"accelerator": info} if info is not None else {}
+
+
+def _environment(writer: Any, bench: Any) -> None:
+    """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
+    and this run's best probes into the machine's cache; also after an interrupt."""
+    from opbench import history as runs
+    from opbench import peak
+    from opbench.reference import THROTTLED_SPEED, apart_warning
+
+    contended = sum("contended" in r.get("flags", []) for r in writer.doc["records"])
+    env = bench.monitor.finish(contended_cases=contended)
+    if bench.reference is not None:
+        env["reference"] = bench.reference.summary()
+        peak.record_best_probes(bench.reference.run_best)
+        throttled = sum("throttled" in r.get("flags", []) for r in writer.doc["records"])
+        if throttled:
+            env["warnings"].append(
+                f"{throttled} case(s) measured only while the machine ran below "
+                f"{100 * THROTTLED_SPEED:.0f}% of its best in-run probe: flagged throttled"
+            )
+        apart = sum("apart" in r.get("flags", []) for r in writer.doc["records"])
+        if apart:
+            env["warnings"].append(apart_warning(apart, bench.reference))
+    unlike = sum(runs.FLAG in r.get("flags", []) for r in writer.doc["records"])
+    if unlike:
+        env["warnings"].append(runs.warning(unlike))
+    writer.doc["environment"] = env
+    writer.flush()
+
+
+def _run_sweeps(
+    configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool
+) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from opbench import history as runs
+    from opbench import machine, peak, sweep, visits
+    from opbench.display import print_summary
+    from opbench.machine import utc_stamp
+    from opbench.results import ResultsWriter
+
+    # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
+    console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
+    err_console = Console(stderr=True, quiet=quiet, markup=False)
+    first = configs[0]
+    all_dtypes = tuple(dict.fromkeys(d for c in configs for d in c.dtypes))
+    all_backends = tuple(dict.fromkeys(b for c in configs for b in c.backends))
+    writers: list[ResultsWriter] = []
+    try:
+        cpus = machine.pin_to_cpus(first.threads) if first.device == "cpu" else machine.allowed_cpus()
+        with err_console.status("measuring peak FLOPS (cached per machine)..."):
+            peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
+            bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
+        with err_console.status("loading backends..."):
+            states = sweep.setup_backends(all_backends, first.threads, first.device)
+        if first.device != "cpu" and all(st.reason for st in states.values()):
+            reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
+            raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
+        history = visits.SpeedHistory()
+        # One in-run reference for the whole command (its probe budget and best values shared); each
+        # results file gets its own contention monitor, whose findings go into its header.
+        reference = sweep.make_reference(first)
+        stamp = utc_stamp()
+        prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
+        for index, cfg in enumerate(configs):
+            header = _sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
+            writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
+            writers.append(writer)
+            progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            )
+            bench = sweep.make_bench(cfg, cpus, reference)
+            with progress:
+                task = progress.add_task(cfg.op, total=cfg.n_cases * cfg.rounds)
+
+                def on_records(
+                    records: list[tuple[int, dict[str, Any]]], writer: ResultsWriter = writer
+                ) -> None:
+                    writer.put(records)
+
+                def on_case_start(description: str, task: Any = task, progress: Progress = progress) -> None:
+                    progress.update(task, description=description, advance=1)
+
+                try:
+                    sweep.run_sweep(cfg, states, peak_table, on_records, on_case_start, history, bench)
+                    if runs.apply(writer.doc, peak.cache_dir()):  # flags cases unlike earlier runs
+                        writer.refresh()
+                finally:
+                    _environment(writer, bench)
+            if "accelerator" in writer.doc["machine"]:
+                from opbench import gpu
+
+                writer.doc["machine"]["accelerator"]["smi_end"] = gpu.clocks(cfg.device)  # clocks at the end
+            writer.finish()
+            print_summary(console, writer.doc, writer.paths)
+            if quiet:
+                for path in writer.paths.values():
+                    print(path)
+    except KeyboardInterrupt:
+        if not writers:
+            print("opbench: interrupted before any case ran; nothing written", file=sys.stderr)
+        else:
+            kept = ", ".join(str(p) for w in writers for p in w.paths.values())
+            done = sum(len(w.doc["records"]) for w in writers)
+            print(f"opbench: interrupted; {done} finished case(s) kept in {kept}", file=sys.stderr)
+        return 130
+    return 0
