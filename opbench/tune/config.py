@@ -1,0 +1,119 @@
+"""What a tuning run is: its configuration, search space, fingerprint and sampler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from opbench.errors import UsageError
+from opbench.ops import gemm as gemm_op
+from opbench.tune.space import TileSpace, load_space
+
+SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")
+OBJECTIVES = ("gflops", "error")
+TRIAL_TIMER = {
+    "min_sample_s": 0.005,
+    "min_samples": 5,
+    "max_samples": 30,
+    "max_time_s": 0.5,
+    "target_rel_iqr": 0.03,
+    "warmup_s": 0.02,
+    "call_budget_s": 5.0,
+}
+CONFIRM_TIMER = {
+    "min_sample_s": 0.01,
+    "min_samples": 10,
+    "max_samples": 60,
+    "max_time_s": 1.5,
+    "target_rel_iqr": 0.01,
+}
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    shape: gemm_op.GemmShape
+    dtype: str
+    threads: int
+    study_name: str
+    storage_url: str
+    trials: int | None = 50
+    timeout_s: float | None = None
+    sampler: str = "tpe"
+    seed: int | None = None
+    space: str | None = None
+    params: tuple[str, ...] | None = None  # tuned parameters; the others stay at the cache model's value
+    cache_fit: bool = False
+    isa: str | None = None
+    objectives: tuple[str, ...] = ("gflops",)
+    trial_timeout_s: float = 60.0
+    confirm_top: int = 3
+    confirm_rounds: int = 3
+    force: bool = False
+    heartbeat_s: int = 5
+    grace_s: int = 15
+    input_seed: int = 0
+    command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
+
+
+def _names(cfg: TuneConfig) -> dict[str, int]:
+    from opbench import kernels
+
+    info = kernels.default_tiles(cfg.isa, cfg.shape.n)
+    caches = kernels.cpu_info()["caches"]
+    s = cfg.shape
+    return {
+        "mr": info["mr"],
+        "nr": info["nr"],
+        "m": s.m,
+        "n": s.n,
+        "k": s.k,
+        "l1_bytes": caches["l1d"]["size_bytes"],
+        "l2_bytes": caches["l2"]["size_bytes"],
+        "l3_bytes": caches["l3"]["size_bytes"],
+    }
+
+
+def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
+    space, path = load_space("gemm", _names(cfg), cfg.cache_fit, cfg.space)
+    if cfg.params:
+        unknown = set(cfg.params) - set(space.param_names)
+        if unknown:
+            raise UsageError(
+                f"--params: unknown parameter(s) {', '.join(sorted(unknown))} "
+                f"(the space has {', '.join(space.param_names)})"
+            )
+        space = TileSpace(
+            tuple(p for p in space.params if p[0] in cfg.params), space.constraints, space.names
+        )
+    return space, path
+
+
+def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
+    from opbench.machine import fingerprint as machine_fingerprint
+
+    return {
+        **machine_fingerprint(cfg.threads),
+        "op": "gemm",
+        "shape": cfg.shape.to_dict(),
+        "dtype": cfg.dtype,
+        "objectives": list(cfg.objectives),
+        "space": {name: list(v) for name, v in space.params},
+    }
+
+
+def _sampler(cfg: TuneConfig, space: TileSpace) -> Any:
+    import optuna
+
+    s = cfg.sampler
+    if s == "tpe":
+        return optuna.samplers.TPESampler(seed=cfg.seed, multivariate=True, constant_liar=True)
+    if s == "gp":
+        return optuna.samplers.GPSampler(seed=cfg.seed, deterministic_objective=False)
+    if s == "cmaes":
+        if len(cfg.objectives) > 1:
+            raise UsageError("--sampler cmaes cannot optimise several objectives (use tpe, gp or random)")
+        return optuna.samplers.CmaEsSampler(seed=cfg.seed, warn_independent_sampling=False)
+    if s == "random":
+        return optuna.samplers.RandomSampler(seed=cfg.seed)
+    grid = {f"{name}_i": list(range(len(values))) for name, values in space.params}
+    return optuna.samplers.GridSampler(grid, seed=cfg.seed)

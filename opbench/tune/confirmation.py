@@ -1,0 +1,114 @@
+"""After the trials: the top tilings and the cache-model default re-measured over interleaved rounds with
+confidence intervals, and whether the winner may be saved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opbench.measurement import median_ci
+from opbench.ops import gemm as gemm_op
+from opbench.tune.config import CONFIRM_TIMER, TuneConfig
+from opbench.tune.isolation import IsolatedRunner
+
+
+def _measured_keys(study: Any) -> set[str]:
+    import optuna
+
+    return {
+        t.user_attrs["key"]
+        for t in study.get_trials(deepcopy=False)
+        if "key" in t.user_attrs
+        and (t.state == optuna.trial.TrialState.COMPLETE or "failure" in t.user_attrs)
+    }
+
+
+def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, Any]:
+    """Re-measure the top-k distinct tilings and the cache-model default, interleaved over rounds with a
+    stricter timer; medians with 95% bootstrap intervals, and the best's speed-up over the default."""
+    import optuna
+
+    done = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.state == optuna.trial.TrialState.COMPLETE and "gflops" in t.user_attrs
+    ]
+    ranked: dict[str, dict[str, int]] = {}
+    for t in sorted(done, key=lambda t: -t.user_attrs["gflops"]):
+        ranked.setdefault(t.user_attrs["key"], t.user_attrs["tiles"])
+        if len(ranked) == cfg.confirm_top:
+            break
+    candidates: list[tuple[str, dict[str, int] | None]] = [("default", None)]
+    candidates += [(f"#{i + 1}", tiles) for i, tiles in enumerate(ranked.values())]
+    samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    flags: dict[str, set[str]] = {name: set() for name, _ in candidates}
+    failures: dict[str, str] = {}
+    for _ in range(cfg.confirm_rounds):
+        for name, tiles in candidates:
+            if name in failures:
+                continue
+            answer = runner.run(
+                {"tiles": tiles, "isa": cfg.isa or "", "timer": CONFIRM_TIMER},
+                max(cfg.trial_timeout_s, 120.0),
+            )
+            if answer["status"] != "ok":
+                failures[name] = answer.get("reason", answer["status"])
+                continue
+            samples[name].extend(answer["time"]["samples_s"])
+            if answer.get("machine_speed") is not None:
+                speeds[name].append(answer["machine_speed"])
+            flags[name].update(answer.get("flags") or [])
+    flops = gemm_op.flops(cfg.shape)
+    rows: list[dict[str, Any]] = []
+    for name, tiles in candidates:
+        if name in failures or not samples[name]:
+            rows.append({"name": name, "tiles": tiles, "failure": failures.get(name, "no samples")})
+            continue
+        s = sorted(samples[name])
+        median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
+        lo, hi = median_ci(s)
+        rows.append(
+            {
+                "name": name,
+                "tiles": tiles,
+                "n_samples": len(s),
+                "median_s": median,
+                "gflops": flops / median / 1e9,
+                "gflops_ci": [flops / hi / 1e9, flops / lo / 1e9],
+                # The in-run reference of its rounds: how fast the machine ran while this row was measured.
+                "machine_speed": sorted(speeds[name])[len(speeds[name]) // 2] if speeds[name] else None,
+                "flags": sorted(flags[name]),
+            }
+        )
+    from opbench import kernels
+
+    info = kernels.default_tiles(cfg.isa, cfg.shape.n)
+    default_tiles = {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
+    for r in rows:
+        if r["name"] == "default":
+            r["tiles"] = default_tiles
+    measured = [r for r in rows if "gflops" in r and r["name"] != "default"]
+    default = next(r for r in rows if r["name"] == "default")
+    best = max(measured, key=lambda r: r["gflops"]) if measured else None
+    result = {"rows": rows, "best": best, "default": default}
+    if best is not None and "gflops" in default:
+        result["speedup"] = best["gflops"] / default["gflops"]
+    return result
+
+
+def record_verdict(confirmation: dict[str, Any]) -> str | None:
+    """None when the confirmed best may be saved as the tuned record: it was measured faster than the
+    cache-model default beyond both 95% confidence intervals (or the default itself failed). Otherwise why
+    the default stays."""
+    best, default = confirmation.get("best"), confirmation.get("default") or {}
+    if best is None:
+        return "no candidate was confirmed"
+    if "gflops_ci" not in default:
+        return None  # the default failed: any confirmed tiling that works is better
+    if best["gflops_ci"][0] > default["gflops_ci"][1]:
+        return None
+    return (
+        f"the best tiling ({best['gflops']:.1f} GFLOPS, 95% CI {best['gflops_ci'][0]:.1f}-"
+        f"{best['gflops_ci'][1]:.1f}) is not faster than the cache-model default ({default['gflops']:.1f}, "
+        f"95% CI {default['gflops_ci'][0]:.1f}-{default['gflops_ci'][1]:.1f}) beyond the confidence intervals"
+    )

@@ -1,0 +1,104 @@
+"""One trial: Optuna suggests indices, the Objective maps them to a valid tiling and measures it once in
+the isolated worker (a repeat is answered from the study; a failure is a failed trial, never a dead study)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from opbench.errors import UsageError
+from opbench.ops import gemm as gemm_op
+from opbench.tune.config import TuneConfig
+from opbench.tune.isolation import IsolatedRunner
+from opbench.tune.space import TileSpace
+
+
+class CandidateFailed(Exception):
+    """A candidate that crashed, hung, failed or gave a wrong answer: the trial fails, the study goes on."""
+
+
+def _key(tiles: dict[str, int], isa: str) -> str:
+    return json.dumps({"tiles": tiles, "isa": isa}, sort_keys=True)
+
+
+class Objective:
+    """Optuna calls this per trial. Suggests ordinal indices, maps them to a valid tiling, reuses the value
+    of a tiling this study already measured (or its failure), else measures it in the isolated worker."""
+
+    def __init__(
+        self,
+        cfg: TuneConfig,
+        space: TileSpace,
+        runner: IsolatedRunner,
+        on_trial: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.cfg, self.space, self.runner, self.on_trial = cfg, space, runner, on_trial
+        self.flops = gemm_op.flops(cfg.shape)
+
+    def _previous(self, trial: Any, key: str) -> Any | None:
+        import optuna
+
+        for t in trial.study.get_trials(deepcopy=False):
+            if t.number == trial.number or t.user_attrs.get("key") != key:
+                continue
+            if t.state == optuna.trial.TrialState.COMPLETE or (
+                t.state == optuna.trial.TrialState.FAIL and "failure" in t.user_attrs
+            ):
+                return t
+        return None
+
+    def __call__(self, trial: Any) -> Any:
+        indices = {
+            name: trial.suggest_int(f"{name}_i", 0, len(values) - 1) for name, values in self.space.params
+        }
+        tiles = self.space.from_indices(indices)
+        if tiles is None:
+            trial.set_user_attr("failure", "constraints: no valid value")
+            raise CandidateFailed("constraints")
+        isa = self.cfg.isa or ""
+        key = _key(tiles, isa)
+        trial.set_user_attr("key", key)
+        trial.set_user_attr("tiles", tiles)
+        previous = self._previous(trial, key)
+        if previous is not None:
+            trial.set_user_attr("reused_from", previous.number)
+            for attr in ("gflops", "median_s", "rel_iqr", "max_rel_err", "failure"):
+                if attr in previous.user_attrs:
+                    trial.set_user_attr(attr, previous.user_attrs[attr])
+            self.on_trial(
+                {
+                    "number": trial.number,
+                    "tiles": tiles,
+                    "reused_from": previous.number,
+                    **previous.user_attrs,
+                }
+            )
+            if "failure" in previous.user_attrs:
+                raise CandidateFailed(previous.user_attrs["failure"])
+            return previous.values if len(self.cfg.objectives) > 1 else previous.value
+        answer = self.runner.run({"tiles": tiles, "isa": isa}, self.cfg.trial_timeout_s)
+        status = answer["status"]
+        if status != "ok":
+            reason = "wrong_answer" if status == "wrong_answer" else answer.get("reason", status)
+            trial.set_user_attr("failure", reason)
+            if answer.get("verify"):
+                trial.set_user_attr("max_err_ratio", answer["verify"].get("max_err_ratio"))
+            self.on_trial({"number": trial.number, "tiles": tiles, "failure": reason})
+            raise CandidateFailed(reason)
+        median = answer["time"]["median_s"]
+        gflops = self.flops / median / 1e9
+        error = (answer.get("verify") or {}).get("max_rel_err")
+        trial.set_user_attr("gflops", gflops)
+        trial.set_user_attr("median_s", median)
+        trial.set_user_attr("rel_iqr", answer["time"]["rel_iqr"])
+        trial.set_user_attr("machine_speed", answer.get("machine_speed"))
+        trial.set_user_attr("flags", answer.get("flags") or [])
+        if error is not None:
+            trial.set_user_attr("max_rel_err", error)
+        self.on_trial({"number": trial.number, "tiles": tiles, "gflops": gflops, "max_rel_err": error})
+        if len(self.cfg.objectives) > 1:
+            if error is None:
+                raise UsageError("--objectives gflops,error needs verification (do not pass --no-verify)")
+            return gflops, error
+        return gflops
