@@ -11,6 +11,7 @@ finished, and the clock can stop right after the loop. Its two runtime threads a
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,8 @@ from opbench.errors import BackendUnavailable
 
 # MindSpore 2.10's CPU runtime threads: the actor that runs a PyNative op, and its kernel pool.
 MS_THREADS = ("ActorThread", "KernelThread")
+# How long setup waits for the runtime threads to appear before giving up on placing them.
+PLACE_WAIT_S = 2.0
 
 
 class _MindSporeCase(Prepared):
@@ -115,9 +118,15 @@ class MindSporeBackend(Backend):
             or "MindSpore 2.10's CPU kernels ignore threads_num; the process CPU affinity bounds them",
         }
         if target == "CPU":
-            # The runtime's threads start with the first op; place them one per CPU (machine.spread_threads).
+            # The runtime's threads start with the first op, and may take a moment to appear (and get their
+            # names) on a busy machine: place them one per CPU (machine.spread_threads) once they are there.
             ms.ops.add(ms.Tensor(np.ones(4, np.float32)), 1.0).asnumpy()
+            deadline = time.monotonic() + PLACE_WAIT_S
             self._place_threads()
+            while "thread_placement" not in self._details and time.monotonic() < deadline:
+                time.sleep(0.01)
+                ms.ops.add(ms.Tensor(np.ones(4, np.float32)), 1.0).asnumpy()
+                self._place_threads()
 
     def _place_threads(self) -> None:
         from opbench.machine import spread_threads

@@ -1,10 +1,12 @@
-"""`opbench sweep`: plans from the arguments, the results header, the sweeps with their progress."""
+"""`opbench sweep`: plans from the arguments, checked; progress and tables while opbench.runs runs them."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,162 +171,62 @@ def _check_memory(configs: list[Any], budget: int) -> None:
         )
 
 
-def _sweep_header(
-    cfg: Any,
-    meta: dict[str, Any],
-    states: dict[str, Any],
-    peak_table: dict[str, Any],
-    cpus: list[int],
-    index: int,
-    bandwidth: dict[str, Any] | None,
-) -> dict[str, Any]:
-    from dataclasses import asdict
+class _RichObserver:
+    """Progress on stderr while a sweep runs, the table on stdout when it ends (paths only with --quiet)."""
 
-    from opbench import machine, sweep
-    from opbench.ops import get_op
+    def __init__(self, quiet: bool) -> None:
+        from rich.console import Console
 
-    op = get_op(cfg.op)
-    return {
-        "op": cfg.op,
-        "shape_fields": list(op.SHAPE_FIELDS),
-        "command": meta["command"],
-        "flop_note": op.FLOP_NOTE,
-        "suite": meta["suite"],
-        "scale": meta["scale"],
-        "mode": meta["modes"][index],
-        "description": meta["plans"][index],
-        "factor_levels": sweep.factor_levels(cfg),
-        "settings": {
-            "threads": cfg.threads,
-            "device": cfg.device,
-            "dtypes": list(cfg.dtypes),
-            "backends": list(cfg.backends),
-            "verify": cfg.verify,
-            "verify_max_gflop": cfg.verify_max_gflop,
-            "seed": cfg.seed,
-            "rounds": cfg.rounds,
-            "timer": asdict(cfg.timer),
-            "max_memory_bytes": cfg.max_memory_bytes,
-            "max_call_s": cfg.max_call_s,
-            "cpp": {k: v for k, v in cfg.cpp_params.items() if v is not None},
-        },
-        "machine": {**machine.provenance(cfg.threads, cpus), **_accelerator_block(cfg.device)},
-        "peaks": {d: peak_table[d] for d in cfg.dtypes},
-        "bandwidth": bandwidth,
-        "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}),
-    }
+        # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
+        self.console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
+        self.err_console = Console(stderr=True, quiet=quiet, markup=False)
+        self.quiet = quiet
+        self._advance: Any = None
 
+    def status(self, text: str) -> Any:
+        return self.err_console.status(text)
 
-def _accelerator_block(device: str) -> dict[str, Any]:
-    """GPU provenance at the start of a run on a cuda device (name, CUDA, driver, clocks); empty on CPU."""
-    from opbench import gpu
+    @contextmanager
+    def sweep_started(self, op: str, visits: int) -> Iterator[None]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    info = gpu.provenance(device)
-    return {"accelerator": info} if info is not None else {}
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.err_console,
+            transient=True,
+        )
+        with progress:
+            task = progress.add_task(op, total=visits)
+            self._advance = lambda description: progress.update(task, description=description, advance=1)
+            try:
+                yield
+            finally:
+                self._advance = None
 
+    def visit_started(self, description: str) -> None:
+        if self._advance is not None:
+            self._advance(description)
 
-def _environment(writer: Any, bench: Any) -> None:
-    """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
-    and this run's best probes into the machine's cache; also after an interrupt."""
-    from opbench import history as runs
-    from opbench import peak
-    from opbench.reference import THROTTLED_SPEED, apart_warning
+    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
+        from opbench.display import print_summary
 
-    contended = sum("contended" in r.get("flags", []) for r in writer.doc["records"])
-    env = bench.monitor.finish(contended_cases=contended)
-    if bench.reference is not None:
-        env["reference"] = bench.reference.summary()
-        peak.record_best_probes(bench.reference.run_best)
-        throttled = sum("throttled" in r.get("flags", []) for r in writer.doc["records"])
-        if throttled:
-            env["warnings"].append(
-                f"{throttled} case(s) measured only while the machine ran below "
-                f"{100 * THROTTLED_SPEED:.0f}% of its best in-run probe: flagged throttled"
-            )
-        apart = sum("apart" in r.get("flags", []) for r in writer.doc["records"])
-        if apart:
-            env["warnings"].append(apart_warning(apart, bench.reference))
-    unlike = sum(runs.FLAG in r.get("flags", []) for r in writer.doc["records"])
-    if unlike:
-        env["warnings"].append(runs.warning(unlike))
-    writer.doc["environment"] = env
-    writer.flush()
+        print_summary(self.console, doc, paths)
+        if self.quiet:
+            for path in paths.values():
+                print(path)
 
 
 def _run_sweeps(
     configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool
 ) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from opbench.runs import run_sweeps
 
-    from opbench import history as runs
-    from opbench import machine, peak, sweep, visits
-    from opbench.display import print_summary
-    from opbench.machine import utc_stamp
-    from opbench.results import ResultsWriter
-
-    # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
-    console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
-    err_console = Console(stderr=True, quiet=quiet, markup=False)
-    first = configs[0]
-    all_dtypes = tuple(dict.fromkeys(d for c in configs for d in c.dtypes))
-    all_backends = tuple(dict.fromkeys(b for c in configs for b in c.backends))
-    writers: list[ResultsWriter] = []
+    writers: list[Any] = []
     try:
-        cpus = machine.pin_to_cpus(first.threads) if first.device == "cpu" else machine.allowed_cpus()
-        with err_console.status("measuring peak FLOPS (cached per machine)..."):
-            peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
-            bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
-        with err_console.status("loading backends..."):
-            states = sweep.setup_backends(all_backends, first.threads, first.device)
-        if first.device != "cpu" and all(st.reason for st in states.values()):
-            reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
-            raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
-        history = visits.SpeedHistory()
-        # One in-run reference for the whole command (its probe budget and best values shared); each
-        # results file gets its own contention monitor, whose findings go into its header.
-        reference = sweep.make_reference(first)
-        stamp = utc_stamp()
-        prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
-        for index, cfg in enumerate(configs):
-            header = _sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
-            writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
-            writers.append(writer)
-            progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err_console,
-                transient=True,
-            )
-            bench = sweep.make_bench(cfg, cpus, reference)
-            with progress:
-                task = progress.add_task(cfg.op, total=cfg.n_cases * cfg.rounds)
-
-                def on_records(
-                    records: list[tuple[int, dict[str, Any]]], writer: ResultsWriter = writer
-                ) -> None:
-                    writer.put(records)
-
-                def on_case_start(description: str, task: Any = task, progress: Progress = progress) -> None:
-                    progress.update(task, description=description, advance=1)
-
-                try:
-                    sweep.run_sweep(cfg, states, peak_table, on_records, on_case_start, history, bench)
-                    if runs.apply(writer.doc, peak.cache_dir()):  # flags cases unlike earlier runs
-                        writer.refresh()
-                finally:
-                    _environment(writer, bench)
-            if "accelerator" in writer.doc["machine"]:
-                from opbench import gpu
-
-                writer.doc["machine"]["accelerator"]["smi_end"] = gpu.clocks(cfg.device)  # clocks at the end
-            writer.finish()
-            print_summary(console, writer.doc, writer.paths)
-            if quiet:
-                for path in writer.paths.values():
-                    print(path)
+        run_sweeps(configs, meta, out_dir, formats, _RichObserver(quiet), writers)
     except KeyboardInterrupt:
         if not writers:
             print("opbench: interrupted before any case ran; nothing written", file=sys.stderr)

@@ -1,0 +1,178 @@
+"""Running sweeps into results files: the library side of `opbench sweep`. run_sweeps() pins the CPUs,
+resolves the peaks, loads the backends, and for each sweep config writes one results file (header,
+records after every visit, the environment block, earlier-run flags) while telling an observer what
+happens; the CLI's observer draws the progress and the tables. A KeyboardInterrupt propagates after the
+environment of the sweep under way is written; `writers` (the caller's list) then holds every file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from opbench.errors import UsageError
+
+
+class Observer(Protocol):
+    """What a caller of run_sweeps() is told. Every method may do nothing."""
+
+    def status(self, text: str) -> AbstractContextManager[None]: ...  # a slow step under way
+
+    def sweep_started(self, op: str, visits: int) -> AbstractContextManager[None]: ...  # one results file
+
+    def visit_started(self, description: str) -> None: ...
+
+    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None: ...
+
+
+class Silent:
+    """An observer that says nothing (library callers, tests)."""
+
+    @contextmanager
+    def status(self, text: str) -> Iterator[None]:
+        yield
+
+    @contextmanager
+    def sweep_started(self, op: str, visits: int) -> Iterator[None]:
+        yield
+
+    def visit_started(self, description: str) -> None:
+        pass
+
+    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
+        pass
+
+
+def run_sweeps(
+    configs: list[Any],
+    meta: dict[str, Any],
+    out_dir: Path,
+    formats: list[str],
+    observer: Observer,
+    writers: list[Any],
+) -> None:
+    """Run every config into its own results file (appended to `writers` as it is created)."""
+    from opbench import history as earlier
+    from opbench import machine, peak, sweep, visits
+    from opbench.machine import utc_stamp
+    from opbench.results import ResultsWriter
+
+    first = configs[0]
+    all_dtypes = tuple(dict.fromkeys(d for c in configs for d in c.dtypes))
+    all_backends = tuple(dict.fromkeys(b for c in configs for b in c.backends))
+    cpus = machine.pin_to_cpus(first.threads) if first.device == "cpu" else machine.allowed_cpus()
+    with observer.status("measuring peak FLOPS (cached per machine)..."):
+        peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
+        bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
+    with observer.status("loading backends..."):
+        states = sweep.setup_backends(all_backends, first.threads, first.device)
+    if first.device != "cpu" and all(st.reason for st in states.values()):
+        reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
+        raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
+    history = visits.SpeedHistory()
+    # One in-run reference for the whole command (its probe budget and best values shared); each results
+    # file gets its own contention monitor, whose findings go into its header.
+    reference = sweep.make_reference(first)
+    stamp = utc_stamp()
+    prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
+    for index, cfg in enumerate(configs):
+        header = sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
+        writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
+        writers.append(writer)
+        bench = sweep.make_bench(cfg, cpus, reference)
+        with observer.sweep_started(cfg.op, cfg.n_cases * cfg.rounds):
+            try:
+                sweep.run_sweep(cfg, states, peak_table, writer.put, observer.visit_started, history, bench)
+                if earlier.apply(writer.doc, peak.cache_dir()):  # flags cases unlike earlier runs
+                    writer.refresh()
+            finally:
+                environment(writer, bench)
+        if "accelerator" in writer.doc["machine"]:
+            from opbench import gpu
+
+            writer.doc["machine"]["accelerator"]["smi_end"] = gpu.clocks(cfg.device)  # clocks at the end
+        writer.finish()
+        observer.sweep_finished(writer.doc, writer.paths)
+
+
+def sweep_header(
+    cfg: Any,
+    meta: dict[str, Any],
+    states: dict[str, Any],
+    peak_table: dict[str, Any],
+    cpus: list[int],
+    index: int,
+    bandwidth: dict[str, Any] | None,
+) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from opbench import machine, sweep
+    from opbench.ops import get_op
+
+    op = get_op(cfg.op)
+    return {
+        "op": cfg.op,
+        "shape_fields": list(op.SHAPE_FIELDS),
+        "command": meta["command"],
+        "flop_note": op.FLOP_NOTE,
+        "suite": meta["suite"],
+        "scale": meta["scale"],
+        "mode": meta["modes"][index],
+        "description": meta["plans"][index],
+        "factor_levels": sweep.factor_levels(cfg),
+        "settings": {
+            "threads": cfg.threads,
+            "device": cfg.device,
+            "dtypes": list(cfg.dtypes),
+            "backends": list(cfg.backends),
+            "verify": cfg.verify,
+            "verify_max_gflop": cfg.verify_max_gflop,
+            "seed": cfg.seed,
+            "rounds": cfg.rounds,
+            "timer": asdict(cfg.timer),
+            "max_memory_bytes": cfg.max_memory_bytes,
+            "max_call_s": cfg.max_call_s,
+            "cpp": {k: v for k, v in cfg.cpp_params.items() if v is not None},
+        },
+        "machine": {**machine.provenance(cfg.threads, cpus), **accelerator_block(cfg.device)},
+        "peaks": {d: peak_table[d] for d in cfg.dtypes},
+        "bandwidth": bandwidth,
+        "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}),
+    }
+
+
+def accelerator_block(device: str) -> dict[str, Any]:
+    """GPU provenance at the start of a run on a cuda device (name, CUDA, driver, clocks); empty on CPU."""
+    from opbench import gpu
+
+    info = gpu.provenance(device)
+    return {"accelerator": info} if info is not None else {}
+
+
+def environment(writer: Any, bench: Any) -> None:
+    """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
+    and this run's best probes into the machine's cache; also after an interrupt."""
+    from opbench import history as earlier
+    from opbench import peak
+    from opbench.reference import THROTTLED_SPEED, apart_warning
+
+    contended = sum("contended" in r.get("flags", []) for r in writer.doc["records"])
+    env = bench.monitor.finish(contended_cases=contended)
+    if bench.reference is not None:
+        env["reference"] = bench.reference.summary()
+        peak.record_best_probes(bench.reference.run_best)
+        throttled = sum("throttled" in r.get("flags", []) for r in writer.doc["records"])
+        if throttled:
+            env["warnings"].append(
+                f"{throttled} case(s) measured only while the machine ran below "
+                f"{100 * THROTTLED_SPEED:.0f}% of its best in-run probe: flagged throttled"
+            )
+        apart = sum("apart" in r.get("flags", []) for r in writer.doc["records"])
+        if apart:
+            env["warnings"].append(apart_warning(apart, bench.reference))
+    unlike = sum(earlier.FLAG in r.get("flags", []) for r in writer.doc["records"])
+    if unlike:
+        env["warnings"].append(earlier.warning(unlike))
+    writer.doc["environment"] = env
+    writer.flush()
