@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -40,11 +39,10 @@ DISTURBED = frozenset({"contended", "throttled", "apart"})
 def kernels_build() -> str:
     """A short hash of our compiled kernels (the _core extension's file), so that a rebuilt kernel is a new
     case rather than a change of the machine."""
-    spec = importlib.util.find_spec("opbench._core")
-    if spec is None or spec.origin is None:
-        return "none"
+    from opbench import kernels
+
     digest = hashlib.sha256()
-    with open(spec.origin, "rb") as f:
+    with open(kernels.extension_file(), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()[:16]

@@ -26,6 +26,7 @@ __all__ = [
     "handoff_ns",
     "flush_cache",
     "extension_dir",
+    "extension_file",
 ]
 
 
@@ -279,9 +280,14 @@ def flush_cache(nbytes: int) -> None:
     _core.flush_cache(nbytes)
 
 
+def extension_file() -> str:
+    """The compiled extension's file (history.py hashes it: a rebuilt kernel is a new case)."""
+    return os.path.realpath(_core.__file__)
+
+
 def extension_dir() -> str:
     """The directory the compiled extension was installed in (packaged data lies beside it)."""
-    return os.path.dirname(os.path.realpath(_core.__file__))
+    return os.path.dirname(extension_file())
 
 
 def cpu_features() -> dict[str, Any]:

@@ -205,7 +205,7 @@ def _against_best(visit: Visit, kind: str | None, ref: InRunReference) -> float 
     probe = visit.after.get(kind) or visit.before.get(kind)
     if value is None or probe is None:
         return None
-    return ref.speed(Probe(kind, probe.key, value, probe.at_s))
+    return ref.speed(probe.key, value)
 
 
 def drifting(visits: list[Visit]) -> bool:

@@ -28,7 +28,6 @@ moment rather than against a peak cached on another day.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -100,11 +99,9 @@ class NativeProber:
         return kernels.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS)
 
     def can_handoff(self) -> bool:
-        return (
-            len(os.sched_getaffinity(0)) >= 2
-            if hasattr(os, "sched_getaffinity")
-            else (os.cpu_count() or 1) >= 2
-        )
+        from opbench.machine import allowed_cpus
+
+        return len(allowed_cpus()) >= 2
 
 
 @dataclass
@@ -223,12 +220,12 @@ class InRunReference:
             self.run_best[key] = float(value)
         return probe
 
-    def speed(self, probe: Probe) -> float | None:
-        """The probe against the best of its kind, 1.0 at the best and lower when slower."""
-        best = self._best_known(probe.key)
-        if not best or probe.value <= 0:
+    def speed(self, key: str, value: float) -> float | None:
+        """A value of probe `key` against the best of its kind, 1.0 at the best and lower when slower."""
+        best = self._best_known(key)
+        if not best or value <= 0:
             return None
-        return best / probe.value if probe.key in LOWER_IS_BETTER else probe.value / best
+        return best / value if key in LOWER_IS_BETTER else value / best
 
     def memory_bound(self, arithmetic_intensity: float, min_bytes: int, l3_bytes: int, dtype: str) -> bool:
         """Whether a case is memory-bound by its arithmetic intensity (below the machine balance) and its

@@ -6,8 +6,8 @@ environment of the sweep under way is written; `writers` (the caller's list) the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections import Counter
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,24 +24,6 @@ class Observer(Protocol):
     def visit_started(self, description: str) -> None: ...
 
     def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None: ...
-
-
-class Silent:
-    """An observer that says nothing (library callers, tests)."""
-
-    @contextmanager
-    def status(self, text: str) -> Iterator[None]:
-        yield
-
-    @contextmanager
-    def sweep_started(self, op: str, visits: int) -> Iterator[None]:
-        yield
-
-    def visit_started(self, description: str) -> None:
-        pass
-
-    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
-        pass
 
 
 def run_sweeps(
@@ -157,22 +139,19 @@ def environment(writer: Any, bench: Any) -> None:
     from opbench import peak
     from opbench.reference import THROTTLED_SPEED, apart_warning
 
-    contended = sum("contended" in r.get("flags", []) for r in writer.doc["records"])
-    env = bench.monitor.finish(contended_cases=contended)
+    flagged = Counter(f for r in writer.doc["records"] for f in r.get("flags", []))
+    env = bench.monitor.finish(contended_cases=flagged["contended"])
     if bench.reference is not None:
         env["reference"] = bench.reference.summary()
         peak.record_best_probes(bench.reference.run_best)
-        throttled = sum("throttled" in r.get("flags", []) for r in writer.doc["records"])
-        if throttled:
+        if flagged["throttled"]:
             env["warnings"].append(
-                f"{throttled} case(s) measured only while the machine ran below "
+                f"{flagged['throttled']} case(s) measured only while the machine ran below "
                 f"{100 * THROTTLED_SPEED:.0f}% of its best in-run probe: flagged throttled"
             )
-        apart = sum("apart" in r.get("flags", []) for r in writer.doc["records"])
-        if apart:
-            env["warnings"].append(apart_warning(apart, bench.reference))
-    unlike = sum(earlier.FLAG in r.get("flags", []) for r in writer.doc["records"])
-    if unlike:
-        env["warnings"].append(earlier.warning(unlike))
+        if flagged["apart"]:
+            env["warnings"].append(apart_warning(flagged["apart"], bench.reference))
+    if flagged[earlier.FLAG]:
+        env["warnings"].append(earlier.warning(flagged[earlier.FLAG]))
     writer.doc["environment"] = env
     writer.flush()

@@ -173,14 +173,9 @@ def _is_memory_bound(bench: Bench, rec: dict[str, Any]) -> bool:
     ref = bench.reference
     if ref is None:
         return False
-    return ref.memory_bound(rec["arithmetic_intensity"], rec["min_bytes"], l3_bytes(), rec["dtype"])
-
-
-@functools.lru_cache(maxsize=1)
-def l3_bytes() -> int:
     from opbench import kernels
 
-    return kernels.l3_bytes()
+    return ref.memory_bound(rec["arithmetic_intensity"], rec["min_bytes"], kernels.l3_bytes(), rec["dtype"])
 
 
 def _visit(cfg: SweepConfig, case: Case, prepared: Any, bench: Bench, timer: Timer) -> None:

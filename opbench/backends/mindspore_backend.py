@@ -120,13 +120,13 @@ class MindSporeBackend(Backend):
         if target == "CPU":
             # The runtime's threads start with the first op, and may take a moment to appear (and get their
             # names) on a busy machine: place them one per CPU (machine.spread_threads) once they are there.
-            ms.ops.add(ms.Tensor(np.ones(4, np.float32)), 1.0).asnumpy()
             deadline = time.monotonic() + PLACE_WAIT_S
-            self._place_threads()
-            while "thread_placement" not in self._details and time.monotonic() < deadline:
-                time.sleep(0.01)
+            while True:
                 ms.ops.add(ms.Tensor(np.ones(4, np.float32)), 1.0).asnumpy()
                 self._place_threads()
+                if "thread_placement" in self._details or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
 
     def _place_threads(self) -> None:
         from opbench.machine import spread_threads
