@@ -4,7 +4,16 @@ from typing import Any
 
 import numpy as np
 
-def gemm(
+class Plan:
+    """One prepared call of a kernel (csrc/bindings/module.cpp, struct Plan)."""
+
+    def run(self, loops: int) -> float: ...
+    def output(self) -> Any: ...
+    def tiles(self) -> dict[str, Any]: ...
+
+fault_injection: bool
+
+def prepare_gemm(
     a: np.ndarray,
     b: np.ndarray,
     out: np.ndarray | None = None,
@@ -14,20 +23,8 @@ def gemm(
     threads: int = 1,
     isa: str = "",
     accumulate: str = "fp32",
-) -> np.ndarray: ...
-def time_gemm(
-    a: np.ndarray,
-    b: np.ndarray,
-    out: np.ndarray,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
-    loops: int = 1,
-    accumulate: str = "fp32",
-) -> float: ...
-def conv2d(
+) -> Plan: ...
+def prepare_conv2d(
     x: np.ndarray,
     w: np.ndarray,
     out: np.ndarray | None = None,
@@ -40,36 +37,8 @@ def conv2d(
     tile_k: int | None = None,
     threads: int = 1,
     isa: str = "",
-) -> np.ndarray: ...
-def conv2d_tiles(
-    x: np.ndarray,
-    w: np.ndarray,
-    stride: tuple[int, int] = (1, 1),
-    padding: tuple[int, int] = (0, 0),
-    dilation: tuple[int, int] = (1, 1),
-    groups: int = 1,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
-) -> dict[str, Any]: ...
-def time_conv2d(
-    x: np.ndarray,
-    w: np.ndarray,
-    out: np.ndarray,
-    stride: tuple[int, int] = (1, 1),
-    padding: tuple[int, int] = (0, 0),
-    dilation: tuple[int, int] = (1, 1),
-    groups: int = 1,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
-    loops: int = 1,
-) -> float: ...
-def lstm(
+) -> Plan: ...
+def prepare_lstm(
     x: np.ndarray,
     w_ih: np.ndarray,
     w_hh: np.ndarray,
@@ -85,25 +54,7 @@ def lstm(
     tile_k: int | None = None,
     threads: int = 1,
     isa: str = "",
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]: ...
-def time_lstm(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray,
-    y: np.ndarray,
-    h_n: np.ndarray,
-    c_n: np.ndarray,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
-    loops: int = 1,
-) -> float: ...
+) -> Plan: ...
 def kernel_info(isa: str = "", n: int = 0) -> dict[str, Any]: ...
 def cpu_info() -> dict[str, Any]: ...
 def fma_peak(

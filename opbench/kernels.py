@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import operator
 import os
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from opbench import _core
 
 __all__ = [
+    "Plan",
     "gemm",
     "conv2d",
     "lstm",
+    "prepare_gemm",
+    "prepare_conv2d",
+    "prepare_lstm",
+    "fault_injection",
     "cpu_features",
     "default_tiles",
     "available_isas",
@@ -28,6 +33,22 @@ __all__ = [
     "extension_dir",
     "extension_file",
 ]
+
+
+class Plan(Protocol):
+    """One prepared call of a kernel (`_core.Plan`): inputs checked, outputs allocated, tiles chosen."""
+
+    def run(self, loops: int) -> float:
+        """Call the kernel `loops` times back to back in C++ with the GIL released; the elapsed seconds."""
+        ...
+
+    def output(self) -> Any:
+        """Call the kernel once and return its outputs (the plan's own arrays, overwritten by later calls)."""
+        ...
+
+    def tiles(self) -> dict[str, Any]:
+        """What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model)."""
+        ...
 
 
 def default_threads() -> int:
@@ -105,7 +126,7 @@ def gemm(
     Raises ValueError naming the problem for any invalid input.
     """
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
-    nthreads = _threads(threads)
+    _threads(threads)
     if tiles is not None:
         if tile_m is not None or tile_n is not None or tile_k is not None:
             raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
@@ -123,14 +144,44 @@ def gemm(
         else:
             raise ValueError(f"tiles must be a dict of tile_m/tile_n/tile_k, got {tiles!r}")
         tile_m, tile_n, tile_k = chosen.get("tile_m"), chosen.get("tile_n"), chosen.get("tile_k")
-    return _core.gemm(
+    plan = prepare_gemm(
+        a,
+        b,
+        out=out,
+        tile_m=tile_m,
+        tile_n=tile_n,
+        tile_k=tile_k,
+        threads=threads,
+        isa=isa,
+        accumulate=accumulate,
+    )
+    return plan.output()
+
+
+def prepare_gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    out: np.ndarray | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int | None = None,
+    isa: str | None = None,
+    accumulate: str = "fp32",
+) -> Plan:
+    """gemm(...) prepared once and called many times: `plan.run(loops)` times calls inside C++ (no Python
+    between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
+    None) is where every call writes."""
+    _arrays(a=a, b=b, **({} if out is None else {"out": out}))
+    return _core.prepare_gemm(
         a,
         b,
         out,
         _optional_positive(tile_m, "tile_m"),
         _optional_positive(tile_n, "tile_n"),
         _optional_positive(tile_k, "tile_k"),
-        nthreads,
+        _threads(threads),
         isa or "",
         accumulate,
     )
@@ -173,10 +224,44 @@ def conv2d(
     layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as an implicit
     GEMM (Y = W * im2col(x) per image and group, the im2col matrix never written out): tile_m is output
     channels and tile_n output pixels per work unit, tile_k the depth of a rank-k update (None: from the
-    cache model; `_core.conv2d_tiles` reports what is used); fp16 accumulates in fp32. stride, padding and
-    dilation are an int or an (h, w) pair. Raises ValueError on invalid input."""
+    cache model; `prepare_conv2d(...).tiles()` reports what is used); fp16 accumulates in fp32. stride,
+    padding and dilation are an int or an (h, w) pair. Raises ValueError on invalid input."""
+    plan = prepare_conv2d(
+        x,
+        w,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+        tile_m=tile_m,
+        tile_n=tile_n,
+        tile_k=tile_k,
+        threads=threads,
+        out=out,
+        isa=isa,
+    )
+    return plan.output()
+
+
+def prepare_conv2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int | None = None,
+    out: np.ndarray | None = None,
+    isa: str | None = None,
+) -> Plan:
+    """conv2d(...) prepared once (see prepare_gemm); `plan.tiles()` reports the tiles conv2d uses for this
+    problem (given ones clamped and rounded to the register tile, the rest derived) and its register tile."""
     _arrays(x=x, w=w, **({} if out is None else {"out": out}))
-    return _core.conv2d(
+    return _core.prepare_conv2d(
         x,
         w,
         out,
@@ -214,8 +299,7 @@ def lstm(
     The input projection of all steps is one GEMM, each step's recurrent product a second GEMM, and the
     gate activations and cell update are fused. All arrays share one dtype (float32 or float16); with
     float16, products accumulate in fp32 and the cell state is carried in fp32 between steps."""
-    _arrays(x=x, w_ih=w_ih, w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, h0=h0, c0=c0)
-    y, (h_n, c_n) = _core.lstm(
+    plan = prepare_lstm(
         x,
         w_ih,
         w_hh,
@@ -223,16 +307,53 @@ def lstm(
         b_hh,
         h0,
         c0,
-        None,
-        None,
-        None,
+        threads=threads,
+        tile_m=tile_m,
+        tile_n=tile_n,
+        tile_k=tile_k,
+        isa=isa,
+    )
+    y, (h_n, c_n) = plan.output()
+    return y, (h_n, c_n)
+
+
+def prepare_lstm(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray,
+    *,
+    outs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+) -> Plan:
+    """lstm(...) prepared once (see prepare_gemm); outs = (y, h_n, c_n) are written by every call
+    (allocated when None)."""
+    _arrays(x=x, w_ih=w_ih, w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, h0=h0, c0=c0)
+    y, h_n, c_n = outs if outs is not None else (None, None, None)
+    return _core.prepare_lstm(
+        x,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+        h0,
+        c0,
+        y,
+        h_n,
+        c_n,
         _optional_positive(tile_m, "tile_m"),
         _optional_positive(tile_n, "tile_n"),
         _optional_positive(tile_k, "tile_k"),
         _threads(threads),
         isa or "",
     )
-    return y, (h_n, c_n)
 
 
 def available_isas() -> list[str]:
@@ -278,6 +399,11 @@ def handoff_ns(round_trips: int, repeats: int) -> float:
 def flush_cache(nbytes: int) -> None:
     """Write `nbytes` of scratch memory, evicting what the caches held."""
     _core.flush_cache(nbytes)
+
+
+def fault_injection() -> bool:
+    """Whether this build reads OPBENCH_FAULT_* (test builds only: csrc/include/opbench/fault.hpp)."""
+    return bool(_core.fault_injection)
 
 
 def extension_file() -> str:

@@ -130,6 +130,24 @@ def chromium() -> Any:
     return webdriver.Chrome(options=options, service=Service(executable_path=found[1]))
 
 
+# --- a build that reads OPBENCH_FAULT_* --------------------------------------------------------------------
+
+
+@pytest.fixture
+def fault_build() -> None:
+    """The isolation tests make chosen tilings really crash, hang or answer wrong through OPBENCH_FAULT_*,
+    which only a test build reads (-DOPBENCH_FAULT_INJECTION=ON, csrc/include/opbench/fault.hpp). Skips on
+    a default build unless OPBENCH_REQUIRE_FAULTS is set (CI builds it), where it fails."""
+    from opbench import kernels
+
+    if kernels.fault_injection():
+        return
+    how = "SKBUILD_CMAKE_DEFINE=OPBENCH_FAULT_INJECTION=ON pip install -e ."
+    if os.environ.get("OPBENCH_REQUIRE_FAULTS"):
+        pytest.fail(f"this build has no fault injection but OPBENCH_REQUIRE_FAULTS is set; rebuild: {how}")
+    pytest.skip(f"the extension was built without fault injection (rebuild for these tests: {how})")
+
+
 # --- a real PostgreSQL server, started once per test session ------------------------------------------
 
 

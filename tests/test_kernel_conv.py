@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opbench import _core, kernels
+from opbench import kernels
 from opbench.ops import conv
 
 ISAS = kernels.available_isas()
@@ -78,14 +78,24 @@ def test_tiles_apply_to_conv_without_changing_the_answer(
 def test_conv_tiles_reports_what_conv2d_uses() -> None:
     x, w = np.zeros((8, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
     info = kernels.default_tiles()
-    t = _core.conv2d_tiles(x, w, padding=(1, 1), threads=2)
+    t = kernels.prepare_conv2d(x, w, padding=(1, 1), threads=2).tiles()
     # kc from the cache model (clamped to C*R*S), mc the output channels rounded up to MR, nc a multiple of NR
     assert t["tile_k"] == min(info["tile_k"], 64 * 9)
     assert t["tile_m"] == -(-64 // t["mr"]) * t["mr"]
     assert t["tile_n"] % t["nr"] == 0 and t["tile_n"] <= 56 * 58 + t["nr"]
-    given = _core.conv2d_tiles(x, w, padding=(1, 1), tile_m=20, tile_n=100, tile_k=50, threads=2)
+    given = kernels.prepare_conv2d(x, w, padding=(1, 1), tile_m=20, tile_n=100, tile_k=50, threads=2).tiles()
     assert (given["tile_m"], given["tile_k"]) == (-(-20 // t["mr"]) * t["mr"], 50)
     assert given["tile_n"] == -(-100 // t["nr"]) * t["nr"]
+
+
+@pytest.mark.parametrize("isa", kernels.available_isas())
+def test_conv_tiles_report_the_register_tile_that_runs(isa: str) -> None:
+    # 5x5 with padding 1: 35 GEMM columns over the padded width, few enough for the narrow tile on AVX-512
+    # (it was reported from the 25 output pixels, naming the wide tile while the narrow one ran).
+    x, w = np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 2, 3, 3), np.float32)
+    t = kernels.prepare_conv2d(x, w, padding=(1, 1), threads=1, isa=isa).tiles()
+    assert t["tile_n"] % t["nr"] == 0 and t["tile_m"] % t["mr"] == 0, t
+    assert t["kernel"] == kernels.default_tiles(isa, 35)["description"]
 
 
 @pytest.mark.parametrize("case", CASES[:7], ids=lambda t: shape_of(t).label().replace(" ", "_"))

@@ -132,6 +132,17 @@ def test_repeated_calls_with_varying_threads_never_hang() -> None:
         assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5)
 
 
+def test_a_default_build_ignores_the_fault_switch() -> None:
+    if kernels.fault_injection():
+        pytest.skip("a test build: the switch is live here (tests/test_tune.py uses it)")
+    tiles = kernels.default_tiles(None, 8)
+    env = {**os.environ, "OPBENCH_FAULT_CRASH": "{tile_m}x{tile_n}x{tile_k}".format(**tiles)}
+    code = "import numpy as np; from opbench import kernels; a = np.ones((8, 8), np.float32); "
+    code += "assert (kernels.gemm(a, a, threads=1) == 8).all(); print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 def test_cpu_features_report_dispatch() -> None:
     f = kernels.cpu_features()
     assert f["selected_isa"] == ISAS[0]

@@ -12,15 +12,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "opbench"
 
-# Modules that still import _core directly instead of going through kernels.py (docs/architecture.md,
-# "Arrows still pointing the wrong way"). The list may only shrink.
-CORE_IMPORTERS = {
-    "kernels.py",
-    # the timed entry points (time_gemm and its kin, 9-16 arguments each): issue 14 binds a prepared-problem
-    # class instead and these go through it
-    "backends/cpp_backend.py",
-    "tune/worker.py",
-}
+# The one module that imports the compiled extension (docs/architecture.md): everything else goes through it.
+CORE_IMPORTERS = {"kernels.py"}
 
 
 def _imports_core(path: Path) -> bool:

@@ -71,10 +71,8 @@ def expect_ok_or_value_error(call):
 def conv_core(n, c, h, w, k, r, s, stride, padding, dilation, groups, tm, tn, tk, threads, isa):
     x = np.ones((n, c, h, w), np.float32)
     wt = np.ones((k, max(1, c // max(1, min(groups, c))), r, s), np.float32)
-    expect_ok_or_value_error(lambda: _core.conv2d(x, wt, None, stride, padding, dilation, groups, tm, tn, tk,
-                                                  threads, isa))
-    expect_ok_or_value_error(lambda: _core.conv2d_tiles(x, wt, stride, padding, dilation, groups, tm, tn, tk,
-                                                         threads, isa))
+    expect_ok_or_value_error(lambda: _core.prepare_conv2d(x, wt, None, stride, padding, dilation, groups,
+                                                          tm, tn, tk, threads, isa).output())
 
 
 @SETTINGS
@@ -95,10 +93,12 @@ def conv_facade(stride, padding, dilation, groups, tile, threads):
 def gemm_core(m, n, tm, tn, tk, threads, loops, dtype, isa):
     # K = 1 keeps the inputs small while M x N (the output) can reach terabytes.
     a, b = np.ones((m, 1), dtype), np.ones((1, n), dtype)
-    expect_ok_or_value_error(lambda: _core.gemm(a, b, None, tm, tn, tk, threads, isa, "fp32"))
+    expect_ok_or_value_error(
+        lambda: _core.prepare_gemm(a, b, None, tm, tn, tk, threads, isa, "fp32").output())
     if m * n <= 1 << 16:
         out = np.empty((m, n), dtype)
-        expect_ok_or_value_error(lambda: _core.time_gemm(a, b, out, tm, tn, tk, threads, isa, loops, "fp32"))
+        expect_ok_or_value_error(
+            lambda: _core.prepare_gemm(a, b, out, tm, tn, tk, threads, isa, "fp32").run(loops))
 
 
 @SETTINGS
@@ -109,7 +109,8 @@ def lstm_core(t, b, i, hid, tm, tn, tk, threads, isa):
     if sum(int(np.prod(s)) for s in shapes) * 4 > 32 << 20:
         return  # the inputs themselves would be the big allocation
     args = [np.full(s, 0.01, np.float32) for s in shapes]
-    expect_ok_or_value_error(lambda: _core.lstm(*args, None, None, None, tm, tn, tk, threads, isa))
+    expect_ok_or_value_error(
+        lambda: _core.prepare_lstm(*args, None, None, None, tm, tn, tk, threads, isa).output())
 
 
 @SETTINGS

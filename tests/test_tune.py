@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from conftest import run_cli
 
+from opbench import kernels
+
 optuna = pytest.importorskip("optuna")
 sqlalchemy_exc = pytest.importorskip("sqlalchemy.exc")
 
@@ -38,9 +40,7 @@ SMALL = [
 
 
 def _register_tile() -> tuple[int, int]:
-    from opbench import _core
-
-    info = _core.kernel_info("", 64)
+    info = kernels.default_tiles(None, 64)
     return int(info["mr"]), int(info["nr"])
 
 
@@ -55,9 +55,7 @@ POINTS = len(M_TILES) * len(N_TILES) * 3
 def slow_default(n: int = 64) -> dict[str, str]:
     """Fault injection making the cache-model default tiling (never a point of the space) 2 ms slower per
     call, so the confirmation measures the winner faster beyond the intervals and a record is saved."""
-    from opbench import _core
-
-    info = _core.kernel_info("", n)
+    info = kernels.default_tiles(None, n)
     return {"OPBENCH_FAULT_SLOW": f"{info['tile_m']}x{info['tile_n']}x{info['tile_k']}"}
 
 
@@ -75,6 +73,7 @@ def tiles_of(t: Any) -> str | None:
     return None if tiles is None else "{tile_m}x{tile_n}x{tile_k}".format(**tiles)
 
 
+@pytest.mark.usefixtures("fault_build")
 def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> None:
     # One block holding the whole problem (likely the fastest) is made the wrong answer.
     crash, hang, wrong = f"{M_TILES[1]}x64x32", f"{M_TILES[2]}x{NR}x16", f"{M_TILES[-1]}x64x64"
@@ -138,6 +137,7 @@ def _marked_processes(mark: str) -> list[int]:
     return found
 
 
+@pytest.mark.usefixtures("fault_build")
 def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Path) -> None:
     storage = sqlite(tmp_path)
     args = [
@@ -267,6 +267,7 @@ def test_tune_errors_are_one_line(tmp_path: Path) -> None:
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, args
 
 
+@pytest.mark.usefixtures("fault_build")
 def test_the_winner_is_recorded_and_used(tmp_path: Path) -> None:
     proc = run_cli(
         [*SMALL, "--sampler", "random", "--seed", "3", "--trials", "8", "--out", str(tmp_path)],
@@ -453,6 +454,7 @@ def test_two_workers_share_one_postgresql_study(postgres: str, tmp_path: Path) -
     assert listed.returncode == 0 and "shared-pg" in listed.stdout and "Pg-Secret-42" not in listed.stdout
 
 
+@pytest.mark.usefixtures("fault_build")
 def test_a_worker_killed_from_outside_is_reported_and_replaced() -> None:
     """What the out-of-memory killer does to a worker: SIGKILL from outside, mid-candidate."""
     import threading

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -170,18 +171,54 @@ Blocking blocking_for(const KernelSet& ks, std::optional<int64_t> tile_m, std::o
 
 using Pair = std::pair<int64_t, int64_t>;
 
-struct PreparedConv {
-  const KernelSet* ks;
-  ConvProblem problem;
-  Blocking blocking;
-  int64_t threads;
-  py::array out;
+// One call of a kernel, validated and with its outputs allocated, bound to Python as _core.Plan: run(loops)
+// times `loops` calls inside C++ with the GIL released, output() makes one call and returns the outputs,
+// tiles() says what runs. The bindings only check arguments and fill problems; the kernels do the work.
+struct Plan {
+  py::tuple keep;              // the inputs and outputs: the problem holds raw pointers into them
+  py::object result;           // what output() returns: an array, or (y, (h_n, c_n))
+  std::function<void()> call;  // one call of the kernel (run with the GIL released)
+  py::dict tiles;              // isa, kernel, mr, nr and the tiles used
+  Fault fault = Fault::none;   // test builds only (fault.hpp)
+  void* first_out = nullptr;   // where Fault::wrong corrupts the answer
+  bool f16_out = false;
+
+  double run(int64_t loops) {
+    check_loops(loops);
+    py::gil_scoped_release release;
+    trigger(fault);
+    return time_loop(loops, [&] {
+      if (fault == Fault::slow) trigger(fault);
+      call();
+    });
+  }
+
+  py::object output() {
+    {
+      py::gil_scoped_release release;
+      trigger(fault);
+      call();
+    }
+    corrupt(fault, first_out, f16_out);
+    return result;
+  }
 };
 
-PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride,
-                          Pair padding, Pair dilation, int64_t groups, std::optional<int64_t> tile_m,
-                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads,
-                          const std::string& isa, bool with_output = true) {
+py::dict tile_dict(const char* isa, const char* kernel, int mr, int nr, const Blocking& blk) {
+  py::dict d;
+  d["isa"] = isa;
+  d["kernel"] = kernel;
+  d["mr"] = mr;
+  d["nr"] = nr;
+  d["tile_m"] = blk.mc;
+  d["tile_n"] = blk.nc;
+  d["tile_k"] = blk.kc;
+  return d;
+}
+
+Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Pair padding,
+               Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
+               std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
   const Tensor tx = tensor(x, "x", 4), tw = tensor(w, "w", 4);
   expect_dtype(tw, tx, "w", "x");
   ConvProblem p;
@@ -209,30 +246,26 @@ PreparedConv prepare_conv(const py::array& x, const py::array& w, std::optional<
   const KernelSet& ks = kernel_set(isa);
   const Blocking blk = resolve_conv_blocking(
       ks, p, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")}, threads);
-  p.x = tx.data;
-  p.w = tw.data;
-  if (!with_output) return {&ks, p, blk, threads, py::array()};
   const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
   const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.itemsize, "output size");
   check_alloc(checked::add(conv2d_workspace_bytes(ks, p, blk, threads), y_bytes, "conv2d"), "conv2d");
   py::array y = output_like(x, y_shape, std::move(out), "out", p.dtype);
+  p.x = tx.data;
+  p.w = tw.data;
   p.y = y.mutable_data();
-  return {&ks, p, blk, threads, y};
+  const KernelSet& tk = conv_tile_kernels(ks, p);
+  Plan plan;
+  plan.keep = py::make_tuple(x, w, y);
+  plan.result = y;
+  plan.call = [&ks, p, blk, threads] { conv2d(ks, p, blk, static_cast<int>(threads)); };
+  plan.tiles = tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blk);
+  return plan;
 }
 
-struct PreparedLstm {
-  const KernelSet* ks;
-  LstmProblem problem;
-  Blocking blocking;
-  int64_t threads;
-  py::array y, h_n, c_n;
-};
-
-PreparedLstm prepare_lstm(const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
-                          const py::array& b_hh, const py::array& h0, const py::array& c0, std::optional<py::array> y,
-                          std::optional<py::array> h_n, std::optional<py::array> c_n, std::optional<int64_t> tile_m,
-                          std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads,
-                          const std::string& isa) {
+Plan lstm_plan(const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
+               const py::array& b_hh, const py::array& h0, const py::array& c0, std::optional<py::array> y,
+               std::optional<py::array> h_n, std::optional<py::array> c_n, std::optional<int64_t> tile_m,
+               std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
   const Tensor tx = tensor(x, "x", 3), twi = tensor(w_ih, "w_ih", 2), twh = tensor(w_hh, "w_hh", 2);
   const Tensor tbi = tensor(b_ih, "b_ih", 1), tbh = tensor(b_hh, "b_hh", 1);
   const Tensor th = tensor(h0, "h0", 2), tc = tensor(c0, "c0", 2);
@@ -277,21 +310,17 @@ PreparedLstm prepare_lstm(const py::array& x, const py::array& w_ih, const py::a
   p.y = ay.mutable_data();
   p.h_n = ah.mutable_data();
   p.c_n = ac.mutable_data();
-  return {&ks, p, blk, threads, ay, ah, ac};
+  Plan plan;
+  plan.keep = py::make_tuple(x, w_ih, w_hh, b_ih, b_hh, h0, c0, ay, ah, ac);
+  plan.result = py::make_tuple(ay, py::make_tuple(ah, ac));
+  plan.call = [&ks, p, blk, threads] { lstm(ks, p, blk, static_cast<int>(threads)); };
+  plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+  return plan;
 }
 
-struct Prepared {
-  const KernelSet* ks;
-  GemmProblem problem;
-  Blocking blocking;
-  int64_t threads;
-  py::array out;
-  Fault fault;
-};
-
-Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
-                 std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
-                 const std::string& accumulate) {
+Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
+               std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
+               const std::string& accumulate) {
   const Matrix ma = matrix(a, "a"), mb = matrix(b, "b");
   if (ma.dtype != mb.dtype) {
     throw py::value_error("a and b must have the same dtype, got " + py::str(a.dtype()).cast<std::string>() + " and " +
@@ -307,12 +336,14 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
     throw py::value_error("accumulate must be 'fp32' or 'fp16', got '" + accumulate + "'");
   }
   const bool f16_acc = accumulate == "fp16";
+  const F16AccKernels* f16 = nullptr;
   if (f16_acc) {
     if (ma.dtype != Dtype::f16) throw py::value_error("accumulate='fp16' needs float16 inputs, got float32");
-    f16acc_kernels(ks);  // throws (ValueError) when this CPU or kernel set has no fp16-accumulating kernels
+    f16 = &f16acc_kernels(ks);  // throws (ValueError) when this CPU or kernel set has none
   }
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
-  const Blocking blocking = blocking_for(tile_kernels(ks, mb.cols), tile_m, tile_n, tile_k);
+  const KernelSet& tk = tile_kernels(ks, mb.cols);
+  const Blocking blocking = blocking_for(tk, tile_m, tile_n, tile_k);
 
   GemmProblem p;
   p.in_dtype = p.out_dtype = ma.dtype;
@@ -344,7 +375,16 @@ Prepared prepare(const py::array& a, const py::array& b, std::optional<py::array
   p.lda = ma.ld;
   p.ldb = mb.ld;
   p.ldc = mc.ld;
-  return {&ks, p, blocking, threads, result, injected_fault(blocking.mc, blocking.nc, blocking.kc)};
+  Plan plan;
+  plan.keep = py::make_tuple(a, b, result);
+  plan.result = result;
+  plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
+  plan.tiles = f16 ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
+                   : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
+  plan.fault = injected_fault(blocking.mc, blocking.nc, blocking.kc);
+  plan.first_out = p.c;
+  plan.f16_out = p.out_dtype == Dtype::f16;
+  return plan;
 }
 
 py::dict cache_dict(const CacheLevel& c) {
@@ -388,138 +428,27 @@ py::dict kernel_dict(const KernelSet& ks) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "opbench C++ kernels: tiled GEMM, FMA-throughput peaks, cache flush, CPU detection";
 
-  m.def(
-      "gemm",
-      [](const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
-         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
-         const std::string& accumulate) {
-        Prepared pr = prepare(a, b, std::move(out), tile_m, tile_n, tile_k, threads, isa, accumulate);
-        {
-          py::gil_scoped_release release;
-          trigger(pr.fault);
-          gemm(*pr.ks, pr.problem, pr.blocking, pr.threads);
-        }
-        if (pr.fault == Fault::wrong) {
-          if (pr.problem.out_dtype == Dtype::f16) {
-            auto* c = static_cast<uint16_t*>(pr.problem.c);
-            *c = float_to_half(half_to_float(*c) + 1.0f);
-          } else {
-            *static_cast<float*>(pr.problem.c) += 1.0f;
-          }
-        }
-        return pr.out;
-      },
-      py::arg("a"), py::arg("b"), py::arg("out") = py::none(), py::arg("tile_m") = py::none(),
-      py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
-      py::arg("accumulate") = "fp32");
+  py::class_<Plan>(m, "Plan", "One prepared call of a kernel: inputs checked, outputs allocated, tiles chosen.")
+      .def("run", &Plan::run, py::arg("loops"),
+           "Call the kernel `loops` times back to back in C++ (GIL released); return the elapsed seconds.")
+      .def("output", &Plan::output, "Call the kernel once and return its outputs (the plan's own arrays).")
+      .def("tiles", [](const Plan& p) { return p.tiles; },
+           "What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model).");
+  m.attr("fault_injection") = kFaultInjection;
 
-  m.def(
-      "time_gemm",
-      [](const py::array& a, const py::array& b, const py::array& out, std::optional<int64_t> tile_m,
-         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
-         int64_t loops, const std::string& accumulate) {
-        check_loops(loops);
-        Prepared pr = prepare(a, b, out, tile_m, tile_n, tile_k, threads, isa, accumulate);
-        py::gil_scoped_release release;
-        trigger(pr.fault);
-        return time_loop(loops, [&] {
-          if (pr.fault == Fault::slow) trigger(pr.fault);
-          gemm(*pr.ks, pr.problem, pr.blocking, pr.threads);
-        });
-      },
-      py::arg("a"), py::arg("b"), py::arg("out"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
-      py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "", py::arg("loops") = 1,
-      py::arg("accumulate") = "fp32", "Run gemm `loops` times back to back in C++ and return the elapsed seconds.");
+  m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
+        py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
+        py::arg("threads") = 1, py::arg("isa") = "", py::arg("accumulate") = "fp32");
 
-  m.def(
-      "conv2d",
-      [](const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Pair padding,
-         Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
-         std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
-        PreparedConv pr =
-            prepare_conv(x, w, std::move(out), stride, padding, dilation, groups, tile_m, tile_n, tile_k, threads, isa);
-        {
-          py::gil_scoped_release release;
-          conv2d(*pr.ks, pr.problem, pr.blocking, pr.threads);
-        }
-        return pr.out;
-      },
-      py::arg("x"), py::arg("w"), py::arg("out") = py::none(), py::arg("stride") = Pair{1, 1},
-      py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1}, py::arg("groups") = 1,
-      py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
-      py::arg("threads") = 1, py::arg("isa") = "");
+  m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
+        py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1},
+        py::arg("groups") = 1, py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
+        py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "");
 
-  m.def(
-      "conv2d_tiles",
-      [](const py::array& x, const py::array& w, Pair stride, Pair padding, Pair dilation, int64_t groups,
-         std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads,
-         const std::string& isa) {
-        const PreparedConv pr = prepare_conv(x, w, std::nullopt, stride, padding, dilation, groups, tile_m, tile_n,
-                                             tile_k, threads, isa, false);
-        const KernelSet& tk = tile_kernels(*pr.ks, pr.problem.out_h() * pr.problem.out_w());
-        py::dict d;
-        d["tile_m"] = pr.blocking.mc;
-        d["tile_n"] = pr.blocking.nc;
-        d["tile_k"] = pr.blocking.kc;
-        d["mr"] = tk.mr;
-        d["nr"] = tk.nr;
-        d["kernel"] = tk.description;
-        return d;
-      },
-      py::arg("x"), py::arg("w"), py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0},
-      py::arg("dilation") = Pair{1, 1}, py::arg("groups") = 1, py::arg("tile_m") = py::none(),
-      py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
-      "The tiles conv2d uses for this problem (given ones clamped, the rest derived) and its register tile.");
-
-  m.def(
-      "time_conv2d",
-      [](const py::array& x, const py::array& w, const py::array& out, Pair stride, Pair padding, Pair dilation,
-         int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
-         int64_t threads, const std::string& isa, int64_t loops) {
-        check_loops(loops);
-        PreparedConv pr = prepare_conv(x, w, out, stride, padding, dilation, groups, tile_m, tile_n, tile_k, threads, isa);
-        py::gil_scoped_release release;
-        return time_loop(loops, [&] { conv2d(*pr.ks, pr.problem, pr.blocking, pr.threads); });
-      },
-      py::arg("x"), py::arg("w"), py::arg("out"), py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0},
-      py::arg("dilation") = Pair{1, 1}, py::arg("groups") = 1, py::arg("tile_m") = py::none(),
-      py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
-      py::arg("loops") = 1);
-
-  m.def(
-      "lstm",
-      [](const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
-         const py::array& b_hh, const py::array& h0, const py::array& c0, std::optional<py::array> y,
-         std::optional<py::array> h_n, std::optional<py::array> c_n, std::optional<int64_t> tile_m,
-         std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
-        PreparedLstm pr = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, std::move(y), std::move(h_n),
-                                       std::move(c_n), tile_m, tile_n, tile_k, threads, isa);
-        {
-          py::gil_scoped_release release;
-          lstm(*pr.ks, pr.problem, pr.blocking, pr.threads);
-        }
-        return py::make_tuple(pr.y, py::make_tuple(pr.h_n, pr.c_n));
-      },
-      py::arg("x"), py::arg("w_ih"), py::arg("w_hh"), py::arg("b_ih"), py::arg("b_hh"), py::arg("h0"), py::arg("c0"),
-      py::arg("y") = py::none(), py::arg("h_n") = py::none(), py::arg("c_n") = py::none(),
-      py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
-      py::arg("threads") = 1, py::arg("isa") = "");
-
-  m.def(
-      "time_lstm",
-      [](const py::array& x, const py::array& w_ih, const py::array& w_hh, const py::array& b_ih,
-         const py::array& b_hh, const py::array& h0, const py::array& c0, const py::array& y, const py::array& h_n,
-         const py::array& c_n, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
-         std::optional<int64_t> tile_k, int64_t threads, const std::string& isa, int64_t loops) {
-        check_loops(loops);
-        PreparedLstm pr = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, y, h_n, c_n, tile_m, tile_n, tile_k,
-                                       threads, isa);
-        py::gil_scoped_release release;
-        return time_loop(loops, [&] { lstm(*pr.ks, pr.problem, pr.blocking, pr.threads); });
-      },
-      py::arg("x"), py::arg("w_ih"), py::arg("w_hh"), py::arg("b_ih"), py::arg("b_hh"), py::arg("h0"), py::arg("c0"),
-      py::arg("y"), py::arg("h_n"), py::arg("c_n"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
-      py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "", py::arg("loops") = 1);
+  m.def("prepare_lstm", &lstm_plan, py::arg("x"), py::arg("w_ih"), py::arg("w_hh"), py::arg("b_ih"),
+        py::arg("b_hh"), py::arg("h0"), py::arg("c0"), py::arg("y") = py::none(), py::arg("h_n") = py::none(),
+        py::arg("c_n") = py::none(), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
+        py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "");
 
   m.def(
       "kernel_info",
@@ -621,16 +550,12 @@ PYBIND11_MODULE(_core, m) {
   // Exposed so tests can check the portable conversions (used by the reference kernel) bit for bit.
   m.def("f32_to_f16_bits", [](py::array_t<float, py::array::c_style | py::array::forcecast> x) {
     py::array_t<uint16_t> out(x.size());
-    auto* o = out.mutable_data();
-    const float* src = x.data();
-    for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = float_to_half(src[i]);
+    halves_from_floats(x.data(), out.mutable_data(), x.size());
     return out;
   });
   m.def("f16_bits_to_f32", [](py::array_t<uint16_t, py::array::c_style | py::array::forcecast> x) {
     py::array_t<float> out(x.size());
-    auto* o = out.mutable_data();
-    const uint16_t* src = x.data();
-    for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = half_to_float(src[i]);
+    floats_from_halves(x.data(), out.mutable_data(), x.size());
     return out;
   });
 }

@@ -96,10 +96,14 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
 
 }  // namespace
 
+const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p) {
+  return tile_kernels(ks, columns_of(p).count());
+}
+
 Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, Blocking requested, int threads) {
   const Columns cols = columns_of(p);
   const int64_t ncols = cols.count(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
-  const KernelSet& ks = tile_kernels(ks_main, ncols);
+  const KernelSet& ks = conv_tile_kernels(ks_main, p);
   const int64_t MR = ks.mr, NR = ks.nr;
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
   Blocking b;
@@ -164,7 +168,7 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
   using checked::mul;
   const Columns cols = columns_of(p);
   const int64_t ncols = mul(cols.rows, cols.row_w, "conv columns");
-  const KernelSet& ks = tile_kernels(ks_main, ncols);
+  const KernelSet& ks = conv_tile_kernels(ks_main, p);
   const int64_t MR = ks.mr, NR = ks.nr, kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   const int64_t Hp = p.h + 2 * p.pad_h, Wp = p.w_in + 2 * p.pad_w;
   const int64_t padded = add(mul(mul(p.n, p.c, "padded input"), mul(Hp, Wp, "padded input"), "padded input"),
@@ -184,7 +188,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk,
   const int64_t ncols = cols.count(), PQ = p.out_h() * p.out_w();
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
   const bool f16 = p.dtype == Dtype::f16;
-  const KernelSet& ks = tile_kernels(ks_main, ncols);
+  const KernelSet& ks = conv_tile_kernels(ks_main, p);
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
 

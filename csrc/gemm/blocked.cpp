@@ -324,15 +324,4 @@ int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Bl
   return mul(floats, int64_t(sizeof(float)), "gemm workspace");
 }
 
-void flush_cache(int64_t bytes) {
-  static AlignedBuffer buffer;
-  static int64_t size = 0;
-  auto* data = static_cast<volatile unsigned char*>(buffer.reserve(static_cast<size_t>(bytes)));
-  if (bytes > size) {
-    std::memset(const_cast<unsigned char*>(data), 1, static_cast<size_t>(bytes));
-    size = bytes;
-  }
-  for (int64_t i = 0; i < bytes; i += 64) data[i] = static_cast<unsigned char>(data[i] + 1);
-}
-
 }  // namespace opbench

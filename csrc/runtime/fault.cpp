@@ -1,4 +1,5 @@
-// Fault injection switch (see fault.hpp): parsing of OPBENCH_FAULT_* and the faults themselves.
+// Fault injection switch (see fault.hpp): parsing of OPBENCH_FAULT_* and the faults themselves. Compiled
+// only into test builds (-DOPBENCH_FAULT_INJECTION=ON).
 #include "opbench/fault.hpp"
 
 #include <chrono>
@@ -6,6 +7,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include "opbench/fp16.hpp"
 
 namespace opbench {
 
@@ -43,6 +46,16 @@ void trigger(Fault fault) {
   if (fault == Fault::slow) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   if (fault == Fault::hang) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+void corrupt(Fault fault, void* first, bool f16) {
+  if (fault != Fault::wrong) return;
+  if (f16) {
+    auto* c = static_cast<uint16_t*>(first);
+    *c = float_to_half(half_to_float(*c) + 1.0f);
+  } else {
+    *static_cast<float*>(first) += 1.0f;
   }
 }
 

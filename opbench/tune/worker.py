@@ -46,8 +46,6 @@ def _serve(proto: Any) -> None:
     proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     proto.flush()
 
-    from opbench import _core
-
     for line in sys.stdin:
         req = json.loads(line)
         tiles = req.get("tiles") or {}
@@ -73,12 +71,17 @@ def _serve(proto: Any) -> None:
                 timer = Timer(TimerConfig(**{**init["timer"], **req.get("timer", {})}))
                 bench = Bench(timer, reference_probe, monitor)
 
-                def run(loops: int, t: tuple[Any, ...] = t, isa: str = isa) -> float:
-                    return float(
-                        _core.time_gemm(inputs["a"], inputs["b"], out, t[0], t[1], t[2], threads, isa, loops)
-                    )
-
-                visit = bench.measure(run, dtype=dtype)
+                plan = kernels.prepare_gemm(
+                    inputs["a"],
+                    inputs["b"],
+                    out=out,
+                    tile_m=t[0],
+                    tile_n=t[1],
+                    tile_k=t[2],
+                    threads=threads,
+                    isa=isa or None,
+                )
+                visit = bench.measure(plan.run, dtype=dtype)
                 bench.finish()  # the probe after, now: the trial's answer carries its machine speed
                 c = combine([visit])
                 answer = {

@@ -39,6 +39,10 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const 
 // by default the widest that keeps a unit's C block and W block within half of L2 and the threads evenly
 // loaded). Given fields are kept (clamped to the problem); rows are split further only when a default
 // tile_m leaves threads idle.
+// The register tile conv2d runs for this problem: its GEMM columns are the output pixels (over the padded
+// width on the stride-1 path), and few of them pick the kernel set's narrow tile.
+const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p);
+
 Blocking resolve_conv_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 
 }  // namespace opbench

@@ -7,21 +7,34 @@
 //   OPBENCH_FAULT_WRONG=MxNxK   ... returns C with element (0, 0) off by one
 //   OPBENCH_FAULT_SLOW=MxNxK    ... sleeps 2 ms before every call (a tiling that is surely slower)
 //
-// Several tilings may be given, separated by commas. Unset variables cost one getenv per call.
+// Several tilings may be given, separated by commas. Only a build configured with
+// -DOPBENCH_FAULT_INJECTION=ON (CI's test build) reads these variables: in a default build every function
+// below is an empty inline and fault.cpp is not compiled, so no user's kernel can be made to fail by them.
 #pragma once
 
 #include <cstdint>
 
-#include "opbench/blocking.hpp"
-
 namespace opbench {
 
 enum class Fault { none, crash, hang, wrong, slow };
+
+#ifdef OPBENCH_FAULT_INJECTION
+constexpr bool kFaultInjection = true;
 
 // The fault the environment assigns to this requested tiling (values as given, before any default).
 Fault injected_fault(int64_t tile_m, int64_t tile_n, int64_t tile_k);
 
 // Performs a crash or a hang; returns for none and wrong; sleeps for slow (call it before every GEMM).
 void trigger(Fault fault);
+
+// For Fault::wrong: adds one to the first element of an output (fp32, or fp16 when f16).
+void corrupt(Fault fault, void* first, bool f16);
+#else
+constexpr bool kFaultInjection = false;
+
+inline Fault injected_fault(int64_t, int64_t, int64_t) { return Fault::none; }
+inline void trigger(Fault) {}
+inline void corrupt(Fault, void*, bool) {}
+#endif
 
 }  // namespace opbench

@@ -59,4 +59,13 @@ inline uint16_t float_to_half(float f) {
   return static_cast<uint16_t>(sign | q);
 }
 
+// n values converted one by one with the portable routines above (tests check them bit for bit).
+inline void halves_from_floats(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = float_to_half(src[i]);
+}
+
+inline void floats_from_halves(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(src[i]);
+}
+
 }  // namespace opbench

@@ -50,7 +50,4 @@ bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p);
 int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
 void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, float* dst, int threads);
 
-// Reads and writes every cache line of a buffer of `bytes` so that later reads of other data miss in cache.
-void flush_cache(int64_t bytes);
-
 }  // namespace opbench

@@ -14,4 +14,8 @@ double time_loop(int64_t loops, F&& call) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Reads and writes every cache line of a buffer of `bytes` so that later reads of other data miss in cache
+// (cold-cache timing; csrc/runtime/flush.cpp).
+void flush_cache(int64_t bytes);
+
 }  // namespace opbench
