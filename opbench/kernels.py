@@ -22,6 +22,7 @@ __all__ = [
     "cpu_features",
     "default_tiles",
     "available_isas",
+    "known_isas",
     "default_threads",
     "cpu_info",
     "l3_bytes",
@@ -354,6 +355,11 @@ def prepare_lstm(
         _threads(threads),
         isa or "",
     )
+
+
+def known_isas() -> tuple[str, ...]:
+    """Every kernel set this build knows, best first (the C++ ISA table), whether or not this CPU runs it."""
+    return tuple(_core.known_isas())
 
 
 def available_isas() -> list[str]:

@@ -143,6 +143,22 @@ def test_a_default_build_ignores_the_fault_switch() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
+def test_one_isa_table_drives_dispatch_peaks_and_the_cli() -> None:
+    from opbench.cli.parser import build_parser
+    from opbench.errors import UsageError
+
+    known, here = kernels.known_isas(), kernels.available_isas()
+    assert known[-1] == "ref" and here == [isa for isa in known if isa in here]  # best first, ref last
+    for isa in here:
+        assert kernels.default_tiles(isa)["isa"] == isa
+        _, loop = kernels.fma_peak("fp32", 1, 0.002, 1, isa)
+        assert loop.startswith(isa) or (isa == "ref" and loop.startswith("portable"))
+    for isa in known:
+        assert build_parser().parse_args(["sweep", "gemm", "--isa", isa]).isa == isa
+    with pytest.raises(UsageError, match="invalid choice.*" + ".*".join(known)):
+        build_parser().parse_args(["sweep", "gemm", "--isa", "avx1024"])
+
+
 def test_cpu_features_report_dispatch() -> None:
     f = kernels.cpu_features()
     assert f["selected_isa"] == ISAS[0]

@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
-#include "../gemm/ukernel_table.hpp"
 #include "opbench/conv.hpp"
 #include "opbench/cpu.hpp"
 #include "opbench/fault.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
+#include "opbench/isa.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/lstm.hpp"
 #include "opbench/peak.hpp"
@@ -313,7 +313,8 @@ Plan lstm_plan(const py::array& x, const py::array& w_ih, const py::array& w_hh,
   Plan plan;
   plan.keep = py::make_tuple(x, w_ih, w_hh, b_ih, b_hh, h0, c0, ay, ah, ac);
   plan.result = py::make_tuple(ay, py::make_tuple(ah, ac));
-  plan.call = [&ks, p, blk, threads] { lstm(ks, p, blk, static_cast<int>(threads)); };
+  const RnnKernels& rnn = rnn_kernels(ks);
+  plan.call = [&ks, &rnn, p, blk, threads] { lstm(ks, rnn, p, blk, static_cast<int>(threads)); };
   plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
   return plan;
 }
@@ -459,6 +460,15 @@ PYBIND11_MODULE(_core, m) {
       py::arg("isa") = "", py::arg("n") = 0,
       "Micro-kernel shape and model-derived default tiles of a kernel set; with n > 0, of the register tile a "
       "GEMM with n columns runs.");
+
+  m.def(
+      "known_isas",
+      [] {
+        std::vector<std::string> names;
+        for (const IsaEntry& e : isa_table()) names.emplace_back(e.name);
+        return names;
+      },
+      "Every kernel set this build knows, best first (isa_table(), whatever this CPU runs).");
 
   m.def("cpu_info", [] {
     const CpuInfo& c = cpu_info();

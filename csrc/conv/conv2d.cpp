@@ -83,7 +83,7 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
       const float* src = c + (j - j0);
       const int64_t at = oh * cols.q + ow;
       if (p.dtype == Dtype::f16) {
-        ks.store_f16(src, ldc, mb, len, static_cast<uint16_t*>(y_rows) + at, PQ);
+        ks.gemm.store_f16(src, ldc, mb, len, static_cast<uint16_t*>(y_rows) + at, PQ);
       } else {
         for (int64_t i = 0; i < mb; ++i) {
           std::memcpy(static_cast<float*>(y_rows) + i * PQ + at, src + i * ldc, sizeof(float) * len);
@@ -210,7 +210,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk,
           std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_w);
           const int64_t at = (pl * p.h + ih) * p.w_in;
           if (f16) {
-            ks.widen_f16(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
+            ks.gemm.widen_f16(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
           } else {
             std::memcpy(row + p.pad_w, static_cast<const float*>(p.x) + at, sizeof(float) * p.w_in);
           }
@@ -238,9 +238,9 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk,
         const int64_t g = it / k_blocks, pc = (it % k_blocks) * kc, kb = std::min(kc, crs - pc);
         float* dst = a_packed + g * a_group + a_rows * pc;
         if (f16) {
-          ks.pack_a_f16(static_cast<const uint16_t*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
+          ks.gemm.pack_a_f16(static_cast<const uint16_t*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
         } else {
-          ks.pack_a_f32(static_cast<const float*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
+          ks.gemm.pack_a_f32(static_cast<const float*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
         }
       }
     });
@@ -287,13 +287,13 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk,
             const float* b = base + j0 + q * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int rows = static_cast<int>(std::min(MR, mb - r * MR));
-              ks.ukernel_rows(kb, a_block + r * MR * kb, b, offs, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
+              ks.conv.ukernel_rows(kb, a_block + r * MR * kb, b, offs, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
             }
           } else {
-            ks.pack_b_gather(kb, base, offs, runs + q * (NR + 1), run_count[static_cast<size_t>(q)], bp);
+            ks.conv.pack_b_gather(kb, base, offs, runs + q * (NR + 1), run_count[static_cast<size_t>(q)], bp);
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int rows = static_cast<int>(std::min(MR, mb - r * MR));
-              ks.ukernel(kb, a_block + r * MR * kb, bp, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
+              ks.gemm.ukernel(kb, a_block + r * MR * kb, bp, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
             }
           }
         }

@@ -9,7 +9,7 @@
 #include "opbench/fp16.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/thread_pool.hpp"
-#include "ukernel_table.hpp"
+#include "opbench/isa.hpp"
 
 namespace opbench {
 
@@ -93,10 +93,10 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
     lo *= 16;
     hi = std::min(p.m, hi * 16);
     if (hi <= lo) return;
-    ks.thin(hi - lo, static_cast<int>(p.n), p.k, static_cast<const char*>(p.a) + lo * p.lda * elem, f16_in, p.lda,
+    ks.gemm.thin(hi - lo, static_cast<int>(p.n), p.k, static_cast<const char*>(p.a) + lo * p.lda * elem, f16_in, p.lda,
             bt, c32 + lo * ldc32, ldc32, p.accumulate);
     if (f16_out) {
-      ks.store_f16(c32 + lo * ldc32, ldc32, hi - lo, p.n, static_cast<uint16_t*>(p.c) + lo * p.ldc, p.ldc);
+      ks.gemm.store_f16(c32 + lo * ldc32, ldc32, hi - lo, p.n, static_cast<uint16_t*>(p.c) + lo * p.ldc, p.ldc);
     }
   });
 }
@@ -122,10 +122,10 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
   const int64_t offset = b_offset(p, pc, col);
   if (p.in_dtype == Dtype::f16) {
     const auto* src = static_cast<const uint16_t*>(p.b) + offset;
-    (p.trans_b ? ks.pack_bt_f16 : ks.pack_b_f16)(src, p.ldb, kb, cols, dst);
+    (p.trans_b ? ks.gemm.pack_bt_f16 : ks.gemm.pack_b_f16)(src, p.ldb, kb, cols, dst);
   } else {
     const auto* src = static_cast<const float*>(p.b) + offset;
-    (p.trans_b ? ks.pack_bt_f32 : ks.pack_b_f32)(src, p.ldb, kb, cols, dst);
+    (p.trans_b ? ks.gemm.pack_bt_f32 : ks.gemm.pack_b_f32)(src, p.ldb, kb, cols, dst);
   }
 }
 
@@ -133,7 +133,7 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 
 const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
 
-bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) { return !(p.n <= kThinMaxN && ks.thin != nullptr); }
+bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) { return !(p.n <= kThinMaxN && ks.gemm.thin != nullptr); }
 
 int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   const KernelSet& tk = tile_kernels(ks, p.n);
@@ -173,16 +173,16 @@ struct F32Tile {
   int64_t nr() const { return ks.nr; }
   void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, float* dst) const {
     if (p.in_dtype == Dtype::f16) {
-      ks.pack_a_f16(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+      ks.gemm.pack_a_f16(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
     } else {
-      ks.pack_a_f32(static_cast<const float*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+      ks.gemm.pack_a_f32(static_cast<const float*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
     }
   }
   void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, float* dst) const {
     pack_b_panel(ks, p, pc, kb, col, cols, dst);
   }
   void ukernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, bool acc, int m, int n) const {
-    ks.ukernel(kb, a, b, c, ldc, acc, m, n);
+    ks.gemm.ukernel(kb, a, b, c, ldc, acc, m, n);
   }
   const float* prepacked(const GemmProblem& p) const { return p.b_packed; }
 };
@@ -279,7 +279,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
       if (f16 && m_hi > m_lo && q_hi > q_lo) {
         const int64_t col0 = q_lo * NR, cols = std::min(nb, q_hi * NR) - col0;
-        ks.store_f16(c32 + m_lo * c32_ld + col0, c32_ld, m_hi - m_lo, cols,
+        ks.gemm.store_f16(c32 + m_lo * c32_ld + col0, c32_ld, m_hi - m_lo, cols,
                      static_cast<uint16_t*>(p.c) + m_lo * p.ldc + jc + col0, p.ldc);
       }
     }

@@ -1,11 +1,10 @@
 // AVX2+FMA micro-kernel, 6x16 fp32 register tile (12 ymm accumulators), F16C conversions.
-// Compiled with -mavx2 -mfma -mf16c; called only after isa_supported("avx2").
+// Compiled with -mavx2 -mfma -mf16c; called only after the ISA table (opbench/isa.hpp)
+// found the CPU runs it.
 #include <immintrin.h>
 
 #include "opbench/kernel_set.hpp"
-#include "../rnn/cells.hpp"
-#include "pack.hpp"
-#include "thin.hpp"
+#include "make_kernel_set.hpp"
 #include "ukernel_edges.hpp"
 
 namespace opbench {
@@ -99,17 +98,11 @@ struct Body {
 using U = edges::Ukernels<Body, kMR, 2>;
 using UN = edges::Ukernels<Body, kMR, 1>;
 
-using P = packing::Packers<kMR, kNR, Cvt>;
-using T = thin::Thin<8, Cvt>;
-using PN = packing::Packers<kMR, kNarrowNR, Cvt>;
-
-const KernelSet kAvx2Narrow = {"avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", kMR, kNarrowNR,
-                               UN::packed, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32, PN::bt_f16,
-                               PN::c_f16, lstm_cell_avx2, nullptr, T::f32, PN::b_gather, Cvt::widen_row, UN::rows,
-                               MicroPanelHome::l1};
-const KernelSet kAvx2 = {"avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", kMR, kNR, U::packed,
-                         P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_avx2,
-                         &kAvx2Narrow, T::f32, P::b_gather, Cvt::widen_row, U::rows, MicroPanelHome::l1};
+constexpr KernelSet kAvx2Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 8>(
+    "avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", UN::packed, UN::rows, MicroPanelHome::l1);
+constexpr KernelSet kAvx2 =
+    make_kernel_set<kMR, kNR, Cvt, 8>("avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", U::packed,
+                                      U::rows, MicroPanelHome::l1, &kAvx2Narrow);
 
 }  // namespace
 

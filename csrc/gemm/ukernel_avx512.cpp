@@ -1,12 +1,10 @@
 // AVX-512F micro-kernel, 14x32 fp32 register tile (28 zmm accumulators), masked edge stores, fp16 widened
 // by vcvtph2ps in packing. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c; called
-// only after isa_supported("avx512").
+// only after the ISA table (opbench/isa.hpp) found the CPU runs it.
 #include <immintrin.h>
 
 #include "opbench/kernel_set.hpp"
-#include "../rnn/cells.hpp"
-#include "pack.hpp"
-#include "thin.hpp"
+#include "make_kernel_set.hpp"
 #include "ukernel_edges.hpp"
 
 namespace opbench {
@@ -114,18 +112,11 @@ struct Body {
 using U = edges::Ukernels<Body, kMR, 2>;
 using UN = edges::Ukernels<Body, kMR, 1>;
 
-using P = packing::Packers<kMR, kNR, Cvt>;
-using T = thin::Thin<16, Cvt>;
-using PN = packing::Packers<kMR, kNarrowNR, Cvt>;
-
-const KernelSet kAvx512Narrow = {"avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", kMR, kNarrowNR,
-                                 UN::packed, PN::a_f32, PN::a_f16, PN::b_f32, PN::b_f16, PN::bt_f32, PN::bt_f16,
-                                 PN::c_f16, lstm_cell_avx512, nullptr, T::f32, PN::b_gather, Cvt::widen_row,
-                                 UN::rows, MicroPanelHome::l1};
-const KernelSet kAvx512 = {"avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)", kMR, kNR,
-                           U::packed, P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16,
-                           lstm_cell_avx512, &kAvx512Narrow, T::f32, P::b_gather, Cvt::widen_row, U::rows,
-                           MicroPanelHome::l2};
+constexpr KernelSet kAvx512Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 16>(
+    "avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed, UN::rows, MicroPanelHome::l1);
+constexpr KernelSet kAvx512 =
+    make_kernel_set<kMR, kNR, Cvt, 16>("avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)",
+                                       U::packed, U::rows, MicroPanelHome::l2, &kAvx512Narrow);
 
 }  // namespace
 

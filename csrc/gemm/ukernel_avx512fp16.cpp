@@ -2,7 +2,7 @@
 // (28 zmm accumulators of 32 lanes), vfmadd231ph with every FMA rounded to fp16, one K block (tile_k) per call;
 // the block's sums are widened by vcvtph2psx and added to C in fp32. Panels stay fp16 (half the bytes of the
 // fp32 ones). Compiled with the AVX-512 flags plus -mavx512fp16, only when the compiler knows it; called only on a
-// CPU that reports AVX512-FP16 (ukernel_table.cpp).
+// CPU that reports AVX512-FP16 (runtime/isa.cpp, f16acc_kernels).
 #include <immintrin.h>
 
 #include "opbench/kernel_set.hpp"

@@ -5,9 +5,7 @@
 
 #include "opbench/fp16.hpp"
 #include "opbench/kernel_set.hpp"
-#include "../rnn/cells.hpp"
-#include "pack.hpp"
-#include "thin.hpp"
+#include "make_kernel_set.hpp"
 
 namespace opbench {
 namespace {
@@ -89,11 +87,9 @@ void ukernel_f16acc(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c
 }
 
 using P = packing::Packers<kMR, kNR, Cvt>;
-using T = thin::Thin<4, Cvt>;
 
-const KernelSet kRef = {"ref", "portable C++ 4x8 (no FMA)", kMR, kNR, ukernel,
-                        P::a_f32, P::a_f16, P::b_f32, P::b_f16, P::bt_f32, P::bt_f16, P::c_f16, lstm_cell_ref,
-                        nullptr, T::f32, P::b_gather, Cvt::widen_row, ukernel_rows, MicroPanelHome::l1};
+constexpr KernelSet kRef =
+    make_kernel_set<kMR, kNR, Cvt, 4>("ref", "portable C++ 4x8 (no FMA)", ukernel, ukernel_rows, MicroPanelHome::l1);
 
 const F16AccKernels kF16AccRef = {"ref", "portable emulation of fp16 accumulation (each FMA rounded once to fp16), 4x8",
                                   kMR, kNR, ukernel_f16acc, P::a_h, P::b_h, P::bt_h};

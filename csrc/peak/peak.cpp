@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "opbench/cpu.hpp"
+#include "opbench/isa.hpp"
 #include "opbench/peak.hpp"
 #include "opbench/thread_pool.hpp"
 
@@ -25,9 +26,8 @@ LoopChoice choose(const std::string& dtype, const std::string& isa_in) {
   const std::string isa = isa_in.empty() ? supported_isas().front() : isa_in;
   if (!isa_supported(isa)) throw std::invalid_argument("isa '" + isa + "' is not supported by this CPU");
   if (dtype == "fp32") {
-    if (isa == "avx512") return {fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains"};
-    if (isa == "avx2") return {fma_chains_f32_avx2, "avx2 fp32 FMA (ymm), 12 chains"};
-    return {fma_chains_f32_ref, "portable fp32 multiply+add, 32 chains"};
+    const IsaEntry& e = isa_entry(isa);
+    return {e.fma_f32, e.fma_f32_name};
   }
   if (dtype == "fp16") {
 #ifdef OPBENCH_HAVE_AVX512FP16

@@ -54,7 +54,7 @@ int64_t lstm_workspace_bytes(const KernelSet& ks, const LstmProblem& p, const Bl
              "lstm workspace");
 }
 
-void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads) {
+void lstm(const KernelSet& ks, const RnnKernels& rnn, const LstmProblem& p, const Blocking& blk, int threads) {
   static thread_local AlignedBuffer gates_buffer, state_buffer;
   const int64_t T = p.seq_len, B = p.batch, I = p.input_size, H = p.hidden, G = 4 * H;
   const bool f16 = p.dtype == Dtype::f16;
@@ -105,14 +105,14 @@ void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int th
       if (r1 <= r0 || c1 <= c0) return;
       float* h32 = f16 ? nullptr : reinterpret_cast<float*>(y_t) + r0 * H + c0;
       uint16_t* h16 = f16 ? reinterpret_cast<uint16_t*>(y_t) + r0 * H + c0 : nullptr;
-      ks.lstm_cell(r1 - r0, c1 - c0, z + r0 * G + c0, G, H, c + r0 * H + c0, H, h32, h16, H);
+      rnn.lstm_cell(r1 - r0, c1 - c0, z + r0 * G + c0, G, H, c + r0 * H + c0, H, h32, h16, H);
     });
     h_prev = y_t;
   }
 
   std::memcpy(p.h_n, static_cast<const char*>(p.y) + (T - 1) * B * H * elem, static_cast<size_t>(B * H * elem));
   if (f16) {
-    ks.store_f16(c, H, B, H, static_cast<uint16_t*>(p.c_n), H);
+    ks.gemm.store_f16(c, H, B, H, static_cast<uint16_t*>(p.c_n), H);
   } else {
     std::memcpy(p.c_n, c, sizeof(float) * B * H);
   }

@@ -182,20 +182,4 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
-bool isa_supported(const std::string& isa) {
-  const CpuInfo& c = cpu_info();
-  if (isa == "ref") return true;
-  if (isa == "avx2") return c.avx2 && c.fma && c.f16c;
-  if (isa == "avx512") return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c;
-  return false;
-}
-
-std::vector<std::string> supported_isas() {
-  std::vector<std::string> out;
-  for (const char* isa : {"avx512", "avx2", "ref"}) {
-    if (isa_supported(isa)) out.emplace_back(isa);
-  }
-  return out;
-}
-
 }  // namespace opbench

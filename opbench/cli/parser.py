@@ -49,6 +49,16 @@ def threads_within_bound(v: int) -> int:
     return v
 
 
+def _isas() -> tuple[str, ...] | None:
+    """The kernel sets `--isa` takes: the C++ ISA table's names (None, any, where the extension is not
+    built: the cpp backend then says why it cannot run)."""
+    try:
+        from opbench.kernels import known_isas
+    except ImportError:
+        return None
+    return known_isas()
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -220,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tile-m", type=_positive_int, help="cpp backend: tile_m (default: cache model)")
     s.add_argument("--tile-n", type=_positive_int, help="cpp backend: tile_n")
     s.add_argument("--tile-k", type=_positive_int, help="cpp backend: tile_k")
-    s.add_argument("--isa", choices=("avx512", "avx2", "ref"), help="cpp backend: force a kernel set")
+    s.add_argument("--isa", choices=_isas(), help="cpp backend: force a kernel set")
     s.add_argument(
         "--tuned",
         action="store_true",
@@ -279,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--space", help="search-space file or name in tuning/spaces (default: gemm)")
     t.add_argument("--params", help="parameters to search, e.g. tile_n,tile_k (the rest stay at the default)")
     t.add_argument("--cache-fit", action="store_true", help="enforce the space file's cache-fit constraints")
-    t.add_argument("--isa", choices=("avx512", "avx2", "ref"), help="tune this kernel set")
+    t.add_argument("--isa", choices=_isas(), help="tune this kernel set")
     t.add_argument(
         "--objectives", default="gflops", help="gflops, or gflops,error for the accuracy/speed front"
     )

@@ -33,8 +33,4 @@ struct CpuInfo {
 
 const CpuInfo& cpu_info();
 
-// Whether the ISA named "ref", "avx2" or "avx512" can run here (CPU and OS state support).
-bool isa_supported(const std::string& isa);
-std::vector<std::string> supported_isas();  // best first
-
 }  // namespace opbench

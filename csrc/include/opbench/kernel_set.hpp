@@ -83,11 +83,9 @@ struct F16AccKernels {
 // kc 384 / 480). Measured on Zen 5, 2048^3: kc 512 at 201 GFLOPS vs kc 216 at 166 (1 thread).
 enum class MicroPanelHome { l1, l2 };
 
-struct KernelSet {
-  const char* isa;          // "avx512", "avx2" or "ref"
-  const char* description;  // what the micro-kernel is, for provenance
-  int mr;
-  int nr;
+// The GEMM part of a kernel set: the register-tile micro-kernel, packing from every layout and dtype, the
+// N <= 4 path and the conversions.
+struct GemmKernels {
   UkernelF32 ukernel;
   PackAF32 pack_a_f32;
   PackAF16 pack_a_f16;
@@ -96,24 +94,42 @@ struct KernelSet {
   PackBtF32 pack_bt_f32;
   PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
-  LstmCell lstm_cell;  // fused gate activations, vectorised for the ISA
+  ThinF32 thin;  // the N <= 4 path (csrc/gemm/thin.hpp)
+  WidenF16 widen_f16;
+};
+
+// The convolution part: the same register tile with B's rows read in place, and B gathered from an image.
+struct ConvKernels {
+  UkernelRowsF32 ukernel_rows;
+  PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
+};
+
+// One ISA's register tile and what runs on it (built by make_kernel_set<> in csrc/gemm/make_kernel_set.hpp).
+struct KernelSet {
+  const char* isa;          // "avx512", "avx2" or "ref"
+  const char* description;  // what the micro-kernel is, for provenance
+  int mr;
+  int nr;
+  MicroPanelHome b_panel_home;  // which cache the blocking model keeps B's micro-panel in (blocking.hpp)
   // Optional: the same ISA with a narrower register tile (same MR, smaller NR) that the GEMM driver switches
   // to when it wastes fewer padded FMAs on the problem's N (skinny GEMMs). nullptr when there is none.
   const KernelSet* narrow;
-  ThinF32 thin;  // the N <= 4 path (csrc/gemm/thin.hpp)
-  PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
-  WidenF16 widen_f16;
-  UkernelRowsF32 ukernel_rows;
-  MicroPanelHome b_panel_home;  // which cache the blocking model keeps B's micro-panel in (blocking.hpp)
+  GemmKernels gemm;
+  ConvKernels conv;
+};
+
+// The recurrent part, one per ISA and independent of the register tile (csrc/rnn/cell_<isa>.cpp).
+struct RnnKernels {
+  LstmCell lstm_cell;  // fused gate activations, vectorised for the ISA
 };
 
 // The fp16-accumulating kernels: the emulation beside the reference kernel set, and the AVX512-FP16 ones
-// (nullptr when the compiler could not build them). ukernel_table.cpp decides which a kernel set may use.
+// (nullptr when the compiler could not build them). isa.cpp decides which a kernel set may use.
 const F16AccKernels& f16acc_ref();
 const F16AccKernels* f16acc_avx512fp16();
 
-// One per ISA translation unit; each is compiled with its own -m flags and may only be called after
-// cpu::supports() said yes. ukernel_table.cpp is the only place that chooses among them.
+// One per ISA translation unit; each is compiled with its own -m flags and may only be called after the
+// ISA table (opbench/isa.hpp) said the CPU runs it. isa.cpp is the only place that chooses among them.
 const KernelSet& kernels_ref();
 const KernelSet& kernels_avx2();
 const KernelSet& kernels_avx512();

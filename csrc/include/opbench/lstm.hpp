@@ -23,8 +23,9 @@ struct LstmProblem {
 };
 
 // The input projection of all steps is one GEMM (x * W_ih^T + b_ih + b_hh into an fp32 gate buffer);
-// each step adds h_{t-1} * W_hh^T with a second GEMM, then the ISA's fused cell applies the gates.
-void lstm(const KernelSet& ks, const LstmProblem& p, const Blocking& blk, int threads);
+// each step adds h_{t-1} * W_hh^T with a second GEMM (kernel set ks), then the ISA's fused cell (rnn) applies
+// the gates.
+void lstm(const KernelSet& ks, const RnnKernels& rnn, const LstmProblem& p, const Blocking& blk, int threads);
 
 // An upper bound of the bytes lstm() allocates as workspace (overflow-checked; std::invalid_argument when a
 // size does not fit in 64 bits).

@@ -1,0 +1,39 @@
+// Builds one ISA's KernelSet from its parts: a translation unit names its register tile (MR x NR), its
+// conversion policy (Cvt, see pack.hpp), the lanes of its N <= 4 path and its two micro-kernels; the
+// packing and conversion entry points are instantiated here, inside that unit and with its -m flags.
+#pragma once
+
+#include "opbench/kernel_set.hpp"
+#include "pack.hpp"
+#include "thin.hpp"
+
+namespace opbench {
+
+template <int MR, int NR, class Cvt, int ThinLanes>
+constexpr KernelSet make_kernel_set(const char* isa, const char* description, UkernelF32 ukernel,
+                                    UkernelRowsF32 ukernel_rows, MicroPanelHome b_panel_home,
+                                    const KernelSet* narrow = nullptr) {
+  using P = packing::Packers<MR, NR, Cvt>;
+  KernelSet ks{};
+  ks.isa = isa;
+  ks.description = description;
+  ks.mr = MR;
+  ks.nr = NR;
+  ks.b_panel_home = b_panel_home;
+  ks.narrow = narrow;
+  ks.gemm.ukernel = ukernel;
+  ks.gemm.pack_a_f32 = P::a_f32;
+  ks.gemm.pack_a_f16 = P::a_f16;
+  ks.gemm.pack_b_f32 = P::b_f32;
+  ks.gemm.pack_b_f16 = P::b_f16;
+  ks.gemm.pack_bt_f32 = P::bt_f32;
+  ks.gemm.pack_bt_f16 = P::bt_f16;
+  ks.gemm.store_f16 = P::c_f16;
+  ks.gemm.thin = thin::Thin<ThinLanes, Cvt>::f32;
+  ks.gemm.widen_f16 = Cvt::widen_row;
+  ks.conv.ukernel_rows = ukernel_rows;
+  ks.conv.pack_b_gather = P::b_gather;
+  return ks;
+}
+
+}  // namespace opbench
