@@ -26,11 +26,14 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opbench.escape import csv_text
 from opbench.files import atomic_write_text, json_text, reserve
 from opbench.machine import utc_now
+
+if TYPE_CHECKING:
+    from opbench.case import Result
 
 SCHEMA_VERSION = 4
 FORMATS = ("json", "csv")
@@ -123,18 +126,21 @@ class ResultsWriter:
         for f in formats:
             self.paths[f] = out_dir / f"{name}.{f}"
 
-    def put(self, records: list[tuple[int, dict[str, Any]]]) -> None:
-        """Set the record of each case index (sweep order), replacing what an earlier round wrote, then
+    def put(self, results: list[tuple[int, Result]]) -> None:
+        """Set the result of each case index (sweep order), replacing what an earlier round wrote, then
         rewrite the files once; records stay in sweep order whatever order the rounds visit them in."""
+        self._store([(index, result.to_record()) for index, result in results])
+
+    def refresh(self) -> None:
+        """Write again after records were changed in place (history.apply flags them at the end)."""
+        self._store(sorted(self._slots.items()))
+
+    def _store(self, records: list[tuple[int, dict[str, Any]]]) -> None:
         for index, record in records:
             self._slots[index] = record
             self._record_json[index] = _indented(json_text(record), RECORD_INDENT)
         self.doc["records"] = [self._slots[i] for i in sorted(self._slots)]
         self.flush()
-
-    def refresh(self) -> None:
-        """Write again after records were changed in place (history.apply flags them at the end)."""
-        self.put(sorted(self._slots.items()))
 
     def finish(self) -> None:
         self.doc["complete"] = True

@@ -1,8 +1,8 @@
 """Sweep: expand (shape x dtype x backend) into cases, set up the backends and peaks, order the
-interleaved rounds and drive each case's visits (visits.py: decide, verify, time, record).
+interleaved rounds and drive each case's visits (visits.py: decide, verify, time, Result).
 
 A case that cannot run (backend missing, dtype unsupported, over the memory budget, predicted to take too
-long, an exception, a wrong answer) becomes a record with a status and a reason; it never ends the sweep.
+long, an exception, a wrong answer) becomes a Result with an Outcome saying why; it never ends the sweep.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from opbench import peak as peaks
 from opbench.backends import BACKENDS, Backend, accelerator_name
+from opbench.case import Outcome, Reason, Result
 from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable
 from opbench.machine import allowed_cpus
@@ -24,14 +25,14 @@ from opbench.ops import get_op
 from opbench.reference import InRunReference
 from opbench.timing import Timer, TimerConfig
 from opbench.visits import (
-    Case,
+    CaseRun,
     SpeedHistory,
-    base_record,
     case_factors,
-    case_record,
+    case_result,
     first_visit,
     host_flush_bytes,
     later_visit,
+    make_case,
     one_line,
 )
 
@@ -182,17 +183,13 @@ def factor_levels(cfg: SweepConfig) -> dict[str, list[Any]]:
     }
 
 
-def _memory_skip(cfg: SweepConfig, shape: Any, dtype: str, need: int, backend: str) -> dict[str, Any]:
-    rec = base_record(cfg, shape, dtype, backend)
+def _memory_skip(cfg: SweepConfig, need: int) -> Outcome:
     assert cfg.max_memory_bytes is not None
-    rec.update(
-        status="skipped",
-        reason=(
-            f"memory: needs about {need / 2**30:.1f} GiB, over the {cfg.max_memory_bytes / 2**30:.1f} GiB "
-            f"budget (--max-memory)"
-        ),
+    return Outcome(
+        Reason.MEMORY,
+        f"memory: needs about {need / 2**30:.1f} GiB, over the {cfg.max_memory_bytes / 2**30:.1f} GiB "
+        f"budget (--max-memory)",
     )
-    return rec
 
 
 def make_reference(cfg: SweepConfig) -> InRunReference | None:
@@ -223,37 +220,37 @@ def run_sweep(
     cfg: SweepConfig,
     states: dict[str, BackendState],
     peak_table: dict[str, dict[str, Any]],
-    on_records: Callable[[list[tuple[int, dict[str, Any]]]], None],
+    on_records: Callable[[list[tuple[int, Result]]], None],
     on_case_start: Callable[[str], None] | None = None,
     history: SpeedHistory | None = None,
     bench: Bench | None = None,
 ) -> None:
     """Visit every case cfg.rounds times in interleaved, shuffled rounds (visit_order), then once more
     for a case whose every round ran on a throttled machine (at most a quarter of the cases). After every
-    visit the case's record is reported as [(index, record)] (index in sweep order: shape, dtype,
+    visit the case's Result is reported as [(index, result)] (index in sweep order: shape, dtype,
     backend), so the caller can keep files up to date; when all rounds are done, machine_speed is
-    recomputed against the best probe of the whole run and every record reported again in one batch."""
+    recomputed against the best probe of the whole run and every result reported again in one batch."""
     op = get_op(cfg.op)
     history = history or SpeedHistory()
     bench = bench or make_bench(cfg, allowed_cpus())
     timer = Timer(round_timer(cfg.timer, cfg.rounds), flush=bench.timer.flush)
-    cases: list[Case] = []
+    cases: list[CaseRun] = []
     groups: list[list[int]] = []
     for i, shape in enumerate(cfg.shapes):
         for dtype in cfg.dtypes:
             group = []
             for name in cfg.backends:
                 group.append(len(cases))
-                cases.append(Case(len(cases), i, shape, dtype, name))
+                cases.append(CaseRun(len(cases), i, make_case(cfg, shape, dtype, name)))
             groups.append(group)
 
-    def peak_of(case: Case) -> dict[str, Any] | None:
+    def peak_of(case: CaseRun) -> dict[str, Any] | None:
         return peak_table.get(case.dtype, {}).get("used")
 
-    def report(case: Case) -> None:
-        on_records([(case.index, case_record(case, peak_of(case)))])
+    def report(case: CaseRun) -> None:
+        on_records([(case.index, case_result(case, peak_of(case)))])
 
-    def start(case: Case, r: int) -> None:
+    def start(case: CaseRun, r: int) -> None:
         if on_case_start:
             suffix = f" (round {r + 1}/{cfg.rounds})" if cfg.rounds > 1 else ""
             on_case_start(f"{cfg.op} {case.shape.label()} {case.dtype} {case.backend}{suffix}")
@@ -271,8 +268,7 @@ def run_sweep(
         will_verify = cfg.verify and op.verify_cost_flops(case.shape) <= cfg.verify_max_gflop * 1e9
         need = op.memory_bytes(case.shape, case.dtype, reference=will_verify)
         if cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes:
-            case.record = _memory_skip(cfg, case.shape, case.dtype, need, case.backend)
-            case.finished = True
+            case.end(_memory_skip(cfg, need))
             report(case)
             continue
         gid = group_of[index][0]
@@ -313,4 +309,4 @@ def run_sweep(
         for case in cases:
             for v in case.visits:
                 rate(v, bench.reference)
-        on_records([(c.index, case_record(c, peak_of(c))) for c in cases if c.visits])
+        on_records([(c.index, case_result(c, peak_of(c))) for c in cases if c.visits])

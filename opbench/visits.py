@@ -1,9 +1,9 @@
 """One case of a sweep and its visits: decide whether it runs (backend, dtype, predicted call time),
 verify it against the float64 reference, time each visit through measure.Bench, and turn its visits into
-the result record. sweep.py expands the cases, orders the rounds and drives these.
+a Result (case.py). sweep.py expands the cases, orders the rounds and drives these.
 
 A case that cannot run (backend missing, dtype unsupported, predicted to take too long, an exception, a
-wrong answer) becomes a record with a status and a reason; it never ends the sweep.
+wrong answer) becomes a Result with an Outcome saying why; it never ends the sweep.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine
 from opbench.ops import get_op
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
@@ -83,43 +84,26 @@ def case_factors(cfg: SweepConfig, shape: Any) -> dict[str, Any]:
     return dict(op.factors(cfg.unscaled[cfg.shapes.index(shape)]))
 
 
-def base_record(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> dict[str, Any]:
-    op = get_op(cfg.op)
-    flops = op.flops(shape)
-    min_bytes = op.min_bytes(shape, dtype)
-    return {
-        "op": cfg.op,
-        "shape": shape.to_dict(),
-        "factors": case_factors(cfg, shape),
-        "label": shape.label(),
-        "dtype": dtype,
-        "backend": backend,
-        "threads": cfg.threads,
-        "device": cfg.device,
-        "status": "ok",
-        "reason": None,
-        "flops": flops,
-        "min_bytes": min_bytes,
-        "arithmetic_intensity": flops / min_bytes,
-        "time": None,
-        "gflops": None,
-        "gflops_best": None,
-        "peak": None,
-        "utilization": None,
-        "machine_speed": None,
-        "reference": None,
-        "verify": None,
-        "details": {},
-        "notes": [],
-        "flags": [],
-    }
+def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> Case:
+    """The Case of (shape, dtype, backend) in this sweep, with the backend parameters it runs with."""
+    return Case(
+        op=cfg.op,
+        shape=shape,
+        dtype=dtype,
+        backend=backend,
+        threads=cfg.threads,
+        device=cfg.device,
+        params=_params(cfg, backend, shape, dtype),
+        factors=case_factors(cfg, shape),
+    )
 
 
-def _params(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> dict[str, Any]:
+def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str) -> dict[str, Any]:
     """What the backend is asked for besides the case: our kernels' tiles, ISA and accumulation. With
-    --tuned, the tiles `opbench tune` recorded for this case on this machine are looked up here, where the
-    case is built (the kernels do not read the tuner's records), and named in the record's tiles_source."""
-    if st.backend.name != "cpp":
+    --tuned, the tiles `opbench tune` recorded for this case on this machine are looked up here, once
+    per case when it is built (the kernels do not read the tuner's records), and named in the record's
+    tiles_source."""
+    if backend != "cpp":
         return {}
     params = {k: v for k, v in cfg.cpp_params.items() if k != "tuned"}
     if cfg.cpp_params.get("tuned") and cfg.op == "gemm":
@@ -144,7 +128,7 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> 
         return None
     try:
         inputs = op.make_inputs(small, dtype, cfg.seed)
-        prepared = st.backend.prepare(cfg.op, small, inputs, _params(cfg, st, small, dtype))
+        prepared = st.backend.prepare(cfg.op, small, inputs, _params(cfg, st.backend.name, small, dtype))
         prepared.run(1)
         seconds = prepared.run(1)
     except Exception:
@@ -153,38 +137,57 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> 
 
 
 @dataclass
-class Case:
-    """One (shape, dtype, backend) of a sweep and the visits it has had so far."""
+class CaseRun:
+    """One Case of a sweep and what its visits have found so far: the outcome and verification of its
+    first visit, the details of what ran, notes, and the visits themselves."""
 
     index: int
     shape_index: int
-    shape: Any
-    dtype: str
-    backend: str
-    record: dict[str, Any] | None = None  # the record as the first visit left it (status, details, verify)
+    case: Case
+    outcome: Outcome = OK
+    verify: dict[str, Any] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     visits: list[Visit] = field(default_factory=list)
     finished: bool = False  # no more visits: skipped, failed or wrong before timing, or a later visit failed
     method: str = ""
     slow: bool = False  # its first visit overran the round's time budget: one visit only (round_budget_note)
     prepared: Any = None  # kept between rounds when it fits the sweep's keep budget (KEEP_PREPARED_BYTES)
 
+    @property
+    def shape(self) -> Any:
+        return self.case.shape
 
-def _is_memory_bound(bench: Bench, rec: dict[str, Any]) -> bool:
+    @property
+    def dtype(self) -> str:
+        return self.case.dtype
+
+    @property
+    def backend(self) -> str:
+        return self.case.backend
+
+    def end(self, outcome: Outcome) -> None:
+        """No measurement for this case: it was skipped, failed or answered wrong."""
+        self.outcome = outcome
+        self.finished = True
+
+
+def _is_memory_bound(bench: Bench, case: Case) -> bool:
     ref = bench.reference
     if ref is None:
         return False
     from opbench import kernels
 
-    return ref.memory_bound(rec["arithmetic_intensity"], rec["min_bytes"], kernels.l3_bytes(), rec["dtype"])
+    min_bytes = case.min_bytes()
+    return ref.memory_bound(case.flops / min_bytes, min_bytes, kernels.l3_bytes(), case.dtype)
 
 
-def _visit(cfg: SweepConfig, case: Case, prepared: Any, bench: Bench, timer: Timer) -> None:
-    assert case.record is not None
+def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer) -> None:
     device_flush = prepared.cache_flush() if cfg.timer.cold_cache else None
     visit = bench.measure(
         prepared.run,
         dtype=case.dtype,
-        memory_bound=_is_memory_bound(bench, case.record),
+        memory_bound=_is_memory_bound(bench, case.case),
         flush=device_flush[0] if device_flush else None,
         timer=timer,
         # A first visit follows verification (the float64 reference's BLAS pool may spin): it settles.
@@ -206,23 +209,21 @@ def verify_threads(cost_flops: float) -> contextlib.AbstractContextManager[Any]:
     return threadpool_limits(1, user_api="blas")
 
 
-def _failure(rec: dict[str, Any], name: str, e: BaseException) -> None:
+def _failure(name: str, e: BaseException) -> Outcome:
     """A framework without a kernel for this dtype on this device says so in its error: that is a missing
     path (skipped, unsupported), not a failure of the measurement."""
     if isinstance(e, MemoryError):
-        rec.update(status="failed", reason="out of memory")
-        return
+        return Outcome(Reason.ERROR, "out of memory")
     reason = one_line(e)
     if UNSUPPORTED.search(reason):
-        rec.update(status="skipped", reason=f"unsupported by {name}: {reason}")
-    else:
-        rec.update(status="failed", reason=reason)
+        return Outcome(Reason.UNSUPPORTED, f"unsupported by {name}: {reason}")
+    return Outcome(Reason.ERROR, reason)
 
 
 def first_visit(
     cfg: SweepConfig,
     st: BackendState,
-    case: Case,
+    case: CaseRun,
     inputs: dict[str, Any],
     reference: Callable[[], Any] | None,
     bench: Bench,
@@ -235,59 +236,56 @@ def first_visit(
     op = get_op(cfg.op)
     name = st.backend.name
     shape, dtype = case.shape, case.dtype
-    rec = case.record = base_record(cfg, shape, dtype, name)
-    case.finished = True  # until the case proves it can be timed
     if st.reason is not None:
-        rec.update(status="skipped", reason=st.reason)
+        case.end(Outcome(Reason.UNSUPPORTED, st.reason))
         return
     unsupported = st.backend.unsupported_reason(cfg.op, dtype)
     if unsupported is not None:
-        rec.update(status="skipped", reason=unsupported)
+        case.end(Outcome(Reason.UNSUPPORTED, unsupported))
         return
 
+    flops = case.case.flops
     known = history.best(name, cfg.op, dtype)
-    if known is None and rec["flops"] > PROBE_MIN_FLOPS:
+    if known is None and flops > PROBE_MIN_FLOPS:
         probed = probe_gflops(cfg, st, shape, dtype)
         if probed is not None:
             history.record(name, cfg.op, dtype, probed, "a scaled-down probe of this case")
             known = history.best(name, cfg.op, dtype)
     if known is not None:
         gflops, how = known
-        predicted_s = rec["flops"] / (gflops * 1e9)
+        predicted_s = flops / (gflops * 1e9)
         if predicted_s > cfg.max_call_s:
-            rec.update(
-                status="skipped",
-                reason=(
-                    f"predicted {predicted_s:.0f} s per call at the {gflops:.2g} GFLOPS {name} "
-                    f"reached on {how}, "
-                    f"over --max-call-s {cfg.max_call_s:g}"
-                ),
+            text = (
+                f"predicted {predicted_s:.0f} s per call at the {gflops:.2g} GFLOPS {name} reached on {how}, "
+                f"over --max-call-s {cfg.max_call_s:g}"
             )
+            case.end(Outcome(Reason.TIME, text))
             return
 
-    rec["notes"] = st.backend.notes(cfg.op, dtype)
+    case.notes = st.backend.notes(cfg.op, dtype)
+    case.finished = True  # until the case proves it can be timed
     try:
-        prepared = st.backend.prepare(cfg.op, shape, inputs, _params(cfg, st, shape, dtype))
-        rec["details"] = prepared.details
+        prepared = st.backend.prepare(cfg.op, shape, inputs, dict(case.case.params))
+        case.details = prepared.details
         if reference is not None:
             # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
             acc = prepared.details.get("accumulate") or st.backend.accumulate.get(dtype, dtype)
             output = prepared.output()
             with verify_threads(op.verify_cost_flops(shape)):
                 result = op.check(shape, output, inputs, reference(), dtype, acc)
-            rec["verify"] = {**result, "accumulate_assumed": acc}
+            case.verify = {**result, "accumulate_assumed": acc}
             if not result["ok"]:
-                rec.update(status="wrong_answer", reason=result.get("reason") or "error above the bound")
+                case.end(Outcome(Reason.WRONG_ANSWER, result.get("reason") or "error above the bound"))
                 return
         elif cfg.verify:
             cost = op.verify_cost_flops(shape) / 1e9
-            rec["verify"] = {
+            case.verify = {
                 "skipped": f"float64 verification would cost {cost:.0f} GFLOP, over "
                 f"--verify-max-gflop {cfg.verify_max_gflop:g}"
             }
         _visit(cfg, case, prepared, bench, timer)
     except Exception as e:
-        _failure(rec, name, e)
+        case.end(_failure(name, e))
         return
     case.finished = False
     m = case.visits[0].measurement
@@ -297,67 +295,61 @@ def first_visit(
         case.slow = cfg.rounds > 1
     if keep and not case.slow:
         case.prepared = prepared
-    gflops = rec["flops"] / m.median_s / 1e9
+    gflops = flops / m.median_s / 1e9
     if math.isfinite(gflops):
         history.record(name, cfg.op, dtype, gflops, f"{cfg.op} {shape.label()} earlier in this run")
 
 
-def later_visit(cfg: SweepConfig, st: BackendState, case: Case, bench: Bench, timer: Timer) -> None:
+def later_visit(cfg: SweepConfig, st: BackendState, case: CaseRun, bench: Bench, timer: Timer) -> None:
     """Another round of a case that ran: the prepared case kept from its first visit, else fresh inputs (the
     same seed) prepared again; timed. A failure now ends the case's visits and is noted; the rounds
     already measured stay."""
     op = get_op(cfg.op)
-    assert case.record is not None
     try:
         prepared = case.prepared
         if prepared is None:
             inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
-            prepared = st.backend.prepare(
-                cfg.op, case.shape, inputs, _params(cfg, st, case.shape, case.dtype)
-            )
+            prepared = st.backend.prepare(cfg.op, case.shape, inputs, dict(case.case.params))
         _visit(cfg, case, prepared, bench, timer)
     except Exception as e:
         case.finished = True
-        case.record["notes"].append(
-            f"round {len(case.visits) + 1} failed ({one_line(e)}); earlier rounds kept"
-        )
+        case.notes.append(f"round {len(case.visits) + 1} failed ({one_line(e)}); earlier rounds kept")
 
 
-def case_record(case: Case, peak: dict[str, Any] | None) -> dict[str, Any]:
-    """The record of a case from its first visit's record and all its visits. `peak` is the fallback peak
-    (a GPU's datasheet) used where no in-run reference was taken."""
-    assert case.record is not None
-    rec = {**case.record, "notes": list(case.record["notes"]), "flags": list(case.record["flags"])}
+def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
+    """The Result of a case from its first visit and all its visits. `peak` is the fallback peak (a GPU's
+    datasheet) used where no in-run reference was taken."""
+    notes, flags = list(case.notes), []
+    base = {"verify": case.verify, "details": case.details}
     if not case.visits:
-        return rec
+        return Result.of(case.case, case.outcome, notes=tuple(notes), **base)
     c = combine(case.visits)
     m = c.measurement
-    rec["time"] = {**c.time, "method": case.method}
-    if rec["time"]["settle_s"] >= QUIET_MAX_WAIT_S:
-        rec["notes"].append(
+    time = {**c.time, "method": case.method}
+    if time["settle_s"] >= QUIET_MAX_WAIT_S:
+        notes.append(
             f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
             "the timing may be disturbed"
         )
     if m.first_call:
-        rec["notes"].append(
+        notes.append(
             "the first call is the only sample: it took over 5x --call-budget-s, so no warm-up call was made"
         )
     if case.slow:
-        rec["notes"].append(
+        notes.append(
             "measured in one round: a call takes too large a share of the sampling budget to repeat it "
             "over rounds (more time: --max-time-s)"
         )
     if c.time["dropped_rounds"]:
-        rec["notes"].append(
+        notes.append(
             f"slower rounds measured while the machine ran below {100 * THROTTLED_SPEED:.0f}% of its best "
             f"in-run probe, or while our CPUs sat apart (hand-off over {APART_FACTOR:g}x its best), were "
             "dropped (time.dropped_rounds)"
         )
-    rec["gflops"] = rec["flops"] / m.median_s / 1e9 if m.median_s > 0 else None
-    rec["gflops_best"] = rec["flops"] / m.min_s / 1e9 if m.min_s > 0 else None
-    rec["flags"] += c.flags
-    rec["machine_speed"] = c.machine_speed
-    rec["reference"] = c.reference
+    flops = case.case.flops
+    gflops = flops / m.median_s / 1e9 if m.median_s > 0 else None
+    gflops_best = flops / m.min_s / 1e9 if m.min_s > 0 else None
+    flags += c.flags
     used = peak
     if c.reference is not None and c.reference["fma_gflops"]:
         used = {
@@ -365,18 +357,32 @@ def case_record(case: Case, peak: dict[str, Any] | None) -> dict[str, Any]:
             "source": "in-run",
             "name": f"in-run FMA probe ({case.visits[0].before['fma'].key})",
         }
-    if used is not None and rec["gflops"] is not None:
-        rec["peak"] = {k: used[k] for k in ("gflops", "source", "name")}
-        rec["utilization"] = rec["gflops"] / used["gflops"]
-        if rec["utilization"] < SLOW_UTILIZATION:
-            rec["flags"].append("slow")
-        if used["source"] in ("measured", "in-run") and (rec["gflops_best"] or 0.0) > used["gflops"] * 1.02:
-            rec["flags"].append("over_peak")
-            rec["notes"].append(
+    peak_used, utilization = None, None
+    if used is not None and gflops is not None:
+        peak_used = {k: used[k] for k in ("gflops", "source", "name")}
+        utilization = gflops / used["gflops"]
+        if utilization < SLOW_UTILIZATION:
+            flags.append("slow")
+        if used["source"] in ("measured", "in-run") and (gflops_best or 0.0) > used["gflops"] * 1.02:
+            flags.append("over_peak")
+            notes.append(
                 "faster than the measured peak: the peak or this timing is wrong "
                 "(a peak cached while the machine was busy: opbench peak --refresh)"
             )
-    return rec
+    return Result.of(
+        case.case,
+        case.outcome,
+        time=time,
+        gflops=gflops,
+        gflops_best=gflops_best,
+        peak=peak_used,
+        utilization=utilization,
+        machine_speed=c.machine_speed,
+        reference=c.reference,
+        notes=tuple(notes),
+        flags=tuple(flags),
+        **base,
+    )
 
 
 def measure_case(
@@ -389,9 +395,9 @@ def measure_case(
     peak: dict[str, Any] | None,
     bench: Bench,
     history: SpeedHistory,
-) -> dict[str, Any]:
+) -> Result:
     """One case, one visit (what a single-round sweep does per case)."""
-    case = Case(0, 0, shape, dtype, st.backend.name)
+    case = CaseRun(0, 0, make_case(cfg, shape, dtype, st.backend.name))
     first_visit(cfg, st, case, inputs, reference, bench, bench.timer, history)
     bench.finish()
-    return case_record(case, peak)
+    return case_result(case, peak)

@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 from conftest import FAST_TIMER, run_cli
 
+from opbench.case import Reason
 from opbench.measure import DRIFT_MIN_REL
 from opbench.results import schema_path
 
@@ -337,6 +338,7 @@ def test_a_case_over_the_memory_budget_is_skipped_not_killed(tmp_path: Path) -> 
     assert by_label["64x1024x1024"]["status"] == "ok"
     skipped = [r for r in doc["records"] if r["status"] == "skipped"]
     assert skipped and all(r["reason"].startswith("memory: needs about") for r in skipped)
+    assert all(Reason.of(r["status"], r["reason"]) is Reason.MEMORY for r in skipped)
 
 
 def test_a_case_predicted_too_slow_is_skipped(tmp_path: Path) -> None:
@@ -348,6 +350,7 @@ def test_a_case_predicted_too_slow_is_skipped(tmp_path: Path) -> None:
     first, second = doc["records"]
     assert first["status"] == "ok"  # nothing on record yet: it runs
     assert second["status"] == "skipped" and second["reason"].startswith("predicted ")
+    assert Reason.of(second["status"], second["reason"]) is Reason.TIME
     assert "8x64x64 earlier in this run" in second["reason"] and "--max-call-s" in second["reason"]
 
 
@@ -429,7 +432,7 @@ def test_a_missing_dtype_path_is_unsupported_not_a_failure(message: str, status:
 
     shape = gemm.GemmShape(4, 4, 4)
     cfg = SweepConfig(op="gemm", shapes=(shape,), dtypes=("fp16",), backends=("nohalf",), threads=1)
-    rec = measure_case(
+    result = measure_case(
         cfg,
         BackendState(NoHalf()),
         shape,
@@ -440,9 +443,13 @@ def test_a_missing_dtype_path_is_unsupported_not_a_failure(message: str, status:
         Bench(Timer()),
         SpeedHistory(),
     )
-    assert rec["status"] == status and message in rec["reason"]
+    assert result.status.value == status and message in (result.outcome.text or "")
     if status == "skipped":
-        assert rec["reason"].startswith("unsupported by nohalf: RuntimeError")
+        assert result.reason is Reason.UNSUPPORTED
+        assert (result.outcome.text or "").startswith("unsupported by nohalf: RuntimeError")
+    else:
+        assert result.reason is Reason.ERROR
+    assert result.to_record()["reason"] == result.outcome.text
 
 
 def test_results_files_get_ordinary_permissions(tmp_path: Path) -> None:

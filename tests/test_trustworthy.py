@@ -278,7 +278,7 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
     ref = InRunReference(1, prober=FakeProber([100.0, 50.0]), clock=lambda: float(next(ticks)), share=1e9)
     bench = make_bench(cfg, [0], ref)
     records: dict[int, dict[str, Any]] = {}
-    run_sweep(cfg, states, {}, records.update, bench=bench)
+    run_sweep(cfg, states, {}, lambda rs: records.update((i, r.to_record()) for i, r in rs), bench=bench)
     assert sorted(records) == [0, 1]
     # two rounds each, and one more for at most a quarter of the cases (rounded up)
     assert sorted(len(r["time"]["per_round"]) for r in records.values()) == [2, 3]

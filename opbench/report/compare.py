@@ -12,49 +12,50 @@ from typing import Any
 
 import numpy as np
 
+from opbench.case import Result, Status
 from opbench.escape import csv_text, md
 
 # The two runs' in-run references differing by more than this is worth a warning.
 MACHINE_SPEED_WARN = 0.10
 
 
-def _quartiles(record: dict[str, Any]) -> tuple[float, float, float]:
-    t = record["time"]
+def _quartiles(r: Result) -> tuple[float, float, float]:
+    t = r.time or {}
     samples = t.get("samples_s") or [t["median_s"]]
     q25, q50, q75 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 50, 75])
     return float(q25), float(q50), float(q75)
 
 
-def reference_value(r: dict[str, Any]) -> float | None:
-    """The in-run reference a record's machine_speed rests on (FMA GFLOPS, or triad GB/s for a memory-bound
+def reference_value(r: Result) -> float | None:
+    """The in-run reference a result's machine_speed rests on (FMA GFLOPS, or triad GB/s for a memory-bound
     case); None for records without one (older files, GPUs)."""
-    ref = r.get("reference") or {}
+    ref = r.reference or {}
     value = ref.get("triad_gbs") if ref.get("basis") == "triad" else ref.get("fma_gflops")
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _apart(r: dict[str, Any]) -> bool:
-    return "apart" in (r.get("flags") or [])
+def _apart(r: Result) -> bool:
+    return "apart" in r.flags
 
 
-def _key(r: dict[str, Any]) -> tuple[str, str, str, str]:
-    return (r["op"], r["label"], r["dtype"], r["backend"])
+def _key(r: Result) -> tuple[str, str, str, str]:
+    return (r.case.op, r.case.label, r.case.dtype, r.case.backend)
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[str, Any]:
     """Rows per case present in either run, with verdict regression / improvement / unchanged /
     not comparable / only in old / only in new; plus warnings about differing machines or settings."""
-    olds = {_key(r): r for r in old["records"]}
-    news = {_key(r): r for r in new["records"]}
+    olds = {_key(r): r for r in map(Result.from_record, old["records"])}
+    news = {_key(r): r for r in map(Result.from_record, new["records"])}
     rows = []
     for key in list(dict.fromkeys([*olds, *news])):
         o, n = olds.get(key), news.get(key)
         row: dict[str, Any] = {"op": key[0], "shape": key[1], "dtype": key[2], "backend": key[3]}
         if o is None or n is None:
             row["verdict"] = "only in new" if o is None else "only in old"
-        elif o["status"] != "ok" or n["status"] != "ok":
+        elif o.status is not Status.OK or n.status is not Status.OK:
             row["verdict"] = "not comparable"
-            row["note"] = f"old {o['status']}, new {n['status']}"
+            row["note"] = f"old {o.status.value}, new {n.status.value}"
         else:
             oq, nq = _quartiles(o), _quartiles(n)
             ratio = nq[1] / oq[1]  # > 1: the new run is slower
@@ -79,12 +80,12 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                     "gflops_change": oq[1] / nq[1] - 1.0,
                     "old_rel_iqr": (oq[2] - oq[0]) / oq[1],
                     "new_rel_iqr": (nq[2] - nq[0]) / nq[1],
-                    "old_utilization": o.get("utilization"),
-                    "new_utilization": n.get("utilization"),
+                    "old_utilization": o.utilization,
+                    "new_utilization": n.utilization,
                     "reference_ratio": ref_ratio,
                     "normalised_time_ratio": norm,
-                    "old_flags": ";".join(o.get("flags") or []),
-                    "new_flags": ";".join(n.get("flags") or []),
+                    "old_flags": ";".join(o.flags),
+                    "new_flags": ";".join(n.flags),
                     "verdict": "not comparable"
                     if placement_moved
                     else ("regression" if ratio > 1 else "improvement")

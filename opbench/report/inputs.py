@@ -8,10 +8,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from opbench.case import Status
 from opbench.errors import UsageError
 from opbench.files import MAX_RESULTS_BYTES, read_input
 
 READABLE_SCHEMAS = (1, 2, 3, 4)
+STATUSES = tuple(s.value for s in Status)
 
 
 class _Check:
@@ -110,6 +112,8 @@ def _check_document(doc: dict[str, Any], check: _Check) -> None:
         for key in ("op", "label", "dtype", "backend", "status"):
             if not isinstance(r.get(key), str):
                 raise check.fail(f"{where}.{key}", "expected a string")
+        if r["status"] not in STATUSES:
+            raise check.fail(f"{where}.status", f"expected one of {', '.join(STATUSES)}")
         check.text(r.get("reason"), f"{where}.reason")
         check.texts(r.get("flags"), f"{where}.flags")
         check.texts(r.get("notes"), f"{where}.notes")

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from opbench import __version__
+from opbench.case import Result
 from opbench.machine import utc_now
 
 
@@ -41,21 +42,22 @@ def provenance(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _row(r: dict[str, Any]) -> dict[str, Any]:
-    t = r.get("time") or {}
+def _row(r: Result) -> dict[str, Any]:
+    t = r.time or {}
     return {
-        "shape": r["label"],
-        "backend": r["backend"],
-        "status": r["status"],
-        "reason": r.get("reason"),
+        "shape": r.case.label,
+        "backend": r.case.backend,
+        "status": r.status.value,
+        "reason": r.outcome.text,
+        "why": r.reason.value if r.reason else None,
         "median_s": t.get("median_s"),
         "rel_iqr": t.get("rel_iqr"),
-        "gflops": r.get("gflops"),
-        "utilization": r.get("utilization"),
+        "gflops": r.gflops,
+        "utilization": r.utilization,
         "stability": t.get("stability"),
-        "flags": [f for f in r.get("flags") or [] if f != t.get("stability")],  # stability has its own column
-        "factors": r.get("factors") or {},
-        "arithmetic_intensity": r.get("arithmetic_intensity"),
+        "flags": [f for f in r.flags if f != t.get("stability")],  # stability has its own column
+        "factors": dict(r.case.factors),
+        "arithmetic_intensity": r.arithmetic_intensity,
     }
 
 
@@ -113,13 +115,14 @@ def build(
     """The whole report. Sections are per (op, dtype) across all input files."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for doc in docs:
-        for r in doc["records"]:
-            key = (r["op"], r["dtype"])
+        for rec in doc["records"]:
+            r = Result.from_record(rec)
+            key = (r.case.op, r.case.dtype)
             g = groups.setdefault(
                 key,
                 {
-                    "op": r["op"],
-                    "dtype": r["dtype"],
+                    "op": r.case.op,
+                    "dtype": r.case.dtype,
                     "rows": [],
                     "modes": Counter(),
                     "flop_note": doc.get("flop_note"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opbench.case import Outcome
 from opbench.measurement import median_ci
 from opbench.ops import gemm as gemm_op
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
@@ -51,8 +52,9 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
                 {"tiles": tiles, "isa": cfg.isa or "", "timer": CONFIRM_TIMER},
                 max(cfg.trial_timeout_s, 120.0),
             )
-            if answer["status"] != "ok":
-                failures[name] = answer.get("reason", answer["status"])
+            outcome = Outcome.of(answer["status"], answer.get("reason"))
+            if not outcome.ok:
+                failures[name] = str(outcome.text)
                 continue
             samples[name].extend(answer["time"]["samples_s"])
             if answer.get("machine_speed") is not None:

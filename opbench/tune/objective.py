@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from opbench.case import Outcome
 from opbench.errors import UsageError
 from opbench.ops import gemm as gemm_op
 from opbench.tune.config import TuneConfig
@@ -78,9 +79,9 @@ class Objective:
                 raise CandidateFailed(previous.user_attrs["failure"])
             return previous.values if len(self.cfg.objectives) > 1 else previous.value
         answer = self.runner.run({"tiles": tiles, "isa": isa}, self.cfg.trial_timeout_s)
-        status = answer["status"]
-        if status != "ok":
-            reason = "wrong_answer" if status == "wrong_answer" else answer.get("reason", status)
+        outcome = Outcome.of(answer["status"], answer.get("reason"))
+        if not outcome.ok:
+            reason = str(outcome.text)  # "wrong_answer", "crash: SIGSEGV", "timeout: ...", "ValueError: ..."
             trial.set_user_attr("failure", reason)
             if answer.get("verify"):
                 trial.set_user_attr("max_err_ratio", answer["verify"].get("max_err_ratio"))

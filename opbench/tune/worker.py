@@ -10,7 +10,7 @@ candidate, the parent writes {"tiles": {...} or null, "isa": "", "timer": {...}?
                                                           in-run reference, contention; verify is null when
                                                           verification is off
     {"status": "wrong_answer", "verify": {...}}           the output broke the error bound: not timed
-    {"status": "error", "reason": "..."}                  a Python exception (bad tiles, out of memory)
+    {"status": "failed", "reason": "..."}                 a Python exception (bad tiles, out of memory)
 A crash or a hang produces no answer: the parent sees the process die or time out.
 """
 
@@ -93,9 +93,9 @@ def _serve(proto: Any) -> None:
                     "round": visit.to_dict(),
                 }
         except MemoryError:
-            answer = {"status": "error", "reason": "out of memory"}
+            answer = {"status": "failed", "reason": "out of memory"}
         except Exception as e:
-            answer = {"status": "error", "reason": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+            answer = {"status": "failed", "reason": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
         proto.write(json.dumps(answer) + "\n")
         proto.flush()
     peaks.record_best_probes(reference_probe.run_best)

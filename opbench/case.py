@@ -1,0 +1,261 @@
+"""The nouns of a measurement: what is measured (`Case`), how it ended (`Status`, `Reason`, `Outcome`) and
+what it measured (`Result`), with the one conversion between a Result and the versioned JSON record
+(`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v4.json).
+
+The sweep builds Cases and Results (visits.py), the results writer turns Results into records
+(results.py), the tuner names its failed trials with Outcomes (tune/objective.py) and the report reads
+records back into Results (report/model.py). After Kernel Tuner's failure reasons, a case without a
+measurement was either skipped (never run: memory, unsupported, predicted time) or failed (ran and
+crashed, hung, raised or answered wrong). A reason keeps its text as written in the record; `Reason.of`
+reads the kind back from that text, and an Outcome refuses a text that would read back as another kind,
+so what the files say and what the code decided cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from opbench.ops import get_op
+
+
+class Status(str, Enum):
+    """A record's `status` field."""
+
+    OK = "ok"
+    SKIPPED = "skipped"  # not run
+    FAILED = "failed"  # ran and did not finish
+    WRONG_ANSWER = "wrong_answer"  # ran, and the output broke the error bound: never timed
+
+
+class Reason(Enum):
+    """Why a case has no measurement: `skipped:*` (never run) or `failed:*` (ran, and did not measure)."""
+
+    MEMORY = "skipped:memory"  # over --max-memory
+    UNSUPPORTED = "skipped:unsupported"  # backend missing, or no kernel for this op, dtype or device
+    TIME = "skipped:time"  # predicted to take longer than --max-call-s
+    WRONG_ANSWER = "failed:wrong_answer"  # the output broke the error bound
+    CRASH = "failed:crash"  # the process died (a signal, or a worker's exit)
+    TIMEOUT = "failed:timeout"  # no answer within the time limit
+    ERROR = "failed:error"  # an exception, out of memory included
+
+    @property
+    def status(self) -> Status:
+        if self is Reason.WRONG_ANSWER:
+            return Status.WRONG_ANSWER
+        return Status.SKIPPED if self.value.startswith("skipped:") else Status.FAILED
+
+    @classmethod
+    def of(cls, status: str | Status, text: str | None) -> Reason | None:
+        """The kind of reason a record's (status, reason text) states: None for ok. The one place that
+        reads reason texts; each producer's text is held to it by Outcome."""
+        status = Status(status)
+        text = text or ""
+        if status is Status.OK:
+            return None
+        if status is Status.WRONG_ANSWER or text == "wrong_answer":
+            return cls.WRONG_ANSWER
+        if status is Status.SKIPPED:
+            if text.startswith("memory: needs about"):
+                return cls.MEMORY
+            if text.startswith("predicted ") and "over --max-call-s" in text:
+                return cls.TIME
+            return cls.UNSUPPORTED
+        if text.startswith(("crash:", "worker exited")):
+            return cls.CRASH
+        if text.startswith("timeout:"):
+            return cls.TIMEOUT
+        return cls.ERROR
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a case or a trial ended: ok, or a Reason with its text (as written in the record)."""
+
+    reason: Reason | None = None
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.reason is None:
+            if self.text is not None:
+                raise ValueError(f"an ok outcome has no reason, got {self.text!r}")
+            return
+        if not self.text:
+            raise ValueError(f"{self.reason.value} needs a reason text")
+        read_back = Reason.of(self.reason.status, self.text)
+        if read_back is not self.reason:
+            raise ValueError(f"reason text {self.text!r} would read back as {read_back}, not {self.reason}")
+
+    @property
+    def status(self) -> Status:
+        return Status.OK if self.reason is None else self.reason.status
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+    @classmethod
+    def of(cls, status: str | Status, text: str | None) -> Outcome:
+        """From a record's or a worker answer's status and reason text."""
+        reason = Reason.of(status, text)
+        if reason is None:
+            return cls()
+        return cls(reason, text or reason.value.split(":", 1)[1])
+
+
+OK = Outcome()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement to make: an op at a shape, in a dtype, on a backend, with the threads, device and
+    backend parameters (our kernels' tiles, ISA, accumulation) it runs with. `factors` are its axis values
+    as the sweep spec gave them (before --scale).
+
+    `shape` is the op's frozen shape dataclass (ops/<op>.py) in a Case to measure. A Case read back from a
+    record (Result.from_record) keeps the record's shape fields and label as written, so that reading a
+    file of another version never depends on today's shape classes."""
+
+    op: str
+    shape: Any
+    dtype: str
+    backend: str
+    threads: int
+    device: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    factors: Mapping[str, Any] = field(default_factory=dict)
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", str(self.shape.label()))
+
+    def shape_fields(self) -> dict[str, Any]:
+        return dict(self.shape) if isinstance(self.shape, Mapping) else dict(self.shape.to_dict())
+
+    @property
+    def flops(self) -> int:
+        return get_op(self.op).flops(self.shape)
+
+    def min_bytes(self) -> int:
+        return get_op(self.op).min_bytes(self.shape, self.dtype)
+
+
+# The record's fields, in the order they are written (schema v4).
+RECORD_FIELDS = (
+    *("op", "shape", "factors", "label", "dtype", "backend", "threads", "device", "status", "reason"),
+    *("flops", "min_bytes", "arithmetic_intensity", "time", "gflops", "gflops_best", "peak", "utilization"),
+    *("machine_speed", "reference", "verify", "details", "notes", "flags"),
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What became of a Case: its outcome and, when it was timed, the measurement. The nested blocks
+    (time, peak, reference, verify, details) keep the record's own layout."""
+
+    case: Case
+    outcome: Outcome = OK
+    flops: int = 0
+    min_bytes: int = 0
+    time: Mapping[str, Any] | None = None
+    gflops: float | None = None
+    gflops_best: float | None = None
+    peak: Mapping[str, Any] | None = None
+    utilization: float | None = None
+    machine_speed: float | None = None
+    reference: Mapping[str, Any] | None = None
+    verify: Mapping[str, Any] | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, case: Case, outcome: Outcome = OK, **fields: Any) -> Result:
+        """A Result of `case` with its FLOP count and minimum bytes."""
+        return cls(case, outcome, flops=case.flops, min_bytes=case.min_bytes(), **fields)
+
+    @property
+    def status(self) -> Status:
+        return self.outcome.status
+
+    @property
+    def reason(self) -> Reason | None:
+        return self.outcome.reason
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        """FLOPs per byte of the minimum traffic (inputs read once, output written once)."""
+        return self.flops / self.min_bytes if self.min_bytes else None
+
+    def flagged(self, flag: str, note: str) -> Result:
+        """The same result with one more flag and the note that explains it."""
+        return replace(self, flags=(*self.flags, flag), notes=(*self.notes, note))
+
+    def to_record(self) -> dict[str, Any]:
+        """The versioned JSON record (the one place a Result becomes one)."""
+        c = self.case
+        return {
+            "op": c.op,
+            "shape": c.shape_fields(),
+            "factors": dict(c.factors),
+            "label": c.label,
+            "dtype": c.dtype,
+            "backend": c.backend,
+            "threads": c.threads,
+            "device": c.device,
+            "status": self.status.value,
+            "reason": self.outcome.text,
+            "flops": self.flops,
+            "min_bytes": self.min_bytes,
+            "arithmetic_intensity": self.arithmetic_intensity,
+            "time": _plain(self.time),
+            "gflops": self.gflops,
+            "gflops_best": self.gflops_best,
+            "peak": _plain(self.peak),
+            "utilization": self.utilization,
+            "machine_speed": self.machine_speed,
+            "reference": _plain(self.reference),
+            "verify": _plain(self.verify),
+            "details": dict(self.details),
+            "notes": list(self.notes),
+            "flags": list(self.flags),
+        }
+
+    @classmethod
+    def from_record(cls, rec: Mapping[str, Any]) -> Result:
+        """A record of any readable schema version (fields a version lacks are None or empty)."""
+        case = Case(
+            op=rec["op"],
+            shape=dict(rec.get("shape") or {}),
+            label=str(rec.get("label") or ""),
+            dtype=rec["dtype"],
+            backend=rec["backend"],
+            threads=rec.get("threads") or 0,
+            device=rec.get("device") or "cpu",
+            params={},
+            factors=rec.get("factors") or {},
+        )
+        return cls(
+            case,
+            Outcome.of(rec["status"], rec.get("reason")),
+            flops=rec.get("flops") or 0,
+            min_bytes=rec.get("min_bytes") or 0,
+            time=rec.get("time"),
+            gflops=rec.get("gflops"),
+            gflops_best=rec.get("gflops_best"),
+            peak=rec.get("peak"),
+            utilization=rec.get("utilization"),
+            machine_speed=rec.get("machine_speed"),
+            reference=rec.get("reference"),
+            verify=rec.get("verify"),
+            details=rec.get("details") or {},
+            notes=tuple(rec.get("notes") or ()),
+            flags=tuple(rec.get("flags") or ()),
+        )
+
+
+def _plain(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if block is None else dict(block)

@@ -1,0 +1,118 @@
+"""The nouns (opbench/case.py): a Result becomes the versioned record in one place and reads back the same,
+and every reason a sweep or the tuner writes reads back as the kind that wrote it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
+from opbench.ops import conv, gemm, lstm
+from opbench.sweep import SweepConfig, _memory_skip
+from opbench.tune.isolation import describe_exit
+from opbench.visits import _failure
+
+TIME = Reason.TIME
+
+
+def _case(shape: object = None, **kw: object) -> Case:
+    shape = shape or gemm.GemmShape(3, 5, 7)
+    fields = {"op": "gemm", "dtype": "fp32", "backend": "cpp", "threads": 2, "device": "cpu"}
+    return Case(shape=shape, **{**fields, **kw})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("op", "shape"),
+    [
+        ("gemm", gemm.GemmShape(3, 5, 7)),
+        ("conv", conv.ConvShape(n=1, c=3, h=5, w=5, k=2, r=3, s=3)),
+        ("lstm", lstm.LstmShape(seq_len=2, batch=3, input_size=4, hidden=5)),
+    ],
+)
+def test_a_result_round_trips_through_its_record(op: str, shape: object) -> None:
+    case = _case(shape, op=op, factors={"batch": 1}, params={"isa": "ref"})
+    result = Result.of(
+        case,
+        OK,
+        time={"median_s": 1e-3, "samples_s": [1e-3]},
+        gflops=1.5,
+        peak={"gflops": 10.0, "source": "in-run", "name": "fma"},
+        utilization=0.15,
+        details={"isa": "ref"},
+        notes=("a note",),
+        flags=("drifting",),
+    )
+    rec = result.to_record()
+    assert tuple(rec) == RECORD_FIELDS  # the schema's fields, in the order files have always had them
+    assert rec["flops"] == case.flops and rec["arithmetic_intensity"] == case.flops / case.min_bytes()
+    assert json.loads(json.dumps(rec)) == rec
+    again = Result.from_record(json.loads(json.dumps(rec)))
+    assert again.to_record() == rec
+    assert again.status is Status.OK and again.reason is None and again.flags == ("drifting",)
+
+
+def test_a_result_is_immutable_and_flagging_makes_a_new_one() -> None:
+    result = Result.of(_case())
+    with pytest.raises(AttributeError):
+        result.gflops = 2.0  # type: ignore[misc]
+    flagged = result.flagged("unlike_earlier_runs", "why")
+    assert result.flags == () and flagged.flags == ("unlike_earlier_runs",) and flagged.notes == ("why",)
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "reason"),
+    [
+        ("ok", None, None),
+        ("skipped", "memory: needs about 3.0 GiB, over the 1.0 GiB budget (--max-memory)", Reason.MEMORY),
+        (
+            "skipped",
+            "predicted 40 s per call at the 1 GFLOPS numpy reached on x, over --max-call-s 5",
+            Reason.TIME,
+        ),
+        ("skipped", "torch is not installed (pip install 'opbench[torch]')", Reason.UNSUPPORTED),
+        ("skipped", "unsupported by torch: RuntimeError: not implemented for 'Half'", Reason.UNSUPPORTED),
+        ("wrong_answer", "error above the bound", Reason.WRONG_ANSWER),
+        ("wrong_answer", "wrong_answer", Reason.WRONG_ANSWER),
+        ("failed", "crash: SIGSEGV", Reason.CRASH),
+        ("failed", "worker exited with status 3", Reason.CRASH),
+        ("failed", "timeout: no answer within 3 s", Reason.TIMEOUT),
+        ("failed", "ValueError: tile_m must be >= 1", Reason.ERROR),
+        ("failed", "out of memory", Reason.ERROR),
+    ],
+)
+def test_reason_texts_read_back_as_their_kind(status: str, text: str | None, reason: Reason | None) -> None:
+    outcome = Outcome.of(status, text)
+    assert outcome.reason is reason
+    assert outcome.status is (reason.status if reason else Status.OK)
+    if reason is not None:
+        assert reason.status.value == status and outcome.text == text
+
+
+def test_an_outcome_refuses_a_text_that_reads_back_as_another_kind() -> None:
+    with pytest.raises(ValueError, match="would read back as Reason.MEMORY"):
+        Outcome(Reason.UNSUPPORTED, "memory: needs about 2 GiB")
+    with pytest.raises(ValueError, match="needs a reason text"):
+        Outcome(Reason.CRASH, "")
+    with pytest.raises(ValueError, match="ok outcome has no reason"):
+        Outcome(None, "why")
+
+
+def test_the_producers_write_texts_of_their_own_kind() -> None:
+    shapes = (gemm.GemmShape(8, 8, 8),)
+    cfg = SweepConfig("gemm", shapes, ("fp32",), ("cpp",), threads=1, max_memory_bytes=1 << 30)
+    assert _memory_skip(cfg, 3 << 30).reason is Reason.MEMORY
+    assert (
+        _failure("torch", RuntimeError("\"addmm\" not implemented for 'Half'")).reason is Reason.UNSUPPORTED
+    )
+    assert _failure("cpp", MemoryError()).reason is Reason.ERROR
+    for code in (-11, -9, -6, 3):
+        assert Outcome.of("failed", describe_exit(code)).reason is Reason.CRASH
+
+
+@given(st.text(max_size=200))
+def test_any_exception_message_is_an_error_or_unsupported_never_a_mismatch(message: str) -> None:
+    outcome = _failure("torch", RuntimeError(message))  # an Outcome that did not read back would raise
+    assert outcome.reason in (Reason.ERROR, Reason.UNSUPPORTED)
