@@ -11,21 +11,12 @@ from opbench.errors import UsageError
 
 def _print_datasheets() -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from opbench.accelerators import ACCELERATORS
+    from opbench.display.peak import datasheet_table
 
-    dtypes = ("fp32", "tf32", "fp16", "bf16")
-    table = Table(
-        title="accelerator datasheet peaks (TFLOPS, dense)", title_justify="left", header_style="bold"
-    )
-    for col in ("device", *dtypes, "source"):
-        table.add_column(col, justify="right" if col in dtypes else "left")
-    for acc in ACCELERATORS:
-        cells = [f"{acc.tflops[d]:g}" if d in acc.tflops else "-" for d in dtypes]
-        table.add_row(acc.name, *cells, acc.source)
     console = Console(markup=False, width=None if sys.stdout.isatty() else 160)
-    console.print(table)
+    console.print(datasheet_table(ACCELERATORS))
     console.print(
         "Sparse (2:4) figures are never used. fp16/bf16 are tensor-core or cube peaks; fp32 is the CUDA-core "
         "peak (TF32 is listed apart). A sweep with --device cuda uses the row matching the device's name."
@@ -35,10 +26,10 @@ def _print_datasheets() -> int:
 
 def _gpu_peak(device: str) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from opbench import gpu, peak
     from opbench.backends import accelerator_name
+    from opbench.display.peak import gpu_peak_table
 
     if gpu.device_index(device) is None:
         raise UsageError(f"unknown device '{device}' for opbench peak (expected cpu or cuda[:index])")
@@ -47,15 +38,12 @@ def _gpu_peak(device: str) -> int:
     except (ImportError, RuntimeError) as e:
         raise UsageError(f"cannot measure peaks on '{device}': {e}") from None
     name = accelerator_name(device) or device
-    table = Table(title=f"peak FLOPS on {name}", title_justify="left", header_style="bold")
-    for col in ("dtype", "achieved GFLOPS", "datasheet GFLOPS", "achieved / datasheet"):
-        table.add_column(col, justify="left" if col == "dtype" else "right")
+    rows = []
     for dtype, achieved in result["gemm_gflops"].items():
         ds = peak.accelerator_datasheet(name, dtype, 1)
-        ratio = f"{achieved / ds.gflops:.2f}" if ds else "-"
-        table.add_row(dtype, f"{achieved:.0f}", f"{ds.gflops:.0f}" if ds else "-", ratio)
+        rows.append((dtype, achieved, ds.gflops if ds else None))
     console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
-    console.print(table)
+    console.print(gpu_peak_table(name, rows))
     console.print(
         f"torch.matmul {result['gemm_size']}^3, {result['timing']}; TF32 for fp32 matmul: "
         f"{result['tf32_matmul']}. Device copy: {result['copy_gb_s']:.0f} GB/s (read + write)."
@@ -65,9 +53,9 @@ def _gpu_peak(device: str) -> int:
 
 def cmd_peak(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from opbench import peak
+    from opbench.display.peak import cpu_peak_table
     from opbench.dtypes import parse_dtypes
     from opbench.kernels import default_threads
     from opbench.ranges import parse_sizes
@@ -83,9 +71,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
             threads_within_bound(count)
         except argparse.ArgumentTypeError as e:
             raise UsageError(f"--threads: {e}") from None
-    table = Table(title="peak FLOPS", title_justify="left", header_style="bold")
-    for col in ("dtype", "threads", "measured GFLOPS", "datasheet GFLOPS", "measured / datasheet"):
-        table.add_column(col, justify="left" if col in ("dtype", "threads") else "right")
+    rows = []
     console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
     notes: dict[str, None] = {}  # ordered set
     with Console(stderr=True).status("running FMA-throughput loops..."):
@@ -93,13 +79,12 @@ def cmd_peak(args: argparse.Namespace) -> int:
             for t in counts:
                 m = peak.measured(d, t, refresh=args.refresh)
                 ds = peak.datasheet(d, t)
-                ratio = f"{m.gflops / ds.gflops:.2f}" if ds else "-"
-                table.add_row(d, str(t), f"{m.gflops:.1f}", f"{ds.gflops:.1f}" if ds else "-", ratio)
+                rows.append((d, t, m.gflops, ds.gflops if ds else None))
                 notes[f"{d} measured: {m.name}; {m.detail.split(', best')[0]}"] = None
                 notes[f"{d} datasheet: {ds.detail}" if ds else f"{d} datasheet: clock frequency unknown"] = (
                     None
                 )
-    console.print(table)
+    console.print(cpu_peak_table(rows))
     for note in notes:
         console.print(note, style="dim")
     for t in counts:

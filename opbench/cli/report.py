@@ -43,9 +43,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
+    from opbench.display.report import compare_table
     from opbench.files import atomic_write_text, json_text
     from opbench.report import compare, inputs, render
     from opbench.results import parse_formats
@@ -54,43 +53,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     target = render.output_dir(args.out, args.force) if args.out else None
     result = compare.compare(inputs.load_results(args.old), inputs.load_results(args.new), args.threshold)
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 170)
-    table = Table(
-        title=f"{args.old} -> {args.new} (significant: over {100 * args.threshold:.0f}% and outside "
-        "both runs' IQRs)",
-        title_justify="left",
-        header_style="bold",
-    )
-    for col in (
-        *("op", "shape", "dtype", "backend", "old", "new", "GFLOPS change", "noise old/new"),
-        *("util old/new", "machine new/old", "verdict"),
-    ):
-        table.add_column(col)
-    from opbench.display import format_seconds
-
-    styles = {"regression": "bold red", "improvement": "bold green"}
-    for r in result["rows"]:
-        measured = (
-            [
-                format_seconds(r["old_median_s"]),
-                format_seconds(r["new_median_s"]),
-                f"{100 * r['gflops_change']:+.1f}%",
-                f"{100 * r['old_rel_iqr']:.1f}% / {100 * r['new_rel_iqr']:.1f}%",
-                compare.util_text(r),
-                compare.ratio_text(r.get("reference_ratio")),
-            ]
-            if "time_ratio" in r
-            else ["-"] * 6
-        )
-        verdict = r["verdict"] + (f" ({r['note']})" if r.get("note") else "")
-        table.add_row(
-            r["op"],
-            r["shape"],
-            r["dtype"],
-            r["backend"],
-            *measured,
-            Text(verdict, style=styles.get(r["verdict"], "")),
-        )
-    console.print(table)
+    console.print(compare_table(result, args.old, args.new, args.threshold))
     for w in result["warnings"]:
         console.print(f"warning: {w}")
     c = result["counts"]
@@ -115,21 +78,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_suites(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
+    from opbench.display.report import suites_table
     from opbench.specs import load_suite, suite_names
 
-    table = Table(
-        title="built-in suites (opbench sweep --suite NAME [--scale F])",
-        title_justify="left",
-        header_style="bold",
-        show_lines=True,
-    )
-    for col in ("suite", "sweeps", "description"):
-        table.add_column(col)
-    for name in suite_names():
-        spec = load_suite(name)
-        sweeps = "\n".join(f"{p.op}: {len(p.shapes)} shapes ({p.mode})" for p in spec.plans)
-        table.add_row(name, sweeps, spec.description + (f"\nsource: {spec.source}" if spec.source else ""))
+    table = suites_table([(name, load_suite(name)) for name in suite_names()])
     Console(markup=False, width=None if sys.stdout.isatty() else 120).print(table)
     return 0

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -171,62 +169,15 @@ def _check_memory(configs: list[Any], budget: int) -> None:
         )
 
 
-class _RichObserver:
-    """Progress on stderr while a sweep runs, the table on stdout when it ends (paths only with --quiet)."""
-
-    def __init__(self, quiet: bool) -> None:
-        from rich.console import Console
-
-        # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
-        self.console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
-        self.err_console = Console(stderr=True, quiet=quiet, markup=False)
-        self.quiet = quiet
-        self._advance: Any = None
-
-    def status(self, text: str) -> Any:
-        return self.err_console.status(text)
-
-    @contextmanager
-    def sweep_started(self, op: str, visits: int) -> Iterator[None]:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=self.err_console,
-            transient=True,
-        )
-        with progress:
-            task = progress.add_task(op, total=visits)
-            self._advance = lambda description: progress.update(task, description=description, advance=1)
-            try:
-                yield
-            finally:
-                self._advance = None
-
-    def visit_started(self, description: str) -> None:
-        if self._advance is not None:
-            self._advance(description)
-
-    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
-        from opbench.display import print_summary
-
-        print_summary(self.console, doc, paths)
-        if self.quiet:
-            for path in paths.values():
-                print(path)
-
-
 def _run_sweeps(
     configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool
 ) -> int:
+    from opbench.display.sweep import RichObserver
     from opbench.runs import run_sweeps
 
     writers: list[Any] = []
     try:
-        run_sweeps(configs, meta, out_dir, formats, _RichObserver(quiet), writers)
+        run_sweeps(configs, meta, out_dir, formats, RichObserver(quiet), writers)
     except KeyboardInterrupt:
         if not writers:
             print("opbench: interrupted before any case ran; nothing written", file=sys.stderr)

@@ -10,14 +10,10 @@ from opbench.cli.common import storage_url
 from opbench.errors import UsageError
 
 
-def _tiles_text(tiles: dict[str, int] | None) -> str:
-    return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "cache-model default"
-
-
 def cmd_tune(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
+    from opbench.display import tune as show
     from opbench.kernels import default_threads
     from opbench.ops.gemm import GemmShape
     from opbench.tune import study as tuner
@@ -83,17 +79,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 f"{info['already']} already measured"
             )
         elif kind == "trial":
-            head = f"#{info['number']:<4} {_tiles_text(info.get('tiles')):40}"
-            if info.get("reused_from") is not None:
-                value = info.get("failure") or f"{info.get('gflops', 0):.1f} GFLOPS"
-                console.print(f"{head} {value} (already measured in trial {info['reused_from']})")
-            elif info.get("failure"):
-                console.print(f"{head} failed: {info['failure']}")
-            else:
-                err = (
-                    f", max rel err {info['max_rel_err']:.2e}" if info.get("max_rel_err") is not None else ""
-                )
-                console.print(f"{head} {info['gflops']:.1f} GFLOPS{err}")
+            console.print(show.trial_line(info))
         elif kind == "exhausted":
             console.print(
                 f"every one of the {info['valid_points']} valid tilings is measured: the search is done"
@@ -112,16 +98,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         f"{summary['valid_points']} valid tilings measured"
     )
     if "pareto" in summary:
-        table = Table(
-            title="accuracy/speed front (Pareto-optimal trials)", title_justify="left", header_style="bold"
-        )
-        for col in ("trial", "tiles", "GFLOPS", "max rel err vs float64"):
-            table.add_column(col)
-        for p in sorted(summary["pareto"], key=lambda p: -p["gflops"]):
-            table.add_row(
-                str(p["number"]), _tiles_text(p["tiles"]), f"{p['gflops']:.1f}", f"{p['max_rel_err']:.3e}"
-            )
-        console.print(table)
+        console.print(show.pareto_table(summary["pareto"]))
         console.print(
             "the tuner runs the fp32-accumulating kernel: this front trades speed against the summation "
             "order's rounding; fp16 accumulation (sweep --accumulate fp16) is not a tuning dimension"
@@ -131,39 +108,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not conf:
         console.print("no trial succeeded: nothing to confirm")
         return 0
-    table = Table(
-        title=f"confirmation: top {cfg.confirm_top} and the default, re-measured in "
-        f"{cfg.confirm_rounds} interleaved rounds",
-        title_justify="left",
-        header_style="bold",
-    )
-    for col in ("", "tiles", "GFLOPS", "95% CI", "samples", "machine speed", "flags"):
-        table.add_column(col)
-    for r in conf["rows"]:
-        if "failure" in r:
-            table.add_row(r["name"], _tiles_text(r["tiles"]), "-", r["failure"], "-", "-", "")
-        else:
-            lo, hi = r["gflops_ci"]
-            speed = r.get("machine_speed")
-            table.add_row(
-                r["name"],
-                _tiles_text(r["tiles"]),
-                f"{r['gflops']:.1f}",
-                f"{lo:.1f} - {hi:.1f}",
-                str(r["n_samples"]),
-                "-" if speed is None else f"{100 * speed:.0f}%",
-                ", ".join(r.get("flags") or []),
-            )
-    console.print(table)
-    if conf.get("best"):
-        best = conf["best"]
-        lo, hi = best["gflops_ci"]
-        line = f"best: {_tiles_text(best['tiles'])}: {best['gflops']:.1f} GFLOPS (95% CI {lo:.1f}-{hi:.1f})"
-        if conf.get("speedup") is not None:
-            line += (
-                f", {conf['speedup']:.3f}x the cache-model default ({conf['default']['gflops']:.1f} GFLOPS)"
-            )
-        console.print(line)
+    console.print(show.confirmation_table(conf, cfg.confirm_top, cfg.confirm_rounds))
+    best = show.best_line(conf)
+    if best:
+        console.print(best)
     if summary.get("record_warning"):
         print(f"opbench: warning: {summary['record_warning']}", file=sys.stderr)
     if summary.get("record"):
@@ -174,8 +122,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _show_study(console: Any, study: Any) -> int:
-    from rich.table import Table
-
+    from opbench.display import tiles_text
+    from opbench.display.tune import history_table
     from opbench.tune.study import trial_rows
 
     fp = study.user_attrs.get("fingerprint", {})
@@ -184,23 +132,12 @@ def _show_study(console: Any, study: Any) -> int:
         f"{fp.get('threads')} thread(s), {fp.get('cpu_model')}, {study.user_attrs.get('valid_points')} "
         "valid tilings"
     )
-    table = Table(title="history", title_justify="left", header_style="bold")
-    for col in ("trial", "state", "tiles", "GFLOPS", "note"):
-        table.add_column(col)
-    for r in trial_rows(study):
-        note = r["failure"] or ""
-        if r["reused_from"] is not None:
-            note = (note + "; " if note else "") + f"value of trial {r['reused_from']}"
-        if r["retry_of"] is not None:
-            note = (note + "; " if note else "") + f"retry of trial {r['retry_of']} (its worker stopped)"
-        gf = f"{r['gflops']:.1f}" if r["gflops"] is not None else "-"
-        table.add_row(str(r["number"]), r["state"], _tiles_text(r["tiles"]), gf, note)
-    console.print(table)
+    console.print(history_table(trial_rows(study)))
     conf = study.user_attrs.get("confirmation")
     if conf and conf.get("best"):
         best = conf["best"]
         console.print(
-            f"confirmed best: {_tiles_text(best['tiles'])}: {best['gflops']:.1f} GFLOPS"
+            f"confirmed best: {tiles_text(best['tiles'])}: {best['gflops']:.1f} GFLOPS"
             + (f", {conf['speedup']:.3f}x the default" if conf.get("speedup") else "")
         )
     return 0
@@ -208,29 +145,13 @@ def _show_study(console: Any, study: Any) -> int:
 
 def cmd_studies(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
+    from opbench.display.tune import studies_table
+    from opbench.tune.storage import mask
     from opbench.tune.study import list_studies
 
     storage = storage_url(args.storage, args.out)
     rows = list_studies(storage)
     console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
-    from opbench.tune.storage import mask
-
-    table = Table(title=f"studies in {mask(storage)}", title_justify="left", header_style="bold")
-    for col in ("study", "problem", "trials", "best GFLOPS", "best tiles", "started"):
-        table.add_column(col)
-    for r in rows:
-        shape = "x".join(str(v) for v in (r["shape"] or {}).values())
-        problem = f"{shape} {r['dtype'] or ''} t{r['threads']}" if shape else "-"
-        best = f"{r['best_value']:.1f}" if r["best_value"] is not None else "-"
-        table.add_row(
-            r["name"],
-            problem,
-            str(r["trials"]),
-            best,
-            _tiles_text(r["best_tiles"]) if r["best_tiles"] else "-",
-            r["started"] or "-",
-        )
-    console.print(table)
+    console.print(studies_table(mask(storage), rows))
     return 0

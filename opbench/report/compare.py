@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from opbench.case import Result, Status
+from opbench.display import ratio_text, util_text
 from opbench.escape import csv_text, md
 
 # The two runs' in-run references differing by more than this is worth a warning.
@@ -167,15 +168,6 @@ def to_markdown(result: dict[str, Any]) -> str:
         else:
             out.append(f"| {case} | - | - | - | - | - | {md(r['verdict'])} |")
     return "\n".join(out) + "\n"
-
-
-def util_text(r: dict[str, Any]) -> str:
-    o, n = r.get("old_utilization"), r.get("new_utilization")
-    return f"{100 * o:.1f}% / {100 * n:.1f}%" if o is not None and n is not None else "-"
-
-
-def ratio_text(x: float | None) -> str:
-    return f"{100 * x:.0f}%" if x is not None else "-"
 
 
 CSV_COLUMNS = (

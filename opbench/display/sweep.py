@@ -1,23 +1,20 @@
-"""Terminal output with rich: the progress bar during a sweep and the results table at its end."""
+"""A sweep on the terminal: progress while it runs (runs.Observer), the results table at its end and the
+summary lines under it."""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-
-def format_seconds(s: float | None) -> str:
-    """Three significant digits in the largest unit that keeps the number >= 1 (no '1e+03 us')."""
-    if s is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if float(f"{s / scale:.3g}") >= 1 or unit == "ns":
-            return f"{s / scale:.3g} {unit}"
-    raise AssertionError("unreachable")
+from opbench.display import format_seconds, spread
 
 
 def _best_per_group(records: list[dict[str, Any]]) -> set[int]:
@@ -29,14 +26,6 @@ def _best_per_group(records: list[dict[str, Any]]) -> set[int]:
         if key not in best or r["gflops"] > best[key][0]:
             best[key] = (r["gflops"], i)
     return {i for _, i in best.values()}
-
-
-def spread(t: dict[str, Any]) -> float:
-    """What the stability class rests on: the larger of the within-round IQR and the between-round spread
-    (relative to the median); the IQR of all samples for files without rounds."""
-    if "rel_iqr_within" in t:
-        return float(max(t["rel_iqr_within"], t["rel_spread_rounds"]))
-    return float(t["rel_iqr"])
 
 
 def results_table(records: list[dict[str, Any]], title: str) -> Table:
@@ -138,3 +127,49 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
         console.print(f"note ({backend}): {note}", style="dim")
     for fmt, path in paths.items():
         console.print(f"wrote {fmt.upper()}: {path}")
+
+
+class RichObserver:
+    """Progress on stderr while a sweep runs, the table on stdout when it ends (paths only with --quiet)."""
+
+    def __init__(self, quiet: bool) -> None:
+        from rich.console import Console
+
+        # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
+        self.console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
+        self.err_console = Console(stderr=True, quiet=quiet, markup=False)
+        self.quiet = quiet
+        self._advance: Any = None
+
+    def status(self, text: str) -> Any:
+        return self.err_console.status(text)
+
+    @contextmanager
+    def sweep_started(self, op: str, visits: int) -> Iterator[None]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.err_console,
+            transient=True,
+        )
+        with progress:
+            task = progress.add_task(op, total=visits)
+            self._advance = lambda description: progress.update(task, description=description, advance=1)
+            try:
+                yield
+            finally:
+                self._advance = None
+
+    def visit_started(self, description: str) -> None:
+        if self._advance is not None:
+            self._advance(description)
+
+    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
+        print_summary(self.console, doc, paths)
+        if self.quiet:
+            for path in paths.values():
+                print(path)

@@ -1,0 +1,109 @@
+"""`opbench tune` and `opbench studies` on the terminal: one line per trial, the accuracy/speed front, the
+confirmation, a study's history and the list of studies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from opbench.display import tiles_text
+
+
+def trial_line(info: dict[str, Any]) -> str:
+    """One trial as it finishes: its tiles, then GFLOPS (and error), its failure, or the trial it reused."""
+    head = f"#{info['number']:<4} {tiles_text(info.get('tiles')):40}"
+    if info.get("reused_from") is not None:
+        value = info.get("failure") or f"{info.get('gflops', 0):.1f} GFLOPS"
+        return f"{head} {value} (already measured in trial {info['reused_from']})"
+    if info.get("failure"):
+        return f"{head} failed: {info['failure']}"
+    err = f", max rel err {info['max_rel_err']:.2e}" if info.get("max_rel_err") is not None else ""
+    return f"{head} {info['gflops']:.1f} GFLOPS{err}"
+
+
+def pareto_table(pareto: list[dict[str, Any]]) -> Table:
+    table = Table(
+        title="accuracy/speed front (Pareto-optimal trials)", title_justify="left", header_style="bold"
+    )
+    for col in ("trial", "tiles", "GFLOPS", "max rel err vs float64"):
+        table.add_column(col)
+    for p in sorted(pareto, key=lambda p: -p["gflops"]):
+        table.add_row(
+            str(p["number"]), tiles_text(p["tiles"]), f"{p['gflops']:.1f}", f"{p['max_rel_err']:.3e}"
+        )
+    return table
+
+
+def confirmation_table(conf: dict[str, Any], top: int, rounds: int) -> Table:
+    table = Table(
+        title=f"confirmation: top {top} and the default, re-measured in {rounds} interleaved rounds",
+        title_justify="left",
+        header_style="bold",
+    )
+    for col in ("", "tiles", "GFLOPS", "95% CI", "samples", "machine speed", "flags"):
+        table.add_column(col)
+    for r in conf["rows"]:
+        if "failure" in r:
+            table.add_row(r["name"], tiles_text(r["tiles"]), "-", r["failure"], "-", "-", "")
+        else:
+            lo, hi = r["gflops_ci"]
+            speed = r.get("machine_speed")
+            table.add_row(
+                r["name"],
+                tiles_text(r["tiles"]),
+                f"{r['gflops']:.1f}",
+                f"{lo:.1f} - {hi:.1f}",
+                str(r["n_samples"]),
+                "-" if speed is None else f"{100 * speed:.0f}%",
+                ", ".join(r.get("flags") or []),
+            )
+    return table
+
+
+def best_line(conf: dict[str, Any]) -> str | None:
+    """The confirmed best tiling and its speed-up over the cache-model default; None without one."""
+    best = conf.get("best")
+    if not best:
+        return None
+    lo, hi = best["gflops_ci"]
+    line = f"best: {tiles_text(best['tiles'])}: {best['gflops']:.1f} GFLOPS (95% CI {lo:.1f}-{hi:.1f})"
+    if conf.get("speedup") is not None:
+        line += f", {conf['speedup']:.3f}x the cache-model default ({conf['default']['gflops']:.1f} GFLOPS)"
+    return line
+
+
+def history_table(rows: list[dict[str, Any]]) -> Table:
+    """A study's trials (tune/study.py trial_rows)."""
+    table = Table(title="history", title_justify="left", header_style="bold")
+    for col in ("trial", "state", "tiles", "GFLOPS", "note"):
+        table.add_column(col)
+    for r in rows:
+        note = r["failure"] or ""
+        if r["reused_from"] is not None:
+            note = (note + "; " if note else "") + f"value of trial {r['reused_from']}"
+        if r["retry_of"] is not None:
+            note = (note + "; " if note else "") + f"retry of trial {r['retry_of']} (its worker stopped)"
+        gf = f"{r['gflops']:.1f}" if r["gflops"] is not None else "-"
+        table.add_row(str(r["number"]), r["state"], tiles_text(r["tiles"]), gf, note)
+    return table
+
+
+def studies_table(where: str, rows: list[dict[str, Any]]) -> Table:
+    """The studies in a storage (tune/study.py list_studies); `where` is its URL, password masked."""
+    table = Table(title=f"studies in {where}", title_justify="left", header_style="bold")
+    for col in ("study", "problem", "trials", "best GFLOPS", "best tiles", "started"):
+        table.add_column(col)
+    for r in rows:
+        shape = "x".join(str(v) for v in (r["shape"] or {}).values())
+        problem = f"{shape} {r['dtype'] or ''} t{r['threads']}" if shape else "-"
+        best = f"{r['best_value']:.1f}" if r["best_value"] is not None else "-"
+        table.add_row(
+            r["name"],
+            problem,
+            str(r["trials"]),
+            best,
+            tiles_text(r["best_tiles"]) if r["best_tiles"] else "-",
+            r["started"] or "-",
+        )
+    return table
