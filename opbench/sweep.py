@@ -18,7 +18,7 @@ from opbench import peak as peaks
 from opbench.backends import BACKENDS, Backend, accelerator_name
 from opbench.case import Outcome, Reason, Result
 from opbench.contention import Monitor
-from opbench.errors import BackendUnavailable
+from opbench.errors import BackendUnavailable, UsageError
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
 from opbench.ops import get_op
@@ -190,6 +190,28 @@ def _memory_skip(cfg: SweepConfig, need: int) -> Outcome:
         f"memory: needs about {need / 2**30:.1f} GiB, over the {cfg.max_memory_bytes / 2**30:.1f} GiB "
         f"budget (--max-memory)",
     )
+
+
+def check_memory(configs: list[Any], budget: int) -> None:
+    """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
+    smallest = None
+    for cfg in configs:
+        op = get_op(cfg.op)
+        for shape in cfg.shapes:
+            verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
+            for d in cfg.dtypes:
+                need = op.memory_bytes(shape, d, reference=verify)
+                if need <= budget:
+                    return
+                if smallest is None or need < smallest[0]:
+                    smallest = (need, shape, d)
+    if smallest is not None:
+        need, shape, d = smallest
+        raise UsageError(
+            f"no case fits in memory: the smallest, {shape.label()} ({d}), needs about "
+            f"{need / 2**30:.1f} GiB, "
+            f"more than the {budget / 2**30:.1f} GiB budget (--max-memory; default 80% of available memory)"
+        )
 
 
 def make_reference(cfg: SweepConfig) -> InRunReference | None:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "opbench"
 
 # The one module that imports the compiled extension (docs/architecture.md): everything else goes through it.
@@ -38,6 +40,46 @@ def test_only_the_listed_modules_import_core() -> None:
     assert not new, f"import _core through opbench.kernels instead: {sorted(new)}"
     gone = CORE_IMPORTERS - found
     assert not gone, f"no longer import _core: remove {sorted(gone)} from CORE_IMPORTERS and the docs"
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import circle anywhere in the package (the layers contract covers only the modules it lists):
+    strongly connected components of grimp's module graph, runtime imports only."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("opbench", exclude_type_checking_imports=True)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in graph.modules:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    assert not circles, f"import circles: {circles}"
 
 
 def test_the_import_contracts_hold() -> None:

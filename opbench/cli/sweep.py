@@ -73,7 +73,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from opbench.ops import get_op
     from opbench.results import parse_formats
     from opbench.space import scale_shapes
-    from opbench.sweep import SweepConfig
+    from opbench.sweep import SweepConfig, check_memory
     from opbench.timing import TimerConfig
 
     plans, suite = _plans_from_args(args)
@@ -134,7 +134,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 rounds=args.rounds,
             )
         )
-    _check_memory(configs, budget)
+    check_memory(configs, budget)
     meta = {
         "suite": suite,
         "scale": args.scale,
@@ -143,30 +143,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "command": args.command_line,
     }
     return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet)
-
-
-def _check_memory(configs: list[Any], budget: int) -> None:
-    """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
-    from opbench.ops import get_op
-
-    smallest = None
-    for cfg in configs:
-        op = get_op(cfg.op)
-        for shape in cfg.shapes:
-            verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
-            for d in cfg.dtypes:
-                need = op.memory_bytes(shape, d, reference=verify)
-                if need <= budget:
-                    return
-                if smallest is None or need < smallest[0]:
-                    smallest = (need, shape, d)
-    if smallest is not None:
-        need, shape, d = smallest
-        raise UsageError(
-            f"no case fits in memory: the smallest, {shape.label()} ({d}), needs about "
-            f"{need / 2**30:.1f} GiB, "
-            f"more than the {budget / 2**30:.1f} GiB budget (--max-memory; default 80% of available memory)"
-        )
 
 
 def _run_sweeps(
