@@ -27,7 +27,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
 
-    from opbench import _core
+    from opbench import kernels
     from opbench.machine import cpu_model, pin_to_cpus
     from opbench.ops import get_op
     from opbench.reference import APART_FACTOR, NativeProber
@@ -54,7 +54,7 @@ def main() -> int:
         row = {
             "fma": prober.fma("fp32", args.threads),
             "handoff": 1.0 / prober.handoff(),
-            "triad": float(_core.stream_triad(args.threads, 1 << 23, 2)),
+            "triad": kernels.stream_triad(args.threads, 1 << 23, 2),
         }
         for name, case in cases.items():
             loops = max(1, int(0.03 / max(case.run(1), 1e-6)))

@@ -1,0 +1,120 @@
+"""Two builds of our kernels side by side: the installed extension against another build of it (an older
+commit, other flags), loaded into the same process and timed interleaved, round after round, on the same
+arrays. For a change that must not move the kernels' speed (a refactor), or one that should.
+
+Prints per case the median per-call time of each build and the median and quartiles of the per-round
+ratio new / old. Builds before the prepared-call binding (commit 5d0e73a and earlier) are driven through
+their time_gemm / time_conv2d / time_lstm entry points, later ones through prepare_*(...).run.
+
+    cmake -S <old checkout> -B /tmp/old-build -DCMAKE_BUILD_TYPE=Release \\
+        -Dpybind11_DIR=$(python -m pybind11 --cmakedir) && cmake --build /tmp/old-build -j2
+    python benchmarks/ab_builds.py --old /tmp/old-build/_core.cpython-311-x86_64-linux-gnu.so [--rounds 21]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.machinery
+import importlib.util
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def load_build(path: str) -> Any:
+    """Another build of opbench._core, loaded beside the installed one (its init symbol is PyInit__core)."""
+    loader = importlib.machinery.ExtensionFileLoader("_core", path)
+    spec = importlib.util.spec_from_loader("_core", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def timed_calls(core: Any, threads: int) -> dict[str, Callable[..., Callable[[int], float]]]:
+    """Per op, a function from the case's arrays to run(loops) -> seconds, for either binding."""
+    if hasattr(core, "prepare_gemm"):
+        return {
+            "gemm": lambda a, b, out: core.prepare_gemm(a, b, out, None, None, None, threads).run,
+            "conv": lambda x, w, y: (
+                core.prepare_conv2d(x, w, y, (1, 1), (1, 1), (1, 1), 1, None, None, None, threads).run
+            ),
+            "lstm": lambda *arrays: core.prepare_lstm(*arrays, None, None, None, threads).run,
+        }
+    return {
+        "gemm": lambda a, b, out: (
+            lambda loops: core.time_gemm(a, b, out, None, None, None, threads, "", loops)
+        ),
+        "conv": lambda x, w, y: (
+            lambda loops: core.time_conv2d(
+                x, w, y, (1, 1), (1, 1), (1, 1), 1, None, None, None, threads, "", loops
+            )
+        ),
+        "lstm": lambda *arrays: lambda loops: core.time_lstm(*arrays, None, None, None, threads, "", loops),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--old", required=True, help="the other build's _core*.so")
+    p.add_argument("--rounds", type=int, default=21)
+    p.add_argument("--threads", type=int, default=2)
+    args = p.parse_args()
+
+    from opbench import kernels
+    from opbench.machine import cpu_model, pin_to_cpus
+
+    pin_to_cpus(args.threads)
+    old = load_build(args.old)
+    new = __import__("opbench._core", fromlist=["_core"])
+    rng = np.random.default_rng(0)
+
+    def arr(*shape: int) -> np.ndarray:
+        return rng.uniform(-1, 1, shape).astype(np.float32)
+
+    arrays: dict[str, tuple[str, tuple[np.ndarray, ...]]] = {}
+    for m, n, k in ((64, 64, 64), (256, 256, 256), (512, 512, 512), (1024, 16, 1024)):
+        arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), np.float32)))
+    arrays["conv N4 C64 28x28 K64 3x3 p1"] = (
+        "conv",
+        (arr(4, 64, 28, 28), arr(64, 64, 3, 3), np.empty((4, 64, 28, 28), np.float32)),
+    )
+    t, b, i, h = 25, 16, 256, 256
+    lstm_in = (arr(t, b, i), arr(4 * h, i), arr(4 * h, h), arr(4 * h), arr(4 * h), arr(b, h), arr(b, h))
+    lstm_out = (np.empty((t, b, h), np.float32), np.empty((b, h), np.float32), np.empty((b, h), np.float32))
+    arrays["lstm T25 B16 I256 H256"] = ("lstm", lstm_in + lstm_out)
+
+    builds = (timed_calls(old, args.threads), timed_calls(new, args.threads))
+    runs = {case: tuple(b[op](*a) for b in builds) for case, (op, a) in arrays.items()}
+    loops = {}
+    for case, (_, run_new) in runs.items():
+        n = 1
+        while run_new(n) < 0.01:  # a sample of at least 10 ms
+            n *= 2
+        loops[case] = n
+    per_call: dict[str, tuple[list[float], list[float]]] = {case: ([], []) for case in runs}
+    for r in range(args.rounds):
+        for case, pair in runs.items():
+            order = (0, 1) if r % 2 == 0 else (1, 0)  # alternate which build goes first
+            for which in order:
+                per_call[case][which].append(pair[which](loops[case]) / loops[case])
+
+    print(
+        f"{cpu_model()}, {args.threads} thread(s), kernel set {kernels.default_tiles()['isa']}, "
+        f"{args.rounds} interleaved rounds"
+    )
+    print(f"{'case':30} {'old us':>9} {'new us':>9} {'new/old':>8}  quartiles of the per-round ratio")
+    for case, (o, n) in per_call.items():
+        ratios = [y / x for x, y in zip(o, n, strict=True)]
+        q = statistics.quantiles(ratios, n=4)
+        print(
+            f"{case:30} {1e6 * statistics.median(o):9.1f} {1e6 * statistics.median(n):9.1f} "
+            f"{statistics.median(ratios):8.3f}  {q[0]:.3f}-{q[2]:.3f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
