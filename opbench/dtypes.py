@@ -26,3 +26,11 @@ def parse_dtypes(text: str) -> list[str]:
     if not out:
         raise UsageError("--dtype is empty (expected fp32, fp16 or both)")
     return out
+
+
+def dtype_name(dtype: object) -> str:
+    """'fp32' or 'fp16' for a numpy dtype; ValueError for any other."""
+    for name, np_type in NUMPY_DTYPES.items():
+        if np.dtype(dtype) == np.dtype(np_type):  # type: ignore[call-overload]
+            return name
+    raise ValueError(f"dtype {dtype} is not one opbench measures (float32 or float16)")

@@ -128,23 +128,7 @@ def gemm(
     """
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
     _threads(threads)
-    if tiles is not None:
-        if tile_m is not None or tile_n is not None or tile_k is not None:
-            raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
-        if tiles == "tuned":
-            # The facade does not read the tuner's records (that would make the kernels depend on the
-            # tuner); the caller looks them up.
-            raise ValueError(
-                "tiles='tuned': pass tiles=opbench.tune.records.tuned_tiles(m, n, k, dtype, threads)[0]"
-            )
-        if isinstance(tiles, dict):
-            unknown = set(tiles) - {"tile_m", "tile_n", "tile_k"}
-            if unknown:
-                raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
-            chosen = tiles
-        else:
-            raise ValueError(f"tiles must be a dict of tile_m/tile_n/tile_k, got {tiles!r}")
-        tile_m, tile_n, tile_k = chosen.get("tile_m"), chosen.get("tile_n"), chosen.get("tile_k")
+    tile_m, tile_n, tile_k = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_tiles(m, n, k, dtype, threads)")
     plan = prepare_gemm(
         a,
         b,
@@ -157,6 +141,26 @@ def gemm(
         accumulate=accumulate,
     )
     return plan.output()
+
+
+def _tiles(
+    tiles: Any, tile_m: int | None, tile_n: int | None, tile_k: int | None, lookup: str
+) -> tuple[int | None, int | None, int | None]:
+    """tile_m, tile_n, tile_k from a tiles={...} dict (a tuned record's) or the separate arguments."""
+    if tiles is None:
+        return tile_m, tile_n, tile_k
+    if tile_m is not None or tile_n is not None or tile_k is not None:
+        raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
+    if tiles == "tuned":
+        # The facade does not read the tuner's records (that would make the kernels depend on the tuner);
+        # the caller looks them up.
+        raise ValueError(f"tiles='tuned': pass tiles=opbench.tune.records.{lookup}[0]")
+    if not isinstance(tiles, dict):
+        raise ValueError(f"tiles must be a dict of tile_m/tile_n/tile_k, got {tiles!r}")
+    unknown = set(tiles) - {"tile_m", "tile_n", "tile_k"}
+    if unknown:
+        raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
+    return tiles.get("tile_m"), tiles.get("tile_n"), tiles.get("tile_k")
 
 
 def prepare_gemm(
@@ -220,13 +224,20 @@ def conv2d(
     threads: int | None = None,
     out: np.ndarray | None = None,
     isa: str | None = None,
+    tiles: dict[str, int] | None = None,
 ) -> np.ndarray:
     """Conv2d forward with opbench's kernels: x is N x C x H x W, w is K x C/groups x R x S (PyTorch's
     layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as an implicit
     GEMM (Y = W * im2col(x) per image and group, the im2col matrix never written out): tile_m is output
     channels and tile_n output pixels per work unit, tile_k the depth of a rank-k update (None: from the
     cache model; `prepare_conv2d(...).tiles()` reports what is used); fp16 accumulates in fp32. stride,
-    padding and dilation are an int or an (h, w) pair. Raises ValueError on invalid input."""
+    padding and dilation are an int or an (h, w) pair. tiles, a dict {tile_m, tile_n, tile_k}, gives them
+    explicitly: opbench.tune.records.tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)
+    returns the ones `opbench tune conv` recorded (exact or nearest shape) with a note saying which.
+    Raises ValueError on invalid input."""
+    tile_m, tile_n, tile_k = _tiles(
+        tiles, tile_m, tile_n, tile_k, "tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)"
+    )
     plan = prepare_conv2d(
         x,
         w,
@@ -292,6 +303,7 @@ def lstm(
     tile_n: int | None = None,
     tile_k: int | None = None,
     isa: str | None = None,
+    tiles: dict[str, int] | None = None,
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """One-layer LSTM forward, sequence-first: x is T x B x I; w_ih 4H x I, w_hh 4H x H, b_ih and b_hh 4H
     (PyTorch's layouts and gate order i, f, g, o); h0 and c0 are B x H. Returns (y, (h_n, c_n)) with y
@@ -299,7 +311,10 @@ def lstm(
 
     The input projection of all steps is one GEMM, each step's recurrent product a second GEMM, and the
     gate activations and cell update are fused. All arrays share one dtype (float32 or float16); with
-    float16, products accumulate in fp32 and the cell state is carried in fp32 between steps."""
+    float16, products accumulate in fp32 and the cell state is carried in fp32 between steps. The tiles
+    (tile_m/n/k, or tiles={...}: opbench.tune.records.tuned_lstm_tiles(x, w_hh, threads)[0] for the ones
+    `opbench tune lstm` recorded) block both GEMMs."""
+    tile_m, tile_n, tile_k = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_lstm_tiles(x, w_hh, threads)")
     plan = prepare_lstm(
         x,
         w_ih,

@@ -106,10 +106,10 @@ def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str) -> dict[str,
     if backend != "cpp":
         return {}
     params = {k: v for k, v in cfg.cpp_params.items() if k != "tuned"}
-    if cfg.cpp_params.get("tuned") and cfg.op == "gemm":
-        from opbench.tune.records import tuned_tiles
+    if cfg.cpp_params.get("tuned"):
+        from opbench.tune.records import tuned
 
-        tiles, note = tuned_tiles(shape.m, shape.n, shape.k, dtype, cfg.threads)
+        tiles, note = tuned(cfg.op, shape, dtype, cfg.threads)
         params.update(tiles, tiles_note=note)
     return params
 

@@ -250,7 +250,8 @@ def test_storage_passwords_are_never_printed(tmp_path: Path) -> None:
 
 def test_tune_errors_are_one_line(tmp_path: Path) -> None:
     for args, message in (
-        (["tune", "conv", "--m", "8"], "supports gemm"),
+        (["tune", "rnn", "--m", "8"], "supports gemm, conv, lstm"),
+        (["tune", "conv", "--m", "8"], "--m does not apply to conv"),
         (["tune", "gemm", "--m", "8", "--n", "8"], "needs --k"),
         (
             ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--objectives", "speed"],

@@ -259,6 +259,10 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   plan.result = y;
   plan.call = [&ks, p, blk, threads] { conv2d(ks, p, blk, static_cast<int>(threads)); };
   plan.tiles = tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blk);
+  const ConvGemmDims dims = conv_gemm_dims(p);
+  plan.tiles["gemm_m"] = dims.m;
+  plan.tiles["gemm_n"] = dims.n;
+  plan.tiles["gemm_k"] = dims.k;
   return plan;
 }
 

@@ -96,6 +96,10 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
 
 }  // namespace
 
+ConvGemmDims conv_gemm_dims(const ConvProblem& p) {
+  return {p.k / p.groups, columns_of(p).count(), (p.c / p.groups) * p.r * p.s};
+}
+
 const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p) {
   return tile_kernels(ks, columns_of(p).count());
 }

@@ -15,24 +15,24 @@ TILES = ("tile_m", "tile_n", "tile_k")
 
 
 class _CppCase(Prepared):
-    """One kernels.Plan, made once with the case's output buffers (timed by `run`) and again with fresh
-    ones for each `output()`, so that a verified answer is never overwritten by the timing.
+    """One kernels.Plan made once (timed by `run`) and a fresh one for each `output()`, so that a verified
+    answer is never overwritten by the timing.
 
-    `plan(tiles, reuse)` builds a plan with the given tiles (None: the op derives them). `dims`, the GEMM's
+    `plan(tiles)` builds a plan with the given tiles (None: the op derives them). `dims`, the GEMM's
     sizes, clamp the tiles reported as effective for GEMM and LSTM; conv's plan reports its own."""
 
     clock = "C++ steady_clock around the calls, inside the extension (no Python between calls)"
 
     def __init__(
         self,
-        plan: Callable[[dict[str, int | None], bool], Any],
+        plan: Callable[[dict[str, int | None]], Any],
         params: dict[str, Any],
         dims: dict[str, int] | None,
         algorithm: str,
     ) -> None:
         given = {t: params.get(t) or None for t in TILES}
-        self._make = lambda: plan(given, False)
-        self._plan = plan(given, True)
+        self._make = lambda: plan(given)
+        self._plan = plan(given)
         info = self._plan.tiles()
         used = {t: info[t] if dims is None else min(info[t], dims[t]) for t in TILES}
         self.details = {
@@ -79,85 +79,48 @@ class CppBackend(Backend):
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         from opbench import kernels
+        from opbench.ops import get_op
 
-        isa, threads = params.get("isa") or None, self._threads
-        if op == "gemm":
-            a, b = inputs["a"], inputs["b"]
-            out = np.empty((shape.m, shape.n), a.dtype)
+        if op not in ALGORITHMS:
+            raise ValueError(f"cpp has no {op} adapter")
+        isa, threads, accumulate = params.get("isa") or None, self._threads, "fp32"
+        algorithm = ALGORITHMS[op]
+        if op == "gemm" and params.get("accumulate") == "fp16" and inputs["a"].dtype == np.float16:
             # accumulate="fp16" applies to fp16 inputs (fp32 inputs always accumulate in fp32).
-            f16_acc = params.get("accumulate") == "fp16" and a.dtype == np.float16
-            if f16_acc:
-                info = kernels.default_tiles(isa)["fp16_accumulate"]
-                if not info["available"]:
-                    raise ValueError(f"not supported here: {info['reason']}")
-            accumulate = "fp16" if f16_acc else "fp32"
+            info = kernels.default_tiles(isa)["fp16_accumulate"]
+            if not info["available"]:
+                raise ValueError(f"not supported here: {info['reason']}")
+            accumulate = "fp16"
+            algorithm += ", fp16 accumulation per tile_k block"
+        elif op == "conv" and not (shape.stride_h == 1 and shape.stride_w == 1):
+            algorithm = "implicit GEMM, B micro-panels gathered from the padded image"
+        ours = get_op(op)
+        case = _CppCase(
+            lambda tiles: ours.plan(shape, inputs, tiles, threads, isa, accumulate),
+            params,
+            _clamp_dims(op, shape),
+            algorithm,
+        )
+        if accumulate == "fp16":
+            case.details["accumulate"] = f"fp16:{case.details['tiles_effective']['tile_k']}"
+        return case
 
-            def gemm(t: dict[str, int | None], reuse: bool) -> Any:
-                return kernels.prepare_gemm(
-                    a,
-                    b,
-                    out=out if reuse else None,
-                    tile_m=t["tile_m"],
-                    tile_n=t["tile_n"],
-                    tile_k=t["tile_k"],
-                    threads=threads,
-                    isa=isa,
-                    accumulate=accumulate,
-                )
 
-            dims = {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
-            algorithm = "blocked GEMM (BLIS loops)" + (
-                ", fp16 accumulation per tile_k block" if f16_acc else ""
-            )
-            case = _CppCase(gemm, params, dims, algorithm)
-            if f16_acc:
-                case.details["accumulate"] = f"fp16:{case.details['tiles_effective']['tile_k']}"
-            return case
-        if op == "conv":
-            x, w = inputs["x"], inputs["w"]
-            y = np.empty((shape.n, shape.k, shape.out_h, shape.out_w), x.dtype)
+ALGORITHMS = {
+    "gemm": "blocked GEMM (BLIS loops)",
+    "conv": "implicit GEMM, B rows read in place from the padded image",
+    "lstm": "input GEMM for all steps + recurrent GEMM per step + fused cell (cell state in fp32)",
+}
 
-            def conv(t: dict[str, int | None], reuse: bool) -> Any:
-                return kernels.prepare_conv2d(
-                    x,
-                    w,
-                    stride=(shape.stride_h, shape.stride_w),
-                    padding=(shape.pad_h, shape.pad_w),
-                    dilation=(shape.dil_h, shape.dil_w),
-                    groups=shape.groups,
-                    tile_m=t["tile_m"],
-                    tile_n=t["tile_n"],
-                    tile_k=t["tile_k"],
-                    out=y if reuse else None,
-                    threads=threads,
-                    isa=isa,
-                )
 
-            stride1 = shape.stride_h == 1 and shape.stride_w == 1
-            algorithm = (
-                "implicit GEMM, B rows read in place from the padded image"
-                if stride1
-                else "implicit GEMM, B micro-panels gathered from the padded image"
-            )
-            return _CppCase(conv, params, None, algorithm)
-        if op == "lstm":
-            args = tuple(inputs[n] for n in ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0"))
-            dt = inputs["x"].dtype
-            t, b, h = shape.seq_len, shape.batch, shape.hidden
-            outs = (np.empty((t, b, h), dt), np.empty((b, h), dt), np.empty((b, h), dt))
-
-            def lstm(t: dict[str, int | None], reuse: bool) -> Any:
-                return kernels.prepare_lstm(
-                    *args,
-                    outs=outs if reuse else None,
-                    tile_m=t["tile_m"],
-                    tile_n=t["tile_n"],
-                    tile_k=t["tile_k"],
-                    threads=threads,
-                    isa=isa,
-                )
-
-            dims = {"tile_m": b, "tile_n": 4 * h, "tile_k": max(shape.input_size, h)}
-            algorithm = "input GEMM for all steps + recurrent GEMM per step + fused cell (cell state in fp32)"
-            return _CppCase(lstm, params, dims, algorithm)
-        raise ValueError(f"cpp has no {op} adapter")
+def _clamp_dims(op: str, shape: Any) -> dict[str, int] | None:
+    """The sizes that bound the tiles reported as effective (conv's plan reports its own)."""
+    if op == "gemm":
+        return {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
+    if op == "lstm":
+        return {
+            "tile_m": shape.batch,
+            "tile_n": 4 * shape.hidden,
+            "tile_k": max(shape.input_size, shape.hidden),
+        }
+    return None

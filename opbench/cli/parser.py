@@ -234,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--tuned",
         action="store_true",
-        help="cpp backend, gemm: use the tiles opbench tune recorded (exact shape or nearest)",
+        help="cpp backend: use the tiles opbench tune recorded (exact shape or nearest)",
     )
     s.add_argument(
         "--accumulate",
@@ -263,10 +263,18 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser(
         "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
     )
-    t.add_argument("op", help="gemm")
-    t.add_argument("--m", type=_positive_int, help="rows of A and C")
-    t.add_argument("--n", type=_positive_int, help="columns of B and C")
-    t.add_argument("--k", type=_positive_int, help="inner dimension")
+    t.add_argument("op", help="gemm, conv or lstm")
+    tg = t.add_argument_group("gemm shape (all three required)")
+    tg.add_argument("--m", type=_positive_int, help="rows of A and C")
+    tg.add_argument("--n", type=_positive_int, help="columns of B and C")
+    tg.add_argument("--k", type=_positive_int, help="inner dimension")
+    tc = t.add_argument_group("conv and lstm shape (one value each; unset ones stay at the op's base point)")
+    for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
+        tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=_positive_int)
+    tc.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
+    tc.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
+    tc.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
+    tc.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
     t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     t.add_argument(
         "--trials",
@@ -280,13 +288,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=_threads, help="threads (default: all cores; at most 8 per core)")
     t.add_argument("--sampler", default="tpe", choices=("tpe", "gp", "cmaes", "random", "grid"))
     t.add_argument("--seed", type=_seed, help="sampler seed (default: random)")
-    t.add_argument("--study", help="study name (default: gemm-MxNxK-DTYPE-tTHREADS)")
+    t.add_argument(
+        "--study", help="study name (default: OP-SHAPE-DTYPE-tTHREADS, e.g. gemm-64x64x64-fp32-t2)"
+    )
     t.add_argument(
         "--storage",
         help="sqlite:///FILE or postgresql://USER:PASSWORD@HOST/DB (default: sqlite under --out/tuning/)",
     )
     t.add_argument("--out", default="reports", help="directory of the default storage (default: reports/)")
-    t.add_argument("--space", help="search-space file or name in tuning/spaces (default: gemm)")
+    t.add_argument("--space", help="search-space file or name in tuning/spaces (default: the op's)")
     t.add_argument("--params", help="parameters to search, e.g. tile_n,tile_k (the rest stay at the default)")
     t.add_argument("--cache-fit", action="store_true", help="enforce the space file's cache-fit constraints")
     t.add_argument("--isa", choices=_isas(), help="tune this kernel set")

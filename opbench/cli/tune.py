@@ -15,11 +15,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from opbench.display import tune as show
     from opbench.kernels import default_threads
-    from opbench.ops.gemm import GemmShape
+    from opbench.ops import get_op
     from opbench.tune import study as tuner
+    from opbench.tune.config import TUNABLE_OPS, default_study_name
 
-    if args.op != "gemm":
-        raise UsageError(f"opbench tune supports gemm (got '{args.op}')")
+    if args.op not in TUNABLE_OPS:
+        raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
     if objectives not in (("gflops",), ("gflops", "error")):
         raise UsageError(f"--objectives must be 'gflops' or 'gflops,error', got '{args.objectives}'")
@@ -27,18 +28,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     threads = args.threads or default_threads()
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
     if args.show:
-        if not args.study and None in (args.m, args.n, args.k):
+        if not args.study and args.op == "gemm" and None in (args.m, args.n, args.k):
             raise UsageError("--show needs --study NAME (or --m, --n and --k to name the default study)")
-        name = args.study or f"gemm-{args.m}x{args.n}x{args.k}-{args.dtype}-t{threads}"
+        name = args.study or default_study_name(args.op, _shape(args), args.dtype, threads)
         return _show_study(console, tuner.load_existing(name, storage))
-    missing = [f"--{d}" for d in ("m", "n", "k") if getattr(args, d) is None]
-    if missing:
-        raise UsageError(f"opbench tune gemm needs {', '.join(missing)}")
-    shape = GemmShape(args.m, args.n, args.k)
+    shape = _shape(args)
     from opbench.machine import available_memory_bytes
-    from opbench.ops import gemm as gemm_op
 
-    need = gemm_op.memory_bytes(shape, args.dtype)
+    need = get_op(args.op).memory_bytes(shape, args.dtype)
     if need > available_memory_bytes() * 0.8:
         raise UsageError(
             f"shape {shape.label()} ({args.dtype}) needs about {need / 2**30:.1f} GiB, more than 80% of "
@@ -49,7 +46,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         shape=shape,
         dtype=args.dtype,
         threads=threads,
-        study_name=args.study or f"gemm-{shape.label()}-{args.dtype}-t{threads}{suffix}",
+        study_name=args.study or default_study_name(args.op, shape, args.dtype, threads, suffix),
         storage_url=storage,
         trials=args.trials,
         timeout_s=args.timeout,
@@ -67,6 +64,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat_s,
         grace_s=args.grace_s,
         command=tuple(args.command_line),
+        op=args.op,
     )
 
     def on_event(kind: str, info: dict[str, Any]) -> None:
@@ -119,6 +117,34 @@ def cmd_tune(args: argparse.Namespace) -> int:
     elif summary.get("record_verdict"):
         console.print(f"no tuned record saved: the default stays ({summary['record_verdict']})")
     return 0
+
+
+def _shape(args: argparse.Namespace) -> Any:
+    """The one shape `opbench tune OP` names: gemm from --m, --n and --k (all required); conv and lstm from
+    their sweep axes and parameters, one value each, the rest at the op's base point."""
+    from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
+    from opbench.ops import get_op
+    from opbench.space import expand
+
+    op = get_op(args.op)
+    if args.op == "gemm":
+        missing = [f"--{d}" for d in ("m", "n", "k") if getattr(args, d) is None]
+        if missing:
+            raise UsageError(f"opbench tune gemm needs {', '.join(missing)}")
+        return op.make_shape({"m": args.m, "n": args.n, "k": args.k})
+    given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
+    for dest in given:
+        if dest not in op.AXES and dest not in op.PARAMS:
+            options = [AXIS_FLAGS[a] for a in op.AXES] + [PARAM_FLAGS[p] for p in op.PARAMS]
+            flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
+            raise UsageError(f"{flag} does not apply to {args.op} (its options: {' '.join(options)})")
+    axes = {d: [v] for d, v in given.items() if d in op.AXES}
+    params = {**op.PARAMS, **{d: v for d, v in given.items() if d in op.PARAMS}}
+    try:
+        (shape,) = expand(op, axes, dict(op.BASE), params, "product")
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return shape
 
 
 def _show_study(console: Any, study: Any) -> int:

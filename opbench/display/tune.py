@@ -95,7 +95,7 @@ def studies_table(where: str, rows: list[dict[str, Any]]) -> Table:
     for col in ("study", "problem", "trials", "best GFLOPS", "best tiles", "started"):
         table.add_column(col)
     for r in rows:
-        shape = "x".join(str(v) for v in (r["shape"] or {}).values())
+        shape = r.get("label") or "x".join(str(v) for v in (r["shape"] or {}).values())
         problem = f"{shape} {r['dtype'] or ''} t{r['threads']}" if shape else "-"
         best = f"{r['best_value']:.1f}" if r["best_value"] is not None else "-"
         table.add_row(

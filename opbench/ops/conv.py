@@ -258,3 +258,43 @@ def check(
     return compare(
         {"y": np.asarray(output)}, {"y": ref}, {"y": error_bound(shape, inputs, accumulate, dtype)}
     )
+
+
+# --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
+
+
+def plan(
+    shape: ConvShape,
+    inputs: dict[str, np.ndarray],
+    tiles: dict[str, int | None],
+    threads: int,
+    isa: str | None = None,
+    accumulate: str = "fp32",
+) -> Any:
+    """Our implicit-GEMM conv prepared for this case (kernels.Plan; tiles left None are derived)."""
+    from opbench import kernels
+
+    return kernels.prepare_conv2d(
+        inputs["x"],
+        inputs["w"],
+        stride=(shape.stride_h, shape.stride_w),
+        padding=(shape.pad_h, shape.pad_w),
+        dilation=(shape.dil_h, shape.dil_w),
+        groups=shape.groups,
+        tile_m=tiles.get("tile_m"),
+        tile_n=tiles.get("tile_n"),
+        tile_k=tiles.get("tile_k"),
+        threads=threads,
+        isa=isa,
+    )
+
+
+def tile_names(shape: ConvShape, isa: str | None) -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (mr, nr) conv2d runs for this geometry, and
+    the implicit GEMM of one image and group that tile_m, tile_n and tile_k block: m output channels per
+    group, n GEMM columns (output pixels, over the padded width at stride 1), k = C/groups x R x S. Read from
+    a one-image copy of the problem (the C++ side decides the columns)."""
+    x = np.zeros((1, shape.c, shape.h, shape.w), np.float32)
+    w = np.zeros((shape.k, shape.c // shape.groups, shape.r, shape.s), np.float32)
+    t = plan(replace(shape, n=1), {"x": x, "w": w}, {}, 1, isa).tiles()
+    return {"mr": t["mr"], "nr": t["nr"], "m": t["gemm_m"], "n": t["gemm_n"], "k": t["gemm_k"]}

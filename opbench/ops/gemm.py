@@ -117,3 +117,38 @@ def check(
 ) -> dict[str, Any]:
     """Compare an output with the float64 reference against the bound for that accumulation precision."""
     return compare({"c": np.asarray(output)}, {"c": ref}, {"c": error_bound(inputs, accumulate, dtype)})
+
+
+# --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
+
+
+def plan(
+    shape: GemmShape,
+    inputs: dict[str, np.ndarray],
+    tiles: dict[str, int | None],
+    threads: int,
+    isa: str | None = None,
+    accumulate: str = "fp32",
+) -> Any:
+    """Our GEMM prepared for this case (kernels.Plan; tiles left None come from the cache model)."""
+    from opbench import kernels
+
+    return kernels.prepare_gemm(
+        inputs["a"],
+        inputs["b"],
+        tile_m=tiles.get("tile_m"),
+        tile_n=tiles.get("tile_n"),
+        tile_k=tiles.get("tile_k"),
+        threads=threads,
+        isa=isa,
+        accumulate=accumulate,
+    )
+
+
+def tile_names(shape: GemmShape, isa: str | None) -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (mr, nr) that runs for this N, and the
+    dimensions tile_m, tile_n and tile_k block (m, n, k)."""
+    from opbench import kernels
+
+    info = kernels.default_tiles(isa, shape.n)
+    return {"mr": info["mr"], "nr": info["nr"], "m": shape.m, "n": shape.n, "k": shape.k}

@@ -227,3 +227,46 @@ def check(
     floor = tiny(dtype)
     bounds = {k: SAFETY * v + floor for k, v in ref.bounds[accumulate].items()}
     return compare(outs, refs, bounds)
+
+
+# --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
+
+INPUT_NAMES = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")
+
+
+def plan(
+    shape: LstmShape,
+    inputs: dict[str, np.ndarray],
+    tiles: dict[str, int | None],
+    threads: int,
+    isa: str | None = None,
+    accumulate: str = "fp32",
+) -> Any:
+    """Our LSTM prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
+    from opbench import kernels
+
+    return kernels.prepare_lstm(
+        *(inputs[n] for n in INPUT_NAMES),
+        tile_m=tiles.get("tile_m"),
+        tile_n=tiles.get("tile_n"),
+        tile_k=tiles.get("tile_k"),
+        threads=threads,
+        isa=isa,
+    )
+
+
+def tile_names(shape: LstmShape, isa: str | None) -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (mr, nr) and the dimensions the tiles block
+    in the LSTM's two GEMMs, the input projection (T*B x 4H x I) and each step's recurrent product
+    (B x 4H x H): m = T*B rows at most, n = 4H columns, k = max(I, H)."""
+    from opbench import kernels
+
+    info = kernels.default_tiles(isa)
+    return {
+        "mr": info["mr"],
+        "nr": info["nr"],
+        "m": shape.seq_len * shape.batch,
+        "n": 4 * shape.hidden,
+        "k": max(shape.input_size, shape.hidden),
+        "batch": shape.batch,
+    }

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import gemm as gemm_op
+from opbench.ops import get_op
 from opbench.tune.space import TileSpace, load_space
 
 SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")
+TUNABLE_OPS = ("gemm", "conv", "lstm")
 OBJECTIVES = ("gflops", "error")
 TRIAL_TIMER = {
     "min_sample_s": 0.005,
@@ -31,7 +32,7 @@ CONFIRM_TIMER = {
 
 @dataclass(frozen=True)
 class TuneConfig:
-    shape: gemm_op.GemmShape
+    shape: Any  # the op's shape (ops/<op>.py)
     dtype: str
     threads: int
     study_name: str
@@ -53,28 +54,32 @@ class TuneConfig:
     grace_s: int = 15
     input_seed: int = 0
     command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
+    op: str = "gemm"  # gemm, conv or lstm: opbench's own kernel for it (ops.<op>.plan)
 
 
 def _names(cfg: TuneConfig) -> dict[str, int]:
+    """What the space file's rules may name: the op's register tile and blocked dimensions
+    (ops.<op>.tile_names) and this CPU's caches."""
     from opbench import kernels
 
-    info = kernels.default_tiles(cfg.isa, cfg.shape.n)
     caches = kernels.cpu_info()["caches"]
-    s = cfg.shape
     return {
-        "mr": info["mr"],
-        "nr": info["nr"],
-        "m": s.m,
-        "n": s.n,
-        "k": s.k,
+        **get_op(cfg.op).tile_names(cfg.shape, cfg.isa),
         "l1_bytes": caches["l1d"]["size_bytes"],
         "l2_bytes": caches["l2"]["size_bytes"],
         "l3_bytes": caches["l3"]["size_bytes"],
     }
 
 
+def default_study_name(op: str, shape: Any, dtype: str, threads: int, suffix: str = "") -> str:
+    """gemm-64x64x64-fp32-t2, conv-N4_C32_28_K32_f3_p1-fp32-t2: the shape's label without spaces."""
+    return f"{op}-{shape.label().replace(' ', '_')}-{dtype}-t{threads}{suffix}"
+
+
 def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
-    space, path = load_space("gemm", _names(cfg), cfg.cache_fit, cfg.space)
+    if cfg.op not in TUNABLE_OPS:
+        raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{cfg.op}')")
+    space, path = load_space(cfg.op, _names(cfg), cfg.cache_fit, cfg.space)
     if cfg.params:
         unknown = set(cfg.params) - set(space.param_names)
         if unknown:
@@ -93,7 +98,7 @@ def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
 
     return {
         **machine_fingerprint(cfg.threads),
-        "op": "gemm",
+        "op": cfg.op,
         "shape": cfg.shape.to_dict(),
         "dtype": cfg.dtype,
         "objectives": list(cfg.objectives),

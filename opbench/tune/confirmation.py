@@ -7,7 +7,7 @@ from typing import Any
 
 from opbench.case import Outcome
 from opbench.measurement import median_ci
-from opbench.ops import gemm as gemm_op
+from opbench.ops import get_op
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 
@@ -44,6 +44,7 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
     speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
     flags: dict[str, set[str]] = {name: set() for name, _ in candidates}
     failures: dict[str, str] = {}
+    ran: dict[str, dict[str, int]] = {}  # the tiles each candidate ran with (the default's from the model)
     for _ in range(cfg.confirm_rounds):
         for name, tiles in candidates:
             if name in failures:
@@ -57,10 +58,11 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
                 failures[name] = str(outcome.text)
                 continue
             samples[name].extend(answer["time"]["samples_s"])
+            ran.setdefault(name, answer.get("tiles") or tiles or {})
             if answer.get("machine_speed") is not None:
                 speeds[name].append(answer["machine_speed"])
             flags[name].update(answer.get("flags") or [])
-    flops = gemm_op.flops(cfg.shape)
+    flops = get_op(cfg.op).flops(cfg.shape)
     rows: list[dict[str, Any]] = []
     for name, tiles in candidates:
         if name in failures or not samples[name]:
@@ -82,13 +84,9 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
                 "flags": sorted(flags[name]),
             }
         )
-    from opbench import kernels
-
-    info = kernels.default_tiles(cfg.isa, cfg.shape.n)
-    default_tiles = {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
     for r in rows:
         if r["name"] == "default":
-            r["tiles"] = default_tiles
+            r["tiles"] = ran.get("default") or _model_tiles(cfg)
     measured = [r for r in rows if "gflops" in r and r["name"] != "default"]
     default = next(r for r in rows if r["name"] == "default")
     best = max(measured, key=lambda r: r["gflops"]) if measured else None
@@ -96,6 +94,17 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
     if best is not None and "gflops" in default:
         result["speedup"] = best["gflops"] / default["gflops"]
     return result
+
+
+def _model_tiles(cfg: TuneConfig) -> dict[str, int]:
+    """The cache model's tiles, when the default never ran (it failed at once): GEMM's for its N, the
+    LSTM's kernel set's; conv derives its own per problem (shown as "cache-model default")."""
+    from opbench import kernels
+
+    if cfg.op == "conv":
+        return {}
+    info = kernels.default_tiles(cfg.isa, cfg.shape.n if cfg.op == "gemm" else 0)
+    return {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
 
 
 def record_verdict(confirmation: dict[str, Any]) -> str | None:

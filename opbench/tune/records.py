@@ -1,7 +1,7 @@
 """Tuned tile records: the best tiling per (machine, op, dtype, shape, threads), as plain JSON under
-tuning/records/ (one file per machine), written by `opbench tune` and read by tuned_tiles()
-and `opbench sweep gemm --tuned`. Saves are locked (filelock, `<file>.lock` beside it) and atomic; a file
-that cannot be read is moved aside, never overwritten.
+tuning/records/ (one file per machine), written by `opbench tune` and read by tuned() (and its helpers for
+gemm, conv2d and lstm arrays) and `opbench sweep gemm|conv|lstm --tuned`. Saves are locked (filelock,
+`<file>.lock` beside it) and atomic; a file that cannot be read is moved aside, never overwritten.
 
 File format (schema_version 1): {"schema_version": 1, "machine": {...}, "records": [{"op", "dtype", "shape",
 "threads", "tiles", "isa", "kernel", "gflops", "gflops_ci", "default_gflops", "speedup", "study",
@@ -20,6 +20,7 @@ from typing import Any
 
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
+from opbench.ops import shape_label
 
 SCHEMA_VERSION = 1
 
@@ -108,7 +109,7 @@ def _well_formed(r: Any) -> bool:
         and isinstance(r.get("op"), str)
         and isinstance(r.get("dtype"), str)
         and isinstance(r.get("shape"), dict)
-        and all(isinstance(v, int) and v >= 1 for v in r["shape"].values())
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in r["shape"].values())
         and isinstance(r.get("threads"), int)
         and isinstance(r.get("tiles"), dict)
         and all(isinstance(v, int) and v >= 1 for v in r["tiles"].values())
@@ -164,44 +165,88 @@ def save(record: dict[str, Any]) -> tuple[Path, str | None]:
     return path, warning
 
 
+# Shape fields a record must match exactly to stand for another shape: a conv of another stride, padding,
+# dilation or grouping is another algorithm's problem, not a nearby size.
+EXACT_FIELDS = frozenset({"stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups"})
+
+
 def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[dict[str, Any], str] | None:
-    """The record for exactly this problem, else the nearest tuned shape of the same op and dtype (distance:
-    sum of |log ratio| over the dimensions, same thread count preferred); with a note saying which."""
+    """The record for exactly this problem, else the nearest tuned shape of the same op and dtype (and, for
+    conv, the same stride, padding, dilation and groups; distance: sum of |log ratio| over the sizes, same
+    thread count preferred); with a note saying which."""
+    sizes = [k for k in shape if k not in EXACT_FIELDS]
     candidates = [
-        r for r in load() if r["op"] == op and r["dtype"] == dtype and set(r["shape"]) == set(shape)
+        r
+        for r in load()
+        if r["op"] == op
+        and r["dtype"] == dtype
+        and set(r["shape"]) == set(shape)
+        and all(r["shape"][k] == shape[k] for k in shape if k in EXACT_FIELDS)
+        and all(r["shape"][k] >= 1 and shape[k] >= 1 for k in sizes)
     ]
     if not candidates:
         return None
 
     def distance(r: dict[str, Any]) -> tuple[float, int]:
-        d = sum(abs(math.log(r["shape"][k] / shape[k])) for k in shape)
+        d = sum(abs(math.log(r["shape"][k] / shape[k])) for k in sizes)
         return d, int(r["threads"] != threads)
 
     best = min(candidates, key=distance)
-    label = "x".join(str(best["shape"][k]) for k in shape)
+    label = shape_label(op, best["shape"])
     exact = distance(best) == (0.0, 0)
     how = "exact" if exact else f"nearest tuned shape {label}, {best['threads']} thread(s)"
     return best, f"tuned record ({how}) from study {best['study']}"
 
 
-def tuned_tiles(m: int, n: int, k: int, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
-    """The tiles `opbench tune` recorded for this problem on this machine (or the nearest tuned shape), and a
-    note saying which; the cache-model default with a note saying so when nothing was tuned."""
+def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
+    """The tiles `opbench tune` recorded for this op and shape (the op's shape dataclass) on this machine, or
+    for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
+    decides, as it does untuned) and a note saying so (and naming other machines' records, never applied).
+    For kernels.gemm / conv2d / lstm(..., tiles=...)."""
     from opbench import kernels
 
     nthreads = kernels.default_threads() if threads is None else threads
-    found = lookup("gemm", dtype, {"m": m, "n": n, "k": k}, nthreads)
+    found = lookup(op, dtype, shape.to_dict(), nthreads)
     if found is None:
-        t = kernels.default_tiles()
-        others = other_machines("gemm", dtype)
+        others = other_machines(op, dtype)
         foreign = (
             f" (records tuned on {', '.join(dict.fromkeys(others))} are not applied to another machine)"
             if others
             else ""
         )
-        return (
-            {name: t[name] for name in ("tile_m", "tile_n", "tile_k")},
-            f"no tuned record for gemm {dtype} on this machine: cache-model default tiles{foreign}",
-        )
+        return {}, f"no tuned record for {op} {dtype} on this machine: cache-model default tiles{foreign}"
     record, note = found
     return dict(record["tiles"]), note
+
+
+def tuned_tiles(m: int, n: int, k: int, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
+    """tuned() for a GEMM of m x k by k x n."""
+    from opbench.ops.gemm import GemmShape
+
+    return tuned("gemm", GemmShape(m, n, k), dtype, threads)
+
+
+def tuned_conv2d_tiles(
+    x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1,
+    threads: int | None = None,
+) -> tuple[dict[str, int], str]:  # fmt: skip
+    """tuned() for kernels.conv2d(x, w, stride=..., padding=..., dilation=..., groups=...)'s problem."""
+    from opbench.dtypes import dtype_name
+    from opbench.ops.conv import ConvShape
+
+    def pair(v: Any) -> tuple[int, int]:
+        return (int(v[0]), int(v[1])) if isinstance(v, (tuple, list)) else (int(v), int(v))
+
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    n, c, h, wd = x.shape
+    shape = ConvShape(n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], sh, sw, ph, pw, dh, dw, int(groups))
+    return tuned("conv", shape, dtype_name(x.dtype), threads)
+
+
+def tuned_lstm_tiles(x: Any, w_hh: Any, threads: int | None = None) -> tuple[dict[str, int], str]:
+    """tuned() for kernels.lstm(x, w_ih, w_hh, ...)'s problem (x is T x B x I, w_hh 4H x H)."""
+    from opbench.dtypes import dtype_name
+    from opbench.ops.lstm import LstmShape
+
+    t, b, i = x.shape
+    return tuned("lstm", LstmShape(t, b, i, w_hh.shape[1]), dtype_name(x.dtype), threads)

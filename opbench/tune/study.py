@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.errors import UsageError
+from opbench.ops import shape_label
 from opbench.tune.config import (
     CONFIRM_TIMER,
     OBJECTIVES,
@@ -114,7 +115,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         },
     )
     init = {
-        "op": "gemm",
+        "op": cfg.op,
         "shape": cfg.shape.to_dict(),
         "dtype": cfg.dtype,
         "threads": cfg.threads,
@@ -179,7 +180,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
             from opbench.tune import records
 
             rec = {
-                "op": "gemm",
+                "op": cfg.op,
                 "dtype": cfg.dtype,
                 "shape": cfg.shape.to_dict(),
                 "threads": cfg.threads,
@@ -257,6 +258,7 @@ def list_studies(storage_url: str) -> list[dict[str, Any]]:
                 "trials": s.n_trials,
                 "directions": [d.name.lower() for d in s.directions],
                 "shape": fp.get("shape"),
+                "label": shape_label(fp.get("op") or "gemm", fp.get("shape")) if fp.get("shape") else None,
                 "dtype": fp.get("dtype"),
                 "threads": fp.get("threads"),
                 "best_value": best.value if best is not None and len(s.directions) == 1 else None,

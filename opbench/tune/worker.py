@@ -3,9 +3,11 @@ crashes, hangs or exhausts memory takes down only this process.
 
 Protocol, one JSON object per line. The parent writes the problem first:
     {"op": "gemm", "shape": {...}, "dtype": "fp32", "threads": 2, "seed": 0, "timer": {...}, "verify": true}
+(any op: our kernel for it is ops.<op>.plan)
 and the worker answers {"ready": true, "pid": ...} once inputs and the float64 reference exist. Then, per
 candidate, the parent writes {"tiles": {...} or null, "isa": "", "timer": {...}?} and the worker answers
-    {"status": "ok", "time": {...}, "verify": {...}, "machine_speed": x, "flags": [...], "round": {...}}
+    {"status": "ok", "time": {...}, "verify": {...}, "machine_speed": x, "flags": [...], "round": {...},
+     "tiles": {...}}                                      the tiles that ran (None ones from the cache model)
                                                           measured through measure.Bench, like a sweep case:
                                                           in-run reference, contention; verify is null when
                                                           verification is off
@@ -24,7 +26,6 @@ from typing import Any
 
 
 def _serve(proto: Any) -> None:
-    from opbench import kernels
     from opbench import peak as peaks
     from opbench.contention import Monitor
     from opbench.machine import pin_to_cpus
@@ -42,26 +43,17 @@ def _serve(proto: Any) -> None:
     monitor = Monitor(cpus)
     inputs = op.make_inputs(shape, dtype, init["seed"])
     reference = op.reference(shape, inputs) if init["verify"] else None
-    out = kernels.gemm(inputs["a"], inputs["b"], threads=threads)  # allocate the output once
     proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     proto.flush()
 
     for line in sys.stdin:
         req = json.loads(line)
         tiles = req.get("tiles") or {}
-        isa = req.get("isa") or ""
-        t = (tiles.get("tile_m"), tiles.get("tile_n"), tiles.get("tile_k"))
+        isa = req.get("isa") or None
         try:
             answer: dict[str, Any]
-            result = kernels.gemm(
-                inputs["a"],
-                inputs["b"],
-                tile_m=t[0],
-                tile_n=t[1],
-                tile_k=t[2],
-                threads=threads,
-                isa=isa or None,
-            )
+            plan = op.plan(shape, inputs, tiles, threads, isa)
+            result = plan.output()
             verify = None
             if reference is not None:
                 verify = op.check(shape, result, inputs, reference, dtype, "fp32")
@@ -71,16 +63,6 @@ def _serve(proto: Any) -> None:
                 timer = Timer(TimerConfig(**{**init["timer"], **req.get("timer", {})}))
                 bench = Bench(timer, reference_probe, monitor)
 
-                plan = kernels.prepare_gemm(
-                    inputs["a"],
-                    inputs["b"],
-                    out=out,
-                    tile_m=t[0],
-                    tile_n=t[1],
-                    tile_k=t[2],
-                    threads=threads,
-                    isa=isa or None,
-                )
                 visit = bench.measure(plan.run, dtype=dtype)
                 bench.finish()  # the probe after, now: the trial's answer carries its machine speed
                 c = combine([visit])
@@ -91,6 +73,7 @@ def _serve(proto: Any) -> None:
                     "machine_speed": c.machine_speed,
                     "flags": [f for f in c.flags if f in ("throttled", "apart", "contended")],
                     "round": visit.to_dict(),
+                    "tiles": {k: plan.tiles()[k] for k in ("tile_m", "tile_n", "tile_k")},
                 }
         except MemoryError:
             answer = {"status": "failed", "reason": "out of memory"}

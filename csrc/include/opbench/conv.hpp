@@ -39,6 +39,13 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const 
 // by default the widest that keeps a unit's C block and W block within half of L2 and the threads evenly
 // loaded). Given fields are kept (clamped to the problem); rows are split further only when a default
 // tile_m leaves threads idle.
+// The implicit GEMM of one image and group: m output channels, n GEMM columns (output pixels, over the padded
+// width on the stride-1 path), k = input channels x filter taps. What tile_m, tile_n and tile_k block.
+struct ConvGemmDims {
+  int64_t m, n, k;
+};
+ConvGemmDims conv_gemm_dims(const ConvProblem& p);
+
 // The register tile conv2d runs for this problem: its GEMM columns are the output pixels (over the padded
 // width on the stride-1 path), and few of them pick the kernel set's narrow tile.
 const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p);

@@ -1,0 +1,206 @@
+"""`opbench tune conv` and `opbench tune lstm`: their search spaces, real studies on small shapes resumed
+after a real kill -9, the shape options, and tuned records used by the kernels facade and by sweeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import run_cli
+
+from opbench import kernels
+from opbench.ops import conv, lstm
+
+optuna = pytest.importorskip("optuna")
+sqlalchemy_exc = pytest.importorskip("sqlalchemy.exc")
+
+# Small problems with small grids: 8 output channels (one MR block), 80 GEMM columns over the padded width,
+# depth 72; an LSTM of 3 steps, batch 2, I = H = 24.
+CONV = ["--batch", "1", "--in-channels", "8", "--out-channels", "8", "--input-size", "8", "--padding", "1"]
+LSTM = ["--batch", "2", "--seq-len", "3", "--input-size", "24", "--hidden", "24"]
+SHAPES = {
+    "conv": (CONV, conv.ConvShape(n=1, c=8, h=8, w=8, k=8, r=3, s=3, pad_h=1, pad_w=1)),
+    "lstm": (LSTM, lstm.LstmShape(seq_len=3, batch=2, input_size=24, hidden=24)),
+}
+QUICK = ["--threads", "1", "--confirm-top", "1", "--confirm-rounds", "1"]
+
+
+def _study(out: Path, name: str) -> Any:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.load_study(
+        study_name=name, storage=f"sqlite:///{(out / 'tuning' / 'studies.db').resolve()}"
+    )
+
+
+def _space(op: str) -> Any:
+    from opbench.tune.config import TuneConfig, build_space
+
+    cfg = TuneConfig(shape=SHAPES[op][1], dtype="fp32", threads=1, study_name="x", storage_url="", op=op)
+    return build_space(cfg)[0]
+
+
+@pytest.mark.parametrize("op", ["conv", "lstm"])
+def test_the_space_file_gives_valid_tilings_up_to_the_padded_dimensions(op: str) -> None:
+    from opbench.tune.config import _names
+
+    space = _space(op)
+    shape = SHAPES[op][1]
+    from opbench.tune.config import TuneConfig
+
+    names = _names(TuneConfig(shape=shape, dtype="fp32", threads=1, study_name="x", storage_url="", op=op))
+    mr, nr = names["mr"], names["nr"]
+    assert space.param_names == ("tile_m", "tile_n", "tile_k")
+    for name, multiple, dim in (("tile_m", mr, names["m"]), ("tile_n", nr, names["n"])):
+        values = space.values(name)
+        assert all(v % multiple == 0 for v in values), (name, values)
+        assert values[-1] == -(-dim // multiple) * multiple  # the padded dimension, nothing past it
+    if op == "conv":
+        # the implicit GEMM of one image: 8 channels, 8 rows x (8 + 2) padded columns, 8 x 3 x 3 deep
+        assert (names["m"], names["n"], names["k"]) == (8, 80, 72)
+    else:
+        assert (names["m"], names["n"], names["k"]) == (6, 96, 24)
+    assert len(space.enumerate()) == np.prod([len(v) for _, v in space.params])
+
+
+@pytest.mark.parametrize("op", ["conv", "lstm"])
+def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(op: str, tmp_path: Path) -> None:
+    flags, shape = SHAPES[op]
+    points = len(_space(op).enumerate())
+    name = f"{op}-{shape.label().replace(' ', '_')}-fp32-t1"
+    args = [sys.executable, "-m", "opbench", "tune", op, *flags, *QUICK, "--sampler", "grid", "--seed", "1"]
+    args += ["--trials", str(points + 10), "--heartbeat-s", "1", "--grace-s", "2", "--out", str(tmp_path)]
+    log = tmp_path / "first-run.log"
+    proc = subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        deadline, before = time.time() + 120, {}
+        while time.time() < deadline and len(before) < 3 and proc.poll() is None:
+            time.sleep(0.1)
+            try:
+                trials = _study(tmp_path, name).trials
+            except (KeyError, sqlalchemy_exc.SQLAlchemyError):
+                continue  # not created yet, or this poll raced the tuner creating the tables
+            before = {
+                t.number: (t.user_attrs.get("key"), t.value) for t in trials if t.state.name == "COMPLETE"
+            }
+        assert proc.poll() is None, f"the study ended before it could be killed: {log.read_text()[-2000:]}"
+        assert len(before) >= 3, f"no trials completed: {log.read_text()[-3000:]}"
+        os.kill(proc.pid, signal.SIGKILL)  # a real kill -9, mid-study
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(3)  # past the grace period: a trial the killed process left RUNNING is stale now
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    trials = _study(tmp_path, name).trials
+    after = {t.number: (t.user_attrs.get("key"), t.value) for t in trials}
+    assert all(after[n] == v for n, v in before.items()), "a completed trial was lost or changed"
+    measured = [
+        t.user_attrs["key"]
+        for t in trials
+        if t.state.name == "COMPLETE" and "reused_from" not in t.user_attrs
+    ]
+    assert len(measured) == len(set(measured)) == points, "a tiling was measured twice or never"
+    assert "confirmation" in rerun.stdout and "the cache-model default" in rerun.stdout
+    fingerprint = _study(tmp_path, name).user_attrs["fingerprint"]
+    assert fingerprint["op"] == op and fingerprint["shape"] == shape.to_dict()
+
+
+def test_shape_options_are_checked_per_op(tmp_path: Path) -> None:
+    for args, expected in (
+        (["tune", "conv", "--m", "64"], "--m does not apply to conv"),
+        (["tune", "lstm", "--padding", "1"], "--padding does not apply to lstm"),
+        (["tune", "conv", "--filter-size", "9", "--input-size", "4", "--padding", "0"], "empty"),
+        (["tune", "rnn"], "opbench tune supports gemm, conv, lstm"),
+        (["tune", "lstm", "--hidden", "0"], "--hidden"),
+    ):
+        proc = run_cli([*args, "--out", str(tmp_path)])
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, proc.stderr)
+
+
+def _record(op: str, shape: Any, tiles: dict[str, int]) -> None:
+    from opbench.tune import records
+
+    records.save(
+        {
+            "op": op,
+            "dtype": "fp32",
+            "shape": shape.to_dict(),
+            "threads": 1,
+            "tiles": tiles,
+            "isa": "",
+            "gflops": 1.0,
+            "study": f"{op}-test",
+            "command": [],
+        }  # fmt: skip
+    )
+
+
+def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path, monkeypatch: Any) -> None:
+    from opbench.tune import records
+
+    monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(tmp_path / "records"))
+    conv_shape, lstm_shape = SHAPES["conv"][1], SHAPES["lstm"][1]
+    _record("conv", conv_shape, {"tile_m": 14, "tile_n": 32, "tile_k": 16})
+    _record("lstm", lstm_shape, {"tile_m": 14, "tile_n": 32, "tile_k": 16})
+
+    inputs = conv.make_inputs(conv_shape, "fp32", 0)
+    x, w = inputs["x"], inputs["w"]
+    tiles, note = records.tuned_conv2d_tiles(x, w, padding=1, threads=1)
+    assert tiles == {"tile_m": 14, "tile_n": 32, "tile_k": 16} and "exact" in note
+    y = kernels.conv2d(x, w, padding=1, threads=1, tiles=tiles)
+    assert conv.check(conv_shape, y, inputs, conv.reference(conv_shape, inputs), "fp32", "fp32")["ok"]
+    with pytest.raises(ValueError, match="tuned_conv2d_tiles"):  # the facade does not read the records
+        kernels.conv2d(x, w, padding=1, tiles="tuned")  # type: ignore[arg-type]
+    # A nearby size is the nearest record; another padding is another problem, never matched.
+    bigger = np.zeros((2, 8, 9, 9), np.float32)
+    near, near_note = records.tuned_conv2d_tiles(bigger, w, padding=1, threads=1)
+    assert near == tiles and "nearest tuned shape N1 C8 8 K8 f3 p1" in near_note
+    none, none_note = records.tuned_conv2d_tiles(x, w, padding=0, threads=1)
+    assert none == {} and "no tuned record for conv fp32" in none_note
+
+    lstm_in = lstm.make_inputs(lstm_shape, "fp32", 0)
+    tiles, note = records.tuned_lstm_tiles(lstm_in["x"], lstm_in["w_hh"], threads=1)
+    assert tiles["tile_n"] == 32 and "exact" in note
+    out = kernels.lstm(*(lstm_in[n] for n in lstm.INPUT_NAMES), threads=1, tiles=tiles)
+    assert lstm.check(lstm_shape, out, lstm_in, lstm.reference(lstm_shape, lstm_in), "fp32", "fp32")["ok"]
+
+    env = {**os.environ, "OPBENCH_RECORDS_DIR": str(tmp_path / "records")}
+    for op, (flags, _) in SHAPES.items():
+        out_dir = tmp_path / f"sweep-{op}"
+        proc = run_cli(
+            [
+                "sweep",
+                op,
+                *flags,
+                "--dtype",
+                "fp32",
+                "--backend",
+                "cpp",
+                "--threads",
+                "1",
+                "--tuned",
+                "--rounds",
+                "1",
+                "--max-time-s",
+                "0.05",
+                "--out",
+                str(out_dir),
+            ],  # fmt: skip
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr
+        (doc,) = [json.loads(p.read_text()) for p in out_dir.glob("*.json")]
+        (rec,) = doc["records"]
+        assert rec["status"] == "ok" and rec["verify"]["ok"]
+        assert "tuned record (exact)" in rec["details"]["tiles_source"]
+        assert rec["details"]["tiles"]["tile_k"] == 16
