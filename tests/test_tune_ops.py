@@ -112,6 +112,13 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(op: str, tmp
     assert "confirmation" in rerun.stdout and "the cache-model default" in rerun.stdout
     fingerprint = _study(tmp_path, name).user_attrs["fingerprint"]
     assert fingerprint["op"] == op and fingerprint["shape"] == shape.to_dict()
+    storage = f"sqlite:///{(tmp_path / 'tuning' / 'studies.db').resolve()}"
+    report = run_cli(
+        ["report", "--study", name, "--storage", storage, "--format", "md", "--out", str(tmp_path / "r")]
+    )
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert f"{op} {shape.label()} fp32, 1 thread(s): " in text.replace("\\", "")
 
 
 def test_shape_options_are_checked_per_op(tmp_path: Path) -> None:

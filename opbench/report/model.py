@@ -10,6 +10,7 @@ from typing import Any
 from opbench import __version__
 from opbench.case import Result
 from opbench.machine import utc_now
+from opbench.ops import shape_label
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -211,9 +212,12 @@ def _study_section(study: dict[str, Any]) -> dict[str, Any]:
             heatmap = {"x": px, "y": py, "xs": xs, "ys": ys, "values": grid}
     failures = Counter(t["failure"] for t in study["trials"] if t.get("failure"))
     fp = study["fingerprint"]
+    op = fp.get("op") or "gemm"
     return {
         "name": study["name"],
+        "op": op,
         "shape": fp.get("shape"),
+        "label": shape_label(op, fp.get("shape")) if fp.get("shape") else "-",
         "dtype": fp.get("dtype"),
         "threads": fp.get("threads"),
         "cpu_model": fp.get("cpu_model"),

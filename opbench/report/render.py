@@ -91,10 +91,6 @@ def _inside(root: Path, relative: str) -> Path:
     return target
 
 
-def _shape(shape: dict[str, int] | None) -> str:
-    return "x".join(str(v) for v in (shape or {}).values()) or "-"
-
-
 def _tiles(tiles: dict[str, int] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "-"
 
@@ -112,7 +108,6 @@ def render_html(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
     env.filters["datauri"] = lambda p: "data:image/svg+xml;base64," + base64.b64encode(p.svg).decode()
     env.filters["seconds"] = format_seconds
     env.filters["tiles"] = _tiles
-    env.filters["shape"] = _shape
     return env.get_template("report.html.j2").render(m=model, plots=plots)
 
 
@@ -193,7 +188,7 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
             "",
             f"## Tuning: {md(st['name'])}",
             "",
-            f"gemm {md(_shape(st['shape']))} {md(st['dtype'])}, {md(st['threads'])} thread(s): "
+            f"{md(st['op'])} {md(st['label'])} {md(st['dtype'])}, {md(st['threads'])} thread(s): "
             f"{md(st['trials'])} trials, {md(st['measured'])} measured of {md(st['valid_points'])} "
             "valid tilings.",
         ]
