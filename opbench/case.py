@@ -13,6 +13,7 @@ so what the files say and what the code decided cannot drift apart.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -187,8 +188,13 @@ class Result:
 
     @property
     def arithmetic_intensity(self) -> float | None:
-        """FLOPs per byte of the minimum traffic (inputs read once, output written once)."""
-        return self.flops / self.min_bytes if self.min_bytes else None
+        """FLOPs per byte of the minimum traffic (inputs read once, output written once); None when a record
+        read back lacks either (or holds something else there)."""
+        f, b = self.flops, self.min_bytes
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (f, b)) or not b > 0:
+            return None
+        value = f / b
+        return value if math.isfinite(value) else None
 
     def flagged(self, flag: str, note: str) -> Result:
         """The same result with one more flag and the note that explains it."""

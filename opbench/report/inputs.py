@@ -120,6 +120,8 @@ def _check_document(doc: dict[str, Any], check: _Check) -> None:
         check.scalars(r.get("shape"), f"{where}.shape")
         check.scalars(r.get("factors"), f"{where}.factors")
         check.number(r.get("arithmetic_intensity"), f"{where}.arithmetic_intensity")
+        check.number(r.get("flops"), f"{where}.flops", strict=False)
+        check.number(r.get("min_bytes"), f"{where}.min_bytes", strict=False)
         check.number(r.get("machine_speed"), f"{where}.machine_speed")
         ref = check.table(r.get("reference"), f"{where}.reference")
         check.text(ref.get("basis"), f"{where}.reference.basis")
