@@ -301,6 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--cache-fit", action="store_true", help="enforce the space file's cache-fit constraints")
     t.add_argument("--isa", choices=_isas(), help="tune this kernel set")
     t.add_argument(
+        "--kernel",
+        help="tune your own kernel instead: FILE.py:FUNC or module:FUNC, called with the op's inputs and one "
+        "keyword per parameter of --space (README: your own kernel)",
+    )
+    t.add_argument(
+        "--baseline-params",
+        help="with --kernel: the point the winner is compared with, NAME=VALUE,... (default: the first value "
+        "of each parameter)",
+    )
+    t.add_argument(
         "--objectives", default="gflops", help="gflops, or gflops,error for the accuracy/speed front"
     )
     t.add_argument(

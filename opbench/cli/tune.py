@@ -18,19 +18,28 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from opbench.ops import get_op
     from opbench.tune import study as tuner
     from opbench.tune.config import TUNABLE_OPS, default_study_name
+    from opbench.tune.userkernel import parse_kernel, parse_params
 
     if args.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
     if objectives not in (("gflops",), ("gflops", "error")):
         raise UsageError(f"--objectives must be 'gflops' or 'gflops,error', got '{args.objectives}'")
+    kernel = parse_kernel(args.kernel) if args.kernel else None
+    if kernel is not None and args.isa:
+        raise UsageError("--isa chooses opbench's own kernel set; it does not apply to --kernel")
+    if args.baseline_params and kernel is None:
+        raise UsageError(
+            "--baseline-params applies to --kernel (opbench's kernels compare with the cache model)"
+        )
+    baseline = tuple(parse_params(args.baseline_params).items()) if args.baseline_params else None
     storage = storage_url(args.storage, args.out)
     threads = args.threads or default_threads()
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
     if args.show:
         if not args.study and args.op == "gemm" and None in (args.m, args.n, args.k):
             raise UsageError("--show needs --study NAME (or --m, --n and --k to name the default study)")
-        name = args.study or default_study_name(args.op, _shape(args), args.dtype, threads)
+        name = args.study or default_study_name(args.op, _shape(args), args.dtype, threads, kernel=kernel)
         return _show_study(console, tuner.load_existing(name, storage))
     shape = _shape(args)
     from opbench.machine import available_memory_bytes
@@ -46,7 +55,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         shape=shape,
         dtype=args.dtype,
         threads=threads,
-        study_name=args.study or default_study_name(args.op, shape, args.dtype, threads, suffix),
+        study_name=args.study or default_study_name(args.op, shape, args.dtype, threads, suffix, kernel),
         storage_url=storage,
         trials=args.trials,
         timeout_s=args.timeout,
@@ -65,6 +74,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         grace_s=args.grace_s,
         command=tuple(args.command_line),
         op=args.op,
+        kernel=kernel,
+        baseline_params=baseline,
     )
 
     def on_event(kind: str, info: dict[str, Any]) -> None:

@@ -69,7 +69,8 @@ def best_line(conf: dict[str, Any]) -> str | None:
     lo, hi = best["gflops_ci"]
     line = f"best: {tiles_text(best['tiles'])}: {best['gflops']:.1f} GFLOPS (95% CI {lo:.1f}-{hi:.1f})"
     if conf.get("speedup") is not None:
-        line += f", {conf['speedup']:.3f}x the cache-model default ({conf['default']['gflops']:.1f} GFLOPS)"
+        base = conf.get("baseline_name") or "the cache-model default"
+        line += f", {conf['speedup']:.3f}x {base} ({conf['default']['gflops']:.1f} GFLOPS)"
     return line
 
 

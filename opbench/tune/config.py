@@ -8,6 +8,7 @@ from typing import Any
 from opbench.errors import UsageError
 from opbench.ops import get_op
 from opbench.tune.space import TileSpace, load_space
+from opbench.tune.userkernel import KernelRef
 
 SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")
 TUNABLE_OPS = ("gemm", "conv", "lstm")
@@ -55,31 +56,43 @@ class TuneConfig:
     input_seed: int = 0
     command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
     op: str = "gemm"  # gemm, conv or lstm: opbench's own kernel for it (ops.<op>.plan)
+    kernel: KernelRef | None = None  # the user's own kernel instead (tune/userkernel.py), with `space`
+    baseline_params: tuple[tuple[str, Any], ...] | None = None  # the user kernel's reference point
 
 
 def _names(cfg: TuneConfig) -> dict[str, int]:
     """What the space file's rules may name: the op's register tile and blocked dimensions
-    (ops.<op>.tile_names) and this CPU's caches."""
+    (ops.<op>.tile_names) for our kernels, the problem's shape fields for a user kernel (gemm: m, n, k),
+    and this CPU's caches."""
     from opbench import kernels
 
     caches = kernels.cpu_info()["caches"]
+    problem = cfg.shape.to_dict() if cfg.kernel else get_op(cfg.op).tile_names(cfg.shape, cfg.isa)
     return {
-        **get_op(cfg.op).tile_names(cfg.shape, cfg.isa),
+        **problem,
         "l1_bytes": caches["l1d"]["size_bytes"],
         "l2_bytes": caches["l2"]["size_bytes"],
         "l3_bytes": caches["l3"]["size_bytes"],
     }
 
 
-def default_study_name(op: str, shape: Any, dtype: str, threads: int, suffix: str = "") -> str:
-    """gemm-64x64x64-fp32-t2, conv-N4_C32_28_K32_f3_p1-fp32-t2: the shape's label without spaces."""
-    return f"{op}-{shape.label().replace(' ', '_')}-{dtype}-t{threads}{suffix}"
+def default_study_name(
+    op: str, shape: Any, dtype: str, threads: int, suffix: str = "", kernel: KernelRef | None = None
+) -> str:
+    """gemm-64x64x64-fp32-t2, conv-N4_C32_28_K32_f3_p1-fp32-t2 (the shape's label without spaces); a user
+    kernel's name follows the op: gemm-my_gemm-64x64x64-fp32-t2."""
+    who = f"{kernel.name}-" if kernel else ""
+    return f"{op}-{who}{shape.label().replace(' ', '_')}-{dtype}-t{threads}{suffix}"
 
 
 def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
     if cfg.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{cfg.op}')")
-    space, path = load_space(cfg.op, _names(cfg), cfg.cache_fit, cfg.space)
+    if cfg.kernel is not None and not cfg.space:
+        raise UsageError("--kernel needs --space SPACE.toml (the parameters FUNC takes and their values)")
+    space, path = load_space(
+        cfg.op, _names(cfg), cfg.cache_fit, cfg.space, enforce_all=cfg.kernel is not None
+    )
     if cfg.params:
         unknown = set(cfg.params) - set(space.param_names)
         if unknown:
@@ -103,6 +116,11 @@ def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
         "dtype": cfg.dtype,
         "objectives": list(cfg.objectives),
         "space": {name: list(v) for name, v in space.params},
+        **(
+            {"kernel": {k: cfg.kernel.to_dict()[k] for k in ("func", "path", "module", "sha256")}}
+            if cfg.kernel
+            else {}
+        ),
     }
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from opbench.case import Outcome
+from opbench.errors import UsageError
 from opbench.measurement import median_ci
 from opbench.ops import get_op
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
 from opbench.tune.isolation import IsolatedRunner
+from opbench.tune.objective import request
 
 
 def _measured_keys(study: Any) -> set[str]:
@@ -23,10 +25,38 @@ def _measured_keys(study: Any) -> set[str]:
     }
 
 
-def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, Any]:
-    """Re-measure the top-k distinct tilings and the cache-model default, interleaved over rounds with a
-    stricter timer; medians with 95% bootstrap intervals, and the best's speed-up over the default."""
+def baseline(cfg: TuneConfig, space: Any) -> tuple[dict[str, Any] | None, str]:
+    """The point the winner is compared with, and what to call it: our kernels' cache-model default (None:
+    the kernel derives its tiles); for a user kernel, --baseline-params (every parameter, each a value of
+    the space) or the first value of each parameter."""
+    if cfg.kernel is None:
+        return None, "the cache-model default"
+    if cfg.baseline_params is None:
+        return {
+            name: values[0] for name, values in space.params
+        }, "the baseline (first value of each parameter)"
+    given = dict(cfg.baseline_params)
+    names = [name for name, _ in space.params]
+    if set(given) != set(names):
+        raise UsageError(
+            f"--baseline-params must set exactly {', '.join(names)} (got {', '.join(given) or 'none'})"
+        )
+    for name, values in space.params:
+        if given[name] not in values:
+            raise UsageError(
+                f"--baseline-params: {name}={given[name]!r} is not a value of the space ({list(values)})"
+            )
+    return {name: given[name] for name in names}, "the baseline (--baseline-params)"
+
+
+def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = None) -> dict[str, Any]:
+    """Re-measure the top-k distinct points and the baseline (our kernels: the cache-model default),
+    interleaved over rounds with a stricter timer; medians with 95% bootstrap intervals, and the best's
+    speed-up over the baseline."""
     import optuna
+
+    base, base_name = baseline(cfg, space)
+    attr = "params" if cfg.kernel is not None else "tiles"
 
     done = [
         t
@@ -35,10 +65,10 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
     ]
     ranked: dict[str, dict[str, int]] = {}
     for t in sorted(done, key=lambda t: -t.user_attrs["gflops"]):
-        ranked.setdefault(t.user_attrs["key"], t.user_attrs["tiles"])
+        ranked.setdefault(t.user_attrs["key"], t.user_attrs[attr])
         if len(ranked) == cfg.confirm_top:
             break
-    candidates: list[tuple[str, dict[str, int] | None]] = [("default", None)]
+    candidates: list[tuple[str, dict[str, Any] | None]] = [("default", base)]
     candidates += [(f"#{i + 1}", tiles) for i, tiles in enumerate(ranked.values())]
     samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
     speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
@@ -49,10 +79,8 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
         for name, tiles in candidates:
             if name in failures:
                 continue
-            answer = runner.run(
-                {"tiles": tiles, "isa": cfg.isa or "", "timer": CONFIRM_TIMER},
-                max(cfg.trial_timeout_s, 120.0),
-            )
+            asked, _ = request(cfg, tiles)
+            answer = runner.run({**asked, "timer": CONFIRM_TIMER}, max(cfg.trial_timeout_s, 120.0))
             outcome = Outcome.of(answer["status"], answer.get("reason"))
             if not outcome.ok:
                 failures[name] = str(outcome.text)
@@ -86,11 +114,11 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner) -> dict[str, An
         )
     for r in rows:
         if r["name"] == "default":
-            r["tiles"] = ran.get("default") or _model_tiles(cfg)
+            r["tiles"] = ran.get("default") or (base if cfg.kernel is not None else _model_tiles(cfg))
     measured = [r for r in rows if "gflops" in r and r["name"] != "default"]
     default = next(r for r in rows if r["name"] == "default")
     best = max(measured, key=lambda r: r["gflops"]) if measured else None
-    result = {"rows": rows, "best": best, "default": default}
+    result = {"rows": rows, "best": best, "default": default, "baseline_name": base_name}
     if best is not None and "gflops" in default:
         result["speedup"] = best["gflops"] / default["gflops"]
     return result
@@ -109,9 +137,10 @@ def _model_tiles(cfg: TuneConfig) -> dict[str, int]:
 
 def record_verdict(confirmation: dict[str, Any]) -> str | None:
     """None when the confirmed best may be saved as the tuned record: it was measured faster than the
-    cache-model default beyond both 95% confidence intervals (or the default itself failed). Otherwise why
-    the default stays."""
+    baseline (our kernels: the cache-model default) beyond both 95% confidence intervals (or the baseline
+    itself failed). Otherwise why the baseline stays."""
     best, default = confirmation.get("best"), confirmation.get("default") or {}
+    base_name = confirmation.get("baseline_name") or "the cache-model default"
     if best is None:
         return "no candidate was confirmed"
     if "gflops_ci" not in default:
@@ -120,6 +149,6 @@ def record_verdict(confirmation: dict[str, Any]) -> str | None:
         return None
     return (
         f"the best tiling ({best['gflops']:.1f} GFLOPS, 95% CI {best['gflops_ci'][0]:.1f}-"
-        f"{best['gflops_ci'][1]:.1f}) is not faster than the cache-model default ({default['gflops']:.1f}, "
+        f"{best['gflops_ci'][1]:.1f}) is not faster than {base_name} ({default['gflops']:.1f}, "
         f"95% CI {default['gflops_ci'][0]:.1f}-{default['gflops_ci'][1]:.1f}) beyond the confidence intervals"
     )

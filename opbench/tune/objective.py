@@ -19,8 +19,17 @@ class CandidateFailed(Exception):
     """A candidate that crashed, hung, failed or gave a wrong answer: the trial fails, the study goes on."""
 
 
-def _key(tiles: dict[str, int], isa: str) -> str:
+def _key(tiles: dict[str, Any], isa: str) -> str:
     return json.dumps({"tiles": tiles, "isa": isa}, sort_keys=True)
+
+
+def request(cfg: TuneConfig, point: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """What the worker is asked to measure for a point of the space, and the key that names the point in
+    the study: our kernel's tiles (and ISA), or the user kernel's parameters."""
+    if cfg.kernel is not None:
+        return {"params": point or {}}, json.dumps({"params": point}, sort_keys=True)
+    isa = cfg.isa or ""
+    return {"tiles": point, "isa": isa}, _key(point or {}, isa)
 
 
 class Objective:
@@ -57,10 +66,10 @@ class Objective:
         if tiles is None:
             trial.set_user_attr("failure", "constraints: no valid value")
             raise CandidateFailed("constraints")
-        isa = self.cfg.isa or ""
-        key = _key(tiles, isa)
+        asked, key = request(self.cfg, tiles)
         trial.set_user_attr("key", key)
-        trial.set_user_attr("tiles", tiles)
+        # our kernels' tiles are "tiles"; a user kernel's search parameters are "params"
+        trial.set_user_attr("params" if self.cfg.kernel is not None else "tiles", tiles)
         previous = self._previous(trial, key)
         if previous is not None:
             trial.set_user_attr("reused_from", previous.number)
@@ -78,7 +87,7 @@ class Objective:
             if "failure" in previous.user_attrs:
                 raise CandidateFailed(previous.user_attrs["failure"])
             return previous.values if len(self.cfg.objectives) > 1 else previous.value
-        answer = self.runner.run({"tiles": tiles, "isa": isa}, self.cfg.trial_timeout_s)
+        answer = self.runner.run(asked, self.cfg.trial_timeout_s)
         outcome = Outcome.of(answer["status"], answer.get("reason"))
         if not outcome.ok:
             reason = str(outcome.text)  # "wrong_answer", "crash: SIGSEGV", "timeout: ...", "ValueError: ..."

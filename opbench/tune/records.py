@@ -104,15 +104,20 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def _well_formed(r: Any) -> bool:
-    return (
+    """Our kernels' records carry positive integer tiles; a user kernel's its parameters (any scalars)."""
+    if not (
         isinstance(r, dict)
         and isinstance(r.get("op"), str)
         and isinstance(r.get("dtype"), str)
         and isinstance(r.get("shape"), dict)
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in r["shape"].values())
         and isinstance(r.get("threads"), int)
-        and isinstance(r.get("tiles"), dict)
-        and all(isinstance(v, int) and v >= 1 for v in r["tiles"].values())
+    ):
+        return False
+    if "user_kernel" in r:
+        return isinstance(r["user_kernel"], dict) and isinstance(r.get("params"), dict)
+    return isinstance(r.get("tiles"), dict) and all(
+        isinstance(v, int) and v >= 1 for v in r["tiles"].values()
     )
 
 
@@ -134,8 +139,17 @@ def _lock(path: Path) -> Any:
 
 
 def _problem(record: dict[str, Any]) -> tuple[Any, ...]:
-    """What a record is for: a save replaces the record of the same (op, dtype, shape, threads)."""
-    return (record["op"], record["dtype"], json.dumps(record["shape"], sort_keys=True), record["threads"])
+    """What a record is for: a save replaces the record of the same (op, dtype, shape, threads) and kernel
+    (ours, or a user kernel of the same name and content)."""
+    user = record.get("user_kernel") or {}
+    return (
+        record["op"],
+        record["dtype"],
+        json.dumps(record["shape"], sort_keys=True),
+        record["threads"],
+        user.get("func"),
+        user.get("sha256"),
+    )
 
 
 def save(record: dict[str, Any]) -> tuple[Path, str | None]:
@@ -179,6 +193,7 @@ def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[di
         r
         for r in load()
         if r["op"] == op
+        and "user_kernel" not in r  # our kernels' tiles only
         and r["dtype"] == dtype
         and set(r["shape"]) == set(shape)
         and all(r["shape"][k] == shape[k] for k in shape if k in EXACT_FIELDS)

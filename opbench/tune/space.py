@@ -1,11 +1,15 @@
-"""Tuning search spaces, declared in tuning/spaces/<op>.toml: candidate values per parameter (valid by
-construction: multiples of the register tile, never past the padded dimension) and optional cache-fit
-constraints, with enumeration (to count and to grid-search) and Optuna suggestion by ordinal index."""
+"""Tuning search spaces, declared in tuning/spaces/<op>.toml (or a user's file for their own kernel):
+candidate values per parameter, either generated (start/step/stop: valid by construction, multiples of the
+register tile, never past the padded dimension) or listed (`values = [...]`: integers, floats, strings or
+booleans), and constraints over the parameters and the problem's names, with enumeration (to count and to
+grid-search) and Optuna suggestion by ordinal index. No Python is executed from a space file: rules are
+read by a small evaluator of arithmetic, comparisons and `and`/`or`."""
 
 from __future__ import annotations
 
 import ast
 import itertools
+import math
 import operator
 import os
 import sys
@@ -62,6 +66,8 @@ def evaluate(expr: str, names: dict[str, int]) -> Any:
             return ev(node.body)
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             return bounded(node.value)
+        if isinstance(node, ast.Constant) and type(node.value) in (str, bool):
+            return node.value  # compared with == / != (arithmetic on them is refused below)
         if isinstance(node, ast.Name):
             if node.id not in names:
                 raise ValueError(f"unknown name '{node.id}' (known: {', '.join(sorted(names))})")
@@ -83,6 +89,10 @@ def evaluate(expr: str, names: dict[str, int]) -> Any:
             return True
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             return all(ev(v) for v in node.values)
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+            return any(ev(v) for v in node.values)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not ev(node.operand)
         raise ValueError(f"unsupported expression element {ast.dump(node)[:40]}")
 
     try:
@@ -103,18 +113,18 @@ class Constraint:
 class TileSpace:
     """Concrete candidates for one problem on one kernel set."""
 
-    params: tuple[tuple[str, tuple[int, ...]], ...]  # in declaration order
+    params: tuple[tuple[str, tuple[Any, ...]], ...]  # in declaration order
     constraints: tuple[Constraint, ...]  # the enforced ones
-    names: dict[str, int]  # mr, nr, m, n, k, cache sizes
+    names: dict[str, Any]  # mr, nr, m, n, k (or the problem's shape fields), cache sizes
 
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p for p, _ in self.params)
 
-    def values(self, name: str) -> tuple[int, ...]:
+    def values(self, name: str) -> tuple[Any, ...]:
         return dict(self.params)[name]
 
-    def valid(self, tiles: dict[str, int]) -> bool:
+    def valid(self, tiles: dict[str, Any]) -> bool:
         """Whether every constraint whose names are all assigned holds."""
         scope = {**self.names, **tiles}
         for c in self.constraints:
@@ -125,7 +135,7 @@ class TileSpace:
                 continue  # mentions a tile not assigned yet
         return True
 
-    def enumerate(self) -> list[dict[str, int]]:
+    def enumerate(self) -> list[dict[str, Any]]:
         """Every valid point (the grid)."""
         points = []
         for combo in itertools.product(*(v for _, v in self.params)):
@@ -134,10 +144,10 @@ class TileSpace:
                 points.append(tiles)
         return points
 
-    def from_indices(self, indices: dict[str, int]) -> dict[str, int] | None:
+    def from_indices(self, indices: dict[str, int]) -> dict[str, Any] | None:
         """The tiling for ordinal indices, each parameter moved to the nearest index that keeps the
         constraints (smaller first); None if a parameter has no valid value at all."""
-        tiles: dict[str, int] = {}
+        tiles: dict[str, Any] = {}
         for name, values in self.params:
             want = min(max(indices[name], 0), len(values) - 1)
             order = sorted(range(len(values)), key=lambda i: (abs(i - want), i > want))
@@ -154,7 +164,29 @@ MAX_CANDIDATES = 4096  # per parameter
 MAX_POINTS = 1_000_000  # the grid (product of the parameters' candidates) that enumerate() walks
 
 
-def _candidates(spec: dict[str, Any], names: dict[str, int], where: str) -> tuple[int, ...]:
+def _listed(values: Any, where: str) -> tuple[Any, ...]:
+    """`values = [...]`: one to MAX_CANDIDATES distinct integers, floats, strings or booleans."""
+    if not isinstance(values, list) or not 1 <= len(values) <= MAX_CANDIDATES:
+        raise UsageError(f"{where}.values: expected a list of 1 to {MAX_CANDIDATES} values")
+    for v in values:
+        if type(v) not in (int, float, str, bool) or (isinstance(v, float) and not math.isfinite(v)):
+            raise UsageError(f"{where}.values: {v!r} is not an integer, finite float, string or boolean")
+    if len({(type(v), v) for v in values}) != len(values):
+        raise UsageError(f"{where}.values: a value is listed twice")
+    return tuple(values)
+
+
+def _candidates(spec: dict[str, Any], names: dict[str, Any], where: str) -> tuple[Any, ...]:
+    if "values" in spec:
+        extra = sorted(set(spec) - {"values"})
+        if extra:
+            raise UsageError(f"{where}: give values or start/step/stop, not both ({', '.join(extra)})")
+        return _listed(spec["values"], where)
+    unknown = sorted(set(spec) - {"multiple_of", "start", "step", "stop"})
+    if unknown:
+        keys = "values, or multiple_of/start/step/stop"
+        raise UsageError(f"{where}: unknown key(s) {', '.join(unknown)} ({keys})")
+
     def num(key: str) -> int:
         value = spec.get(key)
         if isinstance(value, str):
@@ -168,7 +200,8 @@ def _candidates(spec: dict[str, Any], names: dict[str, int], where: str) -> tupl
             )
         return value
 
-    multiple, start, stop = num("multiple_of"), num("start"), num("stop")
+    multiple = num("multiple_of") if "multiple_of" in spec else 1
+    start, stop = num("start"), num("stop")
     step = spec.get("step", "x2")
     if not isinstance(step, str) or not (step.startswith("x") or step.startswith("+")):
         raise UsageError(f"{where}.step: expected 'x2' or '+N', got {step!r}")
@@ -208,9 +241,11 @@ def spaces_dirs() -> list[Path]:
 
 
 def load_space(
-    op: str, names: dict[str, int], cache_fit: bool, space: str | None = None
+    op: str, names: dict[str, Any], cache_fit: bool, space: str | None = None, enforce_all: bool = False
 ) -> tuple[TileSpace, str]:
-    """The concrete space for a problem; `space` is a file path or a name in the spaces directories."""
+    """The concrete space for a problem; `space` is a file path or a name in the spaces directories.
+    Constraints are enforced with `cache_fit` (our kernels' optional cache-fit rules) or `enforce_all` (a
+    user kernel's space, whose rules say which points are valid at all)."""
     if space and (os.sep in space or space.endswith(".toml")):
         path = Path(space)
     else:
@@ -247,8 +282,9 @@ def load_space(
         if not isinstance(c, dict) or not isinstance(c.get("rule"), str):
             raise UsageError(f"search space {path}: constraints[{i}]: expected a table with a 'rule' string")
         try:
-            evaluate(c["rule"], {**names, **{p: 1 for p, _ in params}})
+            evaluate(c["rule"], {**names, **{p: values[0] for p, values in params}})
         except (ValueError, SyntaxError) as e:
             raise UsageError(f"search space {path}: constraints[{i}].rule: {e}") from None
         constraints.append(Constraint(str(c.get("name", c["rule"])), c["rule"]))
-    return TileSpace(params, tuple(constraints) if cache_fit else (), names), str(path)
+    enforced = tuple(constraints) if cache_fit or enforce_all else ()
+    return TileSpace(params, enforced, names), str(path)

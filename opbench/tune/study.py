@@ -28,7 +28,7 @@ from opbench.tune.config import (
     build_space,
     fingerprint,
 )
-from opbench.tune.confirmation import _measured_keys, confirm, record_verdict
+from opbench.tune.confirmation import _measured_keys, baseline, confirm, record_verdict
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.objective import CandidateFailed, Objective, _key
 from opbench.tune.space import TileSpace
@@ -102,6 +102,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
     if cfg.sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler '{cfg.sampler}' (available: {', '.join(SAMPLERS)})")
     space, space_path = build_space(cfg)
+    baseline(cfg, space)  # a --baseline-params point outside the space is refused before any trial
     points = space.enumerate()
     study = open_study(cfg, space, space_path)
     on_event(
@@ -122,6 +123,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         "seed": cfg.input_seed,
         "timer": TRIAL_TIMER,
         "verify": True,
+        "kernel": cfg.kernel.to_dict() if cfg.kernel is not None else None,
     }
     runner = IsolatedRunner(init)
     total = len(points)
@@ -169,7 +171,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         if not any(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials):
             summary["confirmation"] = None
             return summary
-        confirmation = confirm(cfg, study, runner)
+        confirmation = confirm(cfg, study, runner, space)
         study.set_user_attr("confirmation", confirmation)
         summary["confirmation"] = confirmation
         on_event("confirm", confirmation)
@@ -179,13 +181,16 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         if best is not None and verdict is None:
             from opbench.tune import records
 
+            who: dict[str, Any] = {"tiles": best["tiles"], "isa": cfg.isa or ""}
+            if cfg.kernel is not None:  # a user kernel's record: its parameters, keyed by name and content
+                kernel = {k: cfg.kernel.to_dict()[k] for k in ("func", "spec", "sha256")}
+                who = {"user_kernel": kernel, "params": best["tiles"]}
             rec = {
                 "op": cfg.op,
                 "dtype": cfg.dtype,
                 "shape": cfg.shape.to_dict(),
                 "threads": cfg.threads,
-                "tiles": best["tiles"],
-                "isa": cfg.isa or "",
+                **who,
                 "gflops": best["gflops"],
                 "gflops_ci": best["gflops_ci"],
                 "default_gflops": confirmation["default"].get("gflops"),

@@ -12,7 +12,8 @@ candidate, the parent writes {"tiles": {...} or null, "isa": "", "timer": {...}?
                                                           in-run reference, contention; verify is null when
                                                           verification is off
     {"status": "wrong_answer", "verify": {...}}           the output broke the error bound: not timed
-    {"status": "failed", "reason": "..."}                 a Python exception (bad tiles, out of memory)
+    {"status": "failed", "reason": "error: ..."}          a Python exception (bad tiles, an import error)
+For a user kernel (init "kernel": tune/userkernel.py) a candidate is {"params": {...}} instead of tiles.
 A crash or a hang produces no answer: the parent sees the process die or time out.
 """
 
@@ -46,24 +47,35 @@ def _serve(proto: Any) -> None:
     proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     proto.flush()
 
+    user = UserKernel(init["kernel"], init["op"], shape, inputs) if init.get("kernel") else None
+    # the accumulation the error bound assumes: ours sums in fp32; a user kernel's is its dtype's own
+    accumulate = dtype if user else "fp32"
     for line in sys.stdin:
         req = json.loads(line)
-        tiles = req.get("tiles") or {}
-        isa = req.get("isa") or None
         try:
             answer: dict[str, Any]
-            plan = op.plan(shape, inputs, tiles, threads, isa)
-            result = plan.output()
+            if user is not None:
+                params = req.get("params") or {}
+                result = user.output(params)
+
+                def run(loops: int, params: dict[str, Any] = params) -> float:
+                    return user.run(params, loops)
+
+                ran: dict[str, Any] = params
+            else:
+                plan = op.plan(shape, inputs, req.get("tiles") or {}, threads, req.get("isa") or None)
+                result, run = plan.output(), plan.run
+                ran = {k: plan.tiles()[k] for k in ("tile_m", "tile_n", "tile_k")}
             verify = None
             if reference is not None:
-                verify = op.check(shape, result, inputs, reference, dtype, "fp32")
+                verify = op.check(shape, result, inputs, reference, dtype, accumulate)
             if verify is not None and not verify["ok"]:
                 answer = {"status": "wrong_answer", "verify": verify}
             else:
                 timer = Timer(TimerConfig(**{**init["timer"], **req.get("timer", {})}))
                 bench = Bench(timer, reference_probe, monitor)
 
-                visit = bench.measure(plan.run, dtype=dtype)
+                visit = bench.measure(run, dtype=dtype)
                 bench.finish()  # the probe after, now: the trial's answer carries its machine speed
                 c = combine([visit])
                 answer = {
@@ -73,15 +85,41 @@ def _serve(proto: Any) -> None:
                     "machine_speed": c.machine_speed,
                     "flags": [f for f in c.flags if f in ("throttled", "apart", "contended")],
                     "round": visit.to_dict(),
-                    "tiles": {k: plan.tiles()[k] for k in ("tile_m", "tile_n", "tile_k")},
+                    "tiles": ran,
                 }
         except MemoryError:
             answer = {"status": "failed", "reason": "out of memory"}
         except Exception as e:
-            answer = {"status": "failed", "reason": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
-        proto.write(json.dumps(answer) + "\n")
+            answer = {"status": "failed", "reason": f"error: {type(e).__name__}: {e}".splitlines()[0][:300]}
+        proto.write(json.dumps(answer, default=str) + "\n")
         proto.flush()
     peaks.record_best_probes(reference_probe.run_best)
+
+
+class UserKernel:
+    """The user's kernel (tune/userkernel.py), imported at its first use so that an import error is one
+    failed trial; timed on the host clock around back-to-back calls, like a framework's op."""
+
+    def __init__(self, kernel: dict[str, Any], op: str, shape: Any, inputs: dict[str, Any]) -> None:
+        self.kernel, self.op, self.shape, self.inputs = kernel, op, shape, inputs
+        self.fn: Any = None
+
+    def _call(self, params: dict[str, Any]) -> Any:
+        from opbench.tune.userkernel import call, load_function
+
+        if self.fn is None:
+            self.fn = load_function(self.kernel)
+        return call(self.op, self.fn, self.shape, self.inputs, params)
+
+    def output(self, params: dict[str, Any]) -> Any:
+        from opbench.tune.userkernel import as_output
+
+        return as_output(self.op, self._call(params))
+
+    def run(self, params: dict[str, Any], loops: int) -> float:
+        from opbench.backends.base import host_timed
+
+        return host_timed(lambda: self._call(params), loops)
 
 
 def _die_with_parent() -> None:

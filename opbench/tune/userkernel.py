@@ -1,0 +1,164 @@
+"""The operator developer's own kernel in the tuner: `--kernel FILE.py:FUNC` or `--kernel module:FUNC`.
+
+FUNC is called with the op's inputs as numpy arrays of the requested dtype, in the op's documented order,
+plus one keyword argument per search parameter, and returns the output:
+
+    gemm   FUNC(a, b, **params)                                        -> C (M x N)
+    conv   FUNC(x, w, stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=g, **params)
+                                                                       -> Y (N x K x H_out x W_out)
+    lstm   FUNC(x, w_ih, w_hh, b_ih, b_hh, h0, c0, **params)           -> (y, (h_n, c_n))
+
+The module is imported inside the isolated worker only (tune/worker.py), so an import error, an exception,
+an abort, a segfault or a hang costs one failed trial, never the study. What the parent knows of the kernel
+(KernelRef) is its spec, the file it comes from and that file's SHA-256, which go into the study's
+fingerprint: a study is not resumed on a changed kernel unless --force.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from opbench.errors import UsageError
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """A user kernel as the parent sees it: never imported there."""
+
+    spec: str  # as given
+    func: str
+    path: str | None = None  # FILE.py, absolute
+    module: str | None = None  # or an importable module
+    sha256: str = ""  # of the file that defines it ("" when a module's source cannot be found)
+
+    @property
+    def name(self) -> str:
+        return self.func
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spec": self.spec, "func": self.func, "path": self.path, "module": self.module,
+                "sha256": self.sha256}  # fmt: skip
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def parse_kernel(spec: str) -> KernelRef:
+    """`FILE.py:FUNC` or `module:FUNC`, checked (the file exists, the names are identifiers) without importing
+    anything; UsageError naming the problem otherwise."""
+    where, sep, func = spec.rpartition(":")
+    if not sep or not where or not _IDENTIFIER.match(func):
+        raise UsageError(f"--kernel: expected FILE.py:FUNC or module:FUNC, got '{spec}'")
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        path = Path(where).expanduser().resolve()
+        if not path.is_file():
+            raise UsageError(f"--kernel: no such file '{where}'")
+        try:
+            digest = _sha256(path)
+        except OSError as e:
+            raise UsageError(f"--kernel: cannot read '{where}': {e.strerror or e}") from None
+        return KernelRef(spec, func, path=str(path), sha256=digest)
+    if not _MODULE.match(where):
+        raise UsageError(f"--kernel: '{where}' is neither a .py file nor a module name")
+    digest = ""
+    try:
+        found = (
+            importlib.util.find_spec(where.split(".")[0]) if "." in where else importlib.util.find_spec(where)
+        )
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise UsageError(f"--kernel: no module named '{where}' on this Python's path")
+    origin = Path(found.origin) if found.origin and found.origin not in ("built-in", "frozen") else None
+    if "." not in where and origin is not None and origin.is_file():
+        digest = _sha256(origin)
+    return KernelRef(spec, func, module=where, sha256=digest)
+
+
+def load_function(kernel: dict[str, Any]) -> Callable[..., Any]:
+    """Import the kernel (in the worker) and return FUNC; any failure raises (the trial's reason)."""
+    if kernel.get("path"):
+        path = Path(kernel["path"])
+        name = f"opbench_user_kernel_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path} as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses and pickling look the module up by name
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(kernel["module"])
+    fn = getattr(module, kernel["func"], None)
+    if not callable(fn):
+        raise AttributeError(f"{kernel['spec']}: the module has no function '{kernel['func']}'")
+    return fn
+
+
+def call(op: str, fn: Callable[..., Any], shape: Any, inputs: dict[str, Any], params: dict[str, Any]) -> Any:
+    """One call of the user's kernel on the op's inputs, in the op's documented order."""
+    if op == "gemm":
+        return fn(inputs["a"], inputs["b"], **params)
+    if op == "conv":
+        geometry = {
+            "stride": (shape.stride_h, shape.stride_w),
+            "padding": (shape.pad_h, shape.pad_w),
+            "dilation": (shape.dil_h, shape.dil_w),
+            "groups": shape.groups,
+        }
+        return fn(inputs["x"], inputs["w"], **geometry, **params)
+    if op == "lstm":
+        from opbench.ops.lstm import INPUT_NAMES
+
+        return fn(*(inputs[n] for n in INPUT_NAMES), **params)
+    raise ValueError(f"no user-kernel calling convention for op '{op}'")
+
+
+def as_output(op: str, result: Any) -> Any:
+    """The kernel's result as numpy arrays in the op's structure (array-likes are converted)."""
+    import numpy as np
+
+    if op == "lstm":
+        y, (h_n, c_n) = result
+        return np.asarray(y), (np.asarray(h_n), np.asarray(c_n))
+    return np.asarray(result)
+
+
+def parse_params(text: str) -> dict[str, Any]:
+    """`--baseline-params k=v,...`: integers, floats, true/false, else strings."""
+    out: dict[str, Any] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not _IDENTIFIER.match(key):
+            raise UsageError(f"--baseline-params: expected NAME=VALUE[,NAME=VALUE...], got '{item}'")
+        out[key] = _value(raw.strip())
+    return out
+
+
+def _value(raw: str) -> Any:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            continue
+    return raw
