@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opbench import peak as peaks
-from opbench.backends import BACKENDS, Backend, accelerator_name
+from opbench.backends import Backend, accelerator_name, make_backend
 from opbench.case import Outcome, Reason, Result
 from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable, UsageError
@@ -78,7 +78,7 @@ class BackendState:
 def setup_backends(names: tuple[str, ...], threads: int, device: str) -> dict[str, BackendState]:
     states: dict[str, BackendState] = {}
     for name in names:
-        st = BackendState(BACKENDS[name]())
+        st = BackendState(make_backend(name))
         st.reason = st.backend.unavailable_reason()
         if st.reason is None:
             try:

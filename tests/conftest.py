@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import shutil
 import socket
@@ -71,6 +72,19 @@ def run_cli(
         env=full_env,
         cwd=cwd,
     )
+
+
+def quick_sweep(
+    args: list[str], out: Path, env: dict[str, str] | None = None, rounds: int = 1
+) -> dict[str, Any]:
+    """`opbench sweep ARGS` in short rounds into `out` (which must be new); the one results document, with
+    what the command printed under "_stdout"."""
+    more = ["--rounds", str(rounds), "--max-time-s", "0.05", "--out", str(out)]
+    proc = run_cli(["sweep", *args, *more], env=env)
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    doc["_stdout"] = proc.stdout
+    return dict(doc)
 
 
 class FakeClock:

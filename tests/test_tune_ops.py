@@ -3,7 +3,6 @@ after a real kill -9, the shape options, and tuned records used by the kernels f
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import quick_sweep, run_cli
 
 from opbench import kernels
 from opbench.ops import conv, lstm
@@ -183,30 +182,8 @@ def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path,
 
     env = {**os.environ, "OPBENCH_RECORDS_DIR": str(tmp_path / "records")}
     for op, (flags, _) in SHAPES.items():
-        out_dir = tmp_path / f"sweep-{op}"
-        proc = run_cli(
-            [
-                "sweep",
-                op,
-                *flags,
-                "--dtype",
-                "fp32",
-                "--backend",
-                "cpp",
-                "--threads",
-                "1",
-                "--tuned",
-                "--rounds",
-                "1",
-                "--max-time-s",
-                "0.05",
-                "--out",
-                str(out_dir),
-            ],  # fmt: skip
-            env=env,
-        )
-        assert proc.returncode == 0, proc.stderr
-        (doc,) = [json.loads(p.read_text()) for p in out_dir.glob("*.json")]
+        args = [op, *flags, "--dtype", "fp32", "--backend", "cpp", "--threads", "1", "--tuned"]
+        doc = quick_sweep(args, tmp_path / f"sweep-{op}", env=env)
         (rec,) = doc["records"]
         assert rec["status"] == "ok" and rec["verify"]["ok"]
         assert "tuned record (exact)" in rec["details"]["tiles_source"]

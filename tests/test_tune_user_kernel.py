@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import quick_sweep, run_cli
 
 optuna = pytest.importorskip("optuna")
 
@@ -234,3 +234,52 @@ def test_kernel_options_are_checked(tmp_path: Path) -> None:
         proc = run_cli(["tune", "gemm", *SHAPE, *args, "--trials", "1", "--out", str(tmp_path)])
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, proc.stderr)
+
+
+def test_a_users_kernel_runs_in_a_sweep_beside_cpp_and_torch(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    example = f"{ROOT / 'examples' / 'blocked_gemm.py'}:blocked_gemm"
+    args = ["gemm", "--m", "64", "--n", "48", "--k", "96", "--dtype", "fp32,fp16", "--backend", "cpp,torch"]
+    args += [
+        "--threads",
+        "1",
+        "--kernel",
+        example,
+        "--kernel-params",
+        "block_m=32,block_k=64,order=rows-first",
+    ]
+    doc = quick_sweep(args, tmp_path / "sweep", rounds=2)
+    assert "kernel:blocked_gemm" in doc["_stdout"]  # in the same table as the others
+    assert [r["backend"] for r in doc["records"]] == ["cpp", "torch", "kernel:blocked_gemm"] * 2
+    mine = [r for r in doc["records"] if r["backend"] == "kernel:blocked_gemm"]
+    for r in mine:
+        assert r["status"] == "ok" and r["verify"]["ok"], r
+        assert r["verify"]["accumulate_assumed"] == r["dtype"]  # nothing is known of its accumulation
+        assert r["details"]["params"] == {"block_m": 32, "block_k": 64, "order": "rows-first"}
+        assert r["gflops"] > 0 and r["utilization"] is not None and len(r["time"]["per_round"]) == 2
+    assert doc["backends"]["kernel:blocked_gemm"]["version"].startswith("sha256:")
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "reason"),
+    [
+        ("mode=wrong,scale=1", "wrong_answer", ""),
+        ("mode=raise,scale=1", "failed", "ValueError: this mode is not implemented"),
+    ],
+)
+def test_a_users_kernel_in_a_sweep_fails_alone(tmp_path: Path, params: str, status: str, reason: str) -> None:
+    kernel, _ = _files(tmp_path)
+    args = ["gemm", *SHAPE, "--dtype", "fp32", "--backend", "cpp", "--kernel", f"{kernel}:my_gemm"]
+    cpp, mine = quick_sweep([*args, "--kernel-params", params], tmp_path / "sweep")["records"]
+    assert cpp["status"] == "ok" and mine["status"] == status and reason in (mine["reason"] or ""), mine
+
+
+def test_an_unimportable_kernel_is_a_skipped_backend(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_module_for_opbench\n")
+    args = ["gemm", *SHAPE, "--dtype", "fp32", "--backend", "cpp", "--kernel", f"{broken}:f"]
+    mine = quick_sweep(args, tmp_path / "sweep")["records"][1]
+    assert mine["status"] == "skipped" and "cannot import" in mine["reason"]
+    assert "ModuleNotFoundError" in mine["reason"]
+    bad = run_cli(["sweep", "gemm", "--kernel-params", "a=1", "--out", str(tmp_path)])
+    assert bad.returncode == 2 and "--kernel-params applies to --kernel" in bad.stderr

@@ -1,6 +1,11 @@
-"""Registry of backends: an explicit dictionary, each adapter importing its framework lazily."""
+"""Registry of backends: an explicit dictionary, each adapter importing its framework lazily; backends that
+installed packages declare as entry points (group `opbench.backends`, a Backend subclass each); and ones a
+run registers (`opbench sweep --kernel`: kernel:FUNC)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from opbench.backends.base import Backend, Prepared
 from opbench.backends.cpp_backend import CppBackend
@@ -19,7 +24,80 @@ BACKENDS: dict[str, type[Backend]] = {
     "numpy": NumpyBackend,
 }
 
-__all__ = ["BACKENDS", "Backend", "Prepared", "accelerator_name", "parse_backends"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "Prepared",
+    "accelerator_name",
+    "make_backend",
+    "parse_backends",
+    "register",
+]
+
+# Backends added at run time (a user's --kernel): name -> a function that makes one.
+_EXTRA: dict[str, Callable[[], Backend]] = {}
+
+
+def register(name: str, make: Callable[[], Backend]) -> None:
+    """Add a backend for this process (`opbench sweep --kernel` registers `kernel:FUNC`)."""
+    _EXTRA[name] = make
+
+
+ENTRY_POINT_GROUP = "opbench.backends"
+
+
+def plugins() -> dict[str, Any]:
+    """Entry points of group `opbench.backends` (name -> entry point), built-in names excluded (never
+    shadowed). Nothing is imported until a backend is made."""
+    from importlib.metadata import entry_points
+
+    found = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in BACKENDS and ep.name not in found:
+            found[ep.name] = ep
+    return found
+
+
+def plugin_origin(ep: Any) -> str:
+    dist = getattr(ep, "dist", None)
+    return f"{ep.value} from {dist.name} {dist.version}" if dist is not None else str(ep.value)
+
+
+class _Broken(Backend):
+    """A plug-in that could not be loaded: every case is skipped with the reason."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name, self._reason = name, reason  # type: ignore[misc]
+
+    def unavailable_reason(self) -> str | None:
+        return self._reason
+
+    def version(self) -> str | None:
+        return None
+
+    def setup(self, threads: int, device: str) -> None:
+        raise AssertionError("an unavailable backend is never set up")
+
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Any], params: dict[str, Any]) -> Prepared:
+        raise AssertionError("an unavailable backend is never asked to prepare")
+
+
+def make_backend(name: str) -> Backend:
+    """A fresh instance of a built-in, registered or plug-in backend."""
+    if name in _EXTRA:
+        return _EXTRA[name]()
+    if name in BACKENDS:
+        return BACKENDS[name]()
+    ep = plugins()[name]
+    try:
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, Backend)):
+            return _Broken(name, f"plug-in {plugin_origin(ep)} is not an opbench Backend subclass")
+        backend = cls()
+    except Exception as e:  # someone else's package: any error while importing or constructing it
+        return _Broken(name, f"plug-in {plugin_origin(ep)} failed to load: {type(e).__name__}: {e}"[:300])
+    backend.name = name  # type: ignore[misc]  # the name it was installed under
+    return backend
 
 
 def accelerator_name(device: str) -> str | None:
@@ -40,9 +118,10 @@ def accelerator_name(device: str) -> str | None:
 def parse_backends(text: str) -> list[str]:
     """'cpp,torch' -> ['cpp', 'torch']; unknown names raise UsageError."""
     names = [t.strip().lower() for t in text.split(",") if t.strip()]
+    available = [*BACKENDS, *plugins()]
     if not names:
-        raise UsageError(f"--backend is empty (available: {', '.join(BACKENDS)})")
+        raise UsageError(f"--backend is empty (available: {', '.join(available)})")
     for name in names:
-        if name not in BACKENDS:
-            raise UsageError(f"unknown backend '{name}' (available: {', '.join(BACKENDS)})")
+        if name not in available:
+            raise UsageError(f"unknown backend '{name}' (available: {', '.join(available)})")
     return list(dict.fromkeys(names))

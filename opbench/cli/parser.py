@@ -243,6 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="cpp backend, gemm, fp16 cases: fp16 sums each tile_k block in fp16 (AVX512-FP16; --isa ref "
         "emulates it), the blocks in fp32; verified against that blocked bound (default fp32)",
     )
+    s.add_argument(
+        "--kernel",
+        help="also run your own kernel, FILE.py:FUNC or module:FUNC, as the backend kernel:FUNC (called like "
+        "opbench tune --kernel calls it)",
+    )
+    s.add_argument("--kernel-params", help="with --kernel: its keyword arguments, NAME=VALUE,...")
     s.add_argument("--quiet", action="store_true", help="no progress bar or table; print only file paths")
 
     pk = sub.add_parser("peak", help="measure (and cache) peak FLOPS per dtype and thread count")

@@ -97,10 +97,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from opbench import kernels
-    from opbench.backends import BACKENDS
+    from opbench.backends import BACKENDS, make_backend, plugin_origin, plugins
     from opbench.machine import cpu_model
 
-    console = Console(markup=False)
+    console = Console(markup=False, soft_wrap=True)  # one line per fact, however long (logs, grep)
     f = kernels.cpu_features()
     console.print(
         f"CPU: {cpu_model()} ({f['vendor']}), {f['logical_cpus']} logical CPUs, "
@@ -122,4 +122,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     for name, cls in BACKENDS.items():
         reason = cls().unavailable_reason()
         console.print(f"backend {name}: " + ("available" if reason is None else f"unavailable ({reason})"))
+    for name, ep in plugins().items():  # installed packages' entry points, group opbench.backends
+        reason = make_backend(name).unavailable_reason()
+        state = "available" if reason is None else f"unavailable ({reason})"
+        console.print(f"backend {name} (plug-in {plugin_origin(ep)}): {state}")
     return 0

@@ -79,6 +79,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     plans, suite = _plans_from_args(args)
     cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
     cli_backends = parse_backends(args.backend) if args.backend is not None else None
+    extra = _user_kernel(args)  # ("kernel:FUNC",) with --kernel, else ()
     formats = parse_formats(args.format)
     out_dir = check_out_dir(args.out)
     if not re.fullmatch(r"cpu|(cuda|ascend)(:\d+)?", args.device):
@@ -120,7 +121,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 op=plan.op,
                 shapes=tuple(shapes),
                 dtypes=tuple(cli_dtypes or plan.dtypes or ("fp32", "fp16")),
-                backends=tuple(cli_backends or plan.backends or op.DEFAULT_BACKENDS),
+                backends=(*(cli_backends or plan.backends or op.DEFAULT_BACKENDS), *extra),
                 threads=threads,
                 device=args.device,
                 timer=timer,
@@ -143,6 +144,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "command": args.command_line,
     }
     return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet)
+
+
+def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
+    """--kernel FILE.py:FUNC [--kernel-params k=v,...]: the backend kernel:FUNC, registered for this run."""
+    from opbench.backends import register
+    from opbench.backends.user_backend import UserKernelBackend
+    from opbench.userkernel import parse_kernel, parse_params
+
+    if args.kernel is None:
+        if args.kernel_params is not None:
+            raise UsageError("--kernel-params applies to --kernel")
+        return ()
+    kernel = parse_kernel(args.kernel)
+    params = parse_params(args.kernel_params) if args.kernel_params else {}
+    name = f"kernel:{kernel.func}"
+    register(name, lambda: UserKernelBackend(kernel, params))
+    return (name,)
 
 
 def _run_sweeps(

@@ -18,7 +18,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from opbench.ops import get_op
     from opbench.tune import study as tuner
     from opbench.tune.config import TUNABLE_OPS, default_study_name
-    from opbench.tune.userkernel import parse_kernel, parse_params
+    from opbench.userkernel import parse_kernel, parse_params
 
     if args.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")

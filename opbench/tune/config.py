@@ -8,7 +8,7 @@ from typing import Any
 from opbench.errors import UsageError
 from opbench.ops import get_op
 from opbench.tune.space import TileSpace, load_space
-from opbench.tune.userkernel import KernelRef
+from opbench.userkernel import KernelRef
 
 SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")
 TUNABLE_OPS = ("gemm", "conv", "lstm")
@@ -56,7 +56,7 @@ class TuneConfig:
     input_seed: int = 0
     command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
     op: str = "gemm"  # gemm, conv or lstm: opbench's own kernel for it (ops.<op>.plan)
-    kernel: KernelRef | None = None  # the user's own kernel instead (tune/userkernel.py), with `space`
+    kernel: KernelRef | None = None  # the user's own kernel instead (userkernel.py), with `space`
     baseline_params: tuple[tuple[str, Any], ...] | None = None  # the user kernel's reference point
 
 

@@ -13,7 +13,7 @@ candidate, the parent writes {"tiles": {...} or null, "isa": "", "timer": {...}?
                                                           verification is off
     {"status": "wrong_answer", "verify": {...}}           the output broke the error bound: not timed
     {"status": "failed", "reason": "error: ..."}          a Python exception (bad tiles, an import error)
-For a user kernel (init "kernel": tune/userkernel.py) a candidate is {"params": {...}} instead of tiles.
+For a user kernel (init "kernel": userkernel.py) a candidate is {"params": {...}} instead of tiles.
 A crash or a hang produces no answer: the parent sees the process die or time out.
 """
 
@@ -97,7 +97,7 @@ def _serve(proto: Any) -> None:
 
 
 class UserKernel:
-    """The user's kernel (tune/userkernel.py), imported at its first use so that an import error is one
+    """The user's kernel (userkernel.py), imported at its first use so that an import error is one
     failed trial; timed on the host clock around back-to-back calls, like a framework's op."""
 
     def __init__(self, kernel: dict[str, Any], op: str, shape: Any, inputs: dict[str, Any]) -> None:
@@ -105,14 +105,14 @@ class UserKernel:
         self.fn: Any = None
 
     def _call(self, params: dict[str, Any]) -> Any:
-        from opbench.tune.userkernel import call, load_function
+        from opbench.userkernel import call, load_function
 
         if self.fn is None:
             self.fn = load_function(self.kernel)
         return call(self.op, self.fn, self.shape, self.inputs, params)
 
     def output(self, params: dict[str, Any]) -> Any:
-        from opbench.tune.userkernel import as_output
+        from opbench.userkernel import as_output
 
         return as_output(self.op, self._call(params))
 

@@ -1,4 +1,5 @@
-"""The operator developer's own kernel in the tuner: `--kernel FILE.py:FUNC` or `--kernel module:FUNC`.
+"""The operator developer's own kernel: `--kernel FILE.py:FUNC` or `--kernel module:FUNC`, for `opbench tune`
+(searched in the isolated worker) and `opbench sweep` (the backend `kernel:FUNC`, backends/user_backend.py).
 
 FUNC is called with the op's inputs as numpy arrays of the requested dtype, in the op's documented order,
 plus one keyword argument per search parameter, and returns the output:
@@ -8,10 +9,10 @@ plus one keyword argument per search parameter, and returns the output:
                                                                        -> Y (N x K x H_out x W_out)
     lstm   FUNC(x, w_ih, w_hh, b_ih, b_hh, h0, c0, **params)           -> (y, (h_n, c_n))
 
-The module is imported inside the isolated worker only (tune/worker.py), so an import error, an exception,
-an abort, a segfault or a hang costs one failed trial, never the study. What the parent knows of the kernel
-(KernelRef) is its spec, the file it comes from and that file's SHA-256, which go into the study's
-fingerprint: a study is not resumed on a changed kernel unless --force.
+In the tuner the module is imported inside the isolated worker only (tune/worker.py), so an import error,
+an exception, an abort, a segfault or a hang costs one failed trial, never the study. What the parent knows
+of the kernel (KernelRef) is its spec, the file it comes from and that file's SHA-256, which go into the
+study's fingerprint: a study is not resumed on a changed kernel unless --force.
 """
 
 from __future__ import annotations

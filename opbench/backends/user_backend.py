@@ -1,0 +1,83 @@
+"""Backend `kernel:FUNC`: the operator developer's own kernel (`opbench sweep OP --kernel FILE.py:FUNC
+[--kernel-params k=v,...]`), timed by the same harness as the built-in backends, side by side with them.
+
+FUNC's calling convention is the tuner's (userkernel.py): the op's inputs as numpy arrays, plus the
+fixed --kernel-params as keywords. Unlike `opbench tune --kernel`, a sweep runs every backend in its own
+process: an exception is a failed case, but a kernel that crashes the process ends the sweep (the files
+keep every case finished before it). Calls are timed on the host clock; the thread count is the kernel's
+own business (what it was asked for is recorded, nothing is pinned for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from opbench.backends.base import Backend, Prepared, host_timed
+from opbench.errors import BackendUnavailable
+
+
+class _UserCase(Prepared):
+    def __init__(self, call: Callable[[], Any], op: str, details: dict[str, Any]) -> None:
+        self._call, self._op = call, op
+        self.details = details
+
+    def run(self, loops: int) -> float:
+        return host_timed(self._call, loops)
+
+    def output(self) -> Any:
+        from opbench.userkernel import as_output
+
+        return as_output(self._op, self._call())
+
+
+class UserKernelBackend(Backend):
+    """One user kernel as a backend; its name is `kernel:FUNC`."""
+
+    name = "kernel"
+    # The error bound assumes accumulation in the inputs' own precision: nothing is known of FUNC's.
+    accumulate = {"fp32": "fp32", "fp16": "fp16"}
+
+    def __init__(self, kernel: Any, params: dict[str, Any]) -> None:
+        self.kernel, self.params = kernel, dict(params)
+        self.name = f"kernel:{kernel.func}"  # type: ignore[misc]
+        self._fn: Callable[..., Any] | None = None
+        self._threads = 1
+
+    def unavailable_reason(self) -> str | None:
+        from opbench.userkernel import load_function
+
+        try:
+            self._fn = load_function(self.kernel.to_dict())
+        except Exception as e:  # the user's module: any error while importing it
+            return f"cannot import {self.kernel.spec}: {type(e).__name__}: {e}".splitlines()[0][:300]
+        return None
+
+    def version(self) -> str | None:
+        return f"sha256:{self.kernel.sha256[:12]}" if self.kernel.sha256 else None
+
+    def setup(self, threads: int, device: str) -> None:
+        if device != "cpu":
+            raise BackendUnavailable(f"{self.name} takes numpy arrays: it runs on the CPU, not on {device}")
+        self._threads = threads
+
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        from opbench.userkernel import call
+
+        fn = self._fn
+        assert fn is not None, "unavailable_reason() imports the kernel first"
+        details = {
+            "kernel": self.kernel.spec,
+            "kernel_sha256": self.kernel.sha256,
+            "params": self.params,
+            "threads_requested": self._threads,
+        }
+        return _UserCase(lambda: call(op, fn, shape, inputs, self.params), op, details)
+
+    def notes(self, op: str, dtype: str) -> list[str]:
+        return [
+            f"{self.kernel.spec} with {self.params or 'no parameters'}: timed on the host clock; its threads "
+            "are its own (opbench pins none for it)"
+        ]
