@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -195,10 +195,6 @@ class Result:
             return None
         value = f / b
         return value if math.isfinite(value) else None
-
-    def flagged(self, flag: str, note: str) -> Result:
-        """The same result with one more flag and the note that explains it."""
-        return replace(self, flags=(*self.flags, flag), notes=(*self.notes, note))
 
     def to_record(self) -> dict[str, Any]:
         """The versioned JSON record (the one place a Result becomes one)."""

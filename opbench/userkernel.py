@@ -79,9 +79,7 @@ def parse_kernel(spec: str) -> KernelRef:
         raise UsageError(f"--kernel: '{where}' is neither a .py file nor a module name")
     digest = ""
     try:
-        found = (
-            importlib.util.find_spec(where.split(".")[0]) if "." in where else importlib.util.find_spec(where)
-        )
+        found = importlib.util.find_spec(where.split(".")[0])  # the top package: nothing below is imported
     except (ImportError, ValueError):
         found = None
     if found is None:

@@ -19,10 +19,23 @@ from opbench.backends.base import Backend, Prepared, host_timed
 from opbench.errors import BackendUnavailable
 
 
-class _UserCase(Prepared):
-    def __init__(self, call: Callable[[], Any], op: str, details: dict[str, Any]) -> None:
-        self._call, self._op = call, op
-        self.details = details
+class UserCase(Prepared):
+    """One call of the user's kernel on a case's inputs (also the tuning worker's candidate)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        op: str,
+        shape: Any,
+        inputs: dict[str, np.ndarray],
+        params: dict[str, Any],
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        from opbench.userkernel import call
+
+        self._call: Callable[[], Any] = lambda: call(op, fn, shape, inputs, params)
+        self._op = op
+        self.details = details or {}
 
     def run(self, loops: int) -> float:
         return host_timed(self._call, loops)
@@ -64,8 +77,6 @@ class UserKernelBackend(Backend):
         self._threads = threads
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
-        from opbench.userkernel import call
-
         fn = self._fn
         assert fn is not None, "unavailable_reason() imports the kernel first"
         details = {
@@ -74,7 +85,7 @@ class UserKernelBackend(Backend):
             "params": self.params,
             "threads_requested": self._threads,
         }
-        return _UserCase(lambda: call(op, fn, shape, inputs, self.params), op, details)
+        return UserCase(fn, op, shape, inputs, self.params, details)
 
     def notes(self, op: str, dtype: str) -> list[str]:
         return [

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from opbench.errors import UsageError
+
+
+def check_flags_apply(op_name: str, op: Any, given: dict[str, Any]) -> None:
+    """Every given axis or parameter flag (AXIS_FLAGS / PARAM_FLAGS dests) is one `op` has, else a
+    UsageError naming the flag and the op's options."""
+    from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
+
+    for dest in given:
+        if dest not in op.AXES and dest not in op.PARAMS:
+            options = [AXIS_FLAGS[a] for a in op.AXES] + [PARAM_FLAGS[p] for p in op.PARAMS]
+            flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
+            raise UsageError(f"{flag} does not apply to {op_name} (its options: {' '.join(options)})")
 
 
 def check_out_dir(out: str) -> Path:

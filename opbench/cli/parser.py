@@ -144,6 +144,14 @@ def _bytes(text: str) -> int:
     return int(v)
 
 
+def _conv_params(group: Any) -> None:
+    """The conv parameters PARAM_FLAGS names, as `opbench sweep` and `opbench tune` both take them."""
+    group.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
+    group.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
+    group.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
+    group.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="opbench", description="Operator-level micro-benchmarks and tiling autotuner.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -165,10 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = s.add_argument_group("conv and lstm axes (unset ones stay at the op's base point)")
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         c.add_argument(AXIS_FLAGS[dest], dest=dest)
-    c.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
-    c.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
-    c.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
-    c.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
+    _conv_params(c)
     s.add_argument("--dtype", help="fp32, fp16 or both (default: fp32,fp16)")
     s.add_argument(
         "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
@@ -277,10 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc = t.add_argument_group("conv and lstm shape (one value each; unset ones stay at the op's base point)")
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=_positive_int)
-    tc.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
-    tc.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
-    tc.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
-    tc.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
+    _conv_params(tc)
     t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     t.add_argument(
         "--trials",

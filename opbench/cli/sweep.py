@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from opbench.cli.common import check_out_dir
+from opbench.cli.common import check_flags_apply, check_out_dir
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
 from opbench.errors import UsageError
 
@@ -43,13 +43,7 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
     if not args.op:
         raise UsageError("opbench sweep: name an op (gemm, conv, lstm) or give --spec/--suite")
     op = get_op(args.op)
-    for dest in [*given_axes, *given_params]:
-        if dest not in op.AXES and dest not in op.PARAMS:
-            allowed = " ".join(AXIS_FLAGS[a] for a in op.AXES) + "".join(
-                f" {PARAM_FLAGS[p]}" for p in op.PARAMS
-            )
-            flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
-            raise UsageError(f"{flag} does not apply to {args.op} (its options: {allowed})")
+    check_flags_apply(args.op, op, {**given_axes, **given_params})
     axes = {d: parse_sizes(v, AXIS_FLAGS[d]) for d, v in given_axes.items()}
     mode = args.mode or op.DEFAULT_MODE
     params = {**op.PARAMS, **given_params}

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from opbench.cli.common import storage_url
+from opbench.cli.common import check_flags_apply, storage_url
 from opbench.errors import UsageError
 
 
@@ -144,11 +144,7 @@ def _shape(args: argparse.Namespace) -> Any:
             raise UsageError(f"opbench tune gemm needs {', '.join(missing)}")
         return op.make_shape({"m": args.m, "n": args.n, "k": args.k})
     given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
-    for dest in given:
-        if dest not in op.AXES and dest not in op.PARAMS:
-            options = [AXIS_FLAGS[a] for a in op.AXES] + [PARAM_FLAGS[p] for p in op.PARAMS]
-            flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
-            raise UsageError(f"{flag} does not apply to {args.op} (its options: {' '.join(options)})")
+    check_flags_apply(args.op, op, given)
     axes = {d: [v] for d, v in given.items() if d in op.AXES}
     params = {**op.PARAMS, **{d: v for d, v in given.items() if d in op.PARAMS}}
     try:

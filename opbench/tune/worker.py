@@ -55,13 +55,9 @@ def _serve(proto: Any) -> None:
         try:
             answer: dict[str, Any]
             if user is not None:
-                params = req.get("params") or {}
-                result = user.output(params)
-
-                def run(loops: int, params: dict[str, Any] = params) -> float:
-                    return user.run(params, loops)
-
-                ran: dict[str, Any] = params
+                ran: dict[str, Any] = req.get("params") or {}
+                case = user.prepare(ran)
+                result, run = case.output(), case.run
             else:
                 plan = op.plan(shape, inputs, req.get("tiles") or {}, threads, req.get("isa") or None)
                 result, run = plan.output(), plan.run
@@ -91,35 +87,26 @@ def _serve(proto: Any) -> None:
             answer = {"status": "failed", "reason": "out of memory"}
         except Exception as e:
             answer = {"status": "failed", "reason": f"error: {type(e).__name__}: {e}".splitlines()[0][:300]}
-        proto.write(json.dumps(answer, default=str) + "\n")
+        proto.write(json.dumps(answer) + "\n")
         proto.flush()
     peaks.record_best_probes(reference_probe.run_best)
 
 
 class UserKernel:
     """The user's kernel (userkernel.py), imported at its first use so that an import error is one
-    failed trial; timed on the host clock around back-to-back calls, like a framework's op."""
+    failed trial; each candidate is the sweep backend's prepared case (backends/user_backend.py)."""
 
     def __init__(self, kernel: dict[str, Any], op: str, shape: Any, inputs: dict[str, Any]) -> None:
         self.kernel, self.op, self.shape, self.inputs = kernel, op, shape, inputs
         self.fn: Any = None
 
-    def _call(self, params: dict[str, Any]) -> Any:
-        from opbench.userkernel import call, load_function
+    def prepare(self, params: dict[str, Any]) -> Any:
+        from opbench.backends.user_backend import UserCase
+        from opbench.userkernel import load_function
 
         if self.fn is None:
             self.fn = load_function(self.kernel)
-        return call(self.op, self.fn, self.shape, self.inputs, params)
-
-    def output(self, params: dict[str, Any]) -> Any:
-        from opbench.userkernel import as_output
-
-        return as_output(self.op, self._call(params))
-
-    def run(self, params: dict[str, Any], loops: int) -> float:
-        from opbench.backends.base import host_timed
-
-        return host_timed(lambda: self._call(params), loops)
+        return UserCase(self.fn, self.op, self.shape, self.inputs, params)
 
 
 def _die_with_parent() -> None:
