@@ -1,10 +1,11 @@
-"""Our conv2d and LSTM vs torch (F.conv2d, nn.LSTM) and MindSpore (ops.conv2d, nn.LSTM), measured side
-by side in one run.
+"""Our conv2d and recurrent layers vs torch (F.conv2d, nn.RNN/GRU/LSTM) and MindSpore (ops.conv2d,
+nn.RNN/GRU/LSTM), measured side by side in one run.
 
-    python benchmarks/conv_lstm_vs_torch.py --markdown
+    python benchmarks/conv_lstm_vs_torch.py --markdown [--ops conv,lstm,gru,rnn]
 
 Shapes: the fast-kernels issue's reference cases (conv 3x3 64->64 at 56x56, batch 8; LSTM hidden 512,
-batch 64, 25 steps) and a few neighbours; ratios are ours / theirs (> 1: ours is faster). --no-mindspore
+batch 64, 25 steps), the training issue's GRU and RNN (tanh and ReLU) at the same size, and a few
+neighbours; ratios are ours / theirs (> 1: ours is faster). --no-mindspore
 leaves MindSpore out (its CPU convolution runs at about 1.5 GFLOPS, so the conv rows take minutes).
 """
 
@@ -17,7 +18,7 @@ from side_by_side import measure_pair, print_markdown
 
 from opbench import __version__, peak
 from opbench.machine import cpu_model, library_versions
-from opbench.ops import conv, lstm
+from opbench.ops import conv, gru, lstm, rnn
 from opbench.timing import Timer, TimerConfig
 
 CONV = [
@@ -28,6 +29,8 @@ CONV = [
     dict(n=8, c=3, h=224, w=224, k=64, r=7, s=7, pad_h=3, pad_w=3, stride_h=2, stride_w=2),
 ]
 LSTM = [(25, 64, 512, 512), (25, 16, 512, 512), (25, 64, 1024, 1024), (50, 8, 256, 256)]
+GRU = [(25, 64, 512, 512), (25, 16, 512, 512), (50, 8, 256, 256)]
+RNN = [(25, 64, 512, 512, 0), (25, 64, 512, 512, 1), (50, 8, 256, 256, 0)]
 
 
 def main() -> int:
@@ -37,6 +40,7 @@ def main() -> int:
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--no-mindspore", action="store_true")
+    p.add_argument("--ops", default="conv,lstm,gru,rnn", help="which of conv, lstm, gru, rnn")
     args = p.parse_args()
     names = ("cpp", "torch") if args.no_mindspore else ("cpp", "torch", "mindspore")
     timer = Timer(TimerConfig(max_time_s=0.5, call_budget_s=2.0))
@@ -45,7 +49,13 @@ def main() -> int:
         f"# {cpu_model()}; torch {libs['torch']}; opbench {__version__}; medians of {args.rounds} "
         "interleaved rounds; util = ours / FMA peak measured in this run"
     )
-    cases = [("conv", conv.shape_from_case(c)) for c in CONV] + [("lstm", lstm.LstmShape(*d)) for d in LSTM]
+    every = {
+        "conv": [conv.shape_from_case(c) for c in CONV],
+        "lstm": [lstm.LstmShape(*d) for d in LSTM],
+        "gru": [gru.GruShape(*d) for d in GRU],
+        "rnn": [rnn.RnnShape(*d) for d in RNN],
+    }
+    cases = [(op_name, shape) for op_name in args.ops.split(",") for shape in every[op_name]]
     rows = []
     others = names[1:]
     print(

@@ -3,8 +3,8 @@
     opbench tune gemm --m 1024 --n 1024 --k 1024        # records the winner under tuning/records/
     python benchmarks/tuned_vs_default.py --m 1024 --n 1024 --k 1024 --rounds 7
 
-The tuned tiles come from the record for this shape (kernels.tuned_tiles says which record); both variants
-use the same inputs, are verified against float64 and are timed alternately over the rounds.
+The tuned tiles come from the record for this shape (opbench.tune.records.tuned_tiles says which record);
+both variants use the same inputs, are verified against float64 and are timed alternately over the rounds.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import sys
 from side_by_side import measure_variants, print_markdown
 
 from opbench import __version__
-from opbench.kernels import default_threads, default_tiles, tuned_tiles
+from opbench.kernels import default_threads, default_tiles
 from opbench.machine import cpu_model
 from opbench.ops.gemm import GemmShape
 from opbench.timing import Timer, TimerConfig
+from opbench.tune.records import tuned_tiles
 
 
 def main() -> int:

@@ -38,14 +38,15 @@ def prepare_conv2d(
     threads: int = 1,
     isa: str = "",
 ) -> Plan: ...
-def prepare_lstm(
+def prepare_rnn(
+    cell: str,
     x: np.ndarray,
     w_ih: np.ndarray,
     w_hh: np.ndarray,
     b_ih: np.ndarray,
     b_hh: np.ndarray,
     h0: np.ndarray,
-    c0: np.ndarray,
+    c0: np.ndarray | None = None,
     y: np.ndarray | None = None,
     h_n: np.ndarray | None = None,
     c_n: np.ndarray | None = None,

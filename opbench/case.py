@@ -1,6 +1,6 @@
 """The nouns of a measurement: what is measured (`Case`), how it ended (`Status`, `Reason`, `Outcome`) and
 what it measured (`Result`), with the one conversion between a Result and the versioned JSON record
-(`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v4.json).
+(`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v5.json).
 
 The sweep builds Cases and Results (visits.py), the results writer turns Results into records
 (results.py), the tuner names its failed trials with Outcomes (tune/objective.py) and the report reads

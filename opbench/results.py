@@ -21,6 +21,8 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   and `.apart`, flag `apart` (every round ran while our vCPUs sat apart), header
                   `environment.reference.handoff_probe`, `apart_above` and `handoff_apart`; flag
                   `unlike_earlier_runs` (history.py: the median is over 15% from an earlier run's).
+  5 (2026-11-23): ops rnn and gru (shape fields seq_len, batch, input_size, hidden; rnn also relu, 0 for
+                  tanh and 1 for ReLU).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from opbench.machine import utc_now
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

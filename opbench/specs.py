@@ -3,7 +3,7 @@
 A spec file holds optional `name`, `description`, `source` and one or more [[sweep]] tables:
 
     [[sweep]]
-    op = "conv"                       # gemm, conv or lstm
+    op = "conv"                       # gemm, conv, rnn, gru or lstm
     mode = "one-factor"               # or "product"; default: the op's
     dtypes = ["fp32", "fp16"]         # default: the command line's
     backends = ["cpp", "torch"]       # default: the op's
@@ -148,7 +148,14 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
             raise where.error(
                 f"{prefix}.params.{name}", f"not a parameter of {op_name} (parameters: {allowed})"
             )
-        if name == "padding" and value == "same":
+        choices = getattr(op, "PARAM_CHOICES", {}).get(name)
+        if choices is not None:
+            if value not in choices:
+                raise where.error(
+                    f"{prefix}.params.{name}", f"expected {' or '.join(map(repr, choices))}, got {value!r}"
+                )
+            params[name] = value
+        elif name == "padding" and value == "same":
             params[name] = value
         elif not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "padding" else 1):
             expected = 'an integer >= 0 or "same"' if name == "padding" else "an integer >= 1"

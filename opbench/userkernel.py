@@ -7,6 +7,8 @@ plus one keyword argument per search parameter, and returns the output:
     gemm   FUNC(a, b, **params)                                        -> C (M x N)
     conv   FUNC(x, w, stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw), groups=g, **params)
                                                                        -> Y (N x K x H_out x W_out)
+    rnn    FUNC(x, w_ih, w_hh, b_ih, b_hh, h0, nonlinearity="tanh"|"relu", **params) -> (y, h_n)
+    gru    FUNC(x, w_ih, w_hh, b_ih, b_hh, h0, **params)               -> (y, h_n)
     lstm   FUNC(x, w_ih, w_hh, b_ih, b_hh, h0, c0, **params)           -> (y, (h_n, c_n))
 
 In the tuner the module is imported inside the isolated worker only (tune/worker.py), so an import error,
@@ -121,10 +123,11 @@ def call(op: str, fn: Callable[..., Any], shape: Any, inputs: dict[str, Any], pa
             "groups": shape.groups,
         }
         return fn(inputs["x"], inputs["w"], **geometry, **params)
-    if op == "lstm":
-        from opbench.ops.lstm import INPUT_NAMES
+    if op in ("rnn", "gru", "lstm"):
+        from opbench.ops.recurrent import input_names
 
-        return fn(*(inputs[n] for n in INPUT_NAMES), **params)
+        extra = {"nonlinearity": shape.nonlinearity} if op == "rnn" else {}
+        return fn(*(inputs[n] for n in input_names(shape)), **extra, **params)
     raise ValueError(f"no user-kernel calling convention for op '{op}'")
 
 
@@ -135,6 +138,9 @@ def as_output(op: str, result: Any) -> Any:
     if op == "lstm":
         y, (h_n, c_n) = result
         return np.asarray(y), (np.asarray(h_n), np.asarray(c_n))
+    if op in ("rnn", "gru"):
+        y, h_n = result
+        return np.asarray(y), np.asarray(h_n)
     return np.asarray(result)
 
 

@@ -18,16 +18,18 @@ import pytest
 
 from opbench.backends import BACKENDS, Backend
 from opbench.errors import BackendUnavailable
-from opbench.ops import conv, gemm, lstm
+from opbench.ops import conv, gemm, gru, lstm, rnn
 
 NAMES = list(BACKENDS)
-# Odd sizes: 1, primes, non-multiples of every tile.
-SHAPES: dict[str, Any] = {
-    "gemm": gemm.GemmShape(17, 31, 13),
-    "conv": conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1),
-    "lstm": lstm.LstmShape(3, 2, 7, 5),
+# Odd sizes: 1, primes, non-multiples of every tile. Each case: (op module, shape).
+CASES: dict[str, tuple[Any, Any]] = {
+    "gemm": (gemm, gemm.GemmShape(17, 31, 13)),
+    "conv": (conv, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
+    "rnn": (rnn, rnn.RnnShape(3, 2, 7, 5)),
+    "rnn-relu": (rnn, rnn.RnnShape(3, 2, 7, 5, relu=1)),
+    "gru": (gru, gru.GruShape(3, 2, 7, 5)),
+    "lstm": (lstm, lstm.LstmShape(3, 2, 7, 5)),
 }
-OPS = {"gemm": gemm, "conv": conv, "lstm": lstm}
 
 
 @pytest.fixture(scope="module", params=NAMES)
@@ -54,16 +56,16 @@ def test_a_device_it_cannot_use_is_unavailable_not_a_crash(backend: Backend) -> 
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-@pytest.mark.parametrize("op_name", list(OPS))
+@pytest.mark.parametrize("case_name", list(CASES))
 def test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason(
-    backend: Backend, op_name: str, dtype: str
+    backend: Backend, case_name: str, dtype: str
 ) -> None:
+    op, shape = CASES[case_name]
+    op_name = op.NAME
     reason = backend.unsupported_reason(op_name, dtype)
     if reason is not None:
         assert isinstance(reason, str) and reason
         return
-    op = OPS[op_name]
-    shape = SHAPES[op_name]
     inputs = op.make_inputs(shape, dtype, 5)
     case = backend.prepare(op_name, shape, inputs, {})
     assert isinstance(case.details, dict)

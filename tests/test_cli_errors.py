@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 
 BAD = [
-    (["sweep", "rnn"], "unknown op 'rnn' (available: gemm, conv, lstm)"),
+    (["sweep", "attention"], "unknown op 'attention' (available: gemm, conv, rnn, gru, lstm)"),
     (["sweep", "gemm", "--backend", "cpp,tensorrt"], "unknown backend 'tensorrt'"),
     (["sweep", "gemm", "--backend", ""], "--backend is empty"),
     (["sweep", "gemm", "--m", "64:x"], "bad range '64:x'"),
@@ -25,7 +25,7 @@ BAD = [
     (["sweep", "gemm", "--tile-k", "0"], "must be >= 1, got 0"),
     (["sweep", "gemm", "--device", "tpu"], "unknown device 'tpu'"),
     (["sweep", "gemm", "--m", "300000", "--n", "300000", "--k", "300000"], "needs about"),
-    (["sweep"], "name an op (gemm, conv, lstm) or give --spec/--suite"),
+    (["sweep"], "name an op (gemm, conv, rnn, gru, lstm) or give --spec/--suite"),
     (
         ["sweep", "conv", "--hidden", "8"],
         "--hidden does not apply to conv (its options: --batch --input-size",

@@ -150,7 +150,7 @@ def spec_texts(draw: Any) -> str:
     lines = [f"name = {_toml_value(draw(SCALARS))}"] if draw(st.booleans()) else []
     for _ in range(draw(st.integers(0, 3))):
         lines.append("[[sweep]]")
-        table = {"op": draw(st.sampled_from(["gemm", "conv", "lstm", "rnn", ""]))}
+        table = {"op": draw(st.sampled_from(["gemm", "conv", "lstm", "rnn", "gru", "attention", ""]))}
         for key in draw(st.lists(st.sampled_from(SPEC_KEYS), max_size=5, unique=True)):
             if key in ("base", "axes", "params"):
                 table[key] = draw(

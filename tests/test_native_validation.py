@@ -103,14 +103,16 @@ def gemm_core(m, n, tm, tn, tk, threads, loops, dtype, isa):
 
 @SETTINGS
 @given(t=st.integers(1, 2**16), b=st.integers(1, 2**8), i=SMALL, hid=st.integers(1, 2**11), tm=TILE, tn=TILE,
-       tk=TILE, threads=THREADS, isa=st.sampled_from(kernels.available_isas()))
-def lstm_core(t, b, i, hid, tm, tn, tk, threads, isa):
-    shapes = [(t, b, i), (4 * hid, i), (4 * hid, hid), (4 * hid,), (4 * hid,), (b, hid), (b, hid)]
+       tk=TILE, threads=THREADS, isa=st.sampled_from(kernels.available_isas()),
+       cell=st.sampled_from(["rnn_tanh", "rnn_relu", "gru", "lstm"]))
+def recurrent_core(t, b, i, hid, tm, tn, tk, threads, isa, cell):
+    g = {"gru": 3, "lstm": 4}.get(cell, 1) * hid
+    shapes = [(t, b, i), (g, i), (g, hid), (g,), (g,), (b, hid)] + ([(b, hid)] if cell == "lstm" else [])
     if sum(int(np.prod(s)) for s in shapes) * 4 > 32 << 20:
         return  # the inputs themselves would be the big allocation
-    args = [np.full(s, 0.01, np.float32) for s in shapes]
+    args = [np.full(s, 0.01, np.float32) for s in shapes] + ([] if cell == "lstm" else [None])
     expect_ok_or_value_error(
-        lambda: _core.prepare_lstm(*args, None, None, None, tm, tn, tk, threads, isa).output())
+        lambda: _core.prepare_rnn(cell, *args, None, None, None, tm, tn, tk, threads, isa).output())
 
 
 @SETTINGS
@@ -124,7 +126,7 @@ def machine_probes(threads, elements, repeats, min_time, nbytes):
         expect_ok_or_value_error(lambda: _core.flush_cache(nbytes))
 
 
-for prop in (conv_core, conv_facade, gemm_core, lstm_core, machine_probes):
+for prop in (conv_core, conv_facade, gemm_core, recurrent_core, machine_probes):
     prop = seed(int(os.environ["OPBENCH_FUZZ_SEED"]))(prop) if "OPBENCH_FUZZ_SEED" in os.environ else prop
     prop()
 print(f"ok {done['ok']} {done['refused']}")

@@ -56,7 +56,7 @@ def test_scale_shrinks_batch_and_input_size_only() -> None:
 def test_builtin_suites_load(name: str) -> None:
     assert name in suite_names()
     spec = load_suite(name)
-    assert {p.op for p in spec.plans} == {"gemm", "conv", "lstm"}
+    assert {p.op for p in spec.plans} == {"gemm", "conv", "rnn", "gru", "lstm"}
     assert all(p.shapes for p in spec.plans)
     if name.startswith("deepbench"):
         assert "DeepBench" in spec.source and "Apache-2.0" in spec.source
@@ -103,7 +103,7 @@ BAD = [
         "sweep[0].axes.batch: expected integers >= 1, got 0",
     ),
     ("[[sweep]]\nop = 'conv'\naxes = { hidden = [8] }\n", "sweep[0].axes.hidden: not an axis of conv"),
-    ("[[sweep]]\nop = 'rnn'\n", "sweep[0].op: expected one of gemm, conv, lstm, got 'rnn'"),
+    ("[[sweep]]\nop = 'rnn2'\n", "sweep[0].op: expected one of gemm, conv, rnn, gru, lstm, got 'rnn2'"),
     ("[[sweep]]\nop = 'gemm'\nmode = 'diagonal'\n", "sweep[0].mode: expected one-factor or product"),
     ("[[sweep]]\nop = 'gemm'\ndtypes = ['fp64']\n", "sweep[0].dtypes: unknown dtype 'fp64'"),
     ("[[sweep]]\nop = 'gemm'\nbackends = ['tpu']\n", "sweep[0].backends: unknown backend 'tpu'"),

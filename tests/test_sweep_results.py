@@ -324,6 +324,31 @@ def test_lstm_product_sweep(tmp_path: Path) -> None:
             assert r["status"] == "ok" and r["verify"]["ok"], r
 
 
+@pytest.mark.parametrize(
+    ("op", "extra", "gates"), [("rnn", "--nonlinearity relu", 1), ("rnn", "", 1), ("gru", "", 3)]
+)
+def test_rnn_and_gru_sweeps_in_every_backend(tmp_path: Path, op: str, extra: str, gates: int) -> None:
+    doc, _, _ = run_and_load(
+        tmp_path,
+        (
+            f"sweep {op} {extra} --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 17 "
+            "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy"
+        ),
+    )
+    relu = int("relu" in extra)
+    assert doc["op"] == op and len({r["label"] for r in doc["records"]}) == 2
+    assert "DeepBench" in doc["flop_note"]
+    for r in doc["records"]:
+        h, b = r["shape"]["hidden"], r["shape"]["batch"]
+        assert r["flops"] == 2 * gates * h * (5 + h) * 4 * b
+        if op == "rnn":
+            assert r["shape"]["relu"] == relu and r["label"].endswith(" relu") == bool(relu)
+        if r["backend"] == "numpy":
+            assert r["status"] == "skipped" and "float64 reference" in r["reason"]
+        elif doc["backends"][r["backend"]]["available"]:
+            assert r["status"] == "ok" and r["verify"]["ok"], r
+
+
 def test_a_case_over_the_memory_budget_is_skipped_not_killed(tmp_path: Path) -> None:
     # 64^3 needs ~0.2 MiB; 4096 x 4096 x 4096 needs ~1.5 GiB: a 64 MiB budget skips only the second.
     doc, _, _ = run_and_load(

@@ -1,5 +1,6 @@
-"""`opbench tune conv` and `opbench tune lstm`: their search spaces, real studies on small shapes resumed
-after a real kill -9, the shape options, and tuned records used by the kernels facade and by sweeps."""
+"""`opbench tune conv|rnn|gru|lstm`: their search spaces, real studies on small shapes (conv and lstm
+resumed after a real kill -9; rnn and gru run whole), the shape options, and tuned records used by the
+kernels facade and by sweeps."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from conftest import quick_sweep, run_cli
 
 from opbench import kernels
-from opbench.ops import conv, lstm
+from opbench.ops import conv, gru, lstm, rnn
 
 optuna = pytest.importorskip("optuna")
 sqlalchemy_exc = pytest.importorskip("sqlalchemy.exc")
@@ -27,6 +28,11 @@ CONV = ["--batch", "1", "--in-channels", "8", "--out-channels", "8", "--input-si
 LSTM = ["--batch", "2", "--seq-len", "3", "--input-size", "24", "--hidden", "24"]
 SHAPES = {
     "conv": (CONV, conv.ConvShape(n=1, c=8, h=8, w=8, k=8, r=3, s=3, pad_h=1, pad_w=1)),
+    "rnn": (
+        [*LSTM, "--nonlinearity", "relu"],
+        rnn.RnnShape(seq_len=3, batch=2, input_size=24, hidden=24, relu=1),
+    ),
+    "gru": (LSTM, gru.GruShape(seq_len=3, batch=2, input_size=24, hidden=24)),
     "lstm": (LSTM, lstm.LstmShape(seq_len=3, batch=2, input_size=24, hidden=24)),
 }
 QUICK = ["--threads", "1", "--confirm-top", "1", "--confirm-rounds", "1"]
@@ -46,7 +52,7 @@ def _space(op: str) -> Any:
     return build_space(cfg)[0]
 
 
-@pytest.mark.parametrize("op", ["conv", "lstm"])
+@pytest.mark.parametrize("op", list(SHAPES))
 def test_the_space_file_gives_valid_tilings_up_to_the_padded_dimensions(op: str) -> None:
     from opbench.tune.config import _names
 
@@ -64,8 +70,8 @@ def test_the_space_file_gives_valid_tilings_up_to_the_padded_dimensions(op: str)
     if op == "conv":
         # the implicit GEMM of one image: 8 channels, 8 rows x (8 + 2) padded columns, 8 x 3 x 3 deep
         assert (names["m"], names["n"], names["k"]) == (8, 80, 72)
-    else:
-        assert (names["m"], names["n"], names["k"]) == (6, 96, 24)
+    else:  # T*B rows, gates*H columns, max(I, H) deep
+        assert (names["m"], names["n"], names["k"]) == (6, shape.GATES * 24, 24)
     assert len(space.enumerate()) == np.prod([len(v) for _, v in space.params])
 
 
@@ -125,7 +131,8 @@ def test_shape_options_are_checked_per_op(tmp_path: Path) -> None:
         (["tune", "conv", "--m", "64"], "--m does not apply to conv"),
         (["tune", "lstm", "--padding", "1"], "--padding does not apply to lstm"),
         (["tune", "conv", "--filter-size", "9", "--input-size", "4", "--padding", "0"], "empty"),
-        (["tune", "rnn"], "opbench tune supports gemm, conv, lstm"),
+        (["tune", "attention"], "opbench tune supports gemm, conv, rnn, gru, lstm (got 'attention')"),
+        (["tune", "gru", "--nonlinearity", "relu"], "--nonlinearity does not apply to gru"),
         (["tune", "lstm", "--hidden", "0"], "--hidden"),
     ):
         proc = run_cli([*args, "--out", str(tmp_path)])
@@ -151,6 +158,36 @@ def _record(op: str, shape: Any, tiles: dict[str, int]) -> None:
     )
 
 
+@pytest.mark.parametrize("op", ["rnn", "gru"])
+def test_a_small_rnn_and_gru_study_runs_whole_and_is_confirmed(op: str, tmp_path: Path) -> None:
+    flags, shape = SHAPES[op]
+    proc = run_cli(
+        [
+            "tune",
+            op,
+            *flags,
+            *QUICK,
+            "--sampler",
+            "random",
+            "--seed",
+            "1",
+            "--trials",
+            "6",
+            "--out",
+            str(tmp_path),
+        ],
+        env={**os.environ, "OPBENCH_RECORDS_DIR": str(tmp_path / "records")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    name = f"{op}-{shape.label().replace(' ', '_')}-fp32-t1"
+    study = _study(tmp_path, name)
+    assert study.user_attrs["fingerprint"]["op"] == op
+    assert study.user_attrs["fingerprint"]["shape"] == shape.to_dict()
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert complete and all(t.user_attrs.get("verify_ok", True) for t in complete)
+    assert "confirmation" in proc.stdout and "best: tile_m=" in proc.stdout
+
+
 def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path, monkeypatch: Any) -> None:
     from opbench.tune import records
 
@@ -158,6 +195,8 @@ def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path,
     conv_shape, lstm_shape = SHAPES["conv"][1], SHAPES["lstm"][1]
     _record("conv", conv_shape, {"tile_m": 14, "tile_n": 32, "tile_k": 16})
     _record("lstm", lstm_shape, {"tile_m": 14, "tile_n": 32, "tile_k": 16})
+    _record("gru", SHAPES["gru"][1], {"tile_m": 14, "tile_n": 32, "tile_k": 16})
+    _record("rnn", SHAPES["rnn"][1], {"tile_m": 14, "tile_n": 32, "tile_k": 16})
 
     inputs = conv.make_inputs(conv_shape, "fp32", 0)
     x, w = inputs["x"], inputs["w"]
@@ -179,6 +218,16 @@ def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path,
     assert tiles["tile_n"] == 32 and "exact" in note
     out = kernels.lstm(*(lstm_in[n] for n in lstm.INPUT_NAMES), threads=1, tiles=tiles)
     assert lstm.check(lstm_shape, out, lstm_in, lstm.reference(lstm_shape, lstm_in), "fp32", "fp32")["ok"]
+    # A ReLU RNN's record never stands for the tanh RNN of the same sizes.
+    rnn_in = rnn.make_inputs(SHAPES["rnn"][1], "fp32", 0)
+    relu_tiles, note = records.tuned_recurrent_tiles("rnn", rnn_in["x"], rnn_in["w_hh"], 1, "relu")
+    assert relu_tiles["tile_k"] == 16 and "exact" in note
+    assert records.tuned_recurrent_tiles("rnn", rnn_in["x"], rnn_in["w_hh"], 1, "tanh")[0] == {}
+    y, h_n = kernels.rnn(
+        *(rnn_in[n] for n in rnn.INPUT_NAMES), nonlinearity="relu", threads=1, tiles=relu_tiles
+    )
+    relu_ref = rnn.reference(SHAPES["rnn"][1], rnn_in)
+    assert rnn.check(SHAPES["rnn"][1], (y, h_n), rnn_in, relu_ref, "fp32", "fp32")["ok"]
 
     env = {**os.environ, "OPBENCH_RECORDS_DIR": str(tmp_path / "records")}
     for op, (flags, _) in SHAPES.items():

@@ -1,7 +1,10 @@
-// AVX2 LSTM cell: 8 units per step with the same vectorised exp as the AVX-512 cell (2^n built from the
+// AVX2 recurrent cells: 8 units per step with the same vectorised exp as the AVX-512 cell (2^n built from the
 // exponent bits), edges handled by a spill to a local array. Compiled with the avx2 flags.
 #include <immintrin.h>
 
+#include <cstring>
+
+#include "cell_body.hpp"
 #include "cells.hpp"
 
 namespace opbench {
@@ -41,58 +44,39 @@ inline __m256 tanh_ps(__m256 x) {
   return _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
 }
 
-// Units [0, n) of one row, n <= 8.
-inline void cell8(const float* z, int64_t gs, float* c, float* h32, uint16_t* h16, int n) {
-  alignas(32) float zi[8] = {}, zf[8] = {}, zg[8] = {}, zo[8] = {}, cc[8] = {}, hh[8];
-  for (int j = 0; j < n; ++j) {
-    zi[j] = z[j];
-    zf[j] = z[gs + j];
-    zg[j] = z[2 * gs + j];
-    zo[j] = z[3 * gs + j];
-    cc[j] = c[j];
+struct Ymm {
+  using T = __m256;
+  static constexpr int W = 8;
+  static T load(const float* p, int n) {
+    if (n == 8) return _mm256_loadu_ps(p);
+    alignas(32) float tmp[8] = {};
+    std::memcpy(tmp, p, sizeof(float) * n);
+    return _mm256_load_ps(tmp);
   }
-  const __m256 i = sigmoid_ps(_mm256_load_ps(zi)), f = sigmoid_ps(_mm256_load_ps(zf));
-  const __m256 g = tanh_ps(_mm256_load_ps(zg)), o = sigmoid_ps(_mm256_load_ps(zo));
-  const __m256 cn = _mm256_fmadd_ps(f, _mm256_load_ps(cc), _mm256_mul_ps(i, g));
-  _mm256_store_ps(cc, cn);
-  _mm256_store_ps(hh, _mm256_mul_ps(o, tanh_ps(cn)));
-  for (int j = 0; j < n; ++j) {
-    c[j] = cc[j];
-    if (h32 != nullptr) {
-      h32[j] = hh[j];
-    } else {
-      h16[j] = _cvtss_sh(hh[j], kRound);
-    }
+  static void store(float* p, T v, int n) {
+    if (n == 8) return _mm256_storeu_ps(p, v);
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, v);
+    std::memcpy(p, tmp, sizeof(float) * n);
   }
-}
+  static void store_f16(uint16_t* p, T v, int n) {
+    const __m128i h = _mm256_cvtps_ph(v, kRound);
+    if (n == 8) return _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+    alignas(16) uint16_t tmp[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), h);
+    std::memcpy(p, tmp, sizeof(uint16_t) * n);
+  }
+  static T add(T a, T b) { return _mm256_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
+  static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+  static T sigmoid(T x) { return sigmoid_ps(x); }
+  static T tanh(T x) { return tanh_ps(x); }
+  static T relu(T x) { return _mm256_max_ps(_mm256_setzero_ps(), x); }  // x second: NaN stays NaN
+};
 
 }  // namespace
 
-void lstm_cell_avx2(int64_t rows, int64_t cols, const float* z, int64_t ldz, int64_t gate_stride, float* c,
-                    int64_t ldc, float* h32, uint16_t* h16, int64_t ldh) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* zr = z + r * ldz;
-    float* cr = c + r * ldc;
-    int64_t j = 0;
-    for (; j + 8 <= cols; j += 8) {
-      const __m256 i = sigmoid_ps(_mm256_loadu_ps(zr + j));
-      const __m256 f = sigmoid_ps(_mm256_loadu_ps(zr + gate_stride + j));
-      const __m256 g = tanh_ps(_mm256_loadu_ps(zr + 2 * gate_stride + j));
-      const __m256 o = sigmoid_ps(_mm256_loadu_ps(zr + 3 * gate_stride + j));
-      const __m256 cn = _mm256_fmadd_ps(f, _mm256_loadu_ps(cr + j), _mm256_mul_ps(i, g));
-      _mm256_storeu_ps(cr + j, cn);
-      const __m256 h = _mm256_mul_ps(o, tanh_ps(cn));
-      if (h32 != nullptr) {
-        _mm256_storeu_ps(h32 + r * ldh + j, h);
-      } else {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(h16 + r * ldh + j), _mm256_cvtps_ph(h, kRound));
-      }
-    }
-    if (j < cols) {
-      cell8(zr + j, gate_stride, cr + j, h32 ? h32 + r * ldh + j : nullptr, h32 ? nullptr : h16 + r * ldh + j,
-            static_cast<int>(cols - j));
-    }
-  }
-}
+OPBENCH_DEFINE_CELLS(avx2, Ymm)
 
 }  // namespace opbench

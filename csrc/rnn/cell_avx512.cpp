@@ -1,8 +1,10 @@
-// AVX-512 LSTM cell: 16 units per step with a vectorised exp (Cody-Waite reduction, degree-7 Taylor
-// polynomial on |r| <= ln2/2: truncation < 1e-8 relative, about 2 ulp in all), sigmoid and tanh from it.
+// AVX-512 recurrent cells: 16 units per step with a vectorised exp (Cody-Waite reduction, degree-7 Taylor
+// polynomial on |r| <= ln2/2: truncation < 1e-8 relative, about 2 ulp in all), sigmoid and tanh from it;
+// edges by masked loads and stores.
 // Compiled with the avx512 flags.
 #include <immintrin.h>
 
+#include "cell_body.hpp"
 #include "cells.hpp"
 
 namespace opbench {
@@ -41,31 +43,25 @@ inline __m512 tanh_ps(__m512 x) {  // 1 - 2 / (exp(2x) + 1): exact limits at +-i
   return _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
 }
 
+inline __mmask16 lanes(int n) { return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+
+struct Zmm {
+  using T = __m512;
+  static constexpr int W = 16;
+  static T load(const float* p, int n) { return _mm512_maskz_loadu_ps(lanes(n), p); }
+  static void store(float* p, T v, int n) { _mm512_mask_storeu_ps(p, lanes(n), v); }
+  static void store_f16(uint16_t* p, T v, int n) { _mm256_mask_storeu_epi16(p, lanes(n), _mm512_cvtps_ph(v, kRound)); }
+  static T add(T a, T b) { return _mm512_add_ps(a, b); }
+  static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  static T sigmoid(T x) { return sigmoid_ps(x); }
+  static T tanh(T x) { return tanh_ps(x); }
+  static T relu(T x) { return _mm512_max_ps(_mm512_setzero_ps(), x); }  // x second: NaN stays NaN
+};
+
 }  // namespace
 
-void lstm_cell_avx512(int64_t rows, int64_t cols, const float* z, int64_t ldz, int64_t gate_stride, float* c,
-                      int64_t ldc, float* h32, uint16_t* h16, int64_t ldh) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* zr = z + r * ldz;
-    float* cr = c + r * ldc;
-    for (int64_t j = 0; j < cols; j += 16) {
-      const int64_t left = cols - j;
-      const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-      const __m512 i = sigmoid_ps(_mm512_maskz_loadu_ps(m, zr + j));
-      const __m512 f = sigmoid_ps(_mm512_maskz_loadu_ps(m, zr + gate_stride + j));
-      const __m512 g = tanh_ps(_mm512_maskz_loadu_ps(m, zr + 2 * gate_stride + j));
-      const __m512 o = sigmoid_ps(_mm512_maskz_loadu_ps(m, zr + 3 * gate_stride + j));
-      const __m512 cn = _mm512_fmadd_ps(f, _mm512_maskz_loadu_ps(m, cr + j), _mm512_mul_ps(i, g));
-      _mm512_mask_storeu_ps(cr + j, m, cn);
-      const __m512 h = _mm512_mul_ps(o, tanh_ps(cn));
-      if (h32 != nullptr) {
-        _mm512_mask_storeu_ps(h32 + r * ldh + j, m, h);
-      } else {
-        const __m256i hh = _mm512_cvtps_ph(h, kRound);
-        _mm256_mask_storeu_epi16(h16 + r * ldh + j, m, hh);
-      }
-    }
-  }
-}
+OPBENCH_DEFINE_CELLS(avx512, Zmm)
 
 }  // namespace opbench

@@ -20,10 +20,10 @@ const std::vector<IsaEntry>& isa_table() {
   static const std::vector<IsaEntry> table = {
       {"avx512",
        [](const CpuInfo& c) { return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c; },
-       kernels_avx512, {lstm_cell_avx512}, fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains"},
-      {"avx2", [](const CpuInfo& c) { return c.avx2 && c.fma && c.f16c; }, kernels_avx2, {lstm_cell_avx2},
+       kernels_avx512, {lstm_cell_avx512, gru_cell_avx512, rnn_cell_avx512}, fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains"},
+      {"avx2", [](const CpuInfo& c) { return c.avx2 && c.fma && c.f16c; }, kernels_avx2, {lstm_cell_avx2, gru_cell_avx2, rnn_cell_avx2},
        fma_chains_f32_avx2, "avx2 fp32 FMA (ymm), 12 chains"},
-      {"ref", [](const CpuInfo&) { return true; }, kernels_ref, {lstm_cell_ref}, fma_chains_f32_ref,
+      {"ref", [](const CpuInfo&) { return true; }, kernels_ref, {lstm_cell_ref, gru_cell_ref, rnn_cell_ref}, fma_chains_f32_ref,
        "portable fp32 multiply+add, 32 chains"},
   };
   return table;

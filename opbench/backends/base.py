@@ -5,7 +5,8 @@ device)` once before the first case. Per case: `unsupported_reason(op, dtype)`, 
 inputs, params)`, which converts inputs to the backend's own tensors and allocates outputs, all outside any
 timed region. The returned Prepared is verified with `output()` and timed with `run(loops)` by the Timer.
 
-Outputs come back as numpy arrays in the op's structure: gemm and conv one array, lstm (y, (h_n, c_n)).
+Outputs come back as numpy arrays in the op's structure: gemm and conv one array, rnn and gru (y, h_n),
+lstm (y, (h_n, c_n)).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class Backend(ABC):
         """Fix the thread count and device for the rest of the process. Raises BackendUnavailable."""
 
     #: ops this backend has an adapter for
-    ops: ClassVar[tuple[str, ...]] = ("gemm", "conv", "lstm")
+    ops: ClassVar[tuple[str, ...]] = ("gemm", "conv", "rnn", "gru", "lstm")
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         """None when this backend runs `op` in `dtype`, else why not."""

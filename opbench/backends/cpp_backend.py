@@ -109,6 +109,8 @@ class CppBackend(Backend):
 ALGORITHMS = {
     "gemm": "blocked GEMM (BLIS loops)",
     "conv": "implicit GEMM, B rows read in place from the padded image",
+    "rnn": "input GEMM for all steps + recurrent GEMM per step + fused activation",
+    "gru": "input GEMM for all steps + recurrent GEMM per step (own buffer) + fused cell (state in fp32)",
     "lstm": "input GEMM for all steps + recurrent GEMM per step + fused cell (cell state in fp32)",
 }
 
@@ -117,10 +119,10 @@ def _clamp_dims(op: str, shape: Any) -> dict[str, int] | None:
     """The sizes that bound the tiles reported as effective (conv's plan reports its own)."""
     if op == "gemm":
         return {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
-    if op == "lstm":
+    if op in ("rnn", "gru", "lstm"):
         return {
             "tile_m": shape.batch,
-            "tile_n": 4 * shape.hidden,
+            "tile_n": shape.GATES * shape.hidden,
             "tile_k": max(shape.input_size, shape.hidden),
         }
     return None

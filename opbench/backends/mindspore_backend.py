@@ -1,6 +1,6 @@
-"""Backend `mindspore`: ops.matmul, ops.conv2d and nn.LSTM in PyNative mode, each call run to completion.
-On the CPU by default; `--device cuda[:N]` asks for MindSpore's GPU target and `ascend[:N]` for Ascend,
-where MindSpore reports them available (neither has run yet: no such machine was at hand).
+"""Backend `mindspore`: ops.matmul, ops.conv2d and nn.RNN/GRU/LSTM in PyNative mode, each call run to
+completion. On the CPU by default; `--device cuda[:N]` asks for MindSpore's GPU target and `ascend[:N]`
+for Ascend, where MindSpore reports them available (neither has run yet: no such machine was at hand).
 
 MindSpore's PyNative CPU execution is asynchronous and `mindspore.runtime.synchronize()` does not
 support the CPU, so the adapter calls `runtime.launch_blocking()`: every op returns only once it has
@@ -24,6 +24,10 @@ from opbench.errors import BackendUnavailable
 MS_THREADS = ("ActorThread", "KernelThread")
 # How long setup waits for the runtime threads to appear before giving up on placing them.
 PLACE_WAIT_S = 2.0
+
+
+# The recurrent ops and the mindspore.nn layer of each (weights named as torch names them).
+RECURRENT = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 
 
 class _MindSporeCase(Prepared):
@@ -164,11 +168,14 @@ class MindSporeBackend(Backend):
             )
             details["call"] = "ops.conv2d(pad_mode='pad') (output allocated per call)"
             return _MindSporeCase(lambda: conv2d(x, w, None, *args), host, details, self._events)
-        if op == "lstm":
-            lstm = ms.nn.LSTM(shape.input_size, shape.hidden, num_layers=1, has_bias=True, batch_first=False)
+        if op in RECURRENT:
+            cls, extra = RECURRENT[op], ({"nonlinearity": shape.nonlinearity} if op == "rnn" else {})
+            layer = getattr(ms.nn, cls)(
+                shape.input_size, shape.hidden, num_layers=1, has_bias=True, batch_first=False, **extra
+            )
             if inputs["x"].dtype == np.float16:
-                lstm.to_float(ms.float16)
-            params_by_name = {p.name: p for p in lstm.get_parameters()}
+                layer.to_float(ms.float16)
+            params_by_name = {p.name: p for p in layer.get_parameters()}
             for name, pname in (
                 ("w_ih", "weight_ih_l0"),
                 ("w_hh", "weight_hh_l0"),
@@ -177,14 +184,18 @@ class MindSporeBackend(Backend):
             ):
                 params_by_name[pname].set_data(t[name])
             x = t["x"]
-            state = (ms.Tensor(inputs["h0"][None]), ms.Tensor(inputs["c0"][None]))
-            details["call"] = "nn.LSTM(batch_first=False)" + (
+            h0 = ms.Tensor(inputs["h0"][None])
+            state = (h0, ms.Tensor(inputs["c0"][None])) if op == "lstm" else h0
+            options = "".join(f", {k}='{v}'" for k, v in extra.items())
+            details["call"] = f"nn.{cls}(batch_first=False{options})" + (
                 ", to_float(float16)" if x.dtype == ms.float16 else ""
             )
 
             def to_numpy(res: Any) -> Any:
-                y, (h, c) = res
-                return host(y), (host(h)[0], host(c)[0])
+                y, final = res
+                if op == "lstm":
+                    return host(y), (host(final[0])[0], host(final[1])[0])
+                return host(y), host(final)[0]
 
-            return _MindSporeCase(lambda: lstm(x, state), to_numpy, details, self._events)
+            return _MindSporeCase(lambda: layer(x, state), to_numpy, details, self._events)
         raise ValueError(f"mindspore has no {op} adapter")

@@ -30,7 +30,7 @@ class _NumpyGemm(Prepared):
 
 class NumpyBackend(Backend):
     name = "numpy"
-    ops = ("gemm",)  # for conv and lstm numpy is the float64 reference, not a contender
+    ops = ("gemm",)  # for conv and the recurrent ops numpy is the float64 reference, not a contender
 
     def __init__(self) -> None:
         self._limiter: Any = None

@@ -1,4 +1,5 @@
-"""Backends `tensorflow` and `tensorflow-eager`: tf.linalg.matmul, tf.nn.conv2d and tf.keras.layers.LSTM.
+"""Backends `tensorflow` and `tensorflow-eager`: tf.linalg.matmul, tf.nn.conv2d and the Keras SimpleRNN, GRU
+and LSTM layers.
 
 `tensorflow` runs each op inside a `tf.function` (a traced graph, without XLA), traced once before timing;
 `tensorflow-eager` calls the same ops eagerly. Both appear side by side in one table when asked for.
@@ -192,10 +193,9 @@ class TensorFlowBackend(Backend):
 
                 details["call"] = "tf.nn.conv2d(data_format='NHWC') (output allocated per call)"
                 details["layout"] = "NHWC input, RSCK filter (converted from NCHW/KCRS before timing)"
-            elif op == "lstm":
-                call, to_numpy = self._lstm(shape, inputs)
-                details["call"] = "tf.keras.layers.LSTM(return_sequences, return_state) on batch-major x"
-                details["layout"] = "x batch-major (B, T, I), converted before timing; bias = b_ih + b_hh"
+            elif op in ("rnn", "gru", "lstm"):
+                call, to_numpy, details["call"], bias_note = self._recurrent(op, shape, inputs)
+                details["layout"] = f"x batch-major (B, T, I), converted before timing; {bias_note}"
             else:
                 raise ValueError(f"tensorflow has no {op} adapter")
             call()  # trace the tf.function (and warm the eager path) before anything is timed
@@ -211,30 +211,54 @@ class TensorFlowBackend(Backend):
 
         return _TfCase(on_device, to_numpy, sync, details)
 
-    def _lstm(
-        self, shape: Any, inputs: dict[str, np.ndarray]
-    ) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+    def _recurrent(
+        self, op: str, shape: Any, inputs: dict[str, np.ndarray]
+    ) -> tuple[Callable[[], Any], Callable[[Any], Any], str, str]:
+        """A Keras layer given torch's weights: SimpleRNN (activation tanh or relu), GRU(reset_after=True),
+        whose gates are z, r, n where torch's are r, z, n, with its two biases kept apart, and LSTM with
+        one bias. Returns the call, the conversion of its result, and what was called and how the biases
+        went in."""
         tf = self._tf
         dtype = "float16" if inputs["x"].dtype == np.float16 else "float32"
-        layer = tf.keras.layers.LSTM(shape.hidden, return_sequences=True, return_state=True, dtype=dtype)
+        units = shape.hidden
+        w_ih, w_hh, b_ih, b_hh = (inputs[n] for n in ("w_ih", "w_hh", "b_ih", "b_hh"))
+        if op == "gru":
+            order = np.r_[units : 2 * units, 0:units, 2 * units : 3 * units]  # (r, z, n) -> (z, r, n)
+            layer = tf.keras.layers.GRU(
+                units, reset_after=True, return_sequences=True, return_state=True, dtype=dtype
+            )
+            weights = [w_ih[order].T, w_hh[order].T, np.stack([b_ih[order], b_hh[order]])]
+            call_text = "tf.keras.layers.GRU(reset_after=True, return_sequences, return_state)"
+            bias_note = "gates reordered r, z, n -> z, r, n; input and recurrent biases apart"
+        else:
+            bias = (b_ih.astype(np.float32) + b_hh.astype(np.float32)).astype(inputs["x"].dtype)
+            weights = [w_ih.T, w_hh.T, bias]
+            bias_note = "bias = b_ih + b_hh"
+            if op == "rnn":
+                act = shape.nonlinearity
+                layer = tf.keras.layers.SimpleRNN(
+                    units, activation=act, return_sequences=True, return_state=True, dtype=dtype
+                )
+                call_text = f"tf.keras.layers.SimpleRNN(activation='{act}', return_sequences, return_state)"
+            else:
+                layer = tf.keras.layers.LSTM(units, return_sequences=True, return_state=True, dtype=dtype)
+                call_text = "tf.keras.layers.LSTM(return_sequences, return_state)"
         x = tf.constant(np.ascontiguousarray(inputs["x"].transpose(1, 0, 2)))
-        state = [tf.constant(inputs["h0"]), tf.constant(inputs["c0"])]
+        state = [tf.constant(inputs["h0"])] + ([tf.constant(inputs["c0"])] if op == "lstm" else [])
         layer.build(x.shape)
-        bias = (inputs["b_ih"].astype(np.float32) + inputs["b_hh"].astype(np.float32)).astype(
-            inputs["x"].dtype
-        )
-        layer.set_weights([inputs["w_ih"].T, inputs["w_hh"].T, bias])
+        layer.set_weights(weights)
 
-        def lstm(x: Any, h0: Any, c0: Any) -> Any:
-            return layer(x, initial_state=[h0, c0])
+        def recurrent(x: Any, *state: Any) -> Any:
+            return layer(x, initial_state=list(state))
 
-        lstm_fn = self._compile(lstm)
+        fn = self._compile(recurrent)
 
         def to_numpy(res: Any) -> Any:
-            y, h, c = (np.asarray(t.numpy()) for t in res)
-            return y.transpose(1, 0, 2), (h, c)
+            y, *final = (np.asarray(t.numpy()) for t in res)
+            y = y.transpose(1, 0, 2)
+            return (y, (final[0], final[1])) if op == "lstm" else (y, final[0])
 
-        return (lambda: lstm_fn(x, *state)), to_numpy
+        return (lambda: fn(x, *state)), to_numpy, call_text + " on batch-major x", bias_note
 
 
 class TensorFlowEagerBackend(TensorFlowBackend):

@@ -1,5 +1,5 @@
-"""Backend `torch`: torch.mm into a preallocated output, F.conv2d and nn.LSTM, on a chosen device, under
-inference_mode; threads via torch.set_num_threads."""
+"""Backend `torch`: torch.mm into a preallocated output, F.conv2d and nn.RNN, nn.GRU and nn.LSTM, on a chosen
+device, under inference_mode; threads via torch.set_num_threads."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from opbench.errors import BackendUnavailable
 
 # Calls per captured CUDA graph: enough to hide one replay's launch, few enough to capture quickly.
 GRAPH_CALLS = 16
+
+
+# The recurrent ops and the torch.nn layer of each (weights named weight_ih_l0 ... bias_hh_l0 in all three).
+RECURRENT = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 
 
 class _TorchCase(Prepared):
@@ -211,18 +215,26 @@ class TorchBackend(Backend):
             else:
                 details["cudnn_enabled"] = torch.backends.cudnn.enabled
             return _TorchCase(torch, dev, lambda: conv2d(x, w, None, *args), cpu, details)
-        if op == "lstm":
-            lstm = torch.nn.LSTM(shape.input_size, shape.hidden, num_layers=1, bias=True, batch_first=False)
-            lstm = lstm.to(device=dev, dtype=t["x"].dtype)
+        if op in RECURRENT:
+            cls, extra = RECURRENT[op], ({"nonlinearity": shape.nonlinearity} if op == "rnn" else {})
+            layer = getattr(torch.nn, cls)(shape.input_size, shape.hidden, num_layers=1, bias=True, **extra)
+            layer = layer.to(device=dev, dtype=t["x"].dtype)
             with torch.no_grad():
                 for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
-                    getattr(lstm, f"{name.replace('w_', 'weight_').replace('b_', 'bias_')}_l0").copy_(t[name])
-            x, state = t["x"], (t["h0"][None], t["c0"][None])
-            details["call"] = "torch.nn.LSTM(batch_first=False)"
+                    getattr(layer, f"{name.replace('w_', 'weight_').replace('b_', 'bias_')}_l0").copy_(
+                        t[name]
+                    )
+            x = t["x"]
+            state = (t["h0"][None], t["c0"][None]) if op == "lstm" else t["h0"][None]
+            details["call"] = (
+                f"torch.nn.{cls}(batch_first=False" + "".join(f", {k}='{v}'" for k, v in extra.items()) + ")"
+            )
 
             def to_numpy(res: Any) -> Any:
-                y, (h, c) = res
-                return cpu(y), (cpu(h[0]), cpu(c[0]))
+                y, final = res
+                if op == "lstm":
+                    return cpu(y), (cpu(final[0][0]), cpu(final[1][0]))
+                return cpu(y), cpu(final[0])
 
-            return _TorchCase(torch, dev, lambda: lstm(x, state), to_numpy, details)
+            return _TorchCase(torch, dev, lambda: layer(x, state), to_numpy, details)
         raise ValueError(f"torch has no {op} adapter")

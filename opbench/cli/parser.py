@@ -101,7 +101,13 @@ AXIS_FLAGS = {
     "seq_len": "--seq-len",
     "hidden": "--hidden",
 }
-PARAM_FLAGS = {"stride": "--stride", "padding": "--padding", "dilation": "--dilation", "groups": "--groups"}
+PARAM_FLAGS = {
+    "stride": "--stride",
+    "padding": "--padding",
+    "dilation": "--dilation",
+    "groups": "--groups",
+    "nonlinearity": "--nonlinearity",
+}
 
 
 def _rounds(text: str) -> int:
@@ -144,12 +150,13 @@ def _bytes(text: str) -> int:
     return int(v)
 
 
-def _conv_params(group: Any) -> None:
-    """The conv parameters PARAM_FLAGS names, as `opbench sweep` and `opbench tune` both take them."""
+def _op_params(group: Any) -> None:
+    """The op parameters PARAM_FLAGS names, as `opbench sweep` and `opbench tune` both take them."""
     group.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
     group.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
     group.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
     group.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
+    group.add_argument("--nonlinearity", choices=("tanh", "relu"), help="rnn activation (default tanh)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     s = sub.add_parser("sweep", help="measure an operator over shapes, dtypes and backends")
-    s.add_argument("op", nargs="?", help="gemm, conv or lstm (with --spec/--suite: run only that op's part)")
+    s.add_argument(
+        "op", nargs="?", help="gemm, conv, rnn, gru or lstm (with --spec/--suite: run only that op's part)"
+    )
     s.add_argument("--spec", help="a TOML sweep spec (see opbench/specs.py)")
     s.add_argument("--suite", help="a built-in suite (opbench suites lists them)")
     s.add_argument("--scale", type=_scale, help="shrink batch and input size of every case by this factor")
@@ -165,15 +174,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--mode",
         choices=("one-factor", "product"),
         help="vary one axis at a time around the base point, or the cross product "
-        "(default: product for gemm, one-factor for conv and lstm)",
+        "(default: product for gemm, one-factor for the others)",
     )
     g = s.add_argument_group("gemm axes (sizes: 64,128 or 64:1024:x2 or 64:512:+64; unset ones are 1024)")
     for dest in ("m", "n", "k"):
         g.add_argument(AXIS_FLAGS[dest], dest=dest)
-    c = s.add_argument_group("conv and lstm axes (unset ones stay at the op's base point)")
+    c = s.add_argument_group("conv and rnn/gru/lstm axes (unset ones stay at the op's base point)")
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         c.add_argument(AXIS_FLAGS[dest], dest=dest)
-    _conv_params(c)
+    _op_params(c)
     s.add_argument("--dtype", help="fp32, fp16 or both (default: fp32,fp16)")
     s.add_argument(
         "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
@@ -274,15 +283,17 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser(
         "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
     )
-    t.add_argument("op", help="gemm, conv or lstm")
+    t.add_argument("op", help="gemm, conv, rnn, gru or lstm")
     tg = t.add_argument_group("gemm shape (all three required)")
     tg.add_argument("--m", type=_positive_int, help="rows of A and C")
     tg.add_argument("--n", type=_positive_int, help="columns of B and C")
     tg.add_argument("--k", type=_positive_int, help="inner dimension")
-    tc = t.add_argument_group("conv and lstm shape (one value each; unset ones stay at the op's base point)")
+    tc = t.add_argument_group(
+        "conv and rnn/gru/lstm shape (one value each; unset ones at the op's base point)"
+    )
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=_positive_int)
-    _conv_params(tc)
+    _op_params(tc)
     t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     t.add_argument(
         "--trials",

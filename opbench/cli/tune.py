@@ -131,7 +131,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def _shape(args: argparse.Namespace) -> Any:
-    """The one shape `opbench tune OP` names: gemm from --m, --n and --k (all required); conv and lstm from
+    """The one shape `opbench tune OP` names: gemm from --m, --n and --k (all required); the others from
     their sweep axes and parameters, one value each, the rest at the op's base point."""
     from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
     from opbench.ops import get_op

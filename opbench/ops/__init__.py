@@ -14,9 +14,9 @@ from types import ModuleType
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import conv, gemm, lstm
+from opbench.ops import conv, gemm, gru, lstm, rnn
 
-OPS: dict[str, ModuleType] = {"gemm": gemm, "conv": conv, "lstm": lstm}
+OPS: dict[str, ModuleType] = {"gemm": gemm, "conv": conv, "rnn": rnn, "gru": gru, "lstm": lstm}
 
 
 def get_op(name: str) -> ModuleType:

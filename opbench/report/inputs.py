@@ -1,5 +1,5 @@
-"""Reading the report's inputs: sweep result files (JSON, schema 1 or 2) and tuning studies, each refused
-with one line naming the file or study when it cannot be used."""
+"""Reading the report's inputs: sweep result files (JSON, any schema version up to the one written now) and
+tuning studies, each refused with one line naming the file or study when it cannot be used."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 from opbench.case import Status
 from opbench.errors import UsageError
 from opbench.files import MAX_RESULTS_BYTES, read_input
+from opbench.results import SCHEMA_VERSION
 
-READABLE_SCHEMAS = (1, 2, 3, 4)
+# Every version is a superset of the one before (results.py's history), so the report reads them all.
+READABLE_SCHEMAS = tuple(range(1, SCHEMA_VERSION + 1))
 STATUSES = tuple(s.value for s in Status)
 
 

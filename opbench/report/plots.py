@@ -25,7 +25,7 @@ COLORS = {
     "tensorflow-eager": "#e377c2",
     "numpy": "#9467bd",
 }
-MARKERS = {"gemm": "o", "conv": "s", "lstm": "^"}
+MARKERS = {"gemm": "o", "conv": "s", "rnn": "v", "gru": "D", "lstm": "^"}
 
 
 @dataclass(frozen=True)

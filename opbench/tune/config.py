@@ -11,7 +11,7 @@ from opbench.tune.space import TileSpace, load_space
 from opbench.userkernel import KernelRef
 
 SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")
-TUNABLE_OPS = ("gemm", "conv", "lstm")
+TUNABLE_OPS = ("gemm", "conv", "rnn", "gru", "lstm")
 OBJECTIVES = ("gflops", "error")
 TRIAL_TIMER = {
     "min_sample_s": 0.005,
@@ -55,7 +55,7 @@ class TuneConfig:
     grace_s: int = 15
     input_seed: int = 0
     command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
-    op: str = "gemm"  # gemm, conv or lstm: opbench's own kernel for it (ops.<op>.plan)
+    op: str = "gemm"  # one of TUNABLE_OPS: opbench's own kernel for it (ops.<op>.plan)
     kernel: KernelRef | None = None  # the user's own kernel instead (userkernel.py), with `space`
     baseline_params: tuple[tuple[str, Any], ...] | None = None  # the user kernel's reference point
 
@@ -91,7 +91,11 @@ def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
     if cfg.kernel is not None and not cfg.space:
         raise UsageError("--kernel needs --space SPACE.toml (the parameters FUNC takes and their values)")
     space, path = load_space(
-        cfg.op, _names(cfg), cfg.cache_fit, cfg.space, enforce_all=cfg.kernel is not None
+        cfg.op,
+        _names(cfg),
+        cfg.cache_fit,
+        cfg.space or getattr(get_op(cfg.op), "SPACE", None),
+        enforce_all=cfg.kernel is not None,
     )
     if cfg.params:
         unknown = set(cfg.params) - set(space.param_names)

@@ -1,6 +1,6 @@
 """Tuned tile records: the best tiling per (machine, op, dtype, shape, threads), as plain JSON under
 tuning/records/ (one file per machine), written by `opbench tune` and read by tuned() (and its helpers for
-gemm, conv2d and lstm arrays) and `opbench sweep gemm|conv|lstm --tuned`. Saves are locked (filelock,
+gemm, conv2d and recurrent-layer arrays) and `opbench sweep OP --tuned`. Saves are locked (filelock,
 `<file>.lock` beside it) and atomic; a file that cannot be read is moved aside, never overwritten.
 
 File format (schema_version 1): {"schema_version": 1, "machine": {...}, "records": [{"op", "dtype", "shape",
@@ -181,13 +181,14 @@ def save(record: dict[str, Any]) -> tuple[Path, str | None]:
 
 # Shape fields a record must match exactly to stand for another shape: a conv of another stride, padding,
 # dilation or grouping is another algorithm's problem, not a nearby size.
-EXACT_FIELDS = frozenset({"stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups"})
+# Shape fields a record must match exactly to stand for a nearby shape: conv geometry, the RNN activation.
+EXACT_FIELDS = frozenset({"stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups", "relu"})
 
 
 def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[dict[str, Any], str] | None:
     """The record for exactly this problem, else the nearest tuned shape of the same op and dtype (and, for
-    conv, the same stride, padding, dilation and groups; distance: sum of |log ratio| over the sizes, same
-    thread count preferred); with a note saying which."""
+    conv, the same stride, padding, dilation and groups; for rnn the same activation; distance: sum of
+    |log ratio| over the sizes, same thread count preferred); with a note saying which."""
     sizes = [k for k in shape if k not in EXACT_FIELDS]
     candidates = [
         r
@@ -217,7 +218,7 @@ def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[
     """The tiles `opbench tune` recorded for this op and shape (the op's shape dataclass) on this machine, or
     for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
     decides, as it does untuned) and a note saying so (and naming other machines' records, never applied).
-    For kernels.gemm / conv2d / lstm(..., tiles=...)."""
+    For kernels.gemm / conv2d / rnn / gru / lstm(..., tiles=...)."""
     from opbench import kernels
 
     nthreads = kernels.default_threads() if threads is None else threads
@@ -258,10 +259,22 @@ def tuned_conv2d_tiles(
     return tuned("conv", shape, dtype_name(x.dtype), threads)
 
 
-def tuned_lstm_tiles(x: Any, w_hh: Any, threads: int | None = None) -> tuple[dict[str, int], str]:
-    """tuned() for kernels.lstm(x, w_ih, w_hh, ...)'s problem (x is T x B x I, w_hh 4H x H)."""
+def tuned_recurrent_tiles(
+    op: str, x: Any, w_hh: Any, threads: int | None = None, nonlinearity: str = "tanh"
+) -> tuple[dict[str, int], str]:
+    """tuned() for kernels.rnn / gru / lstm(x, w_ih, w_hh, ...)'s problem (op "rnn", "gru" or "lstm"; x is
+    T x B x I, w_hh gates*H x H)."""
     from opbench.dtypes import dtype_name
-    from opbench.ops.lstm import LstmShape
+    from opbench.ops import get_op
 
     t, b, i = x.shape
-    return tuned("lstm", LstmShape(t, b, i, w_hh.shape[1]), dtype_name(x.dtype), threads)
+    h = int(w_hh.shape[1])
+    fields = {"seq_len": t, "batch": b, "input_size": i, "hidden": h}
+    if op == "rnn":
+        fields["relu"] = int(nonlinearity == "relu")
+    return tuned(op, get_op(op).shape_from_case(fields), dtype_name(x.dtype), threads)
+
+
+def tuned_lstm_tiles(x: Any, w_hh: Any, threads: int | None = None) -> tuple[dict[str, int], str]:
+    """tuned_recurrent_tiles for kernels.lstm(x, w_ih, w_hh, ...)."""
+    return tuned_recurrent_tiles("lstm", x, w_hh, threads)

@@ -257,8 +257,9 @@ def load_space(
         raise UsageError(f"search space {e}") from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as e:
         raise UsageError(f"search space {path}: cannot read: {e or 'nested too deeply'}") from None
-    if data.get("op") != op:
-        raise UsageError(f"search space {path}: op: expected '{op}', got {data.get('op')!r}")
+    declared = data.get("op")
+    if declared != op and not (isinstance(declared, list) and op in declared):
+        raise UsageError(f"search space {path}: op: expected '{op}' (or a list with it), got {declared!r}")
     params_spec = data.get("params")
     if not isinstance(params_spec, dict) or not params_spec:
         raise UsageError(f"search space {path}: params: expected one or more [params.NAME] tables")

@@ -1,6 +1,6 @@
 // The one table of ISAs (after BLIS's cntx_init). Each row says what an ISA needs from the CPU and what it
-// brings: the GEMM and conv kernel set (register tile, narrow tile, panel home: make_kernel_set<>), the RNN
-// cell and the fp32 FMA-throughput loop. CPU dispatch, the kernel lookup, the peak loops and kernel_info()
+// brings: the GEMM and conv kernel set (register tile, narrow tile, panel home: make_kernel_set<>), the RNN,
+// GRU and LSTM cells and the fp32 FMA-throughput loop. CPU dispatch, the kernel lookup, the peak loops and kernel_info()
 // all read it, so a new ISA is one row in csrc/runtime/isa.cpp (docs/architecture.md, "A new ISA").
 #pragma once
 
@@ -17,7 +17,7 @@ struct IsaEntry {
   const char* name;                      // "avx512", "avx2", "ref": what OPBENCH_ISA and isa= take
   bool (*supported)(const CpuInfo& c);   // the CPU features (and OS state) the kernels need
   const KernelSet& (*kernels)();         // GEMM and conv
-  RnnKernels rnn;                        // LSTM cell
+  RnnKernels rnn;                        // the RNN, GRU and LSTM cells
   double (*fma_f32)(int64_t iters);      // the fp32 FMA peak loop (peak.hpp)
   const char* fma_f32_name;              // what that loop is, for provenance
 };

@@ -29,12 +29,23 @@ using PackBtF16 = void (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t 
 using WidenF16 = void (*)(const uint16_t* src, float* dst, int64_t n);
 // Round an m x n block of fp32 values to fp16 (round to nearest even).
 using StoreF16 = void (*)(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd);
-// LSTM cell update for `rows` x `cols` units, PyTorch gate order: gate pre-activations z (fp32) hold the
-// blocks i, f, g, o, each `gate_stride` floats apart in a row of leading dimension ldz. For each unit:
-//   c = sigmoid(z_f) * c + sigmoid(z_i) * tanh(z_g);  h = sigmoid(z_o) * tanh(c)
-// c (fp32) is updated in place; h goes to h32 (fp32) if not null, else to h16 (fp16, rounded to nearest).
-using LstmCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz, int64_t gate_stride, float* c,
-                          int64_t ldc, float* h32, uint16_t* h16, int64_t ldh);
+// The recurrent cells, for `rows` x `cols` units (a row is a batch row, leading dimensions ld*); gate
+// pre-activations are fp32, each gate's block `gs` floats after the previous one, in PyTorch's order.
+// h goes to h32 (fp32) if not null, else to h16 (fp16, rounded to nearest). State in and out may alias.
+// LSTM (z: i, f, g o): c_next = sigmoid(z_f) * c_prev + sigmoid(z_i) * tanh(z_g); h = sigmoid(z_o) * tanh(c_next).
+//   save: the activated gates overwrite z (what the backward pass needs).
+using LstmCell = void (*)(int64_t rows, int64_t cols, float* z, int64_t ldz, int64_t gs, const float* c_prev,
+                          float* c_next, int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, bool save);
+// GRU (gx = x W_ih^T + b_ih + [b_hr, b_hz, 0]: r, z, n; gh = h W_hh^T without bias):
+//   r = sigmoid(gx_r + gh_r), z = sigmoid(gx_z + gh_z), n = tanh(gx_n + r * (gh_n + b_hn)),
+//   h_next = (1 - z) * n + z * h_prev, with h_prev and h_next the fp32 state (leading dimension lds).
+//   save_hn not null: r, z, n overwrite gx and gh_n + b_hn goes to save_hn (leading dimension ld_save).
+using GruCell = void (*)(int64_t rows, int64_t cols, float* gx, int64_t ldgx, const float* gh, int64_t ldgh,
+                         int64_t gs, const float* b_hn, const float* h_prev, float* h_next, int64_t lds, float* h32,
+                         uint16_t* h16, int64_t ldh, float* save_hn, int64_t ld_save);
+// Elman RNN (z = x W_ih^T + b_ih + h W_hh^T + b_hh): h = tanh(z), or max(z, 0) when relu.
+using RnnCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz, bool relu, float* h32,
+                         uint16_t* h16, int64_t ldh);
 
 // Rows [0, m) of C (+)= A * B for n <= 4 columns, A unpacked (fp32, or fp16 when a_f16), B given as
 // bt: n x k fp32, contiguous. C is fp32 row-major; with accumulate == false it is never read.
@@ -119,8 +130,10 @@ struct KernelSet {
 };
 
 // The recurrent part, one per ISA and independent of the register tile (csrc/rnn/cell_<isa>.cpp).
-struct RnnKernels {
-  LstmCell lstm_cell;  // fused gate activations, vectorised for the ISA
+struct RnnKernels {  // fused gate activations, vectorised for the ISA
+  LstmCell lstm;
+  GruCell gru;
+  RnnCell rnn;
 };
 
 // The fp16-accumulating kernels: the emulation beside the reference kernel set, and the AVX512-FP16 ones

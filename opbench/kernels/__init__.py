@@ -1,23 +1,44 @@
-"""Python facade over opbench._core: the tiled C++ GEMM and what CPU dispatch found."""
+"""Python facade over opbench._core: our tiled C++ kernels and what CPU dispatch found. This package is the
+only importer of the compiled extension (recurrent.py holds the RNN, GRU and LSTM entry points)."""
 
 from __future__ import annotations
 
-import operator
 import os
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from opbench import _core
+from opbench.kernels._args import (
+    MAX_CONV_PARAM,
+    MAX_THREADS,
+    MAX_TILE,
+    Plan,
+    _arrays,
+    _optional_positive,
+    _pair,
+    _positive_int,
+    _threads,
+    _tiles,
+    default_threads,
+)
+from opbench.kernels.recurrent import gru, lstm, prepare_gru, prepare_lstm, prepare_rnn, rnn
 
 __all__ = [
     "Plan",
     "gemm",
     "conv2d",
+    "rnn",
+    "gru",
     "lstm",
     "prepare_gemm",
     "prepare_conv2d",
+    "prepare_rnn",
+    "prepare_gru",
     "prepare_lstm",
+    "MAX_THREADS",
+    "MAX_TILE",
+    "MAX_CONV_PARAM",
     "fault_injection",
     "cpu_features",
     "default_tiles",
@@ -34,68 +55,6 @@ __all__ = [
     "extension_dir",
     "extension_file",
 ]
-
-
-class Plan(Protocol):
-    """One prepared call of a kernel (`_core.Plan`): inputs checked, outputs allocated, tiles chosen."""
-
-    def run(self, loops: int) -> float:
-        """Call the kernel `loops` times back to back in C++ with the GIL released; the elapsed seconds."""
-        ...
-
-    def output(self) -> Any:
-        """Call the kernel once and return its outputs (the plan's own arrays, overwritten by later calls)."""
-        ...
-
-    def tiles(self) -> dict[str, Any]:
-        """What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model)."""
-        ...
-
-
-def default_threads() -> int:
-    """Cores this process may run on (its CPU affinity), the default for every backend."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-# The bounds the C++ entry points enforce (csrc/include/opbench/limits.hpp), checked here first so that an
-# integer too large for C++ is a ValueError naming it rather than pybind11's TypeError.
-MAX_THREADS = 1024
-MAX_TILE = 2**31 - 1
-MAX_CONV_PARAM = 2**24
-_INT64_MAX = 2**63 - 1
-
-
-def _int_at_least(
-    value: Any, name: str, minimum: int, what: str = "an integer", maximum: int = _INT64_MAX
-) -> int:
-    """value as an int (not a bool, not a float) in [minimum, maximum], else ValueError naming `name`."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}")
-    try:
-        ivalue = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}") from None
-    if ivalue < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    if ivalue > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
-    return ivalue
-
-
-def _positive_int(value: Any, name: str, maximum: int = _INT64_MAX) -> int:
-    return _int_at_least(value, name, 1, maximum=maximum)
-
-
-def _threads(value: Any) -> int:
-    return default_threads() if value is None else _positive_int(value, "threads", MAX_THREADS)
-
-
-def _optional_positive(value: Any, name: str) -> int | None:
-    """A tile: None (from the cache model) or 1..MAX_TILE."""
-    return None if value is None else _positive_int(value, name, MAX_TILE)
 
 
 def gemm(
@@ -143,26 +102,6 @@ def gemm(
     return plan.output()
 
 
-def _tiles(
-    tiles: Any, tile_m: int | None, tile_n: int | None, tile_k: int | None, lookup: str
-) -> tuple[int | None, int | None, int | None]:
-    """tile_m, tile_n, tile_k from a tiles={...} dict (a tuned record's) or the separate arguments."""
-    if tiles is None:
-        return tile_m, tile_n, tile_k
-    if tile_m is not None or tile_n is not None or tile_k is not None:
-        raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
-    if tiles == "tuned":
-        # The facade does not read the tuner's records (that would make the kernels depend on the tuner);
-        # the caller looks them up.
-        raise ValueError(f"tiles='tuned': pass tiles=opbench.tune.records.{lookup}[0]")
-    if not isinstance(tiles, dict):
-        raise ValueError(f"tiles must be a dict of tile_m/tile_n/tile_k, got {tiles!r}")
-    unknown = set(tiles) - {"tile_m", "tile_n", "tile_k"}
-    if unknown:
-        raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
-    return tiles.get("tile_m"), tiles.get("tile_n"), tiles.get("tile_k")
-
-
 def prepare_gemm(
     a: np.ndarray,
     b: np.ndarray,
@@ -190,24 +129,6 @@ def prepare_gemm(
         isa or "",
         accumulate,
     )
-
-
-def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:
-    """An int or an (h, w) pair of ints, each >= minimum."""
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(items) != 2:
-        raise ValueError(f"{name} must be an integer or a pair (h, w), got {value!r}")
-    h, w = (
-        _int_at_least(v, name, minimum, "an integer or a pair (h, w) of integers", MAX_CONV_PARAM)
-        for v in items
-    )
-    return h, w
-
-
-def _arrays(**named: Any) -> None:
-    for name, arr in named.items():
-        if not isinstance(arr, np.ndarray):
-            raise ValueError(f"{name} must be a numpy.ndarray, got {type(arr).__name__}")
 
 
 def conv2d(
@@ -281,89 +202,6 @@ def prepare_conv2d(
         _pair(padding, "padding", 0),
         _pair(dilation, "dilation", 1),
         _positive_int(groups, "groups"),
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
-    )
-
-
-def lstm(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray,
-    *,
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
-    tiles: dict[str, int] | None = None,
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
-    """One-layer LSTM forward, sequence-first: x is T x B x I; w_ih 4H x I, w_hh 4H x H, b_ih and b_hh 4H
-    (PyTorch's layouts and gate order i, f, g, o); h0 and c0 are B x H. Returns (y, (h_n, c_n)) with y
-    T x B x H, like torch.nn.LSTM (without its leading num_layers dimension on h and c).
-
-    The input projection of all steps is one GEMM, each step's recurrent product a second GEMM, and the
-    gate activations and cell update are fused. All arrays share one dtype (float32 or float16); with
-    float16, products accumulate in fp32 and the cell state is carried in fp32 between steps. The tiles
-    (tile_m/n/k, or tiles={...}: opbench.tune.records.tuned_lstm_tiles(x, w_hh, threads)[0] for the ones
-    `opbench tune lstm` recorded) block both GEMMs."""
-    tile_m, tile_n, tile_k = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_lstm_tiles(x, w_hh, threads)")
-    plan = prepare_lstm(
-        x,
-        w_ih,
-        w_hh,
-        b_ih,
-        b_hh,
-        h0,
-        c0,
-        threads=threads,
-        tile_m=tile_m,
-        tile_n=tile_n,
-        tile_k=tile_k,
-        isa=isa,
-    )
-    y, (h_n, c_n) = plan.output()
-    return y, (h_n, c_n)
-
-
-def prepare_lstm(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray,
-    *,
-    outs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
-) -> Plan:
-    """lstm(...) prepared once (see prepare_gemm); outs = (y, h_n, c_n) are written by every call
-    (allocated when None)."""
-    _arrays(x=x, w_ih=w_ih, w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, h0=h0, c0=c0)
-    y, h_n, c_n = outs if outs is not None else (None, None, None)
-    return _core.prepare_lstm(
-        x,
-        w_ih,
-        w_hh,
-        b_ih,
-        b_hh,
-        h0,
-        c0,
-        y,
-        h_n,
-        c_n,
         _optional_positive(tile_m, "tile_m"),
         _optional_positive(tile_n, "tile_n"),
         _optional_positive(tile_k, "tile_k"),

@@ -1,0 +1,42 @@
+// One-layer recurrent forward passes, sequence-first (x is T x B x I), PyTorch's layouts and gate orders:
+// the Elman RNN (tanh or ReLU), the GRU (r, z, n) and the LSTM (i, f, g, o).
+#pragma once
+
+#include <cstdint>
+
+#include "opbench/gemm.hpp"
+
+namespace opbench {
+
+enum class RnnMode { rnn_tanh, rnn_relu, gru, lstm };
+
+// Gates per hidden unit: 1, 1, 3, 4 (the weights have gates * hidden rows).
+int rnn_gates(RnnMode mode);
+
+struct RnnProblem {
+  RnnMode mode = RnnMode::lstm;
+  Dtype dtype = Dtype::f32;  // of every input and output; states (c, GRU's h) are carried in fp32 internally
+  const void* x = nullptr;     // T x B x I
+  const void* w_ih = nullptr;  // G x I, G = gates * H
+  const void* w_hh = nullptr;  // G x H
+  const void* b_ih = nullptr;  // G
+  const void* b_hh = nullptr;  // G
+  const void* h0 = nullptr;    // B x H
+  const void* c0 = nullptr;    // B x H, LSTM only
+  void* y = nullptr;           // T x B x H (h of every step)
+  void* h_n = nullptr;         // B x H
+  void* c_n = nullptr;         // B x H, LSTM only
+  int64_t seq_len = 1, batch = 1, input_size = 1, hidden = 1;
+};
+
+// The input projection of all steps is one GEMM (x * W_ih^T plus the biases into an fp32 gate buffer);
+// each step adds h_{t-1} * W_hh^T with a second GEMM (kernel set ks, W_hh packed once per call), then the
+// ISA's fused cell (rnn) applies the gates. The GRU's recurrent product goes to its own buffer, since its
+// n gate multiplies it (plus b_hn) by r.
+void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p, const Blocking& blk, int threads);
+
+// An upper bound of the bytes rnn_forward() allocates as workspace (overflow-checked; std::invalid_argument
+// when a size does not fit in 64 bits).
+int64_t rnn_workspace_bytes(const KernelSet& ks, const RnnProblem& p, const Blocking& blk, int threads);
+
+}  // namespace opbench

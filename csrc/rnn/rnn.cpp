@@ -1,0 +1,162 @@
+// One-layer RNN, GRU and LSTM forward over the tiled GEMM and the ISA's fused cells (see rnn.hpp).
+#include "opbench/rnn.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "opbench/aligned.hpp"
+#include "opbench/fp16.hpp"
+#include "opbench/limits.hpp"
+#include "opbench/thread_pool.hpp"
+
+namespace opbench {
+
+namespace {
+
+float load(Dtype dt, const void* base, int64_t i) {
+  return dt == Dtype::f16 ? half_to_float(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+}
+
+// Gate pre-activations z (m x g, fp32) += a (m x k) * w^T, w in PyTorch's layout (g x k): the shape of both
+// the input projection and the recurrent product.
+GemmProblem gates_product(Dtype dtype, const void* a, const void* w, float* z, int64_t m, int64_t k, int64_t g) {
+  GemmProblem gp;
+  gp.in_dtype = dtype;
+  gp.out_dtype = Dtype::f32;
+  gp.a = a;
+  gp.b = w;
+  gp.c = z;
+  gp.m = m;
+  gp.n = g;
+  gp.k = k;
+  gp.lda = k;
+  gp.ldb = k;
+  gp.ldc = g;
+  gp.trans_b = true;
+  gp.accumulate = true;
+  return gp;
+}
+
+}  // namespace
+
+int rnn_gates(RnnMode mode) {
+  switch (mode) {
+    case RnnMode::lstm:
+      return 4;
+    case RnnMode::gru:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+int64_t rnn_workspace_bytes(const KernelSet& ks, const RnnProblem& p, const Blocking& blk, int threads) {
+  using checked::add;
+  using checked::mul;
+  const int64_t G = mul(rnn_gates(p.mode), p.hidden, "gates * hidden");
+  const int64_t TB = mul(p.seq_len, p.batch, "seq_len * batch");
+  const int64_t f32 = sizeof(float);
+  const int64_t gates = mul(mul(TB, G, "gates"), f32, "gates");
+  const int64_t bh = mul(mul(p.batch, p.hidden, "state"), f32, "state");
+  // GRU: the recurrent product's own buffer (B x G) and b_hn; every cell: one fp32 state.
+  const int64_t extra = p.mode == RnnMode::gru ? add(mul(mul(p.batch, G, "gh"), f32, "gh"), mul(p.hidden, f32, "b_hn"), "gru")
+                                                : 0;
+  const int64_t packed = mul(mul(add(G, 64, "gates * hidden"), add(p.hidden, 1024, "hidden"), "packed W_hh"), f32,
+                             "packed W_hh");
+  const GemmProblem input = gates_product(p.dtype, p.x, p.w_ih, nullptr, TB, p.input_size, G);
+  const GemmProblem rec = gates_product(p.dtype, nullptr, p.w_hh, nullptr, p.batch, p.hidden, G);
+  const int64_t own = add(add(add(gates, bh, "rnn workspace"), extra, "rnn workspace"), packed, "rnn workspace");
+  return add(own, std::max(gemm_workspace_bytes(ks, input, blk, threads), gemm_workspace_bytes(ks, rec, blk, threads)),
+             "rnn workspace");
+}
+
+void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p, const Blocking& blk, int threads) {
+  static thread_local AlignedBuffer gates_buffer, state_buffer, gh_buffer, w_hh_buffer;
+  const int64_t T = p.seq_len, B = p.batch, I = p.input_size, H = p.hidden, G = rnn_gates(p.mode) * H;
+  const bool f16 = p.dtype == Dtype::f16, gru = p.mode == RnnMode::gru, lstm = p.mode == RnnMode::lstm;
+  const int64_t elem = f16 ? 2 : 4;
+  float* gates = static_cast<float*>(gates_buffer.reserve(static_cast<size_t>(T * B * G) * sizeof(float)));
+
+  // Gates of every step start as the biases (the GRU keeps b_hn apart: r multiplies it); the input
+  // projection is accumulated onto them in one GEMM.
+  for (int64_t j = 0; j < G; ++j) {
+    gates[j] = load(p.dtype, p.b_ih, j) + (gru && j >= 2 * H ? 0.0f : load(p.dtype, p.b_hh, j));
+  }
+  for (int64_t row = 1; row < T * B; ++row) std::memcpy(gates + row * G, gates, sizeof(float) * G);
+  gemm(ks, gates_product(p.dtype, p.x, p.w_ih, gates, T * B, I, G), blk, threads);
+
+  // The fp32 state: the LSTM's c, the GRU's h (the Elman cell's state is its output).
+  float* state = static_cast<float*>(state_buffer.reserve(static_cast<size_t>(B * H + (gru ? H : 0)) * sizeof(float)));
+  const void* state0 = lstm ? p.c0 : p.h0;
+  if (lstm || gru) {
+    for (int64_t i = 0; i < B * H; ++i) state[i] = load(p.dtype, state0, i);
+  }
+  float* b_hn = state + B * H;
+  if (gru) {
+    for (int64_t j = 0; j < H; ++j) b_hn[j] = load(p.dtype, p.b_hh, 2 * H + j);
+  }
+  float* gh = gru ? static_cast<float*>(gh_buffer.reserve(static_cast<size_t>(B * G) * sizeof(float))) : nullptr;
+
+  // Units are split between threads by rows when there are enough rows, else by 64-wide column blocks.
+  const int64_t col_blocks = (H + 63) / 64;
+  const bool by_rows = B >= threads;
+  const int cell_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, by_rows ? B : col_blocks)));
+
+  // The recurrent product h_{t-1} * W_hh^T multiplies by the same W_hh at every step: pack it once per call
+  // (fp16 widened on the way) instead of once per step.
+  GemmProblem rec = gates_product(p.dtype, nullptr, p.w_hh, nullptr, B, H, G);  // a, c set per step
+  rec.accumulate = !gru;
+  if (T > 1 && gemm_packs_b(ks, rec)) {
+    auto* packed = static_cast<float*>(
+        w_hh_buffer.reserve(static_cast<size_t>(packed_b_floats(ks, rec, blk)) * sizeof(float)));
+    pack_b_all(ks, rec, blk, packed, threads);
+    rec.b_packed = packed;
+  }
+
+  const void* h_prev = p.h0;
+  for (int64_t t = 0; t < T; ++t) {
+    float* z = gates + t * B * G;
+    rec.a = h_prev;
+    rec.c = gru ? gh : z;
+    gemm(ks, rec, blk, threads);
+
+    char* y_t = static_cast<char*>(p.y) + t * B * H * elem;
+    ThreadPool::instance().run(cell_threads, [&](int tid) {
+      int64_t r0 = 0, r1 = B, c0 = 0, c1 = H;
+      if (by_rows) {
+        r0 = B * tid / cell_threads;
+        r1 = B * (tid + 1) / cell_threads;
+      } else {
+        c0 = std::min(H, col_blocks * tid / cell_threads * 64);
+        c1 = std::min(H, col_blocks * (tid + 1) / cell_threads * 64);
+      }
+      if (r1 <= r0 || c1 <= c0) return;
+      const int64_t rows = r1 - r0, cols = c1 - c0, at = r0 * H + c0;
+      float* h32 = f16 ? nullptr : reinterpret_cast<float*>(y_t) + at;
+      uint16_t* h16 = f16 ? reinterpret_cast<uint16_t*>(y_t) + at : nullptr;
+      float* zr = z + r0 * G + c0;
+      switch (p.mode) {
+        case RnnMode::lstm:
+          rnn.lstm(rows, cols, zr, G, H, state + at, state + at, H, h32, h16, H, false);
+          break;
+        case RnnMode::gru:
+          rnn.gru(rows, cols, zr, G, gh + r0 * G + c0, G, H, b_hn + c0, state + at, state + at, H, h32, h16, H,
+                  nullptr, 0);
+          break;
+        default:
+          rnn.rnn(rows, cols, zr, G, p.mode == RnnMode::rnn_relu, h32, h16, H);
+      }
+    });
+    h_prev = y_t;
+  }
+
+  std::memcpy(p.h_n, static_cast<const char*>(p.y) + (T - 1) * B * H * elem, static_cast<size_t>(B * H * elem));
+  if (!lstm) return;
+  if (f16) {
+    ks.gemm.store_f16(state, H, B, H, static_cast<uint16_t*>(p.c_n), H);
+  } else {
+    std::memcpy(p.c_n, state, sizeof(float) * B * H);
+  }
+}
+
+}  // namespace opbench

@@ -1,0 +1,208 @@
+"""The recurrent layers with opbench's kernels: one layer, one direction, sequence-first (x is T x B x I),
+PyTorch's layouts and gate orders, all arrays of one dtype (float32 or float16; fp16 accumulates in fp32
+and the states are carried in fp32 between steps).
+
+Each is built the same way: the input projection of all steps is one GEMM, each step's recurrent product
+a second GEMM (W_hh packed once per call), and the gate activations are fused in a vectorised cell per
+ISA. tile_m / tile_n / tile_k (or tiles={...}, e.g. a record `opbench tune` saved:
+opbench.tune.records.tuned_recurrent_tiles(op, x, w_hh, threads)[0]) block both GEMMs; isa forces a
+kernel set. Invalid input raises ValueError naming the problem."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opbench import _core
+from opbench.kernels._args import Plan, _arrays, _optional_positive, _threads, _tiles
+
+NONLINEARITIES = ("tanh", "relu")
+
+
+def _prepare(
+    cell: str,
+    arrays: dict[str, np.ndarray],
+    outs: tuple[np.ndarray, ...] | None,
+    tile_m: int | None,
+    tile_n: int | None,
+    tile_k: int | None,
+    threads: int | None,
+    isa: str | None,
+) -> Plan:
+    _arrays(**arrays)
+    lstm = "c0" in arrays
+    want = 3 if lstm else 2
+    if outs is not None and (not isinstance(outs, tuple) or len(outs) != want):
+        raise ValueError(f"outs must be a tuple ({'y, h_n, c_n' if lstm else 'y, h_n'}), got {outs!r}")
+    y, h_n, c_n = (*outs, None)[:3] if outs is not None else (None, None, None)
+    a = arrays
+    return _core.prepare_rnn(
+        cell,
+        a["x"],
+        a["w_ih"],
+        a["w_hh"],
+        a["b_ih"],
+        a["b_hh"],
+        a["h0"],
+        a.get("c0"),
+        y,
+        h_n,
+        c_n,
+        _optional_positive(tile_m, "tile_m"),
+        _optional_positive(tile_n, "tile_n"),
+        _optional_positive(tile_k, "tile_k"),
+        _threads(threads),
+        isa or "",
+    )
+
+
+def _rnn_cell(nonlinearity: Any) -> str:
+    if nonlinearity not in NONLINEARITIES:
+        raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+    return f"rnn_{nonlinearity}"
+
+
+def prepare_rnn(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    *,
+    nonlinearity: str = "tanh",
+    outs: tuple[np.ndarray, np.ndarray] | None = None,
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+) -> Plan:
+    """rnn(...) prepared once (see kernels.prepare_gemm); outs = (y, h_n) are written by every call
+    (allocated when None)."""
+    arrays = {"x": x, "w_ih": w_ih, "w_hh": w_hh, "b_ih": b_ih, "b_hh": b_hh, "h0": h0}
+    return _prepare(_rnn_cell(nonlinearity), arrays, outs, tile_m, tile_n, tile_k, threads, isa)
+
+
+def prepare_gru(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    *,
+    outs: tuple[np.ndarray, np.ndarray] | None = None,
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+) -> Plan:
+    """gru(...) prepared once (see kernels.prepare_gemm); outs = (y, h_n)."""
+    arrays = {"x": x, "w_ih": w_ih, "w_hh": w_hh, "b_ih": b_ih, "b_hh": b_hh, "h0": h0}
+    return _prepare("gru", arrays, outs, tile_m, tile_n, tile_k, threads, isa)
+
+
+def prepare_lstm(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray,
+    *,
+    outs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+) -> Plan:
+    """lstm(...) prepared once (see kernels.prepare_gemm); outs = (y, h_n, c_n)."""
+    arrays = {"x": x, "w_ih": w_ih, "w_hh": w_hh, "b_ih": b_ih, "b_hh": b_hh, "h0": h0, "c0": c0}
+    return _prepare("lstm", arrays, outs, tile_m, tile_n, tile_k, threads, isa)
+
+
+def rnn(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    *,
+    nonlinearity: str = "tanh",
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+    tiles: dict[str, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Elman RNN forward: h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh), act tanh or relu; w_ih is
+    H x I, w_hh H x H, biases H, h0 B x H. Returns (y, h_n), y T x B x H, like torch.nn.RNN (without its
+    leading num_layers dimension on h_n)."""
+    tm, tn, tk = _tiles(
+        tiles, tile_m, tile_n, tile_k, "tuned_recurrent_tiles('rnn', x, w_hh, threads, nonlinearity)"
+    )
+    plan = prepare_rnn(
+        x, w_ih, w_hh, b_ih, b_hh, h0, nonlinearity=nonlinearity, threads=threads, tile_m=tm, tile_n=tn,
+        tile_k=tk, isa=isa,
+    )  # fmt: skip
+    y, h_n = plan.output()
+    return y, h_n
+
+
+def gru(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    *,
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+    tiles: dict[str, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """GRU forward, gates r, z, n as torch.nn.GRU: r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
+    n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h; w_ih is 3H x I, w_hh 3H x H,
+    biases 3H, h0 B x H. Returns (y, h_n)."""
+    tm, tn, tk = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_recurrent_tiles('gru', x, w_hh, threads)")
+    plan = prepare_gru(
+        x, w_ih, w_hh, b_ih, b_hh, h0, threads=threads, tile_m=tm, tile_n=tn, tile_k=tk, isa=isa
+    )
+    y, h_n = plan.output()
+    return y, h_n
+
+
+def lstm(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray,
+    *,
+    threads: int | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    isa: str | None = None,
+    tiles: dict[str, int] | None = None,
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """LSTM forward, gates i, f, g, o as torch.nn.LSTM: w_ih is 4H x I, w_hh 4H x H, biases 4H, h0 and c0
+    B x H. Returns (y, (h_n, c_n)). tiles: opbench.tune.records.tuned_lstm_tiles(x, w_hh, threads)[0]."""
+    tm, tn, tk = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_lstm_tiles(x, w_hh, threads)")
+    plan = prepare_lstm(
+        x, w_ih, w_hh, b_ih, b_hh, h0, c0, threads=threads, tile_m=tm, tile_n=tn, tile_k=tk, isa=isa
+    )
+    y, (h_n, c_n) = plan.output()
+    return y, (h_n, c_n)

@@ -1,0 +1,204 @@
+"""opbench.kernels.rnn (tanh and ReLU), gru and lstm against the float64 references and their first-order
+running error bounds (the references themselves checked against torch.nn.RNN/GRU/LSTM in float64), both
+dtypes, every kernel set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from opbench import kernels
+from opbench.ops import gru, lstm, rnn
+
+ISAS = kernels.available_isas()
+SHAPES = [(1, 1, 1, 1), (5, 3, 7, 9), (4, 2, 16, 33), (3, 5, 8, 20), (25, 4, 61, 67), (2, 17, 130, 257)]
+CELLS = ("rnn_tanh", "rnn_relu", "gru", "lstm")
+TORCH_CLASS = {"rnn_tanh": "RNN", "rnn_relu": "RNN", "gru": "GRU", "lstm": "LSTM"}
+
+
+def op_and_shape(cell: str, dims: tuple[int, ...]) -> tuple[Any, Any]:
+    if cell == "lstm":
+        return lstm, lstm.LstmShape(*dims)
+    if cell == "gru":
+        return gru, gru.GruShape(*dims)
+    return rnn, rnn.RnnShape(*dims, relu=int(cell == "rnn_relu"))
+
+
+def run(inp: dict[str, np.ndarray], **kw: Any) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    return kernels.lstm(
+        inp["x"], inp["w_ih"], inp["w_hh"], inp["b_ih"], inp["b_hh"], inp["h0"], inp["c0"], **kw
+    )
+
+
+def run_cell(op: Any, shape: Any, inp: dict[str, np.ndarray], **kw: Any) -> Any:
+    """The cell's kernel through its op's plan (the path the cpp backend and the tuner take)."""
+    tiles = {k: kw.pop(k) for k in ("tile_m", "tile_n", "tile_k") if k in kw}
+    return op.plan(shape, inp, tiles, kw.pop("threads", 2), kw.pop("isa", None)).output()
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dims", SHAPES, ids=lambda d: "T{}B{}I{}H{}".format(*d))
+def test_matches_float64_reference(isa: str, dtype: str, cell: str, dims: tuple[int, int, int, int]) -> None:
+    op, shape = op_and_shape(cell, dims)
+    inp = op.make_inputs(shape, dtype, seed=7)
+    out = run_cell(op, shape, inp, isa=isa, threads=2)
+    y, state = out
+    h_n = state[0] if cell == "lstm" else state
+    assert y.shape == (shape.seq_len, shape.batch, shape.hidden) and h_n.shape == (shape.batch, shape.hidden)
+    assert y.dtype == inp["x"].dtype and np.array_equal(h_n, y[-1])
+    result = op.check(shape, out, inp, op.reference(shape, inp), dtype, "fp32")
+    assert result["ok"], result
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize("cell", CELLS)
+def test_threads_and_tiles_do_not_change_the_answer(isa: str, dtype: str, threads: int, cell: str) -> None:
+    # Ragged blocks in both directions of the recurrent weights packed once per call (gates * H = 40 to 160
+    # columns in blocks of 17, H = 40 rows in blocks of 5).
+    op, shape = op_and_shape(cell, (6, 7, 24, 40))
+    inp = op.make_inputs(shape, dtype, seed=8)
+    out = run_cell(op, shape, inp, threads=threads, tile_m=3, tile_n=17, tile_k=5, isa=isa)
+    assert op.check(shape, out, inp, op.reference(shape, inp), dtype, "fp32")["ok"]
+
+
+# How the recurrence splits over threads: by batch rows, by 64-unit column blocks when rows run short (one
+# batch row), a ragged last block (H=70), one unit, and a single step (W_hh not packed ahead).
+GRID_SHAPES = [(4, 2, 9, 70), (3, 7, 5, 8), (3, 1, 4, 20), (2, 3, 3, 1), (1, 6, 11, 45)]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dims", GRID_SHAPES, ids=lambda d: "T{}B{}I{}H{}".format(*d))
+def test_recurrence_thread_splits(
+    dtype: str, threads: int, cell: str, dims: tuple[int, int, int, int]
+) -> None:
+    op, shape = op_and_shape(cell, dims)
+    inp = op.make_inputs(shape, dtype, seed=11)
+    out = run_cell(op, shape, inp, threads=threads)
+    assert op.check(shape, out, inp, op.reference(shape, inp), dtype, "fp32")["ok"]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("dims", SHAPES[:5], ids=lambda d: "T{}B{}I{}H{}".format(*d))
+def test_reference_agrees_with_torch_in_float64(cell: str, dims: tuple[int, int, int, int]) -> None:
+    torch = pytest.importorskip("torch")
+    op, shape = op_and_shape(cell, dims)
+    inp = op.make_inputs(shape, "fp32", seed=9)
+    t = {k: torch.from_numpy(v.astype(np.float64)) for k, v in inp.items()}
+    extra = {"nonlinearity": cell[4:]} if cell.startswith("rnn") else {}
+    m = getattr(torch.nn, TORCH_CLASS[cell])(shape.input_size, shape.hidden, **extra).double()
+    with torch.no_grad():
+        for name, param in (
+            ("w_ih", "weight_ih_l0"),
+            ("w_hh", "weight_hh_l0"),
+            ("b_ih", "bias_ih_l0"),
+            ("b_hh", "bias_hh_l0"),
+        ):
+            getattr(m, param).copy_(t[name])
+        state = (t["h0"][None], t["c0"][None]) if cell == "lstm" else t["h0"][None]
+        y, final = m(t["x"], state)
+    ref = op.reference(shape, inp)
+    np.testing.assert_allclose(ref.y, y.numpy(), rtol=1e-12, atol=1e-12)
+    if cell == "lstm":
+        np.testing.assert_allclose(ref.c_n, final[1][0].numpy(), rtol=1e-12, atol=1e-12)
+    else:
+        np.testing.assert_allclose(ref.h_n, final[0].numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_bound_grows_with_k_and_time_and_depends_on_dtype(cell: str) -> None:
+    bound = {}
+    for name, dims in (("small", (4, 2, 16, 16)), ("big_k", (4, 2, 512, 16)), ("long", (40, 2, 16, 16))):
+        op, shape = op_and_shape(cell, dims)
+        ref = op.reference(shape, op.make_inputs(shape, "fp32", seed=1))
+        bound[name] = (ref.bounds["fp32"]["h_n"].max(), ref.bounds["fp16"]["h_n"].max())
+    assert bound["big_k"][0] > bound["small"][0] and bound["long"][0] > bound["small"][0]
+    assert bound["small"][1] > 100 * bound["small"][0]  # fp16 accumulation allows far more error
+
+
+def test_the_tolerance_catches_a_wrong_gate_order() -> None:
+    shape = lstm.LstmShape(5, 3, 12, 10)
+    inp = lstm.make_inputs(shape, "fp32", seed=10)
+    ref = lstm.reference(shape, inp)
+    h = shape.hidden
+    swapped = dict(inp)
+    for name in ("w_ih", "w_hh", "b_ih", "b_hh"):  # exchange the i and f gate blocks
+        v = inp[name].copy()
+        v[:h], v[h : 2 * h] = inp[name][h : 2 * h], inp[name][:h]
+        swapped[name] = v
+    assert lstm.check(shape, run(inp), inp, ref, "fp32", "fp32")["ok"]
+    assert not lstm.check(shape, run(swapped), inp, ref, "fp32", "fp32")["ok"]
+
+
+def test_invalid_input_raises_value_error() -> None:
+    inp = lstm.make_inputs(lstm.LstmShape(3, 2, 5, 4), "fp32", seed=0)
+    cases = [
+        ({"x": inp["x"][0]}, "x must be a 3-D array, got 2-D"),
+        ({"w_hh": np.ones((15, 4), np.float32)}, "dimension 0 must be 4 \\* hidden"),
+        ({"w_ih": np.ones((16, 6), np.float32)}, r"w_ih has shape \(16, 6\), expected \(16, 5\)"),
+        ({"b_ih": np.ones(15, np.float32)}, r"b_ih has shape \(15,\), expected \(16,\)"),
+        ({"h0": np.ones((3, 4), np.float32)}, r"h0 has shape \(3, 4\), expected \(2, 4\)"),
+        ({"c0": inp["c0"].astype(np.float16)}, "c0 must have the dtype of x"),
+    ]
+    for change, match in cases:
+        args = {**inp, **change}
+        with pytest.raises(ValueError, match=match):
+            run(args)
+
+
+def _swap_blocks(inp: dict[str, np.ndarray], h: int, a: int, b: int) -> dict[str, np.ndarray]:
+    swapped = dict(inp)
+    for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
+        v = inp[name].copy()
+        v[a * h : (a + 1) * h], v[b * h : (b + 1) * h] = (
+            inp[name][b * h : (b + 1) * h],
+            inp[name][a * h : (a + 1) * h],
+        )
+        swapped[name] = v
+    return swapped
+
+
+def test_the_tolerance_catches_a_wrong_gru_gate_order_and_a_wrong_activation() -> None:
+    shape = gru.GruShape(5, 3, 12, 10)
+    inp = gru.make_inputs(shape, "fp32", seed=10)
+    ref = gru.reference(shape, inp)
+    assert gru.check(shape, run_cell(gru, shape, inp), inp, ref, "fp32", "fp32")["ok"]
+    swapped = _swap_blocks(inp, shape.hidden, 0, 1)  # r and z exchanged
+    assert not gru.check(shape, run_cell(gru, shape, swapped), inp, ref, "fp32", "fp32")["ok"]
+
+    tanh_shape = rnn.RnnShape(5, 3, 12, 10)
+    relu_shape = rnn.RnnShape(5, 3, 12, 10, relu=1)
+    inp = rnn.make_inputs(tanh_shape, "fp32", seed=10)
+    relu_out = run_cell(rnn, relu_shape, inp)
+    assert rnn.check(relu_shape, relu_out, inp, rnn.reference(relu_shape, inp), "fp32", "fp32")["ok"]
+    assert not rnn.check(tanh_shape, relu_out, inp, rnn.reference(tanh_shape, inp), "fp32", "fp32")["ok"]
+
+
+@pytest.mark.parametrize("cell", ["rnn_tanh", "gru"])
+def test_invalid_input_to_the_rnn_and_gru_raises_value_error(cell: str) -> None:
+    op, shape = op_and_shape(cell, (3, 2, 5, 4))
+    inp = op.make_inputs(shape, "fp32", seed=0)
+    fn = kernels.gru if cell == "gru" else kernels.rnn
+    g = shape.GATES * 4
+    cases = [
+        ({"x": inp["x"][0]}, "x must be a 3-D array, got 2-D"),
+        ({"w_hh": np.ones((g + 1, 4), np.float32)}, "w_hh has shape"),
+        ({"w_ih": np.ones((g, 6), np.float32)}, rf"w_ih has shape \({g}, 6\), expected \({g}, 5\)"),
+        ({"b_hh": np.ones(g + 1, np.float32)}, rf"b_hh has shape \({g + 1},\), expected \({g},\)"),
+        ({"h0": inp["h0"].astype(np.float16)}, "h0 must have the dtype of x"),
+        ({"h0": [[0.0] * 4] * 2}, "h0 must be a numpy.ndarray"),
+    ]
+    for change, match in cases:
+        args = {**inp, **change}
+        with pytest.raises(ValueError, match=match):
+            fn(*(args[n] for n in op.INPUT_NAMES))  # type: ignore[operator]
+    if cell != "gru":
+        with pytest.raises(ValueError, match="nonlinearity must be 'tanh' or 'relu', got 'sigmoid'"):
+            kernels.rnn(*(inp[n] for n in op.INPUT_NAMES), nonlinearity="sigmoid")
