@@ -56,6 +56,18 @@ def prepare_rnn(
     threads: int = 1,
     isa: str = "",
 ) -> Plan: ...
+def prepare_gemm_backward(
+    a: np.ndarray,
+    b: np.ndarray,
+    dc: np.ndarray,
+    da: np.ndarray | None = None,
+    db: np.ndarray | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int = 1,
+    isa: str = "",
+) -> Plan: ...
 def known_isas() -> list[str]: ...
 def kernel_info(isa: str = "", n: int = 0) -> dict[str, Any]: ...
 def cpu_info() -> dict[str, Any]: ...

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from opbench.ops import get_op
+from opbench.ops import get_op, op_key
 
 
 class Status(str, Enum):
@@ -115,6 +115,10 @@ class Case:
     backend parameters (our kernels' tiles, ISA, accumulation) it runs with. `factors` are its axis values
     as the sweep spec gave them (before --scale).
 
+    `pass_name` is the training pass ("fwd", or "bwd": the gradients given an upstream gradient); `key`
+    ("gemm" or "gemm:bwd") is what the op registry and the backends are asked for. A backward case's
+    label ends in " bwd", so tables, reports and comparisons keep the passes of one shape apart.
+
     `shape` is the op's frozen shape dataclass (ops/<op>.py) in a Case to measure. A Case read back from a
     record (Result.from_record) keeps the record's shape fields and label as written, so that reading a
     file of another version never depends on today's shape classes."""
@@ -128,25 +132,31 @@ class Case:
     params: Mapping[str, Any] = field(default_factory=dict)
     factors: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
+    pass_name: str = "fwd"
 
     def __post_init__(self) -> None:
         if not self.label:
-            object.__setattr__(self, "label", str(self.shape.label()))
+            suffix = "" if self.pass_name == "fwd" else f" {self.pass_name}"
+            object.__setattr__(self, "label", str(self.shape.label()) + suffix)
+
+    @property
+    def key(self) -> str:
+        return op_key(self.op, self.pass_name)
 
     def shape_fields(self) -> dict[str, Any]:
         return dict(self.shape) if isinstance(self.shape, Mapping) else dict(self.shape.to_dict())
 
     @property
     def flops(self) -> int:
-        return get_op(self.op).flops(self.shape)
+        return get_op(self.key).flops(self.shape)
 
     def min_bytes(self) -> int:
-        return get_op(self.op).min_bytes(self.shape, self.dtype)
+        return get_op(self.key).min_bytes(self.shape, self.dtype)
 
 
-# The record's fields, in the order they are written (schema v4).
+# The record's fields, in the order they are written (schema v5).
 RECORD_FIELDS = (
-    *("op", "shape", "factors", "label", "dtype", "backend", "threads", "device", "status", "reason"),
+    *("op", "pass", "shape", "factors", "label", "dtype", "backend", "threads", "device", "status", "reason"),
     *("flops", "min_bytes", "arithmetic_intensity", "time", "gflops", "gflops_best", "peak", "utilization"),
     *("machine_speed", "reference", "verify", "details", "notes", "flags"),
 )
@@ -201,6 +211,7 @@ class Result:
         c = self.case
         return {
             "op": c.op,
+            "pass": c.pass_name,
             "shape": c.shape_fields(),
             "factors": dict(c.factors),
             "label": c.label,
@@ -239,6 +250,7 @@ class Result:
             device=rec.get("device") or "cpu",
             params={},
             factors=rec.get("factors") or {},
+            pass_name=str(rec.get("pass") or "fwd"),  # schema 5 on; every earlier record is a forward
         )
         return cls(
             case,

@@ -22,7 +22,8 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   `environment.reference.handoff_probe`, `apart_above` and `handoff_apart`; flag
                   `unlike_earlier_runs` (history.py: the median is over 15% from an earlier run's).
   5 (2026-11-23): ops rnn and gru (shape fields seq_len, batch, input_size, hidden; rnn also relu, 0 for
-                  tanh and 1 for ReLU).
+                  tanh and 1 for ReLU); training passes: records carry `pass` (fwd or bwd; a bwd record's
+                  label ends in " bwd"), the header `passes`, the CSV a `pass` column.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ FORMATS = ("json", "csv")
 # Columns taken from a record's time block, in this order.
 TIME_COLUMNS = ("median_s", "iqr_s", "min_s", "mean_s", "std_s", "n_samples", "loops", "rel_iqr", "stability")
 CSV_COLUMNS = (
-    *("op", "shape", "dtype", "backend", "threads", "device", "status", "reason"),
+    *("op", "pass", "shape", "dtype", "backend", "threads", "device", "status", "reason"),
     *TIME_COLUMNS,
     *("gflops", "peak_gflops", "peak_source", "utilization", "machine_speed", "max_err_ratio"),
     *("rounds", "rel_iqr_within", "rel_spread_rounds"),
@@ -76,6 +77,7 @@ def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
     verify = record.get("verify") or {}
     row: dict[str, Any] = {
         "op": record["op"],
+        "pass": record.get("pass", "fwd"),
         "shape": record["label"],
         "dtype": record["dtype"],
         "backend": record["backend"],

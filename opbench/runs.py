@@ -90,14 +90,15 @@ def sweep_header(
     from dataclasses import asdict
 
     from opbench import machine, sweep
-    from opbench.ops import get_op
+    from opbench.ops import get_op, op_key
 
     op = get_op(cfg.op)
     return {
         "op": cfg.op,
+        "passes": list(cfg.passes),
         "shape_fields": list(op.SHAPE_FIELDS),
         "command": meta["command"],
-        "flop_note": op.FLOP_NOTE,
+        "flop_note": "; ".join(get_op(op_key(cfg.op, p)).FLOP_NOTE for p in cfg.passes),
         "suite": meta["suite"],
         "scale": meta["scale"],
         "mode": meta["modes"][index],

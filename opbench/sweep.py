@@ -1,4 +1,4 @@
-"""Sweep: expand (shape x dtype x backend) into cases, set up the backends and peaks, order the
+"""Sweep: expand (shape x pass x dtype x backend) into cases, set up the backends and peaks, order the
 interleaved rounds and drive each case's visits (visits.py: decide, verify, time, Result).
 
 A case that cannot run (backend missing, dtype unsupported, over the memory budget, predicted to take too
@@ -21,7 +21,7 @@ from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable, UsageError
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
-from opbench.ops import get_op
+from opbench.ops import get_op, op_key
 from opbench.reference import InRunReference
 from opbench.timing import Timer, TimerConfig
 from opbench.visits import (
@@ -62,10 +62,11 @@ class SweepConfig:
     # With --scale: the shapes as the spec gave them, parallel to `shapes`; records report their factors.
     unscaled: tuple[Any, ...] | None = None
     rounds: int = 1  # visits per case, interleaved over shuffled rounds (the CLI's default is 3)
+    passes: tuple[str, ...] = ("fwd",)  # training passes: fwd, bwd (ops.PASSES)
 
     @property
     def n_cases(self) -> int:
-        return len(self.shapes) * len(self.dtypes) * len(self.backends)
+        return len(self.shapes) * len(self.passes) * len(self.dtypes) * len(self.backends)
 
 
 @dataclass
@@ -196,15 +197,15 @@ def check_memory(configs: list[Any], budget: int) -> None:
     """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
     smallest = None
     for cfg in configs:
-        op = get_op(cfg.op)
-        for shape in cfg.shapes:
-            verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
-            for d in cfg.dtypes:
-                need = op.memory_bytes(shape, d, reference=verify)
-                if need <= budget:
-                    return
-                if smallest is None or need < smallest[0]:
-                    smallest = (need, shape, d)
+        for op in (get_op(op_key(cfg.op, p)) for p in cfg.passes):
+            for shape in cfg.shapes:
+                verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
+                for d in cfg.dtypes:
+                    need = op.memory_bytes(shape, d, reference=verify)
+                    if need <= budget:
+                        return
+                    if smallest is None or need < smallest[0]:
+                        smallest = (need, shape, d)
     if smallest is not None:
         need, shape, d = smallest
         raise UsageError(
@@ -252,19 +253,19 @@ def run_sweep(
     visit the case's Result is reported as [(index, result)] (index in sweep order: shape, dtype,
     backend), so the caller can keep files up to date; when all rounds are done, machine_speed is
     recomputed against the best probe of the whole run and every result reported again in one batch."""
-    op = get_op(cfg.op)
     history = history or SpeedHistory()
     bench = bench or make_bench(cfg, allowed_cpus())
     timer = Timer(round_timer(cfg.timer, cfg.rounds), flush=bench.timer.flush)
     cases: list[CaseRun] = []
     groups: list[list[int]] = []
     for i, shape in enumerate(cfg.shapes):
-        for dtype in cfg.dtypes:
-            group = []
-            for name in cfg.backends:
-                group.append(len(cases))
-                cases.append(CaseRun(len(cases), i, make_case(cfg, shape, dtype, name)))
-            groups.append(group)
+        for pass_name in cfg.passes:
+            for dtype in cfg.dtypes:
+                group = []
+                for name in cfg.backends:
+                    group.append(len(cases))
+                    cases.append(CaseRun(len(cases), i, make_case(cfg, shape, dtype, name, pass_name)))
+                groups.append(group)
 
     def peak_of(case: CaseRun) -> dict[str, Any] | None:
         return peak_table.get(case.dtype, {}).get("used")
@@ -275,17 +276,18 @@ def run_sweep(
     def start(case: CaseRun, r: int) -> None:
         if on_case_start:
             suffix = f" (round {r + 1}/{cfg.rounds})" if cfg.rounds > 1 else ""
-            on_case_start(f"{cfg.op} {case.shape.label()} {case.dtype} {case.backend}{suffix}")
+            on_case_start(f"{cfg.op} {case.case.label} {case.dtype} {case.backend}{suffix}")
 
     order = visit_order(groups, cfg.rounds, cfg.seed, [c.backend for c in cases])
     keep_budget = KEEP_PREPARED_BYTES if cfg.rounds > 1 else 0
     if cfg.max_memory_bytes is not None:
         keep_budget = min(keep_budget, cfg.max_memory_bytes // 4)
-    # Round 1, a (shape, dtype) group at a time: inputs and the float64 reference made once per group.
+    # Round 1, a (shape, pass, dtype) group at a time: inputs and the float64 reference made once per group.
     group_of = {i: g for g in groups for i in g}
     prepared_group: tuple[int, dict[str, Any], Any] | None = None
     for index in order[0]:
         case = cases[index]
+        op = get_op(case.case.key)
         start(case, 0)
         will_verify = cfg.verify and op.verify_cost_flops(case.shape) <= cfg.verify_max_gflop * 1e9
         need = op.memory_bytes(case.shape, case.dtype, reference=will_verify)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine
-from opbench.ops import get_op
+from opbench.ops import get_op, op_key
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
 from opbench.timing import Timer
 
@@ -84,8 +84,8 @@ def case_factors(cfg: SweepConfig, shape: Any) -> dict[str, Any]:
     return dict(op.factors(cfg.unscaled[cfg.shapes.index(shape)]))
 
 
-def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> Case:
-    """The Case of (shape, dtype, backend) in this sweep, with the backend parameters it runs with."""
+def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: str, pass_name: str = "fwd") -> Case:
+    """The Case of (shape, pass, dtype, backend) in this sweep, with the backend parameters it runs with."""
     return Case(
         op=cfg.op,
         shape=shape,
@@ -93,12 +93,13 @@ def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: str) -> Case:
         backend=backend,
         threads=cfg.threads,
         device=cfg.device,
-        params=_params(cfg, backend, shape, dtype),
+        params=_params(cfg, backend, shape, dtype, op_key(cfg.op, pass_name)),
         factors=case_factors(cfg, shape),
+        pass_name=pass_name,
     )
 
 
-def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str) -> dict[str, Any]:
+def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str, key: str) -> dict[str, Any]:
     """What the backend is asked for besides the case: our kernels' tiles, ISA and accumulation. With
     --tuned, the tiles `opbench tune` recorded for this case on this machine are looked up here, once
     per case when it is built (the kernels do not read the tuner's records), and named in the record's
@@ -109,15 +110,16 @@ def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str) -> dict[str,
     if cfg.cpp_params.get("tuned"):
         from opbench.tune.records import tuned
 
-        tiles, note = tuned(cfg.op, shape, dtype, cfg.threads)
+        tiles, note = tuned(key, shape, dtype, cfg.threads)
         params.update(tiles, tiles_note=note)
     return params
 
 
-def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> float | None:
-    """GFLOPS of one warm call on a scaled-down copy of `shape` (batch and input size shrunk until it costs
-    about PROBE_TARGET_FLOPS), or None if the shape cannot be shrunk enough or the probe fails."""
-    op = get_op(cfg.op)
+def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str, key: str) -> float | None:
+    """GFLOPS of one warm call of op key `key` on a scaled-down copy of `shape` (batch and input size shrunk
+    until it costs about PROBE_TARGET_FLOPS), or None if the shape cannot be shrunk enough or the probe
+    fails."""
+    op = get_op(key)
     small, factor = shape, 1.0
     for _ in range(20):
         if op.flops(small) <= PROBE_TARGET_FLOPS:
@@ -128,7 +130,7 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str) -> 
         return None
     try:
         inputs = op.make_inputs(small, dtype, cfg.seed)
-        prepared = st.backend.prepare(cfg.op, small, inputs, _params(cfg, st.backend.name, small, dtype))
+        prepared = st.backend.prepare(key, small, inputs, _params(cfg, st.backend.name, small, dtype, key))
         prepared.run(1)
         seconds = prepared.run(1)
     except Exception:
@@ -233,24 +235,25 @@ def first_visit(
 ) -> None:
     """Decide whether the case runs (backend, dtype, predicted time), verify it, then time its first
     visit. `reference` is None when verification is off or over its cost cap."""
-    op = get_op(cfg.op)
+    key = case.case.key
+    op = get_op(key)
     name = st.backend.name
     shape, dtype = case.shape, case.dtype
     if st.reason is not None:
         case.end(Outcome(Reason.UNSUPPORTED, st.reason))
         return
-    unsupported = st.backend.unsupported_reason(cfg.op, dtype)
+    unsupported = st.backend.unsupported_reason(key, dtype)
     if unsupported is not None:
         case.end(Outcome(Reason.UNSUPPORTED, unsupported))
         return
 
     flops = case.case.flops
-    known = history.best(name, cfg.op, dtype)
+    known = history.best(name, key, dtype)
     if known is None and flops > PROBE_MIN_FLOPS:
-        probed = probe_gflops(cfg, st, shape, dtype)
+        probed = probe_gflops(cfg, st, shape, dtype, key)
         if probed is not None:
-            history.record(name, cfg.op, dtype, probed, "a scaled-down probe of this case")
-            known = history.best(name, cfg.op, dtype)
+            history.record(name, key, dtype, probed, "a scaled-down probe of this case")
+            known = history.best(name, key, dtype)
     if known is not None:
         gflops, how = known
         predicted_s = flops / (gflops * 1e9)
@@ -262,10 +265,10 @@ def first_visit(
             case.end(Outcome(Reason.TIME, text))
             return
 
-    case.notes = st.backend.notes(cfg.op, dtype)
+    case.notes = st.backend.notes(key, dtype)
     case.finished = True  # until the case proves it can be timed
     try:
-        prepared = st.backend.prepare(cfg.op, shape, inputs, dict(case.case.params))
+        prepared = st.backend.prepare(key, shape, inputs, dict(case.case.params))
         case.details = prepared.details
         if reference is not None:
             # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
@@ -297,19 +300,19 @@ def first_visit(
         case.prepared = prepared
     gflops = flops / m.median_s / 1e9
     if math.isfinite(gflops):
-        history.record(name, cfg.op, dtype, gflops, f"{cfg.op} {shape.label()} earlier in this run")
+        history.record(name, key, dtype, gflops, f"{cfg.op} {case.case.label} earlier in this run")
 
 
 def later_visit(cfg: SweepConfig, st: BackendState, case: CaseRun, bench: Bench, timer: Timer) -> None:
     """Another round of a case that ran: the prepared case kept from its first visit, else fresh inputs (the
     same seed) prepared again; timed. A failure now ends the case's visits and is noted; the rounds
     already measured stay."""
-    op = get_op(cfg.op)
+    op = get_op(case.case.key)
     try:
         prepared = case.prepared
         if prepared is None:
             inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
-            prepared = st.backend.prepare(cfg.op, case.shape, inputs, dict(case.case.params))
+            prepared = st.backend.prepare(case.case.key, case.shape, inputs, dict(case.case.params))
         _visit(cfg, case, prepared, bench, timer)
     except Exception as e:
         case.finished = True

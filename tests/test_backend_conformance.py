@@ -18,7 +18,7 @@ import pytest
 
 from opbench.backends import BACKENDS, Backend
 from opbench.errors import BackendUnavailable
-from opbench.ops import conv, gemm, gru, lstm, rnn
+from opbench.ops import conv, gemm, gemm_bwd, gru, lstm, op_key, rnn
 
 NAMES = list(BACKENDS)
 # Odd sizes: 1, primes, non-multiples of every tile. Each case: (op module, shape).
@@ -29,6 +29,7 @@ CASES: dict[str, tuple[Any, Any]] = {
     "rnn-relu": (rnn, rnn.RnnShape(3, 2, 7, 5, relu=1)),
     "gru": (gru, gru.GruShape(3, 2, 7, 5)),
     "lstm": (lstm, lstm.LstmShape(3, 2, 7, 5)),
+    "gemm:bwd": (gemm_bwd, gemm.GemmShape(17, 31, 13)),
 }
 
 
@@ -61,7 +62,7 @@ def test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason(
     backend: Backend, case_name: str, dtype: str
 ) -> None:
     op, shape = CASES[case_name]
-    op_name = op.NAME
+    op_name = op_key(op.NAME, getattr(op, "PASS", "fwd"))
     reason = backend.unsupported_reason(op_name, dtype)
     if reason is not None:
         assert isinstance(reason, str) and reason

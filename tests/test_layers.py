@@ -15,7 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "opbench"
 
 # The one module that imports the compiled extension (docs/architecture.md): everything else goes through it.
-CORE_IMPORTERS = {"kernels/__init__.py", "kernels/recurrent.py"}
+CORE_IMPORTERS = {"kernels/__init__.py", "kernels/recurrent.py", "kernels/training.py"}
 
 
 def _imports_core(path: Path) -> bool:

@@ -349,6 +349,40 @@ def test_rnn_and_gru_sweeps_in_every_backend(tmp_path: Path, op: str, extra: str
             assert r["status"] == "ok" and r["verify"]["ok"], r
 
 
+def test_gemm_forward_and_backward_in_one_sweep_in_every_backend(tmp_path: Path) -> None:
+    doc, rows, _ = run_and_load(
+        tmp_path,
+        "sweep gemm --m 17 --n 31 --k 13 --pass fwd,bwd --dtype fp32 "
+        "--backend cpp,torch,mindspore,tensorflow,tensorflow-eager,numpy",
+    )
+    assert doc["passes"] == ["fwd", "bwd"] and "GEMM backward FLOPs = 4*M*N*K" in doc["flop_note"]
+    by_pass = {p: [r for r in doc["records"] if r["pass"] == p] for p in ("fwd", "bwd")}
+    assert len(by_pass["fwd"]) == len(by_pass["bwd"]) == 6
+    for r in by_pass["bwd"]:
+        assert r["op"] == "gemm" and r["label"] == "17x31x13 bwd" and r["flops"] == 4 * 17 * 31 * 13
+        if r["backend"] == "numpy":
+            assert r["status"] == "skipped"
+        elif doc["backends"][r["backend"]]["available"]:
+            assert r["status"] == "ok" and r["verify"]["ok"], r
+            assert r["backend"] == "cpp" or r["details"]["timed"], r["details"]
+    assert all(r["label"] == "17x31x13" for r in by_pass["fwd"])
+    assert {row["pass"] for row in rows} == {"fwd", "bwd"}
+
+
+def test_a_pass_an_op_lacks_is_a_usage_error(tmp_path: Path) -> None:
+    for args, message in (
+        (
+            ["sweep", "conv", "--pass", "bwd"],
+            "no backward pass for conv in this version (--pass bwd runs: gemm)",
+        ),
+        (["sweep", "gemm", "--pass", "fwd,sideways"], "--pass: unknown pass 'sideways'"),
+    ):
+        proc = run_cli([*args, "--out", str(tmp_path / "out")])
+        assert proc.returncode == 2 and proc.stderr.startswith(f"opbench: error: {message}"), proc.stderr
+        assert proc.stderr.count("\n") == 1
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_a_case_over_the_memory_budget_is_skipped_not_killed(tmp_path: Path) -> None:
     # 64^3 needs ~0.2 MiB; 4096 x 4096 x 4096 needs ~1.5 GiB: a 64 MiB budget skips only the second.
     doc, _, _ = run_and_load(

@@ -2,6 +2,7 @@
 // ir (MR) -> micro-kernel. Threads split the rows and the NR-panels of each B panel between them.
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "opbench/aligned.hpp"
@@ -133,7 +134,10 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 
 const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
 
-bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) { return !(p.n <= kThinMaxN && ks.gemm.thin != nullptr); }
+// The thin path reads rows of A in place, so A^T always takes the blocked path.
+bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
+  return !(p.n <= kThinMaxN && ks.gemm.thin != nullptr && !p.trans_a);
+}
 
 int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   const KernelSet& tk = tile_kernels(ks, p.n);
@@ -172,10 +176,13 @@ struct F32Tile {
   int64_t mr() const { return ks.mr; }
   int64_t nr() const { return ks.nr; }
   void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, float* dst) const {
+    const int64_t at = p.trans_a ? pc * p.lda + row : row * p.lda + pc;
     if (p.in_dtype == Dtype::f16) {
-      ks.gemm.pack_a_f16(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+      const auto* src = static_cast<const uint16_t*>(p.a) + at;
+      (p.trans_a ? ks.gemm.pack_at_f16 : ks.gemm.pack_a_f16)(src, p.lda, mb, kb, dst);
     } else {
-      ks.gemm.pack_a_f32(static_cast<const float*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+      const auto* src = static_cast<const float*>(p.a) + at;
+      (p.trans_a ? ks.gemm.pack_at_f32 : ks.gemm.pack_a_f32)(src, p.lda, mb, kb, dst);
     }
   }
   void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, float* dst) const {
@@ -291,6 +298,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
   if (p.accumulation == Accumulation::f16) {
+    if (p.trans_a) throw std::invalid_argument("fp16 accumulation takes A as is, not transposed");
     // Validated by the caller: fp16 inputs, B not prepacked. Throws if this kernel set has no such kernels.
     blocked(F16AccTile{f16acc_kernels(ks)}, ks, p, blk, threads);
     return;

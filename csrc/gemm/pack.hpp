@@ -139,6 +139,16 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
   }
 }
 
+// From A^T (k x m row-major): each MR-row micro-panel is packed like an MR-column panel of B (rows of A^T
+// copied along m, fp16 widened), zero-padded past m.
+template <int MR, class Cvt, class T>
+void pack_at(const T* at, int64_t ldat, int64_t m, int64_t k, float* dst) {
+  for (int64_t r0 = 0; r0 < m; r0 += MR) {
+    pack_b<MR, Cvt>(at + r0, ldat, k, (m - r0 < MR) ? (m - r0) : MR, dst);
+    dst += MR * k;
+  }
+}
+
 template <class Cvt>
 void store_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
   for (int64_t i = 0; i < m; ++i) Cvt::narrow_row(src + i * lds, dst + i * ldd, n);
@@ -209,6 +219,12 @@ struct Packers {
   }
   static void a_f16(const uint16_t* a, int64_t lda, int64_t m, int64_t k, float* dst) {
     pack_a<MR, Cvt>(a, lda, m, k, dst);
+  }
+  static void at_f32(const float* at, int64_t ldat, int64_t m, int64_t k, float* dst) {
+    pack_at<MR, Cvt>(at, ldat, m, k, dst);
+  }
+  static void at_f16(const uint16_t* at, int64_t ldat, int64_t m, int64_t k, float* dst) {
+    pack_at<MR, Cvt>(at, ldat, m, k, dst);
   }
   static void b_f32(const float* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
     pack_b<NR, Cvt>(b, ldb, k, n, dst);

@@ -26,6 +26,10 @@ MS_THREADS = ("ActorThread", "KernelThread")
 PLACE_WAIT_S = 2.0
 
 
+# What a backward case times: PyNative keeps no graph between calls, and a vjp function called again
+# recomputes its forward, so each timed call is the forward and the backward.
+FWD_AND_BWD = "forward + backward (PyNative keeps no graph between calls; vjp recomputes the forward)"
+
 # The recurrent ops and the mindspore.nn layer of each (weights named as torch names them).
 RECURRENT = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 
@@ -67,6 +71,7 @@ def ms_device(device: str) -> tuple[str, int]:
 
 class MindSporeBackend(Backend):
     name = "mindspore"
+    ops = (*Backend.ops, "gemm:bwd")
 
     def __init__(self) -> None:
         self._ms: Any = None
@@ -143,6 +148,11 @@ class MindSporeBackend(Backend):
                 "share a CPU and the op runs up to 1.6x slower for the rest of the process",
             }
 
+    def notes(self, op: str, dtype: str) -> list[str]:
+        return (
+            [f"mindspore {op}: {FWD_AND_BWD}; FLOPs count the backward only"] if op.endswith(":bwd") else []
+        )
+
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         ms = self._ms
         if self._events is None and "thread_placement" in self._details:
@@ -157,6 +167,15 @@ class MindSporeBackend(Backend):
             matmul, a, b = ms.ops.matmul, t["a"], t["b"]
             details["call"] = "ops.matmul (output allocated per call)"
             return _MindSporeCase(lambda: matmul(a, b), host, details, self._events)
+        if op == "gemm:bwd":
+            matmul, vjp, a, b, dc = ms.ops.matmul, ms.vjp, t["a"], t["b"], t["dc"]
+            details["call"] = "mindspore.vjp(ops.matmul, a, b)[1](dc)"
+            details["timed"] = FWD_AND_BWD
+
+            def grads(res: Any) -> Any:
+                return host(res[0]), host(res[1])
+
+            return _MindSporeCase(lambda: vjp(matmul, a, b)[1](dc), grads, details, self._events)
         if op == "conv":
             conv2d, x, w = ms.ops.conv2d, t["x"], t["w"]
             args = (

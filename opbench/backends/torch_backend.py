@@ -30,8 +30,10 @@ class _TorchCase(Prepared):
         call: Callable[[], Any],
         to_numpy: Callable[[Any], Any],
         details: dict[str, Any],
+        autograd: bool = False,
     ) -> None:
         self._torch = torch
+        self._autograd = autograd  # a backward pass: autograd on, not inference mode
         self._cuda = device.startswith("cuda")
         self._device = device
         self._call = call
@@ -76,9 +78,12 @@ class _TorchCase(Prepared):
         )
         return graph
 
+    def _mode(self) -> Any:
+        return self._torch.enable_grad() if self._autograd else self._torch.inference_mode()
+
     def run(self, loops: int) -> float:
         torch = self._torch
-        with torch.inference_mode():
+        with self._mode():
             if not self._cuda:
                 return host_timed(self._call, loops)
             # Device-side timing: the events bracket the kernels on the stream, not the host's launches.
@@ -109,7 +114,7 @@ class _TorchCase(Prepared):
         ), f"{2 * l2 >> 20} MiB zeroed on the device (2x its L2) before each sample"
 
     def output(self) -> Any:
-        with self._torch.inference_mode():
+        with self._mode():
             return self._to_numpy(self._call())
 
 
@@ -127,6 +132,7 @@ def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
 
 
 class TorchBackend(Backend):
+    ops = (*Backend.ops, "gemm:bwd")
     name = "torch"
 
     def __init__(self) -> None:
@@ -200,6 +206,19 @@ class TorchBackend(Backend):
             a, b, mm = t["a"], t["b"], torch.mm
             details["call"] = "torch.mm(a, b, out=c)"
             return _TorchCase(torch, dev, lambda: mm(a, b, out=out), cpu, details)
+        if op == "gemm:bwd":
+            # The forward runs once here, outside the timed region; each timed call is the backward only.
+            a, b = t["a"].requires_grad_(True), t["b"].requires_grad_(True)
+            with torch.enable_grad():
+                c = torch.mm(a, b)
+            dc, grad = t["dc"], torch.autograd.grad
+            details["call"] = "torch.autograd.grad(torch.mm(a, b), (a, b), dc, retain_graph=True)"
+            details["timed"] = "the backward only (the forward's graph is built once, before timing)"
+
+            def both(res: Any) -> Any:
+                return cpu(res[0]), cpu(res[1])
+
+            return _TorchCase(torch, dev, lambda: grad(c, (a, b), dc, retain_graph=True), both, details, True)
         if op == "conv":
             conv2d = torch.nn.functional.conv2d
             x, w = t["x"], t["w"]

@@ -251,6 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="cpp backend: use the tiles opbench tune recorded (exact shape or nearest)",
     )
     s.add_argument(
+        "--pass",
+        dest="passes",
+        help="training passes: fwd, bwd or fwd,bwd (default fwd). bwd times the gradients of the inputs "
+        "and weights given an upstream gradient (gemm in this version); records carry 'pass'",
+    )
+    s.add_argument(
         "--accumulate",
         choices=("fp32", "fp16"),
         default="fp32",

@@ -71,6 +71,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from opbench.timing import TimerConfig
 
     plans, suite = _plans_from_args(args)
+    passes = _passes(args.passes, [pl.op for pl in plans])
     cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
     cli_backends = parse_backends(args.backend) if args.backend is not None else None
     extra = _user_kernel(args)  # ("kernel:FUNC",) with --kernel, else ()
@@ -127,6 +128,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 verify_max_gflop=args.verify_max_gflop,
                 unscaled=tuple(unscaled) if args.scale else None,
                 rounds=args.rounds,
+                passes=passes,
             )
         )
     check_memory(configs, budget)
@@ -138,6 +140,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "command": args.command_line,
     }
     return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet)
+
+
+def _passes(text: str | None, ops: list[str]) -> tuple[str, ...]:
+    """--pass fwd,bwd: the passes in the order given (duplicates dropped); each op must have every one."""
+    from opbench.ops import PASSES, get_op, op_key
+
+    if text is None:
+        return ("fwd",)
+    passes = tuple(dict.fromkeys(p.strip() for p in text.split(",")))
+    for p in passes:
+        if p not in PASSES:
+            raise UsageError(f"--pass: unknown pass '{p}' (expected {', '.join(PASSES)}, comma-separated)")
+    for op in ops:
+        for p in passes:
+            get_op(op_key(op, p))  # a UsageError naming the ops that have this pass
+    return passes
 
 
 def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:

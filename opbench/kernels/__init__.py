@@ -1,5 +1,6 @@
 """Python facade over opbench._core: our tiled C++ kernels and what CPU dispatch found. This package is the
-only importer of the compiled extension (recurrent.py holds the RNN, GRU and LSTM entry points)."""
+only importer of the compiled extension (recurrent.py holds the RNN, GRU and LSTM entry points,
+training.py the backward passes)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from opbench.kernels._args import (
     default_threads,
 )
 from opbench.kernels.recurrent import gru, lstm, prepare_gru, prepare_lstm, prepare_rnn, rnn
+from opbench.kernels.training import gemm_backward, prepare_gemm_backward
 
 __all__ = [
     "Plan",
@@ -36,6 +38,8 @@ __all__ = [
     "prepare_rnn",
     "prepare_gru",
     "prepare_lstm",
+    "gemm_backward",
+    "prepare_gemm_backward",
     "MAX_THREADS",
     "MAX_TILE",
     "MAX_CONV_PARAM",

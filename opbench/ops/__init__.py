@@ -14,16 +14,43 @@ from types import ModuleType
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import conv, gemm, gru, lstm, rnn
+from opbench.ops import conv, gemm, gemm_bwd, gru, lstm, rnn
 
 OPS: dict[str, ModuleType] = {"gemm": gemm, "conv": conv, "rnn": rnn, "gru": gru, "lstm": lstm}
 
+# Training passes. A backward pass is a module with the op interface of its own (FLOPs, inputs with the
+# upstream gradient, reference gradients, check, plan) that re-exports the forward's shape interface; it
+# is reached by the op key "OP:bwd", which is also what backends are asked for (a backend lists the keys
+# it runs in `ops`).
+PASSES = ("fwd", "bwd")
+BACKWARD: dict[str, ModuleType] = {"gemm": gemm_bwd}
+
+
+def op_key(op: str, pass_name: str = "fwd") -> str:
+    """The key of an op's pass: 'gemm' for the forward, 'gemm:bwd' for the backward."""
+    return op if pass_name == "fwd" else f"{op}:{pass_name}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """'gemm:bwd' -> ('gemm', 'bwd'); 'gemm' -> ('gemm', 'fwd')."""
+    op, _, pass_name = key.partition(":")
+    return op, pass_name or "fwd"
+
 
 def get_op(name: str) -> ModuleType:
-    try:
-        return OPS[name]
-    except KeyError:
-        raise UsageError(f"unknown op '{name}' (available: {', '.join(OPS)})") from None
+    """The module of an op (or of one of its passes: 'gemm:bwd'); UsageError naming what exists."""
+    op, pass_name = split_key(name)
+    if op not in OPS:
+        raise UsageError(f"unknown op '{op}' (available: {', '.join(OPS)})")
+    if pass_name == "fwd":
+        return OPS[op]
+    if pass_name not in PASSES:
+        raise UsageError(f"unknown pass '{pass_name}' (expected {' or '.join(PASSES)})")
+    if op not in BACKWARD:
+        raise UsageError(
+            f"no backward pass for {op} in this version (--pass bwd runs: {', '.join(BACKWARD)})"
+        )
+    return BACKWARD[op]
 
 
 def shape_label(op: str, fields: Any) -> str:

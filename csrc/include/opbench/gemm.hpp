@@ -17,11 +17,13 @@ enum class Accumulation { f32, f16 };
 struct GemmProblem {
   Dtype in_dtype = Dtype::f32;   // of a and b (fp16 is widened to fp32 while packing)
   Dtype out_dtype = Dtype::f32;  // of c (fp16 is rounded once, after all of K is summed in fp32)
-  const void* a = nullptr;       // m x k, row-major, leading dimension lda (elements)
+  const void* a = nullptr;       // m x k row-major, leading dimension lda (elements), or with trans_a its
+                                 // transpose: k x m row-major
   const void* b = nullptr;       // k x n row-major (ldb), or with trans_b its transpose: n x k row-major
   void* c = nullptr;             // m x n, row-major, leading dimension ldc
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldc = 0;
+  bool trans_a = false;     // a holds A^T (a backward pass's X^T * dY); not with fp16 accumulation
   bool trans_b = false;     // b holds B^T (PyTorch's weight layout: out_features x in_features)
   bool accumulate = false;  // C += A*B instead of C = A*B; fp32 output only
   // B already packed by pack_b_all() for the same kernel set, blocking and B (b is then not read): for

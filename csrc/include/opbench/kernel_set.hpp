@@ -19,6 +19,9 @@ using UkernelRowsF32 = void (*)(int64_t kc, const float* ap, const float* b, con
 // Pack rows [0, m) x columns [0, k) of a row-major matrix into ceil(m / MR) consecutive MR-row micro-panels.
 using PackAF32 = void (*)(const float* a, int64_t lda, int64_t m, int64_t k, float* dst);
 using PackAF16 = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, float* dst);
+// The same micro-panels read from A^T (k x m row-major, leading dimension ldat): reads run along m.
+using PackAtF32 = void (*)(const float* at, int64_t ldat, int64_t m, int64_t k, float* dst);
+using PackAtF16 = void (*)(const uint16_t* at, int64_t ldat, int64_t m, int64_t k, float* dst);
 // Pack rows [0, k) x columns [0, n) (n <= NR) of a row-major matrix into one NR-column micro-panel.
 using PackBF32 = void (*)(const float* b, int64_t ldb, int64_t k, int64_t n, float* dst);
 using PackBF16 = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst);
@@ -100,6 +103,8 @@ struct GemmKernels {
   UkernelF32 ukernel;
   PackAF32 pack_a_f32;
   PackAF16 pack_a_f16;
+  PackAtF32 pack_at_f32;
+  PackAtF16 pack_at_f16;
   PackBF32 pack_b_f32;
   PackBF16 pack_b_f16;
   PackBtF32 pack_bt_f32;

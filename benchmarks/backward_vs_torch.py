@@ -1,0 +1,94 @@
+"""Our backward passes vs torch's autograd (and MindSpore's vjp, TensorFlow's tape), measured side by side
+in one run: the training issue's reference cases.
+
+    python benchmarks/backward_vs_torch.py --markdown [--rounds 5] [--threads 2] [--dtype fp32]
+
+Cases: GEMM backward at 1024^3 (dA = dC B^T and dB = A^T dC) and neighbours. torch times the backward only
+(autograd.grad over a graph built once, retain_graph=True); MindSpore's vjp recomputes the forward in each
+call and TensorFlow's tape runs inside tf.function, so those columns say what they time. Ratios are ours /
+theirs (> 1: ours is faster); util = ours / the FMA peak measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from side_by_side import measure_pair, print_markdown
+
+from opbench import __version__, peak
+from opbench.machine import cpu_model, library_versions
+from opbench.ops import gemm
+from opbench.timing import Timer, TimerConfig
+
+GEMM = [(1024, 1024, 1024), (512, 512, 512), (2048, 1024, 512), (64, 4096, 1024)]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", default="2")
+    p.add_argument("--dtype", default="fp32")
+    p.add_argument("--backends", default="cpp,torch,mindspore,tensorflow", help="cpp first")
+    p.add_argument("--markdown", action="store_true")
+    args = p.parse_args()
+    names = tuple(args.backends.split(","))
+    others = names[1:]
+    timer = Timer(TimerConfig(max_time_s=0.5, call_budget_s=2.0))
+    libs = library_versions()
+    print(
+        f"# {cpu_model()}; torch {libs['torch']}; opbench {__version__}; medians of {args.rounds} "
+        "interleaved rounds; util = ours / FMA peak measured in this run"
+    )
+    cases = [("gemm:bwd", gemm.GemmShape(*d)) for d in GEMM]
+    rows = []
+    for threads in map(int, args.threads.split(",")):
+        for dtype in args.dtype.split(","):
+            pk = peak.measured(dtype, threads, refresh=True)
+            for key, shape in cases:
+                r = measure_pair(key, shape, dtype, threads, args.rounds, timer, names)
+                ours = r[names[0]]["gflops"]
+                theirs = [r[o]["gflops"] for o in others]
+                timed = [r[o]["details"].get("timed", "") for o in others]
+                bad = "" if all(v["ok"] for v in r.values()) else "  (verification FAILED)"
+                rows.append((key, shape.label(), dtype, threads, ours, theirs, ours / pk.gflops))
+                print(
+                    f"{key:>9} {shape.label():>16} {dtype:>5} {threads:>3} {ours:7.1f} "
+                    + " ".join(f"{t:9.1f}" for t in theirs)
+                    + " "
+                    + " ".join(f"{ours / t:8.2f}" for t in theirs)
+                    + bad,
+                    flush=True,
+                )
+            for o, t in zip(others, timed, strict=True):
+                print(f"#   {o} times: {t}")
+    if args.markdown:
+        head = [
+            "op",
+            "shape",
+            "dtype",
+            "threads",
+            "ours GFLOPS",
+            *[f"{o} GFLOPS" for o in others],
+            *[f"ours / {o}" for o in others],
+            "ours util",
+        ]
+        table = [
+            [
+                key,
+                label,
+                dtype,
+                threads,
+                f"{ours:.1f}",
+                *[f"{t:.1f}" for t in theirs],
+                *[f"{ours / t:.2f}" for t in theirs],
+                f"{100 * util:.0f}%",
+            ]
+            for key, label, dtype, threads, ours, theirs, util in rows
+        ]
+        print_markdown(head, table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+// What every binding unit shares: argument checks that raise ValueError naming the argument, output
+// allocation, and the prepared call (Plan) bound as _core.Plan. No math here.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "opbench/fault.hpp"
+#include "opbench/gemm.hpp"
+#include "opbench/isa.hpp"
+#include "opbench/limits.hpp"
+#include "opbench/timed_loop.hpp"
+
+namespace opbench::bind {
+
+namespace py = pybind11;
+
+// time_* loops: the timer asks for enough calls to fill a sample; more is a hang, not a measurement.
+constexpr int64_t kMaxLoops = 10'000'000;
+
+inline void check_loops(int64_t loops) { check_range(loops, 1, kMaxLoops, "loops"); }
+
+inline int64_t array_bytes(const std::vector<int64_t>& shape, int64_t itemsize, const char* what) {
+  int64_t n = itemsize;
+  for (int64_t d : shape) n = checked::mul(n, d, what);
+  return n;
+}
+
+struct Matrix {
+  Dtype dtype;
+  void* data;
+  int64_t rows, cols, ld;  // ld in elements
+  int64_t itemsize;
+};
+
+inline std::string shape_str(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+inline Matrix matrix(const py::array& a, const char* name) {
+  if (a.ndim() != 2) {
+    throw py::value_error(std::string(name) + " must be a 2-D array, got " + std::to_string(a.ndim()) +
+                          "-D with shape " + shape_str(a));
+  }
+  const py::dtype dt = a.dtype();
+  const std::string dt_name = py::str(dt).cast<std::string>();
+  Dtype dtype;
+  if (dt.kind() == 'f' && dt.itemsize() == 4) {
+    dtype = Dtype::f32;
+  } else if (dt.kind() == 'f' && dt.itemsize() == 2) {
+    dtype = Dtype::f16;
+  } else {
+    throw py::value_error(std::string(name) + " has unsupported dtype " + dt_name + " (expected float32 or float16)");
+  }
+  const char order = dt.attr("byteorder").cast<std::string>()[0];
+  if (order == '>') throw py::value_error(std::string(name) + " is big-endian; convert it to native byte order");
+  if (a.shape(0) < 1 || a.shape(1) < 1) {
+    throw py::value_error(std::string(name) + " must have at least one row and one column, got shape " + shape_str(a));
+  }
+  const int64_t item = dt.itemsize();
+  if (a.strides(1) != item || a.strides(0) % item != 0 || a.strides(0) < a.shape(1) * item) {
+    throw py::value_error(std::string(name) + " must be row-major with contiguous rows (C-contiguous), got strides (" +
+                          std::to_string(a.strides(0)) + ", " + std::to_string(a.strides(1)) + ")");
+  }
+  return {dtype, const_cast<void*>(a.data()), a.shape(0), a.shape(1), a.strides(0) / item, item};
+}
+
+inline bool overlaps(const Matrix& x, const Matrix& y) {
+  const auto* x0 = static_cast<const char*>(x.data);
+  const auto* x1 = x0 + ((x.rows - 1) * x.ld + x.cols) * x.itemsize;
+  const auto* y0 = static_cast<const char*>(y.data);
+  const auto* y1 = y0 + ((y.rows - 1) * y.ld + y.cols) * y.itemsize;
+  return x0 < y1 && y0 < x1;
+}
+
+// A C-contiguous array of `ndim` dimensions, float32 or float16, every dimension >= 1.
+struct Tensor {
+  Dtype dtype;
+  void* data;
+  std::vector<int64_t> shape;
+  int64_t itemsize;
+};
+
+inline Tensor tensor(const py::array& a, const char* name, int ndim) {
+  if (a.ndim() != ndim) {
+    throw py::value_error(std::string(name) + " must be a " + std::to_string(ndim) + "-D array, got " +
+                          std::to_string(a.ndim()) + "-D with shape " + shape_str(a));
+  }
+  const py::dtype dt = a.dtype();
+  Dtype dtype;
+  if (dt.kind() == 'f' && dt.itemsize() == 4) {
+    dtype = Dtype::f32;
+  } else if (dt.kind() == 'f' && dt.itemsize() == 2) {
+    dtype = Dtype::f16;
+  } else {
+    throw py::value_error(std::string(name) + " has unsupported dtype " + py::str(dt).cast<std::string>() +
+                          " (expected float32 or float16)");
+  }
+  if (dt.attr("byteorder").cast<std::string>()[0] == '>') {
+    throw py::value_error(std::string(name) + " is big-endian; convert it to native byte order");
+  }
+  std::vector<int64_t> shape(a.shape(), a.shape() + ndim);
+  for (int64_t d : shape) {
+    if (d < 1) throw py::value_error(std::string(name) + " has an empty dimension: shape " + shape_str(a));
+  }
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(std::string(name) + " must be C-contiguous");
+  return {dtype, const_cast<void*>(a.data()), shape, dt.itemsize()};
+}
+
+inline void expect_shape(const Tensor& t, const py::array& a, const char* name, const std::vector<int64_t>& want,
+                  const std::string& why) {
+  if (t.shape != want) {
+    std::string w = "(";
+    for (size_t i = 0; i < want.size(); ++i) w += (i ? ", " : "") + std::to_string(want[i]);
+    w += want.size() == 1 ? ",)" : ")";
+    throw py::value_error(std::string(name) + " has shape " + shape_str(a) + ", expected " + w + " (" + why + ")");
+  }
+}
+
+inline void expect_dtype(const Tensor& t, const Tensor& ref, const char* name, const char* ref_name) {
+  if (t.dtype != ref.dtype) {
+    throw py::value_error(std::string(name) + " must have the dtype of " + ref_name);
+  }
+}
+
+inline py::array output_like(const py::array& like, const std::vector<int64_t>& shape, std::optional<py::array> out,
+                      const char* name, Dtype dtype) {
+  if (!out) return py::array(like.dtype(), shape);
+  const Tensor t = tensor(*out, name, static_cast<int>(shape.size()));
+  if (t.dtype != dtype) throw py::value_error(std::string(name) + " must have the input dtype");
+  expect_shape(t, *out, name, shape, "the operator's output shape");
+  if (!out->writeable()) throw py::value_error(std::string(name) + " is read-only");
+  return *out;
+}
+
+inline int64_t tile_value(const std::optional<int64_t>& v, const char* name) {
+  if (!v) return 0;  // 0 = derive from the cache model
+  if (*v < 1) throw py::value_error(std::string(name) + " must be >= 1, got " + std::to_string(*v));
+  check_range(*v, 1, kMaxTile, name);
+  return *v;
+}
+
+// Unknown or unsupported ISA names throw std::invalid_argument, which pybind11 raises as ValueError.
+inline const KernelSet& kernel_set(const std::string& isa) { return isa.empty() ? default_kernels() : kernels_for(isa); }
+
+inline void check_threads(int64_t threads) {
+  if (threads < 1) throw py::value_error("threads must be >= 1, got " + std::to_string(threads));
+  if (threads > kMaxThreads) {
+    throw py::value_error("threads must be <= " + std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
+  }
+}
+
+inline Blocking blocking_for(const KernelSet& ks, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
+                      std::optional<int64_t> tile_k) {
+  return resolve_blocking(ks, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")});
+}
+
+using Pair = std::pair<int64_t, int64_t>;
+
+// One call of a kernel, validated and with its outputs allocated, bound to Python as _core.Plan: run(loops)
+// times `loops` calls inside C++ with the GIL released, output() makes one call and returns the outputs,
+// tiles() says what runs. The bindings only check arguments and fill problems; the kernels do the work.
+struct Plan {
+  py::tuple keep;              // the inputs and outputs: the problem holds raw pointers into them
+  py::object result;           // what output() returns: an array, or (y, (h_n, c_n))
+  std::function<void()> call;  // one call of the kernel (run with the GIL released)
+  py::dict tiles;              // isa, kernel, mr, nr and the tiles used
+  Fault fault = Fault::none;   // test builds only (fault.hpp)
+  void* first_out = nullptr;   // where Fault::wrong corrupts the answer
+  bool f16_out = false;
+
+  double run(int64_t loops) {
+    check_loops(loops);
+    py::gil_scoped_release release;
+    trigger(fault);
+    return time_loop(loops, [&] {
+      if (fault == Fault::slow) trigger(fault);
+      call();
+    });
+  }
+
+  py::object output() {
+    {
+      py::gil_scoped_release release;
+      trigger(fault);
+      call();
+    }
+    corrupt(fault, first_out, f16_out);
+    return result;
+  }
+};
+
+inline py::dict tile_dict(const char* isa, const char* kernel, int mr, int nr, const Blocking& blk) {
+  py::dict d;
+  d["isa"] = isa;
+  d["kernel"] = kernel;
+  d["mr"] = mr;
+  d["nr"] = nr;
+  d["tile_m"] = blk.mc;
+  d["tile_n"] = blk.nc;
+  d["tile_k"] = blk.kc;
+  return d;
+}
+
+// The training (backward-pass) entry points, defined in train.cpp and added to the module by module.cpp.
+void define_training(py::module_& m);
+
+}  // namespace opbench::bind

@@ -1,0 +1,127 @@
+"""GEMM backward (the op key `gemm:bwd`, `--pass bwd`): for C = A @ B and an upstream gradient dC (M x N),
+dA = dC @ B^T (M x K) and dB = A^T @ dC (K x N), timed as one unit. The shapes, axes and sweep parameters
+are the forward's (ops/gemm.py, re-exported); FLOPs, inputs, reference, check and our kernel are this
+pass's own.
+
+FLOPs = 4*M*N*K: two products of 2*M*N*K each (the convention of DeepBench and benchdnn's BWD_D + BWD_W)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops.gemm import (  # noqa: F401  (the forward's shape interface, shared)
+    AXES,
+    BASE,
+    BATCH_FIELDS,
+    DEFAULT_BACKENDS,
+    DEFAULT_MODE,
+    NAME,
+    PARAMS,
+    SHAPE_FIELDS,
+    SPATIAL_FIELDS,
+    GemmShape,
+    default_cases,
+    factors,
+    make_shape,
+    scale,
+    shape_from_case,
+    tile_names,
+)
+from opbench.ops.gemm import make_inputs as forward_inputs
+from opbench.ops.numerics import compare, dot_bound
+
+PASS = "bwd"
+FLOP_NOTE = (
+    "GEMM backward FLOPs = 4*M*N*K (dA = dC B^T and dB = A^T dC, 2*M*N*K each; the forward is not included)"
+)
+OUTPUTS = ("da", "db")
+
+
+def flops(shape: GemmShape) -> int:
+    return 4 * shape.m * shape.n * shape.k
+
+
+def _elems(shape: GemmShape) -> int:
+    m, n, k = shape.m, shape.n, shape.k
+    return 2 * (m * k + k * n) + m * n  # A, B, dC read; dA, dB written
+
+
+def min_bytes(shape: GemmShape, dtype: str) -> int:
+    """Compulsory traffic: A, B and dC read once, dA and dB written once."""
+    return ITEMSIZE[dtype] * _elems(shape)
+
+
+def memory_bytes(shape: GemmShape, dtype: str, reference: bool = True) -> int:
+    """Inputs and gradients (x3 copies, as the forward) and, when verifying, the float64 references with
+    their magnitudes and bounds."""
+    elems = _elems(shape)
+    return 3 * ITEMSIZE[dtype] * elems + (3 * 8 * elems if reference else 0)
+
+
+def verify_cost_flops(shape: GemmShape) -> int:
+    """Both float64 products and their magnitudes."""
+    return 2 * flops(shape)
+
+
+def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+    """The forward's a and b (the same values for the same seed) and dc, uniform in [-1, 1)."""
+    inputs = forward_inputs(shape, dtype, seed)
+    rng = np.random.default_rng([seed, 1])
+    inputs["dc"] = rng.uniform(-1.0, 1.0, size=(shape.m, shape.n)).astype(NUMPY_DTYPES[dtype])
+    return inputs
+
+
+def _f64(inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(inputs[k].astype(np.float64) for k in ("a", "b", "dc"))  # type: ignore[return-value]
+
+
+def reference(shape: GemmShape, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    a, b, dc = _f64(inputs)
+    return {"da": dc @ b.T, "db": a.T @ dc}
+
+
+def check(
+    shape: GemmShape,
+    output: Any,
+    inputs: dict[str, np.ndarray],
+    ref: dict[str, np.ndarray],
+    dtype: str,
+    accumulate: str,
+) -> dict[str, Any]:
+    """output = (da, db). Each is a GEMM: dA sums N products per element, dB sums M; the bound is the
+    forward's dot-product bound with that length and those magnitudes."""
+    da, db = output
+    a, b, dc = _f64(inputs)
+    bounds = {
+        "da": dot_bound(np.abs(dc) @ np.abs(b).T, shape.n, accumulate, dtype),
+        "db": dot_bound(np.abs(a).T @ np.abs(dc), shape.m, accumulate, dtype),
+    }
+    return compare({"da": np.asarray(da), "db": np.asarray(db)}, ref, bounds)
+
+
+def plan(
+    shape: GemmShape,
+    inputs: dict[str, np.ndarray],
+    tiles: dict[str, int | None],
+    threads: int,
+    isa: str | None = None,
+    accumulate: str = "fp32",
+) -> Any:
+    """Our backward prepared for this case (kernels.Plan): both products use the tiles."""
+    from opbench import kernels
+
+    if accumulate != "fp32":
+        raise ValueError("the GEMM backward accumulates in fp32 only")
+    return kernels.prepare_gemm_backward(
+        inputs["a"],
+        inputs["b"],
+        inputs["dc"],
+        tile_m=tiles.get("tile_m"),
+        tile_n=tiles.get("tile_n"),
+        tile_k=tiles.get("tile_k"),
+        threads=threads,
+        isa=isa,
+    )
