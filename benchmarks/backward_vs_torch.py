@@ -3,7 +3,9 @@ in one run: the training issue's reference cases.
 
     python benchmarks/backward_vs_torch.py --markdown [--rounds 5] [--threads 2] [--dtype fp32]
 
-Cases: GEMM backward at 1024^3 (dA = dC B^T and dB = A^T dC) and neighbours. torch times the backward only
+Cases: GEMM backward at 1024^3 (dA = dC B^T and dB = A^T dC) and neighbours; conv backward for 3x3
+64->64 at 56x56, batch 8, and neighbours (stride 2, 1x1, depthwise; MindSpore's CPU convolution is too slow
+for these sizes and is left out of the conv rows unless --mindspore-conv). torch times the backward only
 (autograd.grad over a graph built once, retain_graph=True); MindSpore's vjp recomputes the forward in each
 call and TensorFlow's tape runs inside tf.function, so those columns say what they time. Ratios are ours /
 theirs (> 1: ours is faster); util = ours / the FMA peak measured in the same run.
@@ -18,10 +20,17 @@ from side_by_side import measure_pair, print_markdown
 
 from opbench import __version__, peak
 from opbench.machine import cpu_model, library_versions
-from opbench.ops import gemm
+from opbench.ops import conv, gemm
 from opbench.timing import Timer, TimerConfig
 
 GEMM = [(1024, 1024, 1024), (512, 512, 512), (2048, 1024, 512), (64, 4096, 1024)]
+CONV = [
+    dict(n=8, c=64, h=56, w=56, k=64, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=8, c=128, h=28, w=28, k=128, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=8, c=64, h=56, w=56, k=128, r=3, s=3, pad_h=1, pad_w=1, stride_h=2, stride_w=2),
+    dict(n=8, c=64, h=56, w=56, k=256, r=1, s=1),
+    dict(n=8, c=32, h=56, w=56, k=32, r=3, s=3, pad_h=1, pad_w=1, groups=32),
+]
 
 
 def main() -> int:
@@ -31,6 +40,8 @@ def main() -> int:
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--backends", default="cpp,torch,mindspore,tensorflow", help="cpp first")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--ops", default="gemm,conv")
+    p.add_argument("--mindspore-conv", action="store_true", help="also time MindSpore on the conv rows")
     args = p.parse_args()
     names = tuple(args.backends.split(","))
     others = names[1:]
@@ -40,27 +51,35 @@ def main() -> int:
         f"# {cpu_model()}; torch {libs['torch']}; opbench {__version__}; medians of {args.rounds} "
         "interleaved rounds; util = ours / FMA peak measured in this run"
     )
-    cases = [("gemm:bwd", gemm.GemmShape(*d)) for d in GEMM]
+    cases = []
+    if "gemm" in args.ops:
+        cases += [("gemm:bwd", gemm.GemmShape(*d)) for d in GEMM]
+    if "conv" in args.ops:
+        cases += [("conv:bwd", conv.shape_from_case(c)) for c in CONV]
     rows = []
     for threads in map(int, args.threads.split(",")):
         for dtype in args.dtype.split(","):
             pk = peak.measured(dtype, threads, refresh=True)
             for key, shape in cases:
-                r = measure_pair(key, shape, dtype, threads, args.rounds, timer, names)
+                skip = {"mindspore"} if key == "conv:bwd" and not args.mindspore_conv else set()
+                if key == "conv:bwd" and shape.groups > 1:
+                    skip.add("tensorflow")  # TensorFlow has no grouped-conv gradients on the CPU
+                present = tuple(n for n in names if n not in skip)
+                r = measure_pair(key, shape, dtype, threads, args.rounds, timer, present)
                 ours = r[names[0]]["gflops"]
-                theirs = [r[o]["gflops"] for o in others]
-                timed = [r[o]["details"].get("timed", "") for o in others]
+                theirs = [r[o]["gflops"] if o in r else float("nan") for o in others]
+                timed = [r[o]["details"].get("timed", "") for o in others if o in r]
                 bad = "" if all(v["ok"] for v in r.values()) else "  (verification FAILED)"
                 rows.append((key, shape.label(), dtype, threads, ours, theirs, ours / pk.gflops))
                 print(
-                    f"{key:>9} {shape.label():>16} {dtype:>5} {threads:>3} {ours:7.1f} "
+                    f"{key:>9} {shape.label():>28} {dtype:>5} {threads:>3} {ours:7.1f} "
                     + " ".join(f"{t:9.1f}" for t in theirs)
                     + " "
                     + " ".join(f"{ours / t:8.2f}" for t in theirs)
                     + bad,
                     flush=True,
                 )
-            for o, t in zip(others, timed, strict=True):
+            for o, t in zip([o for o in others if o in r], timed, strict=True):
                 print(f"#   {o} times: {t}")
     if args.markdown:
         head = [

@@ -68,6 +68,22 @@ def prepare_gemm_backward(
     threads: int = 1,
     isa: str = "",
 ) -> Plan: ...
+def prepare_conv2d_backward(
+    x: np.ndarray,
+    w: np.ndarray,
+    dy: np.ndarray,
+    stride: tuple[int, int] = (1, 1),
+    padding: tuple[int, int] = (0, 0),
+    dilation: tuple[int, int] = (1, 1),
+    groups: int = 1,
+    dx: np.ndarray | None = None,
+    dw: np.ndarray | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int = 1,
+    isa: str = "",
+) -> Plan: ...
 def known_isas() -> list[str]: ...
 def kernel_info(isa: str = "", n: int = 0) -> dict[str, Any]: ...
 def cpu_info() -> dict[str, Any]: ...

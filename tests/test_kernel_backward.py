@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from opbench import kernels
-from opbench.ops import gemm, gemm_bwd
+from opbench.ops import conv, conv_bwd, gemm, gemm_bwd
 
 ISAS = kernels.available_isas()
 GEMM_SHAPES = [(1, 1, 1), (17, 31, 13), (64, 3, 5), (3, 2, 200), (130, 257, 67), (5, 1, 3), (256, 128, 64)]
@@ -75,3 +75,96 @@ def test_gemm_backward_invalid_input_raises_value_error() -> None:
             kernels.gemm_backward(*args)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="da must not overlap an input"):
         kernels.prepare_gemm_backward(a, b, dc, outs=(a, np.empty((3, 5), np.float32)))
+
+
+# Every geometry: 1x1, odd sizes and channel counts, stride 2 (and mixed strides), dilation 2, groups
+# (depthwise too), padding past the dilated filter (the col2im path at stride 1), a single pixel.
+CONV_SHAPES = [
+    conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1),
+    conv.ConvShape(1, 5, 7, 7, 3, 1, 1),
+    conv.ConvShape(1, 4, 9, 9, 6, 3, 3, stride_h=2, stride_w=2, pad_h=1, pad_w=1),
+    conv.ConvShape(2, 4, 10, 10, 4, 3, 3, dil_h=2, dil_w=2, pad_h=2, pad_w=2),
+    conv.ConvShape(2, 6, 8, 8, 4, 3, 3, pad_h=1, pad_w=1, groups=2),
+    conv.ConvShape(1, 6, 9, 9, 6, 3, 3, pad_h=1, pad_w=1, groups=6),
+    conv.ConvShape(2, 8, 13, 13, 6, 5, 3, stride_h=3, stride_w=2, pad_h=2, dil_w=2, groups=2),
+    conv.ConvShape(1, 3, 6, 6, 2, 3, 3, pad_h=3, pad_w=1),
+    conv.ConvShape(1, 1, 1, 1, 1, 1, 1),
+    conv.ConvShape(3, 17, 13, 11, 19, 3, 3, pad_h=1, pad_w=1),
+]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("shape", CONV_SHAPES, ids=lambda s: s.label().replace(" ", "_"))
+def test_conv2d_backward_matches_float64(isa: str, dtype: str, shape: conv.ConvShape) -> None:
+    inp = conv_bwd.make_inputs(shape, dtype, seed=7)
+    dx, dw = conv_bwd.plan(shape, inp, {}, 2, isa).output()
+    assert dx.shape == inp["x"].shape and dw.shape == inp["w"].shape and dx.dtype == inp["x"].dtype
+    result = conv_bwd.check(shape, (dx, dw), inp, conv_bwd.reference(shape, inp), dtype, "fp32")
+    assert result["ok"], result
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("tiles", [{}, {"tile_m": 14, "tile_n": 5, "tile_k": 8}, {"tile_n": 1000}])
+def test_conv2d_backward_threads_and_pixel_blocks(threads: int, tiles: dict[str, int]) -> None:
+    for shape in (CONV_SHAPES[0], CONV_SHAPES[2], CONV_SHAPES[9]):
+        inp = conv_bwd.make_inputs(shape, "fp32", seed=8)
+        plan = conv_bwd.plan(shape, inp, dict(tiles), threads)
+        if "tile_n" in tiles:
+            assert plan.tiles()["tile_n"] == min(tiles["tile_n"], shape.out_h * shape.out_w)
+        ref = conv_bwd.reference(shape, inp)
+        assert conv_bwd.check(shape, plan.output(), inp, ref, "fp32", "fp32")["ok"]
+
+
+@pytest.mark.parametrize("shape", CONV_SHAPES[:8], ids=lambda s: s.label().replace(" ", "_"))
+def test_conv2d_backward_reference_is_torch_autograd_in_float64(shape: conv.ConvShape) -> None:
+    torch = pytest.importorskip("torch")
+    inp = conv_bwd.make_inputs(shape, "fp32", seed=9)
+    x = torch.from_numpy(inp["x"].astype(np.float64)).requires_grad_(True)
+    w = torch.from_numpy(inp["w"].astype(np.float64)).requires_grad_(True)
+    y = torch.nn.functional.conv2d(
+        x, w, None, (shape.stride_h, shape.stride_w), (shape.pad_h, shape.pad_w), (shape.dil_h, shape.dil_w),
+        shape.groups,
+    )  # fmt: skip
+    dx, dw = torch.autograd.grad(y, (x, w), torch.from_numpy(inp["dy"].astype(np.float64)))
+    ref = conv_bwd.reference(shape, inp)
+    np.testing.assert_allclose(ref["dx"], dx.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ref["dw"], dw.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_the_conv_bound_catches_a_flipped_filter_and_swapped_gradients() -> None:
+    shape = CONV_SHAPES[0]
+    inp = conv_bwd.make_inputs(shape, "fp32", seed=10)
+    ref = conv_bwd.reference(shape, inp)
+    dx, dw = kernels.conv2d_backward(inp["x"], inp["w"], inp["dy"], padding=1)
+    assert conv_bwd.check(shape, (dx, dw), inp, ref, "fp32", "fp32")["ok"]
+    assert not conv_bwd.check(shape, (dx, dw[:, :, ::-1, ::-1].copy()), inp, ref, "fp32", "fp32")["ok"]
+    wrong = dict(inp, w=np.ascontiguousarray(inp["w"][:, :, ::-1, ::-1]))
+    dx_wrong, _ = kernels.conv2d_backward(wrong["x"], wrong["w"], wrong["dy"], padding=1)
+    assert not conv_bwd.check(shape, (dx_wrong, dw), inp, ref, "fp32", "fp32")["ok"]
+
+
+def test_conv2d_backward_invalid_input_raises_value_error() -> None:
+    shape = CONV_SHAPES[0]
+    inp = conv_bwd.make_inputs(shape, "fp32", seed=0)
+    x, w, dy = inp["x"], inp["w"], inp["dy"]
+    cases = [
+        (
+            (x, w, np.ascontiguousarray(dy[:, :, :-1])),
+            {"padding": 1},
+            r"dy has shape .*expected \(2, 5, 11, 7\)",
+        ),
+        ((x, w, dy[:, :, :-1]), {"padding": 1}, "dy must be C-contiguous"),
+        ((x, w, dy), {"padding": 0}, "dy has shape"),
+        ((x, w, dy.astype(np.float16)), {"padding": 1}, "dy must have the dtype of x"),
+        ((x, w, dy), {"padding": 1, "groups": 2}, "groups=2 must divide"),
+        (
+            (x, np.ascontiguousarray(w[:, :2]), dy),
+            {"padding": 1},
+            "dimension 1 must be input channels / groups",
+        ),
+        ((x, w, dy), {"padding": 1, "stride": 0}, "stride must be >= 1"),
+    ]
+    for args, kw, match in cases:
+        with pytest.raises(ValueError, match=match):
+            kernels.conv2d_backward(*args, **kw)  # type: ignore[arg-type]

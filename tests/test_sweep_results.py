@@ -369,11 +369,26 @@ def test_gemm_forward_and_backward_in_one_sweep_in_every_backend(tmp_path: Path)
     assert {row["pass"] for row in rows} == {"fwd", "bwd"}
 
 
+def test_conv_backward_sweep_in_every_backend(tmp_path: Path) -> None:
+    doc, _, _ = run_and_load(
+        tmp_path,
+        "sweep conv --pass bwd --batch 2 --input-size 7 --in-channels 3 --out-channels 5 --stride 2 "
+        "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
+    )
+    assert doc["passes"] == ["bwd"] and "Conv2d backward FLOPs = 2x the forward's" in doc["flop_note"]
+    for r in doc["records"]:
+        assert r["pass"] == "bwd" and r["label"].endswith(" s2 p1 bwd")
+        if r["backend"] == "numpy":
+            assert r["status"] == "skipped"
+        elif doc["backends"][r["backend"]]["available"]:
+            assert r["status"] == "ok" and r["verify"]["ok"], r
+
+
 def test_a_pass_an_op_lacks_is_a_usage_error(tmp_path: Path) -> None:
     for args, message in (
         (
-            ["sweep", "conv", "--pass", "bwd"],
-            "no backward pass for conv in this version (--pass bwd runs: gemm)",
+            ["sweep", "lstm", "--pass", "bwd"],
+            "no backward pass for lstm in this version (--pass bwd runs: gemm, conv)",
         ),
         (["sweep", "gemm", "--pass", "fwd,sideways"], "--pass: unknown pass 'sideways'"),
     ):

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "opbench/conv.hpp"
 #include "opbench/fault.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/isa.hpp"
@@ -211,6 +212,35 @@ inline py::dict tile_dict(const char* isa, const char* kernel, int mr, int nr, c
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
   return d;
+}
+
+// A conv2d problem's geometry from x (N x C x H x W) and w (K x C/groups x R x S), validated (ValueError
+// naming what is wrong); its data pointers are left for the caller.
+inline ConvProblem conv_problem(const Tensor& tx, const Tensor& tw, const py::array& w, Pair stride, Pair padding,
+                                Pair dilation, int64_t groups) {
+  expect_dtype(tw, tx, "w", "x");
+  ConvProblem p;
+  p.dtype = tx.dtype;
+  p.n = tx.shape[0];
+  p.c = tx.shape[1];
+  p.h = tx.shape[2];
+  p.w_in = tx.shape[3];
+  p.k = tw.shape[0];
+  p.r = tw.shape[2];
+  p.s = tw.shape[3];
+  p.stride_h = stride.first;
+  p.stride_w = stride.second;
+  p.pad_h = padding.first;
+  p.pad_w = padding.second;
+  p.dil_h = dilation.first;
+  p.dil_w = dilation.second;
+  p.groups = groups;
+  validate_conv2d(p);  // every parameter bounded, the output non-empty, every size within 64 bits
+  if (tw.shape[1] != p.c / groups) {
+    throw py::value_error("w has shape " + shape_str(w) + ": its dimension 1 must be input channels / groups = " +
+                          std::to_string(p.c / groups));
+  }
+  return p;
 }
 
 // The training (backward-pass) entry points, defined in train.cpp and added to the module by module.cpp.

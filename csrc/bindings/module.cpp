@@ -35,28 +35,7 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
                Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
                std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
   const Tensor tx = tensor(x, "x", 4), tw = tensor(w, "w", 4);
-  expect_dtype(tw, tx, "w", "x");
-  ConvProblem p;
-  p.dtype = tx.dtype;
-  p.n = tx.shape[0];
-  p.c = tx.shape[1];
-  p.h = tx.shape[2];
-  p.w_in = tx.shape[3];
-  p.k = tw.shape[0];
-  p.r = tw.shape[2];
-  p.s = tw.shape[3];
-  p.stride_h = stride.first;
-  p.stride_w = stride.second;
-  p.pad_h = padding.first;
-  p.pad_w = padding.second;
-  p.dil_h = dilation.first;
-  p.dil_w = dilation.second;
-  p.groups = groups;
-  validate_conv2d(p);  // every parameter bounded, the output non-empty, every size within 64 bits
-  if (tw.shape[1] != p.c / groups) {
-    throw py::value_error("w has shape " + shape_str(w) + ": its dimension 1 must be input channels / groups = " +
-                          std::to_string(p.c / groups));
-  }
+  ConvProblem p = conv_problem(tx, tw, w, stride, padding, dilation, groups);
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
   const Blocking blk = resolve_conv_blocking(

@@ -55,7 +55,7 @@ class _CppCase(Prepared):
 
 class CppBackend(Backend):
     name = "cpp"
-    ops = (*Backend.ops, "gemm:bwd")
+    ops = (*Backend.ops, "gemm:bwd", "conv:bwd")
     accumulate = {"fp32": "fp32", "fp16": "fp32"}  # fp16 is widened in packing and accumulated in fp32
 
     def __init__(self) -> None:
@@ -110,6 +110,8 @@ class CppBackend(Backend):
 ALGORITHMS = {
     "gemm": "blocked GEMM (BLIS loops)",
     "gemm:bwd": "two blocked GEMMs: dA = dC B^T (B^T read in place), dB = A^T dC (A^T packed from A)",
+    "conv:bwd": "dW^T += im2col tile x dY^T per pixel block (GEMM); dX: flipped-filter implicit-GEMM conv at "
+    "stride 1, else W^T dY per block scattered back (col2im)",
     "conv": "implicit GEMM, B rows read in place from the padded image",
     "rnn": "input GEMM for all steps + recurrent GEMM per step + fused activation",
     "gru": "input GEMM for all steps + recurrent GEMM per step (own buffer) + fused cell (state in fp32)",

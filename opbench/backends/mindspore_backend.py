@@ -30,6 +30,13 @@ PLACE_WAIT_S = 2.0
 # recomputes its forward, so each timed call is the forward and the backward.
 FWD_AND_BWD = "forward + backward (PyNative keeps no graph between calls; vjp recomputes the forward)"
 
+
+def _conv_args(shape: Any) -> tuple[Any, ...]:
+    """ops.conv2d's arguments after (x, w, bias) for the case's geometry."""
+    stride, dilation = (shape.stride_h, shape.stride_w), (shape.dil_h, shape.dil_w)
+    return stride, "pad", (shape.pad_h, shape.pad_w), dilation, shape.groups
+
+
 # The recurrent ops and the mindspore.nn layer of each (weights named as torch names them).
 RECURRENT = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 
@@ -71,7 +78,7 @@ def ms_device(device: str) -> tuple[str, int]:
 
 class MindSporeBackend(Backend):
     name = "mindspore"
-    ops = (*Backend.ops, "gemm:bwd")
+    ops = (*Backend.ops, "gemm:bwd", "conv:bwd")
 
     def __init__(self) -> None:
         self._ms: Any = None
@@ -167,24 +174,28 @@ class MindSporeBackend(Backend):
             matmul, a, b = ms.ops.matmul, t["a"], t["b"]
             details["call"] = "ops.matmul (output allocated per call)"
             return _MindSporeCase(lambda: matmul(a, b), host, details, self._events)
-        if op == "gemm:bwd":
-            matmul, vjp, a, b, dc = ms.ops.matmul, ms.vjp, t["a"], t["b"], t["dc"]
-            details["call"] = "mindspore.vjp(ops.matmul, a, b)[1](dc)"
+        if op in ("gemm:bwd", "conv:bwd"):
+            vjp = ms.vjp
+            if op == "gemm:bwd":
+                fn, leaves, upstream = ms.ops.matmul, (t["a"], t["b"]), t["dc"]
+                details["call"] = "mindspore.vjp(ops.matmul, a, b)[1](dc)"
+            else:
+                conv2d, geometry = ms.ops.conv2d, _conv_args(shape)
+
+                def fn(x: Any, w: Any) -> Any:
+                    return conv2d(x, w, None, *geometry)
+
+                leaves, upstream = (t["x"], t["w"]), t["dy"]
+                details["call"] = "mindspore.vjp(ops.conv2d(pad_mode='pad'), x, w)[1](dy)"
             details["timed"] = FWD_AND_BWD
 
             def grads(res: Any) -> Any:
                 return host(res[0]), host(res[1])
 
-            return _MindSporeCase(lambda: vjp(matmul, a, b)[1](dc), grads, details, self._events)
+            return _MindSporeCase(lambda: vjp(fn, *leaves)[1](upstream), grads, details, self._events)
         if op == "conv":
             conv2d, x, w = ms.ops.conv2d, t["x"], t["w"]
-            args = (
-                (shape.stride_h, shape.stride_w),
-                "pad",
-                (shape.pad_h, shape.pad_w),
-                (shape.dil_h, shape.dil_w),
-                shape.groups,
-            )
+            args = _conv_args(shape)
             details["call"] = "ops.conv2d(pad_mode='pad') (output allocated per call)"
             return _MindSporeCase(lambda: conv2d(x, w, None, *args), host, details, self._events)
         if op in RECURRENT:

@@ -89,8 +89,16 @@ def native_stderr_captured(lines: list[str] | None = None) -> Iterator[None]:
                 )
 
 
+def _nhwc(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def _rsck(w: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(w.transpose(2, 3, 1, 0))
+
+
 class TensorFlowBackend(Backend):
-    ops = (*Backend.ops, "gemm:bwd")
+    ops = (*Backend.ops, "gemm:bwd", "conv:bwd")
     name: ClassVar[str] = "tensorflow"
     compiled: ClassVar[bool] = True
 
@@ -152,10 +160,58 @@ class TensorFlowBackend(Backend):
         if note:
             self._details["thread_note"] = note
 
+    def _conv_fn(self, shape: Any) -> Callable[[Any, Any], Any]:
+        """tf.nn.conv2d in NHWC with the case's geometry (RSCK filter)."""
+        tf = self._tf
+        padding = [[0, 0], [shape.pad_h, shape.pad_h], [shape.pad_w, shape.pad_w], [0, 0]]
+        strides = [1, shape.stride_h, shape.stride_w, 1]
+        dilations = [1, shape.dil_h, shape.dil_w, 1]
+
+        def conv(x: Any, w: Any) -> Any:
+            return tf.nn.conv2d(x, w, strides, padding, data_format="NHWC", dilations=dilations)
+
+        return conv
+
+    def _backward(
+        self, op: str, shape: Any, inputs: dict[str, np.ndarray]
+    ) -> tuple[Callable[[], Any], Callable[[Any], Any], str]:
+        """The gradients of the op's two inputs for its upstream gradient, from a GradientTape."""
+        tf = self._tf
+        if op == "gemm:bwd":
+            fwd: Callable[[Any, Any], Any] = tf.linalg.matmul
+            leaves = [tf.constant(inputs["a"]), tf.constant(inputs["b"])]
+            upstream = tf.constant(inputs["dc"])
+            text = "tf.GradientTape over tf.linalg.matmul; tape.gradient(c, [a, b], dc)"
+        else:
+            if shape.groups > 1 and self._device.startswith("/CPU"):
+                # TensorFlow's own error, raised up front (the sweep reads it as a missing path).
+                raise ValueError("gradients for grouped convolutions are not supported on CPU by TensorFlow")
+            fwd = self._conv_fn(shape)
+            leaves = [tf.constant(_nhwc(inputs["x"])), tf.constant(_rsck(inputs["w"]))]
+            upstream = tf.constant(_nhwc(inputs["dy"]))
+            text = "tf.GradientTape over tf.nn.conv2d (NHWC); tape.gradient(y, [x, w], dy)"
+
+        def grads(a: Any, b: Any, up: Any) -> Any:
+            with tf.GradientTape() as tape:
+                tape.watch(a)
+                tape.watch(b)
+                out = fwd(a, b)
+            return tape.gradient(out, [a, b], output_gradients=up)
+
+        grads_fn = self._compile(grads)
+
+        def to_numpy(res: Any) -> Any:
+            first, second = (np.asarray(r.numpy()) for r in res)
+            if op == "conv:bwd":  # NHWC / RSCK back to NCHW / KCRS
+                return first.transpose(0, 3, 1, 2), second.transpose(3, 2, 0, 1)
+            return first, second
+
+        return (lambda: grads_fn(*leaves, upstream)), to_numpy, text
+
     def _bwd_timed(self) -> str:
         if self.compiled:
             # Seen at 1024^3 on this VM: the traced call took 1.7x the forward's time, not 3x.
-            return "the backward: the traced graph prunes the forward product, which the gradients do not use"
+            return "the backward: the traced graph prunes the forward op (the gradients do not use its output)"
         return "forward + backward (eager: the tape records the forward inside each call)"
 
     def notes(self, op: str, dtype: str) -> list[str]:
@@ -188,14 +244,8 @@ class TensorFlowBackend(Backend):
                 details["call"] = "tf.linalg.matmul (output allocated per call)"
             elif op == "conv":
                 # NCHW / KCRS -> NHWC / RSCK, here, outside the timed region.
-                x = tf.constant(np.ascontiguousarray(inputs["x"].transpose(0, 2, 3, 1)))
-                w = tf.constant(np.ascontiguousarray(inputs["w"].transpose(2, 3, 1, 0)))
-                padding = [[0, 0], [shape.pad_h, shape.pad_h], [shape.pad_w, shape.pad_w], [0, 0]]
-                strides = [1, shape.stride_h, shape.stride_w, 1]
-                dilations = [1, shape.dil_h, shape.dil_w, 1]
-
-                def conv(x: Any, w: Any) -> Any:
-                    return tf.nn.conv2d(x, w, strides, padding, data_format="NHWC", dilations=dilations)
+                x, w = tf.constant(_nhwc(inputs["x"])), tf.constant(_rsck(inputs["w"]))
+                conv = self._conv_fn(shape)
 
                 conv_fn = self._compile(conv)
                 call = lambda: conv_fn(x, w)  # noqa: E731
@@ -205,24 +255,11 @@ class TensorFlowBackend(Backend):
 
                 details["call"] = "tf.nn.conv2d(data_format='NHWC') (output allocated per call)"
                 details["layout"] = "NHWC input, RSCK filter (converted from NCHW/KCRS before timing)"
-            elif op == "gemm:bwd":
-                a, b, dc = (tf.constant(inputs[k]) for k in ("a", "b", "dc"))
-
-                def grads(a: Any, b: Any, dc: Any) -> Any:
-                    with tf.GradientTape() as tape:
-                        tape.watch(a)
-                        tape.watch(b)
-                        c = tf.linalg.matmul(a, b)
-                    return tape.gradient(c, [a, b], output_gradients=dc)
-
-                grads_fn = self._compile(grads)
-                call = lambda: grads_fn(a, b, dc)  # noqa: E731
-
-                def to_numpy(res: Any) -> Any:
-                    return host(res[0]), host(res[1])
-
-                details["call"] = "tf.GradientTape over tf.linalg.matmul; tape.gradient(c, [a, b], dc)"
+            elif op in ("gemm:bwd", "conv:bwd"):
+                call, to_numpy, details["call"] = self._backward(op, shape, inputs)
                 details["timed"] = self._bwd_timed()
+                if op == "conv:bwd":
+                    details["layout"] = "NHWC x and dy, RSCK filter (converted before timing); gradients back"
             elif op in ("rnn", "gru", "lstm"):
                 call, to_numpy, details["call"], bias_note = self._recurrent(op, shape, inputs)
                 details["layout"] = f"x batch-major (B, T, I), converted before timing; {bias_note}"

@@ -16,6 +16,14 @@ from opbench.errors import BackendUnavailable
 GRAPH_CALLS = 16
 
 
+def _conv(torch: Any, shape: Any, x: Any, w: Any) -> Any:
+    """F.conv2d with the case's geometry (no bias)."""
+    return torch.nn.functional.conv2d(
+        x, w, None, (shape.stride_h, shape.stride_w), (shape.pad_h, shape.pad_w), (shape.dil_h, shape.dil_w),
+        shape.groups,
+    )  # fmt: skip
+
+
 # The recurrent ops and the torch.nn layer of each (weights named weight_ih_l0 ... bias_hh_l0 in all three).
 RECURRENT = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 
@@ -132,7 +140,7 @@ def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
 
 
 class TorchBackend(Backend):
-    ops = (*Backend.ops, "gemm:bwd")
+    ops = (*Backend.ops, "gemm:bwd", "conv:bwd")
     name = "torch"
 
     def __init__(self) -> None:
@@ -206,34 +214,36 @@ class TorchBackend(Backend):
             a, b, mm = t["a"], t["b"], torch.mm
             details["call"] = "torch.mm(a, b, out=c)"
             return _TorchCase(torch, dev, lambda: mm(a, b, out=out), cpu, details)
-        if op == "gemm:bwd":
+        if op in ("gemm:bwd", "conv:bwd"):
             # The forward runs once here, outside the timed region; each timed call is the backward only.
-            a, b = t["a"].requires_grad_(True), t["b"].requires_grad_(True)
+            if op == "gemm:bwd":
+                leaves, upstream = (t["a"], t["b"]), t["dc"]
+                details["call"] = "torch.autograd.grad(torch.mm(a, b), (a, b), dc, retain_graph=True)"
+            else:
+                leaves, upstream = (t["x"], t["w"]), t["dy"]
+                details["call"] = "torch.autograd.grad(F.conv2d(x, w, ...), (x, w), dy, retain_graph=True)"
+            for leaf in leaves:
+                leaf.requires_grad_(True)
             with torch.enable_grad():
-                c = torch.mm(a, b)
-            dc, grad = t["dc"], torch.autograd.grad
-            details["call"] = "torch.autograd.grad(torch.mm(a, b), (a, b), dc, retain_graph=True)"
+                out = torch.mm(*leaves) if op == "gemm:bwd" else _conv(torch, shape, *leaves)
+            grad = torch.autograd.grad
             details["timed"] = "the backward only (the forward's graph is built once, before timing)"
 
             def both(res: Any) -> Any:
                 return cpu(res[0]), cpu(res[1])
 
-            return _TorchCase(torch, dev, lambda: grad(c, (a, b), dc, retain_graph=True), both, details, True)
+            def backward() -> Any:
+                return grad(out, leaves, upstream, retain_graph=True)
+
+            return _TorchCase(torch, dev, backward, both, details, True)
         if op == "conv":
-            conv2d = torch.nn.functional.conv2d
             x, w = t["x"], t["w"]
-            args = (
-                (shape.stride_h, shape.stride_w),
-                (shape.pad_h, shape.pad_w),
-                (shape.dil_h, shape.dil_w),
-                shape.groups,
-            )
             details["call"] = "torch.nn.functional.conv2d (output allocated per call)"
             if dev == "cpu":
                 details["mkldnn_conv"] = torch.backends.mkldnn.is_available()
             else:
                 details["cudnn_enabled"] = torch.backends.cudnn.enabled
-            return _TorchCase(torch, dev, lambda: conv2d(x, w, None, *args), cpu, details)
+            return _TorchCase(torch, dev, lambda: _conv(torch, shape, x, w), cpu, details)
         if op in RECURRENT:
             cls, extra = RECURRENT[op], ({"nonlinearity": shape.nonlinearity} if op == "rnn" else {})
             layer = getattr(torch.nn, cls)(shape.input_size, shape.hidden, num_layers=1, bias=True, **extra)

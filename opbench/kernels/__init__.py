@@ -24,7 +24,12 @@ from opbench.kernels._args import (
     default_threads,
 )
 from opbench.kernels.recurrent import gru, lstm, prepare_gru, prepare_lstm, prepare_rnn, rnn
-from opbench.kernels.training import gemm_backward, prepare_gemm_backward
+from opbench.kernels.training import (
+    conv2d_backward,
+    gemm_backward,
+    prepare_conv2d_backward,
+    prepare_gemm_backward,
+)
 
 __all__ = [
     "Plan",
@@ -40,6 +45,8 @@ __all__ = [
     "prepare_lstm",
     "gemm_backward",
     "prepare_gemm_backward",
+    "conv2d_backward",
+    "prepare_conv2d_backward",
     "MAX_THREADS",
     "MAX_TILE",
     "MAX_CONV_PARAM",

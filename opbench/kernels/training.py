@@ -7,7 +7,16 @@ from __future__ import annotations
 import numpy as np
 
 from opbench import _core
-from opbench.kernels._args import Plan, _arrays, _optional_positive, _threads, _tiles
+from opbench.kernels._args import (
+    MAX_CONV_PARAM,
+    Plan,
+    _arrays,
+    _optional_positive,
+    _pair,
+    _positive_int,
+    _threads,
+    _tiles,
+)
 
 
 def prepare_gemm_backward(
@@ -62,3 +71,73 @@ def gemm_backward(
     plan = prepare_gemm_backward(a, b, dc, tile_m=tm, tile_n=tn, tile_k=tk, threads=threads, isa=isa)
     da, db = plan.output()
     return da, db
+
+
+def prepare_conv2d_backward(
+    x: np.ndarray,
+    w: np.ndarray,
+    dy: np.ndarray,
+    *,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    outs: tuple[np.ndarray, np.ndarray] | None = None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int | None = None,
+    isa: str | None = None,
+) -> Plan:
+    """conv2d_backward(...) prepared once (see kernels.prepare_gemm); outs = (dx, dw) are written by every
+    call (allocated when None); `plan.tiles()` adds the pixel block of the im2col tile."""
+    _arrays(x=x, w=w, dy=dy)
+    if outs is not None and (not isinstance(outs, tuple) or len(outs) != 2):
+        raise ValueError(f"outs must be a tuple (dx, dw), got {outs!r}")
+    dx, dw = outs if outs is not None else (None, None)
+    return _core.prepare_conv2d_backward(
+        x,
+        w,
+        dy,
+        _pair(stride, "stride", 1),
+        _pair(padding, "padding", 0),
+        _pair(dilation, "dilation", 1),
+        _positive_int(groups, "groups", MAX_CONV_PARAM),
+        dx,
+        dw,
+        _optional_positive(tile_m, "tile_m"),
+        _optional_positive(tile_n, "tile_n"),
+        _optional_positive(tile_k, "tile_k"),
+        _threads(threads),
+        isa or "",
+    )
+
+
+def conv2d_backward(
+    x: np.ndarray,
+    w: np.ndarray,
+    dy: np.ndarray,
+    *,
+    stride: int | tuple[int, int] = 1,
+    padding: int | tuple[int, int] = 0,
+    dilation: int | tuple[int, int] = 1,
+    groups: int = 1,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int | None = None,
+    isa: str | None = None,
+    tiles: dict[str, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For y = conv2d(x, w, stride, padding, dilation, groups) (NCHW, KCRS, as kernels.conv2d) and the
+    upstream gradient dy (the shape of y): (dx, dw). Per image, group and block of output pixels, the
+    block's im2col rows are gathered into a bounded tile (never the whole im2col matrix) for dW += dY T^T,
+    and dX's columns T = W^T dY are computed into it and scattered back; both products on the blocked GEMM.
+    Any stride, padding, dilation and groups; fp16 is widened once, accumulated in fp32, rounded once."""
+    tm, tn, tk = _tiles(tiles, tile_m, tile_n, tile_k, "tuned(...)")
+    plan = prepare_conv2d_backward(
+        x, w, dy, stride=stride, padding=padding, dilation=dilation, groups=groups, tile_m=tm, tile_n=tn,
+        tile_k=tk, threads=threads, isa=isa,
+    )  # fmt: skip
+    dx, dw = plan.output()
+    return dx, dw

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "opbench/conv.hpp"
 #include "opbench/gemm.hpp"
 
 namespace opbench {
@@ -29,5 +30,29 @@ void gemm_backward(const KernelSet& ks, const GemmBackwardProblem& p, const Bloc
 // An upper bound of the bytes gemm_backward() allocates as workspace (overflow-checked).
 int64_t gemm_backward_workspace_bytes(const KernelSet& ks, const GemmBackwardProblem& p, const Blocking& blk,
                                       int threads);
+
+// Conv2d (geometry and x, w as ConvProblem; its y unused): given dY (n x k x P x Q), dX (n x c x h x w) and
+// dW (k x c/groups x r x s). Per image and group, a block of `pixel_block` output pixels at a time:
+//   dW_g += dY_g[:, block] * T^T          T = the im2col rows of the block, gathered from x (CRS x block)
+//   T = W_g^T * dY_g[:, block]; dX_g += col2im(T)
+// with T a bounded tile (never the whole im2col matrix), both products on the blocked GEMM (W_g^T read
+// through trans_a, T^T through trans_b). fp16 arrays are widened to fp32 once and the gradients rounded once.
+struct ConvBackwardProblem {
+  ConvProblem conv;
+  const void* dy = nullptr;
+  void* dx = nullptr;
+  void* dw = nullptr;
+  int64_t pixel_block = 0;  // output pixels per block (tile_n); 0: conv2d_backward_pixel_block()
+};
+
+// The default pixel block: a tile of CRS x block floats within about half of L2 (at least 16, at most
+// P*Q); a given one is clamped to [1, P*Q].
+int64_t conv2d_backward_pixel_block(const ConvProblem& p, int64_t given = 0);
+
+void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Blocking& blk, int threads);
+
+// An upper bound of the bytes conv2d_backward() allocates as workspace (overflow-checked).
+int64_t conv2d_backward_workspace_bytes(const KernelSet& ks, const ConvBackwardProblem& p, const Blocking& blk,
+                                        int threads);
 
 }  // namespace opbench
