@@ -211,7 +211,7 @@ class TensorFlowBackend(Backend):
     def _bwd_timed(self) -> str:
         if self.compiled:
             # Seen at 1024^3 on this VM: the traced call took 1.7x the forward's time, not 3x.
-            return "the backward: the traced graph prunes the forward op (the gradients do not use its output)"
+            return "the backward: the traced graph prunes the forward op (its output is not used)"
         return "forward + backward (eager: the tape records the forward inside each call)"
 
     def notes(self, op: str, dtype: str) -> list[str]:
