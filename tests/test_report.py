@@ -33,7 +33,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "gemm": "sweep gemm --m 1,33 --n 17,64 --k 65 --dtype fp32,fp16 --backend cpp,torch,mindspore",
         "conv": (
             "sweep conv --batch 1,2 --input-size 8 --in-channels 3 --out-channels 4 --filter-size 1,3 "
-            "--dtype fp32 --backend cpp,torch"
+            "--dtype fp32 --backend cpp,torch --pass fwd,bwd"
         ),
         "lstm": "sweep lstm --batch 1,3 --seq-len 3 --input-size 5 --hidden 6 --dtype fp32 "
         "--backend cpp,torch",
@@ -105,6 +105,17 @@ def test_every_format_and_section_is_written(report: dict[str, Any]) -> None:
     assert {"conv-fp32-batch-gflops", "conv-fp32-filter_size-utilization"} <= {
         Path(p).stem for p in doc["images"]["conv-fp32"]
     }
+    # Forward and backward side by side: every conv shape and backend measured in both passes, the ratio of
+    # the medians, and the backward's own rows (label " bwd") beside the forward's.
+    passes = conv["passes"]
+    fwd_rows = [r for r in conv["rows"] if r["pass"] == "fwd"]
+    assert len(passes) == len(fwd_rows) == 8 and {p["backend"] for p in passes} == {"cpp", "torch"}
+    for p in passes:
+        assert p["ratio"] == pytest.approx(p["bwd_s"] / p["fwd_s"]) and p["ratio"] > 0
+        assert not p["shape"].endswith(" bwd")
+    assert sum(r["shape"].endswith(" bwd") for r in conv["rows"]) == 8
+    assert "### Forward and backward" in (report["dir"] / "report.md").read_text()
+    assert "<h3>Forward and backward</h3>" in (report["dir"] / "report.html").read_text()
     # Provenance names the peak and the measured bandwidth of each file.
     for p in doc["provenance"]:
         assert p["peaks"]["fp32"]["gflops"] > 0 and p["peaks"]["fp32"]["source"]
@@ -222,6 +233,12 @@ def test_markdown_tables_match_the_json_numbers(report: dict[str, Any]) -> None:
                 else:
                     assert float(got[b].rstrip("x")) == pytest.approx(want[b], abs=0.0051)
             assert got["torch"] == "1.00x"
+    # The forward/backward table (the conv section's) shows the JSON's ratios.
+    conv = next(s for s in report["json"]["sections"] if s["op"] == "conv")
+    rows = tables["Forward and backward"]
+    assert [(r["shape"], r["backend"]) for r in rows] == [(p["shape"], p["backend"]) for p in conv["passes"]]
+    for got, want in zip(rows, conv["passes"], strict=True):
+        assert float(got["bwd / fwd"]) == pytest.approx(want["ratio"], abs=0.0051)
     # The images the Markdown shows are the PNG files beside it.
     for ref in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md):
         assert (report["dir"] / ref).is_file(), ref

@@ -133,6 +133,7 @@ def test_shape_options_are_checked_per_op(tmp_path: Path) -> None:
         (["tune", "conv", "--filter-size", "9", "--input-size", "4", "--padding", "0"], "empty"),
         (["tune", "attention"], "opbench tune supports gemm, conv, rnn, gru, lstm (got 'attention')"),
         (["tune", "gru", "--nonlinearity", "relu"], "--nonlinearity does not apply to gru"),
+        (["tune", "lstm", "--pass", "bwd"], "no backward pass for lstm in this version"),
         (["tune", "lstm", "--hidden", "0"], "--hidden"),
     ):
         proc = run_cli([*args, "--out", str(tmp_path)])
@@ -186,6 +187,60 @@ def test_a_small_rnn_and_gru_study_runs_whole_and_is_confirmed(op: str, tmp_path
     complete = [t for t in study.trials if t.state.name == "COMPLETE"]
     assert complete and all(t.user_attrs.get("verify_ok", True) for t in complete)
     assert "confirmation" in proc.stdout and "best: tile_m=" in proc.stdout
+
+
+@pytest.mark.parametrize(("op", "flags"), [("conv", CONV), ("gemm", ["--m", "64", "--n", "48", "--k", "40"])])
+def test_the_backward_pass_is_tuned_and_its_record_reaches_sweep_tuned(
+    op: str, flags: list[str], tmp_path: Path, monkeypatch: Any
+) -> None:
+    env = {**os.environ, "OPBENCH_RECORDS_DIR": str(tmp_path / "records")}
+    args = [
+        "tune",
+        op,
+        "--pass",
+        "bwd",
+        *flags,
+        *QUICK,
+        "--sampler",
+        "random",
+        "--seed",
+        "1",
+        "--trials",
+        "5",
+    ]
+    proc = run_cli([*args, "--out", str(tmp_path)], env=env)
+    assert proc.returncode == 0, proc.stderr
+    (name,) = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("study ")]
+    assert name.startswith(f"{op}-bwd-")
+    study = _study(tmp_path, name)
+    assert study.user_attrs["fingerprint"]["op"] == f"{op}:bwd"
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert complete, proc.stdout
+    # A record of the backward pass is used by a backward sweep (and never by the forward one).
+    from opbench.ops import get_op
+
+    shape = get_op(f"{op}:bwd").shape_from_case(study.user_attrs["fingerprint"]["shape"])
+    monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(tmp_path / "records2"))
+    _record(f"{op}:bwd", shape, {"tile_m": 14, "tile_n": 64, "tile_k": 16})
+    env2 = {**os.environ}
+    sweep = [
+        op,
+        *flags,
+        "--dtype",
+        "fp32",
+        "--backend",
+        "cpp",
+        "--threads",
+        "1",
+        "--tuned",
+        "--pass",
+        "fwd,bwd",
+    ]
+    doc = quick_sweep(sweep, tmp_path / "sweep", env=env2)
+    by_pass = {r["pass"]: r for r in doc["records"]}
+    assert by_pass["bwd"]["status"] == "ok" and by_pass["bwd"]["verify"]["ok"]
+    assert "tuned record (exact)" in by_pass["bwd"]["details"]["tiles_source"]
+    assert "no tuned record" in by_pass["fwd"]["details"]["tiles_source"]
 
 
 def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path, monkeypatch: Any) -> None:

@@ -302,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     _op_params(tc)
     t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     t.add_argument(
+        "--pass",
+        dest="pass_name",
+        default="fwd",
+        choices=("fwd", "bwd"),
+        help="tune the forward kernel (default) or the backward pass's (gemm, conv)",
+    )
+    t.add_argument(
         "--trials",
         type=_at_most(1_000_000, _positive_int),
         default=50,

@@ -15,13 +15,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from opbench.display import tune as show
     from opbench.kernels import default_threads
-    from opbench.ops import get_op
+    from opbench.ops import get_op, op_key
     from opbench.tune import study as tuner
     from opbench.tune.config import TUNABLE_OPS, default_study_name
     from opbench.userkernel import parse_kernel, parse_params
 
     if args.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
+    key = op_key(args.op, args.pass_name)
+    get_op(key)  # a pass this op lacks is a UsageError naming the ops that have it
+    if key != args.op and args.kernel:
+        raise UsageError("--pass bwd tunes opbench's own backward kernels; it does not apply to --kernel")
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
     if objectives not in (("gflops",), ("gflops", "error")):
         raise UsageError(f"--objectives must be 'gflops' or 'gflops,error', got '{args.objectives}'")
@@ -39,12 +43,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.show:
         if not args.study and args.op == "gemm" and None in (args.m, args.n, args.k):
             raise UsageError("--show needs --study NAME (or --m, --n and --k to name the default study)")
-        name = args.study or default_study_name(args.op, _shape(args), args.dtype, threads, kernel=kernel)
+        name = args.study or default_study_name(key, _shape(args), args.dtype, threads, kernel=kernel)
         return _show_study(console, tuner.load_existing(name, storage))
     shape = _shape(args)
     from opbench.machine import available_memory_bytes
 
-    need = get_op(args.op).memory_bytes(shape, args.dtype)
+    need = get_op(key).memory_bytes(shape, args.dtype)
     if need > available_memory_bytes() * 0.8:
         raise UsageError(
             f"shape {shape.label()} ({args.dtype}) needs about {need / 2**30:.1f} GiB, more than 80% of "
@@ -55,7 +59,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         shape=shape,
         dtype=args.dtype,
         threads=threads,
-        study_name=args.study or default_study_name(args.op, shape, args.dtype, threads, suffix, kernel),
+        study_name=args.study or default_study_name(key, shape, args.dtype, threads, suffix, kernel),
         storage_url=storage,
         trials=args.trials,
         timeout_s=args.timeout,
@@ -73,7 +77,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat_s,
         grace_s=args.grace_s,
         command=tuple(args.command_line),
-        op=args.op,
+        op=key,
         kernel=kernel,
         baseline_params=baseline,
     )

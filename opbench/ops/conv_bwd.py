@@ -30,13 +30,13 @@ from opbench.ops.conv import (  # noqa: F401  (the forward's shape interface, sh
     make_shape,
     scale,
     shape_from_case,
-    tile_names,
 )
 from opbench.ops.conv import flops as forward_flops
 from opbench.ops.conv import make_inputs as forward_inputs
 from opbench.ops.numerics import compare, dot_bound
 
 PASS = "bwd"
+SPACE = "conv_bwd"  # tuning/spaces/conv_bwd.toml
 FLOP_NOTE = (
     "Conv2d backward FLOPs = 2x the forward's (data gradient and weight gradient, one forward's FLOPs each; "
     "the forward is not included)"
@@ -166,3 +166,20 @@ def plan(
         threads=threads,
         isa=isa,
     )
+
+
+def tile_names(shape: ConvShape, isa: str | None) -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile, m = C/groups x R x S (the im2col tile's
+    rows, the weight-gradient product's M) and n = k = P x Q (the pixels a block and a rank-k update take
+    at most)."""
+    from opbench import kernels
+
+    info = kernels.default_tiles(isa)
+    pixels = shape.out_h * shape.out_w
+    return {
+        "mr": info["mr"],
+        "nr": info["nr"],
+        "m": shape.c // shape.groups * shape.r * shape.s,
+        "n": pixels,
+        "k": pixels,
+    }

@@ -28,12 +28,12 @@ from opbench.ops.gemm import (  # noqa: F401  (the forward's shape interface, sh
     make_shape,
     scale,
     shape_from_case,
-    tile_names,
 )
 from opbench.ops.gemm import make_inputs as forward_inputs
 from opbench.ops.numerics import compare, dot_bound
 
 PASS = "bwd"
+SPACE = "gemm_bwd"  # tuning/spaces/gemm_bwd.toml
 FLOP_NOTE = (
     "GEMM backward FLOPs = 4*M*N*K (dA = dC B^T and dB = A^T dC, 2*M*N*K each; the forward is not included)"
 )
@@ -125,3 +125,13 @@ def plan(
         threads=threads,
         isa=isa,
     )
+
+
+def tile_names(shape: GemmShape, isa: str | None) -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile and the largest of the two products'
+    dimensions the tiles block: dA is M x K deep N, dB K x N deep M."""
+    from opbench import kernels
+
+    info = kernels.default_tiles(isa)
+    m, n, k = shape.m, shape.n, shape.k
+    return {"mr": info["mr"], "nr": info["nr"], "m": max(m, k), "n": max(k, n), "k": max(n, m)}

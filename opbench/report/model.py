@@ -47,6 +47,7 @@ def _row(r: Result) -> dict[str, Any]:
     t = r.time or {}
     return {
         "shape": r.case.label,
+        "pass": r.case.pass_name,
         "backend": r.case.backend,
         "status": r.status.value,
         "reason": r.outcome.text,
@@ -106,6 +107,32 @@ def _comparison(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any] | N
     return {"baseline": baseline, "backends": backends, "table": table, "geomean": geomean}
 
 
+def _passes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Forward and backward side by side: per shape and backend measured in both passes, the two median
+    times and the backward / forward time ratio (a backward costs about twice the forward in FLOPs)."""
+    fwd = {(r["shape"], r["backend"]): r for r in rows if r["pass"] == "fwd" and r["status"] == "ok"}
+    table = []
+    for r in rows:
+        if r["pass"] == "fwd" or r["status"] != "ok":
+            continue
+        shape = r["shape"].removesuffix(f" {r['pass']}")
+        f = fwd.get((shape, r["backend"]))
+        if f and f["median_s"] and r["median_s"]:
+            table.append(
+                {
+                    "shape": shape,
+                    "backend": r["backend"],
+                    "pass": r["pass"],
+                    "fwd_s": f["median_s"],
+                    "bwd_s": r["median_s"],
+                    "ratio": r["median_s"] / f["median_s"],
+                    "fwd_gflops": f["gflops"],
+                    "bwd_gflops": r["gflops"],
+                }
+            )
+    return table
+
+
 def build(
     docs: list[dict[str, Any]],
     studies: list[dict[str, Any]],
@@ -153,6 +180,7 @@ def build(
                 "rows": rows,
                 "series": _factor_series(rows, mode),
                 "comparison": _comparison(rows, base) if base else None,
+                "passes": _passes(rows),
             }
         )
     roofline: dict[str, Any] = {"points": [], "peaks": {}, "bandwidth": None}

@@ -171,6 +171,23 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
                 out.append(f"| {md(row['shape'])} | " + " | ".join(cells) + " |")
             geo = [f"{c['geomean'][b]:.2f}x" if c["geomean"][b] else "-" for b in c["backends"]]
             out.append("| geometric mean | " + " | ".join(geo) + " |")
+        if s["passes"]:
+            out += [
+                "",
+                "### Forward and backward",
+                "",
+                "Per shape and backend measured in both passes: median times and the backward / forward "
+                "ratio (about 2 in FLOPs).",
+                "",
+                "| shape | backend | fwd median | bwd median | bwd / fwd | fwd GFLOPS | bwd GFLOPS |",
+                "|---|---|---|---|---|---|---|",
+            ]
+            for row in s["passes"]:
+                out.append(
+                    f"| {md(row['shape'])} | {md(row['backend'])} | {format_seconds(row['fwd_s'])} "
+                    f"| {format_seconds(row['bwd_s'])} | {row['ratio']:.2f} | {row['fwd_gflops']:.1f} "
+                    f"| {row['bwd_gflops']:.1f} |"
+                )
         for p in plots.get(s["id"], []):
             out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
     if plots.get("roofline"):
@@ -210,6 +227,7 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
 
 CSV_COLUMNS = (
     "op",
+    "pass",
     "dtype",
     "shape",
     "backend",
@@ -235,6 +253,7 @@ def render_csv(model: dict[str, Any]) -> str:
             rows.append(
                 {
                     "op": s["op"],
+                    "pass": r["pass"],
                     "dtype": s["dtype"],
                     "shape": r["shape"],
                     "backend": r["backend"],

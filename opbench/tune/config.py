@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import get_op
+from opbench.ops import get_op, split_key
 from opbench.tune.space import TileSpace, load_space
 from opbench.userkernel import KernelRef
 
@@ -55,7 +55,7 @@ class TuneConfig:
     grace_s: int = 15
     input_seed: int = 0
     command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
-    op: str = "gemm"  # one of TUNABLE_OPS: opbench's own kernel for it (ops.<op>.plan)
+    op: str = "gemm"  # an op key of TUNABLE_OPS (gemm, or gemm:bwd with --pass bwd): its ops.<op>.plan
     kernel: KernelRef | None = None  # the user's own kernel instead (userkernel.py), with `space`
     baseline_params: tuple[tuple[str, Any], ...] | None = None  # the user kernel's reference point
 
@@ -82,11 +82,11 @@ def default_study_name(
     """gemm-64x64x64-fp32-t2, conv-N4_C32_28_K32_f3_p1-fp32-t2 (the shape's label without spaces); a user
     kernel's name follows the op: gemm-my_gemm-64x64x64-fp32-t2."""
     who = f"{kernel.name}-" if kernel else ""
-    return f"{op}-{who}{shape.label().replace(' ', '_')}-{dtype}-t{threads}{suffix}"
+    return f"{op.replace(':', '-')}-{who}{shape.label().replace(' ', '_')}-{dtype}-t{threads}{suffix}"
 
 
 def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
-    if cfg.op not in TUNABLE_OPS:
+    if split_key(cfg.op)[0] not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{cfg.op}')")
     if cfg.kernel is not None and not cfg.space:
         raise UsageError("--kernel needs --space SPACE.toml (the parameters FUNC takes and their values)")

@@ -129,7 +129,7 @@ def _model_tiles(cfg: TuneConfig) -> dict[str, int]:
     LSTM's kernel set's; conv derives its own per problem (shown as "cache-model default")."""
     from opbench import kernels
 
-    if cfg.op == "conv":
+    if cfg.op in ("conv", "conv:bwd"):
         return {}
     info = kernels.default_tiles(cfg.isa, cfg.shape.n if cfg.op == "gemm" else 0)
     return {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
