@@ -5,7 +5,8 @@ in one run: the training issue's reference cases.
 
 Cases: GEMM backward at 1024^3 (dA = dC B^T and dB = A^T dC) and neighbours; conv backward for 3x3
 64->64 at 56x56, batch 8, and neighbours (stride 2, 1x1, depthwise; MindSpore's CPU convolution is too slow
-for these sizes and is left out of the conv rows unless --mindspore-conv). torch times the backward only
+for these sizes and is left out of the conv rows unless --mindspore-conv); LSTM, GRU and RNN (tanh) backward
+at hidden 512, batch 64, 25 steps, and a smaller batch. torch times the backward only
 (autograd.grad over a graph built once, retain_graph=True); MindSpore's vjp recomputes the forward in each
 call and TensorFlow's tape runs inside tf.function, so those columns say what they time. Ratios are ours /
 theirs (> 1: ours is faster); util = ours / the FMA peak measured in the same run.
@@ -20,10 +21,11 @@ from side_by_side import measure_pair, print_markdown
 
 from opbench import __version__, peak
 from opbench.machine import cpu_model, library_versions
-from opbench.ops import conv, gemm
+from opbench.ops import conv, gemm, gru, lstm, rnn
 from opbench.timing import Timer, TimerConfig
 
 GEMM = [(1024, 1024, 1024), (512, 512, 512), (2048, 1024, 512), (64, 4096, 1024)]
+RECURRENT = [(25, 64, 512, 512), (25, 16, 512, 512)]
 CONV = [
     dict(n=8, c=64, h=56, w=56, k=64, r=3, s=3, pad_h=1, pad_w=1),
     dict(n=8, c=128, h=28, w=28, k=128, r=3, s=3, pad_h=1, pad_w=1),
@@ -40,7 +42,7 @@ def main() -> int:
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--backends", default="cpp,torch,mindspore,tensorflow", help="cpp first")
     p.add_argument("--markdown", action="store_true")
-    p.add_argument("--ops", default="gemm,conv")
+    p.add_argument("--ops", default="gemm,conv,lstm,gru,rnn")
     p.add_argument("--mindspore-conv", action="store_true", help="also time MindSpore on the conv rows")
     args = p.parse_args()
     names = tuple(args.backends.split(","))
@@ -56,6 +58,9 @@ def main() -> int:
         cases += [("gemm:bwd", gemm.GemmShape(*d)) for d in GEMM]
     if "conv" in args.ops:
         cases += [("conv:bwd", conv.shape_from_case(c)) for c in CONV]
+    for name, shape_class in (("lstm", lstm.LstmShape), ("gru", gru.GruShape), ("rnn", rnn.RnnShape)):
+        if name in args.ops.split(","):
+            cases += [(f"{name}:bwd", shape_class(*d)) for d in RECURRENT]
     rows = []
     for threads in map(int, args.threads.split(",")):
         for dtype in args.dtype.split(","):

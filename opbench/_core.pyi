@@ -84,6 +84,24 @@ def prepare_conv2d_backward(
     threads: int = 1,
     isa: str = "",
 ) -> Plan: ...
+def prepare_rnn_backward(
+    cell: str,
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray | None,
+    dy: np.ndarray,
+    dh_n: np.ndarray,
+    dc_n: np.ndarray | None,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int = 1,
+    isa: str = "",
+) -> Plan: ...
 def known_isas() -> list[str]: ...
 def kernel_info(isa: str = "", n: int = 0) -> dict[str, Any]: ...
 def cpu_info() -> dict[str, Any]: ...

@@ -19,7 +19,7 @@ import pytest
 
 from opbench.backends import BACKENDS, Backend
 from opbench.errors import BackendUnavailable
-from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, lstm, op_key, rnn
+from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, op_key, rnn, rnn_bwd
 from opbench.visits import UNSUPPORTED
 
 NAMES = list(BACKENDS)
@@ -33,6 +33,10 @@ CASES: dict[str, tuple[Any, Any]] = {
     "lstm": (lstm, lstm.LstmShape(3, 2, 7, 5)),
     "gemm:bwd": (gemm_bwd, gemm.GemmShape(17, 31, 13)),
     "conv:bwd": (conv_bwd, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
+    "rnn:bwd": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5)),
+    "rnn:bwd-relu": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5, relu=1)),
+    "gru:bwd": (gru_bwd, gru.GruShape(3, 2, 7, 5)),
+    "lstm:bwd": (lstm_bwd, lstm.LstmShape(3, 2, 7, 5)),
     "conv:bwd-s2-g": (
         conv_bwd,
         conv.ConvShape(2, 4, 9, 8, 6, 3, 3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=2),

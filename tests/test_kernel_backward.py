@@ -3,6 +3,8 @@ references): odd shapes, both dtypes, every kernel set, threads and ragged tiles
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,107 @@ def test_conv2d_backward_invalid_input_raises_value_error() -> None:
     for args, kw, match in cases:
         with pytest.raises(ValueError, match=match):
             kernels.conv2d_backward(*args, **kw)  # type: ignore[arg-type]
+
+
+# The recurrent layers' BPTT: T=1, B=1, primes, H not a multiple of any register tile, several steps.
+RNN_DIMS = [(1, 1, 1, 1), (5, 3, 7, 9), (4, 2, 16, 33), (7, 1, 13, 17), (3, 5, 8, 20)]
+RNN_CELLS = ("rnn_tanh", "rnn_relu", "gru", "lstm")
+
+
+def _recurrent(cell: str, dims: tuple[int, int, int, int]) -> tuple[Any, Any]:
+    from opbench.ops import get_op
+
+    op = get_op(f"{cell.partition('_')[0]}:bwd")
+    fields = dict(zip(("seq_len", "batch", "input_size", "hidden"), dims, strict=True))
+    if cell.startswith("rnn"):
+        fields["relu"] = int(cell == "rnn_relu")
+    return op, op.shape_from_case(fields)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("cell", RNN_CELLS)
+@pytest.mark.parametrize("dims", RNN_DIMS, ids=lambda d: "T{}B{}I{}H{}".format(*d))
+def test_recurrent_backward_matches_float64(isa: str, dtype: str, cell: str, dims: tuple[int, ...]) -> None:
+    op, shape = _recurrent(cell, dims)
+    inp = op.make_inputs(shape, dtype, seed=11)
+    out = op.plan(shape, inp, {}, 2, isa).output()
+    want = [inp["x"].shape, inp["w_ih"].shape, inp["w_hh"].shape, inp["b_ih"].shape, inp["b_hh"].shape]
+    want += [inp["h0"].shape] + ([inp["c0"].shape] if cell == "lstm" else [])
+    assert [g.shape for g in out] == want and all(g.dtype == inp["x"].dtype for g in out)
+    result = op.check(shape, out, inp, op.reference(shape, inp), dtype, "fp32")
+    assert result["ok"], result
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("cell", RNN_CELLS)
+def test_recurrent_backward_threads_and_tiles(threads: int, cell: str) -> None:
+    op, shape = _recurrent(cell, (6, 7, 24, 40))
+    inp = op.make_inputs(shape, "fp32", seed=12)
+    out = op.plan(shape, inp, {"tile_m": 3, "tile_n": 17, "tile_k": 5}, threads).output()
+    assert op.check(shape, out, inp, op.reference(shape, inp), "fp32", "fp32")["ok"]
+
+
+@pytest.mark.parametrize("cell", RNN_CELLS)
+def test_recurrent_backward_reference_is_torch_autograd_in_float64(cell: str) -> None:
+    torch = pytest.importorskip("torch")
+    op, shape = _recurrent(cell, (5, 3, 7, 9))
+    inp = op.make_inputs(shape, "fp32", seed=13)
+    t = {k: torch.from_numpy(v.astype(np.float64)) for k, v in inp.items()}
+    cls = {"gru": "GRU", "lstm": "LSTM"}.get(cell, "RNN")
+    extra = {"nonlinearity": cell[4:]} if cell.startswith("rnn") else {}
+    m = getattr(torch.nn, cls)(shape.input_size, shape.hidden, **extra).double()
+    params = [m.weight_ih_l0, m.weight_hh_l0, m.bias_ih_l0, m.bias_hh_l0]
+    with torch.no_grad():
+        for p, n in zip(params, ("w_ih", "w_hh", "b_ih", "b_hh"), strict=True):
+            p.copy_(t[n])
+    x = t["x"].requires_grad_(True)
+    states = [t["h0"][None].requires_grad_(True)] + (
+        [t["c0"][None].requires_grad_(True)] if cell == "lstm" else []
+    )
+    y, final = m(x, tuple(states) if cell == "lstm" else states[0])
+    outs = [y, *(final if cell == "lstm" else (final,))]
+    ups = [t["dy"], t["dh_n"][None]] + ([t["dc_n"][None]] if cell == "lstm" else [])
+    grads = torch.autograd.grad(outs, [x, *params, *states], ups)
+    ref = op.reference(shape, inp)["grads"]
+    names = ("dx", "dw_ih", "dw_hh", "db_ih", "db_hh", "dh0", "dc0")
+    for name, g in zip(names, grads, strict=False):
+        np.testing.assert_allclose(
+            ref[name], g.detach().numpy().reshape(ref[name].shape), rtol=1e-10, atol=1e-12
+        )
+
+
+def test_the_recurrent_bound_catches_a_wrong_gate_order() -> None:
+    op, shape = _recurrent("lstm", (4, 3, 6, 5))
+    inp = op.make_inputs(shape, "fp32", seed=14)
+    ref = op.reference(shape, inp)
+    assert op.check(shape, op.plan(shape, inp, {}, 1).output(), inp, ref, "fp32", "fp32")["ok"]
+    h = shape.hidden
+    swapped = dict(inp)
+    for name in ("w_ih", "w_hh", "b_ih", "b_hh"):  # exchange the i and f gate blocks
+        v = inp[name].copy()
+        v[:h], v[h : 2 * h] = inp[name][h : 2 * h], inp[name][:h]
+        swapped[name] = v
+    assert not op.check(shape, op.plan(shape, swapped, {}, 1).output(), inp, ref, "fp32", "fp32")["ok"]
+
+
+def test_recurrent_backward_invalid_input_raises_value_error() -> None:
+    op, shape = _recurrent("lstm", (3, 2, 5, 4))
+    inp = op.make_inputs(shape, "fp32", seed=0)
+    args = {k: inp[k] for k in ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0", "dy", "dh_n", "dc_n")}
+    cases = [
+        ({"dy": inp["dy"][:2].copy()}, r"dy has shape \(2, 2, 4\), expected \(3, 2, 4\)"),
+        ({"dh_n": inp["dh_n"].astype(np.float16)}, "dh_n must have the dtype of x"),
+        ({"dc_n": None}, "the LSTM needs dc_n"),
+    ]
+    for change, match in cases:
+        a = {**args, **change}
+        with pytest.raises(ValueError, match=match):
+            kernels.prepare_rnn_backward("lstm", *a.values())  # type: ignore[arg-type]
+    gop, gshape = _recurrent("gru", (3, 2, 5, 4))
+    g = gop.make_inputs(gshape, "fp32", seed=0)
+    names = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0")
+    with pytest.raises(ValueError, match="dc_n is the LSTM's"):
+        kernels.prepare_rnn_backward("gru", *(g[k] for k in names), None, g["dy"], g["dh_n"], g["dh_n"])
+    da = kernels.gru_backward(*(g[k] for k in (*names, "dy", "dh_n")))
+    assert gop.check(gshape, da, g, gop.reference(gshape, g), "fp32", "fp32")["ok"]

@@ -384,13 +384,29 @@ def test_conv_backward_sweep_in_every_backend(tmp_path: Path) -> None:
             assert r["status"] == "ok" and r["verify"]["ok"], r
 
 
-def test_a_pass_an_op_lacks_is_a_usage_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("op", "extra"), [("lstm", ""), ("gru", ""), ("rnn", "--nonlinearity relu")])
+def test_recurrent_backward_sweeps_in_every_backend(tmp_path: Path, op: str, extra: str) -> None:
+    doc, _, _ = run_and_load(
+        tmp_path,
+        f"sweep {op} {extra} --pass fwd,bwd --batch 3 --seq-len 4 --input-size 5 --hidden 7 "
+        "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
+    )
+    assert "backward FLOPs = 2x the forward's" in doc["flop_note"]
+    bwd = [r for r in doc["records"] if r["pass"] == "bwd"]
+    fwd = {r["backend"]: r for r in doc["records"] if r["pass"] == "fwd"}
+    assert len(bwd) == 5
+    for r in bwd:
+        assert r["flops"] == 2 * fwd[r["backend"]]["flops"]
+        if r["backend"] == "numpy":
+            assert r["status"] == "skipped"
+        elif doc["backends"][r["backend"]]["available"]:
+            assert r["status"] == "ok" and r["verify"]["ok"], r
+
+
+def test_an_unknown_pass_is_a_usage_error(tmp_path: Path) -> None:
     for args, message in (
-        (
-            ["sweep", "lstm", "--pass", "bwd"],
-            "no backward pass for lstm in this version (--pass bwd runs: gemm, conv)",
-        ),
         (["sweep", "gemm", "--pass", "fwd,sideways"], "--pass: unknown pass 'sideways'"),
+        (["sweep", "lstm", "--pass", ""], "--pass: unknown pass ''"),
     ):
         proc = run_cli([*args, "--out", str(tmp_path / "out")])
         assert proc.returncode == 2 and proc.stderr.startswith(f"opbench: error: {message}"), proc.stderr

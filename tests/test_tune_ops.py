@@ -133,7 +133,7 @@ def test_shape_options_are_checked_per_op(tmp_path: Path) -> None:
         (["tune", "conv", "--filter-size", "9", "--input-size", "4", "--padding", "0"], "empty"),
         (["tune", "attention"], "opbench tune supports gemm, conv, rnn, gru, lstm (got 'attention')"),
         (["tune", "gru", "--nonlinearity", "relu"], "--nonlinearity does not apply to gru"),
-        (["tune", "lstm", "--pass", "bwd"], "no backward pass for lstm in this version"),
+        (["tune", "lstm", "--pass", "sideways"], "invalid choice: 'sideways'"),
         (["tune", "lstm", "--hidden", "0"], "--hidden"),
     ):
         proc = run_cli([*args, "--out", str(tmp_path)])

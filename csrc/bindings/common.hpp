@@ -19,6 +19,7 @@
 #include "opbench/gemm.hpp"
 #include "opbench/isa.hpp"
 #include "opbench/limits.hpp"
+#include "opbench/rnn.hpp"
 #include "opbench/timed_loop.hpp"
 
 namespace opbench::bind {
@@ -240,6 +241,67 @@ inline ConvProblem conv_problem(const Tensor& tx, const Tensor& tw, const py::ar
     throw py::value_error("w has shape " + shape_str(w) + ": its dimension 1 must be input channels / groups = " +
                           std::to_string(p.c / groups));
   }
+  return p;
+}
+
+inline RnnMode rnn_mode(const std::string& cell) {
+  if (cell == "rnn_tanh") return RnnMode::rnn_tanh;
+  if (cell == "rnn_relu") return RnnMode::rnn_relu;
+  if (cell == "gru") return RnnMode::gru;
+  if (cell == "lstm") return RnnMode::lstm;
+  throw py::value_error("unknown cell '" + cell + "' (expected rnn_tanh, rnn_relu, gru or lstm)");
+}
+
+// A recurrent layer's problem from torch-layout arrays (ValueError naming what is wrong): the cell's
+// mode, dims, dtype and input pointers (c0 for the LSTM only); outputs are the caller's.
+inline RnnProblem rnn_problem(const std::string& cell, const py::array& x, const py::array& w_ih,
+                              const py::array& w_hh, const py::array& b_ih, const py::array& b_hh,
+                              const py::array& h0, const std::optional<py::array>& c0) {
+  const RnnMode mode = rnn_mode(cell);
+  const bool lstm = mode == RnnMode::lstm;
+  if (lstm != c0.has_value()) {
+    throw py::value_error(lstm ? "the LSTM needs c0 (batch x hidden)" : "c0 is the LSTM's cell state; a " + cell +
+                                                                             " cell has none");
+  }
+  const Tensor tx = tensor(x, "x", 3), twi = tensor(w_ih, "w_ih", 2), twh = tensor(w_hh, "w_hh", 2);
+  const Tensor tbi = tensor(b_ih, "b_ih", 1), tbh = tensor(b_hh, "b_hh", 1);
+  const Tensor th = tensor(h0, "h0", 2);
+  const int64_t T = tx.shape[0], B = tx.shape[1], I = tx.shape[2], gates = rnn_gates(mode);
+  const std::string order = lstm ? "i, f, g, o" : mode == RnnMode::gru ? "r, z, n" : "";
+  const std::string G_text = gates == 1 ? "hidden" : std::to_string(gates) + " * hidden";
+  if (twh.shape[0] % gates != 0) {
+    throw py::value_error("w_hh has shape " + shape_str(w_hh) + ": dimension 0 must be " + G_text +
+                          (order.empty() ? "" : " (gates " + order + ")"));
+  }
+  const int64_t H = twh.shape[0] / gates, G = twh.shape[0];
+  expect_shape(twh, w_hh, "w_hh", {G, H}, G_text + " x hidden");
+  expect_shape(twi, w_ih, "w_ih", {G, I}, G_text + " x input_size, input_size = x.shape[2]");
+  expect_shape(tbi, b_ih, "b_ih", {G}, G_text);
+  expect_shape(tbh, b_hh, "b_hh", {G}, G_text);
+  expect_shape(th, h0, "h0", {B, H}, "batch x hidden, batch = x.shape[1]");
+  for (auto [t, name] : {std::pair{&twi, "w_ih"}, {&twh, "w_hh"}, {&tbi, "b_ih"}, {&tbh, "b_hh"}, {&th, "h0"}}) {
+    expect_dtype(*t, tx, name, "x");
+  }
+  std::optional<Tensor> tc;
+  if (lstm) {
+    tc = tensor(*c0, "c0", 2);
+    expect_shape(*tc, *c0, "c0", {B, H}, "batch x hidden");
+    expect_dtype(*tc, tx, "c0", "x");
+  }
+  RnnProblem p;
+  p.mode = mode;
+  p.dtype = tx.dtype;
+  p.seq_len = T;
+  p.batch = B;
+  p.input_size = I;
+  p.hidden = H;
+  p.x = tx.data;
+  p.w_ih = twi.data;
+  p.w_hh = twh.data;
+  p.b_ih = tbi.data;
+  p.b_hh = tbh.data;
+  p.h0 = th.data;
+  p.c0 = lstm ? tc->data : nullptr;
   return p;
 }
 

@@ -60,60 +60,18 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   return plan;
 }
 
-RnnMode rnn_mode(const std::string& cell) {
-  if (cell == "rnn_tanh") return RnnMode::rnn_tanh;
-  if (cell == "rnn_relu") return RnnMode::rnn_relu;
-  if (cell == "gru") return RnnMode::gru;
-  if (cell == "lstm") return RnnMode::lstm;
-  throw py::value_error("unknown cell '" + cell + "' (expected rnn_tanh, rnn_relu, gru or lstm)");
-}
-
 Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih, const py::array& w_hh,
               const py::array& b_ih, const py::array& b_hh, const py::array& h0, std::optional<py::array> c0,
               std::optional<py::array> y, std::optional<py::array> h_n, std::optional<py::array> c_n,
               std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
               int64_t threads, const std::string& isa) {
-  const RnnMode mode = rnn_mode(cell);
-  const bool lstm = mode == RnnMode::lstm;
-  if (lstm != c0.has_value()) {
-    throw py::value_error(lstm ? "the LSTM needs c0 (batch x hidden)" : "c0 is the LSTM's cell state; a " + cell +
-                                                                             " cell has none");
-  }
-  const Tensor tx = tensor(x, "x", 3), twi = tensor(w_ih, "w_ih", 2), twh = tensor(w_hh, "w_hh", 2);
-  const Tensor tbi = tensor(b_ih, "b_ih", 1), tbh = tensor(b_hh, "b_hh", 1);
-  const Tensor th = tensor(h0, "h0", 2);
-  const int64_t T = tx.shape[0], B = tx.shape[1], I = tx.shape[2], gates = rnn_gates(mode);
-  const std::string order = lstm ? "i, f, g, o" : mode == RnnMode::gru ? "r, z, n" : "";
-  const std::string G_text = gates == 1 ? "hidden" : std::to_string(gates) + " * hidden";
-  if (twh.shape[0] % gates != 0) {
-    throw py::value_error("w_hh has shape " + shape_str(w_hh) + ": dimension 0 must be " + G_text +
-                          (order.empty() ? "" : " (gates " + order + ")"));
-  }
-  const int64_t H = twh.shape[0] / gates, G = twh.shape[0];
-  expect_shape(twh, w_hh, "w_hh", {G, H}, G_text + " x hidden");
-  expect_shape(twi, w_ih, "w_ih", {G, I}, G_text + " x input_size, input_size = x.shape[2]");
-  expect_shape(tbi, b_ih, "b_ih", {G}, G_text);
-  expect_shape(tbh, b_hh, "b_hh", {G}, G_text);
-  expect_shape(th, h0, "h0", {B, H}, "batch x hidden, batch = x.shape[1]");
-  for (auto [t, name] : {std::pair{&twi, "w_ih"}, {&twh, "w_hh"}, {&tbi, "b_ih"}, {&tbh, "b_hh"}, {&th, "h0"}}) {
-    expect_dtype(*t, tx, name, "x");
-  }
-  std::optional<Tensor> tc;
-  if (lstm) {
-    tc = tensor(*c0, "c0", 2);
-    expect_shape(*tc, *c0, "c0", {B, H}, "batch x hidden");
-    expect_dtype(*tc, tx, "c0", "x");
-  }
+  RnnProblem p = rnn_problem(cell, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
+  const bool lstm = p.mode == RnnMode::lstm;
+  const Tensor tx = tensor(x, "x", 3);
+  const int64_t T = p.seq_len, B = p.batch, H = p.hidden;
   if (!lstm && c_n) throw py::value_error("c_n is the LSTM's final cell state; a " + cell + " cell has none");
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
-  RnnProblem p;
-  p.mode = mode;
-  p.dtype = tx.dtype;
-  p.seq_len = T;
-  p.batch = B;
-  p.input_size = I;
-  p.hidden = H;
   const Blocking blk = blocking_for(ks, tile_m, tile_n, tile_k);
   const int64_t item = tx.itemsize;
   const int64_t outputs = checked::add(y ? 0 : array_bytes({T, B, H}, item, "y size"),
@@ -121,18 +79,11 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   check_alloc(checked::add(rnn_workspace_bytes(ks, p, blk, threads), outputs, cell.c_str()), cell.c_str());
   py::array ay = output_like(x, {T, B, H}, std::move(y), "y", p.dtype);
   py::array ah = output_like(x, {B, H}, std::move(h_n), "h_n", p.dtype);
-  p.x = tx.data;
-  p.w_ih = twi.data;
-  p.w_hh = twh.data;
-  p.b_ih = tbi.data;
-  p.b_hh = tbh.data;
-  p.h0 = th.data;
   p.y = ay.mutable_data();
   p.h_n = ah.mutable_data();
   Plan plan;
   if (lstm) {
     py::array ac = output_like(x, {B, H}, std::move(c_n), "c_n", p.dtype);
-    p.c0 = tc->data;
     p.c_n = ac.mutable_data();
     plan.keep = py::make_tuple(x, w_ih, w_hh, b_ih, b_hh, h0, *c0, ay, ah, ac);
     plan.result = py::make_tuple(ay, py::make_tuple(ah, ac));

@@ -1,4 +1,5 @@
 // opbench._core's backward passes: argument checks and prepared calls (Plan) around backward.hpp.
+#include <algorithm>
 #include <optional>
 #include <vector>
 #include <string>
@@ -115,9 +116,110 @@ Plan conv2d_backward_plan(const py::array& x, const py::array& w, const py::arra
   return plan;
 }
 
+py::array f32_array(int64_t n) { return py::array_t<float>(std::vector<int64_t>{std::max<int64_t>(n, 1)}); }
+
+Plan rnn_backward_plan(const std::string& cell, const py::array& x, const py::array& w_ih, const py::array& w_hh,
+                       const py::array& b_ih, const py::array& b_hh, const py::array& h0, std::optional<py::array> c0,
+                       const py::array& dy, const py::array& dh_n, std::optional<py::array> dc_n,
+                       std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
+                       int64_t threads, const std::string& isa) {
+  RnnBackwardProblem p;
+  p.fwd = rnn_problem(cell, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
+  RnnProblem& f = p.fwd;
+  const bool lstm = f.mode == RnnMode::lstm;
+  const int64_t T = f.seq_len, B = f.batch, I = f.input_size, H = f.hidden, G = rnn_gates(f.mode) * H;
+  const Tensor tx = tensor(x, "x", 3), tdy = tensor(dy, "dy", 3), tdh = tensor(dh_n, "dh_n", 2);
+  expect_shape(tdy, dy, "dy", {T, B, H}, "the forward's y: seq_len x batch x hidden");
+  expect_shape(tdh, dh_n, "dh_n", {B, H}, "batch x hidden");
+  expect_dtype(tdy, tx, "dy", "x");
+  expect_dtype(tdh, tx, "dh_n", "x");
+  if (lstm != dc_n.has_value()) {
+    throw py::value_error(lstm ? "the LSTM needs dc_n (batch x hidden)" : "dc_n is the LSTM's; a " + cell +
+                                                                                " cell has no cell state");
+  }
+  std::optional<Tensor> tdc;
+  if (lstm) {
+    tdc = tensor(*dc_n, "dc_n", 2);
+    expect_shape(*tdc, *dc_n, "dc_n", {B, H}, "batch x hidden");
+    expect_dtype(*tdc, tx, "dc_n", "x");
+  }
+  check_threads(threads);
+  const KernelSet& ks = kernel_set(isa);
+  const Blocking blk = blocking_for(ks, tile_m, tile_n, tile_k);
+  const RnnSavedSizes sizes = rnn_saved_floats(f);
+  const int64_t item = tx.itemsize;
+  const int64_t saved = checked::mul(checked::add(checked::add(sizes.gates, sizes.state, "saved"), sizes.tanh_c, "saved"),
+                                     int64_t(sizeof(float)), "saved activations");
+  const int64_t arrays = checked::mul(
+      checked::add(checked::add(checked::mul(checked::mul(T, B, "y"), checked::add(I, H, "I + H"), "y and dx"),
+                                checked::mul(G, checked::add(checked::add(I, H, "I + H"), 2, "weights"), "weights"),
+                                "gradients"),
+                   checked::mul(B, H, "states") * 4, "gradients"),
+      item, "forward outputs and gradients");
+  check_alloc(checked::add(checked::add(checked::add(rnn_workspace_bytes(ks, f, blk, threads),
+                                                     rnn_backward_workspace_bytes(ks, p, blk, threads), "rnn training"),
+                                        saved, "rnn training"),
+                           arrays, "rnn training"),
+              "rnn backward");
+  // The training forward, once, here: its outputs and saved activations are what every call differentiates.
+  py::array ay = output_like(x, {T, B, H}, std::nullopt, "y", f.dtype);
+  py::array ah = output_like(x, {B, H}, std::nullopt, "h_n", f.dtype);
+  py::array ac = output_like(x, {B, H}, std::nullopt, "c_n", f.dtype);
+  py::array sg = f32_array(sizes.gates), ss = f32_array(sizes.state), st = f32_array(sizes.tanh_c);
+  p.saved.gates = sizes.gates ? static_cast<float*>(sg.mutable_data()) : nullptr;
+  p.saved.state = sizes.state ? static_cast<float*>(ss.mutable_data()) : nullptr;
+  p.saved.tanh_c = sizes.tanh_c ? static_cast<float*>(st.mutable_data()) : nullptr;
+  f.y = ay.mutable_data();
+  f.h_n = ah.mutable_data();
+  f.c_n = lstm ? ac.mutable_data() : nullptr;
+  f.save = &p.saved;
+  {
+    py::gil_scoped_release release;
+    rnn_forward(ks, rnn_kernels(ks), f, blk, static_cast<int>(threads));
+  }
+  f.save = nullptr;  // the plan's copy must not point at this frame
+  p.dy = tdy.data;
+  p.dh_n = tdh.data;
+  p.dc_n = lstm ? tdc->data : nullptr;
+  py::array gx = output_like(x, {T, B, I}, std::nullopt, "dx", f.dtype);
+  py::array gwi = output_like(x, {G, I}, std::nullopt, "dw_ih", f.dtype);
+  py::array gwh = output_like(x, {G, H}, std::nullopt, "dw_hh", f.dtype);
+  py::array gbi = output_like(x, {G}, std::nullopt, "db_ih", f.dtype);
+  py::array gbh = output_like(x, {G}, std::nullopt, "db_hh", f.dtype);
+  py::array gh0 = output_like(x, {B, H}, std::nullopt, "dh0", f.dtype);
+  py::array gc0 = output_like(x, {B, H}, std::nullopt, "dc0", f.dtype);
+  p.dx = gx.mutable_data();
+  p.dw_ih = gwi.mutable_data();
+  p.dw_hh = gwh.mutable_data();
+  p.db_ih = gbi.mutable_data();
+  p.db_hh = gbh.mutable_data();
+  p.dh0 = gh0.mutable_data();
+  p.dc0 = lstm ? gc0.mutable_data() : nullptr;
+  Plan plan;
+  const py::object c0_obj = c0 ? py::object(*c0) : py::object(py::none());
+  const py::object dcn_obj = dc_n ? py::object(*dc_n) : py::object(py::none());
+  plan.keep = py::make_tuple(py::make_tuple(x, w_ih, w_hh, b_ih, b_hh, h0, c0_obj, dy, dh_n),
+                             py::make_tuple(dcn_obj, ay, ah, ac, sg, ss, st),
+                             py::make_tuple(gx, gwi, gwh, gbi, gbh, gh0, gc0));
+  if (lstm) {
+    plan.result = py::make_tuple(gx, gwi, gwh, gbi, gbh, gh0, gc0);
+  } else {
+    plan.result = py::make_tuple(gx, gwi, gwh, gbi, gbh, gh0);
+  }
+  plan.call = [&ks, p, blk, threads] { rnn_backward(ks, p, blk, static_cast<int>(threads)); };
+  plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+  return plan;
+}
+
 }  // namespace
 
 void define_training(py::module_& m) {
+  m.def("prepare_rnn_backward", &rnn_backward_plan, py::arg("cell"), py::arg("x"), py::arg("w_ih"), py::arg("w_hh"),
+        py::arg("b_ih"), py::arg("b_hh"), py::arg("h0"), py::arg("c0"), py::arg("dy"), py::arg("dh_n"),
+        py::arg("dc_n"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
+        py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
+        "The recurrent layer's forward with its activations saved, run once here, and its backward (BPTT) "
+        "prepared: output() is (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]).");
   m.def("prepare_conv2d_backward", &conv2d_backward_plan, py::arg("x"), py::arg("w"), py::arg("dy"),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1},
         py::arg("groups") = 1, py::arg("dx") = py::none(), py::arg("dw") = py::none(), py::arg("tile_m") = py::none(),

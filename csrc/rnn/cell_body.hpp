@@ -21,7 +21,7 @@ inline void put_h(typename V::T h, float* h32, uint16_t* h16, int64_t j, int n) 
 
 template <class V>
 void lstm(int64_t rows, int64_t cols, float* z, int64_t ldz, int64_t gs, const float* c_prev, float* c_next,
-          int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, bool save) {
+          int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, float* save_tc) {
   for (int64_t r = 0; r < rows; ++r) {
     float* zr = z + r * ldz;
     const float* cp = c_prev + r * ldc;
@@ -36,8 +36,10 @@ void lstm(int64_t rows, int64_t cols, float* z, int64_t ldz, int64_t gs, const f
       const auto o = V::sigmoid(V::load(zr + 3 * gs + j, n));
       const auto c = V::fmadd(f, V::load(cp + j, n), V::mul(i, g));
       V::store(cn + j, c, n);
-      put_h<V>(V::mul(o, V::tanh(c)), hr32, hr16, j, n);
-      if (save) {  // the activated gates, for the backward pass
+      const auto tc = V::tanh(c);
+      put_h<V>(V::mul(o, tc), hr32, hr16, j, n);
+      if (save_tc != nullptr) {  // the activated gates and tanh(c), for the backward pass
+        V::store(save_tc + r * ldc + j, tc, n);
         V::store(zr + j, i, n);
         V::store(zr + gs + j, f, n);
         V::store(zr + 2 * gs + j, g, n);
@@ -97,8 +99,8 @@ void rnn(int64_t rows, int64_t cols, const float* z, int64_t ldz, bool relu, flo
 // Defines the three cells of one ISA from its vector type (inside namespace opbench).
 #define OPBENCH_DEFINE_CELLS(SUFFIX, V)                                                                          \
   void lstm_cell_##SUFFIX(int64_t rows, int64_t cols, float* z, int64_t ldz, int64_t gs, const float* c_prev,  \
-                          float* c_next, int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, bool save) {     \
-    cells::lstm<V>(rows, cols, z, ldz, gs, c_prev, c_next, ldc, h32, h16, ldh, save);                          \
+                          float* c_next, int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, float* save_tc) { \
+    cells::lstm<V>(rows, cols, z, ldz, gs, c_prev, c_next, ldc, h32, h16, ldh, save_tc);                       \
   }                                                                                                            \
   void gru_cell_##SUFFIX(int64_t rows, int64_t cols, float* gx, int64_t ldgx, const float* gh, int64_t ldgh,   \
                          int64_t gs, const float* b_hn, const float* h_prev, float* h_next, int64_t lds,       \

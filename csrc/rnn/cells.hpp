@@ -9,7 +9,7 @@ namespace opbench {
 
 #define OPBENCH_DECLARE_CELLS(SUFFIX)                                                                          \
   void lstm_cell_##SUFFIX(int64_t rows, int64_t cols, float* z, int64_t ldz, int64_t gs, const float* c_prev,  \
-                          float* c_next, int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, bool save);      \
+                          float* c_next, int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, float* save_tc);  \
   void gru_cell_##SUFFIX(int64_t rows, int64_t cols, float* gx, int64_t ldgx, const float* gh, int64_t ldgh,   \
                          int64_t gs, const float* b_hn, const float* h_prev, float* h_next, int64_t lds,       \
                          float* h32, uint16_t* h16, int64_t ldh, float* save_hn, int64_t ld_save);             \

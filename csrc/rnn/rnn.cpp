@@ -70,12 +70,27 @@ int64_t rnn_workspace_bytes(const KernelSet& ks, const RnnProblem& p, const Bloc
              "rnn workspace");
 }
 
+RnnSavedSizes rnn_saved_floats(const RnnProblem& p) {
+  const int64_t TB = checked::mul(p.seq_len, p.batch, "seq_len * batch");
+  const int64_t TBH = checked::mul(TB, p.hidden, "saved state");
+  switch (p.mode) {
+    case RnnMode::lstm:
+      return {checked::mul(TBH, 4, "saved gates"), TBH, TBH};
+    case RnnMode::gru:
+      return {checked::mul(TBH, 3, "saved gates"), TBH, 0};
+    default:
+      return {0, 0, 0};
+  }
+}
+
 void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p, const Blocking& blk, int threads) {
   static thread_local AlignedBuffer gates_buffer, state_buffer, gh_buffer, w_hh_buffer;
   const int64_t T = p.seq_len, B = p.batch, I = p.input_size, H = p.hidden, G = rnn_gates(p.mode) * H;
   const bool f16 = p.dtype == Dtype::f16, gru = p.mode == RnnMode::gru, lstm = p.mode == RnnMode::lstm;
   const int64_t elem = f16 ? 2 : 4;
-  float* gates = static_cast<float*>(gates_buffer.reserve(static_cast<size_t>(T * B * G) * sizeof(float)));
+  const RnnSaved* save = (lstm || gru) ? p.save : nullptr;  // the Elman cell's backward needs only y
+  float* gates = save != nullptr ? save->gates
+                                 : static_cast<float*>(gates_buffer.reserve(static_cast<size_t>(T * B * G) * sizeof(float)));
 
   // Gates of every step start as the biases (the GRU keeps b_hn apart: r multiplies it); the input
   // projection is accumulated onto them in one GEMM.
@@ -135,13 +150,19 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
       float* h32 = f16 ? nullptr : reinterpret_cast<float*>(y_t) + at;
       uint16_t* h16 = f16 ? reinterpret_cast<uint16_t*>(y_t) + at : nullptr;
       float* zr = z + r0 * G + c0;
+      const int64_t step = t * B * H;
       switch (p.mode) {
         case RnnMode::lstm:
-          rnn.lstm(rows, cols, zr, G, H, state + at, state + at, H, h32, h16, H, false);
+          if (save != nullptr) {  // c_t kept for every step, and tanh(c_t)
+            const float* c_prev = t == 0 ? state + at : save->state + step - B * H + at;
+            rnn.lstm(rows, cols, zr, G, H, c_prev, save->state + step + at, H, h32, h16, H, save->tanh_c + step + at);
+          } else {
+            rnn.lstm(rows, cols, zr, G, H, state + at, state + at, H, h32, h16, H, nullptr);
+          }
           break;
         case RnnMode::gru:
           rnn.gru(rows, cols, zr, G, gh + r0 * G + c0, G, H, b_hn + c0, state + at, state + at, H, h32, h16, H,
-                  nullptr, 0);
+                  save != nullptr ? save->state + step + at : nullptr, H);
           break;
         default:
           rnn.rnn(rows, cols, zr, G, p.mode == RnnMode::rnn_relu, h32, h16, H);
@@ -152,10 +173,11 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
 
   std::memcpy(p.h_n, static_cast<const char*>(p.y) + (T - 1) * B * H * elem, static_cast<size_t>(B * H * elem));
   if (!lstm) return;
+  const float* c_last = save != nullptr ? save->state + (T - 1) * B * H : state;
   if (f16) {
-    ks.gemm.store_f16(state, H, B, H, static_cast<uint16_t*>(p.c_n), H);
+    ks.gemm.store_f16(c_last, H, B, H, static_cast<uint16_t*>(p.c_n), H);
   } else {
-    std::memcpy(p.c_n, state, sizeof(float) * B * H);
+    std::memcpy(p.c_n, c_last, sizeof(float) * B * H);
   }
 }
 

@@ -55,7 +55,7 @@ class _CppCase(Prepared):
 
 class CppBackend(Backend):
     name = "cpp"
-    ops = (*Backend.ops, "gemm:bwd", "conv:bwd")
+    ops = (*Backend.ops, *(f"{op}:bwd" for op in Backend.ops))
     accumulate = {"fp32": "fp32", "fp16": "fp32"}  # fp16 is widened in packing and accumulated in fp32
 
     def __init__(self) -> None:
@@ -112,6 +112,11 @@ ALGORITHMS = {
     "gemm:bwd": "two blocked GEMMs: dA = dC B^T (B^T read in place), dB = A^T dC (A^T packed from A)",
     "conv:bwd": "dW^T += im2col tile x dY^T per pixel block (GEMM); dX: flipped-filter implicit-GEMM conv at "
     "stride 1, else W^T dY per block scattered back (col2im)",
+    **{
+        f"{op}:bwd": "BPTT over the activations a training forward saved (run once when prepared): one "
+        "GEMM per step for dh, three over all steps for dW_hh, dW_ih and dx"
+        for op in ("rnn", "gru", "lstm")
+    },
     "conv": "implicit GEMM, B rows read in place from the padded image",
     "rnn": "input GEMM for all steps + recurrent GEMM per step + fused activation",
     "gru": "input GEMM for all steps + recurrent GEMM per step (own buffer) + fused cell (state in fp32)",
@@ -123,7 +128,7 @@ def _clamp_dims(op: str, shape: Any) -> dict[str, int] | None:
     """The sizes that bound the tiles reported as effective (conv's plan reports its own)."""
     if op == "gemm":
         return {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
-    if op in ("rnn", "gru", "lstm"):
+    if op.partition(":")[0] in ("rnn", "gru", "lstm"):
         return {
             "tile_m": shape.batch,
             "tile_n": shape.GATES * shape.hidden,

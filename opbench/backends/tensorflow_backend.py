@@ -98,7 +98,7 @@ def _rsck(w: np.ndarray) -> np.ndarray:
 
 
 class TensorFlowBackend(Backend):
-    ops = (*Backend.ops, "gemm:bwd", "conv:bwd")
+    ops = (*Backend.ops, *(f"{op}:bwd" for op in Backend.ops))
     name: ClassVar[str] = "tensorflow"
     compiled: ClassVar[bool] = True
 
@@ -208,14 +208,17 @@ class TensorFlowBackend(Backend):
 
         return (lambda: grads_fn(*leaves, upstream)), to_numpy, text
 
-    def _bwd_timed(self) -> str:
+    def _bwd_timed(self, recurrent: bool = False) -> str:
+        if recurrent:  # the gradients need the forward's activations: the graph keeps the whole forward
+            return "forward + backward (the tape records the layer's forward inside each call)"
         if self.compiled:
             # Seen at 1024^3 on this VM: the traced call took 1.7x the forward's time, not 3x.
             return "the backward: the traced graph prunes the forward op (its output is not used)"
         return "forward + backward (eager: the tape records the forward inside each call)"
 
     def notes(self, op: str, dtype: str) -> list[str]:
-        if op.endswith(":bwd") and not self.compiled:
+        recurrent = op.partition(":")[0] in ("rnn", "gru", "lstm")
+        if op.endswith(":bwd") and (recurrent or not self.compiled):
             return [f"{self.name} {op}: forward + backward timed; FLOPs count the backward only"]
         return []
 
@@ -260,8 +263,13 @@ class TensorFlowBackend(Backend):
                 details["timed"] = self._bwd_timed()
                 if op == "conv:bwd":
                     details["layout"] = "NHWC x and dy, RSCK filter (converted before timing); gradients back"
-            elif op in ("rnn", "gru", "lstm"):
-                call, to_numpy, details["call"], bias_note = self._recurrent(op, shape, inputs)
+            elif op.partition(":")[0] in ("rnn", "gru", "lstm"):
+                base, _, pass_name = op.partition(":")
+                call, to_numpy, details["call"], bias_note = self._recurrent(
+                    base, shape, inputs, pass_name == "bwd"
+                )
+                if pass_name == "bwd":
+                    details["timed"] = self._bwd_timed(recurrent=True)
                 details["layout"] = f"x batch-major (B, T, I), converted before timing; {bias_note}"
             else:
                 raise ValueError(f"tensorflow has no {op} adapter")
@@ -279,12 +287,12 @@ class TensorFlowBackend(Backend):
         return _TfCase(on_device, to_numpy, sync, details)
 
     def _recurrent(
-        self, op: str, shape: Any, inputs: dict[str, np.ndarray]
+        self, op: str, shape: Any, inputs: dict[str, np.ndarray], backward: bool = False
     ) -> tuple[Callable[[], Any], Callable[[Any], Any], str, str]:
         """A Keras layer given torch's weights: SimpleRNN (activation tanh or relu), GRU(reset_after=True),
         whose gates are z, r, n where torch's are r, z, n, with its two biases kept apart, and LSTM with
         one bias. Returns the call, the conversion of its result, and what was called and how the biases
-        went in."""
+        went in. With `backward`, the call is the layer's gradients for the upstream ones instead."""
         tf = self._tf
         dtype = "float16" if inputs["x"].dtype == np.float16 else "float32"
         units = shape.hidden
@@ -314,6 +322,10 @@ class TensorFlowBackend(Backend):
         state = [tf.constant(inputs["h0"])] + ([tf.constant(inputs["c0"])] if op == "lstm" else [])
         layer.build(x.shape)
         layer.set_weights(weights)
+        if backward:
+            grads_fn, convert = self._recurrent_backward(op, layer, inputs, order if op == "gru" else None)
+            text = call_text + " on batch-major x; tape.gradient(outputs, [x, states, weights], upstream)"
+            return (lambda: grads_fn(x, *state)), convert, text, bias_note
 
         def recurrent(x: Any, *state: Any) -> Any:
             return layer(x, initial_state=list(state))
@@ -326,6 +338,46 @@ class TensorFlowBackend(Backend):
             return (y, (final[0], final[1])) if op == "lstm" else (y, final[0])
 
         return (lambda: fn(x, *state)), to_numpy, call_text + " on batch-major x", bias_note
+
+    def _recurrent_backward(
+        self, op: str, layer: Any, inputs: dict[str, np.ndarray], order: np.ndarray | None
+    ) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
+        """A tape over the Keras layer: gradients of (y, h_n[, c_n]) for (dy, dh_n[, dc_n]) with respect to
+        x, the initial states and the layer's weights, converted back to torch's layouts (transposed; the
+        GRU's gates reordered back to r, z, n; one Keras bias is both b_ih's and b_hh's gradient)."""
+        tf = self._tf
+        ups = [
+            tf.constant(np.ascontiguousarray(inputs["dy"].transpose(1, 0, 2))),
+            tf.constant(inputs["dh_n"]),
+        ]
+        if op == "lstm":
+            ups.append(tf.constant(inputs["dc_n"]))
+        variables = layer.trainable_weights  # kernel, recurrent_kernel, bias
+
+        def grads(x: Any, *states: Any) -> Any:
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                for st in states:
+                    tape.watch(st)
+                outs = layer(x, initial_state=list(states))
+            return tape.gradient(list(outs), [x, *states, *variables], output_gradients=ups)
+
+        fn = self._compile(grads)
+        n_states = 2 if op == "lstm" else 1
+
+        def to_numpy(res: Any) -> Any:
+            arrays = [np.asarray(t.numpy()) for t in res]
+            dx, dstates = arrays[0].transpose(1, 0, 2), arrays[1 : 1 + n_states]
+            dk, drk, dbias = arrays[1 + n_states :]
+            if order is None:
+                dw_ih, dw_hh, db_ih, db_hh = dk.T, drk.T, dbias, dbias
+            else:  # Keras column j is torch row order[j]
+                dw_ih, dw_hh = np.empty_like(dk.T), np.empty_like(drk.T)
+                db_ih, db_hh = np.empty_like(dbias[0]), np.empty_like(dbias[1])
+                dw_ih[order], dw_hh[order], db_ih[order], db_hh[order] = dk.T, drk.T, dbias[0], dbias[1]
+            return (dx, dw_ih, dw_hh, db_ih, db_hh, *dstates)
+
+        return fn, to_numpy
 
 
 class TensorFlowEagerBackend(TensorFlowBackend):

@@ -140,7 +140,7 @@ def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
 
 
 class TorchBackend(Backend):
-    ops = (*Backend.ops, "gemm:bwd", "conv:bwd")
+    ops = (*Backend.ops, *(f"{op}:bwd" for op in Backend.ops))
     name = "torch"
 
     def __init__(self) -> None:
@@ -187,6 +187,38 @@ class TorchBackend(Backend):
             _spin_up(torch, device)
         self._torch = torch
         self._device = device
+
+    def _recurrent_backward(
+        self,
+        op: str,
+        layer: Any,
+        params: list[Any],
+        x: Any,
+        starts: list[Any],
+        t: dict[str, Any],
+        details: dict[str, Any],
+        cpu: Callable[[Any], np.ndarray],
+    ) -> Prepared:
+        """BPTT of a torch.nn recurrent layer: its forward once (graph kept), each call autograd.grad of
+        (y, h_n[, c_n]) for (dy, dh_n[, dc_n]) with respect to x, the four parameters and the initial
+        states."""
+        torch = self._torch
+        leaves = [x.requires_grad_(True), *params, *(s.detach().requires_grad_(True) for s in starts)]
+        with torch.enable_grad():
+            y, final = layer(x, tuple(leaves[5:]) if op == "lstm" else leaves[5])
+        outs = [y, *(final if op == "lstm" else (final,))]
+        ups = [t["dy"], t["dh_n"][None], *([t["dc_n"][None]] if op == "lstm" else [])]
+        grad = torch.autograd.grad
+        details["call"] += ", torch.autograd.grad(outputs, (x, weights, biases, states), upstream)"
+        details["timed"] = "the backward only (the forward's graph is built once, before timing)"
+
+        def to_numpy(res: Any) -> Any:
+            return tuple(cpu(g[0] if k >= 5 else g) for k, g in enumerate(res))
+
+        def backward() -> Any:
+            return grad(outs, leaves, ups, retain_graph=True)
+
+        return _TorchCase(torch, self._device, backward, to_numpy, details, True)
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         torch, dev = self._torch, self._device
@@ -244,24 +276,27 @@ class TorchBackend(Backend):
             else:
                 details["cudnn_enabled"] = torch.backends.cudnn.enabled
             return _TorchCase(torch, dev, lambda: _conv(torch, shape, x, w), cpu, details)
-        if op in RECURRENT:
-            cls, extra = RECURRENT[op], ({"nonlinearity": shape.nonlinearity} if op == "rnn" else {})
+        base, _, pass_name = op.partition(":")
+        if base in RECURRENT:
+            cls, extra = RECURRENT[base], ({"nonlinearity": shape.nonlinearity} if base == "rnn" else {})
             layer = getattr(torch.nn, cls)(shape.input_size, shape.hidden, num_layers=1, bias=True, **extra)
             layer = layer.to(device=dev, dtype=t["x"].dtype)
+            weights = [getattr(layer, f"{n}_l0") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
             with torch.no_grad():
-                for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
-                    getattr(layer, f"{name.replace('w_', 'weight_').replace('b_', 'bias_')}_l0").copy_(
-                        t[name]
-                    )
+                for weight, name in zip(weights, ("w_ih", "w_hh", "b_ih", "b_hh"), strict=True):
+                    weight.copy_(t[name])
             x = t["x"]
-            state = (t["h0"][None], t["c0"][None]) if op == "lstm" else t["h0"][None]
+            starts = [t["h0"][None]] + ([t["c0"][None]] if base == "lstm" else [])
             details["call"] = (
                 f"torch.nn.{cls}(batch_first=False" + "".join(f", {k}='{v}'" for k, v in extra.items()) + ")"
             )
+            if pass_name == "bwd":
+                return self._recurrent_backward(base, layer, weights, x, starts, t, details, cpu)
+            state = tuple(starts) if base == "lstm" else starts[0]
 
             def to_numpy(res: Any) -> Any:
                 y, final = res
-                if op == "lstm":
+                if base == "lstm":
                     return cpu(y), (cpu(final[0][0]), cpu(final[1][0]))
                 return cpu(y), cpu(final[0])
 

@@ -27,8 +27,12 @@ from opbench.kernels.recurrent import gru, lstm, prepare_gru, prepare_lstm, prep
 from opbench.kernels.training import (
     conv2d_backward,
     gemm_backward,
+    gru_backward,
+    lstm_backward,
     prepare_conv2d_backward,
     prepare_gemm_backward,
+    prepare_rnn_backward,
+    rnn_backward,
 )
 
 __all__ = [
@@ -47,6 +51,10 @@ __all__ = [
     "prepare_gemm_backward",
     "conv2d_backward",
     "prepare_conv2d_backward",
+    "rnn_backward",
+    "gru_backward",
+    "lstm_backward",
+    "prepare_rnn_backward",
     "MAX_THREADS",
     "MAX_TILE",
     "MAX_CONV_PARAM",

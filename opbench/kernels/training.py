@@ -141,3 +141,124 @@ def conv2d_backward(
     )  # fmt: skip
     dx, dw = plan.output()
     return dx, dw
+
+
+def prepare_rnn_backward(
+    cell: str,
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray | None,
+    dy: np.ndarray,
+    dh_n: np.ndarray,
+    dc_n: np.ndarray | None = None,
+    *,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+    tile_k: int | None = None,
+    threads: int | None = None,
+    isa: str | None = None,
+) -> Plan:
+    """The recurrent layer `cell` ("rnn_tanh", "rnn_relu", "gru", "lstm"; torch layouts as kernels.rnn,
+    gru and lstm) run forward once here with its activations saved, and its backpropagation through time
+    prepared: every call computes, for the upstream gradients dy (T x B x H), dh_n and (LSTM) dc_n (B x H),
+    `plan.output()` = (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]). Each step's recurrent gradient is one
+    GEMM; the weight and input gradients are three GEMMs over all steps. fp16 accumulates in fp32."""
+    arrays = {
+        "x": x,
+        "w_ih": w_ih,
+        "w_hh": w_hh,
+        "b_ih": b_ih,
+        "b_hh": b_hh,
+        "h0": h0,
+        "dy": dy,
+        "dh_n": dh_n,
+    }
+    _arrays(**arrays, **{k: v for k, v in (("c0", c0), ("dc_n", dc_n)) if v is not None})
+    return _core.prepare_rnn_backward(
+        cell,
+        x,
+        w_ih,
+        w_hh,
+        b_ih,
+        b_hh,
+        h0,
+        c0,
+        dy,
+        dh_n,
+        dc_n,
+        _optional_positive(tile_m, "tile_m"),
+        _optional_positive(tile_n, "tile_n"),
+        _optional_positive(tile_k, "tile_k"),
+        _threads(threads),
+        isa or "",
+    )
+
+
+def rnn_backward(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    dy: np.ndarray,
+    dh_n: np.ndarray,
+    *,
+    nonlinearity: str = "tanh",
+    threads: int | None = None,
+    isa: str | None = None,
+) -> tuple[np.ndarray, ...]:
+    """The Elman RNN's gradients (dx, dw_ih, dw_hh, db_ih, db_hh, dh0) for the upstream gradients of
+    kernels.rnn's (y, h_n); see prepare_rnn_backward."""
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+    plan = prepare_rnn_backward(
+        f"rnn_{nonlinearity}", x, w_ih, w_hh, b_ih, b_hh, h0, None, dy, dh_n, threads=threads, isa=isa
+    )
+    return tuple(plan.output())
+
+
+def gru_backward(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    dy: np.ndarray,
+    dh_n: np.ndarray,
+    *,
+    threads: int | None = None,
+    isa: str | None = None,
+) -> tuple[np.ndarray, ...]:
+    """The GRU's gradients (dx, dw_ih, dw_hh, db_ih, db_hh, dh0); see prepare_rnn_backward."""
+    plan = prepare_rnn_backward(
+        "gru", x, w_ih, w_hh, b_ih, b_hh, h0, None, dy, dh_n, threads=threads, isa=isa
+    )
+    return tuple(plan.output())
+
+
+def lstm_backward(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray,
+    b_hh: np.ndarray,
+    h0: np.ndarray,
+    c0: np.ndarray,
+    dy: np.ndarray,
+    dh_n: np.ndarray,
+    dc_n: np.ndarray,
+    *,
+    threads: int | None = None,
+    isa: str | None = None,
+) -> tuple[np.ndarray, ...]:
+    """The LSTM's gradients (dx, dw_ih, dw_hh, db_ih, db_hh, dh0, dc0); see prepare_rnn_backward."""
+    plan = prepare_rnn_backward(
+        "lstm", x, w_ih, w_hh, b_ih, b_hh, h0, c0, dy, dh_n, dc_n, threads=threads, isa=isa
+    )
+    return tuple(plan.output())

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, lstm, rnn
+from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, rnn, rnn_bwd
 
 OPS: dict[str, ModuleType] = {"gemm": gemm, "conv": conv, "rnn": rnn, "gru": gru, "lstm": lstm}
 
@@ -23,7 +23,13 @@ OPS: dict[str, ModuleType] = {"gemm": gemm, "conv": conv, "rnn": rnn, "gru": gru
 # is reached by the op key "OP:bwd", which is also what backends are asked for (a backend lists the keys
 # it runs in `ops`).
 PASSES = ("fwd", "bwd")
-BACKWARD: dict[str, ModuleType] = {"gemm": gemm_bwd, "conv": conv_bwd}
+BACKWARD: dict[str, ModuleType] = {
+    "gemm": gemm_bwd,
+    "conv": conv_bwd,
+    "rnn": rnn_bwd,
+    "gru": gru_bwd,
+    "lstm": lstm_bwd,
+}
 
 
 def op_key(op: str, pass_name: str = "fwd") -> str:

@@ -108,6 +108,15 @@ def verify_cost_flops(shape: RecurrentShape) -> int:
     return 4 * flops(shape)
 
 
+def cell_of(shape: RecurrentShape) -> str:
+    """The kernels' cell name (kernels.prepare_rnn_backward): rnn_tanh, rnn_relu, gru or lstm."""
+    if shape.STATES == 2:
+        return "lstm"
+    if shape.GATES == 3:
+        return "gru"
+    return "rnn_relu" if getattr(shape, "relu", 0) else "rnn_tanh"
+
+
 def input_names(shape: RecurrentShape) -> tuple[str, ...]:
     """The kernel's positional inputs, in PyTorch's order (c0 for the LSTM only)."""
     return ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")[: 6 + shape.STATES - 1]

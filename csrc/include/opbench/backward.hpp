@@ -6,6 +6,7 @@
 
 #include "opbench/conv.hpp"
 #include "opbench/gemm.hpp"
+#include "opbench/rnn.hpp"
 
 namespace opbench {
 
@@ -54,5 +55,33 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
 // An upper bound of the bytes conv2d_backward() allocates as workspace (overflow-checked).
 int64_t conv2d_backward_workspace_bytes(const KernelSet& ks, const ConvBackwardProblem& p, const Blocking& blk,
                                         int threads);
+
+// The recurrent layers (RnnMode), backpropagation through time over what a training forward saved: given
+// dY (T x B x H), dh_n (and dc_n for the LSTM), the gradients of x, both weights, both biases and the
+// initial states. Each step's pre-activation gradients (dZ, B x G) come from the saved gates by an
+// element-wise pass, the recurrent gradient dh_{t-1} = dZ W_hh is one GEMM per step, and the weight and
+// input gradients are three GEMMs over all steps at once: dW_hh = dZ^T [h0; y[:-1]], dW_ih = dZ^T x,
+// dx = dZ W_ih (dZ^T read through trans_a). The GRU's input and recurrent sides differ in their n gate
+// (dGx, dGh). fp16 arrays are widened once per call and the gradients rounded once.
+struct RnnBackwardProblem {
+  RnnProblem fwd;  // inputs and the forward's y; its dims and mode
+  RnnSaved saved;  // what the training forward saved
+  const void* dy = nullptr;    // T x B x H
+  const void* dh_n = nullptr;  // B x H
+  const void* dc_n = nullptr;  // B x H, LSTM only
+  void* dx = nullptr;          // T x B x I
+  void* dw_ih = nullptr;       // G x I
+  void* dw_hh = nullptr;       // G x H
+  void* db_ih = nullptr;       // G
+  void* db_hh = nullptr;       // G
+  void* dh0 = nullptr;         // B x H
+  void* dc0 = nullptr;         // B x H, LSTM only
+};
+
+void rnn_backward(const KernelSet& ks, const RnnBackwardProblem& p, const Blocking& blk, int threads);
+
+// An upper bound of the bytes rnn_backward() allocates as workspace (overflow-checked).
+int64_t rnn_backward_workspace_bytes(const KernelSet& ks, const RnnBackwardProblem& p, const Blocking& blk,
+                                     int threads);
 
 }  // namespace opbench

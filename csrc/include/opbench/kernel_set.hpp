@@ -36,9 +36,10 @@ using StoreF16 = void (*)(const float* src, int64_t lds, int64_t m, int64_t n, u
 // pre-activations are fp32, each gate's block `gs` floats after the previous one, in PyTorch's order.
 // h goes to h32 (fp32) if not null, else to h16 (fp16, rounded to nearest). State in and out may alias.
 // LSTM (z: i, f, g o): c_next = sigmoid(z_f) * c_prev + sigmoid(z_i) * tanh(z_g); h = sigmoid(z_o) * tanh(c_next).
-//   save: the activated gates overwrite z (what the backward pass needs).
+//   save_tc not null: the activated gates overwrite z and tanh(c_next) goes to save_tc (leading dimension
+//   ldc): what the backward pass needs.
 using LstmCell = void (*)(int64_t rows, int64_t cols, float* z, int64_t ldz, int64_t gs, const float* c_prev,
-                          float* c_next, int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, bool save);
+                          float* c_next, int64_t ldc, float* h32, uint16_t* h16, int64_t ldh, float* save_tc);
 // GRU (gx = x W_ih^T + b_ih + [b_hr, b_hz, 0]: r, z, n; gh = h W_hh^T without bias):
 //   r = sigmoid(gx_r + gh_r), z = sigmoid(gx_z + gh_z), n = tanh(gx_n + r * (gh_n + b_hn)),
 //   h_next = (1 - z) * n + z * h_prev, with h_prev and h_next the fp32 state (leading dimension lds).

@@ -13,6 +13,15 @@ enum class RnnMode { rnn_tanh, rnn_relu, gru, lstm };
 // Gates per hidden unit: 1, 1, 3, 4 (the weights have gates * hidden rows).
 int rnn_gates(RnnMode mode);
 
+// What a forward pass leaves for its backward (fp32 arrays owned by the caller; rnn_saved_floats() says
+// how large): the LSTM's activated gates i, f, g, o (T x B x 4H), c_t and tanh(c_t) (T x B x H each); the
+// GRU's r, z, n (T x B x 3H) and q_t = W_hn h_{t-1} + b_hn (T x B x H). The Elman RNN needs only y.
+struct RnnSaved {
+  float* gates = nullptr;
+  float* state = nullptr;
+  float* tanh_c = nullptr;
+};
+
 struct RnnProblem {
   RnnMode mode = RnnMode::lstm;
   Dtype dtype = Dtype::f32;  // of every input and output; states (c, GRU's h) are carried in fp32 internally
@@ -27,7 +36,14 @@ struct RnnProblem {
   void* h_n = nullptr;         // B x H
   void* c_n = nullptr;         // B x H, LSTM only
   int64_t seq_len = 1, batch = 1, input_size = 1, hidden = 1;
+  const RnnSaved* save = nullptr;  // a training forward: keep what the backward needs
 };
+
+// Floats of each RnnSaved array for this problem: {gates, state, tanh_c} (0 where the cell keeps none).
+struct RnnSavedSizes {
+  int64_t gates, state, tanh_c;
+};
+RnnSavedSizes rnn_saved_floats(const RnnProblem& p);
 
 // The input projection of all steps is one GEMM (x * W_ih^T plus the biases into an fp32 gate buffer);
 // each step adds h_{t-1} * W_hh^T with a second GEMM (kernel set ks, W_hh packed once per call), then the

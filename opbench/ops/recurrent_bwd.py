@@ -1,0 +1,234 @@
+"""What the recurrent ops' backward passes (`rnn:bwd`, `gru:bwd`, `lstm:bwd`) share: backpropagation
+through time for upstream gradients dy (T x B x H), dh_n and (LSTM) dc_n, giving (dx, dw_ih, dw_hh, db_ih,
+db_hh, dh0[, dc0]) in PyTorch's layouts. Each pass module (ops/<op>_bwd.py) re-exports its forward's shape
+interface and these.
+
+FLOPs = 2x the forward's (BPTT: the recurrent gradient dZ W_hh per step, and dW_hh, dW_ih and dx over all
+steps, four GEMMs of the forward's two sizes).
+
+The check's bound: the float64 BPTT run a second time on absolute values (every product of magnitudes,
+every difference a sum of magnitudes) gives each gradient's sum of |terms| M; an implementation that
+accumulates in unit roundoff u, stores y in store_dtype and keeps its activations in fp32 stays within
+    SAFETY * (gamma_n(u) + 8 T u_store + gamma_n(u_fp32)) * M + tiny,  n = T (G + I + H) + T B + 8 T,
+a first-order count of every rounding on the longest chain (the steps' recurrent products, the sums over
+all steps, and the forward's own errors in the saved activations)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
+from opbench.ops import recurrent as fwd
+from opbench.ops.numerics import compare, gamma, tiny
+
+PASS = "bwd"
+SAFETY = 2.0
+GRAD_NAMES = ("dx", "dw_ih", "dw_hh", "db_ih", "db_hh", "dh0", "dc0")
+
+
+def flops(shape: fwd.RecurrentShape) -> int:
+    return 2 * fwd.flops(shape)
+
+
+def _grad_elems(shape: fwd.RecurrentShape) -> int:
+    t, b, i, h, g = shape.seq_len, shape.batch, shape.input_size, shape.hidden, shape.GATES * shape.hidden
+    return t * b * i + g * (i + h) + 2 * g + shape.STATES * b * h
+
+
+def min_bytes(shape: fwd.RecurrentShape, dtype: str) -> int:
+    """Compulsory traffic: the forward's inputs and y, the upstream gradients read once; the gradients
+    written once (the saved activations, fp32, read once)."""
+    t, b, h, g = shape.seq_len, shape.batch, shape.hidden, shape.GATES * shape.hidden
+    upstream = t * b * h + shape.STATES * b * h
+    saved = 4 * t * b * (g + 2 * h) if shape.STATES == 2 else 4 * t * b * (g + h) if shape.GATES == 3 else 0
+    return ITEMSIZE[dtype] * (fwd._io_elems(shape) + upstream + _grad_elems(shape)) + saved
+
+
+def memory_bytes(shape: fwd.RecurrentShape, dtype: str, reference: bool = True) -> int:
+    """The forward's and our saved activations, upstream and gradient arrays (x3 copies), and, when
+    verifying, the float64 forward, its saved activations and two BPTT runs."""
+    t, b, h, g = shape.seq_len, shape.batch, shape.hidden, shape.GATES * shape.hidden
+    arrays = fwd._io_elems(shape) + t * b * h + 2 * _grad_elems(shape)
+    saved = t * b * (g + 2 * h)
+    ref = 8 * (6 * arrays + 4 * saved) if reference else 0
+    return 3 * ITEMSIZE[dtype] * arrays + 4 * (saved + 2 * t * b * g) + ref
+
+
+def verify_cost_flops(shape: fwd.RecurrentShape) -> int:
+    """The float64 forward and two BPTT runs (values and magnitudes)."""
+    return 3 * flops(shape)
+
+
+def make_inputs(shape: fwd.RecurrentShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+    """The forward's inputs (the same values for the same seed) and the upstream gradients dy, dh_n and
+    (LSTM) dc_n, uniform in [-1, 1)."""
+    inputs = fwd.make_inputs(shape, dtype, seed)
+    rng = np.random.default_rng([seed, 1])
+    t, b, h = shape.seq_len, shape.batch, shape.hidden
+    np_dtype = NUMPY_DTYPES[dtype]
+    inputs["dy"] = rng.uniform(-1.0, 1.0, size=(t, b, h)).astype(np_dtype)
+    inputs["dh_n"] = rng.uniform(-1.0, 1.0, size=(b, h)).astype(np_dtype)
+    if shape.STATES == 2:
+        inputs["dc_n"] = rng.uniform(-1.0, 1.0, size=(b, h)).astype(np_dtype)
+    return inputs
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def _forward64(shape: fwd.RecurrentShape, f64: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The float64 forward keeping what BPTT needs: y, h_prev per step, and the cell's activations."""
+    cell = fwd.cell_of(shape)
+    t_len, h = shape.seq_len, shape.hidden
+    w_hh = f64["w_hh"]
+    gx = (f64["x"] @ f64["w_ih"].T) + f64["b_ih"]  # T x B x G
+    hs = f64["h0"]
+    cs = f64.get("c0", np.zeros_like(hs))
+    saved: dict[str, list[np.ndarray]] = {k: [] for k in ("h_prev", "y", "gates", "c_prev", "c", "q")}
+    for t in range(t_len):
+        saved["h_prev"].append(hs)
+        gh = hs @ w_hh.T + f64["b_hh"]
+        if cell == "lstm":
+            z = gx[t] + gh
+            i, f, g = _sigmoid(z[:, :h]), _sigmoid(z[:, h : 2 * h]), np.tanh(z[:, 2 * h : 3 * h])
+            o = _sigmoid(z[:, 3 * h :])
+            saved["c_prev"].append(cs)
+            cs = f * cs + i * g
+            saved["c"].append(cs)
+            saved["gates"].append(np.concatenate([i, f, g, o], axis=1))
+            hs = o * np.tanh(cs)
+        elif cell == "gru":
+            r = _sigmoid(gx[t][:, :h] + gh[:, :h])
+            zg = _sigmoid(gx[t][:, h : 2 * h] + gh[:, h : 2 * h])
+            q = gh[:, 2 * h :]
+            n = np.tanh(gx[t][:, 2 * h :] + r * q)
+            saved["gates"].append(np.concatenate([r, zg, n], axis=1))
+            saved["q"].append(q)
+            hs = n + zg * (hs - n)
+        else:
+            z = gx[t] + gh
+            hs = np.maximum(z, 0.0) if cell == "rnn_relu" else np.tanh(z)
+        saved["y"].append(hs)
+    return {k: np.stack(v) if v else None for k, v in saved.items()}
+
+
+def _bptt(
+    shape: fwd.RecurrentShape, f64: dict[str, np.ndarray], fw: dict[str, Any], absolute: bool
+) -> dict[str, np.ndarray]:
+    """BPTT in float64; with `absolute`, every product of magnitudes and every difference a sum of them (the
+    sum of |terms| behind each gradient, for the bound)."""
+    a = np.abs if absolute else (lambda v: v)
+
+    def diff(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return np.abs(p) + np.abs(q) if absolute else p - q
+
+    cell = fwd.cell_of(shape)
+    t_len, b, h = shape.seq_len, shape.batch, shape.hidden
+    w_hh, w_ih = a(f64["w_hh"]), a(f64["w_ih"])
+    dh = a(f64["dh_n"]).copy()
+    dc = a(f64["dc_n"]).copy() if cell == "lstm" else None
+    g = shape.GATES * h
+    dgx = np.zeros((t_len, b, g))
+    dgh = np.zeros((t_len, b, g)) if cell == "gru" else dgx
+    for t in range(t_len - 1, -1, -1):
+        d = dh + a(f64["dy"][t])
+        if cell == "lstm":
+            i, f, gg, o = (fw["gates"][t][:, k * h : (k + 1) * h] for k in range(4))
+            tc = np.tanh(fw["c"][t])
+            dcell = dc + d * a(o) * (1 - tc * tc)
+            dgx[t] = np.concatenate(
+                [dcell * a(gg) * i * (1 - i), dcell * a(fw["c_prev"][t]) * f * (1 - f),
+                 dcell * a(i) * (1 - gg * gg), d * a(tc) * o * (1 - o)],
+                axis=1,
+            )  # fmt: skip
+            dc = dcell * a(f)
+            dh = dgx[t] @ w_hh
+        elif cell == "gru":
+            r, z, n = (fw["gates"][t][:, k * h : (k + 1) * h] for k in range(3))
+            q = fw["q"][t]
+            dn_pre = d * (1 - z) * (1 - n * n)
+            dz_pre = d * diff(fw["h_prev"][t], n) * z * (1 - z)
+            dr_pre = dn_pre * a(q) * r * (1 - r)
+            dgx[t] = np.concatenate([dr_pre, dz_pre, dn_pre], axis=1)
+            dgh[t] = np.concatenate([dr_pre, dz_pre, dn_pre * a(r)], axis=1)
+            dh = d * a(z) + dgh[t] @ w_hh
+        else:
+            y = fw["y"][t]
+            dgx[t] = d * ((y > 0) if cell == "rnn_relu" else (1 - y * y))
+            dh = dgx[t] @ w_hh
+    x = a(f64["x"]).reshape(t_len * b, -1)
+    h_prev = a(fw["h_prev"]).reshape(t_len * b, h)
+    gx2, gh2 = dgx.reshape(t_len * b, g), dgh.reshape(t_len * b, g)
+    out = {
+        "dx": (gx2 @ w_ih).reshape(t_len, b, -1),
+        "dw_ih": gx2.T @ x,
+        "dw_hh": gh2.T @ h_prev,
+        "db_ih": gx2.sum(axis=0),
+        "db_hh": gh2.sum(axis=0),
+        "dh0": dh,
+    }
+    if cell == "lstm":
+        out["dc0"] = dc
+    return out
+
+
+def reference(shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The float64 gradients and, beside them, their magnitudes (for the bound)."""
+    f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
+    fw = _forward64(shape, f64)
+    store = "fp16" if inputs["x"].dtype == np.float16 else "fp32"
+    return {
+        "grads": _bptt(shape, f64, fw, absolute=False),
+        "magnitude": _bptt(shape, f64, fw, absolute=True),
+        "store": store,
+    }
+
+
+def check(
+    shape: fwd.RecurrentShape,
+    output: Any,
+    inputs: dict[str, np.ndarray],
+    ref: dict[str, Any],
+    dtype: str,
+    accumulate: str,
+) -> dict[str, Any]:
+    """output = (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]) in that order."""
+    names = GRAD_NAMES[: len(ref["grads"])]
+    outs = {n: np.asarray(v) for n, v in zip(names, output, strict=True)}
+    t_len, g = shape.seq_len, shape.GATES * shape.hidden
+    n_eff = t_len * (g + shape.input_size + shape.hidden) + t_len * shape.batch + 8 * t_len
+    rel = gamma(n_eff, UNIT_ROUNDOFF[accumulate.partition(":")[0]]) + gamma(n_eff, UNIT_ROUNDOFF["fp32"])
+    rel += 8 * t_len * UNIT_ROUNDOFF[ref["store"]]
+    bounds = {n: SAFETY * rel * ref["magnitude"][n] + tiny(dtype) for n in names}
+    return compare(outs, ref["grads"], bounds)
+
+
+def plan(
+    shape: fwd.RecurrentShape,
+    inputs: dict[str, np.ndarray],
+    tiles: dict[str, int | None],
+    threads: int,
+    isa: str | None = None,
+    accumulate: str = "fp32",
+) -> Any:
+    """Our BPTT prepared for this case (kernels.Plan): the training forward runs once when it is prepared,
+    every call is the backward."""
+    from opbench import kernels
+
+    return kernels.prepare_rnn_backward(
+        fwd.cell_of(shape),
+        inputs["x"],
+        inputs["w_ih"],
+        inputs["w_hh"],
+        inputs["b_ih"],
+        inputs["b_hh"],
+        inputs["h0"],
+        inputs.get("c0"),
+        inputs["dy"],
+        inputs["dh_n"],
+        inputs.get("dc_n"),
+        **fwd.tile_args(tiles, threads, isa),
+    )
