@@ -240,6 +240,25 @@ def test_recurrent_backward_reference_is_torch_autograd_in_float64(cell: str) ->
         )
 
 
+def test_the_training_forward_is_the_forward_and_keeps_its_activations() -> None:
+    op, shape = _recurrent("lstm", (4, 3, 6, 5))
+    inp = op.make_inputs(shape, "fp32", seed=15)
+    saved = op.plan(shape, inp, {}, 2).saved()
+    y, (h_n, c_n) = kernels.lstm(*(inp[k] for k in ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")))
+    assert np.array_equal(saved["y"], y) and np.array_equal(saved["h_n"], h_n)
+    assert np.array_equal(saved["c_n"], c_n) and np.array_equal(saved["state"][-1], c_n)
+    assert saved["gates"].shape == (4, 3, 20) and saved["tanh_c"].shape == (4, 3, 5)
+    np.testing.assert_allclose(saved["tanh_c"], np.tanh(saved["state"]), rtol=1e-5, atol=1e-6)
+    i, o = saved["gates"][..., :5], saved["gates"][..., 15:]  # activated gates, in (0, 1)
+    assert ((i > 0) & (i < 1) & (o > 0) & (o < 1)).all()
+    np.testing.assert_allclose(saved["y"], o * saved["tanh_c"], rtol=1e-5, atol=1e-6)
+    gop, gshape = _recurrent("gru", (4, 3, 6, 5))
+    g = gop.make_inputs(gshape, "fp32", seed=15)
+    gs = gop.plan(gshape, g, {}, 2).saved()
+    assert set(gs) == {"y", "h_n", "gates", "state"} and gs["state"].shape == (4, 3, 5)
+    assert kernels.prepare_gemm(g["w_ih"].T.copy(), g["w_hh"]).saved() == {}
+
+
 def test_the_recurrent_bound_catches_a_wrong_gate_order() -> None:
     op, shape = _recurrent("lstm", (4, 3, 6, 5))
     inp = op.make_inputs(shape, "fp32", seed=14)

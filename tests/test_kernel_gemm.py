@@ -174,11 +174,12 @@ def test_cpu_features_report_dispatch() -> None:
 @pytest.mark.parametrize("isa", ISAS)
 def test_opbench_isa_forces_the_kernel_set_for_every_op(isa: str) -> None:
     """OPBENCH_ISA picks the kernel set for every call that does not name one (how CI tests the AVX2 and
-    portable paths on an AVX-512 machine): gemm on all three driver paths, conv and LSTM, both dtypes."""
+    portable paths on an AVX-512 machine): gemm on all three driver paths, conv and LSTM, both dtypes, and
+    every other op and backward pass through its plan."""
     script = """
 import numpy as np
 from opbench import kernels
-from opbench.ops import conv, gemm, lstm
+from opbench.ops import conv, gemm, get_op, lstm
 assert kernels.cpu_features()["selected_isa"] == ISA, kernels.cpu_features()["selected_isa"]
 for dtype in ("fp32", "fp16"):
     for m, n, k in ((61, 67, 71), (61, 16, 71), (300, 3, 71)):
@@ -193,6 +194,19 @@ for dtype in ("fp32", "fp16"):
     i = lstm.make_inputs(s, dtype, 3)
     out = kernels.lstm(i["x"], i["w_ih"], i["w_hh"], i["b_ih"], i["b_hh"], i["h0"], i["c0"])
     assert lstm.check(s, out, i, lstm.reference(s, i), dtype, "fp32")["ok"]
+    small = {
+        "gemm": {"m": 19, "n": 23, "k": 17},
+        "conv": {"n": 2, "c": 4, "h": 9, "w": 8, "k": 6, "r": 3, "s": 3, "stride_h": 2, "groups": 2},
+        "rnn": {"seq_len": 3, "batch": 2, "input_size": 5, "hidden": 7, "relu": 1},
+        "gru": {"seq_len": 3, "batch": 2, "input_size": 5, "hidden": 7},
+        "lstm": {"seq_len": 3, "batch": 2, "input_size": 5, "hidden": 7},
+    }
+    for key in ("rnn", "gru", "gemm:bwd", "conv:bwd", "rnn:bwd", "gru:bwd", "lstm:bwd"):
+        op = get_op(key)
+        s = op.shape_from_case(small[key.partition(":")[0]])
+        i = op.make_inputs(s, dtype, 3)
+        out = op.plan(s, i, {}, 2).output()
+        assert op.check(s, out, i, op.reference(s, i), dtype, "fp32")["ok"], key
 print("ok")
 """.replace("ISA", repr(isa))
     proc = subprocess.run(

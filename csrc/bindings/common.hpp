@@ -178,6 +178,7 @@ struct Plan {
   py::object result;           // what output() returns: an array, or (y, (h_n, c_n))
   std::function<void()> call;  // one call of the kernel (run with the GIL released)
   py::dict tiles;              // isa, kernel, mr, nr and the tiles used
+  py::dict saved;              // a backward plan's training forward: its outputs and saved activations
   Fault fault = Fault::none;   // test builds only (fault.hpp)
   void* first_out = nullptr;   // where Fault::wrong corrupts the answer
   bool f16_out = false;

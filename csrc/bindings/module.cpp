@@ -212,7 +212,10 @@ PYBIND11_MODULE(_core, m) {
            "Call the kernel `loops` times back to back in C++ (GIL released); return the elapsed seconds.")
       .def("output", &Plan::output, "Call the kernel once and return its outputs (the plan's own arrays).")
       .def("tiles", [](const Plan& p) { return p.tiles; },
-           "What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model).");
+           "What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model).")
+      .def("saved", [](const Plan& p) { return p.saved; },
+           "A recurrent backward plan's training forward, run once when prepared: y, h_n (c_n) and the "
+           "fp32 activations kept for BPTT (gates, state, tanh_c); empty for other plans.");
   m.attr("fault_injection") = kFaultInjection;
 
   m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),

@@ -207,6 +207,12 @@ Plan rnn_backward_plan(const std::string& cell, const py::array& x, const py::ar
     plan.result = py::make_tuple(gx, gwi, gwh, gbi, gbh, gh0);
   }
   plan.call = [&ks, p, blk, threads] { rnn_backward(ks, p, blk, static_cast<int>(threads)); };
+  plan.saved["y"] = ay;
+  plan.saved["h_n"] = ah;
+  if (lstm) plan.saved["c_n"] = ac;
+  if (sizes.gates) plan.saved["gates"] = sg.attr("reshape")(py::make_tuple(T, B, G));
+  if (sizes.state) plan.saved["state"] = ss.attr("reshape")(py::make_tuple(T, B, H));
+  if (sizes.tanh_c) plan.saved["tanh_c"] = st.attr("reshape")(py::make_tuple(T, B, H));
   plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
   return plan;
 }

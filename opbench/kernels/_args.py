@@ -25,6 +25,11 @@ class Plan(Protocol):
         """What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model)."""
         ...
 
+    def saved(self) -> dict[str, Any]:
+        """A recurrent backward plan's training forward (run once when it was prepared): y, h_n (and c_n)
+        and the fp32 activations BPTT reads (gates, state, tanh_c, by cell); empty for other plans."""
+        ...
+
 
 def default_threads() -> int:
     """Cores this process may run on (its CPU affinity), the default for every backend."""

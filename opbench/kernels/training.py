@@ -166,7 +166,8 @@ def prepare_rnn_backward(
     gru and lstm) run forward once here with its activations saved, and its backpropagation through time
     prepared: every call computes, for the upstream gradients dy (T x B x H), dh_n and (LSTM) dc_n (B x H),
     `plan.output()` = (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]). Each step's recurrent gradient is one
-    GEMM; the weight and input gradients are three GEMMs over all steps. fp16 accumulates in fp32."""
+    GEMM; the weight and input gradients are three GEMMs over all steps. fp16 accumulates in fp32.
+    `plan.saved()` is the training forward's handle: y, h_n (c_n) and the fp32 activations BPTT reads."""
     arrays = {
         "x": x,
         "w_ih": w_ih,
