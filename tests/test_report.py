@@ -114,6 +114,9 @@ def test_every_format_and_section_is_written(report: dict[str, Any]) -> None:
         assert p["ratio"] == pytest.approx(p["bwd_s"] / p["fwd_s"]) and p["ratio"] > 0
         assert not p["shape"].endswith(" bwd")
     assert sum(r["shape"].endswith(" bwd") for r in conv["rows"]) == 8
+    # The factor plots draw the backward pass as lines of its own beside the forward's.
+    lines = {name for series in conv["series"] for name in series["lines"]}
+    assert {"cpp", "torch", "cpp bwd", "torch bwd"} <= lines
     assert "### Forward and backward" in (report["dir"] / "report.md").read_text()
     assert "<h3>Forward and backward</h3>" in (report["dir"] / "report.html").read_text()
     # Provenance names the peak and the measured bandwidth of each file.

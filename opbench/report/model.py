@@ -65,7 +65,8 @@ def _row(r: Result) -> dict[str, Any]:
 
 def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
     """For one-factor sweeps: per axis with several levels, the backends' GFLOPS and utilization along that
-    axis with every other factor at the base point (the first record's factors)."""
+    axis with every other factor at the base point (the first record's factors), one line per backend and
+    pass."""
     ok = [r for r in rows if r["status"] == "ok" and r["factors"]]
     if mode != "one-factor" or not ok:
         return []
@@ -80,7 +81,8 @@ def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]
         )
         for r in sorted(ok, key=lambda r: (isinstance(r["factors"][axis], str), r["factors"][axis])):
             if all(r["factors"].get(a) == v for a, v in base.items() if a != axis):
-                line = lines[r["backend"]]
+                # One line per backend and pass: a backward pass is its own line ("torch bwd").
+                line = lines[r["backend"] + ("" if r["pass"] == "fwd" else f" {r['pass']}")]
                 line["x"].append(r["factors"][axis])
                 line["gflops"].append(r["gflops"])
                 line["utilization"].append(r["utilization"])

@@ -71,15 +71,25 @@ def _plain_log(ax: Any, axis: str = "y", suffix: str = "") -> None:
 
 
 def factor_plots(section: dict[str, Any]) -> list[Plot]:
-    """GFLOPS and utilization against each swept factor, one line per backend (the study's figures)."""
+    """GFLOPS and utilization against each swept factor, one line per backend (the study's figures); a
+    backward pass dashed in its backend's colour."""
     plots = []
     for s in section["series"]:
         for metric, label in (("gflops", "GFLOPS"), ("utilization", "utilization of peak (%)")):
             fig, ax = plt.subplots(figsize=(5.2, 3.4))
-            for backend, line in s["lines"].items():
+            for name, line in s["lines"].items():
                 scale = 100.0 if metric == "utilization" else 1.0
                 ys = [float("nan") if v is None else scale * v for v in line[metric]]
-                ax.plot([str(x) for x in line["x"]], ys, marker="o", color=_color(backend), label=backend)
+                backend, _, pass_name = name.partition(" ")  # "torch bwd": torch's colour, dashed
+                style = "--" if pass_name else "-"
+                ax.plot(
+                    [str(x) for x in line["x"]],
+                    ys,
+                    marker="o",
+                    color=_color(backend),
+                    label=name,
+                    linestyle=style,
+                )
             ax.set_xlabel(s["axis"].replace("_", " "))
             ax.set_ylabel(label)
             ax.set_title(
