@@ -34,6 +34,9 @@ ROUND_SHAPES = [(64, 64, 64), (128, 256, 512), (256, 32, 128)]
 # Shapes that take the driver's other paths: N <= 4 (dot products over unpacked rows of A; rows in passes
 # of 8 or 4, K in vectors plus a tail) and the narrow register tile (when it pads N less than the main one).
 PATH_SHAPES = [(97, 2, 33), (300, 4, 517), (1000, 3, 64), (61, 16, 45), (129, 48, 70), (40, 5, 300)]
+# M = 1 (a GEMV streaming B unpacked): K in groups of 8 rows plus a short group, N in column blocks of 2048
+# split between threads in steps of 16.
+ROW_SHAPES = [(1, 2, 3), (1, 5000, 31), (1, 67, 4099), (1, 4096, 9), (1, 17, 8), (1, 2049, 16)]
 
 
 def inputs_for(m: int, n: int, k: int, dtype: str, seed: int = 1) -> dict[str, np.ndarray]:
@@ -59,6 +62,31 @@ def test_matches_float64_reference(isa: str, dtype: str, shape: tuple[int, int, 
     c = kernels.gemm(inp["a"], inp["b"], isa=isa)
     assert c.shape == (shape[0], shape[1]) and c.dtype == DTYPES[dtype]
     assert_close(c, inp, dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("threads", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_one_row_of_a_streams_b(isa: str, dtype: str, threads: int, shape: tuple[int, int, int]) -> None:
+    inp = inputs_for(*shape, dtype)
+    assert_close(kernels.gemm(inp["a"], inp["b"], isa=isa, threads=threads), inp, dtype)
+    # Accumulating into C (the recurrent layers' per-step product) and B^T (their weights) take it too.
+    m, n, k = shape
+    a, bt = inp["a"], np.ascontiguousarray(inp["b"].T)
+    x = np.zeros((1, 1, k), a.dtype)
+    x[0] = a
+    h = np.zeros((1, n), a.dtype)
+    zero = np.zeros(n, a.dtype)
+    w_ih = np.zeros((n, k), a.dtype)
+    (y, _) = kernels.rnn(x, w_ih, np.zeros((n, n), a.dtype), zero, zero, h, isa=isa, threads=threads)
+    assert np.array_equal(y, np.zeros_like(y))
+    (y, _) = kernels.rnn(x, bt, np.zeros((n, n), a.dtype), zero, zero, h, nonlinearity="relu", isa=isa)
+    ref = np.maximum(a.astype(np.float64) @ inp["b"].astype(np.float64), 0)
+    tol = (
+        4 * k * (6e-8 if dtype == "fp32" else 1e-3) * (np.abs(a.astype(np.float64)) @ np.abs(inp["b"])) + 1e-3
+    )
+    assert (np.abs(y[0].astype(np.float64) - ref) <= tol).all()
 
 
 @pytest.mark.parametrize("isa", ISAS)

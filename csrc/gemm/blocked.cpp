@@ -102,6 +102,66 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
   });
 }
 
+// M = 1 (a GEMV: one row of A against all of B): B is streamed once from memory, never packed, and the
+// row of C, a column block of at most kRowBlock floats per thread, stays in L1 while every row of B adds
+// into it. Threads split the columns in blocks of 16, and a problem under kRowParallelFloats of B runs on
+// one thread (waking a second costs more than its share). B^T (trans_b) is the N = 1 case transposed:
+// C^T = B^T a^T, dot products over B^T's rows on the thin path.
+constexpr int64_t kRowBlock = 2048;
+constexpr int64_t kRowGroup = 8;
+constexpr int64_t kRowParallelFloats = 1 << 16;
+
+void gemm_row(const KernelSet& ks, const GemmProblem& p, int threads) {
+  const bool f16_in = p.in_dtype == Dtype::f16, f16_out = p.out_dtype == Dtype::f16;
+  const int64_t chunks = ceil_div(p.n, 16);
+  if (p.n * p.k < kRowParallelFloats) threads = 1;
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
+  ThreadPool::instance().run(threads, [&](int tid) {
+    static thread_local AlignedBuffer acc_buffer, wide_buffer;
+    int64_t lo, hi;
+    share(chunks, threads, tid, lo, hi);
+    lo *= 16;
+    hi = std::min(p.n, hi * 16);
+    for (int64_t j0 = lo; j0 < hi; j0 += kRowBlock) {
+      const int64_t nb = std::min(kRowBlock, hi - j0);
+      float* acc = static_cast<float*>(acc_buffer.reserve(static_cast<size_t>(kRowBlock) * sizeof(float)));
+      float* wide = f16_in ? static_cast<float*>(wide_buffer.reserve(
+                                 static_cast<size_t>(kRowGroup * kRowBlock) * sizeof(float)))
+                           : nullptr;
+      if (p.accumulate) {
+        std::memcpy(acc, static_cast<const float*>(p.c) + j0, static_cast<size_t>(nb) * sizeof(float));
+      } else {
+        std::fill(acc, acc + nb, 0.0f);
+      }
+      // Rows of B in groups of kRowGroup: the accumulator is read and written once per group, not per row.
+      for (int64_t q0 = 0; q0 < p.k; q0 += kRowGroup) {
+        const int64_t g = std::min(kRowGroup, p.k - q0);
+        float a[kRowGroup] = {};
+        const float* rows[kRowGroup];
+        for (int64_t r = 0; r < kRowGroup; ++r) {
+          const int64_t q = q0 + std::min(r, g - 1);  // rows past a short group are not read
+          const int64_t at = q * (p.trans_a ? p.lda : 1);
+          if (r < g) {
+            a[r] = f16_in ? half_to_float(static_cast<const uint16_t*>(p.a)[at]) : static_cast<const float*>(p.a)[at];
+          }
+          if (f16_in) {
+            if (r < g) ks.gemm.widen_f16(static_cast<const uint16_t*>(p.b) + q * p.ldb + j0, wide + r * kRowBlock, nb);
+            rows[r] = wide + std::min(r, g - 1) * kRowBlock;
+          } else {
+            rows[r] = static_cast<const float*>(p.b) + q * p.ldb + j0;
+          }
+        }
+        ks.gemm.row_axpy(nb, static_cast<int>(g), a, rows, acc);
+      }
+      if (f16_out) {
+        ks.gemm.store_f16(acc, nb, 1, nb, static_cast<uint16_t*>(p.c) + j0, nb);
+      } else {
+        std::memcpy(static_cast<float*>(p.c) + j0, acc, static_cast<size_t>(nb) * sizeof(float));
+      }
+    }
+  });
+}
+
 // A narrower register tile of the same ISA pays off when it pads N at least a quarter less (N <= 16 on
 // AVX-512: 16 instead of 32 columns, twice the useful FMAs per instruction).
 bool prefer_narrow(const KernelSet& ks, int64_t n) {
@@ -135,8 +195,11 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
 
 // The thin path reads rows of A in place, so A^T always takes the blocked path.
+// One row of A (M = 1) streams B without packing it (gemm_row, or the thin path over B^T's rows).
+bool row_path(const GemmProblem& p) { return p.m == 1 && !(p.trans_a && p.trans_b); }
+
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
-  return !(p.n <= kThinMaxN && ks.gemm.thin != nullptr && !p.trans_a);
+  return !(p.n <= kThinMaxN && ks.gemm.thin != nullptr && !p.trans_a) && !row_path(p);
 }
 
 int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
@@ -303,6 +366,23 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     blocked(F16AccTile{f16acc_kernels(ks)}, ks, p, blk, threads);
     return;
   }
+  if (row_path(p) && p.b_packed == nullptr) {
+    if (!p.trans_b) {
+      gemm_row(ks, p, threads);
+      return;
+    }
+    GemmProblem t = p;  // C^T (n x 1) = B^T (n x k) a^T (k x 1): the thin path over B^T's rows
+    t.a = p.b;
+    t.lda = p.ldb;
+    t.b = p.a;
+    t.ldb = 1;
+    t.trans_b = false;
+    t.m = p.n;
+    t.n = 1;
+    t.ldc = 1;
+    gemm_thin(ks, t, threads);
+    return;
+  }
   if (!gemm_packs_b(ks, p)) {
     gemm_thin(ks, p, threads);
     return;
@@ -328,7 +408,9 @@ int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Bl
                                threads, "packed A blocks");
   const int64_t c32 = p.out_dtype == Dtype::f16 ? mul(p.m, add(nc, 16, "tile_n"), "fp32 accumulator") : 0;
   const int64_t thin = p.n <= kThinMaxN ? mul(p.n, p.k, "B^T") : 0;
-  const int64_t floats = add(add(b_panel, a_blocks, "gemm workspace"), add(c32, thin, "gemm workspace"), "gemm workspace");
+  const int64_t row = p.m == 1 ? add(p.k, mul((kRowGroup + 1) * kRowBlock, threads, "row blocks"), "row path") : 0;
+  const int64_t floats = add(add(add(b_panel, a_blocks, "gemm workspace"), add(c32, thin, "gemm workspace"), "gemm workspace"),
+                             row, "gemm workspace");
   return mul(floats, int64_t(sizeof(float)), "gemm workspace");
 }
 

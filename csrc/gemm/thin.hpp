@@ -90,5 +90,27 @@ struct Thin {
   }
 };
 
+// The M = 1 path's inner loop (blocked.cpp, gemm_row): acc[0:nb) += sum over g < 8 rows of a[r] * rows[r],
+// the accumulator read and written once per group of rows; the loop vectorises with the unit's -m flags.
+template <class Cvt>
+void row_axpy(int64_t nb, int g, const float* a, const float* const* rows, float* acc) {
+  for (int r = 0; r < g; ++r) __builtin_prefetch(rows[r] + nb, 0, 0);
+  if (g == 8) {
+    const float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5], a6 = a[6], a7 = a[7];
+    const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
+    const float *r4 = rows[4], *r5 = rows[5], *r6 = rows[6], *r7 = rows[7];
+    for (int64_t j = 0; j < nb; ++j) {
+      acc[j] += a0 * r0[j] + a1 * r1[j] + a2 * r2[j] + a3 * r3[j] + a4 * r4[j] + a5 * r5[j] + a6 * r6[j] +
+                a7 * r7[j];
+    }
+    return;
+  }
+  for (int r = 0; r < g; ++r) {
+    const float ar = a[r];
+    const float* row = rows[r];
+    for (int64_t j = 0; j < nb; ++j) acc[j] += ar * row[j];
+  }
+}
+
 }  // namespace thin
 }  // namespace opbench

@@ -53,6 +53,8 @@ using RnnCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz
 
 // Rows [0, m) of C (+)= A * B for n <= 4 columns, A unpacked (fp32, or fp16 when a_f16), B given as
 // bt: n x k fp32, contiguous. C is fp32 row-major; with accumulate == false it is never read.
+// acc[0:nb) += sum over r < g (g <= 8) of a[r] * rows[r][0:nb): the M = 1 path streaming rows of B.
+using RowAxpyF32 = void (*)(int64_t nb, int g, const float* a, const float* const* rows, float* acc);
 using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bt,
                          float* c, int64_t ldc, bool accumulate);
 
@@ -112,6 +114,7 @@ struct GemmKernels {
   PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
   ThinF32 thin;  // the N <= 4 path (csrc/gemm/thin.hpp)
+  RowAxpyF32 row_axpy;  // the M = 1 path's inner loop (csrc/gemm/thin.hpp)
   WidenF16 widen_f16;
 };
 
