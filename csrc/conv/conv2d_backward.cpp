@@ -10,7 +10,6 @@
 #include "opbench/aligned.hpp"
 #include "opbench/backward.hpp"
 #include "opbench/cpu.hpp"
-#include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
 
@@ -51,32 +50,6 @@ void for_each_run(const Geometry& g, int64_t crs, int64_t p0, int64_t nb, F&& f)
     }
     j += len;
   }
-}
-
-float* widened(AlignedBuffer& buf, Dtype dtype, const void* src, int64_t n) {
-  if (dtype == Dtype::f32) return const_cast<float*>(static_cast<const float*>(src));
-  float* dst = static_cast<float*>(buf.reserve(static_cast<size_t>(n) * sizeof(float)));
-  const auto* h = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(h[i]);
-  return dst;
-}
-
-GemmProblem product(const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb, bool trans_b, float* c,
-                    int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate) {
-  GemmProblem g;
-  g.a = a;
-  g.lda = lda;
-  g.trans_a = trans_a;
-  g.b = b;
-  g.ldb = ldb;
-  g.trans_b = trans_b;
-  g.c = c;
-  g.ldc = ldc;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.accumulate = accumulate;
-  return g;
 }
 
 // At stride 1 (and padding within the dilated filter) dX is a forward convolution of dY with the filter
@@ -148,9 +121,9 @@ int64_t conv2d_backward_workspace_bytes(const KernelSet& ks, const ConvBackwardP
                                 add(mul(mul(n, g.C, "dx"), g.H * g.W, "dx"), dw32, "fp16"), "fp16")
                           : 0;
   const int64_t gemm_ws = std::max(
-      gemm_workspace_bytes(ks, product(nullptr, 0, false, nullptr, 0, true, nullptr, 0, g.CRS, g.Kg, nb, true), blk,
+      gemm_workspace_bytes(ks, f32_product(nullptr, 0, false, nullptr, 0, true, nullptr, 0, g.CRS, g.Kg, nb, true), blk,
                            threads),
-      gemm_workspace_bytes(ks, product(nullptr, 0, true, nullptr, 0, false, nullptr, 0, g.CRS, nb, g.Kg, false), blk,
+      gemm_workspace_bytes(ks, f32_product(nullptr, 0, true, nullptr, 0, false, nullptr, 0, g.CRS, nb, g.Kg, false), blk,
                            threads));
   int64_t as_conv = 0;
   if (data_gradient_as_conv(p.conv)) {
@@ -169,15 +142,12 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
   static thread_local AlignedBuffer tile_buffer, x_buffer, w_buffer, dy_buffer, dx_buffer, dw_buffer, flip_buffer, dwt_buffer;
   const ConvProblem& cp = p.conv;
   const Geometry g(cp);
-  const bool f16 = cp.dtype == Dtype::f16;
   const int64_t N = cp.n, HW = g.H * g.W, nb_max = conv2d_backward_pixel_block(cp, p.pixel_block);
-  const float* x = widened(x_buffer, cp.dtype, cp.x, N * g.C * HW);
-  const float* w = widened(w_buffer, cp.dtype, cp.w, g.K * g.CRS);
-  const float* dy = widened(dy_buffer, cp.dtype, p.dy, N * g.K * g.PQ);
-  float* dx = f16 ? static_cast<float*>(dx_buffer.reserve(static_cast<size_t>(N * g.C * HW) * sizeof(float)))
-                  : static_cast<float*>(p.dx);
-  float* dw = f16 ? static_cast<float*>(dw_buffer.reserve(static_cast<size_t>(g.K * g.CRS) * sizeof(float)))
-                  : static_cast<float*>(p.dw);
+  const float* x = f32_view(ks, x_buffer, cp.dtype, cp.x, N * g.C * HW);
+  const float* w = f32_view(ks, w_buffer, cp.dtype, cp.w, g.K * g.CRS);
+  const float* dy = f32_view(ks, dy_buffer, cp.dtype, p.dy, N * g.K * g.PQ);
+  float* dx = f32_out(dx_buffer, cp.dtype, p.dx, N * g.C * HW);
+  float* dw = f32_out(dw_buffer, cp.dtype, p.dw, g.K * g.CRS);
   float* tile = static_cast<float*>(tile_buffer.reserve(static_cast<size_t>(g.CRS * nb_max) * sizeof(float)));
   // dW accumulates transposed, per group CRS x Kg, and is transposed into place at the end.
   float* dwt = static_cast<float*>(dwt_buffer.reserve(static_cast<size_t>(g.K * g.CRS) * sizeof(float)));
@@ -220,11 +190,11 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
         });
         // dW_g^T (CRS x Kg) (+)= T (CRS x nb) * dY_g[:, block]^T: T's CRS rows are the long side, packed as
         // A; dY's Kg x nb block is read as B^T. (dW_g = dY T^T would pack all of T as B for only Kg rows.)
-        gemm(ks, product(tile, nb, false, dy_g + p0, g.PQ, true, dwt_g, g.Kg, g.CRS, g.Kg, nb, n > 0 || p0 > 0), blk,
+        gemm(ks, f32_product(tile, nb, false, dy_g + p0, g.PQ, true, dwt_g, g.Kg, g.CRS, g.Kg, nb, n > 0 || p0 > 0), blk,
              threads);
         if (as_conv) continue;  // dX came from the flipped-filter convolution
         // T = W_g^T (CRS x Kg) * dY_g[:, block] (Kg x nb): W_g is Kg x CRS, read as A^T.
-        gemm(ks, product(w_g, g.CRS, true, dy_g + p0, g.PQ, false, tile, nb, g.CRS, nb, g.Kg, false), blk, threads);
+        gemm(ks, f32_product(w_g, g.CRS, true, dy_g + p0, g.PQ, false, tile, nb, g.CRS, nb, g.Kg, false), blk, threads);
         // dX_g += col2im(T); threads take whole channels, whose planes no other thread touches.
         pool.run(chan_threads, [&](int tid) {
           for (int64_t c = g.Cg * tid / chan_threads; c < g.Cg * (tid + 1) / chan_threads; ++c) {
@@ -245,10 +215,8 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
       for (int64_t k = 0; k < g.Kg; ++k) dw[(grp * g.Kg + k) * g.CRS + crs] = dwt[(grp * g.CRS + crs) * g.Kg + k];
     }
   }
-  if (f16) {
-    ks.gemm.store_f16(dx, HW, N * g.C, HW, static_cast<uint16_t*>(p.dx), HW);
-    ks.gemm.store_f16(dw, g.CRS, g.K, g.CRS, static_cast<uint16_t*>(p.dw), g.CRS);
-  }
+  f32_finish(ks, cp.dtype, dx, p.dx, N * g.C, HW);
+  f32_finish(ks, cp.dtype, dw, p.dw, g.K, g.CRS);
 }
 
 }  // namespace opbench

@@ -6,49 +6,12 @@
 
 #include "opbench/aligned.hpp"
 #include "opbench/backward.hpp"
-#include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
 
 namespace opbench {
 
 namespace {
-
-// An fp32 view of an input: the array itself, or a widened copy of an fp16 one (nullptr stays nullptr).
-const float* as_f32(AlignedBuffer& buf, Dtype dtype, const void* src, int64_t n) {
-  if (src == nullptr || dtype == Dtype::f32) return static_cast<const float*>(src);
-  float* dst = static_cast<float*>(buf.reserve(static_cast<size_t>(n) * sizeof(float)));
-  const auto* h = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < n; ++i) dst[i] = half_to_float(h[i]);
-  return dst;
-}
-
-// Where an fp32 gradient is computed: the output itself, or a buffer rounded into an fp16 output at the end.
-float* out_f32(AlignedBuffer& buf, Dtype dtype, void* out, int64_t n) {
-  if (dtype == Dtype::f32) return static_cast<float*>(out);
-  return static_cast<float*>(buf.reserve(static_cast<size_t>(n) * sizeof(float)));
-}
-
-void finish(const KernelSet& ks, Dtype dtype, const float* src, void* out, int64_t rows, int64_t cols) {
-  if (dtype == Dtype::f16) ks.gemm.store_f16(src, cols, rows, cols, static_cast<uint16_t*>(out), cols);
-}
-
-GemmProblem mm(const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb, float* c, int64_t ldc,
-               int64_t m, int64_t n, int64_t k, bool accumulate) {
-  GemmProblem g;
-  g.a = a;
-  g.lda = lda;
-  g.trans_a = trans_a;
-  g.b = b;
-  g.ldb = ldb;
-  g.c = c;
-  g.ldc = ldc;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.accumulate = accumulate;
-  return g;
-}
 
 void column_sums(const float* a, int64_t rows, int64_t cols, float* out) {
   std::fill(out, out + cols, 0.0f);
@@ -74,11 +37,11 @@ int64_t rnn_backward_workspace_bytes(const KernelSet& ks, const RnnBackwardProbl
   int64_t f16 = 0;
   if (f.dtype == Dtype::f16) {  // widened inputs and fp32 gradients
     const int64_t in = add(add(mul(TB, I, "x"), mul(TB, H, "y"), "inputs"), mul(G, add(I, H, "I + H"), "w"), "f16");
-    f16 = mul(add(mul(in, 2, "f16"), add(mul(TB, H, "dy"), mul(4, G, "biases"), "f16"), "f16"), 1, "f16");
+    f16 = add(mul(in, 2, "f16"), add(mul(TB, H, "dy"), mul(4, G, "biases"), "f16"), "f16");
   }
-  const GemmProblem rec = mm(nullptr, G, false, nullptr, H, nullptr, H, B, H, G, false);
-  const GemmProblem wih = mm(nullptr, G, true, nullptr, I, nullptr, I, G, I, TB, false);
-  const GemmProblem dx = mm(nullptr, G, false, nullptr, I, nullptr, I, TB, I, G, false);
+  const GemmProblem rec = f32_product(nullptr, G, false, nullptr, H, false, nullptr, H, B, H, G, false);
+  const GemmProblem wih = f32_product(nullptr, G, true, nullptr, I, false, nullptr, I, G, I, TB, false);
+  const GemmProblem dx = f32_product(nullptr, G, false, nullptr, I, false, nullptr, I, TB, I, G, false);
   const int64_t gemm_ws = std::max({gemm_workspace_bytes(ks, rec, blk, threads),
                                     gemm_workspace_bytes(ks, wih, blk, threads),
                                     gemm_workspace_bytes(ks, dx, blk, threads)});
@@ -98,28 +61,28 @@ void rnn_backward(const KernelSet& ks, const RnnBackwardProblem& p, const Blocki
   const int64_t T = f.seq_len, B = f.batch, I = f.input_size, H = f.hidden, G = rnn_gates(mode) * H;
   const int64_t TB = T * B, BH = B * H;
 
-  const float* x = as_f32(in_x, dt, f.x, TB * I);
-  const float* y = as_f32(in_y, dt, f.y, TB * H);
-  const float* w_ih = as_f32(in_wih, dt, f.w_ih, G * I);
-  const float* w_hh = as_f32(in_whh, dt, f.w_hh, G * H);
-  const float* h0 = as_f32(in_h0, dt, f.h0, BH);
-  const float* c0 = lstm ? as_f32(in_c0, dt, f.c0, BH) : nullptr;
-  const float* dy = as_f32(in_dy, dt, p.dy, TB * H);
-  const float* dh_n = as_f32(in_dhn, dt, p.dh_n, BH);
-  const float* dc_n = lstm ? as_f32(in_dcn, dt, p.dc_n, BH) : nullptr;
+  const float* x = f32_view(ks, in_x, dt, f.x, TB * I);
+  const float* y = f32_view(ks, in_y, dt, f.y, TB * H);
+  const float* w_ih = f32_view(ks, in_wih, dt, f.w_ih, G * I);
+  const float* w_hh = f32_view(ks, in_whh, dt, f.w_hh, G * H);
+  const float* h0 = f32_view(ks, in_h0, dt, f.h0, BH);
+  const float* c0 = lstm ? f32_view(ks, in_c0, dt, f.c0, BH) : nullptr;
+  const float* dy = f32_view(ks, in_dy, dt, p.dy, TB * H);
+  const float* dh_n = f32_view(ks, in_dhn, dt, p.dh_n, BH);
+  const float* dc_n = lstm ? f32_view(ks, in_dcn, dt, p.dc_n, BH) : nullptr;
 
   // dZ for every step (GRU: the input side dGx and the recurrent side dGh).
   float* dgx = static_cast<float*>(gx_buf.reserve(static_cast<size_t>(TB * G) * sizeof(float)));
   float* dgh = gru ? static_cast<float*>(gh_buf.reserve(static_cast<size_t>(TB * G) * sizeof(float))) : dgx;
-  float* dh = out_f32(o_dh0, dt, p.dh0, BH);  // the running dh, which ends as dh0
-  float* dc = lstm ? out_f32(o_dc0, dt, p.dc0, BH) : nullptr;
+  float* dh = f32_out(o_dh0, dt, p.dh0, BH);  // the running dh, which ends as dh0
+  float* dc = lstm ? f32_out(o_dc0, dt, p.dc0, BH) : nullptr;
   float* direct = static_cast<float*>(direct_buf.reserve(static_cast<size_t>(BH) * sizeof(float)));
   std::memcpy(dh, dh_n, static_cast<size_t>(BH) * sizeof(float));
   if (lstm) std::memcpy(dc, dc_n, static_cast<size_t>(BH) * sizeof(float));
   const int row_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, B)));
   // Every step's recurrent gradient multiplies by the same W_hh (G x H): packed once per call, as the
   // forward packs it.
-  GemmProblem rec = mm(nullptr, G, false, w_hh, H, dh, H, B, H, G, false);
+  GemmProblem rec = f32_product(nullptr, G, false, w_hh, H, false, dh, H, B, H, G, false);
   if (T > 1 && gemm_packs_b(ks, rec)) {
     auto* packed = static_cast<float*>(
         w_hh_packed.reserve(static_cast<size_t>(packed_b_floats(ks, rec, blk)) * sizeof(float)));
@@ -178,26 +141,28 @@ void rnn_backward(const KernelSet& ks, const RnnBackwardProblem& p, const Blocki
     gemm(ks, rec, blk, threads);
   }
 
-  float* dw_hh = out_f32(o_dwhh, dt, p.dw_hh, G * H);
-  float* dw_ih = out_f32(o_dwih, dt, p.dw_ih, G * I);
-  float* dx = out_f32(o_dx, dt, p.dx, TB * I);
-  float* db_ih = out_f32(o_dbih, dt, p.db_ih, G);
-  float* db_hh = out_f32(o_dbhh, dt, p.db_hh, G);
+  float* dw_hh = f32_out(o_dwhh, dt, p.dw_hh, G * H);
+  float* dw_ih = f32_out(o_dwih, dt, p.dw_ih, G * I);
+  float* dx = f32_out(o_dx, dt, p.dx, TB * I);
+  float* db_ih = f32_out(o_dbih, dt, p.db_ih, G);
+  float* db_hh = f32_out(o_dbhh, dt, p.db_hh, G);
   // dW_hh = dGh^T [h0; y[:-1]]: the first step against h0, the others against y's first T - 1 steps.
-  gemm(ks, mm(dgh, G, true, h0, H, dw_hh, H, G, H, B, false), blk, threads);
-  if (T > 1) gemm(ks, mm(dgh + B * G, G, true, y, H, dw_hh, H, G, H, (T - 1) * B, true), blk, threads);
-  gemm(ks, mm(dgx, G, true, x, I, dw_ih, I, G, I, TB, false), blk, threads);  // dW_ih = dGx^T x
-  gemm(ks, mm(dgx, G, false, w_ih, I, dx, I, TB, I, G, false), blk, threads);  // dx = dGx W_ih
+  gemm(ks, f32_product(dgh, G, true, h0, H, false, dw_hh, H, G, H, B, false), blk, threads);
+  if (T > 1) {
+    gemm(ks, f32_product(dgh + B * G, G, true, y, H, false, dw_hh, H, G, H, (T - 1) * B, true), blk, threads);
+  }
+  gemm(ks, f32_product(dgx, G, true, x, I, false, dw_ih, I, G, I, TB, false), blk, threads);  // dW_ih = dGx^T x
+  gemm(ks, f32_product(dgx, G, false, w_ih, I, false, dx, I, TB, I, G, false), blk, threads);  // dx = dGx W_ih
   column_sums(dgx, TB, G, db_ih);
   column_sums(dgh, TB, G, db_hh);
 
-  finish(ks, dt, dx, p.dx, TB, I);
-  finish(ks, dt, dw_ih, p.dw_ih, G, I);
-  finish(ks, dt, dw_hh, p.dw_hh, G, H);
-  finish(ks, dt, db_ih, p.db_ih, 1, G);
-  finish(ks, dt, db_hh, p.db_hh, 1, G);
-  finish(ks, dt, dh, p.dh0, B, H);
-  if (lstm) finish(ks, dt, dc, p.dc0, B, H);
+  f32_finish(ks, dt, dx, p.dx, TB, I);
+  f32_finish(ks, dt, dw_ih, p.dw_ih, G, I);
+  f32_finish(ks, dt, dw_hh, p.dw_hh, G, H);
+  f32_finish(ks, dt, db_ih, p.db_ih, 1, G);
+  f32_finish(ks, dt, db_hh, p.db_hh, 1, G);
+  f32_finish(ks, dt, dh, p.dh0, B, H);
+  if (lstm) f32_finish(ks, dt, dc, p.dc0, B, H);
 }
 
 }  // namespace opbench

@@ -83,6 +83,8 @@ class Backend(ABC):
 
     #: ops this backend has an adapter for
     ops: ClassVar[tuple[str, ...]] = ("gemm", "conv", "rnn", "gru", "lstm")
+    #: the same with their backward passes ("gemm:bwd", ...), for a backend that runs both
+    ops_with_backward: ClassVar[tuple[str, ...]] = (*ops, *(f"{op}:bwd" for op in ops))
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         """None when this backend runs `op` in `dtype`, else why not."""

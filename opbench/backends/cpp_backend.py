@@ -55,7 +55,7 @@ class _CppCase(Prepared):
 
 class CppBackend(Backend):
     name = "cpp"
-    ops = (*Backend.ops, *(f"{op}:bwd" for op in Backend.ops))
+    ops = Backend.ops_with_backward
     accumulate = {"fp32": "fp32", "fp16": "fp32"}  # fp16 is widened in packing and accumulated in fp32
 
     def __init__(self) -> None:

@@ -80,7 +80,7 @@ def ms_device(device: str) -> tuple[str, int]:
 
 class MindSporeBackend(Backend):
     name = "mindspore"
-    ops = (*Backend.ops, *(f"{op}:bwd" for op in Backend.ops))
+    ops = Backend.ops_with_backward
 
     def __init__(self) -> None:
         self._ms: Any = None

@@ -98,7 +98,7 @@ def _rsck(w: np.ndarray) -> np.ndarray:
 
 
 class TensorFlowBackend(Backend):
-    ops = (*Backend.ops, *(f"{op}:bwd" for op in Backend.ops))
+    ops = Backend.ops_with_backward
     name: ClassVar[str] = "tensorflow"
     compiled: ClassVar[bool] = True
 

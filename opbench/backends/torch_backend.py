@@ -140,7 +140,7 @@ def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
 
 
 class TorchBackend(Backend):
-    ops = (*Backend.ops, *(f"{op}:bwd" for op in Backend.ops))
+    ops = Backend.ops_with_backward
     name = "torch"
 
     def __init__(self) -> None:

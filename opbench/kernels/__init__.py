@@ -16,7 +16,7 @@ from opbench.kernels._args import (
     MAX_TILE,
     Plan,
     _arrays,
-    _optional_positive,
+    _call_tail,
     _pair,
     _positive_int,
     _threads,
@@ -141,11 +141,7 @@ def prepare_gemm(
         a,
         b,
         out,
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
+        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
         accumulate,
     )
 
@@ -221,11 +217,7 @@ def prepare_conv2d(
         _pair(padding, "padding", 0),
         _pair(dilation, "dilation", 1),
         _positive_int(groups, "groups"),
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
+        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
     )
 
 

@@ -77,6 +77,19 @@ def _optional_positive(value: Any, name: str) -> int | None:
     return None if value is None else _positive_int(value, name, MAX_TILE)
 
 
+def _call_tail(
+    tile_m: Any, tile_n: Any, tile_k: Any, threads: Any, isa: str | None
+) -> tuple[int | None, int | None, int | None, int, str]:
+    """The arguments every _core.prepare_* ends with, checked: tile_m, tile_n, tile_k, threads, isa."""
+    return (
+        _optional_positive(tile_m, "tile_m"),
+        _optional_positive(tile_n, "tile_n"),
+        _optional_positive(tile_k, "tile_k"),
+        _threads(threads),
+        isa or "",
+    )
+
+
 def _tiles(
     tiles: Any, tile_m: int | None, tile_n: int | None, tile_k: int | None, lookup: str
 ) -> tuple[int | None, int | None, int | None]:

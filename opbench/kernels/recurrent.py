@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from opbench import _core
-from opbench.kernels._args import Plan, _arrays, _optional_positive, _threads, _tiles
+from opbench.kernels._args import Plan, _arrays, _call_tail, _tiles
 
 NONLINEARITIES = ("tanh", "relu")
 
@@ -49,11 +49,7 @@ def _prepare(
         y,
         h_n,
         c_n,
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
+        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
     )
 
 

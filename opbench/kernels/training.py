@@ -11,10 +11,9 @@ from opbench.kernels._args import (
     MAX_CONV_PARAM,
     Plan,
     _arrays,
-    _optional_positive,
+    _call_tail,
     _pair,
     _positive_int,
-    _threads,
     _tiles,
 )
 
@@ -43,11 +42,7 @@ def prepare_gemm_backward(
         dc,
         da,
         db,
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
+        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
     )
 
 
@@ -105,11 +100,7 @@ def prepare_conv2d_backward(
         _positive_int(groups, "groups", MAX_CONV_PARAM),
         dx,
         dw,
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
+        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
     )
 
 
@@ -191,11 +182,7 @@ def prepare_rnn_backward(
         dy,
         dh_n,
         dc_n,
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
+        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
     )
 
 

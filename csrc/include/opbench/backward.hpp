@@ -4,11 +4,51 @@
 
 #include <cstdint>
 
+#include "opbench/aligned.hpp"
 #include "opbench/conv.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/rnn.hpp"
 
 namespace opbench {
+
+// What the backward drivers share: they compute in fp32 whatever the arrays' dtype.
+// An fp32 view of an input: the array itself, or an fp16 one widened into `buf` by the kernel set's own
+// converter (nullptr stays nullptr).
+inline const float* f32_view(const KernelSet& ks, AlignedBuffer& buf, Dtype dtype, const void* src, int64_t n) {
+  if (src == nullptr || dtype == Dtype::f32) return static_cast<const float*>(src);
+  float* dst = static_cast<float*>(buf.reserve(static_cast<size_t>(n) * sizeof(float)));
+  ks.gemm.widen_f16(static_cast<const uint16_t*>(src), dst, n);
+  return dst;
+}
+
+// Where an fp32 result is computed: the output itself, or `buf`, rounded into the fp16 output by f32_finish.
+inline float* f32_out(AlignedBuffer& buf, Dtype dtype, void* out, int64_t n) {
+  if (dtype == Dtype::f32) return static_cast<float*>(out);
+  return static_cast<float*>(buf.reserve(static_cast<size_t>(n) * sizeof(float)));
+}
+
+inline void f32_finish(const KernelSet& ks, Dtype dtype, const float* src, void* out, int64_t rows, int64_t cols) {
+  if (dtype == Dtype::f16) ks.gemm.store_f16(src, cols, rows, cols, static_cast<uint16_t*>(out), cols);
+}
+
+// An fp32 product C (+)= op(A) op(B) on the blocked GEMM.
+inline GemmProblem f32_product(const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb, bool trans_b,
+                               float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  GemmProblem g;
+  g.a = a;
+  g.lda = lda;
+  g.trans_a = trans_a;
+  g.b = b;
+  g.ldb = ldb;
+  g.trans_b = trans_b;
+  g.c = c;
+  g.ldc = ldc;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.accumulate = accumulate;
+  return g;
+}
 
 // C = A * B (A m x k, B k x n, row-major, contiguous): given dC (m x n), dA = dC * B^T (m x k) and
 // dB = A^T * dC (k x n), two GEMMs on the blocked driver (B^T read through trans_b, A^T through trans_a).
