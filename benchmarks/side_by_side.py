@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from opbench.backends import BACKENDS
+from opbench.backends import make_backend
 from opbench.machine import wait_until_quiet
 from opbench.ops import get_op
 from opbench.timing import Timer
@@ -29,7 +29,7 @@ def measure_variants(
     ref = op.reference(shape, inputs)
     sides: dict[str, Any] = {}
     for label, (name, params) in variants.items():
-        backend = BACKENDS[name]()
+        backend = make_backend(name)
         backend.setup(threads, "cpu")
         prepared = backend.prepare(op_name, shape, inputs, params)
         # A case may say how it accumulates (opbench's fp16 accumulation names its block size).

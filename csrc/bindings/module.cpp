@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -99,7 +100,8 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
 
 Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
                std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
-               const std::string& accumulate) {
+               const std::string& accumulate, std::optional<int64_t> small_m,
+               std::optional<int64_t> parallel_flops) {
   const Matrix ma = matrix(a, "a"), mb = matrix(b, "b");
   if (ma.dtype != mb.dtype) {
     throw py::value_error("a and b must have the same dtype, got " + py::str(a.dtype()).cast<std::string>() + " and " +
@@ -122,7 +124,15 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   }
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  const Blocking blocking = blocking_for(tk, tile_m, tile_n, tile_k);
+  Blocking blocking = blocking_for(tk, tile_m, tile_n, tile_k);
+  if (small_m) {
+    check_range(*small_m, 0, kMaxTile, "small_m");
+    blocking.small_m = *small_m;
+  }
+  if (parallel_flops) {
+    check_range(*parallel_flops, 0, std::numeric_limits<int64_t>::max(), "parallel_flops");
+    blocking.parallel_flops = *parallel_flops;
+  }
 
   GemmProblem p;
   p.in_dtype = p.out_dtype = ma.dtype;
@@ -160,6 +170,9 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
   plan.tiles = f16 ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
                    : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
+  plan.tiles["small_m"] = blocking.small_m;
+  plan.tiles["parallel_flops"] = blocking.parallel_flops;
+  plan.tiles["path"] = gemm_path(ks, p, blocking);
   plan.fault = injected_fault(blocking.mc, blocking.nc, blocking.kc);
   plan.first_out = p.c;
   plan.f16_out = p.out_dtype == Dtype::f16;
@@ -186,6 +199,8 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["tile_m"] = blk.mc;
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
+  d["small_m"] = blk.small_m;
+  d["parallel_flops"] = blk.parallel_flops;
   py::dict f16acc;  // accumulate='fp16': the kernels it would run, or why it cannot run here
   try {
     const F16AccKernels& k = f16acc_kernels(ks);
@@ -220,7 +235,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
         py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
-        py::arg("threads") = 1, py::arg("isa") = "", py::arg("accumulate") = "fp32");
+        py::arg("threads") = 1, py::arg("isa") = "", py::arg("accumulate") = "fp32", py::arg("small_m") = py::none(),
+        py::arg("parallel_flops") = py::none());
 
   m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1},

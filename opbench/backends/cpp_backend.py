@@ -12,6 +12,9 @@ from opbench.backends.base import Backend, Prepared
 from opbench.errors import BackendUnavailable
 
 TILES = ("tile_m", "tile_n", "tile_k")
+# GEMM's path thresholds (kernels.gemm's small_m and parallel_flops; 0 is a value): passed on only where a
+# case gives them.
+THRESHOLDS = ("small_m", "parallel_flops")
 
 
 class _CppCase(Prepared):
@@ -30,11 +33,13 @@ class _CppCase(Prepared):
         dims: dict[str, int] | None,
         algorithm: str,
     ) -> None:
-        given = {t: params.get(t) or None for t in TILES}
+        given: dict[str, int | None] = {t: params.get(t) or None for t in TILES}
+        given.update({t: params[t] for t in THRESHOLDS if params.get(t) is not None})
         self._make = lambda: plan(given)
         self._plan = plan(given)
         info = self._plan.tiles()
         used = {t: info[t] if dims is None else min(info[t], dims[t]) for t in TILES}
+        used.update({t: info[t] for t in THRESHOLDS if t in info})
         self.details = {
             "isa": info["isa"],
             "kernel": info["kernel"],
@@ -43,6 +48,7 @@ class _CppCase(Prepared):
             "nr": info["nr"],
             "tiles": {t: given[t] or info[t] for t in TILES},
             "tiles_effective": used,
+            **({"path": info["path"]} if "path" in info else {}),
             "tiles_source": params.get("tiles_note") or ("given" if any(given.values()) else "cache model"),
         }
 
@@ -108,7 +114,7 @@ class CppBackend(Backend):
 
 
 ALGORITHMS = {
-    "gemm": "blocked GEMM (BLIS loops)",
+    "gemm": "GEMM: blocked (BLIS loops) or, by shape, a path that packs less (details.path says which)",
     "gemm:bwd": "two blocked GEMMs: dA = dC B^T (B^T read in place), dB = A^T dC (A^T packed from A)",
     "conv:bwd": "dW^T += im2col tile x dY^T per pixel block (GEMM); dX: flipped-filter implicit-GEMM conv at "
     "stride 1, else W^T dY per block scattered back (col2im)",

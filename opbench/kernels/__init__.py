@@ -17,6 +17,7 @@ from opbench.kernels._args import (
     Plan,
     _arrays,
     _call_tail,
+    _optional_count,
     _pair,
     _positive_int,
     _threads,
@@ -88,6 +89,8 @@ def gemm(
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
     accumulate: str = "fp32",
+    small_m: int | None = None,
+    parallel_flops: int | None = None,
 ) -> np.ndarray:
     """C = A @ B with opbench's tiled C++ kernel.
 
@@ -102,10 +105,22 @@ def gemm(
     fp16-accumulating kernel and the blocks in fp32: twice the FMA rate on AVX512-FP16, with an error that
     grows with tile_k (see ops.numerics.dot_bound). It needs AVX512-FP16; isa="ref" emulates it on any CPU
     (slowly), to study the error. default_tiles()["fp16_accumulate"] says whether it can run here.
+    The driver's path thresholds (csrc/gemm/README.md, "Paths by shape"; None: the defaults that
+    default_tiles() lists), which a tiles dict (a tuned record's) may carry too: small_m (>= 0), the most rows
+    of A for which B is read in place instead of packed (0: never), and parallel_flops (>= 0), the FLOPs
+    under which one thread runs the whole product. prepare_gemm(...).tiles()["path"] says which path runs.
     Raises ValueError naming the problem for any invalid input.
     """
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
     _threads(threads)
+    thresholds = {"small_m": small_m, "parallel_flops": parallel_flops}
+    if isinstance(tiles, dict) and set(thresholds) & set(tiles):
+        tiles = dict(tiles)
+        for name in thresholds:
+            if name in tiles:
+                if thresholds[name] is not None:
+                    raise ValueError(f"give {name} in tiles=... or as an argument, not both")
+                thresholds[name] = tiles.pop(name)
     tile_m, tile_n, tile_k = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_tiles(m, n, k, dtype, threads)")
     plan = prepare_gemm(
         a,
@@ -117,6 +132,7 @@ def gemm(
         threads=threads,
         isa=isa,
         accumulate=accumulate,
+        **thresholds,
     )
     return plan.output()
 
@@ -132,6 +148,8 @@ def prepare_gemm(
     threads: int | None = None,
     isa: str | None = None,
     accumulate: str = "fp32",
+    small_m: int | None = None,
+    parallel_flops: int | None = None,
 ) -> Plan:
     """gemm(...) prepared once and called many times: `plan.run(loops)` times calls inside C++ (no Python
     between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
@@ -143,6 +161,8 @@ def prepare_gemm(
         out,
         *_call_tail(tile_m, tile_n, tile_k, threads, isa),
         accumulate,
+        _optional_count(small_m, "small_m", MAX_TILE),
+        _optional_count(parallel_flops, "parallel_flops"),
     )
 
 

@@ -77,6 +77,11 @@ def _optional_positive(value: Any, name: str) -> int | None:
     return None if value is None else _positive_int(value, name, MAX_TILE)
 
 
+def _optional_count(value: Any, name: str, maximum: int = _INT64_MAX) -> int | None:
+    """A path threshold: None (the default) or 0..maximum."""
+    return None if value is None else _int_at_least(value, name, 0, maximum=maximum)
+
+
 def _call_tail(
     tile_m: Any, tile_n: Any, tile_k: Any, threads: Any, isa: str | None
 ) -> tuple[int | None, int | None, int | None, int, str]:

@@ -142,6 +142,8 @@ def plan(
         threads=threads,
         isa=isa,
         accumulate=accumulate,
+        small_m=tiles.get("small_m"),
+        parallel_flops=tiles.get("parallel_flops"),
     )
 
 

@@ -16,6 +16,13 @@ struct Blocking {
   int64_t mc = 0;  // tile_m: rows of A packed per block (kept in L2)
   int64_t nc = 0;  // tile_n: columns of B packed per panel (kept in L3)
   int64_t kc = 0;  // tile_k: depth of one rank-kc update (B micro-panel kept in L1 or L2, see kernel_set.hpp)
+  // The GEMM driver's path thresholds (csrc/gemm/README.md, "Paths by shape"), searched by the tuner like the
+  // tiles. small_m: a GEMM with at most this many rows of A reads B in place instead of packing it
+  // (csrc/gemm/small.cpp; -1: the default, 0: never).
+  int64_t small_m = -1;
+  // parallel_flops: a GEMM of fewer FLOPs runs on the calling thread alone, waking no other (-1: the default).
+  int64_t parallel_flops = -1;
+  bool kc_from_model = false;  // tile_k was not given (a path may then choose its own depth: small.cpp)
 };
 
 // Low, Igual, Smith, Quintana-Orti, "Analytical modeling is enough for high-performance BLIS" (TOMS 2016):

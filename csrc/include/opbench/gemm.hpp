@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "opbench/blocking.hpp"
 #include "opbench/kernel_set.hpp"
@@ -41,6 +42,9 @@ const KernelSet& tile_kernels(const KernelSet& ks, int64_t n);
 
 // Runs on `threads` threads (the calling thread included). Requires m, n, k >= 1 and all blocking fields >= 1.
 void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
+
+// Which of gemm()'s paths runs this problem (csrc/gemm/README.md, "Paths by shape"), for provenance.
+std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
 
 // An upper bound of the bytes gemm() allocates as workspace for this problem (overflow-checked: throws
 // std::invalid_argument when a size does not fit in 64 bits).

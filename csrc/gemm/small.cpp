@@ -1,0 +1,297 @@
+// GEMMs whose operands are used too few times to pay for packing them (csrc/gemm/README.md, "Paths by
+// shape"): one row of A (gemm_row: B streamed into an L1 accumulator), at most four columns of B (gemm_thin:
+// dot products over unpacked rows of A), and few rows of A (gemm_unpacked_b: the blocked loops with B read
+// in place by the register tile's rows micro-kernel instead of packed).
+#include "small.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "opbench/aligned.hpp"
+#include "opbench/fp16.hpp"
+#include "opbench/limits.hpp"
+#include "opbench/thread_pool.hpp"
+#include "split.hpp"
+
+namespace opbench {
+
+namespace {
+
+// The thin path (ThinF32, kernel_set.hpp) takes N <= 4, and N <= 8 for products at least kThinWideK deep: its
+// passes end in horizontal sums, which cost as much as the products at K = 256 (256x8x256 on 2 Zen 5 cores:
+// 79 GFLOPS thin, 112 blocked; 1024x8x1024: 145 and 109; 4096x5x4096: 103 and 58).
+constexpr int64_t kThinMaxN = 4;
+constexpr int64_t kThinWideMaxN = 8;
+constexpr int64_t kThinWideK = 512;
+
+// N <= 4: dot products over unpacked rows of A (kernel_set.hpp, ThinF32). B^T is gathered into fp32 once;
+// threads take contiguous shares of the rows, in multiples of 16.
+void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
+  static thread_local AlignedBuffer bt_buffer, c_buffer;
+  const bool f16_in = p.in_dtype == Dtype::f16, f16_out = p.out_dtype == Dtype::f16;
+  float* bt = static_cast<float*>(bt_buffer.reserve(p.n * p.k * sizeof(float)));
+  for (int64_t j = 0; j < p.n; ++j) {
+    for (int64_t q = 0; q < p.k; ++q) {
+      const int64_t at = p.trans_b ? j * p.ldb + q : q * p.ldb + j;
+      bt[j * p.k + q] = f16_in ? half_to_float(static_cast<const uint16_t*>(p.b)[at]) : static_cast<const float*>(p.b)[at];
+    }
+  }
+  float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(p.m * p.n * sizeof(float))) : static_cast<float*>(p.c);
+  const int64_t ldc32 = f16_out ? p.n : p.ldc;
+  const int64_t elem = f16_in ? 2 : 4;
+  const int64_t chunks = ceil_div(p.m, 16);
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
+  ThreadPool::instance().run(threads, [&](int tid) {
+    int64_t lo, hi;
+    split::share(chunks, threads, tid, lo, hi);
+    lo *= 16;
+    hi = std::min(p.m, hi * 16);
+    if (hi <= lo) return;
+    ks.gemm.thin(hi - lo, static_cast<int>(p.n), p.k, static_cast<const char*>(p.a) + lo * p.lda * elem, f16_in, p.lda,
+            bt, c32 + lo * ldc32, ldc32, p.accumulate);
+    if (f16_out) {
+      ks.gemm.store_f16(c32 + lo * ldc32, ldc32, hi - lo, p.n, static_cast<uint16_t*>(p.c) + lo * p.ldc, p.ldc);
+    }
+  });
+}
+
+// M = 1 (a GEMV: one row of A against all of B): B is streamed once from memory, never packed, and the
+// row of C, a column block of at most kRowBlock floats per thread, stays in L1 while every row of B adds
+// into it. Threads split the columns in blocks of 16. B^T (trans_b) is the N = 1 case transposed:
+// C^T = B^T a^T, dot products over B^T's rows on the thin path.
+constexpr int64_t kRowBlock = 2048;
+constexpr int64_t kRowGroup = 8;
+
+// Rows [k_lo, k_hi) of B times the matching part of the row of A, for columns [j_lo, j_hi): into `out`
+// (fp32, the row of C's columns from j_lo), or added to it when `add`.
+void row_range(const KernelSet& ks, const GemmProblem& p, int64_t k_lo, int64_t k_hi, int64_t j_lo, int64_t j_hi,
+               float* out, bool add) {
+  static thread_local AlignedBuffer acc_buffer, wide_buffer;
+  const bool f16_in = p.in_dtype == Dtype::f16;
+  float* acc = static_cast<float*>(acc_buffer.reserve(static_cast<size_t>(kRowBlock) * sizeof(float)));
+  float* wide = f16_in ? static_cast<float*>(wide_buffer.reserve(static_cast<size_t>(kRowGroup * kRowBlock) * sizeof(float)))
+                       : nullptr;
+  for (int64_t j0 = j_lo; j0 < j_hi; j0 += kRowBlock) {
+    const int64_t nb = std::min(kRowBlock, j_hi - j0);
+    float* dst = out + (j0 - j_lo);
+    if (add) {
+      std::memcpy(acc, dst, static_cast<size_t>(nb) * sizeof(float));
+    } else {
+      std::fill(acc, acc + nb, 0.0f);
+    }
+    // Rows of B in groups of kRowGroup: the accumulator is read and written once per group, not per row.
+    for (int64_t q0 = k_lo; q0 < k_hi; q0 += kRowGroup) {
+      const int64_t g = std::min(kRowGroup, k_hi - q0);
+      float a[kRowGroup] = {};
+      const float* rows[kRowGroup];
+      for (int64_t r = 0; r < kRowGroup; ++r) {
+        const int64_t q = q0 + std::min(r, g - 1);  // rows past a short group are not read
+        const int64_t at = q * (p.trans_a ? p.lda : 1);
+        if (r < g) {
+          a[r] = f16_in ? half_to_float(static_cast<const uint16_t*>(p.a)[at]) : static_cast<const float*>(p.a)[at];
+        }
+        if (f16_in) {
+          if (r < g) ks.gemm.widen_f16(static_cast<const uint16_t*>(p.b) + q * p.ldb + j0, wide + r * kRowBlock, nb);
+          rows[r] = wide + std::min(r, g - 1) * kRowBlock;
+        } else {
+          rows[r] = static_cast<const float*>(p.b) + q * p.ldb + j0;
+        }
+      }
+      ks.gemm.row_axpy(nb, static_cast<int>(g), a, rows, acc);
+    }
+    std::memcpy(dst, acc, static_cast<size_t>(nb) * sizeof(float));
+  }
+}
+
+void gemm_row(const KernelSet& ks, const GemmProblem& p, int threads) {
+  static thread_local AlignedBuffer out_buffer;
+  const bool f16_out = p.out_dtype == Dtype::f16;  // then summed in fp32 first, rounded once
+  float* out = f16_out ? static_cast<float*>(out_buffer.reserve(static_cast<size_t>(p.n) * sizeof(float)))
+                       : static_cast<float*>(p.c);
+  const int64_t chunks = ceil_div(p.n, 16);
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
+  ThreadPool::instance().run(threads, [&](int tid) {
+    int64_t lo, hi;
+    split::share(chunks, threads, tid, lo, hi);
+    lo *= 16;
+    hi = std::min(p.n, hi * 16);
+    if (hi > lo) row_range(ks, p, 0, p.k, lo, hi, out + lo, p.accumulate);
+  });
+  if (f16_out) ks.gemm.store_f16(out, p.n, 1, p.n, static_cast<uint16_t*>(p.c), p.n);
+}
+
+// Few rows of A (M <= small_m): every element of B is used by only a few register tiles, so packing B
+// (reading it, writing a panel, reading that again) costs more than it saves. The blocked loops run with
+// B read in place by the register tile's rows micro-kernel (row p of a micro-panel at b + (pc + p) * ldb +
+// col) and A packed per K block (it is small). Threads split the columns, each reading only its share of
+// B, with no barrier; rows are split only when there are fewer column panels than threads. A thread's rows
+// are cut into equal register tiles (16 rows: two of 8, not 14 + 2). fp16 B is widened block by block into
+// a row-major fp32 buffer (columns padded to NR with zeros) read the same way; fp16 C is summed in an fp32
+// block and rounded once. In fp32 the micro-panel that would read past B's last column is packed (the rows
+// kernel reads all NR floats of a row).
+//
+// B's rows are scattered (ldb apart), so the hardware prefetchers see one stream per row of the K block:
+// each micro-panel's rows are prefetched kPrefetchPanels panels ahead, and when each thread has a single
+// tile of rows (B used once) the K block is kStreamKc rows deep instead of the cache model's (M = 8 x 4096
+// x 4096 on 2 Zen 5 cores: 103 -> 144 GFLOPS, docs/benchmarks.md).
+constexpr int64_t kPrefetchPanels = 4;
+constexpr int64_t kStreamKc = 64;
+
+void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Blocking& blk, int threads) {
+  const KernelSet& ks = prefer_narrow(ks_main, p.n) ? *ks_main.narrow : ks_main;
+  const int64_t MR = ks.mr, NR = ks.nr;
+  const bool f16_in = p.in_dtype == Dtype::f16, f16_out = p.out_dtype == Dtype::f16;
+  const int64_t row_panels = ceil_div(p.m, MR), col_panels = ceil_div(p.n, NR);
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, row_panels * col_panels)));
+  int tm = 1, tn = threads;
+  if (col_panels < threads) split::choose_grid(threads, row_panels, col_panels, tm, tn);
+  const int64_t most_rows = std::min(p.m, ceil_div(row_panels, tm) * MR);
+  const int64_t kc = std::min(p.k, blk.kc_from_model && most_rows <= MR ? kStreamKc : blk.kc);
+  const int64_t nc = std::max(NR, std::min(round_up(blk.nc, NR), round_up(p.n, NR)));
+  const int64_t prefetch_ahead = kPrefetchPanels * NR;
+
+  ThreadPool::instance().run(threads, [&](int tid) {
+    static thread_local AlignedBuffer a_buffer, b_buffer, c_buffer, off_buffer, edge_buffer;
+    int64_t rp_lo, rp_hi, q_lo, q_hi;
+    split::share(row_panels, tm, tid / tn, rp_lo, rp_hi);
+    split::share(col_panels, tn, tid % tn, q_lo, q_hi);
+    const int64_t m_lo = rp_lo * MR, m_hi = std::min(p.m, rp_hi * MR);
+    const int64_t n_lo = q_lo * NR, n_hi = std::min(p.n, q_hi * NR);
+    if (m_hi <= m_lo || n_hi <= n_lo) return;
+    const int64_t rows = m_hi - m_lo;
+    const int64_t tiles = ceil_div(rows, MR);
+    const int64_t per_tile = std::min(MR, round_up(ceil_div(rows, tiles), 2));  // equal tiles, even rows
+    auto* a_pack = static_cast<float*>(a_buffer.reserve(static_cast<size_t>(tiles * MR * kc) * sizeof(float)));
+    const int64_t b_ld = f16_in ? nc : p.ldb;  // the leading dimension the rows kernel reads B with
+    auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
+    for (int64_t q = 0; q < kc; ++q) offs[q] = q * b_ld;
+    float* wide = f16_in ? static_cast<float*>(b_buffer.reserve(static_cast<size_t>(kc * nc) * sizeof(float))) : nullptr;
+    float* edge = static_cast<float*>(edge_buffer.reserve(static_cast<size_t>(kc * NR) * sizeof(float)));
+    float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(static_cast<size_t>(rows * nc) * sizeof(float))) : nullptr;
+
+    for (int64_t jc = n_lo; jc < n_hi; jc += nc) {
+      const int64_t nb = std::min(nc, n_hi - jc);
+      float* c = f16_out ? c32 : static_cast<float*>(p.c) + m_lo * p.ldc + jc;
+      const int64_t ldc = f16_out ? nc : p.ldc;
+      for (int64_t pc = 0; pc < p.k; pc += kc) {
+        const int64_t kb = std::min(kc, p.k - pc);
+        for (int64_t t = 0; t < tiles; ++t) {  // each tile of rows into its own MR-row micro-panel
+          const int64_t r0 = m_lo + t * per_tile, nrows = std::min(per_tile, m_hi - r0);
+          const int64_t at = p.trans_a ? pc * p.lda + r0 : r0 * p.lda + pc;
+          float* dst = a_pack + t * MR * kb;
+          if (f16_in) {
+            const auto* src = static_cast<const uint16_t*>(p.a) + at;
+            (p.trans_a ? ks.gemm.pack_at_f16 : ks.gemm.pack_a_f16)(src, p.lda, nrows, kb, dst);
+          } else {
+            const auto* src = static_cast<const float*>(p.a) + at;
+            (p.trans_a ? ks.gemm.pack_at_f32 : ks.gemm.pack_a_f32)(src, p.lda, nrows, kb, dst);
+          }
+        }
+        const float* b;
+        if (f16_in) {  // widened row by row into a row-major fp32 block, columns padded with zeros
+          const auto* src = static_cast<const uint16_t*>(p.b) + pc * p.ldb + jc;
+          const int64_t padded = round_up(nb, NR);
+          for (int64_t q = 0; q < kb; ++q) {
+            ks.gemm.widen_f16(src + q * p.ldb, wide + q * nc, nb);
+            std::fill(wide + q * nc + nb, wide + q * nc + padded, 0.0f);
+          }
+          b = wide;
+        } else {
+          b = static_cast<const float*>(p.b) + pc * p.ldb + jc;
+        }
+        const bool acc = p.accumulate || pc > 0;
+        for (int64_t j = 0; j < nb; j += NR) {
+          const int n_valid = static_cast<int>(std::min(NR, nb - j));
+          const bool past_end = !f16_in && jc + j + NR > p.n;  // B's last row would be read past its end
+          if (past_end) {
+            ks.gemm.pack_b_f32(b + j, p.ldb, kb, n_valid, edge);
+          } else if (!f16_in && jc + j + prefetch_ahead < p.n) {
+            for (int64_t q = 0; q < kb; ++q) {  // this panel's rows, kPrefetchPanels panels ahead
+              const float* ahead = b + q * b_ld + j + prefetch_ahead;
+              for (int64_t line = 0; line < NR; line += 16) __builtin_prefetch(ahead + line, 0, 1);
+            }
+          }
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int m_valid = static_cast<int>(std::min(per_tile, rows - t * per_tile));
+            float* c_tile = c + t * per_tile * ldc + j;
+            const float* ap = a_pack + t * MR * kb;
+            if (past_end) {
+              ks.gemm.ukernel(kb, ap, edge, c_tile, ldc, acc, m_valid, n_valid);
+            } else {
+              ks.conv.ukernel_rows(kb, ap, b + j, offs, c_tile, ldc, acc, m_valid, n_valid);
+            }
+          }
+        }
+      }
+      if (f16_out) ks.gemm.store_f16(c32, nc, rows, nb, static_cast<uint16_t*>(p.c) + m_lo * p.ldc + jc, p.ldc);
+    }
+  });
+}
+
+bool row_path(const GemmProblem& p) { return p.m == 1 && !(p.trans_a && p.trans_b); }
+
+bool thin_path(const KernelSet& ks, const GemmProblem& p) {
+  const bool few = p.n <= kThinMaxN || (p.n <= kThinWideMaxN && p.k >= kThinWideK);
+  return few && ks.gemm.thin != nullptr && !p.trans_a;
+}
+
+}  // namespace
+
+bool prefer_narrow(const KernelSet& ks, int64_t n) {
+  return ks.narrow != nullptr && 4 * round_up(n, ks.narrow->nr) <= 3 * round_up(n, ks.nr);
+}
+
+bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thin_path(ks, p) || row_path(p); }
+
+const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
+  if (p.b_packed != nullptr || p.accumulation != Accumulation::f32) return nullptr;
+  if (row_path(p)) return p.trans_b ? "thin (one row of A: dot products over B^T's rows)" : "row (one row of A: B streamed)";
+  if (thin_path(ks, p)) return "thin (few columns: dot products over A's rows)";
+  if (!p.trans_b && p.m <= blk.small_m) return "unpacked B (M <= small_m: B read in place)";
+  return nullptr;
+}
+
+bool small_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
+  if (small_path(ks, p, blk) == nullptr) return false;
+  if (row_path(p)) {
+    if (!p.trans_b) {
+      gemm_row(ks, p, threads);
+      return true;
+    }
+    GemmProblem t = p;  // C^T (n x 1) = B^T (n x k) a^T (k x 1): the thin path over B^T's rows
+    t.a = p.b;
+    t.lda = p.ldb;
+    t.b = p.a;
+    t.ldb = 1;
+    t.trans_b = false;
+    t.m = p.n;
+    t.n = 1;
+    t.ldc = 1;
+    gemm_thin(ks, t, threads);
+  } else if (thin_path(ks, p)) {
+    gemm_thin(ks, p, threads);
+  } else {
+    gemm_unpacked_b(ks, p, blk, threads);
+  }
+  return true;
+}
+
+int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
+  using checked::add;
+  using checked::mul;
+  const int64_t MR = std::max(ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0);
+  const int64_t NR = std::max(ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0);
+  const int64_t kc = std::min(blk.kc, p.k);
+  const int64_t thin = p.n <= kThinWideMaxN ? add(mul(p.n, p.k, "B^T"), mul(p.m, p.n, "C"), "thin path") : 0;
+  const int64_t row = p.m == 1 ? mul((kRowGroup + 1) * kRowBlock, threads, "row blocks") : 0;
+  int64_t unpacked = 0;
+  if (p.m <= blk.small_m) {
+    const int64_t nc = add(std::min(blk.nc, p.n), NR, "tile_n");
+    const int64_t per_thread = add(add(mul(add(p.m, MR, "rows"), kc, "packed A"), mul(kc, NR + 2, "B edge"), "scratch"),
+                                   mul(add(kc, p.m, "rows"), nc, "fp32 blocks"), "scratch");
+    unpacked = mul(per_thread, threads, "unpacked-B scratch");
+  }
+  return add(add(thin, row, "gemm workspace"), unpacked, "gemm workspace");
+}
+
+}  // namespace opbench

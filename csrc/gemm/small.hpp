@@ -1,0 +1,27 @@
+// The GEMM paths for operands used too few times to pay for packing (small.cpp): one row of A, at most four
+// columns of B, and few rows of A (B read in place). The blocked driver (blocked.cpp) asks small_gemm()
+// first. Generic translation units only.
+#pragma once
+
+#include <cstdint>
+
+#include "opbench/gemm.hpp"
+
+namespace opbench {
+
+// The small-shape path that takes this problem (what it is, for provenance), or nullptr.
+const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
+
+// Runs the problem on a small-shape path and returns true, or returns false (the blocked path's turn).
+bool small_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
+
+// Whether a small-shape path takes this problem without ever packing B (one row of A; N <= 4).
+bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p);
+
+// The floats small_gemm's paths may allocate for this problem (an upper bound, overflow-checked).
+int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
+
+// The narrow-or-main register tile choice, shared with the blocked path (blocked.cpp).
+bool prefer_narrow(const KernelSet& ks, int64_t n);
+
+}  // namespace opbench

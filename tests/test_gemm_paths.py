@@ -1,0 +1,155 @@
+"""The GEMM driver's paths by shape (csrc/gemm/README.md, "Paths by shape") against float64: one row of A
+(B streamed), few columns (dot products over A's rows), few rows (B read in place) and the blocked path,
+each forced through its threshold (small_m, parallel_flops) as well as chosen by default, on odd shapes
+(M, N = 1, 2, 3, primes; K = 1, primes), every thread count 1-5, every ISA and both dtypes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from opbench import kernels
+from opbench.ops import gemm as gemm_op
+
+ISAS = kernels.available_isas()
+DTYPES = {"fp32": np.float32, "fp16": np.float16}
+
+# M and N of 1, 2, 3 and primes beside K of 1 and primes: every register-tile edge, short K blocks, and the
+# micro-panel of the unpacked path that would read past B's last column.
+ODD = [
+    (2, 3, 1),
+    (3, 2, 7),
+    (2, 37, 5),
+    (3, 97, 131),
+    (13, 33, 1),
+    (17, 61, 257),
+    (29, 127, 67),
+    (43, 31, 521),
+    (97, 101, 103),
+]
+# What each threshold setting makes of them: the unpacked path (small_m above M), the blocked one (small_m
+# 0), and the default.
+SETTINGS = {"unpacked": {"small_m": 10**6}, "blocked": {"small_m": 0}, "default": {}}
+
+
+def inputs_for(m: int, n: int, k: int, dtype: str, seed: int = 1) -> dict[str, np.ndarray]:
+    return gemm_op.make_inputs(gemm_op.GemmShape(m, n, k), dtype, seed)
+
+
+def assert_close(c: np.ndarray, inp: dict[str, np.ndarray], dtype: str) -> None:
+    shape = gemm_op.GemmShape(inp["a"].shape[0], inp["b"].shape[1], inp["a"].shape[1])
+    result = gemm_op.check(shape, c, inp, gemm_op.reference(shape, inp), dtype, accumulate="fp32")
+    assert result["ok"], f"error {result['max_err_ratio']:.3g}x the bound"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("threads", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("setting", SETTINGS)
+@pytest.mark.parametrize("shape", ODD, ids=lambda s: "x".join(map(str, s)))
+def test_every_path_matches_float64(isa: str, dtype: str, threads: int, setting: str, shape: tuple) -> None:
+    inp = inputs_for(*shape, dtype, seed=threads)
+    # parallel_flops 0: every thread takes part however small the product (the default would run these alone)
+    c = kernels.gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, **SETTINGS[setting])
+    assert_close(c, inp, dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tiles", [(None, 7, 3), (None, 45, 17), (None, 10**9, 10**9), (5, 1, 1)])
+def test_unpacked_path_with_any_tiles(isa: str, dtype: str, tiles: tuple) -> None:
+    """tile_k blocks K and tile_n the columns of the unpacked path too (tile_m does not apply to it)."""
+    inp = inputs_for(53, 71, 89, dtype)
+    tm, tn, tk = tiles
+    c = kernels.gemm(inp["a"], inp["b"], tile_m=tm, tile_n=tn, tile_k=tk, isa=isa, threads=2, small_m=64)
+    assert_close(c, inp, dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [5, 6, 7, 8])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_few_columns_of_a_deep_product_are_dot_products(isa: str, dtype: str, n: int, threads: int) -> None:
+    inp = inputs_for(37, n, 523, dtype)
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads)
+    assert plan.tiles()["path"].startswith("thin")
+    assert_close(plan.output(), inp, dtype)
+
+
+def test_each_shape_takes_the_path_its_thresholds_say() -> None:
+    def path(m: int, n: int, k: int, **thresholds: int) -> str:
+        inp = inputs_for(m, n, k, "fp32")
+        return str(kernels.prepare_gemm(inp["a"], inp["b"], threads=2, **thresholds).tiles()["path"])
+
+    small_m = kernels.default_tiles()["small_m"]
+    assert path(1, 300, 40).startswith("row")
+    assert path(300, 3, 40).startswith("thin")
+    assert path(300, 8, 600).startswith("thin")
+    assert not path(300, 8, 100).startswith("thin")  # a shallow product: its horizontal sums would dominate
+    assert path(small_m, 64, 64).startswith("unpacked")
+    assert path(small_m + 1, 64, 64).startswith("blocked")
+    assert path(20, 64, 64, small_m=19).startswith("blocked")
+    assert path(20, 64, 64, small_m=20).startswith("unpacked")
+    assert path(20, 64, 64, small_m=0).startswith("blocked")
+    assert "narrow" in path(kernels.default_tiles(n=16)["small_m"] + 1, 16, 64)
+
+
+def test_thresholds_are_reported_and_checked() -> None:
+    info = kernels.default_tiles()
+    assert info["small_m"] >= 1 and info["parallel_flops"] >= 1
+    inp = inputs_for(9, 10, 11, "fp32")
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], small_m=3, parallel_flops=5)
+    assert plan.tiles()["small_m"] == 3 and plan.tiles()["parallel_flops"] == 5
+    # a tuned record's tiles carry them like the tiles
+    c = kernels.gemm(inp["a"], inp["b"], tiles={"tile_k": 4, "small_m": 0, "parallel_flops": 0})
+    assert_close(c, inp, "fp32")
+    for bad in ({"small_m": -1}, {"parallel_flops": -2}, {"small_m": 1.5}, {"small_m": "8"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            kernels.gemm(inp["a"], inp["b"], **bad)
+    with pytest.raises(ValueError, match="not both"):
+        kernels.gemm(inp["a"], inp["b"], tiles={"small_m": 2}, small_m=3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_accumulating_and_transposed_operands_on_the_unpacked_path(dtype: str) -> None:
+    """The backward pass multiplies by A^T (trans_a) on whatever path its shape takes: dB = A^T dC with few
+    columns of A^T, and dA = dC B^T."""
+    for m, n, k in ((7, 29, 41), (2, 3, 5), (45, 17, 3)):
+        shape = gemm_op.GemmShape(m, n, k)
+        inp = gemm_op.make_inputs(shape, dtype, 5)
+        dc = np.random.default_rng(6).uniform(-1, 1, (m, n)).astype(DTYPES[dtype])
+        da, db = kernels.gemm_backward(inp["a"], inp["b"], dc, threads=3)
+        a64, b64, dc64 = (x.astype(np.float64) for x in (inp["a"], inp["b"], dc))
+        tol = 8 * max(m, n, k) * (6e-8 if dtype == "fp32" else 1e-3)
+        scale_a = np.abs(dc64) @ np.abs(b64.T) + 1e-30
+        scale_b = np.abs(a64.T) @ np.abs(dc64) + 1e-30
+        assert (np.abs(da.astype(np.float64) - dc64 @ b64.T) <= tol * scale_a + 1e-6).all()
+        assert (np.abs(db.astype(np.float64) - a64.T @ dc64) <= tol * scale_b + 1e-6).all()
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_opbench_isa_forces_every_path(isa: str) -> None:
+    script = """
+import numpy as np
+from opbench import kernels
+from opbench.ops import gemm
+assert kernels.cpu_features()["selected_isa"] == ISA
+for dtype in ("fp32", "fp16"):
+    for (m, n, k), prefix in (((1, 67, 71), "row"), ((67, 1, 71), "thin"), ((53, 7, 601), "thin"),
+                              ((31, 67, 71), "unpacked"), ((999, 67, 71), "blocked")):
+        s = gemm.GemmShape(m, n, k)
+        i = gemm.make_inputs(s, dtype, 3)
+        plan = kernels.prepare_gemm(i["a"], i["b"], threads=3, parallel_flops=0)
+        assert plan.tiles()["path"].startswith(prefix), (m, n, k, plan.tiles()["path"])
+        assert plan.tiles()["isa"] == ISA
+        assert gemm.check(s, plan.output(), i, gemm.reference(s, i), dtype, "fp32")["ok"], (m, n, k, dtype)
+print("ok")
+""".replace("ISA", repr(isa))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "OPBENCH_ISA": isa}
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
