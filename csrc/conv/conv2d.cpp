@@ -171,7 +171,7 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
   using checked::add;
   using checked::mul;
   const Columns cols = columns_of(p);
-  const int64_t ncols = mul(cols.rows, cols.row_w, "conv columns");
+  [[maybe_unused]] const int64_t ncols = mul(cols.rows, cols.row_w, "conv columns");  // overflow check
   const KernelSet& ks = conv_tile_kernels(ks_main, p);
   const int64_t MR = ks.mr, NR = ks.nr, kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   const int64_t Hp = p.h + 2 * p.pad_h, Wp = p.w_in + 2 * p.pad_w;
@@ -183,10 +183,16 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
                                  mul(panels, (NR + 1) * int64_t(sizeof(GatherRun)) / 4 + 1, "gather runs"), "scratch");
   const int64_t floats = add(add(padded, packed_w, "conv workspace"), mul(per_thread, threads, "conv scratch"),
                              "conv workspace");
-  return add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
+  const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
+  if (!conv2d_is_depthwise(p)) return bytes;
+  return add(bytes, mul(depthwise_workspace_floats(p, threads), int64_t(sizeof(float)), "depthwise scratch"), "conv workspace");
 }
 
 void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {
+  if (conv2d_is_depthwise(p)) {
+    conv2d_depthwise(ks_main, p, threads);
+    return;
+  }
   static thread_local AlignedBuffer padded_buffer, a_buffer;
   const Columns cols = columns_of(p);
   const int64_t ncols = cols.count(), PQ = p.out_h() * p.out_w();

@@ -52,4 +52,12 @@ const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p);
 
 Blocking resolve_conv_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 
+// Depthwise convolutions (one input channel per group, at most kDepthwiseMaxMultiplier output channels per
+// group) run as a direct vectorised loop (csrc/conv/depthwise.cpp) instead of the implicit GEMM; the tiles do
+// not apply to them. conv2d() takes that path by itself.
+constexpr int64_t kDepthwiseMaxMultiplier = 4;
+bool conv2d_is_depthwise(const ConvProblem& p);
+void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads);
+int64_t depthwise_workspace_floats(const ConvProblem& p, int threads);
+
 }  // namespace opbench

@@ -118,10 +118,24 @@ struct GemmKernels {
   WidenF16 widen_f16;
 };
 
-// The convolution part: the same register tile with B's rows read in place, and B gathered from an image.
+// One output row of a depthwise convolution: out[0:n] = sum over t < taps of w[t] * src[t][0:n] (the filter
+// taps' shifted input rows; csrc/conv/depthwise.cpp). out must not overlap a source.
+using DepthwiseRowF32 = void (*)(int64_t n, int taps, const float* w, const float* const* src, float* out);
+// 3x3 taps at stride 1 and dilation 1: `rows` output rows of n, row i = sum over r, s < 3 of w[3 r + s] *
+// in[(i + r) ld_in + j + s] (out rows ld_out apart; out must not overlap in).
+using Depthwise3x3F32 = void (*)(int64_t n, int64_t rows, const float* w, const float* in, int64_t ld_in, float* out,
+                                 int64_t ld_out);
+// Deal a row to `stride` phases: phases[f][j] = row[j * stride + f] for j < n (row holds stride * n floats).
+using DepthwiseSplitF32 = void (*)(const float* row, int64_t n, int stride, float* const* phases);
+
+// The convolution part: the same register tile with B's rows read in place, B gathered from an image, and
+// the depthwise convolution's row kernel.
 struct ConvKernels {
   UkernelRowsF32 ukernel_rows;
   PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
+  DepthwiseRowF32 depthwise_row;
+  Depthwise3x3F32 depthwise_3x3;
+  DepthwiseSplitF32 depthwise_split;
 };
 
 // One ISA's register tile and what runs on it (built by make_kernel_set<> in csrc/gemm/make_kernel_set.hpp).

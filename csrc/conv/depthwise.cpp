@@ -1,0 +1,154 @@
+// Depthwise convolution (one input channel per group: groups == C, each group's K/groups output channels
+// from its own channel) as a direct vectorised loop, not an implicit GEMM: the GEMM of one group would be
+// K/groups x (R*S) x (P*Q), one row deep per channel, where the register tile has nothing to reuse.
+//
+// Per (image, channel) plane, a thread builds a zero-padded fp32 copy of the plane in its own buffer (L2),
+// split by stride phase: phase f holds the padded columns f, f + stride_w, f + 2 stride_w, ..., so that for
+// every filter tap the inputs of consecutive output pixels are consecutive floats (tap (r, s) of output
+// (oh, ow) is phase (s dil_w) % stride_w, row oh stride_h + r dil_h, column ow + (s dil_w) / stride_w). An
+// output row is then the weighted sum of R*S contiguous tap rows: the kernel set's depthwise_row (vectorised
+// per ISA, csrc/conv/depthwise_row.hpp), written once per row with no intermediate.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "opbench/aligned.hpp"
+#include "opbench/conv.hpp"
+#include "opbench/fp16.hpp"
+#include "opbench/limits.hpp"
+#include "opbench/thread_pool.hpp"
+
+namespace opbench {
+
+namespace {
+
+// The padded input split by stride phase in both directions: phase (fh, fw) holds padded rows fh, fh + sh,
+// ... and of those the columns fw, fw + sw, ...; each phase is ph rows of pw floats, the phases one after
+// the other, then `slack` floats the flattened rows may read past the last one (results that are dropped).
+struct Phases {
+  int64_t hp, wp, sh, sw, ph, pw, slack;
+  int64_t floats() const { return sh * sw * ph * pw + slack; }
+  float* at(float* base, int64_t fh, int64_t fw) const { return base + (fh * sw + fw) * ph * pw; }
+};
+
+Phases phases_of(const ConvProblem& p) {
+  Phases g;
+  g.hp = p.h + 2 * p.pad_h;
+  g.wp = p.w_in + 2 * p.pad_w;
+  g.sh = p.stride_h;
+  g.sw = p.stride_w;
+  g.ph = ceil_div(g.hp, g.sh);
+  g.pw = ceil_div(g.wp, g.sw);
+  g.slack = g.pw + (p.s - 1) * p.dil_w + 64;
+  return g;
+}
+
+// The phases of input plane `src` (h x w_in, fp32 or fp16), zero-padded. Each input row is first made a
+// zero-padded fp32 row (wp floats; for stride_w 1 that is the phase row itself), then dealt to the column
+// phases by the kernel set's vectorised depthwise_split.
+void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* src, float* row, float* dst,
+                  float** phase_rows) {
+  const bool f16 = p.dtype == Dtype::f16;
+  for (int64_t rr = 0; rr < g.ph * g.sh; ++rr) {
+    const int64_t fh = rr % g.sh, prow = rr / g.sh, ih = rr - p.pad_h;
+    for (int64_t fw = 0; fw < g.sw; ++fw) phase_rows[fw] = g.at(dst, fh, fw) + prow * g.pw;
+    if (ih < 0 || ih >= p.h) {  // padding rows (and the rows that round the last phase up)
+      for (int64_t fw = 0; fw < g.sw; ++fw) std::fill(phase_rows[fw], phase_rows[fw] + g.pw, 0.0f);
+      continue;
+    }
+    float* padded = g.sw == 1 ? phase_rows[0] : row;
+    const int64_t at = ih * p.w_in;
+    std::fill(padded, padded + p.pad_w, 0.0f);
+    if (f16) {
+      ks.gemm.widen_f16(static_cast<const uint16_t*>(src) + at, padded + p.pad_w, p.w_in);
+    } else {
+      std::memcpy(padded + p.pad_w, static_cast<const float*>(src) + at, sizeof(float) * p.w_in);
+    }
+    std::fill(padded + p.pad_w + p.w_in, padded + g.sw * g.pw, 0.0f);
+    if (g.sw > 1) ks.conv.depthwise_split(padded, g.pw, static_cast<int>(g.sw), phase_rows);
+  }
+  std::fill(dst + g.floats() - g.slack, dst + g.floats(), 0.0f);
+}
+
+}  // namespace
+
+bool conv2d_is_depthwise(const ConvProblem& p) { return p.c == p.groups && p.k / p.groups <= kDepthwiseMaxMultiplier; }
+
+int64_t depthwise_workspace_floats(const ConvProblem& p, int threads) {
+  using checked::add;
+  using checked::mul;
+  const Phases g = phases_of(p);
+  const int64_t planes = add(mul(mul(mul(g.sh, g.sw, "phases"), g.ph, "phases"), g.pw, "phases"), g.slack, "phases");
+  const int64_t rows = add(mul(g.sw, g.pw, "padded row"), mul(p.out_h(), g.pw, "output block"), "rows");
+  const int64_t per_thread = add(add(planes, rows, "depthwise scratch"), 2 * p.r * p.s, "taps");
+  return mul(per_thread, threads, "depthwise scratch");
+}
+
+void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
+  const Phases g = phases_of(p);
+  const int64_t P = p.out_h(), Q = p.out_w(), PQ = P * Q;
+  const int64_t mult = p.k / p.groups, taps = p.r * p.s;
+  const int64_t planes = p.n * p.c;
+  const bool f16 = p.dtype == Dtype::f16;
+  const int64_t elem = f16 ? 2 : 4;
+  // Output rows are computed pw floats apart, as one flattened row of (P - 1) pw + Q outputs: tap (r, s)
+  // reads its phase from tap_off onwards, and output (oh, ow) lands at oh pw + ow (columns ow >= Q, which
+  // read into the next row, are dropped). One call per plane, no divisions in the loops.
+  std::vector<int64_t> tap_off(static_cast<size_t>(taps));
+  for (int64_t r = 0; r < p.r; ++r) {
+    for (int64_t s = 0; s < p.s; ++s) {
+      const int64_t row = r * p.dil_h, col = s * p.dil_w;
+      tap_off[static_cast<size_t>(r * p.s + s)] =
+          ((row % g.sh) * g.sw + col % g.sw) * g.ph * g.pw + (row / g.sh) * g.pw + col / g.sw;
+    }
+  }
+  const int64_t flat = (P - 1) * g.pw + Q;
+  // The common 3x3 filter at stride 1 (MobileNet's, EfficientNet's) has a kernel of its own that computes
+  // four output rows from six input rows.
+  const bool dense3x3 = p.r == 3 && p.s == 3 && g.sh == 1 && g.sw == 1 && p.dil_h == 1 && p.dil_w == 1;
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
+  ThreadPool::instance().run(threads, [&](int tid) {
+    static thread_local AlignedBuffer plane_buffer, row_buffer, out_buffer;
+    static thread_local std::vector<const float*> src;
+    static thread_local std::vector<float> wt;
+    static thread_local std::vector<float*> phase_rows;
+    phase_rows.resize(static_cast<size_t>(g.sw));
+    src.resize(static_cast<size_t>(taps));
+    wt.resize(static_cast<size_t>(taps));
+    auto* xp = static_cast<float*>(plane_buffer.reserve(static_cast<size_t>(g.floats()) * sizeof(float)));
+    auto* row = static_cast<float*>(row_buffer.reserve(static_cast<size_t>(g.sw * g.pw) * sizeof(float)));
+    auto* block = static_cast<float*>(out_buffer.reserve(static_cast<size_t>(P * g.pw) * sizeof(float)));
+    for (int64_t t = 0; t < taps; ++t) src[static_cast<size_t>(t)] = xp + tap_off[static_cast<size_t>(t)];
+    for (int64_t pl = planes * tid / threads; pl < planes * (tid + 1) / threads; ++pl) {
+      const int64_t img = pl / p.c, ch = pl % p.c;
+      build_phases(ks, p, g, static_cast<const char*>(p.x) + pl * p.h * p.w_in * elem, row, xp, phase_rows.data());
+      for (int64_t m = 0; m < mult; ++m) {
+        const int64_t kch = ch * mult + m;
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t at = kch * taps + t;
+          wt[static_cast<size_t>(t)] = f16 ? half_to_float(static_cast<const uint16_t*>(p.w)[at]) : static_cast<const float*>(p.w)[at];
+        }
+        char* y_plane = static_cast<char*>(p.y) + (img * p.k + kch) * PQ * elem;
+        if (dense3x3) {  // output rows straight into Y (fp32) or the fp32 block (fp16)
+          float* out = f16 ? block : reinterpret_cast<float*>(y_plane);
+          ks.conv.depthwise_3x3(Q, P, wt.data(), xp, g.pw, out, f16 ? g.pw : Q);
+          if (f16) ks.gemm.store_f16(block, g.pw, P, Q, reinterpret_cast<uint16_t*>(y_plane), Q);
+          continue;
+        }
+        // Straight into Y when its rows are pw apart already (no padding, stride 1 and a 1-wide filter).
+        const bool direct = !f16 && g.pw == Q;
+        float* out = direct ? reinterpret_cast<float*>(y_plane) : block;
+        ks.conv.depthwise_row(flat, static_cast<int>(taps), wt.data(), src.data(), out);
+        if (f16) {
+          ks.gemm.store_f16(block, g.pw, P, Q, reinterpret_cast<uint16_t*>(y_plane), Q);
+        } else if (!direct) {
+          for (int64_t oh = 0; oh < P; ++oh) {
+            std::memcpy(reinterpret_cast<float*>(y_plane) + oh * Q, block + oh * g.pw, sizeof(float) * Q);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace opbench
