@@ -47,7 +47,8 @@ double anchor_sgemm(void* fn, long loops, int m, int n, int k, const float* a, c
   for (long i = 0; i < loops; ++i) ((sgemm_t)fn)(101, 111, 111, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
   return now() - t0;
 }
-double anchor_sgemv(void* fn, long loops, int trans, int rows, int cols, const float* a, const float* x, float* y) {
+double anchor_sgemv(void* fn, long loops, int trans, int rows, int cols, const float* a, const float* x,
+                    float* y) {
   double t0 = now();
   for (long i = 0; i < loops; ++i) ((sgemv_t)fn)(101, trans, rows, cols, 1.0f, a, cols, x, 1, 0.0f, y, 1);
   return now() - t0;
@@ -79,7 +80,9 @@ def _loop_library() -> ctypes.CDLL | None:
             src = Path(tmp) / "loop.c"
             src.write_text(_LOOP_C)
             built = Path(tmp) / target.name
-            done = subprocess.run([cc, "-O2", "-shared", "-fPIC", str(src), "-o", str(built)], capture_output=True)
+            done = subprocess.run(
+                [cc, "-O2", "-shared", "-fPIC", str(src), "-o", str(built)], capture_output=True
+            )
             if done.returncode != 0:
                 return None
             os.replace(built, target)  # atomic: a concurrent run sees the old file or the whole new one
@@ -198,3 +201,34 @@ def register() -> list[str]:
     backends.register(OpenBlasBackend.name, OpenBlasBackend)
     backends.register(OpenBlasGemvBackend.name, OpenBlasGemvBackend)
     return [] if OpenBlasBackend().unavailable_reason() else [OpenBlasBackend.name, OpenBlasGemvBackend.name]
+
+
+def main() -> int:
+    """Says whether the anchor runs here and how: the library, its configuration and how calls are timed."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    backend = OpenBlasBackend()
+    reason = backend.unavailable_reason()
+    if reason:
+        print(f"OpenBLAS anchor not available: {reason}")
+        return 1
+    backend.setup(args.threads, "cpu")
+    from opbench.ops import gemm
+
+    shape = gemm.GemmShape(256, 256, 256)
+    inputs = gemm.make_inputs(shape, "fp32", 0)
+    case = backend.prepare("gemm", shape, inputs, {})
+    ok = gemm.check(shape, case.output(), inputs, gemm.reference(shape, inputs), "fp32", "fp32")["ok"]
+    seconds = min(case.run(20) / 20 for _ in range(5))
+    print(f"{case.details['library']}; {case.details['call']}, {case.details['timed']}")
+    print(
+        f"256^3 on {args.threads} thread(s): {gemm.flops(shape) / seconds / 1e9:.1f} GFLOPS, verified: {ok}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,7 +12,8 @@ the last-level cache) the bytes they must move per second against the triad band
 A summary gives each class's geometric mean and minimum of ours / best peer.
 
 Classes: gemv (1xNxK and Mx1xK at 4096, 8192), small-m (M = 2..32 x 4096 x 4096), cubes (32..256),
-skinny (ResNet-50's classifier 128x1000x2048; tall 4096 x {8, 16} x 4096), conv (3x3 at 7x7 with 512
+skinny (ResNet-50's classifier 128x1000x2048; tall 4096 x {8, 16} x 4096), large (BERT-base at 1024 tokens,
+squares 1024-4096: they must keep their level), conv (3x3 at 7x7 with 512
 channels and 14x14 with 256, batch 4) and depthwise (3x3 at 112x112 with 32 channels, 56x56 with 128,
 and MobileNet's stride-2 112x112 with 64; batch 4). MindSpore's CPU convolution takes seconds per call:
 it joins the conv classes only with --mindspore-conv.
@@ -46,6 +47,16 @@ CLASSES: dict[str, tuple[str, list[Any]]] = {
     "small-m": ("gemm", [G(m, 4096, 4096) for m in (2, 4, 8, 16, 32)]),
     "cubes": ("gemm", [G(s, s, s) for s in (32, 64, 96, 128, 160, 192, 256)]),
     "skinny": ("gemm", [G(128, 1000, 2048), G(4096, 8, 4096), G(4096, 16, 4096)]),
+    # Large shapes must keep their level: BERT-base at 1024 tokens (QKV, FFN up and down) and squares.
+    "large": (
+        "gemm",
+        [
+            G(1024, 2304, 768),
+            G(1024, 3072, 768),
+            G(1024, 768, 3072),
+            *(G(s, s, s) for s in (1024, 2048, 4096)),
+        ],
+    ),
     "conv": ("conv", [_conv(4, 512, 7, 512), _conv(4, 256, 14, 256)]),
     "depthwise": (
         "conv",
@@ -167,29 +178,35 @@ def main() -> int:
                     f"  ({n}: wrong answer, not compared)" for n in row["failed"]
                 )
                 mem_text = f"{gbs:6.1f} {100 * gbs / triad:5.0f}%" if mem else f"{'':>6} {'':>6}"
-                print(
-                    f"{cls:>9} {row['shape']:>28} {ours:9.1f} {best_text:>24} {ratio:9.2f} {mem_text}  {every}{flags}",
-                    flush=True,
-                )
+                line = f"{cls:>9} {row['shape']:>28} {ours:9.1f} {best_text:>24} {ratio:9.2f} {mem_text}"
+                print(f"{line}  {every}{flags}", flush=True)
 
     print("\n## Summary: ours / best peer per class (geometric mean, minimum)")
     for threads in threads_list:
         for cls in classes:
-            ratios = [r["ratio"] for r in rows if r["class"] == cls and r["threads"] == threads and r["best"]]
-            if ratios:
-                low = min((r for r in rows if r["class"] == cls and r["threads"] == threads and r["best"]),
-                          key=lambda r: r["ratio"])  # fmt: skip
-                mem = [r["gbs"] / r["triad"] for r in rows if r["class"] == cls and r["threads"] == threads and r["gbs"]]
-                mem_text = f"; memory-bound at {100 * min(mem):.0f}-{100 * max(mem):.0f}% of triad" if mem else ""
-                print(
-                    f"{threads} thr {cls:>9}: geomean {geomean(ratios):.2f}, min {low['ratio']:.2f} "
-                    f"({low['shape']} vs {low['best']}){mem_text}"
-                )
+            mine = [r for r in rows if r["class"] == cls and r["threads"] == threads and r["best"]]
+            if not mine:
+                continue
+            low = min(mine, key=lambda r: r["ratio"])
+            mem = [r["gbs"] / r["triad"] for r in mine if r["gbs"]]
+            mem_text = f"; memory-bound at {100 * min(mem):.0f}-{100 * max(mem):.0f}% of triad" if mem else ""
+            print(
+                f"{threads} thr {cls:>9}: geomean {geomean([r['ratio'] for r in mine]):.2f}, "
+                f"min {low['ratio']:.2f} ({low['shape']} vs {low['best']}){mem_text}"
+            )
 
     if args.markdown:
         names = sorted({n for r in rows for n in r["peers"]}, key=lambda n: (n not in GEMM_PEERS, n))
-        head = ["class", "shape", "threads", "ours GFLOPS", *[f"{n}" for n in names], "best peer", "ours / best"]
-        head += ["GB/s (% triad)"]
+        head = [
+            "class",
+            "shape",
+            "threads",
+            "ours GFLOPS",
+            *names,
+            "best peer",
+            "ours / best",
+            "GB/s (% triad)",
+        ]
         table = []
         for r in rows:
             cells = [r["class"], r["shape"], r["threads"], f"{r['ours']:.1f}"]

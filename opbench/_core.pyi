@@ -24,6 +24,8 @@ def prepare_gemm(
     threads: int = 1,
     isa: str = "",
     accumulate: str = "fp32",
+    small_m: int | None = None,
+    parallel_flops: int | None = None,
 ) -> Plan: ...
 def prepare_conv2d(
     x: np.ndarray,

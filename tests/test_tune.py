@@ -489,3 +489,46 @@ def test_a_worker_killed_from_outside_is_reported_and_replaced() -> None:
     finally:
         del os.environ["OPBENCH_FAULT_HANG"]
         runner.close()
+
+
+def test_the_path_thresholds_are_searched_recorded_and_applied(tmp_path: Path) -> None:
+    """`--space gemm_paths` searches small_m and parallel_flops beside the tiles: each trial's record of
+    what ran carries them, a tuned record with them (0 included) is valid, and a sweep with --tuned runs the
+    path the record's thresholds choose."""
+    args = ["tune", "gemm", "--m", "8", "--n", "96", "--k", "64", "--threads", "2", "--space", "gemm_paths"]
+    args += ["--params", "small_m,parallel_flops", "--sampler", "grid", "--seed", "0", "--trials", "4"]
+    args += ["--confirm-top", "1", "--confirm-rounds", "1", "--out", str(tmp_path)]
+    proc = run_cli(args)
+    assert proc.returncode == 0, proc.stderr
+    study = load(sqlite(tmp_path), "gemm-8x96x64-fp32-t2")
+    searched = {
+        (t.user_attrs["tiles"]["small_m"], t.user_attrs["tiles"]["parallel_flops"]) for t in study.trials
+    }
+    assert searched == {(0, 0), (0, 131072), (1048576, 0), (1048576, 131072)}
+
+    from opbench.ops import gemm
+    from opbench.tune import records
+
+    shape = gemm.GemmShape(8, 96, 64)
+    record = {
+        "op": "gemm",
+        "dtype": "fp32",
+        "shape": shape.to_dict(),
+        "threads": 2,
+        "tiles": {"tile_m": 14, "tile_n": 96, "tile_k": 64, "small_m": 0, "parallel_flops": 0},
+        "isa": "",
+        "study": "by hand",
+    }
+    records.save(record)
+    tiles, note = records.tuned("gemm", shape, "fp32", 2)
+    assert "exact" in note and tiles["small_m"] == 0 and tiles["parallel_flops"] == 0
+    doc_dir = tmp_path / "sweep"
+    proc = run_cli(
+        ["sweep", "gemm", "--m", "8", "--n", "96", "--k", "64", "--dtype", "fp32", "--backend", "cpp"]
+        + ["--threads", "2", "--tuned", "--out", str(doc_dir), "--max-time-s", "0.05"]
+    )
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = [json.loads(p.read_text()) for p in doc_dir.glob("*.json")]
+    details = doc["records"][0]["details"]
+    assert details["path"].startswith("blocked")  # small_m 0: B packed, although M = 8
+    assert details["tiles_effective"]["small_m"] == 0 and details["tiles_effective"]["parallel_flops"] == 0

@@ -10,11 +10,9 @@ import numpy as np
 
 from opbench.backends.base import Backend, Prepared
 from opbench.errors import BackendUnavailable
+from opbench.ops.gemm import THRESHOLDS  # passed on only where a case gives them (0 is a value)
 
 TILES = ("tile_m", "tile_n", "tile_k")
-# GEMM's path thresholds (kernels.gemm's small_m and parallel_flops; 0 is a value): passed on only where a
-# case gives them.
-THRESHOLDS = ("small_m", "parallel_flops")
 
 
 class _CppCase(Prepared):

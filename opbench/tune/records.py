@@ -21,6 +21,7 @@ from typing import Any
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
 from opbench.ops import shape_label
+from opbench.ops.gemm import THRESHOLDS
 
 SCHEMA_VERSION = 1
 
@@ -117,7 +118,8 @@ def _well_formed(r: Any) -> bool:
     if "user_kernel" in r:
         return isinstance(r["user_kernel"], dict) and isinstance(r.get("params"), dict)
     return isinstance(r.get("tiles"), dict) and all(
-        isinstance(v, int) and v >= 1 for v in r["tiles"].values()
+        isinstance(v, int) and not isinstance(v, bool) and v >= (0 if k in THRESHOLDS else 1)
+        for k, v in r["tiles"].items()
     )
 
 

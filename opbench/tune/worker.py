@@ -32,6 +32,7 @@ def _serve(proto: Any) -> None:
     from opbench.machine import pin_to_cpus
     from opbench.measure import Bench, combine
     from opbench.ops import get_op
+    from opbench.ops.gemm import THRESHOLDS
     from opbench.reference import InRunReference
     from opbench.timing import Timer, TimerConfig
 
@@ -59,9 +60,13 @@ def _serve(proto: Any) -> None:
                 case = user.prepare(ran)
                 result, run = case.output(), case.run
             else:
-                plan = op.plan(shape, inputs, req.get("tiles") or {}, threads, req.get("isa") or None)
+                asked = req.get("tiles") or {}
+                plan = op.plan(shape, inputs, asked, threads, req.get("isa") or None)
                 result, run = plan.output(), plan.run
-                ran = {k: plan.tiles()[k] for k in ("tile_m", "tile_n", "tile_k")}
+                info = plan.tiles()
+                # the tiles that ran, and the path thresholds where the space searches them (gemm_paths)
+                ran = {k: info[k] for k in ("tile_m", "tile_n", "tile_k")}
+                ran.update({k: info[k] for k in THRESHOLDS if k in asked and k in info})
             verify = None
             if reference is not None:
                 verify = op.check(shape, result, inputs, reference, dtype, accumulate)

@@ -51,7 +51,7 @@ using GruCell = void (*)(int64_t rows, int64_t cols, float* gx, int64_t ldgx, co
 using RnnCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz, bool relu, float* h32,
                          uint16_t* h16, int64_t ldh);
 
-// Rows [0, m) of C (+)= A * B for n <= 4 columns, A unpacked (fp32, or fp16 when a_f16), B given as
+// Rows [0, m) of C (+)= A * B for n <= 8 columns, A unpacked (fp32, or fp16 when a_f16), B given as
 // bt: n x k fp32, contiguous. C is fp32 row-major; with accumulate == false it is never read.
 // acc[0:nb) += sum over r < g (g <= 8) of a[r] * rows[r][0:nb): the M = 1 path streaming rows of B.
 using RowAxpyF32 = void (*)(int64_t nb, int g, const float* a, const float* const* rows, float* acc);
@@ -101,7 +101,7 @@ struct F16AccKernels {
 enum class MicroPanelHome { l1, l2 };
 
 // The GEMM part of a kernel set: the register-tile micro-kernel, packing from every layout and dtype, the
-// N <= 4 path and the conversions.
+// few-columns path and the conversions.
 struct GemmKernels {
   UkernelF32 ukernel;
   PackAF32 pack_a_f32;
@@ -113,7 +113,7 @@ struct GemmKernels {
   PackBtF32 pack_bt_f32;
   PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
-  ThinF32 thin;  // the N <= 4 path (csrc/gemm/thin.hpp)
+  ThinF32 thin;  // the few-columns path (csrc/gemm/thin.hpp)
   RowAxpyF32 row_axpy;  // the M = 1 path's inner loop (csrc/gemm/thin.hpp)
   WidenF16 widen_f16;
 };
