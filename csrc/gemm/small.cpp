@@ -43,9 +43,7 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
   ThreadPool::instance().run(threads, [&](int tid) {
     int64_t lo, hi;
-    split::share(chunks, threads, tid, lo, hi);
-    lo *= 16;
-    hi = std::min(p.m, hi * 16);
+    split::share_steps(p.m, 16, threads, tid, lo, hi);
     if (hi <= lo) return;
     ks.gemm.thin(hi - lo, static_cast<int>(p.n), p.k, static_cast<const char*>(p.a) + lo * p.lda * elem, f16_in, p.lda,
             bt, c32 + lo * ldc32, ldc32, p.accumulate);
@@ -112,9 +110,7 @@ void gemm_row(const KernelSet& ks, const GemmProblem& p, int threads) {
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
   ThreadPool::instance().run(threads, [&](int tid) {
     int64_t lo, hi;
-    split::share(chunks, threads, tid, lo, hi);
-    lo *= 16;
-    hi = std::min(p.n, hi * 16);
+    split::share_steps(p.n, 16, threads, tid, lo, hi);
     if (hi > lo) row_range(ks, p, 0, p.k, lo, hi, out + lo, p.accumulate);
   });
   if (f16_out) ks.gemm.store_f16(out, p.n, 1, p.n, static_cast<uint16_t*>(p.c), p.n);
@@ -138,7 +134,7 @@ constexpr int64_t kPrefetchPanels = 4;
 constexpr int64_t kStreamKc = 64;
 
 void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Blocking& blk, int threads) {
-  const KernelSet& ks = prefer_narrow(ks_main, p.n) ? *ks_main.narrow : ks_main;
+  const KernelSet& ks = tile_kernels(ks_main, p.n);
   const int64_t MR = ks.mr, NR = ks.nr;
   const bool f16_in = p.in_dtype == Dtype::f16, f16_out = p.out_dtype == Dtype::f16;
   const int64_t row_panels = ceil_div(p.m, MR), col_panels = ceil_div(p.n, NR);
@@ -152,11 +148,9 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
 
   ThreadPool::instance().run(threads, [&](int tid) {
     static thread_local AlignedBuffer a_buffer, b_buffer, c_buffer, off_buffer, edge_buffer;
-    int64_t rp_lo, rp_hi, q_lo, q_hi;
-    split::share(row_panels, tm, tid / tn, rp_lo, rp_hi);
-    split::share(col_panels, tn, tid % tn, q_lo, q_hi);
-    const int64_t m_lo = rp_lo * MR, m_hi = std::min(p.m, rp_hi * MR);
-    const int64_t n_lo = q_lo * NR, n_hi = std::min(p.n, q_hi * NR);
+    int64_t m_lo, m_hi, n_lo, n_hi;
+    split::share_steps(p.m, MR, tm, tid / tn, m_lo, m_hi);
+    split::share_steps(p.n, NR, tn, tid % tn, n_lo, n_hi);
     if (m_hi <= m_lo || n_hi <= n_lo) return;
     const int64_t rows = m_hi - m_lo;
     const int64_t tiles = ceil_div(rows, MR);
@@ -236,10 +230,6 @@ bool thin_path(const KernelSet& ks, const GemmProblem& p) {
 }
 
 }  // namespace
-
-bool prefer_narrow(const KernelSet& ks, int64_t n) {
-  return ks.narrow != nullptr && 4 * round_up(n, ks.narrow->nr) <= 3 * round_up(n, ks.nr);
-}
 
 bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thin_path(ks, p) || row_path(p); }
 

@@ -21,7 +21,4 @@ bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p);
 // The floats small_gemm's paths may allocate for this problem (an upper bound, overflow-checked).
 int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
 
-// The narrow-or-main register tile choice, shared with the blocked path (blocked.cpp).
-bool prefer_narrow(const KernelSet& ks, int64_t n);
-
 }  // namespace opbench

@@ -16,6 +16,14 @@ inline void share(int64_t total, int parts, int idx, int64_t& lo, int64_t& hi) {
   hi = lo + base + (idx < extra ? 1 : 0);
 }
 
+// share() over `total` items in steps of `step` (register tiles, vector-width chunks): [lo, hi) is whole steps
+// of items, the last share ending at `total`.
+inline void share_steps(int64_t total, int64_t step, int parts, int idx, int64_t& lo, int64_t& hi) {
+  share(ceil_div(total, step), parts, idx, lo, hi);
+  lo *= step;
+  hi = std::min(total, hi * step);
+}
+
 // Split `threads` into a grid tm x tn over (MR-row panels of M) x (NR-column panels) that minimises the
 // padded micro-tiles of the busiest thread; ties prefer more row groups. Splitting columns repeats A
 // packing, but each thread then reads only the B micro-panels it packed itself (in its own L2); charging the
