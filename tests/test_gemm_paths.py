@@ -69,15 +69,36 @@ def test_unpacked_path_with_any_tiles(isa: str, dtype: str, tiles: tuple) -> Non
     assert_close(c, inp, dtype)
 
 
+# Every padded width of the thin path (2, 4, 8, 16, 32: one to sixteen rows of B per vector, or two
+# vectors per row) exact and padded, N = 16 (read in place on AVX-512), and K below, at and past whole groups.
+THIN_N = [2, 3, 4, 5, 8, 9, 12, 16, 17, 24, 31, 32]
+THIN_K = [1, 3, 7, 17, 523]
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n", [5, 6, 7, 8])
+@pytest.mark.parametrize("n", THIN_N)
 @pytest.mark.parametrize("threads", [1, 3])
-def test_few_columns_of_a_deep_product_are_dot_products(isa: str, dtype: str, n: int, threads: int) -> None:
-    inp = inputs_for(37, n, 523, dtype)
-    plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads)
-    assert plan.tiles()["path"].startswith("thin")
-    assert_close(plan.output(), inp, dtype)
+def test_few_columns_take_the_thin_path_at_every_width(isa: str, dtype: str, n: int, threads: int) -> None:
+    for m, k in ((2, 1), (37, 3), (9, 7), (21, 17), (37, 523)):
+        inp = inputs_for(m, n, k, dtype, seed=n + k)
+        plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0)
+        assert plan.tiles()["path"].startswith("thin"), (m, n, k)
+        assert_close(plan.output(), inp, dtype)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("n", [3, 8, 16, 32])
+def test_thin_path_reads_b_transposed(isa: str, n: int) -> None:
+    """dA = dC B^T takes the thin path with B^T read through its transpose when B has few rows (K here)."""
+    m, k = 29, n
+    shape = gemm_op.GemmShape(m, 53, k)
+    inp = gemm_op.make_inputs(shape, "fp32", 7)
+    dc = np.random.default_rng(8).uniform(-1, 1, (m, 53)).astype(np.float32)
+    da, _ = kernels.gemm_backward(inp["a"], inp["b"], dc, threads=2, isa=isa)
+    want = dc.astype(np.float64) @ inp["b"].astype(np.float64).T
+    scale = np.abs(dc.astype(np.float64)) @ np.abs(inp["b"].astype(np.float64).T) + 1e-30
+    assert (np.abs(da - want) <= 8 * 53 * 6e-8 * scale + 1e-6).all()
 
 
 def test_each_shape_takes_the_path_its_thresholds_say() -> None:
@@ -89,18 +110,14 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(1, 300, 40).startswith("row")
     assert path(300, 3, 40).startswith("thin")
     assert path(300, 8, 600).startswith("thin")
-    assert not path(300, 8, 100).startswith("thin")  # a shallow product: its horizontal sums would dominate
+    assert path(300, 32, 4).startswith("thin")
+    assert path(3, 16, 4).startswith("thin")  # few columns before few rows
+    assert not path(300, 33, 40).startswith("thin")
     assert path(small_m, 64, 64).startswith("unpacked")
     assert path(small_m + 1, 64, 64).startswith("blocked")
     assert path(20, 64, 64, small_m=19).startswith("blocked")
     assert path(20, 64, 64, small_m=20).startswith("unpacked")
     assert path(20, 64, 64, small_m=0).startswith("blocked")
-    # few columns (too shallow for the dot products) take the default kernel set's narrow tile, if any
-    main_nr = kernels.default_tiles()["nr"]
-    narrow = [n for n in (8, 16) if kernels.default_tiles(n=n)["nr"] < main_nr]
-    if narrow:
-        n = narrow[0]
-        assert "narrow" in path(kernels.default_tiles(n=n)["small_m"] + 1, n, 64)
 
 
 def test_thresholds_are_reported_and_checked() -> None:

@@ -20,6 +20,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.description = description;
   ks.mr = MR;
   ks.nr = NR;
+  ks.thin_lanes = ThinLanes;
   ks.b_panel_home = b_panel_home;
   ks.narrow = narrow;
   ks.gemm.ukernel = ukernel;

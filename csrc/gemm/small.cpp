@@ -1,7 +1,7 @@
 // GEMMs whose operands are used too few times to pay for packing them (csrc/gemm/README.md, "Paths by
-// shape"): one row of A (gemm_row: B streamed into an L1 accumulator), at most four columns of B (gemm_thin:
-// dot products over unpacked rows of A), and few rows of A (gemm_unpacked_b: the blocked loops with B read
-// in place by the register tile's rows micro-kernel instead of packed).
+// shape"): one row of A (gemm_row: B streamed into an L1 accumulator), at most thin::kMaxN columns of B
+// (gemm_thin: A streamed in place against a B that stays in cache), and few rows of A (gemm_unpacked_b: the
+// blocked loops with B read in place by the register tile's rows micro-kernel instead of packed).
 #include "small.hpp"
 
 #include <algorithm>
@@ -17,36 +17,77 @@ namespace opbench {
 
 namespace {
 
-// The thin path (ThinF32, kernel_set.hpp) takes N <= 4, and N <= 8 for products at least kThinWideK deep: its
-// passes end in horizontal sums, which cost as much as the products at K = 256 (256x8x256 on 2 Zen 5 cores:
-// 79 GFLOPS thin, 112 blocked; 1024x8x1024: 145 and 109; 4096x5x4096: 103 and 58).
-constexpr int64_t kThinMaxN = 4;
-constexpr int64_t kThinWideMaxN = 8;
-constexpr int64_t kThinWideK = 512;
-
-// N <= 4: dot products over unpacked rows of A (kernel_set.hpp, ThinF32). B^T is gathered into fp32 once;
-// threads take contiguous shares of the rows, in multiples of 16.
-void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
-  static thread_local AlignedBuffer bt_buffer, c_buffer;
-  const bool f16_in = p.in_dtype == Dtype::f16, f16_out = p.out_dtype == Dtype::f16;
-  float* bt = static_cast<float*>(bt_buffer.reserve(p.n * p.k * sizeof(float)));
-  for (int64_t j = 0; j < p.n; ++j) {
-    for (int64_t q = 0; q < p.k; ++q) {
-      const int64_t at = p.trans_b ? j * p.ldb + q : q * p.ldb + j;
-      bt[j * p.k + q] = f16_in ? half_to_float(static_cast<const uint16_t*>(p.b)[at]) : static_cast<const float*>(p.b)[at];
+// Rows [q_lo, q_hi) of B (whole groups, or up to K) into the thin layout at bp (thin::group g, width w):
+// columns past N and rows past K stay zero.
+template <class T>
+void pack_thin_rows(const T* b, int64_t ldb, bool trans_b, int64_t n, int64_t k, int g, int w, int64_t q_lo,
+                    int64_t q_hi, float* bp) {
+  auto value = [](T v) {
+    if constexpr (sizeof(T) == 2) {
+      return half_to_float(v);
+    } else {
+      return v;
     }
+  };
+  std::fill(bp + q_lo / g * w, bp + ceil_div(q_hi, g) * w, 0.0f);
+  const int64_t q_end = std::min(q_hi, k);
+  if (trans_b) {  // B^T is n x k: each row of it is one column of B
+    for (int64_t j = 0; j < n; ++j) {
+      const T* src = b + j * ldb;
+      for (int64_t q = q_lo; q < q_end; ++q) bp[q / g * w + j * g + q % g] = value(src[q]);
+    }
+    return;
   }
+  for (int64_t q = q_lo; q < q_end; ++q) {
+    const T* src = b + q * ldb;
+    float* dst = bp + q / g * w + q % g;
+    for (int64_t j = 0; j < n; ++j) dst[j * g] = value(src[j]);
+  }
+}
+
+// Whether B's own rows already are the thin layout (fp32, not transposed, N == one group's width: 16 or 32
+// columns on AVX-512), so that the thin kernel reads them in place.
+bool thin_b_in_place(const KernelSet& ks, const GemmProblem& p) {
+  const int np = thin::padded_n(p.n);
+  return thin::group(ks.thin_lanes, np) == 1 && p.n == thin::width(ks.thin_lanes, np) &&
+         p.in_dtype == Dtype::f32 && !p.trans_b;
+}
+
+// N <= thin::kMaxN, A row-major: A streamed in place (kernel_set.hpp, ThinF32). B is read in place
+// (thin_b_in_place), or else packed into the thin layout by all the threads, each a share of its rows, and
+// then shared. Threads take contiguous shares of the rows of A, in multiples of kThinRowStep (8, so that 16
+// rows still use two threads).
+constexpr int64_t kThinRowStep = 8;
+
+void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
+  static thread_local AlignedBuffer bp_buffer, c_buffer;
+  const bool f16_in = p.in_dtype == Dtype::f16, f16_out = p.out_dtype == Dtype::f16;
+  const int np = thin::padded_n(p.n), g = thin::group(ks.thin_lanes, np), w = thin::width(ks.thin_lanes, np);
+  const bool in_place = thin_b_in_place(ks, p);
+  const int64_t packed = in_place ? 0 : thin::packed_floats(ks.thin_lanes, p.n, p.k);
+  float* bp = in_place ? nullptr : static_cast<float*>(bp_buffer.reserve(static_cast<size_t>(packed) * sizeof(float)));
   float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(p.m * p.n * sizeof(float))) : static_cast<float*>(p.c);
   const int64_t ldc32 = f16_out ? p.n : p.ldc;
   const int64_t elem = f16_in ? 2 : 4;
-  const int64_t chunks = ceil_div(p.m, 16);
+  const int64_t chunks = ceil_div(p.m, kThinRowStep);
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
+  SpinBarrier packed_b(threads);
   ThreadPool::instance().run(threads, [&](int tid) {
     int64_t lo, hi;
-    split::share_steps(p.m, 16, threads, tid, lo, hi);
+    split::share_steps(p.k, 16, threads, tid, lo, hi);  // 16: a whole number of groups for every g
+    if (!in_place && hi > lo) {
+      if (f16_in) {
+        pack_thin_rows(static_cast<const uint16_t*>(p.b), p.ldb, p.trans_b, p.n, p.k, g, w, lo, hi, bp);
+      } else {
+        pack_thin_rows(static_cast<const float*>(p.b), p.ldb, p.trans_b, p.n, p.k, g, w, lo, hi, bp);
+      }
+    }
+    if (!in_place) packed_b.wait();
+    split::share_steps(p.m, kThinRowStep, threads, tid, lo, hi);
     if (hi <= lo) return;
     ks.gemm.thin(hi - lo, static_cast<int>(p.n), p.k, static_cast<const char*>(p.a) + lo * p.lda * elem, f16_in, p.lda,
-            bt, c32 + lo * ldc32, ldc32, p.accumulate);
+                 in_place ? static_cast<const float*>(p.b) : bp, in_place ? p.ldb : w, c32 + lo * ldc32, ldc32,
+                 p.accumulate);
     if (f16_out) {
       ks.gemm.store_f16(c32 + lo * ldc32, ldc32, hi - lo, p.n, static_cast<uint16_t*>(p.c) + lo * p.ldc, p.ldc);
     }
@@ -225,8 +266,7 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
 bool row_path(const GemmProblem& p) { return p.m == 1 && !(p.trans_a && p.trans_b); }
 
 bool thin_path(const KernelSet& ks, const GemmProblem& p) {
-  const bool few = p.n <= kThinMaxN || (p.n <= kThinWideMaxN && p.k >= kThinWideK);
-  return few && ks.gemm.thin != nullptr && !p.trans_a;
+  return p.n <= thin::kMaxN && ks.gemm.thin != nullptr && !p.trans_a;
 }
 
 }  // namespace
@@ -236,7 +276,10 @@ bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thi
 const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.b_packed != nullptr || p.accumulation != Accumulation::f32) return nullptr;
   if (row_path(p)) return p.trans_b ? "thin (one row of A: dot products over B^T's rows)" : "row (one row of A: B streamed)";
-  if (thin_path(ks, p)) return "thin (few columns: dot products over A's rows)";
+  if (thin_path(ks, p)) {
+    return thin_b_in_place(ks, p) ? "thin (few columns: A streamed, B read in place)"
+                                  : "thin (few columns: A streamed, B packed once)";
+  }
   if (!p.trans_b && p.m <= blk.small_m) return "unpacked B (M <= small_m: B read in place)";
   return nullptr;
 }
@@ -272,7 +315,8 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
   const int64_t MR = std::max(ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0);
   const int64_t NR = std::max(ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0);
   const int64_t kc = std::min(blk.kc, p.k);
-  const int64_t thin = p.n <= kThinWideMaxN ? add(mul(p.n, p.k, "B^T"), mul(p.m, p.n, "C"), "thin path") : 0;
+  const int64_t thin =
+      p.n <= thin::kMaxN ? add(thin::packed_floats(ks.thin_lanes, p.n, p.k), mul(p.m, p.n, "C"), "thin path") : 0;
   const int64_t row = p.m == 1 ? mul((kRowGroup + 1) * kRowBlock, threads, "row blocks") : 0;
   int64_t unpacked = 0;
   if (p.m <= blk.small_m) {

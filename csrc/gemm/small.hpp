@@ -1,5 +1,5 @@
-// The GEMM paths for operands used too few times to pay for packing (small.cpp): one row of A, at most four
-// columns of B, and few rows of A (B read in place). The blocked driver (blocked.cpp) asks small_gemm()
+// The GEMM paths for operands used too few times to pay for packing (small.cpp): one row of A, at most
+// thin::kMaxN (32) columns of B, and few rows of A (B read in place). The blocked driver (blocked.cpp) asks small_gemm()
 // first. Generic translation units only.
 #pragma once
 
@@ -15,7 +15,7 @@ const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking
 // Runs the problem on a small-shape path and returns true, or returns false (the blocked path's turn).
 bool small_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
 
-// Whether a small-shape path takes this problem without ever packing B (one row of A; N <= 4).
+// Whether a small-shape path takes this problem without ever packing B (one row of A; few columns).
 bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p);
 
 // The floats small_gemm's paths may allocate for this problem (an upper bound, overflow-checked).

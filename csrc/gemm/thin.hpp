@@ -1,77 +1,154 @@
-// GEMM with few columns (N <= 8: matrix-vector-like products such as DeepBench's 7680x1x2560, and tall
-// skinny ones like 4096x8x4096): each output is a dot product of a row of A with a column of B, so A is
-// streamed once, unpacked, and B^T (n x k, small) stays in L1 or L2. The blocked path would pad N to NR and
-// pack an A that is used once. Each pass ends in R x N horizontal sums of L lanes, so for N > 4 the driver
-// takes this path only for deep products (small.cpp). At N = 16 the B^T loads (one per FMA, from L2) made it
-// half as fast as the blocked path's narrow tile; at N = 8, K >= 1024 it is 1.1-1.8x faster.
+// GEMM with few columns (N <= thin::kMaxN: matrix-vector products such as DeepBench's 7680x1x2560, and tall
+// skinny ones like 4096x16x4096): A is streamed once from memory, in place, and B (K x N, small) stays in L1
+// or L2 in the thin layout (opbench/kernel_set.hpp, thin::group; packed once by small.cpp, or B's own rows
+// when they already are that layout). The blocked path would pad N to NR and pack an A that is used once.
+//
+// For N >= 2 (tall()) each step broadcasts g consecutive elements of a row of A across a vector and
+// multiplies the vector of B that holds those g rows of B interleaved, so every lane does useful work at any
+// padded width; a row's N outputs are sums of g lanes each, once at the end. The register tile is R rows of
+// A (R streams) by np / lanes vectors. csrc/gemm/README.md ("Few columns") has the measurements.
 // Included only by the ISA translation units (like pack.hpp): the lane loops vectorise with the unit's own
 // -m flags, and Cvt is the unit's private fp16 conversion policy.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+
+#include "opbench/kernel_set.hpp"
 
 namespace opbench {
 namespace thin {
 
-constexpr int kMaxN = 8;
+template <int L>
+struct Vec {
+  typedef float type __attribute__((vector_size(L * sizeof(float))));
+};
 
-// Rows of A per pass for N columns and L lanes: as many as keep rows * N accumulators within the vector
-// registers (24 of AVX-512's 32; 12 of AVX2's 16), at most 8.
-constexpr int rows_per_pass(int L, int N) {
+// Rows of A per pass (streams of A at once) for V vectors per row: as many as keep R x V accumulators
+// within the vector registers (24 of AVX-512's 32; 12 of the 16 of AVX2 and SSE), at most 8 (of 6-16 rows,
+// 8 was fastest on Zen 5; 16 spilled).
+constexpr int rows_per_pass(int L, int V) {
   const int budget = L >= 16 ? 24 : 12;
-  const int r = budget / N;
+  const int r = budget / V;
   return r < 1 ? 1 : (r > 8 ? 8 : r);
 }
 constexpr int64_t kPrefetchAhead = 256;  // elements of A ahead of the current ones, per row
+constexpr int64_t kWidenChunk = 256;     // fp16 A: elements of each row widened to fp32 at a time
 
-// Rows [0, m) of C (+)= A * B with B given as bt (n x k fp32, contiguous). L: lanes per accumulator (one
-// vector register of the unit's ISA); N: columns (compile-time, so the accumulators stay in registers).
-template <int L, int N, class Cvt, class T>
-void rows(int64_t m, int64_t k, const T* a, int64_t lda, const float* bt, float* c, int64_t ldc, bool accumulate) {
-  constexpr int kRows = rows_per_pass(L, N);
-  alignas(64) float abuf[kRows][L];
-  for (int64_t i0 = 0; i0 < m; i0 += kRows) {
-    const int rows = static_cast<int>(m - i0 < kRows ? m - i0 : kRows);
-    alignas(64) float acc[kRows][N][L] = {};
-    int64_t p = 0;
-    const T* src[kRows];
-    for (int r = 0; r < kRows; ++r) src[r] = a + (i0 + (r < rows ? r : 0)) * lda;  // spare rows re-read row 0
-    for (; p + L <= k; p += L) {
-      // Software prefetch a quarter of a page ahead in each row: with several rows streamed at once the
-      // hardware prefetchers fell behind on a busy shared machine (7680x1x2560 on one Zen 5 core: 5.5 ->
-      // 12.6 GFLOPS, 2 cores 10.5 -> 16.8, measured side by side).
-      for (int r = 0; r < kRows; ++r) __builtin_prefetch(src[r] + p + kPrefetchAhead, 0, 0);
-      for (int r = 0; r < kRows; ++r) {
-        const float* x;
-        if constexpr (sizeof(T) == 2) {
-          Cvt::widen_row(src[r] + p, abuf[r], L);
-          x = abuf[r];
-        } else {
-          x = src[r] + p;
-        }
-        for (int j = 0; j < N; ++j) {
-          const float* b = bt + j * k + p;
-#pragma GCC unroll 16
-          for (int l = 0; l < L; ++l) acc[r][j][l] += x[l] * b[l];
-        }
+// g consecutive floats at x, repeated across L lanes: one broadcast load (vbroadcastsd for g = 2,
+// vbroadcastf32x4 / vbroadcastf128 for g = 4, vbroadcastf32x8 for g = 8). Written with the unit's intrinsics:
+// GCC built the generic forms (a splat of a double, a shuffle of a g-lane vector) through the stack.
+template <int L, int G>
+[[gnu::always_inline]] inline typename Vec<L>::type spread(const float* x) {
+  using vec = typename Vec<L>::type;
+#if defined(__AVX512F__)
+  if constexpr (L == 16 && G == 2) return reinterpret_cast<vec>(_mm512_broadcastsd_pd(_mm_load_sd(reinterpret_cast<const double*>(x))));
+  if constexpr (L == 16 && G == 4) return reinterpret_cast<vec>(_mm512_broadcast_f32x4(_mm_loadu_ps(x)));
+  if constexpr (L == 16 && G == 8) return reinterpret_cast<vec>(_mm512_broadcast_f32x8(_mm256_loadu_ps(x)));
+#endif
+#if defined(__AVX__)
+  if constexpr (L == 8 && G == 2) return reinterpret_cast<vec>(_mm256_broadcast_sd(reinterpret_cast<const double*>(x)));
+  if constexpr (L == 8 && G == 4) return reinterpret_cast<vec>(_mm256_broadcast_ps(reinterpret_cast<const __m128*>(x)));
+#endif
+#if defined(__SSE2__)
+  if constexpr (L == 4 && G == 2) return reinterpret_cast<vec>(_mm_load1_pd(reinterpret_cast<const double*>(x)));
+#endif
+  vec v;
+  for (int l = 0; l < L; ++l) v[l] = x[l % G];
+  return v;
+}
+
+// acc[r] += the products of elements [0, len) of rows x[r] (len a multiple of G) with the packed B at b,
+// its groups ldbp floats apart (unaligned loads: B may be read in place).
+template <int L, int G, int V, int R>
+[[gnu::always_inline]] inline void tall_steps(const float* const* x, int64_t len, const float* b, int64_t ldbp,
+                                              typename Vec<L>::type (&acc)[R][V], bool prefetch) {
+  using vec = typename Vec<L>::type;
+  auto step = [&](int64_t p) __attribute__((always_inline)) {
+    vec bv[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) std::memcpy(&bv[v], b + (p / G) * ldbp + v * L, sizeof(vec));
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      if constexpr (G == 1) {
+        const float s = x[r][p];
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) acc[r][v] += s * bv[v];
+      } else {
+        acc[r][0] += spread<L, G>(x[r] + p) * bv[0];
       }
     }
-    for (int r = 0; r < rows; ++r) {
-      const T* src = a + (i0 + r) * lda;
-      for (int j = 0; j < N; ++j) {
-        float sum = 0.0f;
-        for (int l = 0; l < L; ++l) sum += acc[r][j][l];
-        for (int64_t q = p; q < k; ++q) {
-          float x;
-          if constexpr (sizeof(T) == 2) {
-            x = Cvt::widen(src[q]);
-          } else {
-            x = src[q];
-          }
-          sum += x * bt[j * k + q];
+  };
+  int64_t p = 0;
+  for (; p + 16 <= len; p += 16) {  // a cache line of each row per iteration
+    if (prefetch) {
+#pragma GCC unroll 12
+      for (int r = 0; r < R; ++r) __builtin_prefetch(x[r] + p + kPrefetchAhead, 0, 0);
+    }
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; q += G) step(p + q);
+  }
+  for (; p < len; p += G) step(p);
+}
+
+// N in (np / 2, np], np >= 2: rows [0, m) of C (+)= A * B, B packed for L lanes.
+template <int L, int NP, class Cvt, class T>
+void tall(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp, int64_t ldbp, float* c,
+          int64_t ldc, bool accumulate) {
+  using vec = typename Vec<L>::type;
+  constexpr int G = group(L, NP), V = NP > L ? NP / L : 1, W = V * L;
+  constexpr int R = rows_per_pass(L, V);
+  constexpr bool kWide = sizeof(T) == 2;
+  const int64_t full = k / G * G;  // read in place; the last k - full (< G) from a zero-padded copy
+  alignas(64) float wide[kWide ? R : 1][kWide ? kWidenChunk : 1];
+  alignas(64) float tail[R][G > 1 ? G : 1];
+  for (int64_t i0 = 0; i0 < m; i0 += R) {
+    const int rows = static_cast<int>(m - i0 < R ? m - i0 : R);
+    const T* src[R];
+    for (int r = 0; r < R; ++r) src[r] = a + (i0 + (r < rows ? r : 0)) * lda;  // spare rows re-read row 0
+    vec acc[R][V];
+    for (int r = 0; r < R; ++r) {
+      for (int v = 0; v < V; ++v) acc[r][v] = vec{};
+    }
+    const float* x[R];
+    if constexpr (kWide) {
+      for (int64_t p0 = 0; p0 < full; p0 += kWidenChunk) {
+        const int64_t len = full - p0 < kWidenChunk ? full - p0 : kWidenChunk;
+        for (int r = 0; r < R; ++r) {
+          Cvt::widen_row(src[r] + p0, wide[r], len);
+          x[r] = wide[r];
         }
-        float* out = c + (i0 + r) * ldc + j;
-        *out = accumulate ? *out + sum : sum;
+        tall_steps<L, G, V, R>(x, len, bp + p0 / G * ldbp, ldbp, acc, false);
+      }
+    } else {
+      for (int r = 0; r < R; ++r) x[r] = src[r];
+      tall_steps<L, G, V, R>(x, full, bp, ldbp, acc, true);
+    }
+    if (full < k) {
+      for (int r = 0; r < R; ++r) {
+        for (int t = 0; t < G; ++t) {
+          const int64_t q = full + t;
+          if (q >= k) {
+            tail[r][t] = 0.0f;
+          } else if constexpr (kWide) {
+            tail[r][t] = Cvt::widen(src[r][q]);
+          } else {
+            tail[r][t] = src[r][q];
+          }
+        }
+        x[r] = tail[r];
+      }
+      tall_steps<L, G, V, R>(x, G, bp + full / G * ldbp, ldbp, acc, false);
+    }
+    for (int r = 0; r < rows; ++r) {
+      alignas(64) float lanes[W];
+      for (int v = 0; v < V; ++v) std::memcpy(lanes + v * L, &acc[r][v], sizeof(vec));
+      float* out = c + (i0 + r) * ldc;
+      for (int j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        for (int t = 0; t < G; ++t) sum += lanes[j * G + t];
+        out[j] = accumulate ? out[j] + sum : sum;
       }
     }
   }
@@ -122,29 +199,27 @@ void row_dots(int64_t m, int64_t k, const T* a, int64_t lda, const float* x, flo
 }
 
 template <int L, class Cvt, class T>
-void dispatch(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bt, float* c, int64_t ldc,
-              bool accumulate) {
-  switch (n) {
-    case 1: row_dots<L, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
-    case 2: rows<L, 2, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
-    case 3: rows<L, 3, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
-    case 4: rows<L, 4, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
-    case 5: rows<L, 5, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
-    case 6: rows<L, 6, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
-    case 7: rows<L, 7, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
-    default: rows<L, 8, Cvt>(m, k, a, lda, bt, c, ldc, accumulate); break;
+void dispatch(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp, int64_t ldbp, float* c,
+              int64_t ldc, bool accumulate) {
+  switch (padded_n(n)) {
+    case 1: row_dots<L, Cvt>(m, k, a, lda, bp, c, ldc, accumulate); break;
+    case 2: tall<L, 2, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
+    case 4: tall<L, 4, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
+    case 8: tall<L, 8, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
+    case 16: tall<L, 16, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
+    default: tall<L, 32, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
   }
 }
 
 // The KernelSet entry point (ThinF32) for lanes L.
 template <int L, class Cvt>
 struct Thin {
-  static void f32(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bt, float* c,
-                  int64_t ldc, bool accumulate) {
+  static void f32(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bp,
+                  int64_t ldbp, float* c, int64_t ldc, bool accumulate) {
     if (a_f16) {
-      dispatch<L, Cvt>(m, n, k, static_cast<const uint16_t*>(a), lda, bt, c, ldc, accumulate);
+      dispatch<L, Cvt>(m, n, k, static_cast<const uint16_t*>(a), lda, bp, ldbp, c, ldc, accumulate);
     } else {
-      dispatch<L, Cvt>(m, n, k, static_cast<const float*>(a), lda, bt, c, ldc, accumulate);
+      dispatch<L, Cvt>(m, n, k, static_cast<const float*>(a), lda, bp, ldbp, c, ldc, accumulate);
     }
   }
 };

@@ -51,12 +51,30 @@ using GruCell = void (*)(int64_t rows, int64_t cols, float* gx, int64_t ldgx, co
 using RnnCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz, bool relu, float* h32,
                          uint16_t* h16, int64_t ldh);
 
-// Rows [0, m) of C (+)= A * B for n <= 8 columns, A unpacked (fp32, or fp16 when a_f16), B given as
-// bt: n x k fp32, contiguous. C is fp32 row-major; with accumulate == false it is never read.
 // acc[0:nb) += sum over r < g (g <= 8) of a[r] * rows[r][0:nb): the M = 1 path streaming rows of B.
 using RowAxpyF32 = void (*)(int64_t nb, int g, const float* a, const float* const* rows, float* acc);
-using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bt,
-                         float* c, int64_t ldc, bool accumulate);
+// Rows [0, m) of C (+)= A * B for n <= thin::kMaxN columns, A unpacked (fp32, or fp16 when a_f16), B given
+// as bp in the thin layout below for the kernel set's thin_lanes, its groups ldbp floats apart (thin::width
+// when packed; B's own ldb when it is read in place, which the layout allows when group == 1 and N == width).
+// C is fp32 row-major; with accumulate == false it is never read.
+using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16, int64_t lda, const float* bp,
+                         int64_t ldbp, float* c, int64_t ldc, bool accumulate);
+
+// The thin path's B layout (csrc/gemm/thin.hpp): N is padded to a power of two np <= kMaxN, and each vector
+// of `lanes` floats holds group(lanes, np) consecutive rows of B interleaved, so that one broadcast of that
+// many consecutive elements of a row of A multiplies all of them: B[q][j] sits at
+// (q / g) * width(lanes, np) + j * g + q % g, with zeros for j >= N and for q >= K up to the next whole group.
+// For N = 1 this is B's column itself (g = lanes).
+namespace thin {
+constexpr int kMaxN = 32;
+constexpr int padded_n(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
+constexpr int group(int lanes, int np) { return np >= lanes ? 1 : lanes / np; }
+constexpr int width(int lanes, int np) { return np * group(lanes, np); }
+constexpr int64_t packed_floats(int lanes, int64_t n, int64_t k) {
+  const int np = padded_n(n), g = group(lanes, np);
+  return (k + g - 1) / g * width(lanes, np);
+}
+}  // namespace thin
 
 // One run of a gathered micro-panel row (PackBGatherF32): panel columns [col, col + len) take
 // row[off + i * step] for i < len; step == 0 fills them with zeros instead.
@@ -144,6 +162,7 @@ struct KernelSet {
   const char* description;  // what the micro-kernel is, for provenance
   int mr;
   int nr;
+  int thin_lanes;  // the lanes of the thin path's vectors, which fix its B layout (thin::group)
   MicroPanelHome b_panel_home;  // which cache the blocking model keeps B's micro-panel in (blocking.hpp)
   // Optional: the same ISA with a narrower register tile (same MR, smaller NR) that the GEMM driver switches
   // to when it wastes fewer padded FMAs on the problem's N (skinny GEMMs). nullptr when there is none.
