@@ -245,7 +245,7 @@ print("ok")
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
-    # The AVX-512 14x32 tile keeps B's micro-panel in one way of L2, the others in L1 (Low et al.'s ways
+    # The AVX-512 14x32 tile keeps B's micro-panel in two ways of L2, the others in L1 (Low et al.'s ways
     # left to the A micro-panel); a GEMM with few columns reports the narrow tile it runs, with its own model.
     from opbench import _core
 
@@ -254,13 +254,17 @@ def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
     info = _core.kernel_info(isa)
     mr, nr = info["mr"], info["nr"]
     if isa == "avx512":
-        expected = l2["sets"] * l2["line_bytes"] // (nr * 4)
+        expected = 2 * l2["sets"] * l2["line_bytes"] // (nr * 4)
     else:
         ways_a = max(1, int((l1["ways"] - 1) / (1 + nr / mr)))
         expected = ways_a * l1["sets"] * l1["line_bytes"] // (mr * 4)
     assert info["tile_k"] == max(8, expected // 8 * 8)
-    # The packed A block keeps to L2 beside the B micro-panel.
+    # The packed A block keeps to L2 beside the B micro-panel; an L2-fed tile leaves half of the ways left to
+    # the C tiles streaming through. The few-rows path's default reach (small_m) is the A block that fills them.
     assert info["tile_m"] % mr == 0 and info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"]
+    if isa == "avx512":
+        assert info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"] // 2
+    assert info["small_m"] % mr == 0 and info["small_m"] >= info["tile_m"]
     narrow = _core.kernel_info(isa, 8)
     assert narrow["nr"] <= nr and (narrow["nr"] < nr) == (isa != "ref")
     wide = _core.kernel_info(isa, 4096)

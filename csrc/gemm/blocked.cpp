@@ -49,7 +49,8 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
     requested.kc = model.kc;
     requested.kc_from_model = true;
   }
-  if (requested.small_m < 0) requested.small_m = requested.mc;
+  if (requested.small_m < 0) requested.small_m = model.unpacked_rows;
+  requested.unpacked_kc = model.unpacked_kc;
   if (requested.parallel_flops < 0) requested.parallel_flops = kParallelFlops;
   return requested;
 }
@@ -163,6 +164,8 @@ struct F16AccTile {
   const uint16_t* prepacked(const GemmProblem&) const { return nullptr; }
 };
 
+constexpr int64_t kPackRows = 64;
+
 // The blocked loops over one register tile (see the file comment). `ks` rounds fp16 output.
 template <class Tile>
 void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
@@ -212,8 +215,16 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           // All threads pack this B panel together, one NR-column micro-panel at a time.
           int64_t pk_lo, pk_hi;
           split::share(panels, threads, tid, pk_lo, pk_hi);
-          for (int64_t q = pk_lo; q < pk_hi; ++q) {
-            tile.pack_b(p, pc, kb, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR);
+          // B's rows are ldb apart: a thread packs its micro-panels kPackRows rows at a time across all of
+          // them, so that each row of B is read as one run over its columns instead of once per micro-panel
+          // (a page per row per panel; 4096^3 on 2 Zen 5 cores: 454 -> 469 GFLOPS, 4, 16 and 64 rows
+          // alike). B^T is read along k anyway.
+          const int64_t rows_step = p.trans_b ? kb : kPackRows;
+          for (int64_t r0 = 0; r0 < kb; r0 += rows_step) {
+            const int64_t rows = std::min(rows_step, kb - r0);
+            for (int64_t q = pk_lo; q < pk_hi; ++q) {
+              tile.pack_b(p, pc + r0, rows, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR + r0 * NR);
+            }
           }
           barrier.wait();
         }

@@ -21,16 +21,30 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   const int64_t car = std::max<int64_t>(1, static_cast<int64_t>((l1.ways - 1) / (1.0 + double(nr) / mr)));
   b.kc = round_down(car * l1.sets * l1.line_bytes / (int64_t(mr) * elem_bytes), 8);
 
-  // Or, for a register tile fed from L2 (MicroPanelHome::l2), the B micro-panel takes one way of L2:
-  // kc = sets * line / (nr * S).
+  // Or, for a register tile fed from L2 (MicroPanelHome::l2), the B micro-panel takes two ways of L2:
+  // kc = 2 * sets * line / (nr * S). Each K block is a pass over C, which for large M x N comes from memory;
+  // two ways instead of one halve the passes (4096^3 on 2 Zen 5 cores, with the A block below: 0.88 -> 0.97
+  // of TensorFlow's oneDNN, measured side by side; docs/benchmarks.md).
   const int64_t l2_way = l2.sets * l2.line_bytes;
-  if (home == MicroPanelHome::l2) b.kc = round_down(l2_way / (int64_t(nr) * elem_bytes), 8);
+  if (home == MicroPanelHome::l2) b.kc = round_down(2 * l2_way / (int64_t(nr) * elem_bytes), 8);
 
   // L2: the packed A block (mc x kc) stays resident; the B micro-panel streaming through takes
   // C_Br = ceil(nr * kc * S / (sets * line)) ways and one way is left for C: mc = C_Ac * sets * line / (kc * S).
+  // With an L2-fed tile the C tiles (mc x nc of them per sweep, far more than L2) stream through L2 beside
+  // the A block, so the A block gets half of the ways left instead of all of them (mc 84 instead of 196 at
+  // kc 1024 on Zen 5: 2-4% faster at 2048^3-4096^3 and BERT shapes; 56-112 measured alike).
   const int64_t cbr = ceil_div(int64_t(nr) * b.kc * elem_bytes, l2_way);
-  const int64_t cac = std::max<int64_t>(1, l2.ways - 1 - cbr);
+  const int64_t left = std::max<int64_t>(1, l2.ways - 1 - cbr);
+  const int64_t cac = home == MicroPanelHome::l2 ? std::max<int64_t>(1, left / 2) : left;
   b.mc = round_down(cac * l2_way / (b.kc * elem_bytes), mr);
+
+  // The few-rows path (B read in place, small.cpp) blocks only K: its K block is the L1 model's kc, or one
+  // way of L2 for an L2-fed tile (at two ways, with B's rows prefetched four panels ahead beside a whole
+  // A block, 256-448 x 4096 x 4096 ran 7-16% slower on 2 Zen 5 cores), and it is taken while a thread's A
+  // block at that depth fits the L2 ways left beside the B micro-panel and C's way.
+  b.unpacked_kc = home == MicroPanelHome::l2 ? round_down(l2_way / (int64_t(nr) * elem_bytes), 8) : b.kc;
+  const int64_t cbr_unpacked = ceil_div(int64_t(nr) * b.unpacked_kc * elem_bytes, l2_way);
+  b.unpacked_rows = round_down(std::max<int64_t>(1, l2.ways - 1 - cbr_unpacked) * l2_way / (b.unpacked_kc * elem_bytes), mr);
 
   // L3: the packed B panel (kc x nc) stays resident; the A blocks of the cores sharing this L3 take
   // C_Ac3 = ceil(cores * mc * kc * S / (sets * line)) ways, one way is left for C.

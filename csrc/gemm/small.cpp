@@ -183,7 +183,8 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   int tm = 1, tn = threads;
   if (col_panels < threads) split::choose_grid(threads, row_panels, col_panels, tm, tn);
   const int64_t most_rows = std::min(p.m, ceil_div(row_panels, tm) * MR);
-  const int64_t kc = std::min(p.k, blk.kc_from_model && most_rows <= MR ? kStreamKc : blk.kc);
+  const int64_t kc =
+      std::min(p.k, !blk.kc_from_model ? blk.kc : most_rows <= MR ? kStreamKc : std::max<int64_t>(8, blk.unpacked_kc));
   const int64_t nc = std::max(NR, std::min(round_up(blk.nc, NR), round_up(p.n, NR)));
   const int64_t prefetch_ahead = kPrefetchPanels * NR;
 

@@ -1,9 +1,17 @@
-// Grow-only, 4 KiB-aligned scratch buffers reused across calls (packing panels, fp32 accumulators).
+// Grow-only, 4 KiB-aligned scratch buffers reused across calls (packing panels, fp32 accumulators). Buffers of
+// 2 MiB or more are 2 MiB-aligned and asked for transparent huge pages (MADV_HUGEPAGE; honoured where THP is
+// "madvise" or "always"): with 4 KiB pages the physical pages behind a packed panel, which set L2's
+// (physically indexed) conflicts, were chosen anew in each process, and a process that drew badly ran
+// 3x3 conv at 7x7 with 512 channels ~25% slower (290 vs 370-385 GFLOPS on 2 Zen 5 cores, over six processes
+// each; docs/benchmarks.md).
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace opbench {
 
@@ -17,10 +25,13 @@ class AlignedBuffer {
   // Returns a buffer of at least `bytes`; contents are unspecified after growth.
   void* reserve(std::size_t bytes) {
     if (bytes > capacity_) {
-      constexpr std::size_t kAlign = 4096;
-      const std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-      void* p = std::aligned_alloc(kAlign, rounded);
+      const std::size_t align = bytes >= kHugePage ? kHugePage : 4096;
+      const std::size_t rounded = (bytes + align - 1) / align * align;
+      void* p = std::aligned_alloc(align, rounded);
       if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+      if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
+#endif
       std::free(ptr_);
       ptr_ = p;
       capacity_ = rounded;
@@ -29,6 +40,7 @@ class AlignedBuffer {
   }
 
  private:
+  static constexpr std::size_t kHugePage = std::size_t(2) << 20;
   void* ptr_ = nullptr;
   std::size_t capacity_ = 0;
 };

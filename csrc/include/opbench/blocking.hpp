@@ -23,6 +23,10 @@ struct Blocking {
   // parallel_flops: a GEMM of fewer FLOPs runs on the calling thread alone, waking no other (-1: the default).
   int64_t parallel_flops = -1;
   bool kc_from_model = false;  // tile_k was not given (a path may then choose its own depth: small.cpp)
+  // The few-rows path's K block when tile_k was not given, and the rows up to which it is taken by default
+  // (small_m): from the model (analytical_blocking), carried by resolve_blocking.
+  int64_t unpacked_kc = 0;
+  int64_t unpacked_rows = 0;
 };
 
 // Low, Igual, Smith, Quintana-Orti, "Analytical modeling is enough for high-performance BLIS" (TOMS 2016):
