@@ -259,8 +259,9 @@ def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
         ways_a = max(1, int((l1["ways"] - 1) / (1 + nr / mr)))
         expected = ways_a * l1["sets"] * l1["line_bytes"] // (mr * 4)
     assert info["tile_k"] == max(8, expected // 8 * 8)
-    # The packed A block keeps to L2 beside the B micro-panel; an L2-fed tile leaves half of the ways left to
-    # the C tiles streaming through. The few-rows path's default reach (small_m) is the A block that fills them.
+    # The packed A block keeps to L2 beside the B micro-panel; an L2-fed tile leaves half of the ways left
+    # to the C tiles streaming through. The few-rows path's default reach (small_m) is the A block that
+    # fills them.
     assert info["tile_m"] % mr == 0 and info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"]
     if isa == "avx512":
         assert info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"] // 2
