@@ -34,11 +34,12 @@ Workspace& thread_workspace() {
 }  // namespace
 
 // The path thresholds' defaults (measured on 2 Zen 5 cores, docs/benchmarks.md, issue 17). B is read in place
-// (small.cpp) while a thread's packed A block for one K block (rows x kc) fits where the cache model keeps A:
-// up to tile_m rows. Measured with in-place B from 2 to 448 rows (and at 1024-2048 squares and BERT shapes)
-// it was never slower than packing and 1.3-1.8x faster for M = 2-128; beyond tile_m rows A would have to be
-// blocked as well, which is the blocked path. Under 2^17 FLOPs (a 40^3 product) a second thread costs more
-// than its share: 32^3 ran at 112 GFLOPS on one thread and 105 on two, 16^3 at 46 and 15.
+// (small.cpp) while a thread's packed A block for one of that path's K blocks (rows x unpacked_kc) fits the
+// L2 ways the cache model leaves to A: up to Blocking::unpacked_rows (blocking.cpp; 448 on Zen 5). Measured
+// with in-place B from 2 to 448 rows (and at 1024-2048 squares and BERT shapes) it was never slower than
+// packing and 1.3-1.8x faster for M = 2-128; beyond that A would have to be blocked as well, which is the
+// blocked path. Under 2^17 FLOPs (a 40^3 product) a second thread costs more than its share: 32^3 ran at
+// 112 GFLOPS on one thread and 105 on two, 16^3 at 46 and 15.
 constexpr int64_t kParallelFlops = int64_t(1) << 17;
 
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
