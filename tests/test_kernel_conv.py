@@ -57,6 +57,35 @@ def test_matches_float64_reference(isa: str, dtype: str, case: tuple[int, ...]) 
     assert result["ok"], result
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("hw", [(1, 1), (3, 2), (9, 15), (17, 16), (12, 33), (20, 47), (5, 65)], ids=str)
+def test_depthwise_3x3_matches_float64_reference(isa: str, stride: int, hw: tuple[int, int]) -> None:
+    # The 3x3 depthwise conv that AVX-512 computes from the planes in place (masked loads make the padding,
+    # 8/4/2/1-row blocks, 16-column vectors): widths around the vector, heights short of and past a block,
+    # padding from none to past the filter, a channel multiplier, 1 and 3 threads, and an input that starts
+    # one float past where numpy put it. The other kernel sets (and fp16) copy the planes padded.
+    h, w = hw
+    for pad_h, pad_w in [(0, 0), (1, 1), (2, 1), (0, 3)]:
+        if h + 2 * pad_h < 3 or w + 2 * pad_w < 3:
+            continue
+        for mult, threads, dtype in [(1, 1, "fp32"), (2, 3, "fp32"), (1, 3, "fp16")]:
+            shape = shape_of((2, 3, h, w, 3 * mult, 3, 3, stride, stride, pad_h, pad_w, 1, 1, 3))
+            inp = conv.make_inputs(shape, dtype, seed=7)
+            shifted = np.empty(inp["x"].size + 1, inp["x"].dtype)[1:].reshape(inp["x"].shape)
+            shifted[...] = inp["x"]
+            inp["x"] = shifted
+            plan = kernels.prepare_conv2d(
+                inp["x"], inp["w"], stride=(stride, stride), padding=(pad_h, pad_w), groups=3, threads=threads, isa=isa
+            )
+            in_place = isa.startswith("avx512") and dtype == "fp32"
+            assert plan.tiles()["path"].startswith(
+                "direct depthwise, planes read in place" if in_place else "direct depthwise, padded plane copies"
+            )
+            result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
+            assert result["ok"], (pad_h, pad_w, mult, threads, dtype, result)
+
+
 @pytest.mark.parametrize("tiles", [(1, 1, 1), (5, 7, 3), (29, 45, 17)])
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])

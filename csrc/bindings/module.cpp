@@ -58,7 +58,9 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   plan.tiles["gemm_m"] = dims.m;
   plan.tiles["gemm_n"] = dims.n;
   plan.tiles["gemm_k"] = dims.k;
-  plan.tiles["path"] = conv2d_is_depthwise(p) ? "direct depthwise (tiles do not apply)"
+  plan.tiles["path"] = conv2d_is_depthwise(p)
+                           ? (depthwise_reads_planes_in_place(ks, p) ? "direct depthwise, planes read in place (tiles do not apply)"
+                                                                     : "direct depthwise, padded plane copies (tiles do not apply)")
                        : (p.stride_h == 1 && p.stride_w == 1 ? "implicit GEMM, B rows read in place"
                                                            : "implicit GEMM, B micro-panels gathered");
   return plan;

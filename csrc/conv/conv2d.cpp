@@ -185,7 +185,8 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
                              "conv workspace");
   const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
   if (!conv2d_is_depthwise(p)) return bytes;
-  return add(bytes, mul(depthwise_workspace_floats(p, threads), int64_t(sizeof(float)), "depthwise scratch"), "conv workspace");
+  // The direct depthwise loop uses none of the implicit GEMM's buffers (their sizes above are overflow checks).
+  return mul(depthwise_workspace_floats(ks_main, p, threads), int64_t(sizeof(float)), "depthwise scratch");
 }
 
 void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {

@@ -8,6 +8,9 @@
 // (oh, ow) is phase (s dil_w) % stride_w, row oh stride_h + r dil_h, column ow + (s dil_w) / stride_w). An
 // output row is then the weighted sum of R*S contiguous tap rows: the kernel set's depthwise_row (vectorised
 // per ISA, csrc/conv/depthwise_row.hpp), written once per row with no intermediate.
+//
+// Where the kernel set has depthwise_plane (AVX-512) the common case, fp32 3x3 at stride 1 or 2, skips the
+// copy: the kernel reads the plane in place with masked loads (depthwise_reads_planes_in_place).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -74,7 +77,13 @@ void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, co
 
 bool conv2d_is_depthwise(const ConvProblem& p) { return p.c == p.groups && p.k / p.groups <= kDepthwiseMaxMultiplier; }
 
-int64_t depthwise_workspace_floats(const ConvProblem& p, int threads) {
+bool depthwise_reads_planes_in_place(const KernelSet& ks, const ConvProblem& p) {
+  return ks.conv.depthwise_plane != nullptr && p.dtype == Dtype::f32 && p.r == 3 && p.s == 3 && p.dil_h == 1 &&
+         p.dil_w == 1 && p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2);
+}
+
+int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, int threads) {
+  if (depthwise_reads_planes_in_place(ks, p)) return 0;
   using checked::add;
   using checked::mul;
   const Phases g = phases_of(p);
@@ -107,6 +116,21 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
   // four output rows from six input rows.
   const bool dense3x3 = p.r == 3 && p.s == 3 && g.sh == 1 && g.sw == 1 && p.dil_h == 1 && p.dil_w == 1;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
+  if (depthwise_reads_planes_in_place(ks, p)) {
+    ThreadPool::instance().run(threads, [&](int tid) {
+      for (int64_t pl = planes * tid / threads; pl < planes * (tid + 1) / threads; ++pl) {
+        const int64_t img = pl / p.c, ch = pl % p.c;
+        const float* x = static_cast<const float*>(p.x) + pl * p.h * p.w_in;
+        for (int64_t m = 0; m < mult; ++m) {
+          const int64_t kch = ch * mult + m;
+          ks.conv.depthwise_plane(x, p.h, p.w_in, p.pad_h, p.pad_w, static_cast<int>(p.stride_h),
+                                  static_cast<const float*>(p.w) + kch * taps, static_cast<float*>(p.y) + (img * p.k + kch) * PQ,
+                                  P, Q);
+        }
+      }
+    });
+    return;
+  }
   ThreadPool::instance().run(threads, [&](int tid) {
     static thread_local AlignedBuffer plane_buffer, row_buffer, out_buffer;
     static thread_local std::vector<const float*> src;

@@ -58,6 +58,8 @@ Blocking resolve_conv_blocking(const KernelSet& ks, const ConvProblem& p, Blocki
 constexpr int64_t kDepthwiseMaxMultiplier = 4;
 bool conv2d_is_depthwise(const ConvProblem& p);
 void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads);
-int64_t depthwise_workspace_floats(const ConvProblem& p, int threads);
+// fp32 3x3 at stride 1 or 2 on a kernel set with depthwise_plane: the planes are read in place, no scratch.
+bool depthwise_reads_planes_in_place(const KernelSet& ks, const ConvProblem& p);
+int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, int threads);
 
 }  // namespace opbench

@@ -144,6 +144,11 @@ using DepthwiseRowF32 = void (*)(int64_t n, int taps, const float* w, const floa
 // in[(i + r) ld_in + j + s] (out rows ld_out apart; out must not overlap in).
 using Depthwise3x3F32 = void (*)(int64_t n, int64_t rows, const float* w, const float* in, int64_t ld_in, float* out,
                                  int64_t ld_out);
+// A whole fp32 plane straight from the input, no padded copy: y (p x q, rows q apart) = the 3x3 filter wt
+// at dilation 1 and stride 1 or 2 over x (h x w, rows w apart) zero-padded by pad_h / pad_w. AVX-512 only
+// (masked loads give the padding); nullptr in kernel sets without it.
+using DepthwisePlaneF32 = void (*)(const float* x, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w, int stride,
+                                   const float* wt, float* y, int64_t p, int64_t q);
 // Deal a row to `stride` phases: phases[f][j] = row[j * stride + f] for j < n (row holds stride * n floats).
 using DepthwiseSplitF32 = void (*)(const float* row, int64_t n, int stride, float* const* phases);
 
@@ -155,6 +160,7 @@ struct ConvKernels {
   DepthwiseRowF32 depthwise_row;
   Depthwise3x3F32 depthwise_3x3;
   DepthwiseSplitF32 depthwise_split;
+  DepthwisePlaneF32 depthwise_plane;  // nullptr: the padded-copy kernels above take every depthwise conv
 };
 
 // One ISA's register tile and what runs on it (built by make_kernel_set<> in csrc/gemm/make_kernel_set.hpp).
