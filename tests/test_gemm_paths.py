@@ -1,6 +1,6 @@
-"""The GEMM driver's paths by shape (csrc/gemm/README.md, "Paths by shape") against float64: one row of A
-(B streamed), few columns (dot products over A's rows), few rows (B read in place) and the blocked path,
-each forced through its threshold (small_m, parallel_flops) as well as chosen by default, on odd shapes
+"""The GEMM driver's paths by shape (csrc/gemm/README.md, "Paths by shape") against float64: up to 8 rows of
+A (B streamed), few columns (A streamed), few rows (B read in place) and the blocked path, each forced
+through its threshold (stream_m, small_m, parallel_flops) as well as chosen by default, on odd shapes
 (M, N = 1, 2, 3, primes; K = 1, primes), every thread count 1-5, every ISA and both dtypes."""
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ ODD = [
     (43, 31, 521),
     (97, 101, 103),
 ]
-# What each threshold setting makes of them: the unpacked path (small_m above M), the blocked one (small_m
-# 0), and the default.
-SETTINGS = {"unpacked": {"small_m": 10**6}, "blocked": {"small_m": 0}, "default": {}}
+# What each threshold setting makes of them: B streamed (stream_m 8, for M <= 8 and N > 32), the unpacked
+# path (small_m above M), the blocked one (small_m 0), and the default.
+SETTINGS = {
+    "streamed": {"stream_m": 8},
+    "unpacked": {"small_m": 10**6, "stream_m": 0},
+    "blocked": {"small_m": 0, "stream_m": 0},
+    "default": {},
+}
 
 
 def inputs_for(m: int, n: int, k: int, dtype: str, seed: int = 1) -> dict[str, np.ndarray]:
@@ -67,6 +72,35 @@ def test_unpacked_path_with_any_tiles(isa: str, dtype: str, tiles: tuple) -> Non
     tm, tn, tk = tiles
     c = kernels.gemm(inp["a"], inp["b"], tile_m=tm, tile_n=tn, tile_k=tk, isa=isa, threads=2, small_m=64)
     assert_close(c, inp, dtype)
+
+
+# The rows path at every M it takes (one instantiation each), N past the thin path's 32 with vector and
+# column tails (33: two vectors and one column; 100: a 4-vector step, two vectors and four columns), K from
+# one row to past several groups of 8 with a short last group.
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_rows_path_at_every_m(isa: str, dtype: str, m: int) -> None:
+    for n, k, threads in ((33, 1, 1), (100, 9, 3), (47, 8, 2), (161, 131, 5), (1000, 23, 2)):
+        inp = inputs_for(m, n, k, dtype, seed=m + n)
+        plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, stream_m=8)
+        assert plan.tiles()["path"].startswith("row"), (m, n, k)
+        assert_close(plan.output(), inp, dtype)
+
+
+def test_rows_path_reads_a_transposed() -> None:
+    """dB = A^T dC with few columns of A (K <= 8 here) and a dC past half of L2 streams dC's rows by default,
+    reading A^T through its transpose."""
+    n = 70
+    m = kernels.cpu_info()["caches"]["l2"]["size_bytes"] // (2 * 4 * n) + 3
+    for k in (3, 8):
+        shape = gemm_op.GemmShape(m, n, k)
+        inp = gemm_op.make_inputs(shape, "fp32", 9)
+        dc = np.random.default_rng(10).uniform(-1, 1, (m, n)).astype(np.float32)
+        _, db = kernels.gemm_backward(inp["a"], inp["b"], dc, threads=2)
+        a64, dc64 = inp["a"].astype(np.float64), dc.astype(np.float64)
+        scale = np.abs(a64.T) @ np.abs(dc64) + 1e-30
+        assert (np.abs(db - a64.T @ dc64) <= 8 * m * 6e-8 * scale + 1e-6).all()
 
 
 # Every padded width of the thin path (2, 4, 8, 16, 32: one to sixteen rows of B per vector, or two
@@ -118,6 +152,18 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(20, 64, 64, small_m=19).startswith("blocked")
     assert path(20, 64, 64, small_m=20).startswith("unpacked")
     assert path(20, 64, 64, small_m=0).startswith("blocked")
+    # B streamed for 2-8 rows by default once B outgrows half of L2 (below that it is read faster in place),
+    # for any B when stream_m is given, and never at stream_m 0 or 1
+    half_l2 = kernels.cpu_info()["caches"]["l2"]["size_bytes"] // 2
+    big_k = half_l2 // (4 * 64) + 1
+    assert path(8, 64, big_k).startswith("rows")
+    assert path(9, 64, big_k).startswith("unpacked")
+    assert path(8, 64, max(1, half_l2 // (4 * 64) - 1)).startswith("unpacked")
+    assert path(2, 40, 3, stream_m=2).startswith("rows")
+    assert path(3, 40, 3, stream_m=2).startswith("unpacked")
+    assert path(2, 64, big_k, stream_m=1).startswith("unpacked")
+    assert path(2, 64, big_k, stream_m=0).startswith("unpacked")
+    assert path(2, 16, big_k).startswith("thin")  # few columns before few rows
 
 
 def test_thresholds_are_reported_and_checked() -> None:
@@ -129,7 +175,10 @@ def test_thresholds_are_reported_and_checked() -> None:
     # a tuned record's tiles carry them like the tiles
     c = kernels.gemm(inp["a"], inp["b"], tiles={"tile_k": 4, "small_m": 0, "parallel_flops": 0})
     assert_close(c, inp, "fp32")
-    for bad in ({"small_m": -1}, {"parallel_flops": -2}, {"small_m": 1.5}, {"small_m": "8"}):
+    assert info["stream_m"] == kernels.STREAM_M_MAX == 8
+    assert kernels.prepare_gemm(inp["a"], inp["b"], stream_m=2).tiles()["stream_m"] == 2
+    bad_values = ({"small_m": -1}, {"parallel_flops": -2}, {"small_m": 1.5}, {"small_m": "8"}, {"stream_m": 9})
+    for bad in bad_values:
         with pytest.raises(ValueError, match=next(iter(bad))):
             kernels.gemm(inp["a"], inp["b"], **bad)
     with pytest.raises(ValueError, match="not both"):
@@ -162,10 +211,10 @@ from opbench.ops import gemm
 assert kernels.cpu_features()["selected_isa"] == ISA
 for dtype in ("fp32", "fp16"):
     for (m, n, k), prefix in (((1, 67, 71), "row"), ((67, 1, 71), "thin"), ((53, 7, 601), "thin"),
-                              ((31, 67, 71), "unpacked"), ((999, 67, 71), "blocked")):
+                              ((5, 67, 71), "rows"), ((31, 67, 71), "unpacked"), ((999, 67, 71), "blocked")):
         s = gemm.GemmShape(m, n, k)
         i = gemm.make_inputs(s, dtype, 3)
-        plan = kernels.prepare_gemm(i["a"], i["b"], threads=3, parallel_flops=0)
+        plan = kernels.prepare_gemm(i["a"], i["b"], threads=3, parallel_flops=0, stream_m=8 if m == 5 else None)
         assert plan.tiles()["path"].startswith(prefix), (m, n, k, plan.tiles()["path"])
         assert plan.tiles()["isa"] == ISA
         assert gemm.check(s, plan.output(), i, gemm.reference(s, i), dtype, "fp32")["ok"], (m, n, k, dtype)

@@ -106,7 +106,7 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
 Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
                std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
                const std::string& accumulate, std::optional<int64_t> small_m,
-               std::optional<int64_t> parallel_flops) {
+               std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m) {
   const Matrix ma = matrix(a, "a"), mb = matrix(b, "b");
   if (ma.dtype != mb.dtype) {
     throw py::value_error("a and b must have the same dtype, got " + py::str(a.dtype()).cast<std::string>() + " and " +
@@ -137,6 +137,11 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   if (parallel_flops) {
     check_range(*parallel_flops, 0, std::numeric_limits<int64_t>::max(), "parallel_flops");
     blocking.parallel_flops = *parallel_flops;
+  }
+  if (stream_m) {
+    check_range(*stream_m, 0, thin::kMaxStreamRows, "stream_m");
+    blocking.stream_m = *stream_m;
+    blocking.stream_min_b_bytes = 0;  // a given stream_m applies to any size of B
   }
 
   GemmProblem p;
@@ -177,6 +182,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
                    : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
   plan.tiles["small_m"] = blocking.small_m;
   plan.tiles["parallel_flops"] = blocking.parallel_flops;
+  plan.tiles["stream_m"] = blocking.stream_m;
   plan.tiles["path"] = gemm_path(ks, p, blocking);
   plan.fault = injected_fault(blocking.mc, blocking.nc, blocking.kc);
   plan.first_out = p.c;
@@ -206,6 +212,8 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["tile_k"] = blk.kc;
   d["small_m"] = blk.small_m;
   d["parallel_flops"] = blk.parallel_flops;
+  d["stream_m"] = blk.stream_m;
+  d["stream_m_max"] = thin::kMaxStreamRows;
   py::dict f16acc;  // accumulate='fp16': the kernels it would run, or why it cannot run here
   try {
     const F16AccKernels& k = f16acc_kernels(ks);
@@ -237,11 +245,12 @@ PYBIND11_MODULE(_core, m) {
            "A recurrent backward plan's training forward, run once when prepared: y, h_n (c_n) and the "
            "fp32 activations kept for BPTT (gates, state, tanh_c); empty for other plans.");
   m.attr("fault_injection") = kFaultInjection;
+  m.attr("stream_m_max") = thin::kMaxStreamRows;
 
   m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
         py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
         py::arg("threads") = 1, py::arg("isa") = "", py::arg("accumulate") = "fp32", py::arg("small_m") = py::none(),
-        py::arg("parallel_flops") = py::none());
+        py::arg("parallel_flops") = py::none(), py::arg("stream_m") = py::none());
 
   m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1},

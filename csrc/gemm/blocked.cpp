@@ -41,6 +41,12 @@ Workspace& thread_workspace() {
 // blocked path. Under 2^17 FLOPs (a 40^3 product) a second thread costs more than its share: 32^3 ran at
 // 112 GFLOPS on one thread and 105 on two, 16^3 at 46 and 15.
 constexpr int64_t kParallelFlops = int64_t(1) << 17;
+// Up to 8 rows of A, streaming B's rows (each vector of B loaded once for all rows, the rows of C in L1)
+// beat reading 32-column pieces of 64 rows of B in place: on 2 Zen 5 cores 2x4096x4096 went from 31 to 60
+// GFLOPS, 4x4096x4096 66 -> 94-118, 8x4096x4096 123 -> 164-268, 4x1024x1024 105-142 -> 186-205
+// (docs/benchmarks.md, issue 17's fourth session). A B that fits in half of L2 is read faster in place:
+// 8x256x256 ran at 164-171 GFLOPS streamed and 170-220 in place, 5x64x64 at 83-85 and 106-109.
+constexpr int64_t kStreamM = thin::kMaxStreamRows;
 
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
@@ -51,6 +57,10 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
     requested.kc_from_model = true;
   }
   if (requested.small_m < 0) requested.small_m = model.unpacked_rows;
+  if (requested.stream_m < 0) {
+    requested.stream_m = kStreamM;
+    requested.stream_min_b_bytes = cpu_info().l2.size_bytes / 2;
+  }
   requested.unpacked_kc = model.unpacked_kc;
   if (requested.parallel_flops < 0) requested.parallel_flops = kParallelFlops;
   return requested;

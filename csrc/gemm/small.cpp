@@ -1,5 +1,5 @@
 // GEMMs whose operands are used too few times to pay for packing them (csrc/gemm/README.md, "Paths by
-// shape"): one row of A (gemm_row: B streamed into an L1 accumulator), at most thin::kMaxN columns of B
+// shape"): up to 8 rows of A (gemm_rows: B streamed into L1 accumulators), at most thin::kMaxN columns of B
 // (gemm_thin: A streamed in place against a B that stays in cache), and few rows of A (gemm_unpacked_b: the
 // blocked loops with B read in place by the register tile's rows micro-kernel instead of packed).
 #include "small.hpp"
@@ -94,67 +94,81 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
   });
 }
 
-// M = 1 (a GEMV: one row of A against all of B): B is streamed once from memory, never packed, and the
-// row of C, a column block of at most kRowBlock floats per thread, stays in L1 while every row of B adds
-// into it. Threads split the columns in blocks of 16. B^T (trans_b) is the N = 1 case transposed:
-// C^T = B^T a^T, dot products over B^T's rows on the thin path.
-constexpr int64_t kRowBlock = 2048;
-constexpr int64_t kRowGroup = 8;
+// Few rows of A streaming B (M = 1, a GEMV, and 2 <= M <= stream_m with B past half of L2 by default): B is
+// read once, in place and row after row, never packed, and the M rows of C, a column block of at most
+// kStreamFloats / M floats each per thread, stay in L1 while every row of B adds into them
+// (thin::kStreamGroup rows at a time, each vector of B loaded once for all M rows). Threads split the
+// columns in blocks of 16. B's rows are read as long runs, one prefetch stream per row of the group; the
+// unpacked-B loops read 32-column pieces of 64 rows at a time, which drew 17 GB/s of B on one Zen 5 core at
+// 2x4096x4096, where the rows draw 33-37. B^T (trans_b) at M = 1 is the N = 1 case transposed: C^T = B^T
+// a^T, dot products over B^T's rows on the thin path.
+constexpr int64_t kStreamFloats = 4096;  // floats of C per thread in L1 (16 KiB) ...
+constexpr int64_t kRowBlock = 2048;      // ... in rows of at most this many (a GEMV's block, as measured)
+constexpr int64_t kRowGroup = thin::kStreamGroup;
 
-// Rows [k_lo, k_hi) of B times the matching part of the row of A, for columns [j_lo, j_hi): into `out`
-// (fp32, the row of C's columns from j_lo), or added to it when `add`.
-void row_range(const KernelSet& ks, const GemmProblem& p, int64_t k_lo, int64_t k_hi, int64_t j_lo, int64_t j_hi,
-               float* out, bool add) {
+int64_t stream_block(int64_t m) { return std::max<int64_t>(16, std::min(kRowBlock, kStreamFloats / m / 16 * 16)); }
+
+// Rows [k_lo, k_hi) of B times the matching columns of the m rows of A, for columns [j_lo, j_hi) of C: into
+// `out` (fp32, row i at out + i ldo, from column j_lo), or added to it when `add`.
+void rows_range(const KernelSet& ks, const GemmProblem& p, int64_t k_lo, int64_t k_hi, int64_t j_lo, int64_t j_hi,
+                float* out, int64_t ldo, bool add) {
   static thread_local AlignedBuffer acc_buffer, wide_buffer;
   const bool f16_in = p.in_dtype == Dtype::f16;
-  float* acc = static_cast<float*>(acc_buffer.reserve(static_cast<size_t>(kRowBlock) * sizeof(float)));
-  float* wide = f16_in ? static_cast<float*>(wide_buffer.reserve(static_cast<size_t>(kRowGroup * kRowBlock) * sizeof(float)))
+  const int64_t m = p.m, block = stream_block(m);
+  float* acc = static_cast<float*>(acc_buffer.reserve(static_cast<size_t>(m * block) * sizeof(float)));
+  float* wide = f16_in ? static_cast<float*>(wide_buffer.reserve(static_cast<size_t>(kRowGroup * block) * sizeof(float)))
                        : nullptr;
-  for (int64_t j0 = j_lo; j0 < j_hi; j0 += kRowBlock) {
-    const int64_t nb = std::min(kRowBlock, j_hi - j0);
-    float* dst = out + (j0 - j_lo);
-    if (add) {
-      std::memcpy(acc, dst, static_cast<size_t>(nb) * sizeof(float));
-    } else {
-      std::fill(acc, acc + nb, 0.0f);
+  float a[thin::kMaxStreamRows * kRowGroup];
+  for (int64_t j0 = j_lo; j0 < j_hi; j0 += block) {
+    const int64_t nb = std::min(block, j_hi - j0);
+    for (int64_t i = 0; i < m; ++i) {
+      float* dst = out + i * ldo + (j0 - j_lo);
+      if (add) {
+        std::memcpy(acc + i * block, dst, static_cast<size_t>(nb) * sizeof(float));
+      } else {
+        std::fill(acc + i * block, acc + i * block + nb, 0.0f);
+      }
     }
-    // Rows of B in groups of kRowGroup: the accumulator is read and written once per group, not per row.
     for (int64_t q0 = k_lo; q0 < k_hi; q0 += kRowGroup) {
       const int64_t g = std::min(kRowGroup, k_hi - q0);
-      float a[kRowGroup] = {};
       const float* rows[kRowGroup];
       for (int64_t r = 0; r < kRowGroup; ++r) {
-        const int64_t q = q0 + std::min(r, g - 1);  // rows past a short group are not read
-        const int64_t at = q * (p.trans_a ? p.lda : 1);
-        if (r < g) {
-          a[r] = f16_in ? half_to_float(static_cast<const uint16_t*>(p.a)[at]) : static_cast<const float*>(p.a)[at];
+        const int64_t q = q0 + std::min(r, g - 1);  // a short group repeats its last row with weight 0
+        for (int64_t i = 0; i < m; ++i) {
+          const int64_t at = p.trans_a ? q * p.lda + i : i * p.lda + q;
+          a[i * kRowGroup + r] =
+              r >= g ? 0.0f
+                     : (f16_in ? half_to_float(static_cast<const uint16_t*>(p.a)[at]) : static_cast<const float*>(p.a)[at]);
         }
         if (f16_in) {
-          if (r < g) ks.gemm.widen_f16(static_cast<const uint16_t*>(p.b) + q * p.ldb + j0, wide + r * kRowBlock, nb);
-          rows[r] = wide + std::min(r, g - 1) * kRowBlock;
+          if (r < g) ks.gemm.widen_f16(static_cast<const uint16_t*>(p.b) + q * p.ldb + j0, wide + r * block, nb);
+          rows[r] = wide + std::min(r, g - 1) * block;
         } else {
           rows[r] = static_cast<const float*>(p.b) + q * p.ldb + j0;
         }
       }
-      ks.gemm.row_axpy(nb, static_cast<int>(g), a, rows, acc);
+      ks.gemm.rows_axpy(nb, static_cast<int>(m), a, rows, acc, block);
     }
-    std::memcpy(dst, acc, static_cast<size_t>(nb) * sizeof(float));
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(out + i * ldo + (j0 - j_lo), acc + i * block, static_cast<size_t>(nb) * sizeof(float));
+    }
   }
 }
 
-void gemm_row(const KernelSet& ks, const GemmProblem& p, int threads) {
+void gemm_rows(const KernelSet& ks, const GemmProblem& p, int threads) {
   static thread_local AlignedBuffer out_buffer;
   const bool f16_out = p.out_dtype == Dtype::f16;  // then summed in fp32 first, rounded once
-  float* out = f16_out ? static_cast<float*>(out_buffer.reserve(static_cast<size_t>(p.n) * sizeof(float)))
+  float* out = f16_out ? static_cast<float*>(out_buffer.reserve(static_cast<size_t>(p.m * p.n) * sizeof(float)))
                        : static_cast<float*>(p.c);
+  const int64_t ldo = f16_out ? p.n : p.ldc;  // (accumulate is fp32 output only)
   const int64_t chunks = ceil_div(p.n, 16);
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
   ThreadPool::instance().run(threads, [&](int tid) {
     int64_t lo, hi;
     split::share_steps(p.n, 16, threads, tid, lo, hi);
-    if (hi > lo) row_range(ks, p, 0, p.k, lo, hi, out + lo, p.accumulate);
+    if (hi > lo) rows_range(ks, p, 0, p.k, lo, hi, out + lo, ldo, p.accumulate);
   });
-  if (f16_out) ks.gemm.store_f16(out, p.n, 1, p.n, static_cast<uint16_t*>(p.c), p.n);
+  if (f16_out) ks.gemm.store_f16(out, ldo, p.m, p.n, static_cast<uint16_t*>(p.c), p.ldc);
 }
 
 // Few rows of A (M <= small_m): every element of B is used by only a few register tiles, so packing B
@@ -264,7 +278,13 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   });
 }
 
-bool row_path(const GemmProblem& p) { return p.m == 1 && !(p.trans_a && p.trans_b); }
+// One row of A (any N), or 2 <= M <= stream_m rows against more columns than the thin path takes.
+bool row_path(const GemmProblem& p, const Blocking& blk) {
+  if (p.m == 1) return !(p.trans_a && p.trans_b);
+  const int64_t b_bytes = p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4);
+  return p.m <= std::min<int64_t>(blk.stream_m, thin::kMaxStreamRows) && !p.trans_b && p.n > thin::kMaxN &&
+         b_bytes >= blk.stream_min_b_bytes;
+}
 
 bool thin_path(const KernelSet& ks, const GemmProblem& p) {
   return p.n <= thin::kMaxN && ks.gemm.thin != nullptr && !p.trans_a;
@@ -272,11 +292,16 @@ bool thin_path(const KernelSet& ks, const GemmProblem& p) {
 
 }  // namespace
 
-bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thin_path(ks, p) || row_path(p); }
+bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) {
+  return thin_path(ks, p) || (p.m == 1 && !(p.trans_a && p.trans_b));
+}
 
 const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.b_packed != nullptr || p.accumulation != Accumulation::f32) return nullptr;
-  if (row_path(p)) return p.trans_b ? "thin (one row of A: dot products over B^T's rows)" : "row (one row of A: B streamed)";
+  if (row_path(p, blk)) {
+    if (p.m > 1) return "rows (M <= stream_m: B streamed row by row)";
+    return p.trans_b ? "thin (one row of A: dot products over B^T's rows)" : "row (one row of A: B streamed)";
+  }
   if (thin_path(ks, p)) {
     return thin_b_in_place(ks, p) ? "thin (few columns: A streamed, B read in place)"
                                   : "thin (few columns: A streamed, B packed once)";
@@ -287,9 +312,9 @@ const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking
 
 bool small_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
   if (small_path(ks, p, blk) == nullptr) return false;
-  if (row_path(p)) {
+  if (row_path(p, blk)) {
     if (!p.trans_b) {
-      gemm_row(ks, p, threads);
+      gemm_rows(ks, p, threads);
       return true;
     }
     GemmProblem t = p;  // C^T (n x 1) = B^T (n x k) a^T (k x 1): the thin path over B^T's rows
@@ -318,7 +343,12 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
   const int64_t kc = std::min(blk.kc, p.k);
   const int64_t thin =
       p.n <= thin::kMaxN ? add(thin::packed_floats(ks.thin_lanes, p.n, p.k), mul(p.m, p.n, "C"), "thin path") : 0;
-  const int64_t row = p.m == 1 ? mul((kRowGroup + 1) * kRowBlock, threads, "row blocks") : 0;
+  // The rows path: each thread's fp16 B rows widened (kRowGroup x its block) and its accumulators; fp16 C
+  // is summed in an M x N fp32 buffer.
+  const int64_t row = p.m <= thin::kMaxStreamRows
+                          ? add(mul(mul(kRowGroup + p.m, stream_block(p.m), "row blocks"), threads, "row blocks"),
+                                mul(p.m, p.n, "C"), "row blocks")
+                          : 0;
   int64_t unpacked = 0;
   if (p.m <= blk.small_m) {
     const int64_t nc = add(std::min(blk.nc, p.n), NR, "tile_n");

@@ -36,6 +36,9 @@ from opbench.kernels.training import (
     rnn_backward,
 )
 
+# The most rows of A the streaming path takes (kernels.gemm's stream_m).
+STREAM_M_MAX: int = _core.stream_m_max
+
 __all__ = [
     "Plan",
     "gemm",
@@ -59,6 +62,7 @@ __all__ = [
     "MAX_THREADS",
     "MAX_TILE",
     "MAX_CONV_PARAM",
+    "STREAM_M_MAX",
     "fault_injection",
     "cpu_features",
     "default_tiles",
@@ -91,6 +95,7 @@ def gemm(
     accumulate: str = "fp32",
     small_m: int | None = None,
     parallel_flops: int | None = None,
+    stream_m: int | None = None,
 ) -> np.ndarray:
     """C = A @ B with opbench's tiled C++ kernel.
 
@@ -107,13 +112,15 @@ def gemm(
     (slowly), to study the error. default_tiles()["fp16_accumulate"] says whether it can run here.
     The driver's path thresholds (csrc/gemm/README.md, "Paths by shape"; None: the defaults that
     default_tiles() lists), which a tiles dict (a tuned record's) may carry too: small_m (>= 0), the most rows
-    of A for which B is read in place instead of packed (0: never), and parallel_flops (>= 0), the FLOPs
-    under which one thread runs the whole product. prepare_gemm(...).tiles()["path"] says which path runs.
+    of A for which B is read in place instead of packed (0: never), parallel_flops (>= 0), the FLOPs
+    under which one thread runs the whole product, and stream_m (0 to default_tiles()["stream_m_max"]), the
+    most rows of A for which B is streamed row by row (0 or 1: never for M >= 2; M = 1 always streams).
+    prepare_gemm(...).tiles()["path"] says which path runs.
     Raises ValueError naming the problem for any invalid input.
     """
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
     _threads(threads)
-    thresholds = {"small_m": small_m, "parallel_flops": parallel_flops}
+    thresholds = {"small_m": small_m, "parallel_flops": parallel_flops, "stream_m": stream_m}
     if isinstance(tiles, dict) and set(thresholds) & set(tiles):
         tiles = dict(tiles)
         for name in thresholds:
@@ -150,6 +157,7 @@ def prepare_gemm(
     accumulate: str = "fp32",
     small_m: int | None = None,
     parallel_flops: int | None = None,
+    stream_m: int | None = None,
 ) -> Plan:
     """gemm(...) prepared once and called many times: `plan.run(loops)` times calls inside C++ (no Python
     between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
@@ -163,6 +171,7 @@ def prepare_gemm(
         accumulate,
         _optional_count(small_m, "small_m", MAX_TILE),
         _optional_count(parallel_flops, "parallel_flops"),
+        _optional_count(stream_m, "stream_m", STREAM_M_MAX),
     )
 
 

@@ -121,9 +121,9 @@ def check(
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
 
-# The driver's path thresholds (kernels.gemm's small_m and parallel_flops, csrc/gemm/README.md "Paths by
+# The driver's path thresholds (kernels.gemm's small_m, parallel_flops and stream_m, csrc/gemm/README.md "Paths by
 # shape"), which plan() takes among the tiles and a tuned record may carry: 0 is a value (a tile is >= 1).
-THRESHOLDS = ("small_m", "parallel_flops")
+THRESHOLDS = ("small_m", "parallel_flops", "stream_m")
 
 
 def plan(
@@ -148,6 +148,7 @@ def plan(
         accumulate=accumulate,
         small_m=tiles.get("small_m"),
         parallel_flops=tiles.get("parallel_flops"),
+        stream_m=tiles.get("stream_m"),
     )
 
 

@@ -51,8 +51,9 @@ using GruCell = void (*)(int64_t rows, int64_t cols, float* gx, int64_t ldgx, co
 using RnnCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz, bool relu, float* h32,
                          uint16_t* h16, int64_t ldh);
 
-// acc[0:nb) += sum over r < g (g <= 8) of a[r] * rows[r][0:nb): the M = 1 path streaming rows of B.
-using RowAxpyF32 = void (*)(int64_t nb, int g, const float* a, const float* const* rows, float* acc);
+// For each row i < m (m <= thin::kMaxStreamRows): acc[i ld + 0:nb) += sum over r < thin::kStreamGroup of
+// a[i kStreamGroup + r] * rows[r][0:nb): the few-rows path streaming rows of B (csrc/gemm/thin.hpp).
+using RowsAxpyF32 = void (*)(int64_t nb, int m, const float* a, const float* const* rows, float* acc, int64_t ld);
 // Rows [0, m) of C (+)= A * B for n <= thin::kMaxN columns, A unpacked (fp32, or fp16 when a_f16), B given
 // as bp in the thin layout below for the kernel set's thin_lanes, its groups ldbp floats apart (thin::width
 // when packed; B's own ldb when it is read in place, which the layout allows when group == 1 and N == width).
@@ -67,6 +68,8 @@ using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16,
 // For N = 1 this is B's column itself (g = lanes).
 namespace thin {
 constexpr int kMaxN = 32;
+constexpr int kMaxStreamRows = 8;  // rows of A the rows_axpy kernel takes at once
+constexpr int kStreamGroup = 8;    // rows of B it adds per pass over the accumulators
 constexpr int padded_n(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
 constexpr int group(int lanes, int np) { return np >= lanes ? 1 : lanes / np; }
 constexpr int width(int lanes, int np) { return np * group(lanes, np); }
@@ -133,7 +136,7 @@ struct GemmKernels {
   PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
   ThinF32 thin;  // the few-columns path (csrc/gemm/thin.hpp)
-  RowAxpyF32 row_axpy;  // the M = 1 path's inner loop (csrc/gemm/thin.hpp)
+  RowsAxpyF32 rows_axpy;  // the few-rows path's inner loop (csrc/gemm/thin.hpp)
   WidenF16 widen_f16;
 };
 
