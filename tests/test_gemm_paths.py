@@ -83,7 +83,9 @@ def test_unpacked_path_with_any_tiles(isa: str, dtype: str, tiles: tuple) -> Non
 def test_rows_path_at_every_m(isa: str, dtype: str, m: int) -> None:
     for n, k, threads in ((33, 1, 1), (100, 9, 3), (47, 8, 2), (161, 131, 5), (1000, 23, 2)):
         inp = inputs_for(m, n, k, dtype, seed=m + n)
-        plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, stream_m=8)
+        plan = kernels.prepare_gemm(
+            inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, stream_m=8
+        )
         assert plan.tiles()["path"].startswith("row"), (m, n, k)
         assert_close(plan.output(), inp, dtype)
 
@@ -177,7 +179,13 @@ def test_thresholds_are_reported_and_checked() -> None:
     assert_close(c, inp, "fp32")
     assert info["stream_m"] == kernels.STREAM_M_MAX == 8
     assert kernels.prepare_gemm(inp["a"], inp["b"], stream_m=2).tiles()["stream_m"] == 2
-    bad_values = ({"small_m": -1}, {"parallel_flops": -2}, {"small_m": 1.5}, {"small_m": "8"}, {"stream_m": 9})
+    bad_values = (
+        {"small_m": -1},
+        {"parallel_flops": -2},
+        {"small_m": 1.5},
+        {"small_m": "8"},
+        {"stream_m": 9},
+    )
     for bad in bad_values:
         with pytest.raises(ValueError, match=next(iter(bad))):
             kernels.gemm(inp["a"], inp["b"], **bad)
@@ -214,7 +222,8 @@ for dtype in ("fp32", "fp16"):
                               ((5, 67, 71), "rows"), ((31, 67, 71), "unpacked"), ((999, 67, 71), "blocked")):
         s = gemm.GemmShape(m, n, k)
         i = gemm.make_inputs(s, dtype, 3)
-        plan = kernels.prepare_gemm(i["a"], i["b"], threads=3, parallel_flops=0, stream_m=8 if m == 5 else None)
+        stream_m = 8 if m == 5 else None
+        plan = kernels.prepare_gemm(i["a"], i["b"], threads=3, parallel_flops=0, stream_m=stream_m)
         assert plan.tiles()["path"].startswith(prefix), (m, n, k, plan.tiles()["path"])
         assert plan.tiles()["isa"] == ISA
         assert gemm.check(s, plan.output(), i, gemm.reference(s, i), dtype, "fp32")["ok"], (m, n, k, dtype)

@@ -76,11 +76,19 @@ def test_depthwise_3x3_matches_float64_reference(isa: str, stride: int, hw: tupl
             shifted[...] = inp["x"]
             inp["x"] = shifted
             plan = kernels.prepare_conv2d(
-                inp["x"], inp["w"], stride=(stride, stride), padding=(pad_h, pad_w), groups=3, threads=threads, isa=isa
+                inp["x"],
+                inp["w"],
+                stride=(stride, stride),
+                padding=(pad_h, pad_w),
+                groups=3,
+                threads=threads,
+                isa=isa,
             )
             in_place = isa.startswith("avx512") and dtype == "fp32"
             assert plan.tiles()["path"].startswith(
-                "direct depthwise, planes read in place" if in_place else "direct depthwise, padded plane copies"
+                "direct depthwise, planes read in place"
+                if in_place
+                else "direct depthwise, padded plane copies"
             )
             result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
             assert result["ok"], (pad_h, pad_w, mult, threads, dtype, result)

@@ -121,8 +121,9 @@ def check(
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
 
-# The driver's path thresholds (kernels.gemm's small_m, parallel_flops and stream_m, csrc/gemm/README.md "Paths by
-# shape"), which plan() takes among the tiles and a tuned record may carry: 0 is a value (a tile is >= 1).
+# The driver's path thresholds (kernels.gemm's small_m, parallel_flops and stream_m, csrc/gemm/README.md
+# "Paths by shape"), which plan() takes among the tiles and a tuned record may carry: 0 is a value (a tile is
+# >= 1).
 THRESHOLDS = ("small_m", "parallel_flops", "stream_m")
 
 
