@@ -13,6 +13,7 @@ class Plan:
     def saved(self) -> dict[str, Any]: ...
 
 fault_injection: bool
+stream_m_max: int
 
 def prepare_gemm(
     a: np.ndarray,
@@ -26,6 +27,7 @@ def prepare_gemm(
     accumulate: str = "fp32",
     small_m: int | None = None,
     parallel_flops: int | None = None,
+    stream_m: int | None = None,
 ) -> Plan: ...
 def prepare_conv2d(
     x: np.ndarray,
