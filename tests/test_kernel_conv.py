@@ -57,6 +57,65 @@ def test_matches_float64_reference(isa: str, dtype: str, case: tuple[int, ...]) 
     assert result["ok"], result
 
 
+# Small planes with many channels, where conv2d takes output pixels as the GEMM's rows (all images at once):
+# runs of pixels across output rows and images, a partial last register tile of pixels and of channels,
+# groups, strides, dilation, asymmetric padding and 1x1. Which of them take that path depends on the kernel
+# set's register tile; every kernel set takes it for some.
+PIXEL_CASES = [
+    (2, 64, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (2, 64, 5, 5, 128, 3, 3, 1, 1, 1, 1, 1, 1, 2),
+    (3, 40, 9, 11, 70, 3, 3, 2, 2, 1, 1, 2, 2, 1),
+    (1, 33, 3, 4, 47, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (2, 48, 6, 5, 64, 2, 3, 1, 2, 0, 1, 1, 1, 1),
+    (5, 24, 4, 4, 200, 1, 1, 1, 1, 0, 0, 1, 1, 1),
+    (2, 96, 7, 9, 160, 3, 3, 2, 1, 1, 2, 1, 2, 1),
+]
+PIXELS_PATH = "implicit GEMM, output pixels as rows"
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
+    taken = 0
+    for case in PIXEL_CASES:
+        shape = shape_of(case)
+        inp = conv.make_inputs(shape, dtype, seed=11)
+        for threads, tiles in ((1, {}), (3, {}), (2, {"tile_m": 1, "tile_n": 1, "tile_k": 5})):
+            plan = kernels.prepare_conv2d(
+                inp["x"],
+                inp["w"],
+                stride=(shape.stride_h, shape.stride_w),
+                padding=(shape.pad_h, shape.pad_w),
+                dilation=(shape.dil_h, shape.dil_w),
+                groups=shape.groups,
+                threads=threads,
+                isa=isa,
+                **tiles,
+            )
+            t = plan.tiles()
+            if t["path"].startswith(PIXELS_PATH):
+                taken += threads == 1
+                assert (t["gemm_m"], t["gemm_n"]) == (shape.n * shape.out_h * shape.out_w, shape.k // shape.groups)
+                if tiles:  # one register tile of pixels by one of channels per unit, K blocks of 5
+                    assert (t["tile_m"], t["tile_n"], t["tile_k"]) == (t["mr"], t["nr"], 5)
+            result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
+            assert result["ok"], (case, threads, tiles, t["path"], result)
+    assert taken >= 3
+
+
+@pytest.mark.skipif("avx512" not in ISAS, reason="the choice is measured for the AVX-512 14x32 tile")
+def test_pixels_as_rows_is_taken_where_it_wastes_fewer_fmas() -> None:
+    # 7x7 at 512 channels: 49 pixels fill 49 of 64 columns per image, 4 images 196 rows = 14 tiles exactly.
+    # 56x56 at 64 channels: the columns path wastes 4% and reads B in place, where pixels would gather A.
+    def path(n: int, c: int, hw: int, k: int) -> str:
+        x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, 3, 3), np.float32)
+        return str(kernels.prepare_conv2d(x, w, padding=(1, 1), threads=2, isa="avx512").tiles()["path"])
+
+    assert path(4, 512, 7, 512).startswith(PIXELS_PATH)
+    assert path(4, 256, 14, 256).startswith(PIXELS_PATH)
+    assert path(4, 64, 56, 64).startswith("implicit GEMM, B rows read in place")
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("hw", [(1, 1), (3, 2), (9, 15), (17, 16), (12, 33), (20, 47), (5, 65)], ids=str)

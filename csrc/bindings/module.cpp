@@ -54,13 +54,14 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   plan.result = y;
   plan.call = [&ks, p, blk, threads] { conv2d(ks, p, blk, static_cast<int>(threads)); };
   plan.tiles = tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blk);
-  const ConvGemmDims dims = conv_gemm_dims(p);
+  const ConvGemmDims dims = conv_gemm_dims(ks, p);
   plan.tiles["gemm_m"] = dims.m;
   plan.tiles["gemm_n"] = dims.n;
   plan.tiles["gemm_k"] = dims.k;
   plan.tiles["path"] = conv2d_is_depthwise(p)
                            ? (depthwise_reads_planes_in_place(ks, p) ? "direct depthwise, planes read in place (tiles do not apply)"
                                                                      : "direct depthwise, padded plane copies (tiles do not apply)")
+                       : conv_pixels_as_rows(ks, p) ? "implicit GEMM, output pixels as rows (A gathered, W^T packed)"
                        : (p.stride_h == 1 && p.stride_w == 1 ? "implicit GEMM, B rows read in place"
                                                            : "implicit GEMM, B micro-panels gathered");
   return plan;

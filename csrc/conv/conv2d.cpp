@@ -27,6 +27,7 @@
 #include "opbench/limits.hpp"
 #include "opbench/conv.hpp"
 #include "opbench/thread_pool.hpp"
+#include "padded.hpp"
 
 namespace opbench {
 
@@ -96,15 +97,20 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
 
 }  // namespace
 
-ConvGemmDims conv_gemm_dims(const ConvProblem& p) {
-  return {p.k / p.groups, columns_of(p).count(), (p.c / p.groups) * p.r * p.s};
+ConvGemmDims conv_gemm_dims(const KernelSet& ks, const ConvProblem& p) {
+  const int64_t crs = (p.c / p.groups) * p.r * p.s;
+  if (conv_pixels_as_rows(ks, p)) return {p.n * p.out_h() * p.out_w(), p.k / p.groups, crs};
+  return {p.k / p.groups, columns_of(p).count(), crs};
 }
 
 const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p) {
-  return tile_kernels(ks, columns_of(p).count());
+  return tile_kernels(ks, conv_pixels_as_rows(ks, p) ? p.k / p.groups : columns_of(p).count());
 }
 
 Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, Blocking requested, int threads) {
+  if (conv_pixels_as_rows(ks_main, p)) {
+    return resolve_conv_pixels_blocking(conv_tile_kernels(ks_main, p), p, requested, threads);
+  }
   const Columns cols = columns_of(p);
   const int64_t ncols = cols.count(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   const KernelSet& ks = conv_tile_kernels(ks_main, p);
@@ -184,14 +190,59 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
   const int64_t floats = add(add(padded, packed_w, "conv workspace"), mul(per_thread, threads, "conv scratch"),
                              "conv workspace");
   const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
+  if (conv_pixels_as_rows(ks_main, p)) {
+    return add(mul(add(padded, conv_pixels_workspace_floats(ks, p, blk, threads), "conv workspace"),
+                   int64_t(sizeof(float)), "conv workspace"),
+               mul(crs, 8, "conv offsets"), "conv workspace");
+  }
   if (!conv2d_is_depthwise(p)) return bytes;
   // The direct depthwise loop uses none of the implicit GEMM's buffers (their sizes above are overflow checks).
   return mul(depthwise_workspace_floats(ks_main, p, threads), int64_t(sizeof(float)), "depthwise scratch");
 }
 
+float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer) {
+  const bool f16 = p.dtype == Dtype::f16;
+  const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp, planes = p.n * p.c;
+  auto* xp = static_cast<float*>(buffer.reserve(static_cast<size_t>(planes * plane + slack) * sizeof(float)));
+  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
+  ThreadPool::instance().run(t, [&](int tid) {
+    for (int64_t pl = planes * tid / t; pl < planes * (tid + 1) / t; ++pl) {
+      float* dst = xp + pl * plane;
+      std::memset(dst, 0, sizeof(float) * p.pad_h * Wp);
+      std::memset(dst + (p.pad_h + p.h) * Wp, 0, sizeof(float) * p.pad_h * Wp);
+      for (int64_t ih = 0; ih < p.h; ++ih) {
+        float* row = dst + (p.pad_h + ih) * Wp;
+        std::memset(row, 0, sizeof(float) * p.pad_w);
+        std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_w);
+        const int64_t at = (pl * p.h + ih) * p.w_in;
+        if (f16) {
+          ks.gemm.widen_f16(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
+        } else {
+          std::memcpy(row + p.pad_w, static_cast<const float*>(p.x) + at, sizeof(float) * p.w_in);
+        }
+      }
+    }
+  });
+  std::memset(xp + planes * plane, 0, sizeof(float) * slack);
+  return xp;
+}
+
+void tap_offsets(const ConvProblem& p, int64_t* row_off) {
+  const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp;
+  const int64_t crs = (p.c / p.groups) * p.r * p.s;
+  for (int64_t row = 0; row < crs; ++row) {
+    const int64_t ch = row / (p.r * p.s), kr = (row / p.s) % p.r, kcol = row % p.s;
+    row_off[row] = ch * plane + kr * p.dil_h * Wp + kcol * p.dil_w;
+  }
+}
+
 void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {
   if (conv2d_is_depthwise(p)) {
     conv2d_depthwise(ks_main, p, threads);
+    return;
+  }
+  if (conv_pixels_as_rows(ks_main, p)) {
+    conv2d_pixels(conv_tile_kernels(ks_main, p), p, blk, threads);
     return;
   }
   static thread_local AlignedBuffer padded_buffer, a_buffer;
@@ -206,37 +257,11 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk,
   // The padded fp32 copy of the input. In place, the last micro-panel of the last plane reads up to
   // (S-1)*dil_w + NR floats past it: that slack is zeroed too.
   const int64_t Hp = p.h + 2 * p.pad_h, Wp = p.w_in + 2 * p.pad_w, plane = Hp * Wp;
-  const int64_t planes = p.n * p.c, slack = (p.s - 1) * p.dil_w + NR;
-  auto* xp = static_cast<float*>(padded_buffer.reserve(static_cast<size_t>(planes * plane + slack) * sizeof(float)));
-  {
-    const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
-    ThreadPool::instance().run(t, [&](int tid) {
-      for (int64_t pl = planes * tid / t; pl < planes * (tid + 1) / t; ++pl) {
-        float* dst = xp + pl * plane;
-        std::memset(dst, 0, sizeof(float) * p.pad_h * Wp);
-        std::memset(dst + (p.pad_h + p.h) * Wp, 0, sizeof(float) * p.pad_h * Wp);
-        for (int64_t ih = 0; ih < p.h; ++ih) {
-          float* row = dst + (p.pad_h + ih) * Wp;
-          std::memset(row, 0, sizeof(float) * p.pad_w);
-          std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_w);
-          const int64_t at = (pl * p.h + ih) * p.w_in;
-          if (f16) {
-            ks.gemm.widen_f16(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
-          } else {
-            std::memcpy(row + p.pad_w, static_cast<const float*>(p.x) + at, sizeof(float) * p.w_in);
-          }
-        }
-      }
-    });
-    std::memset(xp + planes * plane, 0, sizeof(float) * slack);
-  }
+  const float* xp = padded_input(ks, p, (p.s - 1) * p.dil_w + NR, threads, padded_buffer);
 
   // B's rows within a group: (channel, filter row, filter column) -> that tap's offset in the planes.
   std::vector<int64_t> row_off(static_cast<size_t>(crs));
-  for (int64_t row = 0; row < crs; ++row) {
-    const int64_t ch = row / (p.r * p.s), kr = (row / p.s) % p.r, kcol = row % p.s;
-    row_off[static_cast<size_t>(row)] = ch * plane + kr * p.dil_h * Wp + kcol * p.dil_w;
-  }
+  tap_offsets(p, row_off.data());
 
   // W packed once: per group, its K blocks in order, each ceil(kg / MR) MR-row micro-panels of depth kb.
   const int64_t a_rows = round_up(kg, MR), a_group = a_rows * crs;

@@ -160,6 +160,7 @@ using DepthwiseSplitF32 = void (*)(const float* row, int64_t n, int stride, floa
 struct ConvKernels {
   UkernelRowsF32 ukernel_rows;
   PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
+  PackBGatherF32 pack_a_gather;  // the same into an MR-row micro-panel of A (output pixels as rows)
   DepthwiseRowF32 depthwise_row;
   Depthwise3x3F32 depthwise_3x3;
   DepthwiseSplitF32 depthwise_split;

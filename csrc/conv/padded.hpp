@@ -1,0 +1,19 @@
+// The zero-padded fp32 copy of a convolution's input that both implicit-GEMM orientations read
+// (csrc/conv/conv2d.cpp: pixels as columns; conv2d_pixels.cpp: pixels as rows).
+#pragma once
+
+#include <cstdint>
+
+#include "opbench/aligned.hpp"
+#include "opbench/conv.hpp"
+
+namespace opbench {
+
+// N x C planes of Hp = H + 2 pad_h rows of Wp = W + 2 pad_w floats, then `slack` zeros (what a micro-panel
+// may read past the last plane), written by `threads` threads into `buffer`.
+float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer);
+
+// Offsets within a group's planes of its im2col rows (input channel, filter row, filter column).
+void tap_offsets(const ConvProblem& p, int64_t* row_off);
+
+}  // namespace opbench
