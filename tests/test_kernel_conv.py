@@ -95,7 +95,8 @@ def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
             t = plan.tiles()
             if t["path"].startswith(PIXELS_PATH):
                 taken += threads == 1
-                assert (t["gemm_m"], t["gemm_n"]) == (shape.n * shape.out_h * shape.out_w, shape.k // shape.groups)
+                pixels = shape.n * shape.out_h * shape.out_w
+                assert (t["gemm_m"], t["gemm_n"]) == (pixels, shape.k // shape.groups)
                 if tiles:  # one register tile of pixels by one of channels per unit, K blocks of 5
                     assert (t["tile_m"], t["tile_n"], t["tile_k"]) == (t["mr"], t["nr"], 5)
             result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
