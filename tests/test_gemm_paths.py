@@ -105,9 +105,10 @@ def test_rows_path_reads_a_transposed() -> None:
         assert (np.abs(db - a64.T @ dc64) <= 8 * m * 6e-8 * scale + 1e-6).all()
 
 
-# Every padded width of the thin path (2, 4, 8, 16, 32: one to sixteen rows of B per vector, or two
-# vectors per row) exact and padded, N = 16 (read in place on AVX-512), and K below, at and past whole groups.
-THIN_N = [2, 3, 4, 5, 8, 9, 12, 16, 17, 24, 31, 32]
+# Every padded width of the thin path (1: dot products over 4 rows of A at a time; 2, 4, 8, 16, 32: one to
+# sixteen rows of B per vector, or two vectors per row) exact and padded, N = 16 (read in place on AVX-512),
+# and K below, at and past whole groups.
+THIN_N = [1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 24, 31, 32]
 THIN_K = [1, 3, 7, 17, 523]
 
 
