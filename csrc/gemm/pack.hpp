@@ -133,8 +133,9 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
   int64_t p0 = 0;
 #if defined(__AVX512F__)
   if constexpr (sizeof(D) == 4 && NR % 16 == 0) {
-    for (; p0 + 16 <= k; p0 += 16) {
-      for (int64_t j0 = 0; j0 < NR; j0 += 16) {
+    const int64_t k16 = k / 16 * 16;
+    for (int64_t j0 = 0; j0 < NR; j0 += 16) {  // 16 rows of B^T at a time: 16 read streams, not NR
+      for (p0 = 0; p0 < k16; p0 += 16) {
         __m512 r[16], out[16];
         for (int64_t i = 0; i < 16; ++i) {
           const T* src = bt + (j0 + i) * ldbt + p0;
@@ -150,6 +151,7 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
         for (int64_t t = 0; t < 16; ++t) _mm512_storeu_ps(reinterpret_cast<float*>(dst + (p0 + t) * NR + j0), out[t]);
       }
     }
+    p0 = k16;
   }
 #endif
   for (int64_t j = 0; j < n; ++j) {

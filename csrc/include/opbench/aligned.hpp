@@ -22,10 +22,11 @@ class AlignedBuffer {
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   ~AlignedBuffer() { std::free(ptr_); }
 
-  // Returns a buffer of at least `bytes`; contents are unspecified after growth.
-  void* reserve(std::size_t bytes) {
+  // Returns a buffer of at least `bytes`; contents are unspecified after growth. `huge`: 2 MiB-aligned and
+  // asked for huge pages whatever its size, so that what is laid out in it is physically contiguous too.
+  void* reserve(std::size_t bytes, bool huge = false) {
     if (bytes > capacity_) {
-      const std::size_t align = bytes >= kHugePage ? kHugePage : 4096;
+      const std::size_t align = bytes >= kHugePage || huge ? kHugePage : 4096;
       const std::size_t rounded = (bytes + align - 1) / align * align;
       void* p = std::aligned_alloc(align, rounded);
       if (p == nullptr) throw std::bad_alloc();
