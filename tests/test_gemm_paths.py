@@ -31,10 +31,10 @@ ODD = [
     (43, 31, 521),
     (97, 101, 103),
 ]
-# What each threshold setting makes of them: B streamed (stream_m 8, for M <= 8 and N > 32), the unpacked
+# What each threshold setting makes of them: B streamed (stream_m 32, for M <= 32 and N > 32), the unpacked
 # path (small_m above M), the blocked one (small_m 0), and the default.
 SETTINGS = {
-    "streamed": {"stream_m": 8},
+    "streamed": {"stream_m": 32},
     "unpacked": {"small_m": 10**6, "stream_m": 0},
     "blocked": {"small_m": 0, "stream_m": 0},
     "default": {},
@@ -74,17 +74,18 @@ def test_unpacked_path_with_any_tiles(isa: str, dtype: str, tiles: tuple) -> Non
     assert_close(c, inp, dtype)
 
 
-# The rows path at every M it takes (one instantiation each), N past the thin path's 32 with vector and
-# column tails (33: two vectors and one column; 100: a 4-vector step, two vectors and four columns), K from
-# one row to past several groups of 8 with a short last group.
+# The rows path at every M up to 8 (one instantiation each) and past it (passes of 8 rows, the last one
+# short), N past the thin path's 32 with vector and column tails (33: two vectors and one column; 100: a
+# 4-vector step, two vectors and four columns), K from one row to past several groups of 8 with a short last
+# group.
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 21, 32])
 def test_rows_path_at_every_m(isa: str, dtype: str, m: int) -> None:
     for n, k, threads in ((33, 1, 1), (100, 9, 3), (47, 8, 2), (161, 131, 5), (1000, 23, 2)):
         inp = inputs_for(m, n, k, dtype, seed=m + n)
         plan = kernels.prepare_gemm(
-            inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, stream_m=8
+            inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, stream_m=32
         )
         assert plan.tiles()["path"].startswith("row"), (m, n, k)
         assert_close(plan.output(), inp, dtype)
@@ -156,11 +157,16 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(20, 64, 64, small_m=20).startswith("unpacked")
     assert path(20, 64, 64, small_m=0).startswith("blocked")
     # B streamed for 2-8 rows by default once B outgrows half of L2 (below that it is read faster in place),
-    # for any B when stream_m is given, and never at stream_m 0 or 1
-    half_l2 = kernels.cpu_info()["caches"]["l2"]["size_bytes"] // 2
+    # for 9-16 rows once it outgrows L3, for any B when stream_m is given, and never at stream_m 0 or 1
+    caches = kernels.cpu_info()["caches"]
+    half_l2 = caches["l2"]["size_bytes"] // 2
     big_k = half_l2 // (4 * 64) + 1
     assert path(8, 64, big_k).startswith("rows")
     assert path(9, 64, big_k).startswith("unpacked")
+    past_l3 = caches["l3"]["size_bytes"] // (4 * 64) + 1
+    assert path(16, 64, past_l3).startswith("rows")
+    assert path(17, 64, past_l3).startswith("unpacked")
+    assert path(17, 64, 5, stream_m=17).startswith("rows")
     assert path(8, 64, max(1, half_l2 // (4 * 64) - 1)).startswith("unpacked")
     assert path(2, 40, 3, stream_m=2).startswith("rows")
     assert path(3, 40, 3, stream_m=2).startswith("unpacked")
@@ -178,14 +184,14 @@ def test_thresholds_are_reported_and_checked() -> None:
     # a tuned record's tiles carry them like the tiles
     c = kernels.gemm(inp["a"], inp["b"], tiles={"tile_k": 4, "small_m": 0, "parallel_flops": 0})
     assert_close(c, inp, "fp32")
-    assert info["stream_m"] == kernels.STREAM_M_MAX == 8
+    assert info["stream_m"] == 16 and kernels.STREAM_M_MAX == 32
     assert kernels.prepare_gemm(inp["a"], inp["b"], stream_m=2).tiles()["stream_m"] == 2
     bad_values = (
         {"small_m": -1},
         {"parallel_flops": -2},
         {"small_m": 1.5},
         {"small_m": "8"},
-        {"stream_m": 9},
+        {"stream_m": 33},
     )
     for bad in bad_values:
         with pytest.raises(ValueError, match=next(iter(bad))):

@@ -140,9 +140,9 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
     blocking.parallel_flops = *parallel_flops;
   }
   if (stream_m) {
-    check_range(*stream_m, 0, thin::kMaxStreamRows, "stream_m");
+    check_range(*stream_m, 0, thin::kMaxStreamM, "stream_m");
     blocking.stream_m = *stream_m;
-    blocking.stream_min_b_bytes = 0;  // a given stream_m applies to any size of B
+    blocking.stream_min_b_bytes = blocking.stream_min_b_bytes_many = 0;  // a given stream_m: any size of B
   }
 
   GemmProblem p;
@@ -214,7 +214,7 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["small_m"] = blk.small_m;
   d["parallel_flops"] = blk.parallel_flops;
   d["stream_m"] = blk.stream_m;
-  d["stream_m_max"] = thin::kMaxStreamRows;
+  d["stream_m_max"] = thin::kMaxStreamM;
   py::dict f16acc;  // accumulate='fp16': the kernels it would run, or why it cannot run here
   try {
     const F16AccKernels& k = f16acc_kernels(ks);
@@ -246,7 +246,7 @@ PYBIND11_MODULE(_core, m) {
            "A recurrent backward plan's training forward, run once when prepared: y, h_n (c_n) and the "
            "fp32 activations kept for BPTT (gates, state, tanh_c); empty for other plans.");
   m.attr("fault_injection") = kFaultInjection;
-  m.attr("stream_m_max") = thin::kMaxStreamRows;
+  m.attr("stream_m_max") = thin::kMaxStreamM;
 
   m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
         py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),

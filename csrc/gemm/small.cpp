@@ -104,9 +104,16 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
 // a^T, dot products over B^T's rows on the thin path.
 constexpr int64_t kStreamFloats = 4096;  // floats of C per thread in L1 (16 KiB) ...
 constexpr int64_t kRowBlock = 2048;      // ... in rows of at most this many (a GEMV's block, as measured)
+constexpr int64_t kStreamL2Floats = 65536;
 constexpr int64_t kRowGroup = thin::kStreamGroup;
 
-int64_t stream_block(int64_t m) { return std::max<int64_t>(16, std::min(kRowBlock, kStreamFloats / m / 16 * 16)); }
+// Past kMaxStreamRows rows the accumulators move to L2 (kStreamL2Floats, 256 KiB per thread) so that B's
+// rows are still read in long runs: at 16x4096x4096 on one Zen 5 core a 16 KiB block (256 columns per row)
+// ran at 96-107 GFLOPS and a 256 KiB one at 116-120.
+int64_t stream_block(int64_t m) {
+  if (m > thin::kMaxStreamRows) return std::max<int64_t>(16, kStreamL2Floats / m / 16 * 16);
+  return std::max<int64_t>(16, std::min(kRowBlock, kStreamFloats / m / 16 * 16));
+}
 
 // Rows [k_lo, k_hi) of B times the matching columns of the m rows of A, for columns [j_lo, j_hi) of C: into
 // `out` (fp32, row i at out + i ldo, from column j_lo), or added to it when `add`.
@@ -118,7 +125,7 @@ void rows_range(const KernelSet& ks, const GemmProblem& p, int64_t k_lo, int64_t
   float* acc = static_cast<float*>(acc_buffer.reserve(static_cast<size_t>(m * block) * sizeof(float)));
   float* wide = f16_in ? static_cast<float*>(wide_buffer.reserve(static_cast<size_t>(kRowGroup * block) * sizeof(float)))
                        : nullptr;
-  float a[thin::kMaxStreamRows * kRowGroup];
+  float a[thin::kMaxStreamM * kRowGroup];
   for (int64_t j0 = j_lo; j0 < j_hi; j0 += block) {
     const int64_t nb = std::min(block, j_hi - j0);
     for (int64_t i = 0; i < m; ++i) {
@@ -147,7 +154,12 @@ void rows_range(const KernelSet& ks, const GemmProblem& p, int64_t k_lo, int64_t
           rows[r] = static_cast<const float*>(p.b) + q * p.ldb + j0;
         }
       }
-      ks.gemm.rows_axpy(nb, static_cast<int>(m), a, rows, acc, block);
+      // kMaxStreamRows rows of A per call: the first reads this group of B's rows from memory, the others
+      // from L1.
+      for (int64_t i0 = 0; i0 < m; i0 += thin::kMaxStreamRows) {
+        ks.gemm.rows_axpy(nb, static_cast<int>(std::min<int64_t>(thin::kMaxStreamRows, m - i0)), a + i0 * kRowGroup, rows,
+                          acc + i0 * block, block);
+      }
     }
     for (int64_t i = 0; i < m; ++i) {
       std::memcpy(out + i * ldo + (j0 - j_lo), acc + i * block, static_cast<size_t>(nb) * sizeof(float));
@@ -282,8 +294,9 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
 bool row_path(const GemmProblem& p, const Blocking& blk) {
   if (p.m == 1) return !(p.trans_a && p.trans_b);
   const int64_t b_bytes = p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4);
-  return p.m <= std::min<int64_t>(blk.stream_m, thin::kMaxStreamRows) && !p.trans_b && p.n > thin::kMaxN &&
-         b_bytes >= blk.stream_min_b_bytes;
+  const int64_t min_bytes = p.m <= thin::kMaxStreamRows ? blk.stream_min_b_bytes : blk.stream_min_b_bytes_many;
+  return p.m <= std::min<int64_t>(blk.stream_m, thin::kMaxStreamM) && !p.trans_b && p.n > thin::kMaxN &&
+         b_bytes >= min_bytes;
 }
 
 bool thin_path(const KernelSet& ks, const GemmProblem& p) {
@@ -345,7 +358,7 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
       p.n <= thin::kMaxN ? add(thin::packed_floats(ks.thin_lanes, p.n, p.k), mul(p.m, p.n, "C"), "thin path") : 0;
   // The rows path: each thread's fp16 B rows widened (kRowGroup x its block) and its accumulators; fp16 C
   // is summed in an M x N fp32 buffer.
-  const int64_t row = p.m <= thin::kMaxStreamRows
+  const int64_t row = p.m <= thin::kMaxStreamM
                           ? add(mul(mul(kRowGroup + p.m, stream_block(p.m), "row blocks"), threads, "row blocks"),
                                 mul(p.m, p.n, "C"), "row blocks")
                           : 0;

@@ -114,7 +114,8 @@ def gemm(
     default_tiles() lists), which a tiles dict (a tuned record's) may carry too: small_m (>= 0), the most rows
     of A for which B is read in place instead of packed (0: never), parallel_flops (>= 0), the FLOPs
     under which one thread runs the whole product, and stream_m (0 to default_tiles()["stream_m_max"]), the
-    most rows of A for which B is streamed row by row (0 or 1: never for M >= 2; M = 1 always streams).
+    most rows of A for which B is streamed row by row (0 or 1: never for M >= 2; M = 1 always streams; the
+    default, 16, streams only a B past half of L2 for up to 8 rows and past L3 for more).
     prepare_gemm(...).tiles()["path"] says which path runs.
     Raises ValueError naming the problem for any invalid input.
     """

@@ -69,6 +69,7 @@ using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16,
 namespace thin {
 constexpr int kMaxN = 32;
 constexpr int kMaxStreamRows = 8;  // rows of A the rows_axpy kernel takes at once
+constexpr int kMaxStreamM = 32;    // rows of A the streaming path takes (kMaxStreamRows per rows_axpy call)
 constexpr int kStreamGroup = 8;    // rows of B it adds per pass over the accumulators
 constexpr int padded_n(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
 constexpr int group(int lanes, int np) { return np >= lanes ? 1 : lanes / np; }
