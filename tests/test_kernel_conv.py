@@ -81,17 +81,7 @@ def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
         shape = shape_of(case)
         inp = conv.make_inputs(shape, dtype, seed=11)
         for threads, tiles in ((1, {}), (3, {}), (2, {"tile_m": 1, "tile_n": 1, "tile_k": 5})):
-            plan = kernels.prepare_conv2d(
-                inp["x"],
-                inp["w"],
-                stride=(shape.stride_h, shape.stride_w),
-                padding=(shape.pad_h, shape.pad_w),
-                dilation=(shape.dil_h, shape.dil_w),
-                groups=shape.groups,
-                threads=threads,
-                isa=isa,
-                **tiles,
-            )
+            plan = conv.plan(shape, inp, tiles, threads, isa)
             t = plan.tiles()
             if t["path"].startswith(PIXELS_PATH):
                 taken += threads == 1
@@ -135,15 +125,7 @@ def test_depthwise_3x3_matches_float64_reference(isa: str, stride: int, hw: tupl
             shifted = np.empty(inp["x"].size + 1, inp["x"].dtype)[1:].reshape(inp["x"].shape)
             shifted[...] = inp["x"]
             inp["x"] = shifted
-            plan = kernels.prepare_conv2d(
-                inp["x"],
-                inp["w"],
-                stride=(stride, stride),
-                padding=(pad_h, pad_w),
-                groups=3,
-                threads=threads,
-                isa=isa,
-            )
+            plan = conv.plan(shape, inp, {}, threads, isa)
             in_place = isa.startswith("avx512") and dtype == "fp32"
             assert plan.tiles()["path"].startswith(
                 "direct depthwise, planes read in place"

@@ -200,6 +200,8 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
   return mul(depthwise_workspace_floats(ks_main, p, threads), int64_t(sizeof(float)), "depthwise scratch");
 }
 
+int64_t pixel_columns(const ConvProblem& p) { return columns_of(p).count(); }
+
 float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer) {
   const bool f16 = p.dtype == Dtype::f16;
   const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp, planes = p.n * p.c;

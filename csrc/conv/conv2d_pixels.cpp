@@ -35,9 +35,8 @@ namespace {
 
 // The useful share of the FMAs each orientation computes, as the register tile pads them.
 double pixels_as_columns_share(const ConvProblem& p, int64_t mr, int64_t nr) {
-  const int64_t kg = p.k / p.groups, P = p.out_h(), Q = p.out_w();
-  const int64_t cols = p.stride_h == 1 && p.stride_w == 1 ? P * (p.w_in + 2 * p.pad_w) : P * Q;
-  return double(P * Q) / double(round_up(cols, nr)) * double(kg) / double(round_up(kg, mr));
+  const int64_t kg = p.k / p.groups;
+  return double(p.out_h() * p.out_w()) / double(round_up(pixel_columns(p), nr)) * double(kg) / double(round_up(kg, mr));
 }
 
 double pixels_as_rows_share(const ConvProblem& p, int64_t mr, int64_t nr) {

@@ -100,21 +100,6 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
   const int64_t planes = p.n * p.c;
   const bool f16 = p.dtype == Dtype::f16;
   const int64_t elem = f16 ? 2 : 4;
-  // Output rows are computed pw floats apart, as one flattened row of (P - 1) pw + Q outputs: tap (r, s)
-  // reads its phase from tap_off onwards, and output (oh, ow) lands at oh pw + ow (columns ow >= Q, which
-  // read into the next row, are dropped). One call per plane, no divisions in the loops.
-  std::vector<int64_t> tap_off(static_cast<size_t>(taps));
-  for (int64_t r = 0; r < p.r; ++r) {
-    for (int64_t s = 0; s < p.s; ++s) {
-      const int64_t row = r * p.dil_h, col = s * p.dil_w;
-      tap_off[static_cast<size_t>(r * p.s + s)] =
-          ((row % g.sh) * g.sw + col % g.sw) * g.ph * g.pw + (row / g.sh) * g.pw + col / g.sw;
-    }
-  }
-  const int64_t flat = (P - 1) * g.pw + Q;
-  // The common 3x3 filter at stride 1 (MobileNet's, EfficientNet's) has a kernel of its own that computes
-  // four output rows from six input rows.
-  const bool dense3x3 = p.r == 3 && p.s == 3 && g.sh == 1 && g.sw == 1 && p.dil_h == 1 && p.dil_w == 1;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
   if (depthwise_reads_planes_in_place(ks, p)) {
     ThreadPool::instance().run(threads, [&](int tid) {
@@ -131,6 +116,21 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
     });
     return;
   }
+  // Output rows are computed pw floats apart, as one flattened row of (P - 1) pw + Q outputs: tap (r, s)
+  // reads its phase from tap_off onwards, and output (oh, ow) lands at oh pw + ow (columns ow >= Q, which
+  // read into the next row, are dropped). One call per plane, no divisions in the loops.
+  std::vector<int64_t> tap_off(static_cast<size_t>(taps));
+  for (int64_t r = 0; r < p.r; ++r) {
+    for (int64_t s = 0; s < p.s; ++s) {
+      const int64_t row = r * p.dil_h, col = s * p.dil_w;
+      tap_off[static_cast<size_t>(r * p.s + s)] =
+          ((row % g.sh) * g.sw + col % g.sw) * g.ph * g.pw + (row / g.sh) * g.pw + col / g.sw;
+    }
+  }
+  const int64_t flat = (P - 1) * g.pw + Q;
+  // The common 3x3 filter at stride 1 (MobileNet's, EfficientNet's) has a kernel of its own that computes
+  // four output rows from six input rows.
+  const bool dense3x3 = p.r == 3 && p.s == 3 && g.sh == 1 && g.sw == 1 && p.dil_h == 1 && p.dil_w == 1;
   ThreadPool::instance().run(threads, [&](int tid) {
     static thread_local AlignedBuffer plane_buffer, row_buffer, out_buffer;
     static thread_local std::vector<const float*> src;

@@ -13,6 +13,10 @@ namespace opbench {
 // may read past the last plane), written by `threads` threads into `buffer`.
 float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer);
 
+// The GEMM columns per image of conv2d.cpp's orientation (pixels as columns): P rows of the padded width on
+// the stride-1 path, which reads B in place, else the P * Q pixels.
+int64_t pixel_columns(const ConvProblem& p);
+
 // Offsets within a group's planes of its im2col rows (input channel, filter row, filter column).
 void tap_offsets(const ConvProblem& p, int64_t* row_off);
 

@@ -60,25 +60,26 @@ void transpose16(const __m512 r[16], __m512 out[16]) {
   }
 }
 
-// Columns [p, p + 16) of MR <= 16 full rows into fp32 panel rows: 16 row loads (fp16 widened), one transpose,
-// 16 masked stores of MR floats, instead of 16 * MR scalar copies. Packing A is a transpose; when each packed
-// element is used only a few times (N of 16-32), doing it element by element cost as much as the product.
-template <int MR, class Cvt, class T>
-void pack_a_16_columns(const T* src, int64_t lda, int64_t p, float* dst) {
-  static_assert(MR <= 16, "one zmm per packed column");
+// 16 consecutive values of `rows` <= 16 rows (src, ld apart; fp16 widened; rows past `rows` read as zeros)
+// transposed into 16 fp32 rows of dst, ld_dst apart, of which the first `store` floats are written: one load
+// per row, one transpose, 16 (masked) stores instead of 16 * rows scalar copies. Packing A from rows, or B from
+// B^T, is such a transpose; when each packed element is used only a few times (N of 16-32), doing it element
+// by element cost as much as the product.
+template <class Cvt, class T>
+void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_t ld_dst, int store) {
   __m512 r[16], out[16];
   for (int i = 0; i < 16; ++i) {
-    if (i >= MR) {
+    if (i >= rows) {
       r[i] = _mm512_setzero_ps();
     } else if constexpr (sizeof(T) == 4) {
-      r[i] = _mm512_loadu_ps(reinterpret_cast<const float*>(src + i * lda + p));
+      r[i] = _mm512_loadu_ps(reinterpret_cast<const float*>(src + i * ld));
     } else {
-      r[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * lda + p)));
+      r[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * ld)));
     }
   }
   transpose16<Cvt>(r, out);
-  const __mmask16 rows = static_cast<__mmask16>((1u << MR) - 1u);
-  for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (p + j) * MR, rows, out[j]);
+  const __mmask16 mask = store >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << store) - 1u);
+  for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + j * ld_dst, mask, out[j]);
 }
 #endif
 
@@ -91,7 +92,7 @@ void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
       int64_t p = 0;
 #if defined(__AVX512F__)
       if constexpr (sizeof(D) == 4 && MR <= 16) {
-        for (; p + 16 <= k; p += 16) pack_a_16_columns<MR, Cvt>(src, lda, p, dst);
+        for (; p + 16 <= k; p += 16) transpose_16_columns<Cvt>(src + p, lda, MR, dst + p * MR, MR, MR);
       }
 #endif
       for (; p < k; ++p) {
@@ -135,20 +136,10 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
   if constexpr (sizeof(D) == 4 && NR % 16 == 0) {
     const int64_t k16 = k / 16 * 16;
     for (int64_t j0 = 0; j0 < NR; j0 += 16) {  // 16 rows of B^T at a time: 16 read streams, not NR
+      // Rows of B^T past n become zero columns of the panel: all 16 floats of each panel row are stored.
+      const int rows = static_cast<int>(n - j0 < 0 ? 0 : (n - j0 < 16 ? n - j0 : 16));
       for (p0 = 0; p0 < k16; p0 += 16) {
-        __m512 r[16], out[16];
-        for (int64_t i = 0; i < 16; ++i) {
-          const T* src = bt + (j0 + i) * ldbt + p0;
-          if (j0 + i >= n) {
-            r[i] = _mm512_setzero_ps();
-          } else if constexpr (sizeof(T) == 4) {
-            r[i] = _mm512_loadu_ps(reinterpret_cast<const float*>(src));
-          } else {
-            r[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
-          }
-        }
-        transpose16<Cvt>(r, out);
-        for (int64_t t = 0; t < 16; ++t) _mm512_storeu_ps(reinterpret_cast<float*>(dst + (p0 + t) * NR + j0), out[t]);
+        transpose_16_columns<Cvt>(bt + j0 * ldbt + p0, ldbt, rows, reinterpret_cast<float*>(dst + p0 * NR + j0), NR, 16);
       }
     }
     p0 = k16;

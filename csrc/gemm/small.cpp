@@ -290,9 +290,12 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   });
 }
 
-// One row of A (any N), or 2 <= M <= stream_m rows against more columns than the thin path takes.
+// One row of A (any N): B streamed, or B^T's rows dotted with it on the thin path.
+bool one_row(const GemmProblem& p) { return p.m == 1 && !(p.trans_a && p.trans_b); }
+
+// One row of A, or 2 <= M <= stream_m rows against more columns than the thin path takes.
 bool row_path(const GemmProblem& p, const Blocking& blk) {
-  if (p.m == 1) return !(p.trans_a && p.trans_b);
+  if (p.m == 1) return one_row(p);
   const int64_t b_bytes = p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4);
   const int64_t min_bytes = p.m <= thin::kMaxStreamRows ? blk.stream_min_b_bytes : blk.stream_min_b_bytes_many;
   return p.m <= std::min<int64_t>(blk.stream_m, thin::kMaxStreamM) && !p.trans_b && p.n > thin::kMaxN &&
@@ -305,9 +308,7 @@ bool thin_path(const KernelSet& ks, const GemmProblem& p) {
 
 }  // namespace
 
-bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) {
-  return thin_path(ks, p) || (p.m == 1 && !(p.trans_a && p.trans_b));
-}
+bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thin_path(ks, p) || one_row(p); }
 
 const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.b_packed != nullptr || p.accumulation != Accumulation::f32) return nullptr;
