@@ -16,6 +16,12 @@ constexpr int kMR = 14;
 constexpr int kNR = 32;
 constexpr int kNarrowNR = 16;
 
+// C's tile is fetched towards L2 as the kernel starts and into L1 this many steps of k before the end: a deep K
+// block streams 56 KB of A and 128 KB of B through L1 (kc 1024), which evicted C fetched into L1 at the start,
+// and the epilogue then waited on C from memory. 4096^3 on one Zen 5 core, ours / TensorFlow's oneDNN in one
+// process, alternating processes: 0.93-0.96 without, 0.96-0.98 at 48 steps (96 alike; into L2 only, 0.95).
+constexpr int64_t kCLateSteps = 48;
+
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 struct Cvt {
@@ -48,10 +54,17 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_setzero_ps();
   }
+  const int64_t late = kc > kCLateSteps ? kc - kCLateSteps : 0;
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-#pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p) {
+  for (int i = 0; i < MR; ++i) {
+    const char* row = reinterpret_cast<const char*>(c + i * ldc);
+    if (late > 0) {
+      _mm_prefetch(row, _MM_HINT_T1);
+    } else {
+      _mm_prefetch(row, _MM_HINT_T0);
+    }
+  }
+  auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m512 bv[NV];
     const float* row = kRows ? b + b_off[p] : b + p * NV * 16;
 #pragma GCC unroll 4
@@ -69,7 +82,19 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(a, bv[j], acc[i][j]);
     }
     ap += kAStride;
+  };
+  int64_t p = 0;
+#pragma GCC unroll 2
+  for (; p < late; ++p) step(p);
+  if (late > 0) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + j * 16), _MM_HINT_T0);
+    }
   }
+#pragma GCC unroll 2
+  for (; p < kc; ++p) step(p);
   if (m == MR && n == NV * 16) {
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
