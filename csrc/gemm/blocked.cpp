@@ -66,6 +66,7 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
     requested.stream_min_b_bytes_many = cpu_info().l3.size_bytes;
   }
   requested.unpacked_kc = model.unpacked_kc;
+  requested.few_tiles_kc = model.few_tiles_kc;
   if (requested.parallel_flops < 0) requested.parallel_flops = kParallelFlops;
   return requested;
 }

@@ -20,6 +20,7 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   // kc = C_Ar * sets * line / (mr * S).
   const int64_t car = std::max<int64_t>(1, static_cast<int64_t>((l1.ways - 1) / (1.0 + double(nr) / mr)));
   b.kc = round_down(car * l1.sets * l1.line_bytes / (int64_t(mr) * elem_bytes), 8);
+  b.few_tiles_kc = b.kc;
 
   // Or, for a register tile fed from L2 (MicroPanelHome::l2), the B micro-panel takes two ways of L2:
   // kc = 2 * sets * line / (nr * S). Each K block is a pass over C, which for large M x N comes from memory;
@@ -42,6 +43,10 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   // way of L2 for an L2-fed tile (at two ways, with B's rows prefetched four panels ahead beside a whole
   // A block, 256-448 x 4096 x 4096 ran 7-16% slower on 2 Zen 5 cores), and it is taken while a thread's A
   // block at that depth fits the L2 ways left beside the B micro-panel and C's way.
+  // When a thread has only a few tiles of rows (thin B reuse), the B micro-panel read in place by the first
+  // tile is re-read by the others from L1 only at the L1 model's depth (216 on Zen 5; at one way of L2, 512,
+  // it was 64 KB and they read it from L2): 24 and 32 x 4096 x 4096 on one Zen 5 core ran 5-7% faster,
+  // 48-128 rows alike or slower (small.cpp, kFewTiles).
   b.unpacked_kc = home == MicroPanelHome::l2 ? round_down(l2_way / (int64_t(nr) * elem_bytes), 8) : b.kc;
   const int64_t cbr_unpacked = ceil_div(int64_t(nr) * b.unpacked_kc * elem_bytes, l2_way);
   b.unpacked_rows = round_down(std::max<int64_t>(1, l2.ways - 1 - cbr_unpacked) * l2_way / (b.unpacked_kc * elem_bytes), mr);

@@ -199,6 +199,8 @@ void gemm_rows(const KernelSet& ks, const GemmProblem& p, int threads) {
 // x 4096 on 2 Zen 5 cores: 103 -> 144 GFLOPS, docs/benchmarks.md).
 constexpr int64_t kPrefetchPanels = 4;
 constexpr int64_t kStreamKc = 64;
+// Up to this many tiles of rows per thread take the cache model's few_tiles_kc (blocking.cpp).
+constexpr int64_t kFewTiles = 3;
 
 void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Blocking& blk, int threads) {
   const KernelSet& ks = tile_kernels(ks_main, p.n);
@@ -209,8 +211,10 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   int tm = 1, tn = threads;
   if (col_panels < threads) split::choose_grid(threads, row_panels, col_panels, tm, tn);
   const int64_t most_rows = std::min(p.m, ceil_div(row_panels, tm) * MR);
-  const int64_t kc =
-      std::min(p.k, !blk.kc_from_model ? blk.kc : most_rows <= MR ? kStreamKc : std::max<int64_t>(8, blk.unpacked_kc));
+  const int64_t model_kc = most_rows <= MR              ? kStreamKc
+                           : most_rows <= kFewTiles * MR ? blk.few_tiles_kc
+                                                         : blk.unpacked_kc;
+  const int64_t kc = std::min(p.k, !blk.kc_from_model ? blk.kc : std::max<int64_t>(8, model_kc));
   const int64_t nc = std::max(NR, std::min(round_up(blk.nc, NR), round_up(p.n, NR)));
   const int64_t prefetch_ahead = kPrefetchPanels * NR;
 

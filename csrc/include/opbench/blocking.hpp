@@ -35,6 +35,7 @@ struct Blocking {
   // (small_m): from the model (analytical_blocking), carried by resolve_blocking.
   int64_t unpacked_kc = 0;
   int64_t unpacked_rows = 0;
+  int64_t few_tiles_kc = 0;  // that path's K block when each thread has at most small.cpp's kFewTiles tiles
 };
 
 // Low, Igual, Smith, Quintana-Orti, "Analytical modeling is enough for high-performance BLIS" (TOMS 2016):
