@@ -74,6 +74,32 @@ def test_unpacked_path_with_any_tiles(isa: str, dtype: str, tiles: tuple) -> Non
     assert_close(c, inp, dtype)
 
 
+def at_float_offset(x: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of x whose data starts `offset` floats past a 64-byte boundary."""
+    buf = np.empty(x.size + 32, x.dtype)
+    start = (-buf.ctypes.data % 64) // x.itemsize + offset
+    out = buf[start : start + x.size].reshape(x.shape)
+    out[:] = x
+    return out
+
+
+# The unpacked path starts its micro-panels at B's first 64-byte boundary when every row is misaligned alike
+# (N a multiple of 16 floats): a narrower first panel of 1-15 columns, then aligned ones. Every offset, a
+# first panel wider than a thread's share or than a tile_n block, and column counts around the panels.
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("offset", range(16))
+def test_unpacked_path_at_every_alignment_of_b(isa: str, offset: int) -> None:
+    for m, n, k, threads, tile_n in ((3, 64, 5, 1, None), (17, 48, 67, 2, None), (29, 112, 131, 3, 32), (15, 80, 9, 5, None)):
+        inp = inputs_for(m, n, k, "fp32", seed=offset + n)
+        b = at_float_offset(inp["b"], offset)
+        assert b.ctypes.data % 64 == 4 * offset
+        plan = kernels.prepare_gemm(
+            inp["a"], b, isa=isa, threads=threads, tile_n=tile_n, parallel_flops=0, small_m=10**6, stream_m=0
+        )
+        assert plan.tiles()["path"].startswith("unpacked"), (m, n, k)
+        assert_close(plan.output(), inp, "fp32")
+
+
 # The rows path at every M up to 8 (one instantiation each) and past it (passes of 8 rows, the last one
 # short), N past the thin path's 32 with vector and column tails (33: two vectors and one column; 100: a
 # 4-vector step, two vectors and four columns), K from one row to past several groups of 8 with a short last
