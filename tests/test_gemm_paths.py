@@ -100,6 +100,19 @@ def test_unpacked_path_at_every_alignment_of_b(isa: str, offset: int) -> None:
         assert_close(plan.output(), inp, "fp32")
 
 
+# N = 1 dots rows of A that all start equally far into a cache line (K a multiple of 16) from the line's
+# end: every offset, K shorter than the offset's head, and rows in groups of 4 with a short last group.
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("offset", range(16))
+def test_matrix_vector_product_at_every_alignment_of_a(isa: str, offset: int) -> None:
+    for m, k, threads in ((5, 16, 1), (13, 48, 3), (2, 160, 1), (31, 1024, 2)):
+        inp = inputs_for(m, 1, k, "fp32", seed=offset + k)
+        a = at_float_offset(inp["a"], offset)
+        plan = kernels.prepare_gemm(a, inp["b"], isa=isa, threads=threads, parallel_flops=0)
+        assert plan.tiles()["path"].startswith("thin"), (m, k)
+        assert_close(plan.output(), inp, "fp32")
+
+
 # The rows path at every M up to 8 (one instantiation each) and past it (passes of 8 rows, the last one
 # short), N past the thin path's 32 with vector and column tails (33: two vectors and one column; 100: a
 # 4-vector step, two vectors and four columns), K from one row to past several groups of 8 with a short last
