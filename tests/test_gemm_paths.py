@@ -113,6 +113,19 @@ def test_matrix_vector_product_at_every_alignment_of_a(isa: str, offset: int) ->
         assert_close(plan.output(), inp, "fp32")
 
 
+# One row of A streams B from B's first line boundary on: every offset, a first block wider than N, and the
+# threads' column shares.
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("offset", range(16))
+def test_one_row_at_every_alignment_of_b(isa: str, offset: int) -> None:
+    for n, k, threads in ((48, 9, 1), (80, 67, 3), (2064, 17, 2), (16, 5, 1)):
+        inp = inputs_for(1, n, k, "fp32", seed=offset + n)
+        b = at_float_offset(inp["b"], offset)
+        plan = kernels.prepare_gemm(inp["a"], b, isa=isa, threads=threads, parallel_flops=0)
+        assert plan.tiles()["path"].startswith("row"), (n, k)
+        assert_close(plan.output(), inp, "fp32")
+
+
 # The rows path at every M up to 8 (one instantiation each) and past it (passes of 8 rows, the last one
 # short), N past the thin path's 32 with vector and column tails (33: two vectors and one column; 100: a
 # 4-vector step, two vectors and four columns), K from one row to past several groups of 8 with a short last
