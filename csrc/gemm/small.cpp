@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "opbench/aligned.hpp"
+#include "opbench/cpu.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
@@ -97,12 +98,15 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
 
 // Few rows of A streaming B (M = 1, a GEMV, and 2 <= M <= stream_m; by default B past half of L2 for up to
 // 8 rows, past L3 for more): B is read once, in place and row after row, never packed, and the M rows of
-// C, a column block of at most kStreamFloats / M floats each per thread, stay in L1 while every row of B
-// adds into them (thin::kStreamGroup rows at a time, each vector of B loaded once per 8 rows of A). Threads split the
+// C, a column block of at most kStreamFloats / M floats each per thread, stay in L1 (in L2 past 8 rows or
+// with B past half of L3: stream_block) while every row of B adds into them (thin::kStreamGroup rows at a time, each vector of B loaded once per 8 rows of A). Threads split the
 // columns in blocks of 16. B's rows are read as long runs, one prefetch stream per row of the group; the
 // unpacked-B loops read 32-column pieces of 64 rows at a time, which drew 17 GB/s of B on one Zen 5 core at
 // 2x4096x4096, where the rows draw 33-37. B^T (trans_b) at M = 1 is the N = 1 case transposed: C^T = B^T
 // a^T, dot products over B^T's rows on the thin path.
+// B's size in bytes.
+int64_t b_bytes(const GemmProblem& p) { return p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4); }
+
 constexpr int64_t kStreamFloats = 4096;  // floats of C per thread in L1 (16 KiB) ...
 constexpr int64_t kRowBlock = 2048;      // ... in rows of at most this many (a GEMV's block, as measured)
 constexpr int64_t kStreamL2Floats = 65536;  // floats of C per thread past kMaxStreamRows rows (in L2)
@@ -110,9 +114,16 @@ constexpr int64_t kRowGroup = thin::kStreamGroup;
 
 // Past kMaxStreamRows rows the accumulators move to L2 (kStreamL2Floats, 256 KiB per thread) so that B's
 // rows are still read in long runs: at 16x4096x4096 on one Zen 5 core a 16 KiB block (256 columns per row)
-// ran at 96-107 GFLOPS and a 256 KiB one at 116-120.
-int64_t stream_block(int64_t m) {
-  if (m > thin::kMaxStreamRows) return std::max<int64_t>(16, kStreamL2Floats / m / 16 * 16);
+// ran at 96-107 GFLOPS and a 256 KiB one at 116-120. So do 2-8 rows once B outgrows half of L3, where B
+// comes from memory and runs of 512-2048 floats left the prefetchers too little to follow (and a B aligned
+// to a line, as torch allocates it, lost a third at 8x4096x4096 to one split across lines). In alternating
+// processes, numpy B / line-aligned B, L1 -> L2 block: on one Zen 5 core 8x8192x8192 78 / 57 -> 91 / 82,
+// 5x2048x2048 110 / 125 -> 140 / 150, 3x4096x4096 38 -> 41; on two 8x8192x8192 112 / 100 -> 147 / 135,
+// 5x2048x2048 176 -> 220-270, 3x4096x4096 66 -> 78. With B in L3 the L1 block stays ahead (4x1024x1024
+// 139-156 against 116 on one core, 216 against 190 on two).
+int64_t stream_block(int64_t m, int64_t b_bytes) {
+  const bool from_memory = b_bytes >= cpu_info().l3.size_bytes / 2;
+  if (m > thin::kMaxStreamRows || (m >= 2 && from_memory)) return std::max<int64_t>(16, kStreamL2Floats / m / 16 * 16);
   return std::max<int64_t>(16, std::min(kRowBlock, kStreamFloats / m / 16 * 16));
 }
 
@@ -136,7 +147,7 @@ void rows_range(const KernelSet& ks, const GemmProblem& p, int64_t k_lo, int64_t
                 float* out, int64_t ldo, bool add) {
   static thread_local AlignedBuffer acc_buffer, wide_buffer;
   const bool f16_in = p.in_dtype == Dtype::f16;
-  const int64_t m = p.m, block = stream_block(m);
+  const int64_t m = p.m, block = stream_block(m, b_bytes(p));
   float* acc = static_cast<float*>(acc_buffer.reserve(static_cast<size_t>(m * block) * sizeof(float)));
   float* wide = f16_in ? static_cast<float*>(wide_buffer.reserve(static_cast<size_t>(kRowGroup * block) * sizeof(float)))
                        : nullptr;
@@ -323,10 +334,9 @@ bool one_row(const GemmProblem& p) { return p.m == 1 && !(p.trans_a && p.trans_b
 // One row of A, or 2 <= M <= stream_m rows against more columns than the thin path takes.
 bool row_path(const GemmProblem& p, const Blocking& blk) {
   if (p.m == 1) return one_row(p);
-  const int64_t b_bytes = p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4);
   const int64_t min_bytes = p.m <= thin::kMaxStreamRows ? blk.stream_min_b_bytes : blk.stream_min_b_bytes_many;
   return p.m <= std::min<int64_t>(blk.stream_m, thin::kMaxStreamM) && !p.trans_b && p.n > thin::kMaxN &&
-         b_bytes >= min_bytes;
+         b_bytes(p) >= min_bytes;
 }
 
 bool thin_path(const KernelSet& ks, const GemmProblem& p) {
@@ -387,7 +397,7 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
   // The rows path: each thread's fp16 B rows widened (kRowGroup x its block) and its accumulators; fp16 C
   // is summed in an M x N fp32 buffer.
   const int64_t row = p.m <= thin::kMaxStreamM
-                          ? add(mul(mul(kRowGroup + p.m, stream_block(p.m), "row blocks"), threads, "row blocks"),
+                          ? add(mul(mul(kRowGroup + p.m, stream_block(p.m, b_bytes(p)), "row blocks"), threads, "row blocks"),
                                 mul(p.m, p.n, "C"), "row blocks")
                           : 0;
   int64_t unpacked = 0;
