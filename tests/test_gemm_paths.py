@@ -89,7 +89,8 @@ def at_float_offset(x: np.ndarray, offset: int) -> np.ndarray:
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("offset", range(16))
 def test_unpacked_path_at_every_alignment_of_b(isa: str, offset: int) -> None:
-    for m, n, k, threads, tile_n in ((3, 64, 5, 1, None), (17, 48, 67, 2, None), (29, 112, 131, 3, 32), (15, 80, 9, 5, None)):
+    cases = ((3, 64, 5, 1, None), (17, 48, 67, 2, None), (29, 112, 131, 3, 32), (15, 80, 9, 5, None))
+    for m, n, k, threads, tile_n in cases:
         inp = inputs_for(m, n, k, "fp32", seed=offset + n)
         b = at_float_offset(inp["b"], offset)
         assert b.ctypes.data % 64 == 4 * offset
