@@ -189,7 +189,8 @@ def test_one_isa_table_drives_dispatch_peaks_and_the_cli() -> None:
 
 def test_cpu_features_report_dispatch() -> None:
     f = kernels.cpu_features()
-    assert f["selected_isa"] == ISAS[0]
+    # the best kernel set this CPU runs, or the one $OPBENCH_ISA forces (how CI runs the suite per ISA)
+    assert f["selected_isa"] == (os.environ.get("OPBENCH_ISA") or ISAS[0])
     assert f["isas"][-1] == "ref"
     assert set(f["features"]) >= {"avx2", "fma", "f16c", "avx512f", "avx512fp16"}
     t = f["kernel"]
