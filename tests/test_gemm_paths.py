@@ -221,15 +221,15 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(20, 64, 64, small_m=20).startswith("unpacked")
     assert path(20, 64, 64, small_m=0).startswith("blocked")
     # B streamed for 2-8 rows by default once B outgrows half of L2 (below that it is read faster in place),
-    # for 9-16 rows once it outgrows L3, for any B when stream_m is given, and never at stream_m 0 or 1
+    # for any B when stream_m is given, and never at stream_m 0 or 1
     caches = kernels.cpu_info()["caches"]
     half_l2 = caches["l2"]["size_bytes"] // 2
     big_k = half_l2 // (4 * 64) + 1
     assert path(8, 64, big_k).startswith("rows")
     assert path(9, 64, big_k).startswith("unpacked")
     past_l3 = caches["l3"]["size_bytes"] // (4 * 64) + 1
-    assert path(16, 64, past_l3).startswith("rows")
-    assert path(17, 64, past_l3).startswith("unpacked")
+    assert path(9, 64, past_l3).startswith("unpacked")
+    assert path(16, 64, past_l3, stream_m=16).startswith("rows")
     assert path(17, 64, 5, stream_m=17).startswith("rows")
     assert path(8, 64, max(1, half_l2 // (4 * 64) - 1)).startswith("unpacked")
     assert path(2, 40, 3, stream_m=2).startswith("rows")
@@ -248,7 +248,7 @@ def test_thresholds_are_reported_and_checked() -> None:
     # a tuned record's tiles carry them like the tiles
     c = kernels.gemm(inp["a"], inp["b"], tiles={"tile_k": 4, "small_m": 0, "parallel_flops": 0})
     assert_close(c, inp, "fp32")
-    assert info["stream_m"] == 16 and kernels.STREAM_M_MAX == 32
+    assert info["stream_m"] == 8 and kernels.STREAM_M_MAX == 32
     assert kernels.prepare_gemm(inp["a"], inp["b"], stream_m=2).tiles()["stream_m"] == 2
     bad_values = (
         {"small_m": -1},

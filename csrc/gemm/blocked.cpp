@@ -45,11 +45,15 @@ constexpr int64_t kParallelFlops = int64_t(1) << 17;
 // beat reading 32-column pieces of 64 rows of B in place: on 2 Zen 5 cores 2x4096x4096 went from 31 to 60
 // GFLOPS, 4x4096x4096 66 -> 94-118, 8x4096x4096 123 -> 164-268, 4x1024x1024 105-142 -> 186-205
 // (docs/benchmarks.md, issue 17's fourth session). A B that fits in half of L2 is read faster in place:
-// 8x256x256 ran at 164-171 GFLOPS streamed and 170-220 in place, 5x64x64 at 83-85 and 106-109. From 9 to
-// 16 rows (passes of 8 over each group of B's rows, the accumulators in L2) only a B past L3 is streamed:
-// 16x4096x4096 204-212 streamed, 169-176 in place, TensorFlow 198-207; 16x2048x2048 (16 MB, in L3) 258 and
-// 268; 24 and 32 rows were no faster streamed, so the default stops at 16.
-constexpr int64_t kStreamM = 16;
+// 8x256x256 ran at 164-171 GFLOPS streamed and 170-220 in place, 5x64x64 at 83-85 and 106-109. Past 8 rows
+// (passes of 8 over each group of B's rows, the accumulators in L2) streaming had won only while the
+// unpacked path split its loads of a numpy B over two cache lines; aligned (small.cpp, aligning_columns),
+// in place / streamed, one process: 16x4096x4096 135 / 113 on one core and 241 / 186 on two, 14x8192x8192
+// 132 / 133 and 237 / 223, 10x4096x4096 118 / 110 and 251 / 212; with a line-aligned B the streamed rows
+// were slower still (16 rows: 139 / 117). Only 9 rows of a numpy B streamed faster (106 / 97). So the
+// default stops at 8 rows; the passes stay for a given stream_m (up to 32, for the tuner), where the second
+// threshold (B past L3) applies to 9 rows and more.
+constexpr int64_t kStreamM = 8;
 
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
