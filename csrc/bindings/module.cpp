@@ -142,7 +142,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   if (stream_m) {
     check_range(*stream_m, 0, thin::kMaxStreamM, "stream_m");
     blocking.stream_m = *stream_m;
-    blocking.stream_min_b_bytes = blocking.stream_min_b_bytes_many = 0;  // a given stream_m: any size of B
+    blocking.stream_min_b_bytes = 0;  // a given stream_m: any size of B
   }
 
   GemmProblem p;

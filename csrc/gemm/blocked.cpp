@@ -51,8 +51,7 @@ constexpr int64_t kParallelFlops = int64_t(1) << 17;
 // in place / streamed, one process: 16x4096x4096 135 / 113 on one core and 241 / 186 on two, 14x8192x8192
 // 132 / 133 and 237 / 223, 10x4096x4096 118 / 110 and 251 / 212; with a line-aligned B the streamed rows
 // were slower still (16 rows: 139 / 117). Only 9 rows of a numpy B streamed faster (106 / 97). So the
-// default stops at 8 rows; the passes stay for a given stream_m (up to 32, for the tuner), where the second
-// threshold (B past L3) applies to 9 rows and more.
+// default stops at 8 rows; the passes stay for a given stream_m (up to 32, for the tuner).
 constexpr int64_t kStreamM = 8;
 
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
@@ -67,7 +66,6 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   if (requested.stream_m < 0) {
     requested.stream_m = kStreamM;
     requested.stream_min_b_bytes = cpu_info().l2.size_bytes / 2;
-    requested.stream_min_b_bytes_many = cpu_info().l3.size_bytes;
   }
   requested.unpacked_kc = model.unpacked_kc;
   requested.few_tiles_kc = model.few_tiles_kc;

@@ -96,8 +96,8 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
   });
 }
 
-// Few rows of A streaming B (M = 1, a GEMV, and 2 <= M <= stream_m; by default B past half of L2 for up to
-// 8 rows, past L3 for more): B is read once, in place and row after row, never packed, and the M rows of
+// Few rows of A streaming B (M = 1, a GEMV, and 2 <= M <= stream_m; by default up to 8 rows and B past half
+// of L2): B is read once, in place and row after row, never packed, and the M rows of
 // C, a column block of at most kStreamFloats / M floats each per thread, stay in L1 (in L2 past 8 rows or
 // with B past half of L3: stream_block) while every row of B adds into them (thin::kStreamGroup rows at a time, each vector of B loaded once per 8 rows of A). Threads split the
 // columns in blocks of 16. B's rows are read as long runs, one prefetch stream per row of the group; the
@@ -334,9 +334,8 @@ bool one_row(const GemmProblem& p) { return p.m == 1 && !(p.trans_a && p.trans_b
 // One row of A, or 2 <= M <= stream_m rows against more columns than the thin path takes.
 bool row_path(const GemmProblem& p, const Blocking& blk) {
   if (p.m == 1) return one_row(p);
-  const int64_t min_bytes = p.m <= thin::kMaxStreamRows ? blk.stream_min_b_bytes : blk.stream_min_b_bytes_many;
   return p.m <= std::min<int64_t>(blk.stream_m, thin::kMaxStreamM) && !p.trans_b && p.n > thin::kMaxN &&
-         b_bytes(p) >= min_bytes;
+         b_bytes(p) >= blk.stream_min_b_bytes;
 }
 
 bool thin_path(const KernelSet& ks, const GemmProblem& p) {

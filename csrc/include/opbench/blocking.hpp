@@ -23,11 +23,9 @@ struct Blocking {
   // stream_m: a GEMM with 2 to this many rows of A (at most thin::kMaxStreamM) streams B row by row
   // (gemm_rows, csrc/gemm/small.cpp) instead (-1: the default, 0 or 1: never; M = 1 always streams).
   int64_t stream_m = -1;
-  // With the default stream_m, B must also be at least this many bytes: half of L2 for up to
-  // thin::kMaxStreamRows rows, all of L3 past that (a B that stays in cache is read faster by the register
-  // tile in place). A given stream_m leaves both 0. Set by resolve_blocking.
+  // With the default stream_m, B must also be at least this many bytes: half of L2 (a B that stays in cache
+  // is read faster by the register tile in place). A given stream_m leaves it 0. Set by resolve_blocking.
   int64_t stream_min_b_bytes = 0;
-  int64_t stream_min_b_bytes_many = 0;
   // parallel_flops: a GEMM of fewer FLOPs runs on the calling thread alone, waking no other (-1: the default).
   int64_t parallel_flops = -1;
   bool kc_from_model = false;  // tile_k was not given (a path may then choose its own depth: small.cpp)
