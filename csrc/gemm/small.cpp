@@ -97,10 +97,10 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
 }
 
 // Few rows of A streaming B (M = 1, a GEMV, and 2 <= M <= stream_m; by default up to 8 rows and B past half
-// of L2): B is read once, in place and row after row, never packed, and the M rows of
-// C, a column block of at most kStreamFloats / M floats each per thread, stay in L1 (in L2 past 8 rows or
-// with B past half of L3: stream_block) while every row of B adds into them (thin::kStreamGroup rows at a time, each vector of B loaded once per 8 rows of A). Threads split the
-// columns in blocks of 16. B's rows are read as long runs, one prefetch stream per row of the group; the
+// of L2): B is read once, in place and row after row, never packed, and the M rows of C, a column block of
+// at most kStreamFloats / M floats each per thread, stay in L1 (in L2 past 8 rows or with B past half of L3:
+// stream_block) while every row of B adds into them (thin::kStreamGroup rows at a time, each vector of B
+// loaded once per 8 rows of A). Threads split the columns in blocks of 16. B's rows are read as long runs, one prefetch stream per row of the group; the
 // unpacked-B loops read 32-column pieces of 64 rows at a time, which drew 17 GB/s of B on one Zen 5 core at
 // 2x4096x4096, where the rows draw 33-37. B^T (trans_b) at M = 1 is the N = 1 case transposed: C^T = B^T
 // a^T, dot products over B^T's rows on the thin path.
@@ -109,7 +109,7 @@ int64_t b_bytes(const GemmProblem& p) { return p.k * p.n * (p.in_dtype == Dtype:
 
 constexpr int64_t kStreamFloats = 4096;  // floats of C per thread in L1 (16 KiB) ...
 constexpr int64_t kRowBlock = 2048;      // ... in rows of at most this many (a GEMV's block, as measured)
-constexpr int64_t kStreamL2Floats = 65536;  // floats of C per thread past kMaxStreamRows rows (in L2)
+constexpr int64_t kStreamL2Floats = 65536;  // floats of C per thread in L2 (stream_block)
 constexpr int64_t kRowGroup = thin::kStreamGroup;
 
 // Past kMaxStreamRows rows the accumulators move to L2 (kStreamL2Floats, 256 KiB per thread) so that B's

@@ -11,7 +11,6 @@
 // -m flags, and Cvt is the unit's private fp16 conversion policy.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
@@ -165,7 +164,8 @@ void tall(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp,
 // fp32 rows that all start equally far into a cache line (lda a whole number of lines) take their first
 // columns up to the line's end as scalars and the rest as aligned vectors: numpy's data starts 16 bytes into
 // a line, and split loads of A cost 4096x1x4096 8% on one Zen 5 core and 11% on two (measured against the
-// same A at an aligned address).
+// same A at an aligned address). (small.cpp's aligning_columns is the same arithmetic for the generic units;
+// this header keeps its own, like everything an ISA unit compiles with its -m flags.)
 template <int L, class Cvt, class T>
 void row_dots(int64_t m, int64_t k, const T* a, int64_t lda, const float* x, float* c, int64_t ldc, bool accumulate) {
   using vec = typename Vec<L>::type;
@@ -177,7 +177,8 @@ void row_dots(int64_t m, int64_t k, const T* a, int64_t lda, const float* x, flo
   if constexpr (sizeof(T) == 4) {
     const auto address = reinterpret_cast<std::uintptr_t>(a);
     if (address % sizeof(T) == 0 && (lda * int64_t(sizeof(T))) % kLine == 0) {
-      head = std::min<int64_t>(k, static_cast<int64_t>((kLine - address % kLine) % kLine / sizeof(T)));
+      head = static_cast<int64_t>((kLine - address % kLine) % kLine / sizeof(T));
+      if (head > k) head = k;
     }
   }
   int64_t i = 0;
