@@ -1,23 +1,26 @@
 // Conv2d forward as an implicit GEMM with output pixels as the rows: per group,
-//   Y^T[N*P*Q, k_g] = A[N*P*Q, C_g*R*S] * W^T[C_g*R*S, k_g],
-// where row i of A is output pixel i (image, oh, ow) of every image at once and its columns are the
-// im2col taps. conv2d.cpp's orientation (output channels as rows, one image's pixels as columns) computes
-// whole micro-panels of NR columns over the padded width: at 7x7 that is 64 columns for 49 pixels (77% of
-// the FMAs useful), at 14x14 224 for 196. Here 4 images of 7x7 are 196 rows, 14 register tiles of 14 rows,
-// and 512 output channels are 16 panels of 32: no FMA is wasted.
+//   Y^T[N*P*Q, k_g] = A[N*P*Q, R*S*C_g] * W^T[R*S*C_g, k_g],
+// where row i of A is an output pixel (image, oh, ow) of every image at once (ordered as PixelOrder says)
+// and its columns are the im2col taps, filter tap major: k = (r * S + s) * C_g + c. conv2d.cpp's orientation
+// (output channels as rows, one image's pixels as columns) computes whole micro-panels of NR columns over the
+// padded width: at 7x7 that is 64 columns for 49 pixels (77% of the FMAs useful), at 14x14 224 for 196. Here
+// 4 images of 7x7 are 196 rows, 14 register tiles of 14 rows, and 512 output channels are 16 panels of 32.
 //
-// W^T is packed once per call (pack_bt: W's rows are the columns of B). A's micro-panels are gathered from
-// the zero-padded input (pack_a_gather, runs of consecutive pixels within an output row) once per K block
-// of a work unit and used by every column panel of the unit. The unit's C block (pixels x channels, fp32)
-// is then written to Y transposed: for each channel, the unit's pixels of each image are consecutive in Y.
+// W^T is packed once per call (pack_wt: W's rows are the columns of B, and each packed row is placed at its
+// tap-major k). A's micro-panels are gathered from the zero-padded input (pack_a_gather, runs of consecutive
+// pixels within an output row) once per K block of a work unit and used by every column panel of the unit.
+// Each micro-panel covers only the taps that read some input for its pixels (tap_window): the top and bottom
+// output rows skip the filter rows that fall in the padding, as oneDNN's direct convolutions do. The unit's C
+// block (pixels x channels, fp32) is then written to Y transposed, a stretch of an output row at a time.
 //
 // Loops (one thread's share of the work units, each a group x pixel block x channel block):
 //   for pc in K blocks (kc)
-//     gather the unit's A block: ceil(mb / MR) micro-panels of depth kb
+//     gather the unit's A block: ceil(mb / MR) micro-panels of depth kb, each over its taps' share
 //     for q in NR-column micro-panels of W^T (packed once)
 //       for r in MR-row micro-panels of A
-//         ukernel(kb, A[r], W^T[q], C[r, q], accumulate = pc > 0)
-//   then C's columns go to Y's channel rows.
+//         ukernel(its share of kb, A[r], W^T[q], C[r, q], accumulate = after r's first share)
+//   then C's columns go to Y's channel rows (zeros for pixels that read only padding).
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -44,34 +47,101 @@ double pixels_as_rows_share(const ConvProblem& p, int64_t mr, int64_t nr) {
   return double(pixels) / double(round_up(pixels, mr)) * double(kg) / double(round_up(kg, nr));
 }
 
+// The GEMM's rows are the output pixels of all images, in groups of `batch` images (the last group may
+// hold fewer): within a group, pixel (oh, img, ow) is row (oh * batch + img) * Q + ow. The rows of the group's
+// images at the same oh are then consecutive, and batch is the fewest images whose output row lengths add up
+// to whole micro-panels: at 7x7 and MR 14, two (a micro-panel is one output row of two images, where one
+// image alone gives micro-panels of rows oh and oh + 1); at 14x14 and 28x28, one (rows in image order). A
+// micro-panel then lies within one output row, and the filter rows that read only padding for all of its
+// pixels are skipped (tap_window below). Batch 1 where no count up to N works. Threads take consecutive
+// pixel blocks, so as in image order they share lines of Y only where a block boundary cuts a group; ordering
+// all N images this way had the two threads of 7x7 write the same lines of every channel, 7% slower.
+struct PixelOrder {
+  int64_t n, q, pq, batch;
+  PixelOrder(const ConvProblem& p, int64_t mr) : n(p.n), q(p.out_w()), pq(p.out_h() * p.out_w()), batch(1) {
+    for (int64_t b = 1; b <= n; ++b) {
+      if (b * q % mr == 0) {
+        batch = b;
+        break;
+      }
+    }
+  }
+};
+struct Pixel {
+  int64_t img, oh, ow;
+};
+Pixel pixel_at(const PixelOrder& o, int64_t i) {
+  const int64_t group = i / (o.batch * o.pq), row = i % (o.batch * o.pq) / o.q;
+  const int64_t images = std::min(o.batch, o.n - group * o.batch);
+  return {group * o.batch + row % images, row / images, i % o.q};
+}
+
 // The runs of one MR-pixel micro-panel of A: pixels [i0, i0 + MR) of all N*P*Q, one run per stretch of an
 // output row, a zero run past the last pixel. Pixel (img, oh, ow) reads tap (0, 0) of its image's first
 // channel at img*C*plane + (oh*stride_h)*Wp + ow*stride_w of the padded input.
-int pixel_runs(const ConvProblem& p, int64_t wp, int64_t image, int64_t i0, int64_t mr, GatherRun* runs) {
-  const int64_t Q = p.out_w(), PQ = p.out_h() * Q, total = p.n * PQ;
+int pixel_runs(const ConvProblem& p, const PixelOrder& order, int64_t wp, int64_t image, int64_t i0, int64_t mr, GatherRun* runs) {
+  const int64_t Q = p.out_w(), total = p.n * p.out_h() * Q;
   const int64_t end = std::min(i0 + mr, total);
   int count = 0;
   for (int64_t i = i0; i < end;) {
-    const int64_t img = i / PQ, rem = i % PQ, oh = rem / Q, ow = rem % Q;
-    const int64_t len = std::min(Q - ow, end - i);
+    const Pixel px = pixel_at(order, i);
+    const int64_t len = std::min(Q - px.ow, end - i);
     runs[count++] = {static_cast<int32_t>(i - i0), static_cast<int32_t>(len), static_cast<int32_t>(p.stride_w),
-                     img * image + oh * p.stride_h * wp + ow * p.stride_w};
+                     px.img * image + px.oh * p.stride_h * wp + px.ow * p.stride_w};
     i += len;
   }
   if (end - i0 < mr) runs[count++] = {static_cast<int32_t>(end - i0), static_cast<int32_t>(i0 + mr - end), 0, 0};
   return count;
 }
 
+// The filter taps [first, last] (t = r * S + s) outside of which every tap of pixels [i0, i0 + rows) reads
+// padding: first > last when all of them do. The GEMM's K runs tap-major (k = t * C_g + c), so those taps are
+// the ends of the micro-panel's K range and are neither gathered nor multiplied. With padding 1, a 3x3 filter
+// and 14x14 outputs, the top and bottom output rows skip a third of K (4.8% of the FMAs), at 7x7 9.5%.
+struct TapWindow {
+  int64_t first, last;
+};
+TapWindow tap_window(const ConvProblem& p, const PixelOrder& order, int64_t i0, int64_t rows) {
+  // Valid filter rows of output row o (input row o * stride - pad + r * dil in [0, extent)), as [lo, hi].
+  auto valid = [](int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t extent, int64_t taps) {
+    const int64_t start = o * stride - pad;
+    const int64_t lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+    const int64_t hi = extent - 1 - start < 0 ? -1 : std::min(taps - 1, (extent - 1 - start) / dil);
+    return std::pair<int64_t, int64_t>{lo, hi};
+  };
+  int64_t r_lo = p.r, r_hi = -1, s_lo = p.s, s_hi = -1;
+  const int64_t Q = p.out_w();
+  for (int64_t i = i0; i < i0 + rows;) {
+    const Pixel px = pixel_at(order, i);
+    const int64_t len = std::min(Q - px.ow, i0 + rows - i);
+    const auto [rl, rh] = valid(px.oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
+    const auto [sl, sh0] = valid(px.ow, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
+    const auto [sl1, sh] = valid(px.ow + len - 1, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
+    if (rl <= rh) {
+      r_lo = std::min(r_lo, rl);
+      r_hi = std::max(r_hi, rh);
+      // Along a run of ow, the valid filter columns slide down: the first pixel has the highest, the last
+      // the lowest (sh0 and sl1 bound the rest).
+      s_lo = std::min(s_lo, std::min(sl, sl1));
+      s_hi = std::max(s_hi, std::max(sh0, sh));
+    }
+    i += len;
+  }
+  if (r_lo > r_hi || s_lo > s_hi) return {1, 0};
+  return {r_lo * p.s + s_lo, r_hi * p.s + s_hi};
+}
+
 // Columns [0, nb) of a C block (pixels i0 .. i0 + mb, leading dimension ldc) to Y's channels n0 .. n0 + nb
-// of group g: channel by channel, each image's pixels of the block being consecutive in Y.
-void copy_out_transposed(const ConvProblem& p, const float* c, int64_t ldc, int64_t i0, int64_t mb, int64_t g,
+// of group g: channel by channel, a stretch of one output row of one image at a time.
+void copy_out_transposed(const ConvProblem& p, const PixelOrder& order, const float* c, int64_t ldc, int64_t i0, int64_t mb, int64_t g,
                          int64_t n0, int64_t nb) {
-  const int64_t PQ = p.out_h() * p.out_w(), kg = p.k / p.groups;
+  const int64_t Q = p.out_w(), PQ = p.out_h() * Q, kg = p.k / p.groups;
   const bool f16 = p.dtype == Dtype::f16;
   for (int64_t i = i0; i < i0 + mb;) {
-    const int64_t img = i / PQ, pix = i % PQ, len = std::min(PQ - pix, i0 + mb - i);
+    const Pixel px = pixel_at(order, i);
+    const int64_t len = std::min(Q - px.ow, i0 + mb - i);
     const float* src = c + (i - i0) * ldc;
-    const int64_t y0 = (img * p.k + g * kg + n0) * PQ + pix;
+    const int64_t y0 = (px.img * p.k + g * kg + n0) * PQ + px.oh * Q + px.ow;
     for (int64_t j = 0; j < nb; ++j) {
       if (f16) {
         uint16_t* dst = static_cast<uint16_t*>(p.y) + y0 + j * PQ;
@@ -159,28 +229,48 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   const bool f16 = p.dtype == Dtype::f16;
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
+  const PixelOrder order(p, MR);
   const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp, image = p.c * plane;
   const float* xp = padded_input(ks, p, 0, threads, padded_buffer);
+  // K is filter-tap major here, k = t * C_g + c for tap t = r * S + s (W's own order is c * R * S + t).
+  const int64_t taps = p.r * p.s;
   std::vector<int64_t> row_off(static_cast<size_t>(crs));
-  tap_offsets(p, row_off.data());
+  for (int64_t t = 0; t < taps; ++t) {
+    const int64_t tap = (t / p.s) * p.dil_h * Wp + (t % p.s) * p.dil_w;
+    for (int64_t ch = 0; ch < cg; ++ch) row_off[static_cast<size_t>(t * cg + ch)] = ch * plane + tap;
+  }
 
   // W^T packed once: per group, its K blocks in order, each round_up(kg, NR) / NR micro-panels of depth kb.
+  // pack_wt reads W's rows in W's order and places each panel row at its tap-major K.
   const int64_t b_cols = round_up(kg, NR), b_group = b_cols * crs;
   auto* b_packed = static_cast<float*>(w_buffer.reserve(static_cast<size_t>(p.groups * b_group) * sizeof(float)));
   {
-    // Items of one micro-panel of one K block, in W's order (a thread reads whole stretches of W's rows).
+    // Where W's column j (tap-major k) lands in a group's packed W^T, for the panel at n0:
+    // b_cols * pc + (k - pc) * NR + n0 * kb, with pc and kb the K block of k.
+    std::vector<int64_t> dst_base(static_cast<size_t>(crs)), dst_kb(static_cast<size_t>(crs));
+    for (int64_t j = 0; j < crs; ++j) {
+      const int64_t k = j % taps * cg + j / taps, pc = k / kc * kc;
+      dst_base[static_cast<size_t>(j)] = b_cols * pc + (k - pc) * NR;
+      dst_kb[static_cast<size_t>(j)] = std::min(kc, crs - pc);
+    }
+    // Items of one micro-panel and one stretch of kc of W's columns (a thread reads whole stretches of rows).
     const int64_t k_blocks = ceil_div(crs, kc), n_panels = b_cols / NR, items = p.groups * n_panels * k_blocks;
     const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
     ThreadPool::instance().run(t, [&](int tid) {
+      std::vector<int64_t> row_dst(static_cast<size_t>(kc));
       for (int64_t it = items * tid / t; it < items * (tid + 1) / t; ++it) {
         const int64_t g = it / (n_panels * k_blocks), n0 = (it / k_blocks) % n_panels * NR;
-        const int64_t pc = (it % k_blocks) * kc, kb = std::min(kc, crs - pc);
-        const int64_t cols = std::min(NR, kg - n0), at = (g * kg + n0) * crs + pc;
-        float* dst = b_packed + g * b_group + b_cols * pc + n0 * kb;
+        const int64_t w0 = (it % k_blocks) * kc, wb = std::min(kc, crs - w0);
+        for (int64_t j = 0; j < wb; ++j) {
+          const auto at = static_cast<size_t>(w0 + j);
+          row_dst[static_cast<size_t>(j)] = dst_base[at] + n0 * dst_kb[at];
+        }
+        const int64_t cols = std::min(NR, kg - n0), at = (g * kg + n0) * crs + w0;
+        float* dst = b_packed + g * b_group;
         if (f16) {
-          ks.gemm.pack_bt_f16(static_cast<const uint16_t*>(p.w) + at, crs, kb, cols, dst);
+          ks.conv.pack_wt_f16(static_cast<const uint16_t*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
         } else {
-          ks.gemm.pack_bt_f32(static_cast<const float*>(p.w) + at, crs, kb, cols, dst);
+          ks.conv.pack_wt_f32(static_cast<const float*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
         }
       }
     });
@@ -200,31 +290,54 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     const int64_t panels = ceil_div(mc, MR);
     auto* runs = static_cast<GatherRun*>(run_buffer.reserve(static_cast<size_t>(panels * (MR + 1)) * sizeof(GatherRun)));
     std::vector<int> run_count(static_cast<size_t>(panels));
+    std::vector<TapWindow> window(static_cast<size_t>(panels));
+    std::vector<char> started(static_cast<size_t>(panels));
     for (int64_t u = units * tid / t; u < units * (tid + 1) / t; ++u) {
       const int64_t cb = u % col_blocks, rb = (u / col_blocks) % row_blocks, g = u / (col_blocks * row_blocks);
       const int64_t i0 = rb * mc, mb = std::min(mc, pixels - i0), n0 = cb * nc, nb = std::min(nc, kg - n0);
       const int64_t r_count = ceil_div(mb, MR), q_count = ceil_div(nb, NR);
       const float* base = xp + g * cg * plane;
       for (int64_t r = 0; r < r_count; ++r) {
-        run_count[static_cast<size_t>(r)] = pixel_runs(p, Wp, image, i0 + r * MR, MR, runs + r * (MR + 1));
+        const auto ri = static_cast<size_t>(r);
+        run_count[ri] = pixel_runs(p, order, Wp, image, i0 + r * MR, MR, runs + r * (MR + 1));
+        window[ri] = tap_window(p, order, i0 + r * MR, std::min(MR, mb - r * MR));
+        started[ri] = 0;
       }
       for (int64_t pc = 0; pc < crs; pc += kc) {
         const int64_t kb = std::min(kc, crs - pc);
-        const int64_t* offs = row_off.data() + pc;
+        // Micro-panel r multiplies K [lo, hi) of this block: its taps' share, nothing when none is inside.
+        auto span = [&](int64_t r) {
+          const TapWindow w = window[static_cast<size_t>(r)];
+          return std::pair<int64_t, int64_t>{std::max(pc, w.first * cg) - pc, std::min(pc + kb, (w.last + 1) * cg) - pc};
+        };
         for (int64_t r = 0; r < r_count; ++r) {
-          ks.conv.pack_a_gather(kb, base, offs, runs + r * (MR + 1), run_count[static_cast<size_t>(r)], a + r * MR * kb);
+          const auto [lo, hi] = span(r);
+          if (lo >= hi) continue;
+          ks.conv.pack_a_gather(hi - lo, base, row_off.data() + pc + lo, runs + r * (MR + 1),
+                                run_count[static_cast<size_t>(r)], a + r * MR * kb + lo * MR);
         }
         const float* b_block = b_packed + g * b_group + b_cols * pc + n0 * kb;
         for (int64_t q = 0; q < q_count; ++q) {
           const int cols = static_cast<int>(std::min(NR, nb - q * NR));
           for (int64_t r = 0; r < r_count; ++r) {
+            const auto [lo, hi] = span(r);
+            if (lo >= hi) continue;
             const int rows = static_cast<int>(std::min(MR, mb - r * MR));
-            ks.gemm.ukernel(kb, a + r * MR * kb, b_block + q * NR * kb, c + r * MR * nc + q * NR, nc, pc > 0, rows,
-                            cols);
+            ks.gemm.ukernel(hi - lo, a + r * MR * kb + lo * MR, b_block + q * NR * kb + lo * NR,
+                            c + r * MR * nc + q * NR, nc, started[static_cast<size_t>(r)] != 0, rows, cols);
           }
         }
+        for (int64_t r = 0; r < r_count; ++r) {
+          const auto [lo, hi] = span(r);
+          if (lo < hi) started[static_cast<size_t>(r)] = 1;
+        }
       }
-      copy_out_transposed(p, c, nc, i0, mb, g, n0, nb);
+      // Pixels whose every tap reads padding: their outputs are zero.
+      for (int64_t r = 0; r < r_count; ++r) {
+        if (started[static_cast<size_t>(r)] != 0) continue;
+        for (int64_t i = r * MR; i < std::min(mb, (r + 1) * MR); ++i) std::fill_n(c + i * nc, nb, 0.0f);
+      }
+      copy_out_transposed(p, order, c, nc, i0, mb, g, n0, nb);
     }
   });
 }

@@ -61,12 +61,14 @@ void transpose16(const __m512 r[16], __m512 out[16]) {
 }
 
 // 16 consecutive values of `rows` <= 16 rows (src, ld apart; fp16 widened; rows past `rows` read as zeros)
-// transposed into 16 fp32 rows of dst, ld_dst apart, of which the first `store` floats are written: one load
+// transposed into 16 fp32 rows of dst, ld_dst apart (or at dst + row_dst[j] when row_dst is given), of which
+// the first `store` floats are written: one load
 // per row, one transpose, 16 (masked) stores instead of 16 * rows scalar copies. Packing A from rows, or B from
 // B^T, is such a transpose; when each packed element is used only a few times (N of 16-32), doing it element
 // by element cost as much as the product.
 template <class Cvt, class T>
-void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_t ld_dst, int store) {
+void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_t ld_dst, int store,
+                          const int64_t* row_dst = nullptr) {
   __m512 r[16], out[16];
   for (int i = 0; i < 16; ++i) {
     if (i >= rows) {
@@ -79,7 +81,7 @@ void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_
   }
   transpose16<Cvt>(r, out);
   const __mmask16 mask = store >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << store) - 1u);
-  for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + j * ld_dst, mask, out[j]);
+  for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (row_dst ? row_dst[j] : j * ld_dst), mask, out[j]);
 }
 #endif
 
@@ -128,9 +130,12 @@ void pack_b(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
 
 // From B^T (n x k row-major): reads run along k, writes stride by NR. On AVX-512, fp32 panels are written 16
 // rows of B^T by 16 of k at a time through the 16x16 transpose (conv2d with pixels as rows packs all of W^T,
-// 9.4 MB at 512 -> 512 3x3, every call: element by element that took 40% of the call at 7x7).
+// 9.4 MB at 512 -> 512 3x3, every call: element by element that took 40% of the call at 7x7). With row_dst,
+// panel row p (NR values) goes to dst + row_dst[p] instead of dst + p * NR: conv2d_pixels packs W^T with its
+// K in another order than W's (filter tap major) and in K blocks, in this same pass.
 template <int NR, class Cvt, class T, class D>
-void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
+void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst, const int64_t* row_dst = nullptr) {
+  auto row = [&](int64_t p) { return dst + (row_dst ? row_dst[p] : p * NR); };
   int64_t p0 = 0;
 #if defined(__AVX512F__)
   if constexpr (sizeof(D) == 4 && NR % 16 == 0) {
@@ -139,7 +144,9 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
       // Rows of B^T past n become zero columns of the panel: all 16 floats of each panel row are stored.
       const int rows = static_cast<int>(n - j0 < 0 ? 0 : (n - j0 < 16 ? n - j0 : 16));
       for (p0 = 0; p0 < k16; p0 += 16) {
-        transpose_16_columns<Cvt>(bt + j0 * ldbt + p0, ldbt, rows, reinterpret_cast<float*>(dst + p0 * NR + j0), NR, 16);
+        transpose_16_columns<Cvt>(bt + j0 * ldbt + p0, ldbt, rows,
+                                  reinterpret_cast<float*>(row_dst ? dst + j0 : row(p0) + j0), NR, 16,
+                                  row_dst ? row_dst + p0 : nullptr);
       }
     }
     p0 = k16;
@@ -147,11 +154,11 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst) {
 #endif
   for (int64_t j = 0; j < n; ++j) {
     const T* src = bt + j * ldbt;
-    for (int64_t p = p0; p < k; ++p) dst[p * NR + j] = panel_value<Cvt, D>(src[p]);
+    for (int64_t p = p0; p < k; ++p) row(p)[j] = panel_value<Cvt, D>(src[p]);
   }
   if (n < NR) {
     for (int64_t p = p0; p < k; ++p) {
-      for (int64_t j = n; j < NR; ++j) dst[p * NR + j] = D{0};
+      for (int64_t j = n; j < NR; ++j) row(p)[j] = D{0};
     }
   }
 }
@@ -266,6 +273,13 @@ struct Packers {
   }
   static void bt_f16(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
     pack_bt<NR, Cvt>(bt, ldbt, k, n, dst);
+  }
+  static void bt_rows_f32(const float* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst, float* dst) {
+    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst, row_dst);
+  }
+  static void bt_rows_f16(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
+                          float* dst) {
+    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst, row_dst);
   }
   static void c_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
     store_f16<Cvt>(src, lds, m, n, dst, ldd);

@@ -28,6 +28,11 @@ using PackBF16 = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, 
 // The same micro-panel read from B^T (n x k row-major, leading dimension ldbt), e.g. PyTorch weights.
 using PackBtF32 = void (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
 using PackBtF16 = void (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
+// The same with row p of the panel written at dst + row_dst[p] (conv2d_pixels: W^T in filter-tap-major K).
+using PackBtRowsF32 = void (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
+                               float* dst);
+using PackBtRowsF16 = void (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
+                               float* dst);
 // Widen n contiguous fp16 values to fp32.
 using WidenF16 = void (*)(const uint16_t* src, float* dst, int64_t n);
 // Round an m x n block of fp32 values to fp16 (round to nearest even).
@@ -162,6 +167,8 @@ struct ConvKernels {
   UkernelRowsF32 ukernel_rows;
   PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
   PackBGatherF32 pack_a_gather;  // the same into an MR-row micro-panel of A (output pixels as rows)
+  PackBtRowsF32 pack_wt_f32;     // W^T's NR-column panels, rows placed by a table (output pixels as rows)
+  PackBtRowsF16 pack_wt_f16;
   DepthwiseRowF32 depthwise_row;
   Depthwise3x3F32 depthwise_3x3;
   DepthwiseSplitF32 depthwise_split;
