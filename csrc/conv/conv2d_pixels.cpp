@@ -155,11 +155,52 @@ void copy_out_transposed(const ConvProblem& p, const PixelOrder& order, const fl
   }
 }
 
+// Work units are group x channel block x pixel block, pixel blocks fastest, and thread tid takes units
+// [first(tid), first(tid + 1)). threads_of(g, cb) is the range of threads that multiply channel block cb of
+// group g.
+struct Units {
+  int64_t row_blocks, col_blocks, count;
+  int threads;
+  Units(int64_t pixels, int64_t kg, int64_t groups, int64_t mc, int64_t nc, int max_threads)
+      : row_blocks(ceil_div(pixels, mc)), col_blocks(ceil_div(kg, nc)), count(groups * row_blocks * col_blocks),
+        threads(static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(max_threads, count)))) {}
+  int64_t first(int tid) const { return count * tid / threads; }
+  int owner(int64_t u) const {  // the thread whose range holds unit u
+    int tid = static_cast<int>(u * threads / count);
+    while (first(tid + 1) <= u) ++tid;
+    while (first(tid) > u) --tid;
+    return tid;
+  }
+  std::pair<int, int> threads_of(int64_t g, int64_t cb) const {
+    const int64_t u0 = (g * col_blocks + cb) * row_blocks;
+    return {owner(u0), owner(u0 + row_blocks - 1)};
+  }
+};
+
 // Busiest thread's share: whole units of mb x nb outputs, plus a fixed cost per unit (gathering its A block
-// once per K block, writing its C block out) of about two micro-panel columns.
+// once per K block, writing its C block out) of about two micro-panel columns, plus kWRead per output channel
+// whose W^T the thread reads. Each thread packs the W^T it multiplies (a channel block that several threads
+// multiply is packed by them together), so threads that split the channels read only their own: at 7x7,
+// 512 -> 512 channels on 2 Zen 5 cores, splitting the pixels (each thread reading all 9.4 MB of W^T, half of
+// it packed by the other core) ran at 350-365 GFLOPS and splitting the channels at 457-470 (one process,
+// alternating); at 14x14 (2.4 MB of W^T) splitting the pixels was as fast or faster (507 / 487). kWRead lies
+// between what those two choices require (above 25, below 196).
 int64_t unit_cost(int64_t pixels, int64_t kg, int64_t groups, int64_t mc, int64_t nc, int64_t nr, int threads) {
-  const int64_t units = groups * ceil_div(pixels, mc) * ceil_div(kg, nc);
-  return ceil_div(units, threads) * std::min(mc, pixels) * (std::min(nc, round_up(kg, nr)) + 2 * nr);
+  constexpr int64_t kWRead = 64;
+  const Units units(pixels, kg, groups, mc, nc, threads);
+  int64_t busiest = 0;
+  for (int tid = 0; tid < units.threads; ++tid) {
+    int64_t cost = 0, last_block = -1;
+    for (int64_t u = units.first(tid); u < units.first(tid + 1); ++u) {
+      const int64_t block = u / units.row_blocks, rb = u % units.row_blocks, cb = block % units.col_blocks;
+      const int64_t mb = std::min(mc, pixels - rb * mc), nb = std::min(nc, round_up(kg, nr) - cb * nc);
+      cost += mb * (nb + 2 * nr);
+      if (block != last_block) cost += kWRead * nb;
+      last_block = block;
+    }
+    busiest = std::max(busiest, cost);
+  }
+  return busiest;
 }
 
 }  // namespace
@@ -253,33 +294,38 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
       dst_base[static_cast<size_t>(j)] = b_cols * pc + (k - pc) * NR;
       dst_kb[static_cast<size_t>(j)] = std::min(kc, crs - pc);
     }
-    // Items of one micro-panel and one stretch of kc of W's columns (a thread reads whole stretches of rows).
-    const int64_t k_blocks = ceil_div(crs, kc), n_panels = b_cols / NR, items = p.groups * n_panels * k_blocks;
-    const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
-    ThreadPool::instance().run(t, [&](int tid) {
+    // A channel block's items (one micro-panel, one stretch of kc of W's columns: a thread reads whole
+    // stretches of rows) are shared among the threads that multiply it, so a thread reads the W^T it packed.
+    const Units units(pixels, kg, p.groups, mc, nc, threads);
+    const int64_t k_blocks = ceil_div(crs, kc), block_panels = nc / NR, n_panels = b_cols / NR;
+    ThreadPool::instance().run(units.threads, [&](int tid) {
       std::vector<int64_t> row_dst(static_cast<size_t>(kc));
-      for (int64_t it = items * tid / t; it < items * (tid + 1) / t; ++it) {
-        const int64_t g = it / (n_panels * k_blocks), n0 = (it / k_blocks) % n_panels * NR;
-        const int64_t w0 = (it % k_blocks) * kc, wb = std::min(kc, crs - w0);
-        for (int64_t j = 0; j < wb; ++j) {
-          const auto at = static_cast<size_t>(w0 + j);
-          row_dst[static_cast<size_t>(j)] = dst_base[at] + n0 * dst_kb[at];
-        }
-        const int64_t cols = std::min(NR, kg - n0), at = (g * kg + n0) * crs + w0;
-        float* dst = b_packed + g * b_group;
-        if (f16) {
-          ks.conv.pack_wt_f16(static_cast<const uint16_t*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
-        } else {
-          ks.conv.pack_wt_f32(static_cast<const float*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
+      for (int64_t block = 0; block < p.groups * units.col_blocks; ++block) {
+        const int64_t g = block / units.col_blocks, cb = block % units.col_blocks;
+        const auto [t0, t1] = units.threads_of(g, cb);
+        if (tid < t0 || tid > t1) continue;
+        const int64_t items = std::min(block_panels, n_panels - cb * block_panels) * k_blocks, share = t1 - t0 + 1;
+        for (int64_t it = items * (tid - t0) / share; it < items * (tid - t0 + 1) / share; ++it) {
+          const int64_t n0 = (cb * block_panels + it / k_blocks) * NR;
+          const int64_t w0 = (it % k_blocks) * kc, wb = std::min(kc, crs - w0);
+          for (int64_t j = 0; j < wb; ++j) {
+            const auto at = static_cast<size_t>(w0 + j);
+            row_dst[static_cast<size_t>(j)] = dst_base[at] + n0 * dst_kb[at];
+          }
+          const int64_t cols = std::min(NR, kg - n0), at = (g * kg + n0) * crs + w0;
+          float* dst = b_packed + g * b_group;
+          if (f16) {
+            ks.conv.pack_wt_f16(static_cast<const uint16_t*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
+          } else {
+            ks.conv.pack_wt_f32(static_cast<const float*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
+          }
         }
       }
     });
   }
 
-  const int64_t row_blocks = ceil_div(pixels, mc), col_blocks = ceil_div(kg, nc);
-  const int64_t units = p.groups * row_blocks * col_blocks;
-  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
-  ThreadPool::instance().run(t, [&](int tid) {
+  const Units units(pixels, kg, p.groups, mc, nc, threads);
+  ThreadPool::instance().run(units.threads, [&](int tid) {
     // The unit's A block and C block side by side in one huge page: physically contiguous, they spread over
     // L2's sets whatever pages the process draws. (Separate huge pages, both starting at set 0, ran 7x7 at
     // 362-382 GFLOPS in eight processes; 4 KiB pages and this layout both at 380-449, within the VM's drift.)
@@ -292,8 +338,9 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     std::vector<int> run_count(static_cast<size_t>(panels));
     std::vector<TapWindow> window(static_cast<size_t>(panels));
     std::vector<char> started(static_cast<size_t>(panels));
-    for (int64_t u = units * tid / t; u < units * (tid + 1) / t; ++u) {
-      const int64_t cb = u % col_blocks, rb = (u / col_blocks) % row_blocks, g = u / (col_blocks * row_blocks);
+    for (int64_t u = units.first(tid); u < units.first(tid + 1); ++u) {
+      const int64_t rb = u % units.row_blocks, cb = u / units.row_blocks % units.col_blocks;
+      const int64_t g = u / (units.row_blocks * units.col_blocks);
       const int64_t i0 = rb * mc, mb = std::min(mc, pixels - i0), n0 = cb * nc, nb = std::min(nc, kg - n0);
       const int64_t r_count = ceil_div(mb, MR), q_count = ceil_div(nb, NR);
       const float* base = xp + g * cg * plane;
