@@ -155,6 +155,24 @@ def test_rows_path_with_b_past_half_of_l3() -> None:
         assert_close(plan.output(), inp, "fp32")
 
 
+def test_blocked_path_narrows_its_n_block_to_keep_c_in_l3() -> None:
+    """Past L3, C's N block (M x tile_n) would come back from memory for every K block: the model's tile_n is
+    narrowed to equal blocks that fit (here two ragged ones), a given tile_n is kept, and both are right."""
+    square = np.zeros((64, 64), np.float32)
+    n, k = 300, kernels.prepare_gemm(square, square).tiles()["tile_k"] + 37
+    m = kernels.cpu_info()["caches"]["l3"]["size_bytes"] // (4 * 256) + 1
+    inp = inputs_for(m, n, k, "fp32", seed=5)
+    ref = gemm_op.reference(gemm_op.GemmShape(m, n, k), inp)
+    shape = gemm_op.GemmShape(m, n, k)
+    for threads, tiles in ((1, {}), (2, {}), (2, {"tile_n": 1000})):
+        plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=threads, **tiles)
+        t = plan.tiles()
+        assert t["path"].startswith("blocked"), t
+        assert t["tile_n"] == (n if tiles else -(-(n // 2) // t["nr"]) * t["nr"]), t
+        result = gemm_op.check(shape, plan.output(), inp, ref, "fp32", accumulate="fp32")
+        assert result["ok"], (threads, tiles, result["max_err_ratio"])
+
+
 def test_rows_path_reads_a_transposed() -> None:
     """dB = A^T dC with few columns of A (K <= 8 here) and a dC past half of L2 streams dC's rows by default,
     reading A^T through its transpose."""

@@ -184,7 +184,9 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   plan.tiles["small_m"] = blocking.small_m;
   plan.tiles["parallel_flops"] = blocking.parallel_flops;
   plan.tiles["stream_m"] = blocking.stream_m;
-  plan.tiles["path"] = gemm_path(ks, p, blocking);
+  const std::string path = gemm_path(ks, p, blocking);
+  plan.tiles["path"] = path;
+  if (path.rfind("blocked", 0) == 0) plan.tiles["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : tk.nr);
   plan.fault = injected_fault(blocking.mc, blocking.nc, blocking.kc);
   plan.first_out = p.c;
   plan.f16_out = p.out_dtype == Dtype::f16;

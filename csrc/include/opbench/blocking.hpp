@@ -29,6 +29,7 @@ struct Blocking {
   // parallel_flops: a GEMM of fewer FLOPs runs on the calling thread alone, waking no other (-1: the default).
   int64_t parallel_flops = -1;
   bool kc_from_model = false;  // tile_k was not given (a path may then choose its own depth: small.cpp)
+  bool nc_from_model = false;  // tile_n was not given (the blocked path may then narrow it: gemm_block_n)
   // The few-rows path's K block when tile_k was not given, and the rows up to which it is taken by default
   // (small_m): from the model (analytical_blocking), carried by resolve_blocking.
   int64_t unpacked_kc = 0;

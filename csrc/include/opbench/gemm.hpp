@@ -46,6 +46,10 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
 // Which of gemm()'s paths runs this problem (csrc/gemm/README.md, "Paths by shape"), for provenance.
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
 
+// The N block (tile_n) of the blocked path for this problem and register tile width nr: tile_n as given, or
+// the model's, narrowed when C is revisited by several K blocks so that one N block of C fits in L3.
+int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr);
+
 // An upper bound of the bytes gemm() allocates as workspace for this problem (overflow-checked: throws
 // std::invalid_argument when a size does not fit in 64 bits).
 int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
