@@ -136,9 +136,29 @@ inline void expect_dtype(const Tensor& t, const Tensor& ref, const char* name, c
   }
 }
 
+// A new C-contiguous output whose data starts on a cache line (a view into a slightly larger array): numpy
+// aligns only to 16 bytes, and a register tile's stores into a C that starts 16 bytes into a line are split
+// over two lines each (4096^3 on one Zen 5 core: 259 GFLOPS into numpy's C, 264 into a line-aligned one).
+inline py::array new_output(const py::dtype& dt, const std::vector<int64_t>& shape) {
+  constexpr int64_t kLine = 64;
+  const auto item = static_cast<int64_t>(dt.itemsize());
+  int64_t count = 1;
+  for (const int64_t d : shape) count *= d;
+  py::array flat(dt, std::vector<int64_t>{count + kLine / item});
+  const auto addr = reinterpret_cast<uintptr_t>(flat.mutable_data());
+  const int64_t skip = static_cast<int64_t>((kLine - addr % kLine) % kLine);
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = item;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return py::array(dt, shape, strides, static_cast<char*>(flat.mutable_data()) + skip, flat);
+}
+
 inline py::array output_like(const py::array& like, const std::vector<int64_t>& shape, std::optional<py::array> out,
                       const char* name, Dtype dtype) {
-  if (!out) return py::array(like.dtype(), shape);
+  if (!out) return new_output(like.dtype(), shape);
   const Tensor t = tensor(*out, name, static_cast<int>(shape.size()));
   if (t.dtype != dtype) throw py::value_error(std::string(name) + " must have the input dtype");
   expect_shape(t, *out, name, shape, "the operator's output shape");

@@ -166,7 +166,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
     if (!result.writeable()) throw py::value_error("out is read-only");
     if (overlaps(mc, ma) || overlaps(mc, mb)) throw py::value_error("out must not overlap a or b");
   } else {
-    result = py::array(a.dtype(), {ma.rows, mb.cols});
+    result = new_output(a.dtype(), {ma.rows, mb.cols});
   }
   const Matrix mc = matrix(result, "out");
   p.a = ma.data;

@@ -15,7 +15,7 @@ namespace {
 // a new one.
 py::array gradient_out(std::optional<py::array> given, const char* name, const Matrix& like, int64_t rows,
                        int64_t cols, const py::array& dtype_of, std::initializer_list<const Matrix*> inputs) {
-  if (!given) return py::array(dtype_of.dtype(), {rows, cols});
+  if (!given) return new_output(dtype_of.dtype(), {rows, cols});
   const Matrix g = matrix(*given, name);
   if (g.dtype != like.dtype) throw py::value_error(std::string(name) + " must have the dtype of a");
   if (g.rows != rows || g.cols != cols || g.ld != cols) {
