@@ -120,10 +120,14 @@ constexpr int64_t kRowGroup = thin::kStreamGroup;
 // processes, numpy B / line-aligned B, L1 -> L2 block: on one Zen 5 core 8x8192x8192 78 / 57 -> 91 / 82,
 // 5x2048x2048 110 / 125 -> 140 / 150, 3x4096x4096 38 -> 41; on two 8x8192x8192 112 / 100 -> 147 / 135,
 // 5x2048x2048 176 -> 220-270, 3x4096x4096 66 -> 78. With B in L3 the L1 block stays ahead (4x1024x1024
-// 139-156 against 116 on one core, 216 against 190 on two).
+// 139-156 against 116 on one core, 216 against 190 on two). One row (a GEMV) too: its rows of C then span
+// whole rows of B (up to 65536 columns), so B is read as one stream from start to end instead of runs of 8 KB
+// ldb apart. B's GB/s, alternating processes, one Zen 5 core: 1x8192x8192 33.5 -> 43.4, 1x4096x4096 42 -> 47,
+// 1x16384x2048 37 -> 46, 1x5000x5000 37 -> 43; two cores 48 -> 51-52, 67 -> 67-70, 52 -> 60, 56 -> 60;
+// 1x1024x16384 (rows of 1024 columns either way) 38 -> 37 on one, 46 -> 47 on two.
 int64_t stream_block(int64_t m, int64_t b_bytes) {
   const bool from_memory = b_bytes >= cpu_info().l3.size_bytes / 2;
-  if (m > thin::kMaxStreamRows || (m >= 2 && from_memory)) return std::max<int64_t>(16, kStreamL2Floats / m / 16 * 16);
+  if (m > thin::kMaxStreamRows || from_memory) return std::max<int64_t>(16, kStreamL2Floats / m / 16 * 16);
   return std::max<int64_t>(16, std::min(kRowBlock, kStreamFloats / m / 16 * 16));
 }
 
