@@ -41,6 +41,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.conv.pack_a_gather = P::a_gather;
   ks.conv.pack_wt_f32 = P::bt_rows_f32;
   ks.conv.pack_wt_f16 = P::bt_rows_f16;
+  ks.conv.store_transposed = P::store_transposed;
   ks.conv.depthwise_row = depthwise::row<Cvt>;
   ks.conv.depthwise_3x3 = depthwise::rows3x3<Cvt>;
   ks.conv.depthwise_split = depthwise::split<Cvt>;

@@ -178,6 +178,22 @@ void store_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* ds
   for (int64_t i = 0; i < m; ++i) Cvt::narrow_row(src + i * lds, dst + i * ldd, n);
 }
 
+// y[j * ldy + i] = c[i * ldc + j] for i < rows, j < cols (both at most 16): on AVX-512 a whole 16-column block
+// is one transpose_16_columns (16 loads, the register transpose, 16 masked stores) instead of rows x 16
+// strided scalar copies.
+template <class Cvt>
+void store_transposed(const float* c, int64_t ldc, int rows, int cols, float* y, int64_t ldy) {
+#if defined(__AVX512F__)
+  if (cols == 16) {
+    transpose_16_columns<Cvt>(c, ldc, rows, y, ldy, rows);
+    return;
+  }
+#endif
+  for (int j = 0; j < cols; ++j) {
+    for (int i = 0; i < rows; ++i) y[j * ldy + i] = c[i * ldc + j];
+  }
+}
+
 // Copies n <= NR contiguous floats (a run of a gathered row): one masked load/store per 16 on AVX-512, where
 // a memcpy call would cost more than the copy itself. (Templated on the unit's Cvt like everything here, so
 // each ISA keeps its own instantiation.)
@@ -280,6 +296,9 @@ struct Packers {
   static void bt_rows_f16(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
                           float* dst) {
     pack_bt<NR, Cvt>(bt, ldbt, k, n, dst, row_dst);
+  }
+  static void store_transposed(const float* c, int64_t ldc, int rows, int cols, float* y, int64_t ldy) {
+    packing::store_transposed<Cvt>(c, ldc, rows, cols, y, ldy);
   }
   static void c_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
     store_f16<Cvt>(src, lds, m, n, dst, ldd);

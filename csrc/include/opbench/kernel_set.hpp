@@ -161,6 +161,10 @@ using DepthwisePlaneF32 = void (*)(const float* x, int64_t h, int64_t w, int64_t
 // Deal a row to `stride` phases: phases[f][j] = row[j * stride + f] for j < n (row holds stride * n floats).
 using DepthwiseSplitF32 = void (*)(const float* row, int64_t n, int stride, float* const* phases);
 
+// A block of C stored transposed: element (i, j) of `rows` <= 16 rows by `cols` <= 16 columns (c, ldc apart)
+// goes to y[j * ldy + i] (conv2d_pixels writes its pixels x channels C block into Y's channel rows).
+using StoreTransposedF32 = void (*)(const float* c, int64_t ldc, int rows, int cols, float* y, int64_t ldy);
+
 // The convolution part: the same register tile with B's rows read in place, B gathered from an image, and
 // the depthwise convolution's row kernel.
 struct ConvKernels {
@@ -169,6 +173,7 @@ struct ConvKernels {
   PackBGatherF32 pack_a_gather;  // the same into an MR-row micro-panel of A (output pixels as rows)
   PackBtRowsF32 pack_wt_f32;     // W^T's NR-column panels, rows placed by a table (output pixels as rows)
   PackBtRowsF16 pack_wt_f16;
+  StoreTransposedF32 store_transposed;  // C blocks into Y (output pixels as rows)
   DepthwiseRowF32 depthwise_row;
   Depthwise3x3F32 depthwise_3x3;
   DepthwiseSplitF32 depthwise_split;
