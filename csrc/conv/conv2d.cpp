@@ -229,12 +229,13 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
   return xp;
 }
 
-void tap_offsets(const ConvProblem& p, int64_t* row_off) {
+void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order) {
   const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp;
-  const int64_t crs = (p.c / p.groups) * p.r * p.s;
-  for (int64_t row = 0; row < crs; ++row) {
-    const int64_t ch = row / (p.r * p.s), kr = (row / p.s) % p.r, kcol = row % p.s;
-    row_off[row] = ch * plane + kr * p.dil_h * Wp + kcol * p.dil_w;
+  const int64_t cg = p.c / p.groups, taps = p.r * p.s;
+  for (int64_t row = 0; row < cg * taps; ++row) {
+    const bool tap_major = order == TapOrder::tap_major;
+    const int64_t ch = tap_major ? row % cg : row / taps, tap = tap_major ? row / cg : row % taps;
+    row_off[row] = ch * plane + (tap / p.s) * p.dil_h * Wp + (tap % p.s) * p.dil_w;
   }
 }
 

@@ -112,15 +112,14 @@ std::pair<int64_t, int64_t> valid_taps(int64_t o, int64_t stride, int64_t pad, i
 }
 
 TapWindow tap_window(const ConvProblem& p, const PixelOrder& order, int64_t i0, int64_t rows) {
-  const auto valid = valid_taps;
   int64_t r_lo = p.r, r_hi = -1, s_lo = p.s, s_hi = -1;
   const int64_t Q = p.out_w();
   for (int64_t i = i0; i < i0 + rows;) {
     const Pixel px = pixel_at(order, i);
     const int64_t len = std::min(Q - px.ow, i0 + rows - i);
-    const auto [rl, rh] = valid(px.oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
-    const auto [sl, sh0] = valid(px.ow, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
-    const auto [sl1, sh] = valid(px.ow + len - 1, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
+    const auto [rl, rh] = valid_taps(px.oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
+    const auto [sl, sh0] = valid_taps(px.ow, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
+    const auto [sl1, sh] = valid_taps(px.ow + len - 1, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
     if (rl <= rh) {
       r_lo = std::min(r_lo, rl);
       r_hi = std::max(r_hi, rh);
@@ -305,10 +304,9 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   // K is filter-tap major here, k = t * C_g + c for tap t = r * S + s (W's own order is c * R * S + t).
   const int64_t taps = p.r * p.s;
   std::vector<int64_t> row_off(static_cast<size_t>(crs));
-  for (int64_t t = 0; t < taps; ++t) {
-    const int64_t tap = (t / p.s) * p.dil_h * Wp + (t % p.s) * p.dil_w;
-    for (int64_t ch = 0; ch < cg; ++ch) row_off[static_cast<size_t>(t * cg + ch)] = ch * plane + tap;
-  }
+  tap_offsets(p, row_off.data(), TapOrder::tap_major);
+
+  const Units units(pixels, kg, p.groups, mc, nc, threads);
 
   // W^T packed once: per group, its K blocks in order, each round_up(kg, NR) / NR micro-panels of depth kb.
   // pack_wt reads W's rows in W's order and places each panel row at its tap-major K.
@@ -325,7 +323,6 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     }
     // A channel block's items (one micro-panel, one stretch of kc of W's columns: a thread reads whole
     // stretches of rows) are shared among the threads that multiply it, so a thread reads the W^T it packed.
-    const Units units(pixels, kg, p.groups, mc, nc, threads);
     const int64_t k_blocks = ceil_div(crs, kc), block_panels = nc / NR, n_panels = b_cols / NR;
     ThreadPool::instance().run(units.threads, [&](int tid) {
       std::vector<int64_t> row_dst(static_cast<size_t>(kc));
@@ -353,7 +350,6 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     });
   }
 
-  const Units units(pixels, kg, p.groups, mc, nc, threads);
   ThreadPool::instance().run(units.threads, [&](int tid) {
     // The unit's A block and C block side by side in one huge page: physically contiguous, they spread over
     // L2's sets whatever pages the process draws. (Separate huge pages, both starting at set 0, ran 7x7 at

@@ -17,7 +17,9 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
 // the stride-1 path, which reads B in place, else the P * Q pixels.
 int64_t pixel_columns(const ConvProblem& p);
 
-// Offsets within a group's planes of its im2col rows (input channel, filter row, filter column).
-void tap_offsets(const ConvProblem& p, int64_t* row_off);
+// Offsets within a group's planes of its im2col rows: in W's order (input channel, filter row, filter column),
+// or filter tap major (filter row, filter column, input channel: conv2d_pixels.cpp's K).
+enum class TapOrder { channel_major, tap_major };
+void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order = TapOrder::channel_major);
 
 }  // namespace opbench

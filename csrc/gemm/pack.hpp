@@ -62,10 +62,9 @@ void transpose16(const __m512 r[16], __m512 out[16]) {
 
 // 16 consecutive values of `rows` <= 16 rows (src, ld apart; fp16 widened; rows past `rows` read as zeros)
 // transposed into 16 fp32 rows of dst, ld_dst apart (or at dst + row_dst[j] when row_dst is given), of which
-// the first `store` floats are written: one load
-// per row, one transpose, 16 (masked) stores instead of 16 * rows scalar copies. Packing A from rows, or B from
-// B^T, is such a transpose; when each packed element is used only a few times (N of 16-32), doing it element
-// by element cost as much as the product.
+// the first `store` floats are written: one load per row, one transpose, 16 (masked) stores instead of
+// 16 * rows scalar copies. Packing A from rows, or B from B^T, is such a transpose; when each packed element
+// is used only a few times (N of 16-32), doing it element by element cost as much as the product.
 template <class Cvt, class T>
 void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_t ld_dst, int store,
                           const int64_t* row_dst = nullptr) {

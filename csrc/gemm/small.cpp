@@ -100,9 +100,9 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
 // of L2): B is read once, in place and row after row, never packed, and the M rows of C, a column block of
 // at most kStreamFloats / M floats each per thread, stay in L1 (in L2 past 8 rows or with B past half of L3:
 // stream_block) while every row of B adds into them (thin::kStreamGroup rows at a time, each vector of B
-// loaded once per 8 rows of A). Threads split the columns in blocks of 16. B's rows are read as long runs, one prefetch stream per row of the group; the
-// unpacked-B loops read 32-column pieces of 64 rows at a time, which drew 17 GB/s of B on one Zen 5 core at
-// 2x4096x4096, where the rows draw 33-37. B^T (trans_b) at M = 1 is the N = 1 case transposed: C^T = B^T
+// loaded once per 8 rows of A). Threads split the columns in blocks of 16. B's rows are read as long runs,
+// one prefetch stream per row of the group; the unpacked-B loops read 32-column pieces of 64 rows at a time,
+// which drew 17 GB/s of B on one Zen 5 core at 2x4096x4096, where the rows draw 33-37. B^T (trans_b) at M = 1 is the N = 1 case transposed: C^T = B^T
 // a^T, dot products over B^T's rows on the thin path.
 // B's size in bytes.
 int64_t b_bytes(const GemmProblem& p) { return p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4); }
