@@ -232,10 +232,12 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
 void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order) {
   const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp;
   const int64_t cg = p.c / p.groups, taps = p.r * p.s;
+  const bool column_major = order == TapOrder::filter_column_major;
   for (int64_t row = 0; row < cg * taps; ++row) {
-    const bool tap_major = order == TapOrder::tap_major;
-    const int64_t ch = tap_major ? row % cg : row / taps, tap = tap_major ? row / cg : row % taps;
-    row_off[row] = ch * plane + (tap / p.s) * p.dil_h * Wp + (tap % p.s) * p.dil_w;
+    const int64_t ch = column_major ? row % cg : row / taps;
+    const int64_t fr = column_major ? row / cg % p.r : row % taps / p.s;
+    const int64_t fs = column_major ? row / cg / p.r : row % taps % p.s;
+    row_off[row] = ch * plane + fr * p.dil_h * Wp + fs * p.dil_w;
   }
 }
 

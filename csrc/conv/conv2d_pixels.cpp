@@ -1,24 +1,26 @@
 // Conv2d forward as an implicit GEMM with output pixels as the rows: per group,
 //   Y^T[N*P*Q, k_g] = A[N*P*Q, R*S*C_g] * W^T[R*S*C_g, k_g],
 // where row i of A is an output pixel (image, oh, ow) of every image at once (ordered as PixelOrder says)
-// and its columns are the im2col taps, filter tap major: k = (r * S + s) * C_g + c. conv2d.cpp's orientation
+// and its columns are the im2col taps, filter column major: k = (s * R + r) * C_g + c. conv2d.cpp's orientation
 // (output channels as rows, one image's pixels as columns) computes whole micro-panels of NR columns over the
 // padded width: at 7x7 that is 64 columns for 49 pixels (77% of the FMAs useful), at 14x14 224 for 196. Here
 // 4 images of 7x7 are 196 rows, 14 register tiles of 14 rows, and 512 output channels are 16 panels of 32.
 //
 // W^T is packed once per call (pack_wt: W's rows are the columns of B, and each packed row is placed at its
-// tap-major k). A's micro-panels are gathered from the zero-padded input (pack_a_gather, runs of consecutive
-// pixels within an output row) once per K block of a work unit and used by every column panel of the unit.
-// Each micro-panel covers only the taps that read some input for its pixels (tap_window): the top and bottom
-// output rows skip the filter rows that fall in the padding, as oneDNN's direct convolutions do. The unit's C
-// block (pixels x channels, fp32) is then written to Y transposed, a stretch of an output row at a time.
+// k). A's micro-panels are gathered from the zero-padded input (pack_a_gather, runs of consecutive pixels
+// within an output row) once per K block of a work unit and used by every column panel of the unit. Each
+// micro-panel multiplies only the taps that read some input for its pixels (panel_segments): the top and
+// bottom output rows skip the filter rows that fall in the padding, the first and last pixels of a row the
+// filter columns, as oneDNN's direct convolutions do. The unit's C block (pixels x channels, fp32) is then
+// written to Y transposed, a stretch of an output row at a time.
 //
 // Loops (one thread's share of the work units, each a group x pixel block x channel block):
 //   for pc in K blocks (kc)
-//     gather the unit's A block: ceil(mb / MR) micro-panels of depth kb, each over its taps' share
+//     gather the unit's A block: ceil(mb / MR) micro-panels of depth kb, each over its segments' share
 //     for q in NR-column micro-panels of W^T (packed once)
 //       for r in MR-row micro-panels of A
-//         ukernel(its share of kb, A[r], W^T[q], C[r, q], accumulate = after r's first share)
+//         for each segment of r in this block (the one with the most rows first)
+//           ukernel(its K, its rows of A[r], W^T[q], its rows of C[r, q], accumulate = after r's first)
 //   then C's columns go to Y's channel rows (zeros for pixels that read only padding).
 
 #include <algorithm>
@@ -53,7 +55,7 @@ double pixels_as_rows_share(const ConvProblem& p, int64_t mr, int64_t nr) {
 // to whole micro-panels: at 7x7 and MR 14, two (a micro-panel is one output row of two images, where one
 // image alone gives micro-panels of rows oh and oh + 1); at 14x14 and 28x28, one (rows in image order). A
 // micro-panel then lies within one output row, and the filter rows that read only padding for all of its
-// pixels are skipped (tap_window below). Batch 1 where no count up to N works. Threads take consecutive
+// pixels are skipped (panel_segments below). Batch 1 where no count up to N works. Threads take consecutive
 // pixel blocks, so as in image order they share lines of Y only where a block boundary cuts a group; ordering
 // all N images this way had the two threads of 7x7 write the same lines of every channel, 7% slower.
 struct PixelOrder {
@@ -94,13 +96,6 @@ int pixel_runs(const ConvProblem& p, const PixelOrder& order, int64_t wp, int64_
   return count;
 }
 
-// The filter taps [first, last] (t = r * S + s) outside of which every tap of pixels [i0, i0 + rows) reads
-// padding: first > last when all of them do. The GEMM's K runs tap-major (k = t * C_g + c), so those taps are
-// the ends of the micro-panel's K range and are neither gathered nor multiplied. With padding 1, a 3x3 filter
-// and 14x14 outputs, the top and bottom output rows skip a third of K (4.8% of the FMAs), at 7x7 9.5%.
-struct TapWindow {
-  int64_t first, last;
-};
 // The filter rows (or columns) [lo, hi] of output row (column) o that read input: o * stride - pad + r * dil
 // in [0, extent). Empty (lo > hi) when all read padding.
 std::pair<int64_t, int64_t> valid_taps(int64_t o, int64_t stride, int64_t pad, int64_t dil, int64_t extent,
@@ -111,40 +106,73 @@ std::pair<int64_t, int64_t> valid_taps(int64_t o, int64_t stride, int64_t pad, i
   return {lo, hi};
 }
 
-TapWindow tap_window(const ConvProblem& p, const PixelOrder& order, int64_t i0, int64_t rows) {
-  int64_t r_lo = p.r, r_hi = -1, s_lo = p.s, s_hi = -1;
-  const int64_t Q = p.out_w();
-  for (int64_t i = i0; i < i0 + rows;) {
-    const Pixel px = pixel_at(order, i);
-    const int64_t len = std::min(Q - px.ow, i0 + rows - i);
+// What one micro-panel multiplies, filter column by filter column: K runs filter-column major,
+// k = (s * R + r) * C_g + c, so a filter column's rows are one stretch of K. For filter column s, the segment
+// is the filter rows [r_lo, r_hi] that read input for some pixel of the panel that column s reads input for,
+// and the panel's rows [row_lo, row_hi) from the first such pixel to the last. Everything outside reads
+// padding and is neither gathered nor multiplied: with padding 1, a 3x3 filter and 14x14 outputs (a
+// micro-panel is one output row), the top and bottom rows skip a filter row, the first pixel of every row
+// skips filter column 0 and the last column 2, together 9.3% of the FMAs, as oneDNN's direct convolutions
+// skip them. At 7x7 (a micro-panel is row oh of two images) the padding pixels of filter columns 0 and 2 are
+// rows 0 and 7, and 6 and 13, and only the ones at the panel's ends are left out: 13.8% of the FMAs, where
+// oneDNN skips 18%. A segment of MR - 1 rows runs through the kernel set's instantiation of MR - 1 rows.
+struct Segment {
+  int64_t k_lo, k_hi;
+  int row_lo, row_hi;
+};
+int panel_segments(const ConvProblem& p, const PixelOrder& order, int64_t i0, int64_t rows, Segment* out) {
+  const int64_t cg = p.c / p.groups;
+  struct Taps {
+    int64_t r_lo, r_hi, s_lo, s_hi;
+  };
+  static thread_local std::vector<Taps> taps;
+  taps.resize(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    const Pixel px = pixel_at(order, i0 + i);
     const auto [rl, rh] = valid_taps(px.oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
-    const auto [sl, sh0] = valid_taps(px.ow, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
-    const auto [sl1, sh] = valid_taps(px.ow + len - 1, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
-    if (rl <= rh) {
-      r_lo = std::min(r_lo, rl);
-      r_hi = std::max(r_hi, rh);
-      // Along a run of ow, the valid filter columns slide down: the first pixel has the highest, the last
-      // the lowest (sh0 and sl1 bound the rest).
-      s_lo = std::min(s_lo, std::min(sl, sl1));
-      s_hi = std::max(s_hi, std::max(sh0, sh));
-    }
-    i += len;
+    const auto [sl, sh] = valid_taps(px.ow, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
+    taps[static_cast<size_t>(i)] = {rl, rh, sl, sh};
   }
-  if (r_lo > r_hi || s_lo > s_hi) return {1, 0};
-  return {r_lo * p.s + s_lo, r_hi * p.s + s_hi};
+  int count = 0;
+  for (int64_t s = 0; s < p.s; ++s) {
+    int64_t r_lo = p.r, r_hi = -1, row_lo = rows, row_hi = -1;
+    for (int64_t i = 0; i < rows; ++i) {
+      const Taps& t = taps[static_cast<size_t>(i)];
+      if (s < t.s_lo || s > t.s_hi || t.r_lo > t.r_hi) continue;
+      r_lo = std::min(r_lo, t.r_lo);
+      r_hi = std::max(r_hi, t.r_hi);
+      row_lo = std::min(row_lo, i);
+      row_hi = i;
+    }
+    if (row_hi < 0) continue;
+    const Segment seg{(s * p.r + r_lo) * cg, (s * p.r + r_hi + 1) * cg, static_cast<int>(row_lo),
+                      static_cast<int>(row_hi + 1)};
+    if (count > 0 && out[count - 1].k_hi == seg.k_lo && out[count - 1].row_lo == seg.row_lo &&
+        out[count - 1].row_hi == seg.row_hi) {
+      out[count - 1].k_hi = seg.k_hi;
+    } else {
+      out[count++] = seg;
+    }
+  }
+  return count;
 }
 
-// The share of the nominal FMAs that tap_window skips when micro-panels lie in single output rows (the filter
-// rows that read only padding; 0 when micro-panels straddle rows).
+// The share of the nominal FMAs that panel_segments skips, over the first image group's micro-panels (every
+// group but a short last one repeats them).
 double padding_skip_share(const ConvProblem& p, int64_t mr) {
   const PixelOrder order(p, mr);
-  if (order.batch * order.q % mr != 0) return 0.0;
-  int64_t kept = 0;
-  for (int64_t oh = 0; oh < p.out_h(); ++oh) {
-    const auto [lo, hi] = valid_taps(oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
-    kept += std::max<int64_t>(0, hi - lo + 1);
+  const int64_t pixels = std::min(p.n * order.pq, order.batch * order.pq), crs = (p.c / p.groups) * p.r * p.s;
+  std::vector<Segment> segs(static_cast<size_t>(p.s));
+  double kept = 0.0;
+  for (int64_t i0 = 0; i0 < pixels; i0 += mr) {
+    const int64_t rows = std::min(mr, pixels - i0);
+    const int count = panel_segments(p, order, i0, rows, segs.data());
+    for (int j = 0; j < count; ++j) {
+      const Segment& seg = segs[static_cast<size_t>(j)];
+      kept += double(seg.row_hi - seg.row_lo) * double(seg.k_hi - seg.k_lo);
+    }
   }
-  return 1.0 - double(kept) / double(p.out_h() * p.r);
+  return 1.0 - kept / (double(pixels) * double(crs));
 }
 
 // Columns [0, nb) of a C block (pixels i0 .. i0 + mb, leading dimension ldc) to Y's channels n0 .. n0 + nb
@@ -301,23 +329,23 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   const PixelOrder order(p, MR);
   const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp, image = p.c * plane;
   const float* xp = padded_input(ks, p, 0, threads, padded_buffer);
-  // K is filter-tap major here, k = t * C_g + c for tap t = r * S + s (W's own order is c * R * S + t).
+  // K is filter-column major here, k = (s * R + r) * C_g + c (W's own order is (c * R + r) * S + s).
   const int64_t taps = p.r * p.s;
   std::vector<int64_t> row_off(static_cast<size_t>(crs));
-  tap_offsets(p, row_off.data(), TapOrder::tap_major);
+  tap_offsets(p, row_off.data(), TapOrder::filter_column_major);
 
   const Units units(pixels, kg, p.groups, mc, nc, threads);
 
   // W^T packed once: per group, its K blocks in order, each round_up(kg, NR) / NR micro-panels of depth kb.
-  // pack_wt reads W's rows in W's order and places each panel row at its tap-major K.
+  // pack_wt reads W's rows in W's order and places each panel row at its filter-column-major K.
   const int64_t b_cols = round_up(kg, NR), b_group = b_cols * crs;
   auto* b_packed = static_cast<float*>(w_buffer.reserve(static_cast<size_t>(p.groups * b_group) * sizeof(float)));
   {
-    // Where W's column j (tap-major k) lands in a group's packed W^T, for the panel at n0:
+    // Where W's column j (filter-column-major k) lands in a group's packed W^T, for the panel at n0:
     // b_cols * pc + (k - pc) * NR + n0 * kb, with pc and kb the K block of k.
     std::vector<int64_t> dst_base(static_cast<size_t>(crs)), dst_kb(static_cast<size_t>(crs));
     for (int64_t j = 0; j < crs; ++j) {
-      const int64_t k = j % taps * cg + j / taps, pc = k / kc * kc;
+      const int64_t t = j % taps, k = (t % p.s * p.r + t / p.s) * cg + j / taps, pc = k / kc * kc;
       dst_base[static_cast<size_t>(j)] = b_cols * pc + (k - pc) * NR;
       dst_kb[static_cast<size_t>(j)] = std::min(kc, crs - pc);
     }
@@ -360,8 +388,8 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     float* c = a + a_floats;
     const int64_t panels = ceil_div(mc, MR);
     auto* runs = static_cast<GatherRun*>(run_buffer.reserve(static_cast<size_t>(panels * (MR + 1)) * sizeof(GatherRun)));
-    std::vector<int> run_count(static_cast<size_t>(panels));
-    std::vector<TapWindow> window(static_cast<size_t>(panels));
+    std::vector<int> run_count(static_cast<size_t>(panels)), seg_count(static_cast<size_t>(panels));
+    std::vector<Segment> segs(static_cast<size_t>(panels * p.s));
     std::vector<char> started(static_cast<size_t>(panels));
     for (int64_t u = units.first(tid); u < units.first(tid + 1); ++u) {
       const int64_t rb = u % units.row_blocks, cb = u / units.row_blocks % units.col_blocks;
@@ -372,36 +400,62 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
       for (int64_t r = 0; r < r_count; ++r) {
         const auto ri = static_cast<size_t>(r);
         run_count[ri] = pixel_runs(p, order, Wp, image, i0 + r * MR, MR, runs + r * (MR + 1));
-        window[ri] = tap_window(p, order, i0 + r * MR, std::min(MR, mb - r * MR));
+        seg_count[ri] = panel_segments(p, order, i0 + r * MR, std::min(MR, mb - r * MR), segs.data() + r * p.s);
         started[ri] = 0;
       }
       for (int64_t pc = 0; pc < crs; pc += kc) {
         const int64_t kb = std::min(kc, crs - pc);
-        // Micro-panel r multiplies K [lo, hi) of this block: its taps' share, nothing when none is inside.
-        auto span = [&](int64_t r) {
-          const TapWindow w = window[static_cast<size_t>(r)];
-          return std::pair<int64_t, int64_t>{std::max(pc, w.first * cg) - pc, std::min(pc + kb, (w.last + 1) * cg) - pc};
+        // Segment j of micro-panel r within this K block: K [lo, hi) relative to pc, empty when lo >= hi.
+        auto span = [&](int64_t r, int j) {
+          const Segment& seg = segs[static_cast<size_t>(r * p.s + j)];
+          return std::pair<int64_t, int64_t>{std::max(pc, seg.k_lo) - pc, std::min(pc + kb, seg.k_hi) - pc};
         };
         for (int64_t r = 0; r < r_count; ++r) {
-          const auto [lo, hi] = span(r);
-          if (lo >= hi) continue;
-          ks.conv.pack_a_gather(hi - lo, base, row_off.data() + pc + lo, runs + r * (MR + 1),
-                                run_count[static_cast<size_t>(r)], a + r * MR * kb + lo * MR);
+          for (int j = 0; j < seg_count[static_cast<size_t>(r)]; ++j) {
+            const auto [lo, hi] = span(r, j);
+            if (lo >= hi) continue;
+            ks.conv.pack_a_gather(hi - lo, base, row_off.data() + pc + lo, runs + r * (MR + 1),
+                                  run_count[static_cast<size_t>(r)], a + r * MR * kb + lo * MR);
+          }
         }
         const float* b_block = b_packed + g * b_group + b_cols * pc + n0 * kb;
         for (int64_t q = 0; q < q_count; ++q) {
           const int cols = static_cast<int>(std::min(NR, nb - q * NR));
           for (int64_t r = 0; r < r_count; ++r) {
-            const auto [lo, hi] = span(r);
-            if (lo >= hi) continue;
             const int rows = static_cast<int>(std::min(MR, mb - r * MR));
-            ks.gemm.ukernel(hi - lo, a + r * MR * kb + lo * MR, b_block + q * NR * kb + lo * NR,
-                            c + r * MR * nc + q * NR, nc, started[static_cast<size_t>(r)] != 0, rows, cols);
+            float* tile = c + r * MR * nc + q * NR;
+            bool accumulate = started[static_cast<size_t>(r)] != 0;
+            // The segment with the most rows goes first: a tile's first product writes its rows instead of
+            // adding to them, and the rows outside a narrower first segment would have to be zeroed.
+            const Segment* seg0 = segs.data() + r * p.s;
+            const int count = seg_count[static_cast<size_t>(r)];
+            int first = -1;
+            for (int j = 0; j < count; ++j) {
+              const auto [lo, hi] = span(r, j);
+              if (lo < hi && (first < 0 || seg0[j].row_hi - seg0[j].row_lo > seg0[first].row_hi - seg0[first].row_lo)) {
+                first = j;
+              }
+            }
+            for (int n = 0; first >= 0 && n < count; ++n) {
+              const int j = n == 0 ? first : (n <= first ? n - 1 : n);
+              const auto [lo, hi] = span(r, j);
+              if (lo >= hi) continue;
+              const Segment& seg = seg0[j];
+              if (!accumulate && (seg.row_lo > 0 || seg.row_hi < rows)) {
+                for (int i = 0; i < rows; ++i) std::fill_n(tile + i * nc, cols, 0.0f);
+                accumulate = true;
+              }
+              ks.gemm.ukernel(hi - lo, a + r * MR * kb + lo * MR + seg.row_lo, b_block + q * NR * kb + lo * NR,
+                              tile + seg.row_lo * nc, nc, accumulate, seg.row_hi - seg.row_lo, cols);
+              accumulate = true;
+            }
           }
         }
         for (int64_t r = 0; r < r_count; ++r) {
-          const auto [lo, hi] = span(r);
-          if (lo < hi) started[static_cast<size_t>(r)] = 1;
+          for (int j = 0; j < seg_count[static_cast<size_t>(r)]; ++j) {
+            const auto [lo, hi] = span(r, j);
+            if (lo < hi) started[static_cast<size_t>(r)] = 1;
+          }
         }
       }
       // Pixels whose every tap reads padding: their outputs are zero.

@@ -18,8 +18,8 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
 int64_t pixel_columns(const ConvProblem& p);
 
 // Offsets within a group's planes of its im2col rows: in W's order (input channel, filter row, filter column),
-// or filter tap major (filter row, filter column, input channel: conv2d_pixels.cpp's K).
-enum class TapOrder { channel_major, tap_major };
+// or filter column major (filter column, filter row, input channel: conv2d_pixels.cpp's K).
+enum class TapOrder { channel_major, filter_column_major };
 void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order = TapOrder::channel_major);
 
 }  // namespace opbench
