@@ -121,32 +121,39 @@ struct Segment {
   int row_lo, row_hi;
 };
 int panel_segments(const ConvProblem& p, const PixelOrder& order, int64_t i0, int64_t rows, Segment* out) {
-  const int64_t cg = p.c / p.groups;
-  struct Taps {
-    int64_t r_lo, r_hi, s_lo, s_hi;
+  const int64_t cg = p.c / p.groups, Q = p.out_w();
+  struct Reach {
+    int64_t r_lo, r_hi, row_lo, row_hi;
   };
-  static thread_local std::vector<Taps> taps;
-  taps.resize(static_cast<size_t>(rows));
-  for (int64_t i = 0; i < rows; ++i) {
-    const Pixel px = pixel_at(order, i0 + i);
+  static thread_local std::vector<Reach> reach;
+  reach.assign(static_cast<size_t>(p.s), Reach{p.r, -1, rows, -1});
+  // Run by run (a stretch of one output row): its filter rows are the same for every pixel, and the pixels
+  // that filter column s reads input for are those with ow * stride_w - pad_w + s * dil_w in [0, W).
+  for (int64_t i = i0; i < i0 + rows;) {
+    const Pixel px = pixel_at(order, i);
+    const int64_t len = std::min(Q - px.ow, i0 + rows - i), row = i - i0;
+    i += len;
     const auto [rl, rh] = valid_taps(px.oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
-    const auto [sl, sh] = valid_taps(px.ow, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
-    taps[static_cast<size_t>(i)] = {rl, rh, sl, sh};
+    if (rl > rh) continue;
+    for (int64_t s = 0; s < p.s; ++s) {
+      const int64_t from = p.pad_w - s * p.dil_w, to = p.w_in - 1 + p.pad_w - s * p.dil_w;
+      if (to < 0) continue;
+      const int64_t a = std::max(px.ow, from <= 0 ? 0 : ceil_div(from, p.stride_w));
+      const int64_t b = std::min(px.ow + len - 1, to / p.stride_w);
+      if (a > b) continue;
+      Reach& e = reach[static_cast<size_t>(s)];
+      e.r_lo = std::min(e.r_lo, rl);
+      e.r_hi = std::max(e.r_hi, rh);
+      e.row_lo = std::min(e.row_lo, row + a - px.ow);
+      e.row_hi = std::max(e.row_hi, row + b - px.ow);
+    }
   }
   int count = 0;
   for (int64_t s = 0; s < p.s; ++s) {
-    int64_t r_lo = p.r, r_hi = -1, row_lo = rows, row_hi = -1;
-    for (int64_t i = 0; i < rows; ++i) {
-      const Taps& t = taps[static_cast<size_t>(i)];
-      if (s < t.s_lo || s > t.s_hi || t.r_lo > t.r_hi) continue;
-      r_lo = std::min(r_lo, t.r_lo);
-      r_hi = std::max(r_hi, t.r_hi);
-      row_lo = std::min(row_lo, i);
-      row_hi = i;
-    }
-    if (row_hi < 0) continue;
-    const Segment seg{(s * p.r + r_lo) * cg, (s * p.r + r_hi + 1) * cg, static_cast<int>(row_lo),
-                      static_cast<int>(row_hi + 1)};
+    const Reach& e = reach[static_cast<size_t>(s)];
+    if (e.row_hi < 0) continue;
+    const Segment seg{(s * p.r + e.r_lo) * cg, (s * p.r + e.r_hi + 1) * cg, static_cast<int>(e.row_lo),
+                      static_cast<int>(e.row_hi + 1)};
     if (count > 0 && out[count - 1].k_hi == seg.k_lo && out[count - 1].row_lo == seg.row_lo &&
         out[count - 1].row_hi == seg.row_hi) {
       out[count - 1].k_hi = seg.k_hi;
