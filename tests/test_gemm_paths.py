@@ -173,6 +173,25 @@ def test_blocked_path_narrows_its_n_block_to_keep_c_in_l3() -> None:
         assert result["ok"], (threads, tiles, result["max_err_ratio"])
 
 
+def test_blocked_path_keeps_its_b_block_to_a_quarter_of_l3() -> None:
+    """With one K block (C is written once) the model's tile_n is still narrowed, so that B's packed block
+    (tile_k x tile_n) takes at most a quarter of L3: equal blocks, and the product is right."""
+    square = np.zeros((64, 64), np.float32)
+    t0 = kernels.prepare_gemm(square, square).tiles()
+    nr, k = t0["nr"], t0["tile_k"]
+    fit = max(8 * nr, kernels.cpu_info()["caches"]["l3"]["size_bytes"] // 4 // (4 * k) // nr * nr)
+    m, n = t0["small_m"] + 3, fit + 300
+    inp = inputs_for(m, n, k, "fp32", seed=6)
+    shape = gemm_op.GemmShape(m, n, k)
+    ref = gemm_op.reference(shape, inp)
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=2)
+    t = plan.tiles()
+    assert t["path"].startswith("blocked"), t
+    assert t["tile_n"] == -(-(-(-n // 2)) // nr) * nr, t
+    result = gemm_op.check(shape, plan.output(), inp, ref, "fp32", accumulate="fp32")
+    assert result["ok"], result["max_err_ratio"]
+
+
 def test_rows_path_reads_a_transposed() -> None:
     """dB = A^T dC with few columns of A (K <= 8 here) and a dC past half of L2 streams dC's rows by default,
     reading A^T through its transpose."""

@@ -108,14 +108,22 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 
 }  // namespace
 
-// Each K block is a pass over the N block's C (M x nc). The model sizes nc for B's panel alone (7168 on Zen 5);
-// with M x nc of C past L3, every pass after the first read C back from memory. Narrowed to L3, in equal
-// blocks: 4096^3 on one Zen 5 core 244 -> 257 GFLOPS (nc 1024-2048 alike; on two cores 1024 lost 5%, 2048 is
-// level), one process.
+// The model sizes nc for B's packed block alone (kc x nc in the L3 ways the A blocks leave: 7168 on Zen 5,
+// 28 MB of 32). Two things narrow it when it comes from the model, in equal blocks:
+// - B's block gets at most a quarter of L3. Zen's L3 is filled by what L2 evicts, and the C tiles written
+//   and the rows of A read for packing pass through it beside B. One Zen 5 core, one process (GFLOPS,
+//   model / 2048): 4096x4096x1024 245 / 266, 1024x4096x4096 231 / 250, 1024x3072x768 248 / 256 (1536);
+//   two cores: 482 / 490, 418 / 428, 441 / 453. nc 1024-1536 were as fast on one core, 1024 slower on two.
+// - Each K block is a pass over the N block's C (M x nc): with M x nc past L3, every pass after the first read
+//   C back from memory. 4096^3 on one Zen 5 core 244 -> 257 (nc 1024-2048 alike; on two cores 1024 lost
+//   5%, 2048 is level).
 int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr) {
   const int64_t nc = std::min(blk.nc, p.n);
-  if (!blk.nc_from_model || p.k <= blk.kc) return nc;
-  const int64_t fit = std::max(8 * nr, cpu_info().l3.size_bytes / std::max<int64_t>(1, p.m * 4) / nr * nr);
+  if (!blk.nc_from_model) return nc;
+  const int64_t l3 = cpu_info().l3.size_bytes, kb = std::min(blk.kc, p.k);
+  int64_t fit = l3 / 4 / std::max<int64_t>(1, kb * 4);
+  if (p.k > blk.kc) fit = std::min(fit, l3 / std::max<int64_t>(1, p.m * 4));
+  fit = std::max(8 * nr, fit / nr * nr);
   if (nc <= fit) return nc;
   return std::min(nc, round_up(ceil_div(p.n, ceil_div(p.n, fit)), nr));
 }
