@@ -34,7 +34,8 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.gemm.pack_bt_f16 = P::bt_f16;
   ks.gemm.store_f16 = P::c_f16;
   ks.gemm.thin = thin::Thin<ThinLanes, Cvt>::f32;
-  ks.gemm.rows_axpy = thin::rows_axpy<ThinLanes, Cvt>;
+  ks.gemm.rows_axpy = thin::rows_axpy<ThinLanes, Cvt, float>;
+  ks.gemm.rows_axpy_f16 = thin::rows_axpy<ThinLanes, Cvt, uint16_t>;
   ks.gemm.widen_f16 = Cvt::widen_row;
   ks.conv.ukernel_rows = ukernel_rows;
   ks.conv.pack_b_gather = P::b_gather;

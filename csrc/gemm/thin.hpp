@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
+#include <type_traits>
 
 #include "opbench/kernel_set.hpp"
 
@@ -274,11 +275,31 @@ template <int L>
   return typename Vec<L>::type{} + *x;
 }
 
+// L elements of a row of B from x as fp32 lanes: a plain load, or fp16 widened in the register (vcvtph2ps
+// from memory on AVX-512 and F16C; element by element through Cvt elsewhere).
+template <int L, class Cvt, class T>
+[[gnu::always_inline]] inline typename Vec<L>::type load_row(const T* x) {
+  using vec = typename Vec<L>::type;
+  vec v;
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(&v, x, sizeof(vec));
+  } else {
+#if defined(__AVX512F__)
+    if constexpr (L == 16) return reinterpret_cast<vec>(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x))));
+#endif
+#if defined(__F16C__) && defined(__AVX__)
+    if constexpr (L == 8) return reinterpret_cast<vec>(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))));
+#endif
+    for (int l = 0; l < L; ++l) v[l] = Cvt::widen(x[l]);
+  }
+  return v;
+}
+
 // V vectors of columns from column j: each of the M accumulators of each vector is read and written once,
 // each vector of the G rows of B loaded once, and each weight broadcast once for the V vectors (or held in a
 // register throughout when kHoist).
-template <int L, int M, int V, bool kHoist>
-[[gnu::always_inline]] inline void rows_axpy_step(int64_t j, const float* a, const float* const* r,
+template <int L, int M, int V, bool kHoist, class Cvt, class T>
+[[gnu::always_inline]] inline void rows_axpy_step(int64_t j, const float* a, const T* const* r,
                                                   const typename Vec<L>::type* w, float* acc, int64_t ld) {
   using vec = typename Vec<L>::type;
   constexpr int G = kStreamGroup;
@@ -293,7 +314,7 @@ template <int L, int M, int V, bool kHoist>
     vec b[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      std::memcpy(&b[v], r[q] + j + v * L, sizeof(vec));
+      b[v] = load_row<L, Cvt>(r[q] + j + v * L);
       asm("" : "+v"(b[v]));  // loaded once into a register: GCC otherwise re-read it as each row's FMA operand
     }
 #pragma GCC unroll 8
@@ -315,8 +336,8 @@ template <int L, int M, int V, bool kHoist>
   }
 }
 
-template <int L, int M, class Cvt>
-void rows_axpy_m(int64_t nb, const float* a, const float* const* rows, float* acc, int64_t ld) {
+template <int L, int M, class Cvt, class T>
+void rows_axpy_m(int64_t nb, const float* a, const T* const* rows, float* acc, int64_t ld) {
   using vec = typename Vec<L>::type;
   constexpr int G = kStreamGroup;
   // Vectors per step: 4 while M V accumulators take at most 12 of 32 registers, else 2 while they take 16
@@ -326,7 +347,7 @@ void rows_axpy_m(int64_t nb, const float* a, const float* const* rows, float* ac
   constexpr int V = M * 4 <= kRegs * 3 / 8 ? 4 : M * 2 <= kRegs / 2 ? 2 : 1;
   // Weights held in registers when they fit beside the accumulators and a row's vectors of B.
   constexpr bool kHoist = M * G + M * V + V <= kRegs - 2;
-  const float* r[G];
+  const T* r[G];
   for (int q = 0; q < G; ++q) {
     r[q] = rows[q];
     __builtin_prefetch(rows[q] + nb, 0, 0);
@@ -336,29 +357,35 @@ void rows_axpy_m(int64_t nb, const float* a, const float* const* rows, float* ac
     for (int t = 0; t < M * G; ++t) w[t] = vec{} + a[t];
   }
   int64_t j = 0;
-  for (; j + V * L <= nb; j += V * L) rows_axpy_step<L, M, V, kHoist>(j, a, r, w, acc, ld);
-  for (; j + L <= nb; j += L) rows_axpy_step<L, M, 1, kHoist>(j, a, r, w, acc, ld);
+  for (; j + V * L <= nb; j += V * L) rows_axpy_step<L, M, V, kHoist, Cvt>(j, a, r, w, acc, ld);
+  for (; j + L <= nb; j += L) rows_axpy_step<L, M, 1, kHoist, Cvt>(j, a, r, w, acc, ld);
   for (; j < nb; ++j) {
     for (int i = 0; i < M; ++i) {
       float v = acc[i * ld + j];
-      for (int q = 0; q < G; ++q) v += a[i * G + q] * r[q][j];
+      for (int q = 0; q < G; ++q) {
+        if constexpr (std::is_same_v<T, float>) {
+          v += a[i * G + q] * r[q][j];
+        } else {
+          v += a[i * G + q] * Cvt::widen(r[q][j]);
+        }
+      }
       acc[i * ld + j] = v;
     }
   }
 }
 
-// The KernelSet entry point (RowsAxpyF32).
-template <int L, class Cvt>
-void rows_axpy(int64_t nb, int m, const float* a, const float* const* rows, float* acc, int64_t ld) {
+// The KernelSet entry points (RowsAxpyF32 with T = float, RowsAxpyF16 with T = uint16_t).
+template <int L, class Cvt, class T>
+void rows_axpy(int64_t nb, int m, const float* a, const T* const* rows, float* acc, int64_t ld) {
   switch (m) {
-    case 1: rows_axpy_m<L, 1, Cvt>(nb, a, rows, acc, ld); break;
-    case 2: rows_axpy_m<L, 2, Cvt>(nb, a, rows, acc, ld); break;
-    case 3: rows_axpy_m<L, 3, Cvt>(nb, a, rows, acc, ld); break;
-    case 4: rows_axpy_m<L, 4, Cvt>(nb, a, rows, acc, ld); break;
-    case 5: rows_axpy_m<L, 5, Cvt>(nb, a, rows, acc, ld); break;
-    case 6: rows_axpy_m<L, 6, Cvt>(nb, a, rows, acc, ld); break;
-    case 7: rows_axpy_m<L, 7, Cvt>(nb, a, rows, acc, ld); break;
-    default: rows_axpy_m<L, 8, Cvt>(nb, a, rows, acc, ld); break;
+    case 1: rows_axpy_m<L, 1, Cvt, T>(nb, a, rows, acc, ld); break;
+    case 2: rows_axpy_m<L, 2, Cvt, T>(nb, a, rows, acc, ld); break;
+    case 3: rows_axpy_m<L, 3, Cvt, T>(nb, a, rows, acc, ld); break;
+    case 4: rows_axpy_m<L, 4, Cvt, T>(nb, a, rows, acc, ld); break;
+    case 5: rows_axpy_m<L, 5, Cvt, T>(nb, a, rows, acc, ld); break;
+    case 6: rows_axpy_m<L, 6, Cvt, T>(nb, a, rows, acc, ld); break;
+    case 7: rows_axpy_m<L, 7, Cvt, T>(nb, a, rows, acc, ld); break;
+    default: rows_axpy_m<L, 8, Cvt, T>(nb, a, rows, acc, ld); break;
   }
 }
 

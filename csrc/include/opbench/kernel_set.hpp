@@ -59,6 +59,8 @@ using RnnCell = void (*)(int64_t rows, int64_t cols, const float* z, int64_t ldz
 // For each row i < m (m <= thin::kMaxStreamRows): acc[i ld + 0:nb) += sum over r < thin::kStreamGroup of
 // a[i kStreamGroup + r] * rows[r][0:nb): the few-rows path streaming rows of B (csrc/gemm/thin.hpp).
 using RowsAxpyF32 = void (*)(int64_t nb, int m, const float* a, const float* const* rows, float* acc, int64_t ld);
+// The same with fp16 rows of B, widened in registers as they are loaded (B is read once, at half the bytes).
+using RowsAxpyF16 = void (*)(int64_t nb, int m, const float* a, const uint16_t* const* rows, float* acc, int64_t ld);
 // Rows [0, m) of C (+)= A * B for n <= thin::kMaxN columns, A unpacked (fp32, or fp16 when a_f16), B given
 // as bp in the thin layout below for the kernel set's thin_lanes, its groups ldbp floats apart (thin::width
 // when packed; B's own ldb when it is read in place, which the layout allows when group == 1 and N == width).
@@ -143,6 +145,7 @@ struct GemmKernels {
   StoreF16 store_f16;
   ThinF32 thin;  // the few-columns path (csrc/gemm/thin.hpp)
   RowsAxpyF32 rows_axpy;  // the few-rows path's inner loop (csrc/gemm/thin.hpp)
+  RowsAxpyF16 rows_axpy_f16;
   WidenF16 widen_f16;
 };
 
