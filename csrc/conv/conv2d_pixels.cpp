@@ -164,22 +164,37 @@ int panel_segments(const ConvProblem& p, const PixelOrder& order, int64_t i0, in
   return count;
 }
 
-// The share of the nominal FMAs that panel_segments skips, over the first image group's micro-panels (every
-// group but a short last one repeats them).
+// The share of the nominal FMAs that panel_segments skips, where micro-panels lie in single output rows (0
+// where they straddle rows). A panel's filter rows depend only on its output row oh, and which of its pixels
+// a filter column reads input for only on their ow, so the share is separable: the filter rows kept summed
+// over oh, times the pixel rows kept per filter column summed over the micro-panels of one output row of an
+// image group. O(P + batch Q S), and 0 past 2^16 output rows or columns: this runs on every call, and before
+// the output's size has been checked.
 double padding_skip_share(const ConvProblem& p, int64_t mr) {
+  constexpr int64_t kMaxScan = int64_t(1) << 16;
   const PixelOrder order(p, mr);
-  const int64_t pixels = std::min(p.n * order.pq, order.batch * order.pq), crs = (p.c / p.groups) * p.r * p.s;
-  std::vector<Segment> segs(static_cast<size_t>(p.s));
-  double kept = 0.0;
-  for (int64_t i0 = 0; i0 < pixels; i0 += mr) {
-    const int64_t rows = std::min(mr, pixels - i0);
-    const int count = panel_segments(p, order, i0, rows, segs.data());
-    for (int j = 0; j < count; ++j) {
-      const Segment& seg = segs[static_cast<size_t>(j)];
-      kept += double(seg.row_hi - seg.row_lo) * double(seg.k_hi - seg.k_lo);
+  if (p.out_h() > kMaxScan || order.q > kMaxScan) return 0.0;
+  const int64_t width = order.batch * order.q;
+  if (width % mr != 0) return 0.0;
+  int64_t rows_kept = 0;
+  for (int64_t oh = 0; oh < p.out_h(); ++oh) {
+    const auto [lo, hi] = valid_taps(oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
+    rows_kept += std::max<int64_t>(0, hi - lo + 1);
+  }
+  int64_t cols_kept = 0;
+  for (int64_t i0 = 0; i0 < width; i0 += mr) {
+    for (int64_t s = 0; s < p.s; ++s) {
+      int64_t first = -1, last = -1;
+      for (int64_t i = i0; i < i0 + mr; ++i) {
+        const auto [sl, sh] = valid_taps(i % order.q, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
+        if (s < sl || s > sh) continue;
+        if (first < 0) first = i;
+        last = i;
+      }
+      if (first >= 0) cols_kept += last - first + 1;
     }
   }
-  return 1.0 - kept / (double(pixels) * double(crs));
+  return 1.0 - double(rows_kept) / double(p.out_h() * p.r) * double(cols_kept) / double(width * p.s);
 }
 
 // Columns [0, nb) of a C block (pixels i0 .. i0 + mb, leading dimension ldc) to Y's channels n0 .. n0 + nb
