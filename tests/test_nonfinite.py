@@ -48,12 +48,17 @@ for dtype in ("fp32", "fp16"):
             if dtype == "fp16" and f16acc:
                 out = kernels.gemm(i["a"], i["b"], accumulate="fp16")
                 same_pattern(f"gemm {s.label()} fp16-accumulate {value} in {where}", out, ref)
-    # conv: in place (stride 1) and gathered (stride 2), NaN/Inf in the input and in the filter
-    for stride in (1, 2):
-        case = {"n": 2, "c": 3, "h": 11, "w": 9, "k": 5, "r": 3, "s": 3, "pad_h": 1, "pad_w": 1}
+    # conv: in place (stride 1) and gathered (stride 2), NaN/Inf in the input and in the filter. The second
+    # case takes the output-pixels-as-rows path, which skips the filter taps that read padding unless W holds
+    # a NaN or Inf: float64 multiplies the padding's zeros by it (NaN), so those outputs must be NaN too.
+    cases = ({"n": 2, "c": 3, "h": 11, "w": 9, "k": 5},
+             {"n": 4, "c": 64, "h": 7, "w": 7, "k": 64})
+    for stride, case in ((st, c) for st in (1, 2) for c in cases):
+        case = {**case, "r": 3, "s": 3, "pad_h": 1, "pad_w": 1}
         s = conv.shape_from_case({**case, "stride_h": stride, "stride_w": stride})
         for value, where, at in ((np.nan, "x", (1, 2, 4, 5)), (np.inf, "x", (0, 1, 0, 0)),
-                                 (np.nan, "w", (3, 1, 1, 2))):
+                                 (np.nan, "w", (3, 1, 1, 2)), (np.inf, "w", (4, 2, 0, 0)),
+                                 (-np.inf, "w", (2, 0, 2, 1))):
             i = conv.make_inputs(s, dtype, 2)
             i[where][at] = value
             y = kernels.conv2d(i["x"], i["w"], stride=stride, padding=1)

@@ -24,6 +24,7 @@
 //   then C's columns go to Y's channel rows (zeros for pixels that read only padding).
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -357,6 +358,8 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   tap_offsets(p, row_off.data(), TapOrder::filter_column_major);
 
   const Units units(pixels, kg, p.groups, mc, nc, threads);
+  // Set when W holds a NaN or Inf: then no padding tap is skipped, since 0 times it is NaN (as in float64).
+  std::atomic<bool> nonfinite_w{false};
 
   // W^T packed once: per group, its K blocks in order, each round_up(kg, NR) / NR micro-panels of depth kb.
   // pack_wt reads W's rows in W's order and places each panel row at its filter-column-major K.
@@ -390,16 +393,16 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
           }
           const int64_t cols = std::min(NR, kg - n0), at = (g * kg + n0) * crs + w0;
           float* dst = b_packed + g * b_group;
-          if (f16) {
-            ks.conv.pack_wt_f16(static_cast<const uint16_t*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
-          } else {
-            ks.conv.pack_wt_f32(static_cast<const float*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
-          }
+          const bool bad =
+              f16 ? ks.conv.pack_wt_f16(static_cast<const uint16_t*>(p.w) + at, crs, wb, cols, row_dst.data(), dst)
+                  : ks.conv.pack_wt_f32(static_cast<const float*>(p.w) + at, crs, wb, cols, row_dst.data(), dst);
+          if (bad) nonfinite_w.store(true, std::memory_order_relaxed);
         }
       }
     });
   }
 
+  const bool skip_padding = !nonfinite_w.load();
   ThreadPool::instance().run(units.threads, [&](int tid) {
     // The unit's A block and C block side by side in one huge page: physically contiguous, they spread over
     // L2's sets whatever pages the process draws. (Separate huge pages, both starting at set 0, ran 7x7 at
@@ -422,7 +425,13 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
       for (int64_t r = 0; r < r_count; ++r) {
         const auto ri = static_cast<size_t>(r);
         run_count[ri] = pixel_runs(p, order, Wp, image, i0 + r * MR, MR, runs + r * (MR + 1));
-        seg_count[ri] = panel_segments(p, order, i0 + r * MR, std::min(MR, mb - r * MR), segs.data() + r * p.s);
+        const int64_t rows = std::min(MR, mb - r * MR);
+        if (skip_padding) {
+          seg_count[ri] = panel_segments(p, order, i0 + r * MR, rows, segs.data() + r * p.s);
+        } else {
+          segs[static_cast<size_t>(r * p.s)] = {0, crs, 0, static_cast<int>(rows)};
+          seg_count[ri] = 1;
+        }
         started[ri] = 0;
       }
       for (int64_t pc = 0; pc < crs; pc += kc) {

@@ -65,9 +65,11 @@ void transpose16(const __m512 r[16], __m512 out[16]) {
 // the first `store` floats are written: one load per row, one transpose, 16 (masked) stores instead of
 // 16 * rows scalar copies. Packing A from rows, or B from B^T, is such a transpose; when each packed element
 // is used only a few times (N of 16-32), doing it element by element cost as much as the product.
+// With `nonfinite`, every value read is added to it: it is NaN or Inf once a NaN or Inf was read (or, harmlessly
+// for its one use, when finite values overflow the sum: conv2d_pixels.cpp then multiplies the padding taps).
 template <class Cvt, class T>
 void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_t ld_dst, int store,
-                          const int64_t* row_dst = nullptr) {
+                          const int64_t* row_dst = nullptr, __m512* nonfinite = nullptr) {
   __m512 r[16], out[16];
   for (int i = 0; i < 16; ++i) {
     if (i >= rows) {
@@ -77,6 +79,12 @@ void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_
     } else {
       r[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * ld)));
     }
+  }
+  if (nonfinite != nullptr) {  // a tree of adds, not one chain through every load
+    __m512 t[8];
+    for (int i = 0; i < 8; ++i) t[i] = _mm512_add_ps(r[i], r[i + 8]);
+    for (int i = 0; i < 4; ++i) t[i] = _mm512_add_ps(t[i], t[i + 4]);
+    *nonfinite = _mm512_add_ps(*nonfinite, _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3])));
   }
   transpose16<Cvt>(r, out);
   const __mmask16 mask = store >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << store) - 1u);
@@ -132,28 +140,41 @@ void pack_b(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
 // 9.4 MB at 512 -> 512 3x3, every call: element by element that took 40% of the call at 7x7). With row_dst,
 // panel row p (NR values) goes to dst + row_dst[p] instead of dst + p * NR: conv2d_pixels packs W^T with its
 // K in another order than W's (filter tap major) and in K blocks, in this same pass.
+// With `nonfinite` (fp32 panels), it is set when a value read is NaN or Inf (and left alone otherwise; the
+// AVX-512 path may also set it when the sum of finite values it keeps overflows).
 template <int NR, class Cvt, class T, class D>
-void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst, const int64_t* row_dst = nullptr) {
+void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst, const int64_t* row_dst = nullptr,
+             bool* nonfinite = nullptr) {
   auto row = [&](int64_t p) { return dst + (row_dst ? row_dst[p] : p * NR); };
   int64_t p0 = 0;
 #if defined(__AVX512F__)
   if constexpr (sizeof(D) == 4 && NR % 16 == 0) {
     const int64_t k16 = k / 16 * 16;
+    __m512 check = _mm512_setzero_ps();
     for (int64_t j0 = 0; j0 < NR; j0 += 16) {  // 16 rows of B^T at a time: 16 read streams, not NR
       // Rows of B^T past n become zero columns of the panel: all 16 floats of each panel row are stored.
       const int rows = static_cast<int>(n - j0 < 0 ? 0 : (n - j0 < 16 ? n - j0 : 16));
       for (p0 = 0; p0 < k16; p0 += 16) {
         transpose_16_columns<Cvt>(bt + j0 * ldbt + p0, ldbt, rows,
                                   reinterpret_cast<float*>(row_dst ? dst + j0 : row(p0) + j0), NR, 16,
-                                  row_dst ? row_dst + p0 : nullptr);
+                                  row_dst ? row_dst + p0 : nullptr, nonfinite != nullptr ? &check : nullptr);
       }
+    }
+    if (nonfinite != nullptr && _mm512_cmp_ps_mask(_mm512_sub_ps(check, check), _mm512_setzero_ps(), _CMP_EQ_OQ) != 0xffff) {
+      *nonfinite = true;
     }
     p0 = k16;
   }
 #endif
   for (int64_t j = 0; j < n; ++j) {
     const T* src = bt + j * ldbt;
-    for (int64_t p = p0; p < k; ++p) row(p)[j] = panel_value<Cvt, D>(src[p]);
+    for (int64_t p = p0; p < k; ++p) {
+      const D v = panel_value<Cvt, D>(src[p]);
+      if constexpr (sizeof(D) == 4) {
+        if (nonfinite != nullptr && !(v - v == 0.0f)) *nonfinite = true;
+      }
+      row(p)[j] = v;
+    }
   }
   if (n < NR) {
     for (int64_t p = p0; p < k; ++p) {
@@ -289,12 +310,16 @@ struct Packers {
   static void bt_f16(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
     pack_bt<NR, Cvt>(bt, ldbt, k, n, dst);
   }
-  static void bt_rows_f32(const float* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst, float* dst) {
-    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst, row_dst);
+  static bool bt_rows_f32(const float* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst, float* dst) {
+    bool nonfinite = false;
+    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst, row_dst, &nonfinite);
+    return nonfinite;
   }
-  static void bt_rows_f16(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
+  static bool bt_rows_f16(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
                           float* dst) {
-    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst, row_dst);
+    bool nonfinite = false;
+    pack_bt<NR, Cvt>(bt, ldbt, k, n, dst, row_dst, &nonfinite);
+    return nonfinite;
   }
   static void store_transposed(const float* c, int64_t ldc, int rows, int cols, float* y, int64_t ldy) {
     packing::store_transposed<Cvt>(c, ldc, rows, cols, y, ldy);

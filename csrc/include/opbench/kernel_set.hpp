@@ -29,9 +29,11 @@ using PackBF16 = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, 
 using PackBtF32 = void (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
 using PackBtF16 = void (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
 // The same with row p of the panel written at dst + row_dst[p] (conv2d_pixels: W^T in filter-tap-major K).
-using PackBtRowsF32 = void (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
+// They return whether any value read was NaN or Inf (conv2d_pixels.cpp skips the filter taps that read
+// padding only when none is: 0 times a NaN or Inf weight is NaN, as in the float64 reference).
+using PackBtRowsF32 = bool (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
                                float* dst);
-using PackBtRowsF16 = void (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
+using PackBtRowsF16 = bool (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
                                float* dst);
 // Widen n contiguous fp16 values to fp32.
 using WidenF16 = void (*)(const uint16_t* src, float* dst, int64_t n);
