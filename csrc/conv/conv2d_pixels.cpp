@@ -107,6 +107,14 @@ std::pair<int64_t, int64_t> valid_taps(int64_t o, int64_t stride, int64_t pad, i
   return {lo, hi};
 }
 
+// Its inverse: the outputs [lo, hi] whose filter tap t reads input (o * stride - pad + t * dil in [0, extent)),
+// empty (lo > hi) when none does.
+std::pair<int64_t, int64_t> outputs_reading(int64_t t, int64_t stride, int64_t pad, int64_t dil, int64_t extent) {
+  const int64_t from = pad - t * dil, to = extent - 1 + pad - t * dil;
+  if (to < 0) return {0, -1};
+  return {from <= 0 ? 0 : ceil_div(from, stride), to / stride};
+}
+
 // What one micro-panel multiplies, filter column by filter column: K runs filter-column major,
 // k = (s * R + r) * C_g + c, so a filter column's rows are one stretch of K. For filter column s, the segment
 // is the filter rows [r_lo, r_hi] that read input for some pixel of the panel that column s reads input for,
@@ -137,10 +145,8 @@ int panel_segments(const ConvProblem& p, const PixelOrder& order, int64_t i0, in
     const auto [rl, rh] = valid_taps(px.oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
     if (rl > rh) continue;
     for (int64_t s = 0; s < p.s; ++s) {
-      const int64_t from = p.pad_w - s * p.dil_w, to = p.w_in - 1 + p.pad_w - s * p.dil_w;
-      if (to < 0) continue;
-      const int64_t a = std::max(px.ow, from <= 0 ? 0 : ceil_div(from, p.stride_w));
-      const int64_t b = std::min(px.ow + len - 1, to / p.stride_w);
+      const auto [ow_lo, ow_hi] = outputs_reading(s, p.stride_w, p.pad_w, p.dil_w, p.w_in);
+      const int64_t a = std::max(px.ow, ow_lo), b = std::min(px.ow + len - 1, ow_hi);
       if (a > b) continue;
       Reach& e = reach[static_cast<size_t>(s)];
       e.r_lo = std::min(e.r_lo, rl);
@@ -183,12 +189,12 @@ double padding_skip_share(const ConvProblem& p, int64_t mr) {
     rows_kept += std::max<int64_t>(0, hi - lo + 1);
   }
   int64_t cols_kept = 0;
-  for (int64_t i0 = 0; i0 < width; i0 += mr) {
-    for (int64_t s = 0; s < p.s; ++s) {
+  for (int64_t s = 0; s < p.s; ++s) {
+    const auto [ow_lo, ow_hi] = outputs_reading(s, p.stride_w, p.pad_w, p.dil_w, p.w_in);
+    for (int64_t i0 = 0; i0 < width; i0 += mr) {
       int64_t first = -1, last = -1;
       for (int64_t i = i0; i < i0 + mr; ++i) {
-        const auto [sl, sh] = valid_taps(i % order.q, p.stride_w, p.pad_w, p.dil_w, p.w_in, p.s);
-        if (s < sl || s > sh) continue;
+        if (i % order.q < ow_lo || i % order.q > ow_hi) continue;
         if (first < 0) first = i;
         last = i;
       }
@@ -414,6 +420,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     const int64_t panels = ceil_div(mc, MR);
     auto* runs = static_cast<GatherRun*>(run_buffer.reserve(static_cast<size_t>(panels * (MR + 1)) * sizeof(GatherRun)));
     std::vector<int> run_count(static_cast<size_t>(panels)), seg_count(static_cast<size_t>(panels));
+    std::vector<int> first_seg(static_cast<size_t>(panels));
     std::vector<Segment> segs(static_cast<size_t>(panels * p.s));
     std::vector<char> started(static_cast<size_t>(panels));
     for (int64_t u = units.first(tid); u < units.first(tid + 1); ++u) {
@@ -441,12 +448,19 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
           const Segment& seg = segs[static_cast<size_t>(r * p.s + j)];
           return std::pair<int64_t, int64_t>{std::max(pc, seg.k_lo) - pc, std::min(pc + kb, seg.k_hi) - pc};
         };
+        // Each micro-panel's segments in this block are gathered, and the one with the most rows is found: it
+        // goes first, since a tile's first product writes its rows instead of adding to them, and the rows
+        // outside a narrower first segment would have to be zeroed. None (-1): the panel has nothing here.
         for (int64_t r = 0; r < r_count; ++r) {
+          const Segment* seg = segs.data() + r * p.s;
+          int& first = first_seg[static_cast<size_t>(r)];
+          first = -1;
           for (int j = 0; j < seg_count[static_cast<size_t>(r)]; ++j) {
             const auto [lo, hi] = span(r, j);
             if (lo >= hi) continue;
             ks.conv.pack_a_gather(hi - lo, base, row_off.data() + pc + lo, runs + r * (MR + 1),
                                   run_count[static_cast<size_t>(r)], a + r * MR * kb + lo * MR);
+            if (first < 0 || seg[j].row_hi - seg[j].row_lo > seg[first].row_hi - seg[first].row_lo) first = j;
           }
         }
         const float* b_block = b_packed + g * b_group + b_cols * pc + n0 * kb;
@@ -456,18 +470,9 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
             const int rows = static_cast<int>(std::min(MR, mb - r * MR));
             float* tile = c + r * MR * nc + q * NR;
             bool accumulate = started[static_cast<size_t>(r)] != 0;
-            // The segment with the most rows goes first: a tile's first product writes its rows instead of
-            // adding to them, and the rows outside a narrower first segment would have to be zeroed.
             const Segment* seg0 = segs.data() + r * p.s;
-            const int count = seg_count[static_cast<size_t>(r)];
-            int first = -1;
-            for (int j = 0; j < count; ++j) {
-              const auto [lo, hi] = span(r, j);
-              if (lo < hi && (first < 0 || seg0[j].row_hi - seg0[j].row_lo > seg0[first].row_hi - seg0[first].row_lo)) {
-                first = j;
-              }
-            }
-            for (int n = 0; first >= 0 && n < count; ++n) {
+            const int count = seg_count[static_cast<size_t>(r)], first = first_seg[static_cast<size_t>(r)];
+            for (int n = 0; first >= 0 && n < count; ++n) {  // first, then the others in order
               const int j = n == 0 ? first : (n <= first ? n - 1 : n);
               const auto [lo, hi] = span(r, j);
               if (lo >= hi) continue;
@@ -483,10 +488,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
           }
         }
         for (int64_t r = 0; r < r_count; ++r) {
-          for (int j = 0; j < seg_count[static_cast<size_t>(r)]; ++j) {
-            const auto [lo, hi] = span(r, j);
-            if (lo < hi) started[static_cast<size_t>(r)] = 1;
-          }
+          if (first_seg[static_cast<size_t>(r)] >= 0) started[static_cast<size_t>(r)] = 1;
         }
       }
       // Pixels whose every tap reads padding: their outputs are zero.

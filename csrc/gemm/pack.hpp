@@ -139,7 +139,7 @@ void pack_b(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
 // rows of B^T by 16 of k at a time through the 16x16 transpose (conv2d with pixels as rows packs all of W^T,
 // 9.4 MB at 512 -> 512 3x3, every call: element by element that took 40% of the call at 7x7). With row_dst,
 // panel row p (NR values) goes to dst + row_dst[p] instead of dst + p * NR: conv2d_pixels packs W^T with its
-// K in another order than W's (filter tap major) and in K blocks, in this same pass.
+// K in another order than W's (filter column major) and in K blocks, in this same pass.
 // With `nonfinite` (fp32 panels), it is set when a value read is NaN or Inf (and left alone otherwise; the
 // AVX-512 path may also set it when the sum of finite values it keeps overflows).
 template <int NR, class Cvt, class T, class D>
