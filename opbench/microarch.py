@@ -9,6 +9,10 @@ Sources, named in every row:
   Intel: 64 and IA-32 Architectures Optimization Reference Manual: two 512-bit FMA units on Sapphire,
        Emerald and Granite Rapids and on Ice Lake-SP; Skylake-SP and Cascade Lake have one or two by SKU
        (Platinum and Gold 6xxx: two; Silver, Bronze and most Gold 5xxx: one), which CPUID does not tell.
+  bf16 (AVX512-BF16): vdpbf16ps runs on the FMA pipes at the FMA's rate with two products per fp32 lane,
+       twice the fp32 FLOP/cycle: Zen 4 64, Zen 5 128 (AMD's guides; on a Zen 5 guest our vdpbf16ps loop
+       measured 539 GFLOPS per core beside 268 for the fp32 FMA loop, docs/benchmarks.md). Intel's rows have
+       no bf16 figure: the measured peak (`opbench peak`) is the one to use there.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ class MicroArch:
     fp16_flop_per_cycle: int | None  # native fp16 FMA (AVX512-FP16); None: fp16 runs on the fp32 units
     source: str
     sku_note: str | None = None
+    # bf16 dot products (AVX512-BF16 vdpbf16ps: two products per fp32 lane); None: not in the table (the
+    # measured peak still lists it where the CPU has the unit)
+    bf16_flop_per_cycle: int | None = None
 
 
 # (vendor, family, first model, last model) -> micro-architecture. Families and models as CPUID reports them
@@ -35,12 +42,42 @@ _TABLE: tuple[tuple[str, int, int, int, MicroArch], ...] = (
     ("AuthenticAMD", 0x17, 0x00, 0x2F, MicroArch("Zen / Zen+", 16, None, AMD_SOG.format("17h (55723)"))),
     ("AuthenticAMD", 0x17, 0x30, 0xFF, MicroArch("Zen 2", 32, None, AMD_SOG.format("17h (55723)"))),
     ("AuthenticAMD", 0x19, 0x00, 0x0F, MicroArch("Zen 3", 32, None, AMD_SOG.format("19h (56665)"))),
-    ("AuthenticAMD", 0x19, 0x10, 0x1F, MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"))),
+    (
+        "AuthenticAMD",
+        0x19,
+        0x10,
+        0x1F,
+        MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64),
+    ),
     ("AuthenticAMD", 0x19, 0x20, 0x5F, MicroArch("Zen 3", 32, None, AMD_SOG.format("19h (56665)"))),
-    ("AuthenticAMD", 0x19, 0x60, 0x7F, MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"))),
-    ("AuthenticAMD", 0x19, 0xA0, 0xAF, MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"))),
-    ("AuthenticAMD", 0x1A, 0x00, 0x1F, MicroArch("Zen 5", 64, None, AMD_SOG.format("1Ah (58455)"))),
-    ("AuthenticAMD", 0x1A, 0x40, 0x4F, MicroArch("Zen 5", 64, None, AMD_SOG.format("1Ah (58455)"))),
+    (
+        "AuthenticAMD",
+        0x19,
+        0x60,
+        0x7F,
+        MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64),
+    ),
+    (
+        "AuthenticAMD",
+        0x19,
+        0xA0,
+        0xAF,
+        MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64),
+    ),
+    (
+        "AuthenticAMD",
+        0x1A,
+        0x00,
+        0x1F,
+        MicroArch("Zen 5", 64, None, AMD_SOG.format("1Ah (58455)"), bf16_flop_per_cycle=128),
+    ),
+    (
+        "AuthenticAMD",
+        0x1A,
+        0x40,
+        0x4F,
+        MicroArch("Zen 5", 64, None, AMD_SOG.format("1Ah (58455)"), bf16_flop_per_cycle=128),
+    ),
     ("GenuineIntel", 6, 0x55, 0x55, MicroArch("Skylake-SP / Cascade Lake", None, None, INTEL_ORM, "by SKU")),
     ("GenuineIntel", 6, 0x6A, 0x6A, MicroArch("Ice Lake-SP", 64, None, INTEL_ORM)),
     ("GenuineIntel", 6, 0x6C, 0x6C, MicroArch("Ice Lake-SP", 64, None, INTEL_ORM)),
@@ -71,13 +108,24 @@ def skylake_sp_fma_units(brand: str) -> int | None:
     return 1
 
 
-def flop_per_cycle(arch: MicroArch, dtype: str, brand: str, native_fp16: bool) -> tuple[int, str] | None:
-    """FLOP per cycle per core for dtype (fp16 on the fp32 units unless the CPU has native fp16 FMAs), with
-    what it rests on; None when the table cannot say."""
-    if dtype == "fp16" and native_fp16 and arch.fp16_flop_per_cycle is not None:
+def flop_per_cycle(arch: MicroArch, dtype: str, brand: str, unit: str) -> tuple[int, str] | None:
+    """FLOP per cycle per core for dtype computed on `unit` (kernels.compute_unit: "fp16" native fp16 FMAs,
+    "bf16" AVX512-BF16 dot products, else "fp32", where the 2-byte formats run widened), with what it rests
+    on; None when the table cannot say."""
+    if dtype == "fp16" and unit == "fp16":
+        if arch.fp16_flop_per_cycle is None:
+            return None
         return (
             arch.fp16_flop_per_cycle,
             f"{arch.name}: {arch.fp16_flop_per_cycle} fp16 FLOP/cycle ({arch.source})",
+        )
+    if dtype == "bf16" and unit == "bf16":
+        if arch.bf16_flop_per_cycle is None:
+            return None
+        return (
+            arch.bf16_flop_per_cycle,
+            f"{arch.name}: {arch.bf16_flop_per_cycle} bf16 FLOP/cycle, vdpbf16ps on the FMA pipes "
+            f"({arch.source})",
         )
     per = arch.fp32_flop_per_cycle
     how = f"{arch.name}: {{}} fp32 FLOP/cycle ({arch.source})"

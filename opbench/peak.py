@@ -44,27 +44,34 @@ def machine_fingerprint() -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def _fp16_native() -> bool:
+def _unit(dtype: str) -> str:
     from opbench import kernels
 
-    return kernels.native_fp16_fma()
+    return kernels.compute_unit(dtype)
+
+
+# The peak each execution unit's loop measures, by the unit's name (kernels.compute_unit).
+UNIT_PEAKS = {
+    "fp32": "fp32 FMA peak",
+    "fp16": "fp16 FMA peak (AVX512-FP16)",
+    "bf16": "bf16 dot-product peak (AVX512-BF16)",
+}
+# Why a 2-byte dtype is held to the fp32 peak where its own unit is missing.
+NO_UNIT = {
+    "fp16": "no native fp16 FMA on this CPU: fp16 GEMMs compute on the fp32 units",
+    "bf16": "no AVX512-BF16 on this CPU: bf16 GEMMs compute on the fp32 units",
+}
 
 
 def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5) -> Peak:
-    """Run the FMA loop now. fp16 uses native fp16 FMAs where the CPU has them; elsewhere the fp16 GEMM
-    runs on the fp32 units, so the fp32 FMA peak is the fp16 peak too, and the name says so."""
+    """Run the loop of the unit that computes dtype now: native fp16 FMAs for fp16 and AVX512-BF16 dot
+    products for bf16 where the CPU has them; elsewhere a 2-byte dtype runs on the fp32 units, so the fp32
+    FMA peak is its peak too, and the name says so."""
     from opbench import kernels
 
-    if dtype == "fp16" and _fp16_native():
-        gflops, kernel = kernels.fma_peak("fp16", threads, min_time_s, repeats)
-        name = "fp16 FMA peak (AVX512-FP16)"
-    else:
-        gflops, kernel = kernels.fma_peak("fp32", threads, min_time_s, repeats)
-        name = (
-            "fp32 FMA peak"
-            if dtype == "fp32"
-            else "fp32 FMA peak (no native fp16 FMA on this CPU: fp16 GEMMs compute on the fp32 units)"
-        )
+    unit = _unit(dtype)
+    gflops, kernel = kernels.fma_peak(unit, threads, min_time_s, repeats)
+    name = UNIT_PEAKS[unit] if unit == dtype or dtype == "fp32" else f"{UNIT_PEAKS[unit]} ({NO_UNIT[dtype]})"
     return Peak(
         dtype, threads, float(gflops), "measured", name, f"{kernel}, best of {repeats}, {threads} thread(s)"
     )
@@ -232,7 +239,7 @@ def datasheet(dtype: str, threads: int) -> Peak | None:
     arch = microarch.lookup(info["vendor"], info["family"], info["model"])
     if clock is None or arch is None:
         return None
-    per = microarch.flop_per_cycle(arch, dtype, cpu_model(), _fp16_native())
+    per = microarch.flop_per_cycle(arch, dtype, cpu_model(), _unit(dtype))
     if per is None:
         return None
     per_cycle, how = per

@@ -75,7 +75,7 @@ class NativeProber:
     def fma_key(self, dtype: str) -> str:
         from opbench import kernels
 
-        return "fp16" if dtype == "fp16" and kernels.native_fp16_fma() else "fp32"
+        return kernels.compute_unit(dtype)
 
     def fma(self, dtype: str, threads: int) -> float:
         """The median of FMA_PROBE_REPEATS short loops. Not the best: on a VM that loses a vCPU in bursts,
@@ -202,7 +202,7 @@ class InRunReference:
             return Probe(kind, key, last.value, last.at_s, reused=True)
         t0 = self.clock()
         if kind == "fma":
-            value = self.prober.fma("fp16" if "fp16" in key else "fp32", self.threads)
+            value = self.prober.fma(key.split("/")[1], self.threads)  # fma/<unit>/<threads>
         elif kind == "handoff":
             value = self.prober.handoff()
         else:

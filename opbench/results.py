@@ -24,6 +24,7 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
   5 (2026-11-23): ops rnn and gru (shape fields seq_len, batch, input_size, hidden; rnn also relu, 0 for
                   tanh and 1 for ReLU); training passes: records carry `pass` (fwd or bwd; a bwd record's
                   label ends in " bwd"), the header `passes`, the CSV a `pass` column.
+  6 (2026-11-24): dtype bf16 (records' `dtype`, the header's `dtypes`, `verify.accumulate_assumed`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from opbench.machine import utc_now
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine
 from opbench.ops import get_op, op_key
+from opbench.peak import UNIT_PEAKS
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
 from opbench.timing import Timer
 
@@ -55,6 +56,14 @@ class SpeedHistory:
 
     def best(self, backend: str, op: str, dtype: str) -> tuple[float, str] | None:
         return self._best.get((backend, op, dtype))
+
+
+def _probe_name(key: str) -> str:
+    """What an in-run FMA probe (key fma/<unit>/<threads>) measured: its unit's peak, by name."""
+    unit = key.split("/")[1] if key.count("/") == 2 else ""
+    return (
+        f"in-run FMA probe ({key}): {UNIT_PEAKS[unit]}" if unit in UNIT_PEAKS else f"in-run FMA probe ({key})"
+    )
 
 
 def one_line(exc: BaseException) -> str:
@@ -358,7 +367,7 @@ def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
         used = {
             "gflops": c.reference["fma_gflops"],
             "source": "in-run",
-            "name": f"in-run FMA probe ({case.visits[0].before['fma'].key})",
+            "name": _probe_name(case.visits[0].before["fma"].key),
         }
     peak_used, utilization = None, None
     if used is not None and gflops is not None:

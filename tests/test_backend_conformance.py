@@ -67,7 +67,7 @@ def test_a_device_it_cannot_use_is_unavailable_not_a_crash(backend: Backend) -> 
         fresh.setup(2, "npu:97")
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
 @pytest.mark.parametrize("case_name", list(CASES))
 def test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason(
     backend: Backend, case_name: str, dtype: str

@@ -518,7 +518,7 @@ def test_the_microarch_table_tells_zen4_from_zen5(
 
     arch = microarch.lookup(vendor, family, model)
     assert arch is not None and arch.name == name
-    per = microarch.flop_per_cycle(arch, "fp32", "AMD EPYC", False)
+    per = microarch.flop_per_cycle(arch, "fp32", "AMD EPYC", "fp32")
     assert per is not None and per[0] == per_cycle and arch.source in per[1]
 
 
@@ -529,9 +529,9 @@ def test_no_datasheet_guess_for_an_unlisted_cpu_or_an_unknown_sku() -> None:
     assert microarch.lookup("HygonGenuine", 0x18, 0x00) is None
     sky = microarch.lookup("GenuineIntel", 6, 0x55)
     assert sky is not None
-    assert microarch.flop_per_cycle(sky, "fp32", "Intel Xeon Processor (Skylake)", False) is None
-    assert microarch.flop_per_cycle(sky, "fp32", "Intel(R) Xeon(R) Gold 6148 CPU", False)[0] == 64  # type: ignore[index]
-    assert microarch.flop_per_cycle(sky, "fp32", "Intel(R) Xeon(R) Silver 4114 CPU", False)[0] == 32  # type: ignore[index]
+    assert microarch.flop_per_cycle(sky, "fp32", "Intel Xeon Processor (Skylake)", "fp32") is None
+    assert microarch.flop_per_cycle(sky, "fp32", "Intel(R) Xeon(R) Gold 6148 CPU", "fp32")[0] == 64  # type: ignore[index]
+    assert microarch.flop_per_cycle(sky, "fp32", "Intel(R) Xeon(R) Silver 4114 CPU", "fp32")[0] == 32  # type: ignore[index]
 
 
 def test_the_identity_names_family_model_and_hypervisor() -> None:

@@ -50,7 +50,8 @@ inline std::string shape_str(const py::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-inline Matrix matrix(const py::array& a, const char* name) {
+// bf16 (ml_dtypes.bfloat16, a numpy dtype of kind 'V' named "bfloat16") only where allow_bf16: gemm.
+inline Matrix matrix(const py::array& a, const char* name, bool allow_bf16 = false) {
   if (a.ndim() != 2) {
     throw py::value_error(std::string(name) + " must be a 2-D array, got " + std::to_string(a.ndim()) +
                           "-D with shape " + shape_str(a));
@@ -62,8 +63,11 @@ inline Matrix matrix(const py::array& a, const char* name) {
     dtype = Dtype::f32;
   } else if (dt.kind() == 'f' && dt.itemsize() == 2) {
     dtype = Dtype::f16;
+  } else if (allow_bf16 && dt_name == "bfloat16" && dt.itemsize() == 2) {
+    dtype = Dtype::bf16;
   } else {
-    throw py::value_error(std::string(name) + " has unsupported dtype " + dt_name + " (expected float32 or float16)");
+    throw py::value_error(std::string(name) + " has unsupported dtype " + dt_name +
+                          (allow_bf16 ? " (expected float32, float16 or bfloat16)" : " (expected float32 or float16)"));
   }
   const char order = dt.attr("byteorder").cast<std::string>()[0];
   if (order == '>') throw py::value_error(std::string(name) + " is big-endian; convert it to native byte order");
@@ -201,7 +205,7 @@ struct Plan {
   py::dict saved;              // a backward plan's training forward: its outputs and saved activations
   Fault fault = Fault::none;   // test builds only (fault.hpp)
   void* first_out = nullptr;   // where Fault::wrong corrupts the answer
-  bool f16_out = false;
+  bool f16_out = false;  // a 2-byte output: fp16 or bf16
 
   double run(int64_t loops) {
     check_loops(loops);

@@ -108,7 +108,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
                std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
                const std::string& accumulate, std::optional<int64_t> small_m,
                std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m) {
-  const Matrix ma = matrix(a, "a"), mb = matrix(b, "b");
+  const Matrix ma = matrix(a, "a", true), mb = matrix(b, "b", true);
   if (ma.dtype != mb.dtype) {
     throw py::value_error("a and b must have the same dtype, got " + py::str(a.dtype()).cast<std::string>() + " and " +
                           py::str(b.dtype()).cast<std::string>());
@@ -125,12 +125,18 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   const bool f16_acc = accumulate == "fp16";
   const F16AccKernels* f16 = nullptr;
   if (f16_acc) {
-    if (ma.dtype != Dtype::f16) throw py::value_error("accumulate='fp16' needs float16 inputs, got float32");
+    if (ma.dtype != Dtype::f16) {
+      throw py::value_error("accumulate='fp16' needs float16 inputs, got " + py::str(a.dtype()).cast<std::string>());
+    }
     f16 = &f16acc_kernels(ks);  // throws (ValueError) when this CPU or kernel set has none
   }
+  const bool bf16_in = ma.dtype == Dtype::bf16;
+  const Bf16Kernels* bf16 = bf16_in ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
   Blocking blocking = blocking_for(tk, tile_m, tile_n, tile_k);
+  // A k pair of bf16 panels takes the bytes of one k of fp32 panels: the model's K block holds twice the k.
+  if (bf16_in && blocking.kc_from_model) blocking.kc *= 2;
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = *small_m;
@@ -157,7 +163,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   py::array result;
   if (out) {
     result = *out;
-    const Matrix mc = matrix(result, "out");
+    const Matrix mc = matrix(result, "out", true);
     if (mc.dtype != ma.dtype) throw py::value_error("out must have the dtype of a and b");
     if (mc.rows != ma.rows || mc.cols != mb.cols) {
       throw py::value_error("out has shape " + shape_str(result) + ", expected (" + std::to_string(ma.rows) + ", " +
@@ -168,7 +174,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   } else {
     result = new_output(a.dtype(), {ma.rows, mb.cols});
   }
-  const Matrix mc = matrix(result, "out");
+  const Matrix mc = matrix(result, "out", true);
   p.a = ma.data;
   p.b = mb.data;
   p.c = mc.data;
@@ -179,17 +185,20 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   plan.keep = py::make_tuple(a, b, result);
   plan.result = result;
   plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
-  plan.tiles = f16 ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
-                   : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
+  plan.tiles = f16    ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
+               : bf16 ? tile_dict(ks.isa, bf16->description, bf16->mr, bf16->nr, blocking)
+                      : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
   plan.tiles["small_m"] = blocking.small_m;
   plan.tiles["parallel_flops"] = blocking.parallel_flops;
   plan.tiles["stream_m"] = blocking.stream_m;
   const std::string path = gemm_path(ks, p, blocking);
   plan.tiles["path"] = path;
-  if (path.rfind("blocked", 0) == 0) plan.tiles["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : tk.nr);
+  if (path.rfind("blocked", 0) == 0) {
+    plan.tiles["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : bf16 ? bf16->nr : tk.nr, bf16 ? 2 : 4);
+  }
   plan.fault = injected_fault(blocking.mc, blocking.nc, blocking.kc);
   plan.first_out = p.c;
-  plan.f16_out = p.out_dtype == Dtype::f16;
+  plan.f16_out = p.out_dtype != Dtype::f32;
   return plan;
 }
 
@@ -230,6 +239,15 @@ py::dict kernel_dict(const KernelSet& ks) {
     f16acc["reason"] = e.what();
   }
   d["fp16_accumulate"] = f16acc;
+  py::dict bf16;  // bf16 inputs: the kernels they run on, and why not the AVX512-BF16 ones where they are not used
+  const Bf16Kernels& bk = bf16_kernels(ks);
+  bf16["isa"] = bk.isa;
+  bf16["description"] = bk.description;
+  bf16["mr"] = bk.mr;
+  bf16["nr"] = bk.nr;
+  bf16["dot_product_unit"] = bf16_fast_unavailable(ks).empty();
+  bf16["reason"] = bf16_fast_unavailable(ks);
+  d["bf16"] = bf16;
   return d;
 }
 
@@ -318,6 +336,7 @@ PYBIND11_MODULE(_core, m) {
     d["cache_source"] = c.cache_source;
     d["isas"] = supported_isas();
     d["native_fp16_fma"] = native_fp16_fma_available();
+    d["bf16_dot"] = bf16_dot_available();
     return d;
   });
 

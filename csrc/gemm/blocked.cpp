@@ -117,11 +117,11 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 // - Each K block is a pass over the N block's C (M x nc): with M x nc past L3, every pass after the first read
 //   C back from memory. 4096^3 on one Zen 5 core 244 -> 257 (nc 1024-2048 alike; on two cores 1024 lost
 //   5%, 2048 is level).
-int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr) {
+int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr, int64_t elem_bytes) {
   const int64_t nc = std::min(blk.nc, p.n);
   if (!blk.nc_from_model) return nc;
   const int64_t l3 = cpu_info().l3.size_bytes, kb = std::min(blk.kc, p.k);
-  int64_t fit = l3 / 4 / std::max<int64_t>(1, kb * 4);
+  int64_t fit = l3 / 4 / std::max<int64_t>(1, kb * elem_bytes);
   if (p.k > blk.kc) fit = std::min(fit, l3 / std::max<int64_t>(1, p.m * 4));
   fit = std::max(8 * nr, fit / nr * nr);
   if (nc <= fit) return nc;
@@ -168,6 +168,7 @@ struct F32Tile {
   const KernelSet& ks;
   int64_t mr() const { return ks.mr; }
   int64_t nr() const { return ks.nr; }
+  int64_t depth(int64_t kb) const { return kb; }  // panel rows for kb of K
   void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, float* dst) const {
     const int64_t at = p.trans_a ? pc * p.lda + row : row * p.lda + pc;
     if (p.in_dtype == Dtype::f16) {
@@ -193,6 +194,7 @@ struct F16AccTile {
   const F16AccKernels& k;
   int64_t mr() const { return k.mr; }
   int64_t nr() const { return k.nr; }
+  int64_t depth(int64_t kb) const { return kb; }
   void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, uint16_t* dst) const {
     k.pack_a(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
   }
@@ -205,17 +207,37 @@ struct F16AccTile {
   const uint16_t* prepacked(const GemmProblem&) const { return nullptr; }
 };
 
-constexpr int64_t kPackRows = 64;
+// bf16 panels in pairs for the bf16 kernels (inputs are bf16; nothing is packed ahead of time). A panel row
+// is a pair of k, so kb of K take ceil(kb / 2) rows of twice the halves.
+struct Bf16Tile {
+  using Elem = uint16_t;
+  const Bf16Kernels& k;
+  int64_t mr() const { return k.mr; }
+  int64_t nr() const { return k.nr; }
+  int64_t depth(int64_t kb) const { return round_up(kb, 2); }
+  void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, uint16_t* dst) const {
+    k.pack_a(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
+  }
+  void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, uint16_t* dst) const {
+    (p.trans_b ? k.pack_bt : k.pack_b)(static_cast<const uint16_t*>(p.b) + b_offset(p, pc, col), p.ldb, kb, cols, dst);
+  }
+  void ukernel(int64_t kb, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, bool acc, int m, int n) const {
+    k.ukernel(kb, a, b, c, ldc, acc, m, n);
+  }
+  const uint16_t* prepacked(const GemmProblem&) const { return nullptr; }
+};
 
-// The blocked loops over one register tile (see the file comment). `ks` rounds fp16 output.
+constexpr int64_t kPackRows = 64;  // even: a chunk of B's rows starts on a pair
+
+// The blocked loops over one register tile (see the file comment). `ks` rounds fp16 and bf16 output.
 template <class Tile>
 void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {
   using Elem = typename Tile::Elem;
   const int64_t MR = tile.mr(), NR = tile.nr();
   const int64_t mc = std::min(blk.mc, p.m);
-  const int64_t nc = gemm_block_n(p, blk, NR);
+  const int64_t nc = gemm_block_n(p, blk, NR, p.in_dtype == Dtype::bf16 ? 2 : 4);
   const int64_t kc = std::min(blk.kc, p.k);
-  const bool f16 = p.out_dtype == Dtype::f16;  // output goes through an fp32 workspace
+  const bool f16 = p.out_dtype != Dtype::f32;  // fp16 or bf16: output goes through an fp32 workspace
 
   const int64_t row_panels = ceil_div(p.m, MR);
   const int64_t col_panels = ceil_div(nc, NR);
@@ -224,10 +246,10 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   split::choose_grid(threads, row_panels, col_panels, tm, tn);
 
   Workspace& ws = thread_workspace();
-  const int64_t b_elems = kc * round_up(nc, NR);
+  const int64_t b_elems = tile.depth(kc) * round_up(nc, NR);
   // Rows per thread are MR-aligned shares of M, processed mc rows (rounded up to MR) at a time.
   const int64_t a_rows = std::min(round_up(mc, MR), ceil_div(row_panels, tm) * MR);
-  const int64_t a_stride = round_up(a_rows * kc, 1024);  // 4 KiB apart: no false sharing between threads
+  const int64_t a_stride = round_up(a_rows * tile.depth(kc), 1024);  // 4 KiB apart: no false sharing between threads
   const Elem* prepacked = tile.prepacked(p);
   Elem* b_panel = prepacked != nullptr ? nullptr : static_cast<Elem*>(ws.b_panel.reserve(b_elems * sizeof(Elem)));
   Elem* a_blocks = static_cast<Elem*>(ws.a_blocks.reserve(a_stride * threads * sizeof(Elem)));
@@ -250,7 +272,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
       const int64_t c_ld = f16 ? c32_ld : p.ldc;
 
       for (int64_t pc = 0; pc < p.k; pc += kc) {
-        const int64_t kb = std::min(kc, p.k - pc);
+        const int64_t kb = std::min(kc, p.k - pc), kd = tile.depth(kb);
         const Elem* b_block = prepacked != nullptr ? prepacked + packed_offset(jc, pc, nb, p.k, nc, NR) : b_panel;
         if (prepacked == nullptr) {
           // All threads pack this B panel together, one NR-column micro-panel at a time.
@@ -264,7 +286,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           for (int64_t r0 = 0; r0 < kb; r0 += rows_step) {
             const int64_t rows = std::min(rows_step, kb - r0);
             for (int64_t q = pk_lo; q < pk_hi; ++q) {
-              tile.pack_b(p, pc + r0, rows, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kb * NR + r0 * NR);
+              tile.pack_b(p, pc + r0, rows, jc + q * NR, std::min(NR, nb - q * NR), b_panel + q * kd * NR + r0 * NR);
             }
           }
           barrier.wait();
@@ -275,10 +297,10 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           tile.pack_a(p, ic, pc, mb, kb, a_pack);
           for (int64_t q = q_lo; q < q_hi; ++q) {
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
-            const Elem* bp = b_block + q * kb * NR;
+            const Elem* bp = b_block + q * kd * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
-              tile.ukernel(kb, a_pack + r * MR * kb, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
+              tile.ukernel(kb, a_pack + r * MR * kd, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
                            p.accumulate || pc > 0, m_valid, n_valid);
             }
           }
@@ -288,7 +310,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
       if (f16 && m_hi > m_lo && q_hi > q_lo) {
         const int64_t col0 = q_lo * NR, cols = std::min(nb, q_hi * NR) - col0;
-        ks.gemm.store_f16(c32 + m_lo * c32_ld + col0, c32_ld, m_hi - m_lo, cols,
+        (p.out_dtype == Dtype::bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(c32 + m_lo * c32_ld + col0, c32_ld, m_hi - m_lo, cols,
                      static_cast<uint16_t*>(p.c) + m_lo * p.ldc + jc + col0, p.ldc);
       }
     }
@@ -309,6 +331,12 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     blocked(F16AccTile{f16acc_kernels(ks)}, ks, p, blk, threads);
     return;
   }
+  if (p.in_dtype == Dtype::bf16) {
+    // Validated by the caller: A as is, B not prepacked, fp32 accumulation. Every shape takes the blocked
+    // loops (the small-shape paths read fp32 or fp16).
+    blocked(Bf16Tile{bf16_kernels(ks)}, ks, p, blk, threads);
+    return;
+  }
   if (small_gemm(ks, p, blk, threads)) return;
   if (prefer_narrow(ks, p.n)) {
     gemm(*ks.narrow, p, blk, threads);
@@ -319,6 +347,9 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
 
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.accumulation == Accumulation::f16) return "blocked, fp16 accumulation";
+  if (p.in_dtype == Dtype::bf16) {
+    return "blocked, bf16 pairs";
+  }
   if (const char* small = small_path(ks, p, blk)) return small;
   const KernelSet& tk = tile_kernels(ks, p.n);
   return std::string("blocked") + (p.b_packed != nullptr ? ", B packed once" : "") +
@@ -333,11 +364,12 @@ int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Bl
   // and the small-shape paths' scratch (small.cpp).
   const int64_t MR = std::max(ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0) + 16;
   const int64_t NR = std::max(ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0) + 64;
-  const int64_t mc = std::min(blk.mc, p.m), nc = std::min(blk.nc, p.n), kc = std::min(blk.kc, p.k);
+  // (+1: bf16 panels pad an odd K block to a pair.)
+  const int64_t mc = std::min(blk.mc, p.m), nc = std::min(blk.nc, p.n), kc = std::min(blk.kc, p.k) + 1;
   const int64_t b_panel = mul(kc, add(nc, NR, "tile_n"), "packed B panel");
   const int64_t a_blocks = mul(add(mul(add(mc, MR, "tile_m"), kc, "packed A block"), 1024, "packed A block"),
                                threads, "packed A blocks");
-  const int64_t c32 = p.out_dtype == Dtype::f16 ? mul(p.m, add(nc, 16, "tile_n"), "fp32 accumulator") : 0;
+  const int64_t c32 = p.out_dtype != Dtype::f32 ? mul(p.m, add(nc, 16, "tile_n"), "fp32 accumulator") : 0;
   const int64_t small = small_workspace_floats(ks, p, blk, threads);
   const int64_t floats = add(add(add(b_panel, a_blocks, "gemm workspace"), c32, "gemm workspace"), small, "gemm workspace");
   return mul(floats, int64_t(sizeof(float)), "gemm workspace");

@@ -6,6 +6,7 @@
 #include "opbench/kernel_set.hpp"
 #include "../conv/depthwise_row.hpp"
 #include "pack.hpp"
+#include "pack_pairs.hpp"
 #include "thin.hpp"
 
 namespace opbench {
@@ -33,6 +34,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.gemm.pack_bt_f32 = P::bt_f32;
   ks.gemm.pack_bt_f16 = P::bt_f16;
   ks.gemm.store_f16 = P::c_f16;
+  ks.gemm.store_bf16 = packing::store_bf16<Cvt>;
   ks.gemm.thin = thin::Thin<ThinLanes, Cvt>::f32;
   ks.gemm.rows_axpy = thin::rows_axpy<ThinLanes, Cvt, float>;
   ks.gemm.rows_axpy_f16 = thin::rows_axpy<ThinLanes, Cvt, uint16_t>;
@@ -47,6 +49,8 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.conv.depthwise_3x3 = depthwise::rows3x3<Cvt>;
   ks.conv.depthwise_split = depthwise::split<Cvt>;
   ks.conv.depthwise_plane = depthwise::kPlane;
+  ks.bf16 = packing::make_bf16_kernels<4, 16, Cvt>(
+      isa, "portable 4x16 bf16 pairs, products summed in fp32 (no AVX512-BF16 kernel for this kernel set or CPU)");
   return ks;
 }
 

@@ -35,7 +35,13 @@ LoopChoice choose(const std::string& dtype, const std::string& isa_in) {
 #endif
     throw std::invalid_argument("this CPU (or build) has no native fp16 FMA");
   }
-  throw std::invalid_argument("unknown dtype '" + dtype + "' (expected fp32 or fp16)");
+  if (dtype == "bf16") {
+#ifdef OPBENCH_HAVE_AVX512BF16
+    if (bf16_dot_available()) return {dot_chains_bf16_avx512bf16, "avx512bf16 dot product (vdpbf16ps, zmm), 16 chains"};
+#endif
+    throw std::invalid_argument("this CPU (or build) has no AVX512-BF16 dot product");
+  }
+  throw std::invalid_argument("unknown dtype '" + dtype + "' (expected fp32, fp16 or bf16)");
 }
 
 }  // namespace
@@ -43,6 +49,14 @@ LoopChoice choose(const std::string& dtype, const std::string& isa_in) {
 bool native_fp16_fma_available() {
 #ifdef OPBENCH_HAVE_AVX512FP16
   return cpu_info().avx512fp16;
+#else
+  return false;
+#endif
+}
+
+bool bf16_dot_available() {
+#ifdef OPBENCH_HAVE_AVX512BF16
+  return cpu_info().avx512bf16;
 #else
   return false;
 #endif

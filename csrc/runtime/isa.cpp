@@ -16,6 +16,13 @@ const F16AccKernels* f16acc_avx512fp16() { return &kernels_f16acc_avx512fp16(); 
 const F16AccKernels* f16acc_avx512fp16() { return nullptr; }
 #endif
 
+#ifdef OPBENCH_HAVE_AVX512BF16
+const Bf16Kernels& kernels_bf16_avx512bf16();  // ukernel_avx512bf16.cpp
+const Bf16Kernels* bf16_avx512bf16() { return &kernels_bf16_avx512bf16(); }
+#else
+const Bf16Kernels* bf16_avx512bf16() { return nullptr; }
+#endif
+
 const std::vector<IsaEntry>& isa_table() {
   static const std::vector<IsaEntry> table = {
       {"avx512",
@@ -82,6 +89,19 @@ const F16AccKernels& f16acc_kernels(const KernelSet& ks) {
     why += "instructions, which this CPU lacks";
   }
   throw std::invalid_argument(why + "; isa='ref' emulates fp16 accumulation (slowly) to study its error");
+}
+
+const Bf16Kernels& bf16_kernels(const KernelSet& ks) {
+  const Bf16Kernels* fast = bf16_avx512bf16();
+  if (std::string(ks.isa) == "avx512" && fast != nullptr && cpu_info().avx512bf16) return *fast;
+  return ks.bf16;
+}
+
+std::string bf16_fast_unavailable(const KernelSet& ks) {
+  if (std::string(ks.isa) != "avx512") return std::string("kernel set '") + ks.isa + "' has no AVX512-BF16 kernel";
+  if (bf16_avx512bf16() == nullptr) return "this build's compiler could not produce AVX512-BF16 code (-mavx512bf16)";
+  if (!cpu_info().avx512bf16) return "this CPU lacks AVX512-BF16";
+  return "";
 }
 
 }  // namespace opbench

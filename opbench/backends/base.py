@@ -66,8 +66,9 @@ class Prepared(ABC):
 
 class Backend(ABC):
     name: ClassVar[str]
-    #: precision each dtype is assumed to accumulate in, for the verification bound
-    accumulate: ClassVar[dict[str, str]] = {"fp32": "fp32", "fp16": "fp16"}
+    #: precision each dtype is assumed to accumulate in, for the verification bound (bf16: every library's
+    #: CPU kernels, oneDNN's and ours, sum bf16 products in fp32)
+    accumulate: ClassVar[dict[str, str]] = {"fp32": "fp32", "fp16": "fp16", "bf16": "fp32"}
 
     @abstractmethod
     def unavailable_reason(self) -> str | None:
@@ -86,9 +87,17 @@ class Backend(ABC):
     #: the same with their backward passes ("gemm:bwd", ...), for a backend that runs both
     ops_with_backward: ClassVar[tuple[str, ...]] = (*ops, *(f"{op}:bwd" for op in ops))
 
+    #: ops measured in bf16 (forward GEMM so far, docs/architecture.md: "bf16")
+    bf16_ops: ClassVar[tuple[str, ...]] = ("gemm",)
+
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         """None when this backend runs `op` in `dtype`, else why not."""
-        return None if op in self.ops else f"{self.name} has no {op} adapter"
+        if op not in self.ops:
+            return f"{self.name} has no {op} adapter"
+        if dtype == "bf16" and op not in self.bf16_ops:
+            ops = ", ".join(self.bf16_ops) or "no op"
+            return f"opbench measures bf16 for {ops} on {self.name} so far, not {op}"
+        return None
 
     @abstractmethod
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:

@@ -60,7 +60,8 @@ class _CppCase(Prepared):
 class CppBackend(Backend):
     name = "cpp"
     ops = Backend.ops_with_backward
-    accumulate = {"fp32": "fp32", "fp16": "fp32"}  # fp16 is widened in packing and accumulated in fp32
+    # fp16 is widened in packing and accumulated in fp32; bf16 pairs are multiplied exactly and summed in fp32
+    accumulate = {"fp32": "fp32", "fp16": "fp32", "bf16": "fp32"}
 
     def __init__(self) -> None:
         self._threads = 1

@@ -158,6 +158,12 @@ class MindSporeBackend(Backend):
             }
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
+        if dtype == "bf16":
+            # Seen with MindSpore 2.10: "Select CPU operator[MatMul] fail! Unsupported data type!" (it lists
+            # float32, float64, integer and complex types). Its GPU and Ascend bf16 paths were never run here.
+            return (
+                "MindSpore's CPU kernels have no bfloat16 MatMul (MindSpore 2.10); its devices' are untried"
+            )
         if op == "lstm:bwd" and dtype == "fp16" and self._events is None:
             # Seen with MindSpore 2.10 on the CPU: every gradient of an fp16 nn.LSTM comes back zero.
             return "MindSpore's CPU LSTM backward in float16 returns zero gradients (MindSpore 2.10)"

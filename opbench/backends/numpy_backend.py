@@ -58,7 +58,7 @@ class NumpyBackend(Backend):
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         if op != "gemm":
             return f"numpy is the float64 reference for {op}, not a backend"
-        return None
+        return super().unsupported_reason(op, dtype)
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         return _NumpyGemm(inputs["a"], inputs["b"], {"blas": self._blas})
@@ -66,4 +66,6 @@ class NumpyBackend(Backend):
     def notes(self, op: str, dtype: str) -> list[str]:
         if dtype == "fp16":
             return ["numpy has no BLAS kernel for float16: this is its generic element loop"]
+        if dtype == "bf16":
+            return ["numpy has no BLAS kernel for bfloat16: ml_dtypes' dot loop, summed in fp32"]
         return []

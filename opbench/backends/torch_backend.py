@@ -16,6 +16,23 @@ from opbench.errors import BackendUnavailable
 GRAPH_CALLS = 16
 
 
+def _tensor(torch: Any, v: np.ndarray) -> Any:
+    """A CPU tensor sharing v's memory. torch.from_numpy knows no ml_dtypes.bfloat16: its bits are viewed as
+    int16 and the tensor as torch.bfloat16 (the same format, bit for bit)."""
+    if v.dtype.name == "bfloat16":
+        return torch.from_numpy(v.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(v)
+
+
+def _array(torch: Any, x: Any) -> np.ndarray:
+    """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16 (the inverse of _tensor)."""
+    if x.dtype == torch.bfloat16:
+        from opbench.dtypes import NUMPY_DTYPES
+
+        return np.asarray(x.contiguous().view(torch.int16).numpy().view(NUMPY_DTYPES["bf16"]))
+    return np.asarray(x.numpy())
+
+
 def _conv(torch: Any, shape: Any, x: Any, w: Any) -> Any:
     """F.conv2d with the case's geometry (no bias)."""
     return torch.nn.functional.conv2d(
@@ -222,7 +239,7 @@ class TorchBackend(Backend):
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         torch, dev = self._torch, self._device
-        t = {k: torch.from_numpy(v).to(dev).contiguous() for k, v in inputs.items()}
+        t = {k: _tensor(torch, v).to(dev).contiguous() for k, v in inputs.items()}
         details: dict[str, Any] = {"device": dev}
         if dev.startswith("cuda"):
             details.update(
@@ -239,7 +256,7 @@ class TorchBackend(Backend):
             details.update(num_threads=torch.get_num_threads(), mkldnn=torch.backends.mkldnn.is_available())
 
         def cpu(x: Any) -> np.ndarray:
-            return x.detach().cpu().numpy()
+            return _array(torch, x.detach().cpu())
 
         if op == "gemm":
             out = torch.empty((shape.m, shape.n), dtype=t["a"].dtype, device=dev)

@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         c.add_argument(AXIS_FLAGS[dest], dest=dest)
     _op_params(c)
-    s.add_argument("--dtype", help="fp32, fp16 or both (default: fp32,fp16)")
+    s.add_argument("--dtype", help="fp32, fp16, bf16, or several comma-separated (default: fp32,fp16)")
     s.add_argument(
         "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
     )
@@ -272,7 +272,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar or table; print only file paths")
 
     pk = sub.add_parser("peak", help="measure (and cache) peak FLOPS per dtype and thread count")
-    pk.add_argument("--dtype", default="fp32,fp16")
+    pk.add_argument(
+        "--dtype",
+        default="fp32,fp16,bf16",
+        help="each dtype's peak is its execution unit's: fp32 FMA, fp16 FMA (AVX512-FP16) or bf16 dot "
+        "product (AVX512-BF16), the fp32 FMA where the CPU lacks that unit",
+    )
     pk.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     pk.add_argument("--refresh", action="store_true", help="measure again instead of using the cache")
     pk.add_argument(
@@ -300,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=_positive_int)
     _op_params(tc)
-    t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
+    t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
     t.add_argument(
         "--pass",
         dest="pass_name",

@@ -72,6 +72,7 @@ __all__ = [
     "cpu_info",
     "l3_bytes",
     "native_fp16_fma",
+    "compute_unit",
     "fma_peak",
     "stream_triad",
     "handoff_ns",
@@ -99,8 +100,10 @@ def gemm(
 ) -> np.ndarray:
     """C = A @ B with opbench's tiled C++ kernel.
 
-    a (M x K) and b (K x N) are row-major float32 or float16 arrays of the same dtype; float16 is
-    accumulated in float32 and rounded once at the end. tile_m / tile_n / tile_k are the cache-blocking
+    a (M x K) and b (K x N) are row-major float32, float16 or bfloat16 (ml_dtypes.bfloat16) arrays of the
+    same dtype; float16 is accumulated in float32 and rounded once at the end, and so is bfloat16 (its
+    products, exact in float32, by AVX512-BF16's dot products where the CPU has them:
+    default_tiles()["bf16"] says which kernel runs). tile_m / tile_n / tile_k are the cache-blocking
     sizes (None: derived from this CPU's caches); threads defaults to the cores this process may use.
     isa forces a kernel set ("avx512", "avx2", "ref"; default: the best this CPU runs, or $OPBENCH_ISA).
     tiles, a dict {tile_m, tile_n, tile_k}, gives them explicitly: opbench.tune.records.tuned_tiles(m, n, k,
@@ -278,6 +281,18 @@ def l3_bytes() -> int:
 
 def native_fp16_fma() -> bool:
     return bool(_core.cpu_info()["native_fp16_fma"])
+
+
+def compute_unit(dtype: str) -> str:
+    """The execution unit whose peak bounds a dtype's GEMM on this CPU, as fma_peak names it: "fp16"
+    (AVX512-FP16 FMAs) for fp16 and "bf16" (AVX512-BF16 dot products) for bf16 where the CPU (and build)
+    has them, else "fp32" (the 2-byte formats are then widened and multiplied on the fp32 FMA units)."""
+    info = _core.cpu_info()
+    if dtype == "fp16" and info["native_fp16_fma"]:
+        return "fp16"
+    if dtype == "bf16" and info["bf16_dot"]:
+        return "bf16"
+    return "fp32"
 
 
 def fma_peak(dtype: str, threads: int, min_time_s: float, repeats: int, isa: str = "") -> tuple[float, str]:

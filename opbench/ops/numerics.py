@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF
+from opbench.dtypes import UNIT_ROUNDOFF, finfo
 
 
 def gamma(k: int, unit: float) -> float:
@@ -18,7 +18,7 @@ def gamma(k: int, unit: float) -> float:
 
 def tiny(output_dtype: str) -> float:
     """Half the output format's smallest subnormal: below the normal range, rounding error is absolute."""
-    return float(np.finfo(NUMPY_DTYPES[output_dtype]).smallest_subnormal) / 2
+    return float(finfo(output_dtype).smallest_subnormal) / 2
 
 
 def accumulation(accumulate: str) -> tuple[str, int | None]:

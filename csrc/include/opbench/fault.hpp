@@ -28,7 +28,7 @@ Fault injected_fault(int64_t tile_m, int64_t tile_n, int64_t tile_k);
 void trigger(Fault fault);
 
 // For Fault::wrong: adds one to the first element of an output (fp32, or fp16 when f16).
-void corrupt(Fault fault, void* first, bool f16);
+void corrupt(Fault fault, void* first, bool half);  // half: a 2-byte (fp16 or bf16) output
 #else
 constexpr bool kFaultInjection = false;
 

@@ -9,15 +9,16 @@
 
 namespace opbench {
 
-enum class Dtype { f32, f16 };
+enum class Dtype { f32, f16, bf16 };  // bf16: gemm only (a and b, and c with them)
 
 // What the products of one K block are summed in: fp32 (always for fp32 inputs), or for fp16 inputs, on
 // request, fp16 (each tile_k block summed in fp16 by an fp16-accumulating kernel, the blocks in fp32).
 enum class Accumulation { f32, f16 };
 
 struct GemmProblem {
-  Dtype in_dtype = Dtype::f32;   // of a and b (fp16 is widened to fp32 while packing)
-  Dtype out_dtype = Dtype::f32;  // of c (fp16 is rounded once, after all of K is summed in fp32)
+  Dtype in_dtype = Dtype::f32;   // of a and b (fp16 is widened to fp32 while packing; bf16 is packed in pairs
+                                 // for the bf16 kernels, bf16_kernels() in isa.hpp, which sum in fp32)
+  Dtype out_dtype = Dtype::f32;  // of c (fp16 and bf16 are rounded once, after all of K is summed in fp32)
   const void* a = nullptr;       // m x k row-major, leading dimension lda (elements), or with trans_a its
                                  // transpose: k x m row-major
   const void* b = nullptr;       // k x n row-major (ldb), or with trans_b its transpose: n x k row-major
@@ -48,7 +49,8 @@ std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking&
 
 // The N block (tile_n) of the blocked path for this problem and register tile width nr: tile_n as given, or
 // the model's, narrowed when C is revisited by several K blocks so that one N block of C fits in L3.
-int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr);
+// elem_bytes: of B's packed panels (4, or 2 for bf16 pairs).
+int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr, int64_t elem_bytes = 4);
 
 // An upper bound of the bytes gemm() allocates as workspace for this problem (overflow-checked: throws
 // std::invalid_argument when a size does not fit in 64 bits).

@@ -46,4 +46,10 @@ const RnnKernels& rnn_kernels(const KernelSet& ks);
 // has AVX512-FP16, the emulation for "ref"; throws std::invalid_argument naming what is missing otherwise.
 const F16AccKernels& f16acc_kernels(const KernelSet& ks);
 
+// The bf16 GEMM kernels to use beside kernel set `ks`: the AVX512-BF16 ones for "avx512" on a CPU that has
+// AVX512-BF16, else the kernel set's portable pairs kernel; and why the AVX512-BF16 ones are not used
+// ("" when they are).
+const Bf16Kernels& bf16_kernels(const KernelSet& ks);
+std::string bf16_fast_unavailable(const KernelSet& ks);
+
 }  // namespace opbench

@@ -113,6 +113,24 @@ using UkernelF16Acc = void (*)(int64_t kc, const uint16_t* ap, const uint16_t* b
 using PackAH = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, uint16_t* dst);
 using PackBH = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, uint16_t* dst);
 
+// bf16 inputs (gemm): A's and B's panels hold bf16 pairs along k, the layout of AVX512-BF16's vdpbf16ps (and
+// of VNNI). A's MR-row micro-panel is ceil(kc / 2) x MR x 2 halves, row i's elements 2p and 2p + 1 side by side
+// at pair p; B's NR-column micro-panel ceil(kc / 2) x NR x 2 (64-byte aligned); an odd kc is padded with a
+// zero. The micro-kernel sums the products (exact in fp32) in fp32 and adds the tile to C (C = tile when
+// !accumulate), writing only C[0:m, 0:n]. The block sums are fp32, so the error is fp32 accumulation's.
+using UkernelBf16 = UkernelF16Acc;
+
+struct Bf16Kernels {
+  const char* isa;          // "avx512bf16", or the kernel set's own ISA for the portable pairs kernel
+  const char* description;
+  int mr;
+  int nr;
+  UkernelBf16 ukernel;
+  PackAH pack_a;   // from row-major A (m x k)
+  PackBH pack_b;   // from row-major B (k x n)
+  PackBH pack_bt;  // from B^T (n x k row-major)
+};
+
 struct F16AccKernels {
   const char* isa;          // "avx512fp16", or "ref" (a portable emulation, for studying the error)
   const char* description;
@@ -145,6 +163,7 @@ struct GemmKernels {
   PackBtF32 pack_bt_f32;
   PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
+  StoreF16 store_bf16;  // the same rounding to bf16
   ThinF32 thin;  // the few-columns path (csrc/gemm/thin.hpp)
   RowsAxpyF32 rows_axpy;  // the few-rows path's inner loop (csrc/gemm/thin.hpp)
   RowsAxpyF16 rows_axpy_f16;
@@ -198,6 +217,9 @@ struct KernelSet {
   const KernelSet* narrow;
   GemmKernels gemm;
   ConvKernels conv;
+  // bf16 GEMM in the pairs layout, on a portable kernel compiled with this unit's flags (csrc/gemm/pack_pairs.hpp);
+  // isa.cpp's bf16_kernels() prefers the AVX512-BF16 one where the CPU has it.
+  Bf16Kernels bf16;
 };
 
 // The recurrent part, one per ISA and independent of the register tile (csrc/rnn/cell_<isa>.cpp).
@@ -211,6 +233,8 @@ struct RnnKernels {  // fused gate activations, vectorised for the ISA
 // (nullptr when the compiler could not build them). isa.cpp decides which a kernel set may use.
 const F16AccKernels& f16acc_ref();
 const F16AccKernels* f16acc_avx512fp16();
+// The AVX512-BF16 (vdpbf16ps) bf16 kernels; nullptr when the compiler could not build them.
+const Bf16Kernels* bf16_avx512bf16();
 
 // One per ISA translation unit; each is compiled with its own -m flags and may only be called after the
 // ISA table (opbench/isa.hpp) said the CPU runs it. isa.cpp is the only place that chooses among them.

@@ -12,19 +12,22 @@ double fma_chains_f32_ref(int64_t iters);
 double fma_chains_f32_avx2(int64_t iters);
 double fma_chains_f32_avx512(int64_t iters);
 double fma_chains_f16_avx512fp16(int64_t iters);  // only built when the compiler knows -mavx512fp16
+double dot_chains_bf16_avx512bf16(int64_t iters);  // vdpbf16ps; only built when the compiler knows -mavx512bf16
 
 struct PeakMeasurement {
   double gflops = 0.0;
   std::string kernel;  // which loop ran, e.g. "avx512 fp32 FMA, 16 chains"
 };
 
-// dtype "fp32" or "fp16" (native fp16 FMA; throws std::invalid_argument where the CPU has none).
+// dtype "fp32", "fp16" (native fp16 FMA) or "bf16" (AVX512-BF16 dot products); throws std::invalid_argument
+// where the CPU (or build) has no such unit.
 // `isa` "" picks the best available. Runs `threads` threads at once; the best of `repeats` runs of at
 // least `min_time_s` each.
 PeakMeasurement measure_fma_peak(const std::string& dtype, const std::string& isa, int threads, double min_time_s,
                                  int repeats);
 
 bool native_fp16_fma_available();
+bool bf16_dot_available();
 
 // STREAM-like triad a[i] = b[i] + s * c[i] over three float64 arrays of `elements` each, split between
 // `threads` threads (each touches its own slice first, so pages land near the thread that uses them);
