@@ -57,9 +57,14 @@ def main() -> int:
             p.error(f"unknown suite {s!r} (choose from {', '.join(SUITES)})")
     threads_list = [int(t) for t in args.threads.split(",")]
     if len(threads_list) > 1:  # one pinned process per thread count, as in small_shapes.py
-        argv = [a for a in sys.argv[1:] if not a.startswith("--threads")]
+        argv, skip = [], False
+        for a in sys.argv[1:]:
+            if not skip and not a.startswith("--threads"):
+                argv.append(a)
+            skip = a == "--threads"
         return max(
-            subprocess.run([sys.executable, __file__, *argv, f"--threads={t}"]).returncode for t in threads_list
+            subprocess.run([sys.executable, __file__, *argv, f"--threads={t}"]).returncode
+            for t in threads_list
         )
     threads = threads_list[0]
     pin_to_cpus(threads)
@@ -77,10 +82,14 @@ def main() -> int:
     the_peak = peak.measured("bf16", threads, refresh=True)
     print(
         f"# {cpu_model()}; opbench {__version__}; torch {libs.get('torch')}; tensorflow "
-        f"{libs.get('tensorflow')}; bf16 kernel: {bf16['description']}; medians of {args.rounds} interleaved rounds"
+        f"{libs.get('tensorflow') or libs.get('tensorflow-cpu')}; bf16 kernel: {bf16['description']}; "
+        f"medians of {args.rounds} interleaved rounds"
     )
     print(f"\n## {threads} thread(s): {the_peak.name} {the_peak.gflops:.0f} GFLOPS (measured now)")
-    print(f"{'shape':>16} {'ours GF/s':>9} {'util':>5} {'best peer':>20} {'util':>5} {'ours/best':>9}  every peer")
+    print(
+        f"{'shape':>16} {'ours GF/s':>9} {'util':>5} {'best peer':>20} {'util':>5} {'ours/best':>9}"
+        "  every peer"
+    )
     timer = Timer(TimerConfig(max_time_s=0.3, call_budget_s=2.0))
     rows: list[dict[str, Any]] = []
     for suite in suites:
@@ -100,11 +109,14 @@ def main() -> int:
             flags += "".join(f"  ({n}: wrong answer)" for n in peers if not r[n]["ok"])
             every = " ".join(f"{n} {v:.0f}" for n, v in row["peers"].items())
             print(
-                f"{row['shape']:>16} {ours:9.0f} {100 * ours / the_peak.gflops:4.0f}% {best_text:>20} {best_util} "
+                f"{row['shape']:>16} {ours:9.0f} {100 * ours / the_peak.gflops:4.0f}% {best_text:>20} "
+                f"{best_util} "
                 f"{ratio:9.2f}  {every}{flags}",
                 flush=True,
             )
-    print(f"\n## Summary, {threads} thread(s): ours / best peer (geometric mean, minimum), ours % of the peak")
+    print(
+        f"\n## Summary, {threads} thread(s): ours / best peer (geometric mean, minimum), ours % of the peak"
+    )
     for suite in suites:
         mine = [r for r in rows if r["suite"] == suite and r["best"]]
         if mine:
