@@ -19,12 +19,10 @@ and squares 256-4096.
 from __future__ import annotations
 
 import argparse
-import math
-import subprocess
 import sys
 from typing import Any
 
-from side_by_side import measure_variants, print_markdown
+from side_by_side import geomean, measure_variants, print_markdown, run_per_thread_count
 
 from opbench import __version__, kernels, peak
 from opbench.backends import make_backend
@@ -37,10 +35,6 @@ BERT = [G(t, n, k) for t in (128, 512, 1024) for n, k in ((2304, 768), (768, 768
 SQUARES = [G(s, s, s) for s in (256, 512, 1024, 2048, 4096)]
 SUITES: dict[str, list[Any]] = {"bert": BERT, "squares": SQUARES}
 PEERS = ("torch", "tensorflow", "mindspore")
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def main() -> int:
@@ -56,16 +50,8 @@ def main() -> int:
         if s not in SUITES:
             p.error(f"unknown suite {s!r} (choose from {', '.join(SUITES)})")
     threads_list = [int(t) for t in args.threads.split(",")]
-    if len(threads_list) > 1:  # one pinned process per thread count, as in small_shapes.py
-        argv, skip = [], False
-        for a in sys.argv[1:]:
-            if not skip and not a.startswith("--threads"):
-                argv.append(a)
-            skip = a == "--threads"
-        return max(
-            subprocess.run([sys.executable, __file__, *argv, f"--threads={t}"]).returncode
-            for t in threads_list
-        )
+    if len(threads_list) > 1:
+        return run_per_thread_count(__file__, threads_list)
     threads = threads_list[0]
     pin_to_cpus(threads)
 

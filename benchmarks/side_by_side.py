@@ -3,7 +3,10 @@ the sweep's own backends, Timer and settling, and compare medians over rounds.""
 
 from __future__ import annotations
 
+import math
 import statistics
+import subprocess
+import sys
 from typing import Any
 
 from opbench.backends import make_backend
@@ -70,6 +73,24 @@ def measure_pair(
 ) -> dict[str, dict[str, Any]]:
     """Our kernel and other backends side by side, each with default parameters."""
     return measure_variants(op_name, shape, dtype, threads, rounds, timer, {n: (n, {}) for n in names})
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def run_per_thread_count(script: str, threads_list: list[int]) -> int:
+    """Run `script` again once per thread count, with this process's arguments and --threads=T, and return
+    the worst exit code. Each run pins itself to that many CPUs before any framework starts a thread:
+    MindSpore's CPU kernels ignore their thread setting, and only the process's CPU set bounds them."""
+    argv, skip = [], False
+    for a in sys.argv[1:]:
+        if not skip and not a.startswith("--threads"):
+            argv.append(a)
+        skip = a == "--threads"
+    return max(
+        subprocess.run([sys.executable, script, *argv, f"--threads={t}"]).returncode for t in threads_list
+    )
 
 
 def print_markdown(head: list[str], rows: list[list[Any]]) -> None:

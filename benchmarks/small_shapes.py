@@ -22,13 +22,11 @@ it joins the conv classes only with --mindspore-conv.
 from __future__ import annotations
 
 import argparse
-import math
-import subprocess
 import sys
 from typing import Any
 
 import openblas_anchor
-from side_by_side import measure_variants, print_markdown
+from side_by_side import geomean, measure_variants, print_markdown, run_per_thread_count
 
 from opbench import __version__, kernels, peak
 from opbench.backends import make_backend
@@ -83,10 +81,6 @@ def memory_bound(op: Any, shape: Any, dtype: str, fma_gflops: float, triad_gbs: 
     return op.flops(shape) / nbytes < fma_gflops / triad_gbs and nbytes > kernels.l3_bytes()
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
@@ -103,17 +97,7 @@ def main() -> int:
             p.error(f"unknown class {c!r} (choose from {', '.join(CLASSES)})")
     threads_list = [int(t) for t in args.threads.split(",")]
     if len(threads_list) > 1:
-        # One process per thread count, each pinned to that many CPUs before any framework starts a thread:
-        # MindSpore's CPU kernels ignore their thread setting, and only the process's CPU set bounds them.
-        argv, skip = [], False
-        for a in sys.argv[1:]:
-            if not skip and not a.startswith("--threads"):
-                argv.append(a)
-            skip = a == "--threads"
-        codes = []
-        for t in threads_list:
-            codes.append(subprocess.run([sys.executable, __file__, *argv, f"--threads={t}"]).returncode)
-        return max(codes)
+        return run_per_thread_count(__file__, threads_list)
     pin_to_cpus(threads_list[0])
 
     anchor = openblas_anchor.register()

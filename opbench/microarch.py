@@ -36,48 +36,23 @@ class MicroArch:
     bf16_flop_per_cycle: int | None = None
 
 
+# The micro-architectures that several CPUID model ranges share.
+_ZEN3 = MicroArch("Zen 3", 32, None, AMD_SOG.format("19h (56665)"))
+_ZEN4 = MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64)
+_ZEN5 = MicroArch("Zen 5", 64, None, AMD_SOG.format("1Ah (58455)"), bf16_flop_per_cycle=128)
+
 # (vendor, family, first model, last model) -> micro-architecture. Families and models as CPUID reports them
 # with the extended fields folded in.
 _TABLE: tuple[tuple[str, int, int, int, MicroArch], ...] = (
     ("AuthenticAMD", 0x17, 0x00, 0x2F, MicroArch("Zen / Zen+", 16, None, AMD_SOG.format("17h (55723)"))),
     ("AuthenticAMD", 0x17, 0x30, 0xFF, MicroArch("Zen 2", 32, None, AMD_SOG.format("17h (55723)"))),
-    ("AuthenticAMD", 0x19, 0x00, 0x0F, MicroArch("Zen 3", 32, None, AMD_SOG.format("19h (56665)"))),
-    (
-        "AuthenticAMD",
-        0x19,
-        0x10,
-        0x1F,
-        MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64),
-    ),
-    ("AuthenticAMD", 0x19, 0x20, 0x5F, MicroArch("Zen 3", 32, None, AMD_SOG.format("19h (56665)"))),
-    (
-        "AuthenticAMD",
-        0x19,
-        0x60,
-        0x7F,
-        MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64),
-    ),
-    (
-        "AuthenticAMD",
-        0x19,
-        0xA0,
-        0xAF,
-        MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64),
-    ),
-    (
-        "AuthenticAMD",
-        0x1A,
-        0x00,
-        0x1F,
-        MicroArch("Zen 5", 64, None, AMD_SOG.format("1Ah (58455)"), bf16_flop_per_cycle=128),
-    ),
-    (
-        "AuthenticAMD",
-        0x1A,
-        0x40,
-        0x4F,
-        MicroArch("Zen 5", 64, None, AMD_SOG.format("1Ah (58455)"), bf16_flop_per_cycle=128),
-    ),
+    ("AuthenticAMD", 0x19, 0x00, 0x0F, _ZEN3),
+    ("AuthenticAMD", 0x19, 0x10, 0x1F, _ZEN4),
+    ("AuthenticAMD", 0x19, 0x20, 0x5F, _ZEN3),
+    ("AuthenticAMD", 0x19, 0x60, 0x7F, _ZEN4),
+    ("AuthenticAMD", 0x19, 0xA0, 0xAF, _ZEN4),
+    ("AuthenticAMD", 0x1A, 0x00, 0x1F, _ZEN5),
+    ("AuthenticAMD", 0x1A, 0x40, 0x4F, _ZEN5),
     ("GenuineIntel", 6, 0x55, 0x55, MicroArch("Skylake-SP / Cascade Lake", None, None, INTEL_ORM, "by SKU")),
     ("GenuineIntel", 6, 0x6A, 0x6A, MicroArch("Ice Lake-SP", 64, None, INTEL_ORM)),
     ("GenuineIntel", 6, 0x6C, 0x6C, MicroArch("Ice Lake-SP", 64, None, INTEL_ORM)),

@@ -245,8 +245,9 @@ py::dict kernel_dict(const KernelSet& ks) {
   bf16["description"] = bk.description;
   bf16["mr"] = bk.mr;
   bf16["nr"] = bk.nr;
-  bf16["dot_product_unit"] = bf16_fast_unavailable(ks).empty();
-  bf16["reason"] = bf16_fast_unavailable(ks);
+  const std::string why_not = bf16_fast_unavailable(ks);
+  bf16["dot_product_unit"] = why_not.empty();
+  bf16["reason"] = why_not;
   d["bf16"] = bf16;
   return d;
 }

@@ -188,13 +188,18 @@ struct F32Tile {
   const float* prepacked(const GemmProblem& p) const { return p.b_packed; }
 };
 
-// fp16 panels for the fp16-accumulating micro-kernel (inputs are fp16; nothing is packed ahead of time).
-struct F16AccTile {
+// Panels of halves for a kernel table with pack_a, pack_b, pack_bt and ukernel on uint16_t panels (inputs are
+// 2-byte; nothing is packed ahead of time). A panel row holds kKStep of k: a panel of kb of K has kb rounded
+// up to kKStep rows of k.
+// - F16AccTile: fp16 panels for the fp16-accumulating micro-kernel, one k per row.
+// - Bf16Tile: bf16 panels in pairs for the bf16 kernels, so ceil(kb / 2) rows of twice the halves.
+template <class Kernels, int64_t kKStep>
+struct HalvesTile {
   using Elem = uint16_t;
-  const F16AccKernels& k;
+  const Kernels& k;
   int64_t mr() const { return k.mr; }
   int64_t nr() const { return k.nr; }
-  int64_t depth(int64_t kb) const { return kb; }
+  int64_t depth(int64_t kb) const { return round_up(kb, kKStep); }
   void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, uint16_t* dst) const {
     k.pack_a(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
   }
@@ -206,26 +211,8 @@ struct F16AccTile {
   }
   const uint16_t* prepacked(const GemmProblem&) const { return nullptr; }
 };
-
-// bf16 panels in pairs for the bf16 kernels (inputs are bf16; nothing is packed ahead of time). A panel row
-// is a pair of k, so kb of K take ceil(kb / 2) rows of twice the halves.
-struct Bf16Tile {
-  using Elem = uint16_t;
-  const Bf16Kernels& k;
-  int64_t mr() const { return k.mr; }
-  int64_t nr() const { return k.nr; }
-  int64_t depth(int64_t kb) const { return round_up(kb, 2); }
-  void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, uint16_t* dst) const {
-    k.pack_a(static_cast<const uint16_t*>(p.a) + row * p.lda + pc, p.lda, mb, kb, dst);
-  }
-  void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, uint16_t* dst) const {
-    (p.trans_b ? k.pack_bt : k.pack_b)(static_cast<const uint16_t*>(p.b) + b_offset(p, pc, col), p.ldb, kb, cols, dst);
-  }
-  void ukernel(int64_t kb, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, bool acc, int m, int n) const {
-    k.ukernel(kb, a, b, c, ldc, acc, m, n);
-  }
-  const uint16_t* prepacked(const GemmProblem&) const { return nullptr; }
-};
+using F16AccTile = HalvesTile<F16AccKernels, 1>;
+using Bf16Tile = HalvesTile<Bf16Kernels, 2>;
 
 constexpr int64_t kPackRows = 64;  // even: a chunk of B's rows starts on a pair
 
