@@ -1,19 +1,24 @@
-"""bf16 GEMM (issue 20): our kernel against every bf16 peer present, interleaved, with utilization against the
-bf16 unit's measured peak.
+"""bf16 (issue 20): our GEMM, conv2d and LSTM against every bf16 peer present, interleaved, with utilization
+against the bf16 unit's measured peak.
 
-    python benchmarks/bf16.py                       # BERT-base shapes and squares, 1 and 2 threads
-    python benchmarks/bf16.py --threads 2 --rounds 5 --markdown
+    python benchmarks/bf16.py                       # every suite, 1 and 2 threads
+    python benchmarks/bf16.py --suites resnet50,lstm --threads 2 --rounds 5 --markdown
 
 For every (shape, threads) our kernel and each peer (torch: oneDNN's bf16 matmul; TensorFlow; numpy with
 --peers, which runs ml_dtypes' element loop) are verified against float64 (bf16 output, products summed in
 fp32) and then timed one after the other for --rounds rounds; each side's figure is its median over rounds.
 The peak is the one `opbench peak` names for bf16, measured now beside the run: AVX512-BF16 dot products
 (vdpbf16ps) where the CPU has them, else the fp32 FMA loop (bf16 is then widened onto the fp32 units).
-MindSpore is not a peer: its CPU kernels have no bf16 MatMul (MindSpore 2.10). Convolutions and the LSTM
-suite are not measured in bf16 yet: opbench's bf16 kernels cover GEMM so far.
+MindSpore is not a peer: its CPU kernels have no bf16 MatMul (MindSpore 2.10). The frameworks' bf16 conv and
+LSTM are verified against their own bound (fp32 sums, bf16 gates and cell arithmetic: ops/recurrent.py),
+ours against fp32 cells with h and c rounded to bf16.
 
-Shapes: BERT-base at 128, 512 and 1024 tokens (QKV 2304, attention output 768, FFN up 3072 and down, K 3072)
-and squares 256-4096.
+Suites:
+- bert: BERT-base GEMMs at 128, 512 and 1024 tokens (QKV 2304, attention output 768, FFN up 3072 and down,
+  K 3072);
+- squares: GEMM 256-4096;
+- resnet50: the distinct convolutions of ResNet-50 (v1.5: stride 2 in the 3x3s), batch 2;
+- lstm: one-layer LSTMs of 25-50 steps, hidden 256-1024, batch 1-64 (the fp32 benchmark's and batch 1).
 """
 
 from __future__ import annotations
@@ -27,13 +32,47 @@ from side_by_side import geomean, measure_variants, print_markdown, run_per_thre
 from opbench import __version__, kernels, peak
 from opbench.backends import make_backend
 from opbench.machine import cpu_model, library_versions, pin_to_cpus
-from opbench.ops import gemm
+from opbench.ops import conv, gemm, lstm
 from opbench.timing import Timer, TimerConfig
 
 G = gemm.GemmShape
 BERT = [G(t, n, k) for t in (128, 512, 1024) for n, k in ((2304, 768), (768, 768), (3072, 768), (768, 3072))]
 SQUARES = [G(s, s, s) for s in (256, 512, 1024, 2048, 4096)]
-SUITES: dict[str, list[Any]] = {"bert": BERT, "squares": SQUARES}
+
+
+def _conv(c: int, hw: int, k: int, f: int, stride: int = 1) -> Any:
+    pad = f // 2
+    fields = dict(n=2, c=c, h=hw, w=hw, k=k, r=f, s=f, pad_h=pad, pad_w=pad, stride_h=stride, stride_w=stride)
+    return conv.shape_from_case(fields)
+
+
+RESNET50 = [
+    _conv(3, 224, 64, 7, 2),
+    *(_conv(c, 56, k, f) for c, k, f in ((64, 64, 1), (64, 64, 3), (64, 256, 1), (256, 64, 1))),
+    _conv(128, 56, 128, 3, 2),
+    *(_conv(c, 28, k, f) for c, k, f in ((128, 128, 3), (128, 512, 1), (512, 128, 1))),
+    _conv(256, 28, 256, 3, 2),
+    *(_conv(c, 14, k, f) for c, k, f in ((256, 256, 3), (256, 1024, 1), (1024, 256, 1))),
+    _conv(512, 14, 512, 3, 2),
+    *(_conv(c, 7, k, f) for c, k, f in ((512, 512, 3), (512, 2048, 1), (2048, 512, 1))),
+]
+LSTM = [
+    lstm.LstmShape(*d)
+    for d in (
+        (25, 64, 512, 512),
+        (25, 16, 512, 512),
+        (25, 64, 1024, 1024),
+        (50, 8, 256, 256),
+        (25, 1, 512, 512),
+    )
+]
+# suite -> (op, shapes)
+SUITES: dict[str, tuple[str, list[Any]]] = {
+    "bert": ("gemm", BERT),
+    "squares": ("gemm", SQUARES),
+    "resnet50": ("conv", RESNET50),
+    "lstm": ("lstm", LSTM),
+}
 PEERS = ("torch", "tensorflow", "mindspore")
 
 
@@ -41,7 +80,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", default="1,2")
-    p.add_argument("--suites", default="bert,squares", help=f"any of {', '.join(SUITES)}")
+    p.add_argument("--suites", default=",".join(SUITES), help=f"any of {', '.join(SUITES)}")
     p.add_argument("--peers", default=",".join(PEERS), help="peers to try (numpy too if named)")
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args()
@@ -55,14 +94,17 @@ def main() -> int:
     threads = threads_list[0]
     pin_to_cpus(threads)
 
-    peers = []
+    ops = sorted({SUITES[s][0] for s in suites})
+    peers_of: dict[str, list[str]] = {op: [] for op in ops}
     for name in args.peers.split(","):
         backend = make_backend(name)
-        reason = backend.unavailable_reason() or backend.unsupported_reason("gemm", "bf16")
-        if reason is None:
-            peers.append(name)
-        else:
-            print(f"# {name} not measured: {reason}")
+        for op in ops:
+            reason = backend.unavailable_reason() or backend.unsupported_reason(op, "bf16")
+            if reason is None:
+                peers_of[op].append(name)
+            else:
+                print(f"# {name} not measured for {op}: {reason}")
+    peers = [n for n in args.peers.split(",") if any(n in v for v in peers_of.values())]
     libs = library_versions()
     bf16 = kernels.default_tiles()["bf16"]
     the_peak = peak.measured("bf16", threads, refresh=True)
@@ -73,29 +115,34 @@ def main() -> int:
     )
     print(f"\n## {threads} thread(s): {the_peak.name} {the_peak.gflops:.0f} GFLOPS (measured now)")
     print(
-        f"{'shape':>16} {'ours GF/s':>9} {'util':>5} {'best peer':>20} {'util':>5} {'ours/best':>9}"
+        f"{'shape':>26} {'ours GF/s':>9} {'util':>5} {'best peer':>20} {'util':>5} {'ours/best':>9}"
         "  every peer"
     )
     timer = Timer(TimerConfig(max_time_s=0.3, call_budget_s=2.0))
     rows: list[dict[str, Any]] = []
     for suite in suites:
-        for shape in SUITES[suite]:
-            variants = {"ours": ("cpp", {}), **{n: (n, {}) for n in peers}}
-            r = measure_variants("gemm", shape, "bf16", threads, args.rounds, timer, variants)
+        op, shapes = SUITES[suite]
+        for shape in shapes:
+            variants = {"ours": ("cpp", {}), **{n: (n, {}) for n in peers_of[op]}}
+            r = measure_variants(op, shape, "bf16", threads, args.rounds, timer, variants)
             ours = r["ours"]["gflops"]
-            theirs = {n: r[n]["gflops"] for n in peers if r[n]["ok"]}
+            theirs = {n: r[n]["gflops"] for n in peers_of[op] if r[n]["ok"]}
             best = max(theirs, key=theirs.__getitem__) if theirs else None
             ratio = ours / theirs[best] if best else float("nan")
             row = {"suite": suite, "shape": shape.label(), "ours": ours, "ok": r["ours"]["ok"], "best": best}
-            row |= {"ratio": ratio, "peers": {n: r[n]["gflops"] for n in peers}, "peak": the_peak.gflops}
+            row |= {
+                "ratio": ratio,
+                "peers": {n: r[n]["gflops"] for n in peers_of[op]},
+                "peak": the_peak.gflops,
+            }
             rows.append(row)
             best_text = f"{best} {theirs[best]:.0f}" if best else "-"
             best_util = f"{100 * theirs[best] / the_peak.gflops:4.0f}%" if best else "    -"
             flags = "" if row["ok"] else "  (ours: verification FAILED)"
-            flags += "".join(f"  ({n}: wrong answer)" for n in peers if not r[n]["ok"])
+            flags += "".join(f"  ({n}: wrong answer)" for n in peers_of[op] if not r[n]["ok"])
             every = " ".join(f"{n} {v:.0f}" for n, v in row["peers"].items())
             print(
-                f"{row['shape']:>16} {ours:9.0f} {100 * ours / the_peak.gflops:4.0f}% {best_text:>20} "
+                f"{row['shape']:>26} {ours:9.0f} {100 * ours / the_peak.gflops:4.0f}% {best_text:>20} "
                 f"{best_util} "
                 f"{ratio:9.2f}  {every}{flags}",
                 flush=True,
@@ -116,7 +163,7 @@ def main() -> int:
         head = ["shape", "threads", "ours GFLOPS", "ours % peak", *peers, "best peer", "ours / best"]
         table = [
             [r["shape"], threads, f"{r['ours']:.0f}", f"{100 * r['ours'] / r['peak']:.0f}%"]
-            + [f"{r['peers'][n]:.0f}" for n in peers]
+            + [f"{r['peers'][n]:.0f}" if n in r["peers"] else "-" for n in peers]
             + [r["best"] or "-", f"{r['ratio']:.2f}"]
             for r in rows
         ]

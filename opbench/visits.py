@@ -281,7 +281,7 @@ def first_visit(
         case.details = prepared.details
         if reference is not None:
             # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
-            acc = prepared.details.get("accumulate") or st.backend.accumulate.get(dtype, dtype)
+            acc = prepared.details.get("accumulate") or st.backend.accumulation(key, dtype)
             output = prepared.output()
             with verify_threads(op.verify_cost_flops(shape)):
                 result = op.check(shape, output, inputs, reference(), dtype, acc)

@@ -85,7 +85,7 @@ def test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason(
         assert UNSUPPORTED.search(str(e)), f"{backend.name} {case_name} {dtype}: {e}"
         return
     assert isinstance(case.details, dict)
-    acc = case.details.get("accumulate") or backend.accumulate.get(dtype, dtype)
+    acc = case.details.get("accumulate") or backend.accumulation(op_name, dtype)
     result = op.check(shape, case.output(), inputs, op.reference(shape, inputs), dtype, acc)
     assert result["ok"], f"{backend.name} {op_name} {dtype}: {result}"
     seconds = case.run(2)

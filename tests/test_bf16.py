@@ -1,5 +1,6 @@
-"""bf16 GEMM (issue 20): our kernels against float64 on odd and round shapes, on every ISA (each also forced
-by OPBENCH_ISA), the AVX512-BF16 kernel where the CPU has it, its peak loop, and bf16 through a sweep."""
+"""bf16 (issue 20): our GEMM, conv2d and recurrent layers against float64 on odd and round shapes, on every
+ISA (each also forced by OPBENCH_ISA), the AVX512-BF16 kernel where the CPU has it, its peak loop, and bf16
+through a sweep."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -15,7 +17,8 @@ import pytest
 
 from opbench import _core, kernels
 from opbench.dtypes import parse_dtypes
-from opbench.ops import gemm
+from opbench.ops import conv, gemm, gru, lstm, rnn
+from opbench.ops.numerics import compare
 
 BF16 = ml_dtypes.bfloat16
 ISAS = kernels.available_isas()
@@ -71,12 +74,140 @@ def test_bf16_gemm_is_exact_on_small_integers(isa: str, mnk_tiles: tuple[tuple[i
         np.testing.assert_array_equal(out.astype(np.float64), exact)
 
 
+# n, c, h, w, k, r, s and geometry: 1x1 (x read as the GEMM's B on a plane of 2048 pixels or more, else
+# as patch rows), padding, strides, dilation, groups (depthwise too), patches in W's order (no more pixels
+# than filters), primes and non-multiples of the tiles in every GEMM dimension.
+CONV_SHAPES = [
+    dict(n=1, c=1, h=1, w=1, k=1, r=1, s=1),
+    dict(n=2, c=7, h=5, w=9, k=13, r=1, s=1),
+    dict(n=1, c=5, h=47, w=45, k=19, r=1, s=1),
+    dict(n=1, c=5, h=3, w=4, k=40, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=2, c=6, h=5, w=5, k=48, r=3, s=3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=2),
+    dict(n=2, c=5, h=11, w=13, k=17, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=1, c=6, h=17, w=15, k=31, r=3, s=5, stride_h=2, stride_w=3, pad_h=2, pad_w=1),
+    dict(n=1, c=4, h=19, w=19, k=33, r=3, s=3, dil_h=2, dil_w=3, pad_h=3, pad_w=2),
+    dict(n=2, c=8, h=9, w=10, k=12, r=3, s=3, pad_h=1, pad_w=1, groups=4),
+    dict(n=1, c=6, h=8, w=8, k=6, r=3, s=3, pad_h=1, pad_w=1, groups=6),
+    dict(n=1, c=64, h=14, w=14, k=64, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=1, c=3, h=5, w=6, k=2, r=5, s=5),
+]
+
+
+def _conv_args(shape: conv.ConvShape) -> dict[str, Any]:
+    return dict(
+        stride=(shape.stride_h, shape.stride_w),
+        padding=(shape.pad_h, shape.pad_w),
+        dilation=(shape.dil_h, shape.dil_w),
+        groups=shape.groups,
+    )
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("fields", CONV_SHAPES, ids=lambda f: "-".join(f"{k}{v}" for k, v in f.items()))
+def test_bf16_conv2d_is_within_the_float64_bound(isa: str, fields: dict[str, int]) -> None:
+    shape = conv.shape_from_case(fields)
+    inputs = conv.make_inputs(shape, "bf16", 9)
+    ref = conv.reference(shape, inputs)
+    for tiles in ({}, {"tile_m": 5, "tile_n": 40, "tile_k": 7}):
+        for threads in (1, 2):
+            plan = kernels.prepare_conv2d(
+                inputs["x"], inputs["w"], threads=threads, isa=isa, **tiles, **_conv_args(shape)
+            )
+            out = plan.output()
+            assert out.dtype == np.dtype(BF16)
+            result = conv.check(shape, out, inputs, ref, "bf16", "fp32")
+            assert result["ok"], (isa, fields, tiles, threads, result)
+            assert "bf16" in plan.tiles()["path"]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_bf16_conv2d_is_exact_on_small_integers(isa: str) -> None:
+    """{-1, 0, 1} inputs (sums below 256, exact in bf16): a tap read from the wrong place, padding that is not
+    zero or a product dropped by an odd K block shows as an error of at least 1."""
+    rng = np.random.default_rng(4)
+    for fields in CONV_SHAPES:
+        shape = conv.shape_from_case(fields)
+        x = _ternary(rng, (shape.n * shape.c, shape.h * shape.w)).reshape(shape.n, shape.c, shape.h, shape.w)
+        w = _ternary(rng, (shape.k, shape.c // shape.groups * shape.r * shape.s)).reshape(
+            shape.k, shape.c // shape.groups, shape.r, shape.s
+        )
+        exact = conv.conv64(shape, x.astype(np.float64), w.astype(np.float64))
+        assert np.abs(exact).max() <= 256
+        out = kernels.conv2d(x, w, threads=2, isa=isa, tile_k=7, **_conv_args(shape))
+        np.testing.assert_array_equal(out.astype(np.float64), exact)
+
+
+# (seq_len, batch, input_size, hidden): 1, primes, non-multiples of 14, 32, 4, 16 and 2; more than one K
+# block and N block of the recurrent product with the odd tiles below.
+RECURRENT_SHAPES = [
+    (1, 1, 1, 1),
+    (3, 2, 5, 7),
+    (5, 3, 17, 23),
+    (4, 13, 33, 31),
+    (2, 64, 64, 64),
+    (3, 20, 100, 129),
+]
+RECURRENT_TILES = [{}, {"tile_m": 5, "tile_n": 40, "tile_k": 7}]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("op", [lstm, gru, rnn], ids=lambda m: m.NAME)
+def test_bf16_recurrent_layers_are_within_the_float64_bound(isa: str, op: Any) -> None:
+    """h and c come back in bf16; the gates and the state stay fp32 in our kernels ("fp32" cells), W_hh is
+    packed once in pairs for all steps (an odd tile_k pads every K block to a pair)."""
+    for t, b, i, h in RECURRENT_SHAPES:
+        shape = op.shape_from_case({"seq_len": t, "batch": b, "input_size": i, "hidden": h})
+        inputs = op.make_inputs(shape, "bf16", 5)
+        ref = op.reference(shape, inputs)
+        for tiles in RECURRENT_TILES:
+            for threads in (1, 2):
+                out = op.plan(shape, inputs, tiles, threads, isa).output()
+                result = op.check(shape, out, inputs, ref, "bf16", "fp32")
+                assert result["ok"], (isa, shape, tiles, threads, result)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("tiles", RECURRENT_TILES, ids=["model", "odd-tiles"])
+def test_the_bf16_recurrent_product_is_exact_on_small_integers(isa: str, tiles: dict) -> None:
+    """A ReLU RNN on sparse {-1, 0, 1} inputs and weights: every pre-activation and h is an integer of
+    magnitude at most 256, exact in fp32 and in bf16, so a product dropped or doubled by the W_hh packed
+    once (odd K blocks, several N blocks) changes an output by at least 1."""
+    rng = np.random.default_rng(3)
+    t, b, i, h = 3, 5, 9, 70
+
+    def sparse(*size: int) -> np.ndarray:
+        return (rng.integers(-1, 2, size=size) * (rng.random(size) < 0.3)).astype(np.float64)
+
+    x, w_ih, w_hh, h0 = sparse(t, b, i), sparse(h, i), sparse(h, h), sparse(b, h)
+    zeros = np.zeros(h)
+    states, hs = [], h0
+    for step in range(t):
+        hs = np.maximum(x[step] @ w_ih.T + hs @ w_hh.T, 0.0)
+        states.append(hs)
+    exact = np.stack(states)
+    assert np.abs(exact).max() <= 256
+    args = [a.astype(BF16) for a in (x, w_ih, w_hh, zeros, zeros, h0)]
+    for threads in (1, 2):
+        plan = kernels.prepare_rnn(*args, nonlinearity="relu", threads=threads, isa=isa, **tiles)
+        y, h_n = plan.output()
+        np.testing.assert_array_equal(y.astype(np.float64), exact)
+        np.testing.assert_array_equal(h_n.astype(np.float64), exact[-1])
+
+
+def test_an_output_in_another_format_than_the_case_dtype_is_a_wrong_answer() -> None:
+    """A layer that quietly computes a bf16 case in fp32 returns float32: no bf16 bound may pass it."""
+    ref = np.ones((2, 2))
+    result = compare({"y": ref.astype(np.float32)}, {"y": ref}, {"y": np.ones((2, 2))}, "bf16")
+    assert not result["ok"] and "float32, not bfloat16" in result["reason"]
+    assert compare({"y": ref.astype(BF16)}, {"y": ref}, {"y": np.ones((2, 2))}, "bf16")["ok"]
+
+
 @pytest.mark.parametrize("isa", ISAS)
 def test_opbench_isa_forces_the_bf16_kernels(isa: str) -> None:
     script = """
 import numpy as np
 from opbench import kernels
-from opbench.ops import gemm
+from opbench.ops import conv, gemm, lstm
 assert kernels.cpu_features()["selected_isa"] == ISA
 s = gemm.GemmShape(37, 45, 99)
 i = gemm.make_inputs(s, "bf16", 3)
@@ -84,7 +215,22 @@ plan = kernels.prepare_gemm(i["a"], i["b"], threads=2)
 assert plan.tiles()["isa"] == ISA
 print(plan.tiles()["kernel"])
 assert gemm.check(s, plan.output(), i, gemm.reference(s, i), "bf16", "fp32")["ok"]
+c = conv.shape_from_case(dict(n=1, c=5, h=9, w=11, k=19, r=3, s=3, pad_h=1, pad_w=1))
+i = conv.make_inputs(c, "bf16", 3)
+plan = kernels.prepare_conv2d(i["x"], i["w"], padding=1, threads=2)
+assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
+assert conv.check(c, plan.output(), i, conv.reference(c, i), "bf16", "fp32")["ok"]
+r = lstm.shape_from_case(dict(seq_len=3, batch=5, input_size=7, hidden=13))
+i = lstm.make_inputs(r, "bf16", 3)
+plan = lstm.plan(r, i, {}, 2)
+assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
+assert lstm.check(r, plan.output(), i, lstm.reference(r, i), "bf16", "fp32")["ok"]
 """.replace("ISA", repr(isa))
+    script = "KERNELS = set()\n" + script.replace(
+        'print(plan.tiles()["kernel"])',
+        'print(plan.tiles()["kernel"]); KERNELS.add(plan.tiles()["kernel"])',
+        1,
+    )
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "OPBENCH_ISA": isa}
     )
@@ -114,7 +260,9 @@ def test_the_bf16_dot_product_peak_is_measured_on_its_own_unit() -> None:
 def test_bf16_inputs_are_refused_where_our_kernels_have_none() -> None:
     x = np.ones((1, 2, 5, 5), dtype=BF16)
     with pytest.raises(ValueError, match="unsupported dtype bfloat16"):
-        kernels.conv2d(x, np.ones((3, 2, 3, 3), dtype=BF16))
+        kernels.conv2d_backward(x, np.ones((3, 2, 3, 3), dtype=BF16), np.ones((1, 3, 3, 3), dtype=BF16))
+    with pytest.raises(ValueError, match="w must have the dtype of x"):
+        kernels.conv2d(x, np.ones((3, 2, 3, 3), dtype=np.float32))
     with pytest.raises(ValueError, match="same dtype"):
         kernels.gemm(np.ones((2, 2), dtype=BF16), np.ones((2, 2), dtype=np.float32))
     with pytest.raises(ValueError, match="accumulate='fp16' needs float16 inputs, got bfloat16"):

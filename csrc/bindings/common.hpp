@@ -50,12 +50,9 @@ inline std::string shape_str(const py::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-// bf16 (ml_dtypes.bfloat16, a numpy dtype of kind 'V' named "bfloat16") only where allow_bf16: gemm.
-inline Matrix matrix(const py::array& a, const char* name, bool allow_bf16 = false) {
-  if (a.ndim() != 2) {
-    throw py::value_error(std::string(name) + " must be a 2-D array, got " + std::to_string(a.ndim()) +
-                          "-D with shape " + shape_str(a));
-  }
+// An array's element type: float32, float16, and bf16 (ml_dtypes.bfloat16, a numpy dtype of kind 'V' named
+// "bfloat16") only where allow_bf16 (the forward GEMM and recurrent layers); native byte order.
+inline Dtype array_dtype(const py::array& a, const char* name, bool allow_bf16) {
   const py::dtype dt = a.dtype();
   const std::string dt_name = py::str(dt).cast<std::string>();
   Dtype dtype;
@@ -69,8 +66,19 @@ inline Matrix matrix(const py::array& a, const char* name, bool allow_bf16 = fal
     throw py::value_error(std::string(name) + " has unsupported dtype " + dt_name +
                           (allow_bf16 ? " (expected float32, float16 or bfloat16)" : " (expected float32 or float16)"));
   }
-  const char order = dt.attr("byteorder").cast<std::string>()[0];
-  if (order == '>') throw py::value_error(std::string(name) + " is big-endian; convert it to native byte order");
+  if (dt.attr("byteorder").cast<std::string>()[0] == '>') {
+    throw py::value_error(std::string(name) + " is big-endian; convert it to native byte order");
+  }
+  return dtype;
+}
+
+inline Matrix matrix(const py::array& a, const char* name, bool allow_bf16 = false) {
+  if (a.ndim() != 2) {
+    throw py::value_error(std::string(name) + " must be a 2-D array, got " + std::to_string(a.ndim()) +
+                          "-D with shape " + shape_str(a));
+  }
+  const py::dtype dt = a.dtype();
+  const Dtype dtype = array_dtype(a, name, allow_bf16);
   if (a.shape(0) < 1 || a.shape(1) < 1) {
     throw py::value_error(std::string(name) + " must have at least one row and one column, got shape " + shape_str(a));
   }
@@ -98,24 +106,13 @@ struct Tensor {
   int64_t itemsize;
 };
 
-inline Tensor tensor(const py::array& a, const char* name, int ndim) {
+inline Tensor tensor(const py::array& a, const char* name, int ndim, bool allow_bf16 = false) {
   if (a.ndim() != ndim) {
     throw py::value_error(std::string(name) + " must be a " + std::to_string(ndim) + "-D array, got " +
                           std::to_string(a.ndim()) + "-D with shape " + shape_str(a));
   }
   const py::dtype dt = a.dtype();
-  Dtype dtype;
-  if (dt.kind() == 'f' && dt.itemsize() == 4) {
-    dtype = Dtype::f32;
-  } else if (dt.kind() == 'f' && dt.itemsize() == 2) {
-    dtype = Dtype::f16;
-  } else {
-    throw py::value_error(std::string(name) + " has unsupported dtype " + py::str(dt).cast<std::string>() +
-                          " (expected float32 or float16)");
-  }
-  if (dt.attr("byteorder").cast<std::string>()[0] == '>') {
-    throw py::value_error(std::string(name) + " is big-endian; convert it to native byte order");
-  }
+  const Dtype dtype = array_dtype(a, name, allow_bf16);
   std::vector<int64_t> shape(a.shape(), a.shape() + ndim);
   for (int64_t d : shape) {
     if (d < 1) throw py::value_error(std::string(name) + " has an empty dimension: shape " + shape_str(a));
@@ -163,7 +160,7 @@ inline py::array new_output(const py::dtype& dt, const std::vector<int64_t>& sha
 inline py::array output_like(const py::array& like, const std::vector<int64_t>& shape, std::optional<py::array> out,
                       const char* name, Dtype dtype) {
   if (!out) return new_output(like.dtype(), shape);
-  const Tensor t = tensor(*out, name, static_cast<int>(shape.size()));
+  const Tensor t = tensor(*out, name, static_cast<int>(shape.size()), dtype == Dtype::bf16);
   if (t.dtype != dtype) throw py::value_error(std::string(name) + " must have the input dtype");
   expect_shape(t, *out, name, shape, "the operator's output shape");
   if (!out->writeable()) throw py::value_error(std::string(name) + " is read-only");
@@ -281,16 +278,17 @@ inline RnnMode rnn_mode(const std::string& cell) {
 // mode, dims, dtype and input pointers (c0 for the LSTM only); outputs are the caller's.
 inline RnnProblem rnn_problem(const std::string& cell, const py::array& x, const py::array& w_ih,
                               const py::array& w_hh, const py::array& b_ih, const py::array& b_hh,
-                              const py::array& h0, const std::optional<py::array>& c0) {
+                              const py::array& h0, const std::optional<py::array>& c0, bool allow_bf16 = false) {
   const RnnMode mode = rnn_mode(cell);
   const bool lstm = mode == RnnMode::lstm;
   if (lstm != c0.has_value()) {
     throw py::value_error(lstm ? "the LSTM needs c0 (batch x hidden)" : "c0 is the LSTM's cell state; a " + cell +
                                                                              " cell has none");
   }
-  const Tensor tx = tensor(x, "x", 3), twi = tensor(w_ih, "w_ih", 2), twh = tensor(w_hh, "w_hh", 2);
-  const Tensor tbi = tensor(b_ih, "b_ih", 1), tbh = tensor(b_hh, "b_hh", 1);
-  const Tensor th = tensor(h0, "h0", 2);
+  const bool bf = allow_bf16;
+  const Tensor tx = tensor(x, "x", 3, bf), twi = tensor(w_ih, "w_ih", 2, bf), twh = tensor(w_hh, "w_hh", 2, bf);
+  const Tensor tbi = tensor(b_ih, "b_ih", 1, bf), tbh = tensor(b_hh, "b_hh", 1, bf);
+  const Tensor th = tensor(h0, "h0", 2, bf);
   const int64_t T = tx.shape[0], B = tx.shape[1], I = tx.shape[2], gates = rnn_gates(mode);
   const std::string order = lstm ? "i, f, g, o" : mode == RnnMode::gru ? "r, z, n" : "";
   const std::string G_text = gates == 1 ? "hidden" : std::to_string(gates) + " * hidden";
@@ -309,7 +307,7 @@ inline RnnProblem rnn_problem(const std::string& cell, const py::array& x, const
   }
   std::optional<Tensor> tc;
   if (lstm) {
-    tc = tensor(*c0, "c0", 2);
+    tc = tensor(*c0, "c0", 2, bf);
     expect_shape(*tc, *c0, "c0", {B, H}, "batch x hidden");
     expect_dtype(*tc, tx, "c0", "x");
   }

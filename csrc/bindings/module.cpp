@@ -32,18 +32,31 @@ namespace {
 using namespace opbench::bind;
 
 
+// A k pair of bf16 panels takes the bytes of one k of fp32 panels: the model's K block holds twice the k.
+Blocking bf16_pairs_blocking(Blocking blk, bool bf16_in) {
+  if (bf16_in && blk.kc_from_model) blk.kc *= 2;
+  return blk;
+}
+
 Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Pair padding,
                Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
                std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
-  const Tensor tx = tensor(x, "x", 4), tw = tensor(w, "w", 4);
+  const Tensor tx = tensor(x, "x", 4, true), tw = tensor(w, "w", 4, true);
   ConvProblem p = conv_problem(tx, tw, w, stride, padding, dilation, groups);
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
-  const Blocking blk = resolve_conv_blocking(
-      ks, p, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")}, threads);
+  const bool bf16_in = p.dtype == Dtype::bf16;
+  // bf16 runs the bf16 GEMM on a written-out im2col (conv2d_bf16.cpp): the GEMM's blocking.
+  const Blocking blk =
+      bf16_in ? bf16_pairs_blocking(blocking_for(ks, tile_m, tile_n, tile_k), true)
+              : resolve_conv_blocking(
+                    ks, p, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")},
+                    threads);
   const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
   const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.itemsize, "output size");
-  check_alloc(checked::add(conv2d_workspace_bytes(ks, p, blk, threads), y_bytes, "conv2d"), "conv2d");
+  const int64_t workspace =
+      bf16_in ? conv2d_bf16_workspace_bytes(ks, p, blk, threads) : conv2d_workspace_bytes(ks, p, blk, threads);
+  check_alloc(checked::add(workspace, y_bytes, "conv2d"), "conv2d");
   py::array y = output_like(x, y_shape, std::move(out), "out", p.dtype);
   p.x = tx.data;
   p.w = tw.data;
@@ -53,6 +66,15 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   plan.keep = py::make_tuple(x, w, y);
   plan.result = y;
   plan.call = [&ks, p, blk, threads] { conv2d(ks, p, blk, static_cast<int>(threads)); };
+  if (bf16_in) {
+    const Bf16Kernels& bk = bf16_kernels(ks);
+    plan.tiles = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
+    plan.tiles["gemm_m"] = p.k / p.groups;
+    plan.tiles["gemm_n"] = p.out_h() * p.out_w();
+    plan.tiles["gemm_k"] = (p.c / p.groups) * p.r * p.s;
+    plan.tiles["path"] = conv2d_bf16_path(p);
+    return plan;
+  }
   plan.tiles = tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blk);
   const ConvGemmDims dims = conv_gemm_dims(ks, p);
   plan.tiles["gemm_m"] = dims.m;
@@ -72,14 +94,15 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
               std::optional<py::array> y, std::optional<py::array> h_n, std::optional<py::array> c_n,
               std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
               int64_t threads, const std::string& isa) {
-  RnnProblem p = rnn_problem(cell, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
+  RnnProblem p = rnn_problem(cell, x, w_ih, w_hh, b_ih, b_hh, h0, c0, true);
   const bool lstm = p.mode == RnnMode::lstm;
-  const Tensor tx = tensor(x, "x", 3);
+  const Tensor tx = tensor(x, "x", 3, true);
   const int64_t T = p.seq_len, B = p.batch, H = p.hidden;
   if (!lstm && c_n) throw py::value_error("c_n is the LSTM's final cell state; a " + cell + " cell has none");
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
-  const Blocking blk = blocking_for(ks, tile_m, tile_n, tile_k);
+  const bool bf16_in = p.dtype == Dtype::bf16;
+  const Blocking blk = bf16_pairs_blocking(blocking_for(ks, tile_m, tile_n, tile_k), bf16_in);
   const int64_t item = tx.itemsize;
   const int64_t outputs = checked::add(y ? 0 : array_bytes({T, B, H}, item, "y size"),
                                        (h_n ? 0 : B * H * item) + (c_n || !lstm ? 0 : B * H * item), "outputs");
@@ -100,7 +123,12 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   }
   const RnnKernels& rnn = rnn_kernels(ks);
   plan.call = [&ks, &rnn, p, blk, threads] { rnn_forward(ks, rnn, p, blk, static_cast<int>(threads)); };
-  plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+  if (bf16_in) {
+    const Bf16Kernels& bk = bf16_kernels(ks);
+    plan.tiles = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
+  } else {
+    plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+  }
   return plan;
 }
 
@@ -134,9 +162,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   const Bf16Kernels* bf16 = bf16_in ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  Blocking blocking = blocking_for(tk, tile_m, tile_n, tile_k);
-  // A k pair of bf16 panels takes the bytes of one k of fp32 panels: the model's K block holds twice the k.
-  if (bf16_in && blocking.kc_from_model) blocking.kc *= 2;
+  Blocking blocking = bf16_pairs_blocking(blocking_for(tk, tile_m, tile_n, tile_k), bf16_in);
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = *small_m;

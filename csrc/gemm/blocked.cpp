@@ -84,10 +84,17 @@ bool prefer_narrow(const KernelSet& ks, int64_t n) {
   return ks.narrow != nullptr && 4 * round_up(n, ks.narrow->nr) <= 3 * round_up(n, ks.nr);
 }
 
-// Where the (jc, pc) block of B starts in a pack_b_all() buffer: blocks in loop order, each kb x
-// round_up(nb, NR) floats (every block but the last of a loop is full).
-int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc, int64_t nr) {
-  return (jc / nc) * k * round_up(nc, nr) + pc * round_up(nb, nr);
+// Panel rows of K = k split in blocks of kc, each block's k rounded up to a whole panel row of `step` k (1
+// for fp32 panels, 2 for bf16 pairs).
+int64_t packed_depth(int64_t k, int64_t kc, int64_t step) {
+  return k / kc * round_up(kc, step) + round_up(k % kc, step);
+}
+
+// Where the (jc, pc) block of B starts in a pack_b_all() buffer (elements): blocks in loop order, each
+// depth(kb) x round_up(nb, NR) (every block but the last of a loop is full).
+int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc, int64_t kc, int64_t nr,
+                      int64_t step) {
+  return (jc / nc) * packed_depth(k, kc, step) * round_up(nc, nr) + pc / kc * round_up(kc, step) * round_up(nb, nr);
 }
 
 // Where element (pc, col) of B is in p.b (elements), B given as is or as B^T.
@@ -130,41 +137,13 @@ int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr, int6
 
 const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
 
-bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) { return !small_never_packs_b(ks, p); }
-
-int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
-  const KernelSet& tk = tile_kernels(ks, p.n);
-  const int64_t nc = gemm_block_n(p, blk, tk.nr);
-  return p.k * (p.n / nc * round_up(nc, tk.nr) + (p.n % nc ? round_up(p.n % nc, tk.nr) : 0));
-}
-
-void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, float* dst, int threads) {
-  const KernelSet& tk = tile_kernels(ks, p.n);
-  const int64_t NR = tk.nr, nc = gemm_block_n(p, blk, tk.nr), kc = std::min(blk.kc, p.k);
-  const int64_t panels = ceil_div(p.n, NR) * ceil_div(p.k, kc);  // (an upper bound with ragged nc blocks)
-  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, panels)));
-  ThreadPool::instance().run(threads, [&](int tid) {
-    int64_t item = 0;  // micro-panels dealt round-robin
-    for (int64_t jc = 0; jc < p.n; jc += nc) {
-      const int64_t nb = std::min(nc, p.n - jc);
-      for (int64_t pc = 0; pc < p.k; pc += kc) {
-        const int64_t kb = std::min(kc, p.k - pc);
-        float* block = dst + packed_offset(jc, pc, nb, p.k, nc, NR);
-        for (int64_t q = 0; q * NR < nb; ++q, ++item) {
-          if (item % threads != tid) continue;
-          pack_b_panel(tk, p, pc, kb, jc + q * NR, std::min(NR, nb - q * NR), block + q * kb * NR);
-        }
-      }
-    }
-  });
-}
-
 namespace {
 
 // A register tile's kernels as the blocked loops see them: packed panels of Elem, a micro-kernel that adds
 // into fp32 C, and where B was packed ahead of time (if it was).
 struct F32Tile {
   using Elem = float;
+  static constexpr int64_t kStep = 1;  // k per panel row
   const KernelSet& ks;
   int64_t mr() const { return ks.mr; }
   int64_t nr() const { return ks.nr; }
@@ -185,17 +164,18 @@ struct F32Tile {
   void ukernel(int64_t kb, const float* a, const float* b, float* c, int64_t ldc, bool acc, int m, int n) const {
     ks.gemm.ukernel(kb, a, b, c, ldc, acc, m, n);
   }
-  const float* prepacked(const GemmProblem& p) const { return p.b_packed; }
+  const float* prepacked(const GemmProblem& p) const { return static_cast<const float*>(p.b_packed); }
 };
 
 // Panels of halves for a kernel table with pack_a, pack_b, pack_bt and ukernel on uint16_t panels (inputs are
-// 2-byte; nothing is packed ahead of time). A panel row holds kKStep of k: a panel of kb of K has kb rounded
-// up to kKStep rows of k.
-// - F16AccTile: fp16 panels for the fp16-accumulating micro-kernel, one k per row.
-// - Bf16Tile: bf16 panels in pairs for the bf16 kernels, so ceil(kb / 2) rows of twice the halves.
+// 2-byte). A panel row holds kKStep of k: a panel of kb of K has kb rounded up to kKStep rows of k.
+// - F16AccTile: fp16 panels for the fp16-accumulating micro-kernel, one k per row (never packed ahead).
+// - Bf16Tile: bf16 panels in pairs for the bf16 kernels, so ceil(kb / 2) rows of twice the halves; B may be
+//   packed ahead of time (pack_b_all).
 template <class Kernels, int64_t kKStep>
 struct HalvesTile {
   using Elem = uint16_t;
+  static constexpr int64_t kStep = kKStep;
   const Kernels& k;
   int64_t mr() const { return k.mr; }
   int64_t nr() const { return k.nr; }
@@ -209,10 +189,45 @@ struct HalvesTile {
   void ukernel(int64_t kb, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, bool acc, int m, int n) const {
     k.ukernel(kb, a, b, c, ldc, acc, m, n);
   }
-  const uint16_t* prepacked(const GemmProblem&) const { return nullptr; }
+  const uint16_t* prepacked(const GemmProblem& p) const { return static_cast<const uint16_t*>(p.b_packed); }
 };
 using F16AccTile = HalvesTile<F16AccKernels, 1>;
 using Bf16Tile = HalvesTile<Bf16Kernels, 2>;
+
+// The N block of the blocked loops for this tile (B's packed panels take sizeof(Elem) bytes per element).
+template <class Tile>
+int64_t tile_block_n(const Tile& tile, const GemmProblem& p, const Blocking& blk) {
+  return gemm_block_n(p, blk, tile.nr(), sizeof(typename Tile::Elem));
+}
+
+// Elements of B packed whole (pack_b_all): every (jc, pc) block, in the blocked loops' order.
+template <class Tile>
+int64_t packed_b_elems(const Tile& tile, const GemmProblem& p, const Blocking& blk) {
+  const int64_t NR = tile.nr(), nc = tile_block_n(tile, p, blk), kc = std::min(blk.kc, p.k);
+  const int64_t cols = p.n / nc * round_up(nc, NR) + (p.n % nc ? round_up(p.n % nc, NR) : 0);
+  return packed_depth(p.k, kc, Tile::kStep) * cols;
+}
+
+template <class Tile>
+void pack_b_whole(const Tile& tile, const GemmProblem& p, const Blocking& blk, typename Tile::Elem* dst, int threads) {
+  const int64_t NR = tile.nr(), nc = tile_block_n(tile, p, blk), kc = std::min(blk.kc, p.k);
+  const int64_t panels = ceil_div(p.n, NR) * ceil_div(p.k, kc);  // (an upper bound with ragged nc blocks)
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, panels)));
+  ThreadPool::instance().run(threads, [&](int tid) {
+    int64_t item = 0;  // micro-panels dealt round-robin
+    for (int64_t jc = 0; jc < p.n; jc += nc) {
+      const int64_t nb = std::min(nc, p.n - jc);
+      for (int64_t pc = 0; pc < p.k; pc += kc) {
+        const int64_t kb = std::min(kc, p.k - pc), kd = tile.depth(kb);
+        auto* block = dst + packed_offset(jc, pc, nb, p.k, nc, kc, NR, Tile::kStep);
+        for (int64_t q = 0; q * NR < nb; ++q, ++item) {
+          if (item % threads != tid) continue;
+          tile.pack_b(p, pc, kb, jc + q * NR, std::min(NR, nb - q * NR), block + q * kd * NR);
+        }
+      }
+    }
+  });
+}
 
 constexpr int64_t kPackRows = 64;  // even: a chunk of B's rows starts on a pair
 
@@ -222,7 +237,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   using Elem = typename Tile::Elem;
   const int64_t MR = tile.mr(), NR = tile.nr();
   const int64_t mc = std::min(blk.mc, p.m);
-  const int64_t nc = gemm_block_n(p, blk, NR, p.in_dtype == Dtype::bf16 ? 2 : 4);
+  const int64_t nc = tile_block_n(tile, p, blk);
   const int64_t kc = std::min(blk.kc, p.k);
   const bool f16 = p.out_dtype != Dtype::f32;  // fp16 or bf16: output goes through an fp32 workspace
 
@@ -260,7 +275,8 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
       for (int64_t pc = 0; pc < p.k; pc += kc) {
         const int64_t kb = std::min(kc, p.k - pc), kd = tile.depth(kb);
-        const Elem* b_block = prepacked != nullptr ? prepacked + packed_offset(jc, pc, nb, p.k, nc, NR) : b_panel;
+        const Elem* b_block =
+            prepacked != nullptr ? prepacked + packed_offset(jc, pc, nb, p.k, nc, kc, NR, Tile::kStep) : b_panel;
         if (prepacked == nullptr) {
           // All threads pack this B panel together, one NR-column micro-panel at a time.
           int64_t pk_lo, pk_hi;
@@ -319,8 +335,8 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     return;
   }
   if (p.in_dtype == Dtype::bf16) {
-    // Validated by the caller: A as is, B not prepacked, fp32 accumulation. Every shape takes the blocked
-    // loops (the small-shape paths read fp32 or fp16).
+    // Validated by the caller: A as is, fp32 accumulation. Every shape takes the blocked loops (the
+    // small-shape paths read fp32 or fp16); B may be packed ahead (pack_b_all).
     blocked(Bf16Tile{bf16_kernels(ks)}, ks, p, blk, threads);
     return;
   }
@@ -332,10 +348,27 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
   blocked(F32Tile{ks}, ks, p, blk, threads);
 }
 
+bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
+  return p.in_dtype == Dtype::bf16 || !small_never_packs_b(ks, p);
+}
+
+int64_t packed_b_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
+  if (p.in_dtype == Dtype::bf16) return packed_b_elems(Bf16Tile{bf16_kernels(ks)}, p, blk) * 2;
+  return packed_b_elems(F32Tile{tile_kernels(ks, p.n)}, p, blk) * 4;
+}
+
+void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, void* dst, int threads) {
+  if (p.in_dtype == Dtype::bf16) {
+    pack_b_whole(Bf16Tile{bf16_kernels(ks)}, p, blk, static_cast<uint16_t*>(dst), threads);
+  } else {
+    pack_b_whole(F32Tile{tile_kernels(ks, p.n)}, p, blk, static_cast<float*>(dst), threads);
+  }
+}
+
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.accumulation == Accumulation::f16) return "blocked, fp16 accumulation";
   if (p.in_dtype == Dtype::bf16) {
-    return "blocked, bf16 pairs";
+    return p.b_packed != nullptr ? "blocked, bf16 pairs, B packed once" : "blocked, bf16 pairs";
   }
   if (const char* small = small_path(ks, p, blk)) return small;
   const KernelSet& tk = tile_kernels(ks, p.n);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "opbench/aligned.hpp"
+#include "opbench/bf16.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
@@ -14,7 +15,14 @@ namespace opbench {
 namespace {
 
 float load(Dtype dt, const void* base, int64_t i) {
-  return dt == Dtype::f16 ? half_to_float(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+  switch (dt) {
+    case Dtype::f16:
+      return half_to_float(static_cast<const uint16_t*>(base)[i]);
+    case Dtype::bf16:
+      return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+    default:
+      return static_cast<const float*>(base)[i];
+  }
 }
 
 // Gate pre-activations z (m x g, fp32) += a (m x k) * w^T, w in PyTorch's layout (g x k): the shape of both
@@ -84,10 +92,13 @@ RnnSavedSizes rnn_saved_floats(const RnnProblem& p) {
 }
 
 void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p, const Blocking& blk, int threads) {
-  static thread_local AlignedBuffer gates_buffer, state_buffer, gh_buffer, w_hh_buffer;
+  static thread_local AlignedBuffer gates_buffer, state_buffer, gh_buffer, w_hh_buffer, h_buffer;
   const int64_t T = p.seq_len, B = p.batch, I = p.input_size, H = p.hidden, G = rnn_gates(p.mode) * H;
   const bool f16 = p.dtype == Dtype::f16, gru = p.mode == RnnMode::gru, lstm = p.mode == RnnMode::lstm;
-  const int64_t elem = f16 ? 2 : 4;
+  // bf16: the cells write h in fp32 to h_f32 (B x H), and each thread rounds its share to bf16 into y.
+  const bool bf16 = p.dtype == Dtype::bf16;
+  const int64_t elem = f16 || bf16 ? 2 : 4;
+  float* h_f32 = bf16 ? static_cast<float*>(h_buffer.reserve(static_cast<size_t>(B * H) * sizeof(float))) : nullptr;
   const RnnSaved* save = (lstm || gru) ? p.save : nullptr;  // the Elman cell's backward needs only y
   float* gates = save != nullptr ? save->gates
                                  : static_cast<float*>(gates_buffer.reserve(static_cast<size_t>(T * B * G) * sizeof(float)));
@@ -118,12 +129,11 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
   const int cell_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, by_rows ? B : col_blocks)));
 
   // The recurrent product h_{t-1} * W_hh^T multiplies by the same W_hh at every step: pack it once per call
-  // (fp16 widened on the way) instead of once per step.
+  // (fp16 widened on the way, bf16 in pairs) instead of once per step.
   GemmProblem rec = gates_product(p.dtype, nullptr, p.w_hh, nullptr, B, H, G);  // a, c set per step
   rec.accumulate = !gru;
   if (T > 1 && gemm_packs_b(ks, rec)) {
-    auto* packed = static_cast<float*>(
-        w_hh_buffer.reserve(static_cast<size_t>(packed_b_floats(ks, rec, blk)) * sizeof(float)));
+    void* packed = w_hh_buffer.reserve(static_cast<size_t>(packed_b_bytes(ks, rec, blk)));
     pack_b_all(ks, rec, blk, packed, threads);
     rec.b_packed = packed;
   }
@@ -147,7 +157,7 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
       }
       if (r1 <= r0 || c1 <= c0) return;
       const int64_t rows = r1 - r0, cols = c1 - c0, at = r0 * H + c0;
-      float* h32 = f16 ? nullptr : reinterpret_cast<float*>(y_t) + at;
+      float* h32 = f16 ? nullptr : bf16 ? h_f32 + at : reinterpret_cast<float*>(y_t) + at;
       uint16_t* h16 = f16 ? reinterpret_cast<uint16_t*>(y_t) + at : nullptr;
       float* zr = z + r0 * G + c0;
       const int64_t step = t * B * H;
@@ -167,6 +177,7 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
         default:
           rnn.rnn(rows, cols, zr, G, p.mode == RnnMode::rnn_relu, h32, h16, H);
       }
+      if (bf16) ks.gemm.store_bf16(h32, H, rows, cols, reinterpret_cast<uint16_t*>(y_t) + at, H);
     });
     h_prev = y_t;
   }
@@ -174,8 +185,8 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
   std::memcpy(p.h_n, static_cast<const char*>(p.y) + (T - 1) * B * H * elem, static_cast<size_t>(B * H * elem));
   if (!lstm) return;
   const float* c_last = save != nullptr ? save->state + (T - 1) * B * H : state;
-  if (f16) {
-    ks.gemm.store_f16(c_last, H, B, H, static_cast<uint16_t*>(p.c_n), H);
+  if (f16 || bf16) {
+    (bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(c_last, H, B, H, static_cast<uint16_t*>(p.c_n), H);
   } else {
     std::memcpy(p.c_n, c_last, sizeof(float) * B * H);
   }

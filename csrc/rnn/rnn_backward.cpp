@@ -84,8 +84,7 @@ void rnn_backward(const KernelSet& ks, const RnnBackwardProblem& p, const Blocki
   // forward packs it.
   GemmProblem rec = f32_product(nullptr, G, false, w_hh, H, false, dh, H, B, H, G, false);
   if (T > 1 && gemm_packs_b(ks, rec)) {
-    auto* packed = static_cast<float*>(
-        w_hh_packed.reserve(static_cast<size_t>(packed_b_floats(ks, rec, blk)) * sizeof(float)));
+    void* packed = w_hh_packed.reserve(static_cast<size_t>(packed_b_bytes(ks, rec, blk)));
     pack_b_all(ks, rec, blk, packed, threads);
     rec.b_packed = packed;
   }

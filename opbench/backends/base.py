@@ -87,8 +87,19 @@ class Backend(ABC):
     #: the same with their backward passes ("gemm:bwd", ...), for a backend that runs both
     ops_with_backward: ClassVar[tuple[str, ...]] = (*ops, *(f"{op}:bwd" for op in ops))
 
-    #: ops measured in bf16 (forward GEMM so far, docs/architecture.md: "bf16")
-    bf16_ops: ClassVar[tuple[str, ...]] = ("gemm",)
+    #: ops measured in bf16 (forward passes, docs/architecture.md: "bf16")
+    bf16_ops: ClassVar[tuple[str, ...]] = ("gemm", "conv", "rnn", "gru", "lstm")
+    #: the precision of a bf16 recurrent layer's gates and cell arithmetic, for its verification bound
+    #: (ops/recurrent.py, UNITS): "bf16" for a framework layer built of bf16 tensor ops, "fp32" for a
+    #: kernel that keeps the gates and state in fp32 and rounds only h and c to bf16
+    bf16_cells: ClassVar[str] = "bf16"
+
+    def accumulation(self, op: str, dtype: str) -> str:
+        """The precision the verification bound assumes for `op` in `dtype` (a case may name its own in
+        its details: opbench's fp16 accumulation names its block size)."""
+        if dtype == "bf16" and op in ("rnn", "gru", "lstm"):
+            return self.bf16_cells
+        return self.accumulate.get(dtype, dtype)
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         """None when this backend runs `op` in `dtype`, else why not."""

@@ -62,6 +62,7 @@ class CppBackend(Backend):
     ops = Backend.ops_with_backward
     # fp16 is widened in packing and accumulated in fp32; bf16 pairs are multiplied exactly and summed in fp32
     accumulate = {"fp32": "fp32", "fp16": "fp32", "bf16": "fp32"}
+    bf16_cells = "fp32"  # gates and state stay fp32; only h and c are rounded to bf16
 
     def __init__(self) -> None:
         self._threads = 1

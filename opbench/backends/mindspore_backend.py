@@ -202,10 +202,14 @@ class MindSporeBackend(Backend):
         details["call"] += "; mindspore.grad of <(y, h_n[, c_n]), upstream> (a vector-Jacobian product)"
         details["timed"] = FWD_AND_BWD
 
+        # to_float(float16) keeps the parameters in fp32 and casts them to fp16 inside the cell: their
+        # gradients are the fp16 ones widened by that cast's backward, returned as the case's dtype.
+        dtype = dy.asnumpy().dtype
+
         def to_numpy(res: Any) -> Any:
             inputs, params = res
             dx, *dstates = (np.asarray(g.asnumpy()) for g in inputs)
-            return (dx, *(np.asarray(g.asnumpy()) for g in params), *(d[0] for d in dstates))
+            return (dx, *(np.asarray(g.asnumpy()).astype(dtype) for g in params), *(d[0] for d in dstates))
 
         return _MindSporeCase(lambda: grad_fn(x, *starts), to_numpy, details, self._events)
 

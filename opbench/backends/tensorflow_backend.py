@@ -294,13 +294,19 @@ class TensorFlowBackend(Backend):
         one bias. Returns the call, the conversion of its result, and what was called and how the biases
         went in. With `backward`, the call is the layer's gradients for the upstream ones instead."""
         tf = self._tf
-        dtype = "float16" if inputs["x"].dtype == np.float16 else "float32"
+        # float32, float16 or bfloat16 (ml_dtypes' name is Keras's). The weights are set below, so the layers
+        # start at zeros: Keras's default orthogonal initializer runs a QR, which has no bfloat16 kernel.
+        init = {
+            "kernel_initializer": "zeros",
+            "recurrent_initializer": "zeros",
+            "dtype": inputs["x"].dtype.name,
+        }
         units = shape.hidden
         w_ih, w_hh, b_ih, b_hh = (inputs[n] for n in ("w_ih", "w_hh", "b_ih", "b_hh"))
         if op == "gru":
             order = np.r_[units : 2 * units, 0:units, 2 * units : 3 * units]  # (r, z, n) -> (z, r, n)
             layer = tf.keras.layers.GRU(
-                units, reset_after=True, return_sequences=True, return_state=True, dtype=dtype
+                units, reset_after=True, return_sequences=True, return_state=True, **init
             )
             weights = [w_ih[order].T, w_hh[order].T, np.stack([b_ih[order], b_hh[order]])]
             call_text = "tf.keras.layers.GRU(reset_after=True, return_sequences, return_state)"
@@ -312,11 +318,11 @@ class TensorFlowBackend(Backend):
             if op == "rnn":
                 act = shape.nonlinearity
                 layer = tf.keras.layers.SimpleRNN(
-                    units, activation=act, return_sequences=True, return_state=True, dtype=dtype
+                    units, activation=act, return_sequences=True, return_state=True, **init
                 )
                 call_text = f"tf.keras.layers.SimpleRNN(activation='{act}', return_sequences, return_state)"
             else:
-                layer = tf.keras.layers.LSTM(units, return_sequences=True, return_state=True, dtype=dtype)
+                layer = tf.keras.layers.LSTM(units, return_sequences=True, return_state=True, **init)
                 call_text = "tf.keras.layers.LSTM(return_sequences, return_state)"
         x = tf.constant(np.ascontiguousarray(inputs["x"].transpose(1, 0, 2)))
         state = [tf.constant(inputs["h0"])] + ([tf.constant(inputs["c0"])] if op == "lstm" else [])

@@ -256,7 +256,7 @@ def check(
     shape: ConvShape, output: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
 ) -> dict[str, Any]:
     return compare(
-        {"y": np.asarray(output)}, {"y": ref}, {"y": error_bound(shape, inputs, accumulate, dtype)}
+        {"y": np.asarray(output)}, {"y": ref}, {"y": error_bound(shape, inputs, accumulate, dtype)}, dtype
     )
 
 

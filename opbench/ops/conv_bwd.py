@@ -136,7 +136,7 @@ def check(
         "dx": dot_bound(mag_dx, kg * shape.r * shape.s, accumulate, dtype),
         "dw": dot_bound(mag_dw, shape.n * shape.out_h * shape.out_w, accumulate, dtype),
     }
-    return compare({"dx": np.asarray(dx), "dw": np.asarray(dw)}, ref, bounds)
+    return compare({"dx": np.asarray(dx), "dw": np.asarray(dw)}, ref, bounds, dtype)
 
 
 def plan(

@@ -116,7 +116,9 @@ def check(
     shape: GemmShape, output: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
 ) -> dict[str, Any]:
     """Compare an output with the float64 reference against the bound for that accumulation precision."""
-    return compare({"c": np.asarray(output)}, {"c": ref}, {"c": error_bound(inputs, accumulate, dtype)})
+    return compare(
+        {"c": np.asarray(output)}, {"c": ref}, {"c": error_bound(inputs, accumulate, dtype)}, dtype
+    )
 
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------

@@ -99,7 +99,7 @@ def check(
         "da": dot_bound(np.abs(dc) @ np.abs(b).T, shape.n, accumulate, dtype),
         "db": dot_bound(np.abs(a).T @ np.abs(dc), shape.m, accumulate, dtype),
     }
-    return compare({"da": np.asarray(da), "db": np.asarray(db)}, ref, bounds)
+    return compare({"da": np.asarray(da), "db": np.asarray(db)}, ref, bounds, dtype)
 
 
 def plan(

@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from opbench.dtypes import UNIT_ROUNDOFF
-from opbench.ops.numerics import gamma
 from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     AXES,
     BASE,
@@ -32,9 +31,11 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     make_inputs,
     memory_bytes,
     min_bytes,
+    pre_activation_gammas,
     scale,
     sizes_from_case,
     stacked_roundoffs,
+    store_of,
     tile_args,
     tile_names,
     verify_cost_flops,
@@ -84,12 +85,12 @@ def reference(
         e_n = (1 - n^2) (e_gx_n + |r| e_gh_n + |gh_n| e_r + 2u (|gx_n| + |r gh_n|)) + e_act
         e_h' = |1 - z| e_n + |z| e_h + |h - n| e_z + 3u (|n| + |z (h - n)|) + u_store |h'|
     Bounds are computed for u = fp32 and u = fp16 at once."""
-    store = store_dtype or ("fp16" if inputs["x"].dtype == np.float16 else "fp32")
+    store = store_dtype or store_of(inputs)
     u_store = UNIT_ROUNDOFF[store]
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     t_len, b, h = shape.seq_len, shape.batch, shape.hidden
     u, e_act = stacked_roundoffs()
-    gam = np.array([gamma(shape.input_size + h + 2, UNIT_ROUNDOFF[name]) for name in UNITS])[:, None, None]
+    gam = pre_activation_gammas(shape.input_size + h + 2)
     w_hh, abs_w_hh = f64["w_hh"], np.abs(f64["w_hh"])
     gx_all, ax_all = input_projection(shape, f64, f64["b_ih"], np.abs(f64["b_ih"]))
 

@@ -11,7 +11,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from opbench.dtypes import UNIT_ROUNDOFF
-from opbench.ops.numerics import gamma
 from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     AXES,
     BASE,
@@ -32,9 +31,11 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     make_inputs,
     memory_bytes,
     min_bytes,
+    pre_activation_gammas,
     scale,
     sizes_from_case,
     stacked_roundoffs,
+    store_of,
     tile_args,
     tile_names,
     verify_cost_flops,
@@ -87,12 +88,12 @@ def reference(
         e_c' = |f| e_c + |c| e_f + |i| e_g + |g| e_i + 3u(|f c| + |i g|) + u_store |c'|
         e_h' = |o| (e_c' + e_act) + |tanh c'| e_o + 2u |h'| + u_store |h'|
     Bounds are computed for u = fp32 and u = fp16 at once."""
-    store = store_dtype or ("fp16" if inputs["x"].dtype == np.float16 else "fp32")
+    store = store_dtype or store_of(inputs)
     u_store = UNIT_ROUNDOFF[store]
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     t_len, b, i_size, h = shape.seq_len, shape.batch, shape.input_size, shape.hidden
     u, e_act = stacked_roundoffs()
-    gam = np.array([gamma(i_size + h + 2, UNIT_ROUNDOFF[name]) for name in UNITS])[:, None, None]
+    gam = pre_activation_gammas(i_size + h + 2)
 
     w_hh, abs_w_hh = f64["w_hh"], np.abs(f64["w_hh"])
     bias = f64["b_ih"] + f64["b_hh"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import UNIT_ROUNDOFF, finfo
+from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF, finfo
 
 
 def gamma(k: int, unit: float) -> float:
@@ -50,20 +50,25 @@ def dot_bound(magnitude: np.ndarray, k: int, accumulate: str, output_dtype: str)
 
 
 def compare(
-    outputs: dict[str, np.ndarray], refs: dict[str, np.ndarray], bounds: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray], refs: dict[str, np.ndarray], bounds: dict[str, np.ndarray], dtype: str
 ) -> dict[str, Any]:
     """Check each named output against its reference and bound. Returns {'ok', 'max_err_ratio' (largest
-    |err| / bound; <= 1 passes), 'max_rel_err' (largest |err| / max |ref|), 'worst' (which output)}."""
+    |err| / bound; <= 1 passes), 'max_rel_err' (largest |err| / max |ref|), 'worst' (which output)}.
+    Every output must be in the case's dtype: one in another format was computed in another precision (a
+    layer that quietly ran in fp32 for a bf16 case), which the bound for this dtype would pass."""
     worst_ratio, worst_rel, worst = 0.0, 0.0, ""
+    expected = np.dtype(NUMPY_DTYPES[dtype])
     for name, ref in refs.items():
         out = outputs[name]
+        problem = None
         if out.shape != ref.shape:
-            return {
-                "ok": False,
-                "reason": f"{name} has shape {out.shape}, expected {ref.shape}",
-                "max_err_ratio": None,
-                "max_rel_err": None,
-            }
+            problem = f"{name} has shape {out.shape}, expected {ref.shape}"
+        elif out.dtype != expected:
+            problem = (
+                f"{name} came back as {out.dtype}, not {expected} ({dtype}): computed in another precision"
+            )
+        if problem is not None:
+            return {"ok": False, "reason": problem, "max_err_ratio": None, "max_rel_err": None}
         out64 = out.astype(np.float64)
         if not np.all(np.isfinite(out64)):
             return {

@@ -14,7 +14,7 @@ import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
 from opbench.ops.fields import int_field, reject_unknown
-from opbench.ops.numerics import compare, tiny
+from opbench.ops.numerics import compare, gamma, tiny
 
 
 @dataclass(frozen=True, order=True)
@@ -58,8 +58,14 @@ SPATIAL_FIELDS = ("input_size",)
 ACTIVATION_ULPS = 8
 # The bounds are first order (products of errors dropped); this factor covers the second-order terms.
 SAFETY = 2.0
-# The compute precisions every reference bounds at once (rows of one stacked product per step).
-UNITS = ("fp32", "fp16")
+# The compute precisions every reference bounds at once (rows of one stacked product per step):
+# - "fp32", "fp16": the gates' dot products summed, and the cell's arithmetic done, in that precision;
+# - "bf16": the dot products summed in fp32 (every bf16 GEMM on a CPU: oneDNN's, ours) and each gate
+#   pre-activation rounded to bf16, the cell's arithmetic in bf16: the frameworks' bf16 layers, which
+#   chain bf16 tensor ops.
+UNITS = ("fp32", "fp16", "bf16")
+# Where each unit sums its dot products (bf16: in fp32, then rounds the sum to bf16).
+_SUMS = {"fp32": "fp32", "fp16": "fp16", "bf16": "fp32"}
 
 
 def sizes_from_case(cls: type[RecurrentShape], fields: dict[str, Any], name: str) -> dict[str, int]:
@@ -173,6 +179,23 @@ def stacked_roundoffs() -> tuple[np.ndarray, np.ndarray]:
     return u, ACTIVATION_ULPS * u
 
 
+def pre_activation_gammas(n: int) -> np.ndarray:
+    """Per unit in UNITS, the relative error of a gate pre-activation of n products and biases: gamma_n of
+    the precision it is summed in, plus one rounding to bf16 for the bf16 unit (shaped like
+    stacked_roundoffs)."""
+    from opbench.dtypes import UNIT_ROUNDOFF
+
+    rounded = {"bf16": UNIT_ROUNDOFF["bf16"]}
+    return np.array([gamma(n, UNIT_ROUNDOFF[_SUMS[k]]) + rounded.get(k, 0.0) for k in UNITS])[:, None, None]
+
+
+def store_of(inputs: dict[str, np.ndarray]) -> str:
+    """The format h and c are stored in: the inputs' dtype (fp32, fp16 or bf16)."""
+    from opbench.dtypes import dtype_name
+
+    return dtype_name(inputs["x"].dtype)
+
+
 def input_projection(
     shape: RecurrentShape, f64: dict[str, np.ndarray], bias: np.ndarray, abs_bias: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -212,7 +235,7 @@ def check(
         outs = {"y": np.asarray(y), "h_n": np.asarray(state)}
     floor = tiny(dtype)
     bounds = {k: SAFETY * v + floor for k, v in ref.bounds[accumulate].items()}
-    return compare(outs, ref.outputs, bounds)
+    return compare(outs, ref.outputs, bounds, dtype)
 
 
 # --- opbench's own kernel for these ops (the cpp backend and the tuner) -------------------------------------

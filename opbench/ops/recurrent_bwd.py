@@ -179,7 +179,7 @@ def reference(shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray]) -> dict[
     """The float64 gradients and, beside them, their magnitudes (for the bound)."""
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     fw = _forward64(shape, f64)
-    store = "fp16" if inputs["x"].dtype == np.float16 else "fp32"
+    store = fwd.store_of(inputs)
     return {
         "grads": _bptt(shape, f64, fw, absolute=False),
         "magnitude": _bptt(shape, f64, fw, absolute=True),
@@ -203,7 +203,7 @@ def check(
     rel = gamma(n_eff, UNIT_ROUNDOFF[accumulate.partition(":")[0]]) + gamma(n_eff, UNIT_ROUNDOFF["fp32"])
     rel += 8 * t_len * UNIT_ROUNDOFF[ref["store"]]
     bounds = {n: SAFETY * rel * ref["magnitude"][n] + tiny(dtype) for n in names}
-    return compare(outs, ref["grads"], bounds)
+    return compare(outs, ref["grads"], bounds, dtype)
 
 
 def plan(

@@ -13,7 +13,6 @@ import numpy as np
 
 from opbench.dtypes import UNIT_ROUNDOFF
 from opbench.ops.fields import int_field
-from opbench.ops.numerics import gamma
 from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     AXES,
     BASE,
@@ -34,9 +33,11 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     make_inputs,
     memory_bytes,
     min_bytes,
+    pre_activation_gammas,
     scale,
     sizes_from_case,
     stacked_roundoffs,
+    store_of,
     tile_args,
     tile_names,
     verify_cost_flops,
@@ -109,12 +110,12 @@ def reference(
         tanh: e_h' = (1 - h'^2) e_z + e_act + u_store |h'|
         relu: e_h' = e_z where z > -e_z (ReLU is 1-Lipschitz; exactly 0 below) + u_store |h'|
     Bounds are computed for u = fp32 and u = fp16 at once."""
-    store = store_dtype or ("fp16" if inputs["x"].dtype == np.float16 else "fp32")
+    store = store_dtype or store_of(inputs)
     u_store = UNIT_ROUNDOFF[store]
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     t_len, b, h = shape.seq_len, shape.batch, shape.hidden
     _, e_act = stacked_roundoffs()
-    gam = np.array([gamma(shape.input_size + h + 2, UNIT_ROUNDOFF[name]) for name in UNITS])[:, None, None]
+    gam = pre_activation_gammas(shape.input_size + h + 2)
     w_hh, abs_w_hh = f64["w_hh"], np.abs(f64["w_hh"])
     bias = f64["b_ih"] + f64["b_hh"]
     xw, ax = input_projection(shape, f64, bias, np.abs(f64["b_ih"]) + np.abs(f64["b_hh"]))

@@ -71,6 +71,15 @@ bool conv2d_is_depthwise(const ConvProblem& p);
 void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads);
 // fp32 3x3 at stride 1 or 2 on a kernel set with depthwise_plane: the planes are read in place, no scratch.
 bool depthwise_reads_planes_in_place(const KernelSet& ks, const ConvProblem& p);
+
+// bf16 (csrc/conv/conv2d_bf16.cpp): im2col written out in bf16 per image and group, then the bf16 GEMM
+// (blk: the GEMM's blocking for the bf16 kernels, not resolve_conv_blocking's). conv2d() takes it by itself.
+int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
+void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
+// A 1x1 convolution at stride 1 without padding on a large plane: x itself is the GEMM's B (nothing copied).
+bool conv2d_bf16_reads_x_as_col(const ConvProblem& p);
+// Which of its ways conv2d_bf16 takes for this problem, for provenance.
+const char* conv2d_bf16_path(const ConvProblem& p);
 int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, int threads);
 
 }  // namespace opbench

@@ -30,7 +30,7 @@ struct GemmProblem {
   bool accumulate = false;  // C += A*B instead of C = A*B; fp32 output only
   // B already packed by pack_b_all() for the same kernel set, blocking and B (b is then not read): for
   // callers that multiply by one B many times, like the LSTM's recurrent weights at every step.
-  const float* b_packed = nullptr;
+  const void* b_packed = nullptr;  // fp32 panels, or bf16 pairs for bf16 inputs
   Accumulation accumulation = Accumulation::f32;  // f16: fp16 inputs only, b_packed unused
 };
 
@@ -57,9 +57,10 @@ int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr, int6
 int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
 
 // Packing B once for many products: whether the driver would use packed B panels for this problem (not on
-// the N <= 4 path), how many floats pack_b_all() writes, and the packing itself (on `threads` threads).
+// the N <= 4 path), how many bytes pack_b_all() writes (fp32 panels, or bf16 pairs for bf16 inputs), and the
+// packing itself (on `threads` threads; dst 64-byte aligned).
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p);
-int64_t packed_b_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
-void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, float* dst, int threads);
+int64_t packed_b_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
+void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, void* dst, int threads);
 
 }  // namespace opbench

@@ -1,0 +1,256 @@
+// bf16 conv2d forward on the bf16 GEMM (pairs packing, fp32 sums, one rounding: the GEMM's error bound), with
+// output pixels as the GEMM's rows:
+//   Y^T[N*P*Q, K_g] = patches[N*P*Q, R*S*C_g] * W_g^T   per group, W_g read as B^T (K_g x R*S*C_g)
+// - the patch rows are written out in chunks of rows (kChunkBytes) and multiplied as they come, in one of two
+//   column orders (zeros where a tap reads padding):
+//   - (r, s, c), where there are more pixels than filters: x is copied once to NHWC, so that a patch row is
+//     R*S runs of C_g contiguous channels, and W is reordered once per call to (k, r, s, c);
+//   - (c, r, s), W's own order, where there are at most as many pixels (all images) as filters: each
+//     element is read from x (NCHW) by itself, which costs less than reordering W (K*C*R*S elements, a
+//     third of the samples of a 7x7 3x3 layer 512 -> 512 at batch 2 in (r, s, c) order);
+// - each chunk's rows of Y^T (bf16, all groups side by side) are transposed into y (NCHW).
+// A 1x1 convolution at stride 1 without padding on a plane of at least kInPlacePixels multiplies
+// Y[K_g, P*Q] = W_g * x[C_g, P*Q] per image instead: x is then the GEMM's B as it is, and nothing is copied.
+// Measured on 2 Zen 5 cores, bf16 GEMMs of ResNet-50's 1x1 shapes, batch 2 (GFLOPS, W*x per image / pixels
+// as rows): 56x56 691-801 / 661-788, 28x28 786-807 / 862-916, 14x14 740-802 / 901-933, 7x7 468-493 /
+// 803-857. With the whole im2col written per image and W*col, the 3x3s ran at 0.5x torch's oneDNN: the
+// GEMM has only K_g rows, and writing the im2col matrix took as long as the GEMM.
+#include <algorithm>
+#include <cstring>
+
+#include "opbench/aligned.hpp"
+#include "opbench/conv.hpp"
+#include "opbench/limits.hpp"
+#include "opbench/thread_pool.hpp"
+
+namespace opbench {
+
+namespace {
+
+constexpr int64_t kInPlacePixels = 2048;
+constexpr int64_t kChunkBytes = int64_t(8) << 20;  // patches written out per chunk of rows
+constexpr int64_t kMinChunkRows = 1024;            // (fewer rows would repack W for little work)
+
+int64_t chunk_rows(const ConvProblem& p) {
+  const int64_t row_bytes = p.r * p.s * (p.c / p.groups) * 2, rows = p.n * p.out_h() * p.out_w();
+  return std::min(rows, std::max(kMinChunkRows, kChunkBytes / std::max<int64_t>(1, row_bytes)));
+}
+
+// dst[j * ldd + i] = src[i * lds + j] for an m x n block of halves, in 32 x 32 tiles.
+void transpose_halves(const uint16_t* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < m; i0 += kTile) {
+    for (int64_t j0 = 0; j0 < n; j0 += kTile) {
+      const int64_t i1 = std::min(m, i0 + kTile), j1 = std::min(n, j0 + kTile);
+      for (int64_t j = j0; j < j1; ++j) {
+        for (int64_t i = i0; i < i1; ++i) dst[j * ldd + i] = src[i * lds + j];
+      }
+    }
+  }
+}
+
+// Copies n halves, or zeros them when src is null: a library call for long runs, inline for a few (the RGB
+// stem's taps are 3 channels).
+inline void copy_or_zero(uint16_t* dst, const uint16_t* src, int64_t n) {
+  if (n >= 32) {
+    if (src != nullptr) {
+      std::memcpy(dst, src, sizeof(uint16_t) * n);
+    } else {
+      std::memset(dst, 0, sizeof(uint16_t) * n);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src != nullptr ? src[i] : 0;
+  }
+}
+
+// Patch rows [row_lo, row_hi) (global pixel index over all images) of group g from NHWC x: columns (r, s, c).
+// Without dilation along w and with one group, a filter row's S taps are one run of S*C halves in NHWC.
+void patch_rows(const ConvProblem& p, const uint16_t* nhwc, int64_t g, int64_t row_lo, int64_t row_hi,
+                uint16_t* dst) {
+  const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, width = p.r * p.s * cg;
+  const bool taps_run = p.dil_w == 1 && p.groups == 1;
+  for (int64_t row = row_lo; row < row_hi; ++row, dst += width) {
+    const int64_t img = row / (P * Q), oh = (row / Q) % P, ow = row % Q;
+    const int64_t iw0 = ow * p.stride_w - p.pad_w;
+    uint16_t* out = dst;
+    for (int64_t r = 0; r < p.r; ++r) {
+      const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
+      const uint16_t* line = ih >= 0 && ih < p.h ? nhwc + (img * p.h + ih) * p.w_in * p.c + g * cg : nullptr;
+      if (taps_run) {  // taps [s_lo, s_hi) inside the row, zeros around them
+        const int64_t s_lo = line == nullptr ? p.s : std::clamp<int64_t>(-iw0, 0, p.s);
+        const int64_t s_hi = line == nullptr ? p.s : std::clamp<int64_t>(p.w_in - iw0, s_lo, p.s);
+        copy_or_zero(out, nullptr, s_lo * cg);
+        if (s_hi > s_lo) copy_or_zero(out + s_lo * cg, line + (iw0 + s_lo) * p.c, (s_hi - s_lo) * cg);
+        copy_or_zero(out + s_hi * cg, nullptr, (p.s - s_hi) * cg);
+        out += p.s * cg;
+        continue;
+      }
+      for (int64_t s = 0; s < p.s; ++s, out += cg) {
+        const int64_t iw = iw0 + s * p.dil_w;
+        copy_or_zero(out, line != nullptr && iw >= 0 && iw < p.w_in ? line + iw * p.c : nullptr, cg);
+      }
+    }
+  }
+}
+
+// The same rows in W's order (c, r, s), read from x in NCHW.
+void patch_rows_nchw(const ConvProblem& p, const uint16_t* x, int64_t g, int64_t row_lo, int64_t row_hi,
+                     uint16_t* dst) {
+  const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, HW = p.h * p.w_in;
+  for (int64_t row = row_lo; row < row_hi; ++row) {
+    const int64_t img = row / (P * Q), oh = (row / Q) % P, ow = row % Q;
+    const uint16_t* planes = x + (img * p.c + g * cg) * HW;
+    for (int64_t c = 0; c < cg; ++c) {
+      for (int64_t r = 0; r < p.r; ++r) {
+        const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
+        const bool row_inside = ih >= 0 && ih < p.h;
+        const uint16_t* src = planes + c * HW + ih * p.w_in;
+        for (int64_t s = 0; s < p.s; ++s) {
+          const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
+          *dst++ = row_inside && iw >= 0 && iw < p.w_in ? src[iw] : 0;
+        }
+      }
+    }
+  }
+}
+
+GemmProblem bf16_product(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, int64_t lda,
+                         int64_t ldb, int64_t ldc, bool trans_b) {
+  GemmProblem gp;
+  gp.in_dtype = gp.out_dtype = Dtype::bf16;
+  gp.a = a;
+  gp.b = b;
+  gp.c = c;
+  gp.m = m;
+  gp.n = n;
+  gp.k = k;
+  gp.lda = lda;
+  gp.ldb = ldb;
+  gp.ldc = ldc;
+  gp.trans_b = trans_b;
+  return gp;
+}
+
+// Splits [0, n) between the pool's threads.
+template <class F>
+void parallel_rows(int threads, int64_t n, F&& f) {
+  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, n)));
+  ThreadPool::instance().run(t, [&](int tid) { f(n * tid / t, n * (tid + 1) / t); });
+}
+
+}  // namespace
+
+bool conv2d_bf16_reads_x_as_col(const ConvProblem& p) {
+  return p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 &&
+         p.h * p.w_in >= kInPlacePixels;
+}
+
+namespace {
+
+// Patch rows in W's order (c, r, s), read from x in place, instead of x in NHWC and W reordered.
+bool patches_in_w_order(const ConvProblem& p) { return p.r * p.s > 1 && p.n * p.out_h() * p.out_w() <= p.k; }
+
+}  // namespace
+
+const char* conv2d_bf16_path(const ConvProblem& p) {
+  if (conv2d_bf16_reads_x_as_col(p)) return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
+  return patches_in_w_order(p)
+             ? "output pixels as rows: bf16 patch rows in W's order (c, r, s) from x, bf16 GEMM, Y^T transposed"
+             : "output pixels as rows: bf16 patch rows (r, s, c) from x in NHWC, W reordered, bf16 GEMM, Y^T transposed";
+}
+
+int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
+  using checked::add;
+  using checked::mul;
+  const int64_t PQ = mul(p.out_h(), p.out_w(), "output pixels"), cg = p.c / p.groups, kg = p.k / p.groups;
+  const int64_t crs = mul(cg, p.r * p.s, "patch width");
+  if (conv2d_bf16_reads_x_as_col(p)) {
+    return gemm_workspace_bytes(ks, bf16_product(nullptr, nullptr, nullptr, kg, PQ, crs, crs, PQ, PQ, false), blk,
+                                threads);
+  }
+  const int64_t rows = chunk_rows(p);
+  const int64_t nhwc = mul(mul(p.n, p.c, "NHWC copy"), mul(p.h, p.w_in, "NHWC copy"), "NHWC copy");
+  const int64_t weights = mul(p.k, crs, "reordered filter");
+  const int64_t buffers = add(add(nhwc, weights, "bf16 conv"), add(mul(rows, crs, "patches"), mul(rows, p.k, "Y^T"), "bf16 conv"),
+                              "bf16 conv");
+  const int64_t gemm = gemm_workspace_bytes(ks, bf16_product(nullptr, nullptr, nullptr, rows, kg, crs, crs, crs, p.k, true),
+                                            blk, threads);
+  return add(mul(buffers, 2, "bf16 conv workspace"), gemm, "bf16 conv workspace");
+}
+
+void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
+  const int64_t P = p.out_h(), Q = p.out_w(), PQ = P * Q, HW = p.h * p.w_in;
+  const int64_t cg = p.c / p.groups, kg = p.k / p.groups, RS = p.r * p.s, crs = cg * RS;
+  const auto* x = static_cast<const uint16_t*>(p.x);
+  const auto* w = static_cast<const uint16_t*>(p.w);
+  auto* y = static_cast<uint16_t*>(p.y);
+  if (conv2d_bf16_reads_x_as_col(p)) {
+    for (int64_t img = 0; img < p.n; ++img) {
+      for (int64_t g = 0; g < p.groups; ++g) {
+        gemm(ks,
+             bf16_product(w + g * kg * crs, x + (img * p.c + g * cg) * HW, y + (img * p.k + g * kg) * PQ, kg, PQ, crs,
+                          crs, PQ, PQ, false),
+             blk, threads);
+      }
+    }
+    return;
+  }
+
+  static thread_local AlignedBuffer nhwc_buffer, w_buffer, patch_buffer, yt_buffer;
+  const int64_t rows_per_chunk = chunk_rows(p), total = p.n * PQ;
+  const bool w_order = patches_in_w_order(p);
+  uint16_t* nhwc = nullptr;
+  // (1x1 filters are (k, c) already.)
+  const uint16_t* wt = w;
+  if (RS > 1 && !w_order) {
+    auto* reordered = static_cast<uint16_t*>(w_buffer.reserve(static_cast<size_t>(p.k * crs) * 2));
+    parallel_rows(threads, p.k, [&](int64_t lo, int64_t hi) {
+      // Each filter's (c, rs) block read in order, its RS taps stored to RS streams (a 32 x 32 tiled
+      // transpose of these RS-wide rows took a third of a 7x7 3x3 conv's samples).
+      for (int64_t k = lo; k < hi; ++k) {
+        const uint16_t* src = w + k * crs;
+        uint16_t* dst = reordered + k * crs;
+        for (int64_t c = 0; c < cg; ++c, src += RS) {
+          for (int64_t rs = 0; rs < RS; ++rs) dst[rs * cg + c] = src[rs];
+        }
+      }
+    });
+    wt = reordered;
+  }
+  auto* patches = static_cast<uint16_t*>(patch_buffer.reserve(static_cast<size_t>(rows_per_chunk * crs) * 2));
+  auto* yt = static_cast<uint16_t*>(yt_buffer.reserve(static_cast<size_t>(rows_per_chunk * p.k) * 2));
+
+  // x (per image C x HW) -> NHWC (HW x C); W (k, c, rs) -> (k, rs, c) above.
+  if (!w_order) {
+    nhwc = static_cast<uint16_t*>(nhwc_buffer.reserve(static_cast<size_t>(p.n * p.c * HW) * 2));
+    parallel_rows(threads, HW, [&](int64_t lo, int64_t hi) {  // threads split the pixels of every image
+      for (int64_t img = 0; img < p.n; ++img) {
+        transpose_halves(x + img * p.c * HW + lo, HW, p.c, hi - lo, nhwc + (img * HW + lo) * p.c, p.c);
+      }
+    });
+  }
+
+  for (int64_t r0 = 0; r0 < total; r0 += rows_per_chunk) {
+    const int64_t rows = std::min(rows_per_chunk, total - r0);
+    for (int64_t g = 0; g < p.groups; ++g) {
+      parallel_rows(threads, rows, [&](int64_t lo, int64_t hi) {
+        if (w_order) {
+          patch_rows_nchw(p, x, g, r0 + lo, r0 + hi, patches + lo * crs);
+        } else {
+          patch_rows(p, nhwc, g, r0 + lo, r0 + hi, patches + lo * crs);
+        }
+      });
+      gemm(ks, bf16_product(patches, wt + g * kg * crs, yt + g * kg, rows, kg, crs, crs, crs, p.k, true), blk, threads);
+    }
+    // Y^T rows [r0, r0 + rows) -> y: each image's stretch of pixels, transposed.
+    parallel_rows(threads, rows, [&](int64_t lo, int64_t hi) {  // threads split the rows (whole lines of Y^T)
+      for (int64_t row = r0 + lo; row < r0 + hi;) {
+        const int64_t img = row / PQ, pix = row % PQ, len = std::min(PQ - pix, r0 + hi - row);
+        transpose_halves(yt + (row - r0) * p.k, p.k, len, p.k, y + img * p.k * PQ + pix, PQ);
+        row += len;
+      }
+    });
+  }
+}
+
+}  // namespace opbench
