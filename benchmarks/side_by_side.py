@@ -36,7 +36,7 @@ def measure_variants(
         backend.setup(threads, "cpu")
         prepared = backend.prepare(op_name, shape, inputs, params)
         # A case may say how it accumulates (opbench's fp16 accumulation names its block size).
-        acc = prepared.details.get("accumulate") or backend.accumulate[dtype]
+        acc = prepared.details.get("accumulate") or backend.accumulation(op_name, dtype)
         checked = op.check(shape, prepared.output(), inputs, ref, dtype, acc)
         sides[label] = {
             "prepared": prepared,

@@ -83,6 +83,8 @@ CONV_SHAPES = [
     dict(n=1, c=5, h=47, w=45, k=19, r=1, s=1),
     dict(n=1, c=5, h=3, w=4, k=40, r=3, s=3, pad_h=1, pad_w=1),
     dict(n=2, c=6, h=5, w=5, k=48, r=3, s=3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=2),
+    dict(n=2, c=30, h=9, w=11, k=20, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=1, c=60, h=5, w=5, k=70, r=3, s=3, pad_h=1, pad_w=1, groups=2),
     dict(n=2, c=5, h=11, w=13, k=17, r=3, s=3, pad_h=1, pad_w=1),
     dict(n=1, c=6, h=17, w=15, k=31, r=3, s=5, stride_h=2, stride_w=3, pad_h=2, pad_w=1),
     dict(n=1, c=4, h=19, w=19, k=33, r=3, s=3, dil_h=2, dil_w=3, pad_h=3, pad_w=2),
@@ -118,6 +120,18 @@ def test_bf16_conv2d_is_within_the_float64_bound(isa: str, fields: dict[str, int
             result = conv.check(shape, out, inputs, ref, "bf16", "fp32")
             assert result["ok"], (isa, fields, tiles, threads, result)
             assert "bf16" in plan.tiles()["path"]
+
+
+@pytest.mark.parametrize("k", [65, 8], ids=["pixels-as-rows", "filters-as-rows"])
+def test_bf16_conv2d_writes_patches_in_chunks_across_images(k: int) -> None:
+    """7500 patch rows of 576 halves: two chunks (8 MiB each), the first ending inside the third image, so
+    Y^T's rows are transposed into y across image boundaries (pixels as rows), or each chunk stays within
+    an image (filters as rows)."""
+    shape = conv.shape_from_case(dict(n=3, c=64, h=50, w=50, k=k, r=3, s=3, pad_h=1, pad_w=1))
+    inputs = conv.make_inputs(shape, "bf16", 2)
+    out = kernels.conv2d(inputs["x"], inputs["w"], padding=1, threads=2)
+    result = conv.check(shape, out, inputs, conv.reference(shape, inputs), "bf16", "fp32")
+    assert result["ok"], result
 
 
 @pytest.mark.parametrize("isa", ISAS)

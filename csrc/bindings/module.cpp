@@ -283,7 +283,10 @@ py::dict kernel_dict(const KernelSet& ks) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "opbench C++ kernels: tiled GEMM, FMA-throughput peaks, cache flush, CPU detection";
 
-  py::class_<Plan>(m, "Plan", "One prepared call of a kernel: inputs checked, outputs allocated, tiles chosen.")
+  // module_local: another build of this module can be loaded beside it (benchmarks/ab_builds.py) without its
+  // Plan type clashing with this one in pybind11's global registry.
+  py::class_<Plan>(m, "Plan", py::module_local(),
+                   "One prepared call of a kernel: inputs checked, outputs allocated, tiles chosen.")
       .def("run", &Plan::run, py::arg("loops"),
            "Call the kernel `loops` times back to back in C++ (GIL released); return the elapsed seconds.")
       .def("output", &Plan::output, "Call the kernel once and return its outputs (the plan's own arrays).")

@@ -1,20 +1,26 @@
-// bf16 conv2d forward on the bf16 GEMM (pairs packing, fp32 sums, one rounding: the GEMM's error bound), with
-// output pixels as the GEMM's rows:
-//   Y^T[N*P*Q, K_g] = patches[N*P*Q, R*S*C_g] * W_g^T   per group, W_g read as B^T (K_g x R*S*C_g)
-// - the patch rows are written out in chunks of rows (kChunkBytes) and multiplied as they come, in one of two
-//   column orders (zeros where a tap reads padding):
-//   - (r, s, c), where there are more pixels than filters: x is copied once to NHWC, so that a patch row is
-//     R*S runs of C_g contiguous channels, and W is reordered once per call to (k, r, s, c);
-//   - (c, r, s), W's own order, where there are at most as many pixels (all images) as filters: each
-//     element is read from x (NCHW) by itself, which costs less than reordering W (K*C*R*S elements, a
-//     third of the samples of a 7x7 3x3 layer 512 -> 512 at batch 2 in (r, s, c) order);
-// - each chunk's rows of Y^T (bf16, all groups side by side) are transposed into y (NCHW).
-// A 1x1 convolution at stride 1 without padding on a plane of at least kInPlacePixels multiplies
-// Y[K_g, P*Q] = W_g * x[C_g, P*Q] per image instead: x is then the GEMM's B as it is, and nothing is copied.
-// Measured on 2 Zen 5 cores, bf16 GEMMs of ResNet-50's 1x1 shapes, batch 2 (GFLOPS, W*x per image / pixels
-// as rows): 56x56 691-801 / 661-788, 28x28 786-807 / 862-916, 14x14 740-802 / 901-933, 7x7 468-493 /
-// 803-857. With the whole im2col written per image and W*col, the 3x3s ran at 0.5x torch's oneDNN: the
-// GEMM has only K_g rows, and writing the im2col matrix took as long as the GEMM.
+// bf16 conv2d forward on the bf16 GEMM (pairs packing, fp32 sums, one rounding: the GEMM's error bound). Per
+// group, patch rows (one per output pixel, all images; zeros where a tap reads padding) are written out in
+// bf16 in chunks of rows (kChunkBytes) and multiplied as they come, in one of three ways:
+// - pixels as rows:  Y^T[pixels, K_g] = patches * W_g^T (W_g read as B^T), then each chunk's Y^T is
+//   transposed into y (NCHW). The GEMM has many rows to split and W is packed once per chunk.
+// - filters as rows: Y[K_g, pixels] = W_g * patches^T (patches read as B^T), written into y in place, for
+//   at most kFiltersAsRowsMaxK filters and a patch of at least kFiltersAsRowsMinDepth: no transposition.
+//   A chunk stays within one image.
+// - a 1x1 convolution at stride 1 without padding on a plane of at least kInPlacePixels: Y[K_g, P*Q] =
+//   W_g * x[C_g, P*Q] per image, x read in place as B, nothing copied.
+// Patch columns come in one of two orders:
+// - (r, s, c), where there are more pixels than filters: x is copied once to NHWC, so that a patch row is
+//   R runs of S*C contiguous halves (R*S runs of C_g with groups or dilation along w), and W is reordered
+//   once per call to (k, r, s, c);
+// - (c, r, s), W's own order, where there are at most as many pixels (all images) as filters: each element
+//   is read from x (NCHW) by itself, which costs less than reordering W (K*C*R*S elements: a third of the
+//   samples of a 7x7 3x3 layer 512 -> 512 at batch 2 in (r, s, c) order).
+// Measured on 2 Zen 5 cores (ResNet-50 shapes, batch 2, this file's ways against each other in one process,
+// benchmarks/ab_builds.py style): the whole im2col written per image and W * col ran the 3x3s at half of
+// torch's oneDNN (the GEMM has only K_g rows, and writing im2col took as long as the GEMM); pixels as rows
+// brought them to 0.8-1.0x. Filters as rows: 3x3 64 -> 64 at 56^2 1.12-1.14x faster than pixels as rows;
+// the 7x7 stem (3 channels, patch depth 147) 0.94x, so it stays on pixels as rows. 1x1 in place against
+// pixels as rows: 28^2 1.21-1.58x, 14^2 1.15-1.53x, 7^2 0.97x.
 #include <algorithm>
 #include <cstring>
 
@@ -27,7 +33,9 @@ namespace opbench {
 
 namespace {
 
-constexpr int64_t kInPlacePixels = 2048;
+constexpr int64_t kInPlacePixels = 128;
+constexpr int64_t kFiltersAsRowsMaxK = 64;
+constexpr int64_t kFiltersAsRowsMinDepth = 256;
 constexpr int64_t kChunkBytes = int64_t(8) << 20;  // patches written out per chunk of rows
 constexpr int64_t kMinChunkRows = 1024;            // (fewer rows would repack W for little work)
 
@@ -58,8 +66,10 @@ inline void copy_or_zero(uint16_t* dst, const uint16_t* src, int64_t n) {
     } else {
       std::memset(dst, 0, sizeof(uint16_t) * n);
     }
+  } else if (src != nullptr) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
   } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = src != nullptr ? src[i] : 0;
+    for (int64_t i = 0; i < n; ++i) dst[i] = 0;
   }
 }
 
@@ -150,13 +160,21 @@ namespace {
 // Patch rows in W's order (c, r, s), read from x in place, instead of x in NHWC and W reordered.
 bool patches_in_w_order(const ConvProblem& p) { return p.r * p.s > 1 && p.n * p.out_h() * p.out_w() <= p.k; }
 
+bool filters_as_rows(const ConvProblem& p) {
+  return p.k / p.groups <= kFiltersAsRowsMaxK && (p.c / p.groups) * p.r * p.s >= kFiltersAsRowsMinDepth;
+}
+
 }  // namespace
 
 const char* conv2d_bf16_path(const ConvProblem& p) {
   if (conv2d_bf16_reads_x_as_col(p)) return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
+  if (filters_as_rows(p)) {
+    return patches_in_w_order(p) ? "bf16 GEMM W * patches^T, patch rows in W's order (c, r, s) from x"
+                                 : "bf16 GEMM W * patches^T, patch rows (r, s, c) from x in NHWC, W reordered";
+  }
   return patches_in_w_order(p)
-             ? "output pixels as rows: bf16 patch rows in W's order (c, r, s) from x, bf16 GEMM, Y^T transposed"
-             : "output pixels as rows: bf16 patch rows (r, s, c) from x in NHWC, W reordered, bf16 GEMM, Y^T transposed";
+             ? "bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x, Y^T transposed"
+             : "bf16 GEMM patches * W^T, patch rows (r, s, c) from x in NHWC, W reordered, Y^T transposed";
 }
 
 int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
@@ -230,8 +248,10 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
     });
   }
 
-  for (int64_t r0 = 0; r0 < total; r0 += rows_per_chunk) {
-    const int64_t rows = std::min(rows_per_chunk, total - r0);
+  const bool by_filters = filters_as_rows(p);
+  for (int64_t r0 = 0; r0 < total;) {
+    // Filters as rows write Y's columns in place: a chunk stays within one image.
+    const int64_t rows = std::min({rows_per_chunk, total - r0, by_filters ? PQ - r0 % PQ : total});
     for (int64_t g = 0; g < p.groups; ++g) {
       parallel_rows(threads, rows, [&](int64_t lo, int64_t hi) {
         if (w_order) {
@@ -240,13 +260,22 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
           patch_rows(p, nhwc, g, r0 + lo, r0 + hi, patches + lo * crs);
         }
       });
-      gemm(ks, bf16_product(patches, wt + g * kg * crs, yt + g * kg, rows, kg, crs, crs, crs, p.k, true), blk, threads);
+      if (by_filters) {
+        uint16_t* y_block = y + ((r0 / PQ) * p.k + g * kg) * PQ + r0 % PQ;
+        gemm(ks, bf16_product(wt + g * kg * crs, patches, y_block, kg, rows, crs, crs, crs, PQ, true), blk, threads);
+      } else {
+        gemm(ks, bf16_product(patches, wt + g * kg * crs, yt + g * kg, rows, kg, crs, crs, crs, p.k, true), blk,
+             threads);
+      }
     }
-    // Y^T rows [r0, r0 + rows) -> y: each image's stretch of pixels, transposed.
+    r0 += rows;
+    if (by_filters) continue;
+    // Y^T rows [r0 - rows, r0) -> y: each image's stretch of pixels, transposed.
     parallel_rows(threads, rows, [&](int64_t lo, int64_t hi) {  // threads split the rows (whole lines of Y^T)
-      for (int64_t row = r0 + lo; row < r0 + hi;) {
-        const int64_t img = row / PQ, pix = row % PQ, len = std::min(PQ - pix, r0 + hi - row);
-        transpose_halves(yt + (row - r0) * p.k, p.k, len, p.k, y + img * p.k * PQ + pix, PQ);
+      const int64_t first = r0 - rows;
+      for (int64_t row = first + lo; row < first + hi;) {
+        const int64_t img = row / PQ, pix = row % PQ, len = std::min(PQ - pix, first + hi - row);
+        transpose_halves(yt + (row - first) * p.k, p.k, len, p.k, y + img * p.k * PQ + pix, PQ);
         row += len;
       }
     });
