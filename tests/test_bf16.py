@@ -283,6 +283,21 @@ def test_bf16_inputs_are_refused_where_our_kernels_have_none() -> None:
         kernels.gemm(np.ones((2, 2), dtype=BF16), np.ones((2, 2), dtype=BF16), accumulate="fp16")
 
 
+def test_the_tuner_names_the_bf16_register_tile_and_its_element_size() -> None:
+    from opbench.tune.config import TuneConfig, _names
+
+    for isa in ISAS:
+        names = _names(TuneConfig(gemm.GemmShape(64, 96, 128), "bf16", 1, "s", "sqlite://", isa=isa))
+        info = kernels.default_tiles(isa)["bf16"]
+        assert (names["mr"], names["nr"], names["elem_bytes"]) == (info["mr"], info["nr"], 2)
+        fp32 = _names(TuneConfig(gemm.GemmShape(64, 96, 128), "fp32", 1, "s", "sqlite://", isa=isa))
+        assert fp32["elem_bytes"] == 4
+    # bf16 conv: the GEMM its way runs (here pixels of both images as rows, the filters as columns)
+    shape = conv.shape_from_case(dict(n=2, c=64, h=14, w=14, k=128, r=3, s=3, pad_h=1, pad_w=1))
+    names = _names(TuneConfig(shape, "bf16", 1, "s", "sqlite://", op="conv"))
+    assert (names["m"], names["n"], names["k"]) == (2 * 14 * 14, 128, 64 * 9)
+
+
 def test_dtype_names() -> None:
     assert parse_dtypes("bf16,bfloat16,fp32") == ["bf16", "fp32"]
 

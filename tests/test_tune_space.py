@@ -13,6 +13,7 @@ from opbench.tune.space import evaluate, load_space
 NAMES = {
     "mr": 14,
     "nr": 32,
+    "elem_bytes": 4,
     "m": 1024,
     "n": 1000,
     "k": 65,
@@ -46,6 +47,16 @@ def test_cache_fit_constraints_shrink_the_space_and_snap_to_valid_points() -> No
     snapped = fit.from_indices({"tile_m": 7, "tile_n": 0, "tile_k": 6})
     assert snapped == {"tile_m": 1036, "tile_n": 32, "tile_k": 32}
     assert snapped in points
+
+
+def test_bf16_pairs_fit_twice_the_depth_under_the_cache_rules() -> None:
+    """bf16 panels take 2 bytes per element (ops' tile_names: elem_bytes), so the L2 rule admits tile_k
+    twice as deep as for fp32 panels."""
+    names = {**NAMES, "k": 1024, "l2_bytes": 256 * 1024}
+    fp32, _ = load_space("gemm", names, cache_fit=True)
+    bf16, _ = load_space("gemm", {**names, "elem_bytes": 2}, cache_fit=True)
+    deepest = {max(p["tile_k"] for p in s.enumerate() if p["tile_m"] == 1036) for s in (fp32, bf16)}
+    assert sorted(deepest) == [32, 64]  # 1036 x tile_k x 4 (or 2) <= 256 KiB
 
 
 def test_evaluate_allows_arithmetic_only() -> None:

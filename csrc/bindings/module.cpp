@@ -69,9 +69,10 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   if (bf16_in) {
     const Bf16Kernels& bk = bf16_kernels(ks);
     plan.tiles = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
-    plan.tiles["gemm_m"] = p.k / p.groups;
-    plan.tiles["gemm_n"] = p.out_h() * p.out_w();
-    plan.tiles["gemm_k"] = (p.c / p.groups) * p.r * p.s;
+    const ConvGemmDims dims = conv2d_bf16_gemm_dims(p);
+    plan.tiles["gemm_m"] = dims.m;
+    plan.tiles["gemm_n"] = dims.n;
+    plan.tiles["gemm_k"] = dims.k;
     plan.tiles["path"] = conv2d_bf16_path(p);
     return plan;
   }

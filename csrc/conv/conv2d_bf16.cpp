@@ -166,6 +166,13 @@ bool filters_as_rows(const ConvProblem& p) {
 
 }  // namespace
 
+ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p) {
+  const int64_t PQ = p.out_h() * p.out_w(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
+  if (conv2d_bf16_reads_x_as_col(p)) return {kg, PQ, crs};
+  if (filters_as_rows(p)) return {kg, std::min(chunk_rows(p), PQ), crs};
+  return {chunk_rows(p), kg, crs};
+}
+
 const char* conv2d_bf16_path(const ConvProblem& p) {
   if (conv2d_bf16_reads_x_as_col(p)) return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
   if (filters_as_rows(p)) {

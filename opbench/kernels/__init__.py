@@ -40,6 +40,7 @@ from opbench.kernels.training import (
 STREAM_M_MAX: int = _core.stream_m_max
 
 __all__ = [
+    "register_tile",
     "Plan",
     "gemm",
     "conv2d",
@@ -268,6 +269,17 @@ def default_tiles(isa: str | None = None, n: int = 0) -> dict[str, Any]:
     """Micro-kernel shape (mr, nr) and the cache-model default tiles of a kernel set (for a GEMM with n
     columns where given: a narrow n may pick the kernel set's narrow tile)."""
     return dict(_core.kernel_info(isa or "", n))
+
+
+def register_tile(isa: str | None, dtype: str, n: int = 0) -> dict[str, int]:
+    """The register tile (mr, nr) our GEMMs run for this dtype (bf16: the bf16 kernels', packed in k pairs;
+    fp32 and fp16: the kernel set's, for n columns where given) and elem_bytes, the bytes of one element of
+    its packed panels (2 for bf16 pairs; 4 otherwise, fp16 being widened when packed): what the tuning
+    spaces' cache rules size panels with."""
+    info = default_tiles(isa, n)
+    if dtype == "bf16":
+        return {"mr": int(info["bf16"]["mr"]), "nr": int(info["bf16"]["nr"]), "elem_bytes": 2}
+    return {"mr": int(info["mr"]), "nr": int(info["nr"]), "elem_bytes": 4}
 
 
 def cpu_info() -> dict[str, Any]:

@@ -289,12 +289,26 @@ def plan(
     )
 
 
-def tile_names(shape: ConvShape, isa: str | None) -> dict[str, int]:
-    """What the tuning space's rules may name: the register tile (mr, nr) conv2d runs for this geometry, and
-    the implicit GEMM of one image and group that tile_m, tile_n and tile_k block: m output channels per
-    group, n GEMM columns (output pixels, over the padded width at stride 1), k = C/groups x R x S. Read from
-    a one-image copy of the problem (the C++ side decides the columns)."""
-    x = np.zeros((1, shape.c, shape.h, shape.w), np.float32)
-    w = np.zeros((shape.k, shape.c // shape.groups, shape.r, shape.s), np.float32)
-    t = plan(replace(shape, n=1), {"x": x, "w": w}, {}, 1, isa).tiles()
-    return {"mr": t["mr"], "nr": t["nr"], "m": t["gemm_m"], "n": t["gemm_n"], "k": t["gemm_k"]}
+def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (mr, nr) conv2d runs for this geometry and
+    dtype, elem_bytes (as gemm.tile_names), and the GEMM that tile_m, tile_n and tile_k block, as the C++
+    side reports it: fp32 and fp16, the implicit GEMM of one image and group (m output channels per group,
+    n GEMM columns: output pixels, over the padded width at stride 1; k = C/groups x R x S); bf16, the GEMM
+    its way runs (csrc/conv/conv2d_bf16.cpp: pixels of all images as rows, filters as rows, or W * x)."""
+    from opbench import kernels
+    from opbench.dtypes import NUMPY_DTYPES
+
+    dt = NUMPY_DTYPES[dtype]
+    one = replace(shape, n=1) if dtype != "bf16" else shape  # bf16's GEMM spans the images
+    x = np.zeros((one.n, shape.c, shape.h, shape.w), dt)
+    w = np.zeros((shape.k, shape.c // shape.groups, shape.r, shape.s), dt)
+    t = plan(one, {"x": x, "w": w}, {}, 1, isa).tiles()
+    elem = kernels.register_tile(isa, dtype)["elem_bytes"]
+    return {
+        "mr": t["mr"],
+        "nr": t["nr"],
+        "elem_bytes": elem,
+        "m": t["gemm_m"],
+        "n": t["gemm_n"],
+        "k": t["gemm_k"],
+    }

@@ -168,17 +168,15 @@ def plan(
     )
 
 
-def tile_names(shape: ConvShape, isa: str | None) -> dict[str, int]:
-    """What the tuning space's rules may name: the register tile, m = C/groups x R x S (the im2col tile's
-    rows, the weight-gradient product's M) and n = k = P x Q (the pixels a block and a rank-k update take
-    at most)."""
+def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names), m =
+    C/groups x R x S (the im2col tile's rows, the weight-gradient product's M) and n = k = P x Q (the pixels
+    a block and a rank-k update take at most)."""
     from opbench import kernels
 
-    info = kernels.default_tiles(isa)
     pixels = shape.out_h * shape.out_w
     return {
-        "mr": info["mr"],
-        "nr": info["nr"],
+        **kernels.register_tile(isa, dtype),
         "m": shape.c // shape.groups * shape.r * shape.s,
         "n": pixels,
         "k": pixels,

@@ -155,10 +155,11 @@ def plan(
     )
 
 
-def tile_names(shape: GemmShape, isa: str | None) -> dict[str, int]:
-    """What the tuning space's rules may name: the register tile (mr, nr) that runs for this N, and the
-    dimensions tile_m, tile_n and tile_k block (m, n, k)."""
+def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (mr, nr) that runs for this N and dtype
+    (bf16: the bf16 kernels'), the bytes of a packed panel element (elem_bytes: bf16 pairs 2, fp32 panels
+    4, fp16 too since it is widened), and the dimensions tile_m, tile_n and tile_k block (m, n, k)."""
     from opbench import kernels
 
-    info = kernels.default_tiles(isa, shape.n)
-    return {"mr": info["mr"], "nr": info["nr"], "m": shape.m, "n": shape.n, "k": shape.k}
+    info = kernels.register_tile(isa, dtype, shape.n)
+    return {**info, "m": shape.m, "n": shape.n, "k": shape.k}

@@ -127,11 +127,10 @@ def plan(
     )
 
 
-def tile_names(shape: GemmShape, isa: str | None) -> dict[str, int]:
-    """What the tuning space's rules may name: the register tile and the largest of the two products'
-    dimensions the tiles block: dA is M x K deep N, dB K x N deep M."""
+def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names) and the
+    largest of the two products' dimensions the tiles block: dA is M x K deep N, dB K x N deep M."""
     from opbench import kernels
 
-    info = kernels.default_tiles(isa)
     m, n, k = shape.m, shape.n, shape.k
-    return {"mr": info["mr"], "nr": info["nr"], "m": max(m, k), "n": max(k, n), "k": max(n, m)}
+    return {**kernels.register_tile(isa, dtype), "m": max(m, k), "n": max(k, n), "k": max(n, m)}

@@ -241,16 +241,14 @@ def check(
 # --- opbench's own kernel for these ops (the cpp backend and the tuner) -------------------------------------
 
 
-def tile_names(shape: RecurrentShape, isa: str | None) -> dict[str, int]:
-    """What the tuning space's rules may name: the register tile (mr, nr) and the dimensions the tiles block
-    in the two GEMMs, the input projection (T*B x G x I) and each step's recurrent product (B x G x H),
-    G = gates * H: m = T*B rows at most, n = G columns, k = max(I, H)."""
+def tile_names(shape: RecurrentShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:
+    """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names) and the
+    dimensions the tiles block in the two GEMMs, the input projection (T*B x G x I) and each step's
+    recurrent product (B x G x H), G = gates * H: m = T*B rows at most, n = G columns, k = max(I, H)."""
     from opbench import kernels
 
-    info = kernels.default_tiles(isa)
     return {
-        "mr": info["mr"],
-        "nr": info["nr"],
+        **kernels.register_tile(isa, dtype),
         "m": shape.seq_len * shape.batch,
         "n": shape.GATES * shape.hidden,
         "k": max(shape.input_size, shape.hidden),

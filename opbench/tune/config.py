@@ -67,7 +67,7 @@ def _names(cfg: TuneConfig) -> dict[str, int]:
     from opbench import kernels
 
     caches = kernels.cpu_info()["caches"]
-    problem = cfg.shape.to_dict() if cfg.kernel else get_op(cfg.op).tile_names(cfg.shape, cfg.isa)
+    problem = cfg.shape.to_dict() if cfg.kernel else get_op(cfg.op).tile_names(cfg.shape, cfg.isa, cfg.dtype)
     return {
         **problem,
         "l1_bytes": caches["l1d"]["size_bytes"],

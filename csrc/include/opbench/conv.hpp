@@ -78,8 +78,10 @@ int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
 void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
 // A 1x1 convolution at stride 1 without padding on a large plane: x itself is the GEMM's B (nothing copied).
 bool conv2d_bf16_reads_x_as_col(const ConvProblem& p);
-// Which of its ways conv2d_bf16 takes for this problem, for provenance.
+// Which of its ways conv2d_bf16 takes for this problem, for provenance, and the GEMM the tiles block (the
+// largest: a chunk of patch rows).
 const char* conv2d_bf16_path(const ConvProblem& p);
+ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p);
 int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, int threads);
 
 }  // namespace opbench
