@@ -23,6 +23,7 @@
 // pixels as rows: 28^2 1.21-1.58x, 14^2 1.15-1.53x, 7^2 0.97x.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "opbench/aligned.hpp"
 #include "opbench/conv.hpp"
@@ -103,22 +104,32 @@ void patch_rows(const ConvProblem& p, const uint16_t* nhwc, int64_t g, int64_t r
   }
 }
 
-// The same rows in W's order (c, r, s), read from x in NCHW.
+// The same rows in W's order (c, r, s), read from x in NCHW. A pixel's R*S taps land at the same offsets in
+// every channel's plane (or in padding): those are found once per pixel, then each channel's taps are copied
+// through them (element by element with the bounds tested per tap, this took 28% of a 7x7 3x3 layer).
 void patch_rows_nchw(const ConvProblem& p, const uint16_t* x, int64_t g, int64_t row_lo, int64_t row_hi,
                      uint16_t* dst) {
-  const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, HW = p.h * p.w_in;
+  const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, HW = p.h * p.w_in, RS = p.r * p.s;
+  std::vector<int64_t> tap(static_cast<size_t>(RS));  // offset in a plane, or -1: padding
   for (int64_t row = row_lo; row < row_hi; ++row) {
     const int64_t img = row / (P * Q), oh = (row / Q) % P, ow = row % Q;
-    const uint16_t* planes = x + (img * p.c + g * cg) * HW;
-    for (int64_t c = 0; c < cg; ++c) {
-      for (int64_t r = 0; r < p.r; ++r) {
-        const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
-        const bool row_inside = ih >= 0 && ih < p.h;
-        const uint16_t* src = planes + c * HW + ih * p.w_in;
-        for (int64_t s = 0; s < p.s; ++s) {
-          const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
-          *dst++ = row_inside && iw >= 0 && iw < p.w_in ? src[iw] : 0;
-        }
+    bool all_inside = true;
+    for (int64_t r = 0; r < p.r; ++r) {
+      const int64_t ih = oh * p.stride_h - p.pad_h + r * p.dil_h;
+      for (int64_t s = 0; s < p.s; ++s) {
+        const int64_t iw = ow * p.stride_w - p.pad_w + s * p.dil_w;
+        const bool inside = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w_in;
+        tap[static_cast<size_t>(r * p.s + s)] = inside ? ih * p.w_in + iw : -1;
+        all_inside = all_inside && inside;
+      }
+    }
+    const uint16_t* plane = x + (img * p.c + g * cg) * HW;
+    const int64_t* t = tap.data();
+    for (int64_t c = 0; c < cg; ++c, plane += HW, dst += RS) {
+      if (all_inside) {
+        for (int64_t k = 0; k < RS; ++k) dst[k] = plane[t[k]];
+      } else {
+        for (int64_t k = 0; k < RS; ++k) dst[k] = t[k] >= 0 ? plane[t[k]] : uint16_t(0);
       }
     }
   }
