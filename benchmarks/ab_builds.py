@@ -41,7 +41,12 @@ def timed_calls(core: Any, threads: int) -> dict[str, Callable[..., Callable[[in
             "conv": lambda x, w, y: (
                 core.prepare_conv2d(x, w, y, (1, 1), (1, 1), (1, 1), 1, None, None, None, threads).run
             ),
-            "lstm": lambda *arrays: core.prepare_lstm(*arrays, None, None, None, threads).run,
+            # prepare_rnn(cell, ...) replaced prepare_lstm when the GRU and Elman cells joined it.
+            "lstm": (
+                (lambda *arrays: core.prepare_rnn("lstm", *arrays, None, None, None, threads).run)
+                if hasattr(core, "prepare_rnn")
+                else (lambda *arrays: core.prepare_lstm(*arrays, None, None, None, threads).run)
+            ),
         }
     return {
         "gemm": lambda a, b, out: (

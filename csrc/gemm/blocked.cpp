@@ -245,7 +245,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   const int64_t col_panels = ceil_div(nc, NR);
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, row_panels * col_panels)));
   int tm = 1, tn = 1;
-  split::choose_grid(threads, row_panels, col_panels, tm, tn);
+  split::choose_grid(threads, row_panels, col_panels, p.n >= 2 * p.m, tm, tn);
 
   Workspace& ws = thread_workspace();
   const int64_t b_elems = tile.depth(kc) * round_up(nc, NR);

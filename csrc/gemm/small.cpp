@@ -249,7 +249,7 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   const int64_t row_panels = ceil_div(p.m, MR), col_panels = ceil_div(p.n, NR);
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, row_panels * col_panels)));
   int tm = 1, tn = threads;
-  if (col_panels < threads) split::choose_grid(threads, row_panels, col_panels, tm, tn);
+  if (col_panels < threads) split::choose_grid(threads, row_panels, col_panels, p.n >= 2 * p.m, tm, tn);
   const int64_t most_rows = std::min(p.m, ceil_div(row_panels, tm) * MR);
   const int64_t model_kc = most_rows <= MR              ? kStreamKc
                            : most_rows <= kFewTiles * MR ? blk.few_tiles_kc

@@ -25,11 +25,17 @@ inline void share_steps(int64_t total, int64_t step, int parts, int idx, int64_t
 }
 
 // Split `threads` into a grid tm x tn over (MR-row panels of M) x (NR-column panels) that minimises the
-// padded micro-tiles of the busiest thread; ties prefer more row groups. Splitting columns repeats A
-// packing, but each thread then reads only the B micro-panels it packed itself (in its own L2); charging the
-// repeated packing (tried: a cost of NR columns per row) made 256^3 to 512^3 on 2 Zen 5 cores 10-25% slower,
-// because row splits read half of B from the other core.
-inline void choose_grid(int threads, int64_t row_panels, int64_t col_panels, int& tm, int& tn) {
+// padded micro-tiles of the busiest thread. Splitting columns repeats A packing, but each thread then reads
+// only the B micro-panels it packed itself (in its own L2); charging the repeated packing (tried: a cost of
+// NR columns per row) made 256^3 to 512^3 on 2 Zen 5 cores 10-25% slower, because row splits read half of
+// B from the other core.
+// Ties go to more column groups when wide (N >= 2M: each row of B is used by few rows of A, so reading half
+// of B from the other core costs most), else to more row groups. Measured on 2 Zen 5 cores, bf16, columns /
+// rows: 128x2304x768 1.43x, 196-512x2304x768 1.25-1.09x, 1024x2304x768 0.99x; 256^3 0.94x, 512^3 0.97x,
+// 1024x768x3072 0.97x (fp32, blocked path: 512x2304x768 1.09x, 1024x2304x768 1.05x, 1024x768x3072 1.01x). M
+// = 16 had tied on rows: one thread took a 14-row panel, the other the 2 rows left, and waited (the bf16 LSTM
+// at batch 16 spent 16% of its samples spinning; 1.16x faster by columns, fp32 1.22x).
+inline void choose_grid(int threads, int64_t row_panels, int64_t col_panels, bool wide, int& tm, int& tn) {
   int64_t best = -1;
   tm = 1;
   tn = 1;
@@ -37,7 +43,7 @@ inline void choose_grid(int threads, int64_t row_panels, int64_t col_panels, int
     if (threads % t_m != 0) continue;
     const int t_n = threads / t_m;
     const int64_t work = ceil_div(row_panels, t_m) * ceil_div(col_panels, t_n);
-    if (best < 0 || work < best) {
+    if (best < 0 || work < best || (wide && work == best)) {
       best = work;
       tm = t_m;
       tn = t_n;
