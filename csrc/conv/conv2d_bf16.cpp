@@ -45,19 +45,6 @@ int64_t chunk_rows(const ConvProblem& p) {
   return std::min(rows, std::max(kMinChunkRows, kChunkBytes / std::max<int64_t>(1, row_bytes)));
 }
 
-// dst[j * ldd + i] = src[i * lds + j] for an m x n block of halves, in 32 x 32 tiles.
-void transpose_halves(const uint16_t* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
-  constexpr int64_t kTile = 32;
-  for (int64_t i0 = 0; i0 < m; i0 += kTile) {
-    for (int64_t j0 = 0; j0 < n; j0 += kTile) {
-      const int64_t i1 = std::min(m, i0 + kTile), j1 = std::min(n, j0 + kTile);
-      for (int64_t j = j0; j < j1; ++j) {
-        for (int64_t i = i0; i < i1; ++i) dst[j * ldd + i] = src[i * lds + j];
-      }
-    }
-  }
-}
-
 // Copies n halves, or zeros them when src is null: a library call for long runs, inline for a few (the RGB
 // stem's taps are 3 channels).
 inline void copy_or_zero(uint16_t* dst, const uint16_t* src, int64_t n) {
@@ -261,7 +248,7 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
     nhwc = static_cast<uint16_t*>(nhwc_buffer.reserve(static_cast<size_t>(p.n * p.c * HW) * 2));
     parallel_rows(threads, HW, [&](int64_t lo, int64_t hi) {  // threads split the pixels of every image
       for (int64_t img = 0; img < p.n; ++img) {
-        transpose_halves(x + img * p.c * HW + lo, HW, p.c, hi - lo, nhwc + (img * HW + lo) * p.c, p.c);
+        ks.gemm.transpose_halves(x + img * p.c * HW + lo, HW, p.c, hi - lo, nhwc + (img * HW + lo) * p.c, p.c);
       }
     });
   }
@@ -293,7 +280,7 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
       const int64_t first = r0 - rows;
       for (int64_t row = first + lo; row < first + hi;) {
         const int64_t img = row / PQ, pix = row % PQ, len = std::min(PQ - pix, first + hi - row);
-        transpose_halves(yt + (row - first) * p.k, p.k, len, p.k, y + img * p.k * PQ + pix, PQ);
+        ks.gemm.transpose_halves(yt + (row - first) * p.k, p.k, len, p.k, y + img * p.k * PQ + pix, PQ);
         row += len;
       }
     });

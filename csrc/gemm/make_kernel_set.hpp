@@ -35,6 +35,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.gemm.pack_bt_f16 = P::bt_f16;
   ks.gemm.store_f16 = P::c_f16;
   ks.gemm.store_bf16 = packing::store_bf16<Cvt>;
+  ks.gemm.transpose_halves = packing::transpose_halves<Cvt>;
   ks.gemm.thin = thin::Thin<ThinLanes, Cvt>::f32;
   ks.gemm.rows_axpy = thin::rows_axpy<ThinLanes, Cvt, float>;
   ks.gemm.rows_axpy_f16 = thin::rows_axpy<ThinLanes, Cvt, uint16_t>;

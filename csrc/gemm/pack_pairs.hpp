@@ -115,6 +115,43 @@ void store_bf16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* d
   }
 }
 
+// dst[j * ldd + i] = src[i * lds + j] for an m x n block of halves (csrc/conv/conv2d_bf16.cpp: x to NHWC, Y^T
+// into y). With AVX-512, blocks of 32 rows x 16 columns: rows 2p and 2p + 1 interleaved into 16 pairs (one
+// permute of the two loaded side by side), a pair being 32 bits, then the 16x16 register transpose of 32-bit
+// elements (pack.hpp): its row j is column j's 32 halves, in order. The edges are copied one by one.
+template <class Cvt>
+void transpose_halves(const uint16_t* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
+  int64_t i0 = 0;
+#if defined(__AVX512BW__)
+  alignas(64) static constexpr uint16_t kPairs[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i pairs = _mm512_load_si512(kPairs);
+  for (; i0 + 32 <= m; i0 += 32) {
+    int64_t j0 = 0;
+    for (; j0 + 16 <= n; j0 += 16) {
+      __m512 r[16], out[16];
+      for (int p = 0; p < 16; ++p) {
+        const uint16_t* row = src + (i0 + 2 * p) * lds + j0;
+        const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+        const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + lds));
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        r[p] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(pairs, both));
+      }
+      transpose16<Cvt>(r, out);
+      for (int j = 0; j < 16; ++j) {
+        _mm512_storeu_si512(static_cast<void*>(dst + (j0 + j) * ldd + i0), _mm512_castps_si512(out[j]));
+      }
+    }
+    for (int64_t i = i0; i < i0 + 32; ++i) {
+      for (int64_t j = j0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j];
+    }
+  }
+#endif
+  for (int64_t i = i0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) dst[j * ldd + i] = src[i * lds + j];
+  }
+}
+
 // The portable pairs micro-kernel: each product widened to fp32 (exact: 8 x 8 significand bits) and added to
 // an fp32 accumulator, the even element of a pair first, as vdpbf16ps does.
 template <int MR, int NR, class Cvt>

@@ -35,6 +35,8 @@ using PackBtRowsF32 = bool (*)(const float* bt, int64_t ldbt, int64_t k, int64_t
                                float* dst);
 using PackBtRowsF16 = bool (*)(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, const int64_t* row_dst,
                                float* dst);
+// dst[j * ldd + i] = src[i * lds + j] for an m x n block of 2-byte values (any leading dimensions).
+using TransposeH = void (*)(const uint16_t* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd);
 // Widen n contiguous fp16 values to fp32.
 using WidenF16 = void (*)(const uint16_t* src, float* dst, int64_t n);
 // Round an m x n block of fp32 values to fp16 (round to nearest even).
@@ -164,6 +166,7 @@ struct GemmKernels {
   PackBtF16 pack_bt_f16;
   StoreF16 store_f16;
   StoreF16 store_bf16;  // the same rounding to bf16
+  TransposeH transpose_halves;
   ThinF32 thin;  // the few-columns path (csrc/gemm/thin.hpp)
   RowsAxpyF32 rows_axpy;  // the few-rows path's inner loop (csrc/gemm/thin.hpp)
   RowsAxpyF16 rows_axpy_f16;
