@@ -197,8 +197,11 @@ int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
   const int64_t weights = mul(p.k, crs + 1, "reordered filter");
   const int64_t buffers = add(add(nhwc, weights, "bf16 conv"), add(mul(rows, crs + 1, "patches"), mul(rows, p.k, "Y^T"), "bf16 conv"),
                               "bf16 conv");
-  const int64_t gemm = gemm_workspace_bytes(ks, bf16_product(nullptr, nullptr, nullptr, rows, kg, crs, crs, crs, p.k, true),
-                                            blk, threads);
+  // The chunk's GEMM, pixels or filters as rows (its workspace bound differs with the orientation).
+  const GemmProblem chunk = filters_as_rows(p)
+                                ? bf16_product(nullptr, nullptr, nullptr, kg, std::min(rows, PQ), crs, crs, crs, PQ, true)
+                                : bf16_product(nullptr, nullptr, nullptr, rows, kg, crs, crs, crs, p.k, true);
+  const int64_t gemm = gemm_workspace_bytes(ks, chunk, blk, threads);
   return add(mul(buffers, 2, "bf16 conv workspace"), gemm, "bf16 conv workspace");
 }
 

@@ -199,13 +199,20 @@ def min_bytes(shape: ConvShape, dtype: str) -> int:
 
 def memory_bytes(shape: ConvShape, dtype: str, reference: bool = True) -> int:
     """Inputs and output in dtype (x3 copies), and our kernel's scratch: the zero-padded fp32 copy of the
-    input and the packed fp32 weights; when verifying, the float64 operands, output and bound, and one
-    image's im2col matrix at a time."""
+    input and the packed fp32 weights (bf16: its NHWC copy and reordered weights, less than those, and a chunk
+    of patch rows and of Y^T: csrc/conv/conv2d_bf16.cpp, 8 MiB of patches or at least 1024 rows); when
+    verifying, the float64 operands, output and bound, and one image's im2col matrix at a time."""
     x, w, y = _elems(shape)
-    col = (shape.c // shape.groups) * shape.r * shape.s * shape.out_h * shape.out_w
+    pixels = shape.out_h * shape.out_w
+    crs = (shape.c // shape.groups) * shape.r * shape.s
+    col = crs * pixels
     padded = shape.n * shape.c * (shape.h + 2 * shape.pad_h) * (shape.w + 2 * shape.pad_w)
     ref = 8 * (2 * col + 4 * (x + w + y)) if reference else 0
-    return 3 * ITEMSIZE[dtype] * (x + w + y) + 4 * (padded + w) + ref
+    chunk = 0
+    if dtype == "bf16":
+        rows = min(shape.n * pixels, max(1024, (8 << 20) // (2 * crs)))
+        chunk = 2 * rows * (crs + 1 + shape.k)
+    return 3 * ITEMSIZE[dtype] * (x + w + y) + 4 * (padded + w) + chunk + ref
 
 
 def verify_cost_flops(shape: ConvShape) -> int:
