@@ -218,6 +218,38 @@ def test_an_output_in_another_format_than_the_case_dtype_is_a_wrong_answer() -> 
 
 
 @pytest.mark.parametrize("isa", ISAS)
+def test_bf16_output_rounds_to_nearest_even_and_keeps_nans_and_infinities(isa: str) -> None:
+    """C = A B with K = 2 whose exact fp32 sums fall on ties, just off them, past the largest finite bf16 and
+    on infinities and NaNs, 40 columns wide (16-lane conversion and the scalar tail): every output is the
+    fp32 sum rounded to nearest even (ml_dtypes' float32 -> bfloat16), NaN where the sum is NaN."""
+    rng = np.random.default_rng(1)
+    base = rng.choice([1.0, -1.0, 2.0**-100, 3.0e38, 1.5], size=40)  # products stay normal (see below)
+    a = np.array([[1.0, 2.0**-8], [1.0, 3 * 2.0**-8], [1.0, 1.0]])
+    b = np.stack([base, base])
+    b[1, 5], b[1, 23], b[0, 31], b[0, 39] = np.inf, -np.inf, np.nan, 3.3e38
+    a16, b16 = a.astype(BF16), b.astype(BF16)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past fp32's range
+        exact = (a16.astype(np.float64) @ b16.astype(np.float64)).astype(np.float32)
+        want = exact.astype(BF16)
+    out = kernels.gemm(a16, b16, isa=isa, threads=1)
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(np.isnan(out.astype(np.float32)), nan)
+    np.testing.assert_array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.all(out.view(np.uint16)[nan] & 0x40)  # quiet
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_subnormal_bf16_products_flush_to_zero_only_on_the_dot_product_unit(isa: str) -> None:
+    """vdpbf16ps treats subnormal inputs and results as zero whatever MXCSR says (Intel's SDM), so the
+    AVX512-BF16 kernel does; the portable pairs kernel keeps them. 2^-130 is subnormal in bf16 as in fp32."""
+    a = np.full((1, 2), 2.0**-130).astype(BF16)
+    b = np.ones((2, 1)).astype(BF16)
+    out = float(kernels.gemm(a, b, isa=isa, threads=1)[0, 0])
+    dot_unit = kernels.default_tiles(isa)["bf16"]["dot_product_unit"]
+    assert out == (0.0 if dot_unit else 2.0**-129)
+
+
+@pytest.mark.parametrize("isa", ISAS)
 def test_opbench_isa_forces_the_bf16_kernels(isa: str) -> None:
     script = """
 import numpy as np

@@ -111,7 +111,23 @@ void pack_bt_pairs(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, uint1
 template <class Cvt>
 void store_bf16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) dst[i * ldd + j] = float_to_bf16(src[i * lds + j]);
+    int64_t j = 0;
+#if defined(__AVX512F__)
+    // float_to_bf16 on 16 lanes: add 0x7fff plus the last kept bit, keep the high halves; NaNs (unordered
+    // with themselves) keep their high half with the quiet bit set. (The 7x7 stem's 1.6M outputs per call
+    // took 6% of its samples converted one by one.)
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff), quiet = _mm512_set1_epi32(0x40);
+    for (; j + 16 <= n; j += 16) {
+      const __m512 f = _mm512_loadu_ps(src + i * lds + j);
+      const __m512i x = _mm512_castps_si512(f);
+      const __m512i high = _mm512_srli_epi32(x, 16);
+      const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(bias, _mm512_and_si512(high, one))), 16);
+      const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+      const __m512i out = _mm512_mask_or_epi32(rounded, nan, high, quiet);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i * ldd + j), _mm512_cvtepi32_epi16(out));
+    }
+#endif
+    for (; j < n; ++j) dst[i * ldd + j] = float_to_bf16(src[i * lds + j]);
   }
 }
 
