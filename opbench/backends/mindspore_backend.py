@@ -160,9 +160,11 @@ class MindSporeBackend(Backend):
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         if dtype == "bf16":
             # Seen with MindSpore 2.10: "Select CPU operator[MatMul] fail! Unsupported data type!" (it lists
-            # float32, float64, integer and complex types). Its GPU and Ascend bf16 paths were never run here.
+            # float32, float64, integer and complex types), and the same for Conv2D (float32 only); the
+            # recurrent layers run on MatMul. Its GPU and Ascend bf16 paths were never run here.
             return (
-                "MindSpore's CPU kernels have no bfloat16 MatMul (MindSpore 2.10); its devices' are untried"
+                "MindSpore's CPU kernels have no bfloat16 MatMul or Conv2D (MindSpore 2.10); "
+                "its devices' are untried"
             )
         if op == "lstm:bwd" and dtype == "fp16" and self._events is None:
             # Seen with MindSpore 2.10 on the CPU: every gradient of an fp16 nn.LSTM comes back zero.
