@@ -9,9 +9,9 @@ For every (shape, threads) our kernel and each peer (torch: oneDNN's bf16 matmul
 fp32) and then timed one after the other for --rounds rounds; each side's figure is its median over rounds.
 The peak is the one `opbench peak` names for bf16, measured now beside the run: AVX512-BF16 dot products
 (vdpbf16ps) where the CPU has them, else the fp32 FMA loop (bf16 is then widened onto the fp32 units).
-MindSpore is not a peer: its CPU kernels have no bf16 MatMul (MindSpore 2.10). The frameworks' bf16 conv and
-LSTM are verified against their own bound (fp32 sums, bf16 gates and cell arithmetic: ops/recurrent.py),
-ours against fp32 cells with h and c rounded to bf16.
+MindSpore is not a peer: its CPU kernels have no bf16 MatMul or Conv2D (MindSpore 2.10). The frameworks' bf16
+conv and LSTM are verified against their own bound (fp32 sums, bf16 gates and cell arithmetic:
+ops/recurrent.py), ours against fp32 cells with h and c rounded to bf16.
 
 Suites:
 - bert: BERT-base GEMMs at 128, 512 and 1024 tokens (QKV 2304, attention output 768, FFN up 3072 and down,
