@@ -1,13 +1,10 @@
 // bf16 conv2d forward on the bf16 GEMM (pairs packing, fp32 sums, one rounding: the GEMM's error bound). Per
 // group, patch rows (one per output pixel, all images; zeros where a tap reads padding) are written out in
-// bf16 in chunks of rows (kChunkBytes) and multiplied as they come, in one of three ways:
-// - pixels as rows:  Y^T[pixels, K_g] = patches * W_g^T (W_g read as B^T), then each chunk's Y^T is
-//   transposed into y (NCHW). The GEMM has many rows to split and W is packed once per chunk.
-// - filters as rows: Y[K_g, pixels] = W_g * patches^T (patches read as B^T), written into y in place, for
-//   at most kFiltersAsRowsMaxK filters and a patch of at least kFiltersAsRowsMinDepth: no transposition.
-//   A chunk stays within one image.
-// - a 1x1 convolution at stride 1 without padding on a plane of at least kInPlacePixels: Y[K_g, P*Q] =
-//   W_g * x[C_g, P*Q] per image, x read in place as B, nothing copied.
+// bf16 in chunks of rows (kChunkBytes) and multiplied as they come, with output pixels as the GEMM's rows:
+//   Y^T[pixels, K_g] = patches * W_g^T (W_g read as B^T), then each chunk's Y^T is transposed into y (NCHW).
+// The GEMM has many rows to split and W is packed once per chunk. A 1x1 convolution at stride 1 without
+// padding on a plane of at least kInPlacePixels multiplies Y[K_g, P*Q] = W_g * x[C_g, P*Q] per image
+// instead, x read in place as B, nothing copied.
 // Patch columns come in one of two orders:
 // - (r, s, c), where there are more pixels than filters: x is copied once to NHWC, so that a patch row is
 //   R runs of S*C contiguous halves (R*S runs of C_g with groups or dilation along w), and W is reordered
@@ -18,9 +15,10 @@
 // Measured on 2 Zen 5 cores (ResNet-50 shapes, batch 2, this file's ways against each other in one process,
 // benchmarks/ab_builds.py style): the whole im2col written per image and W * col ran the 3x3s at half of
 // torch's oneDNN (the GEMM has only K_g rows, and writing im2col took as long as the GEMM); pixels as rows
-// brought them to 0.8-1.0x. Filters as rows: 3x3 64 -> 64 at 56^2 1.12-1.14x faster than pixels as rows;
-// the 7x7 stem (3 channels, patch depth 147) 0.94x, so it stays on pixels as rows. 1x1 in place against
-// pixels as rows: 28^2 1.21-1.58x, 14^2 1.15-1.53x, 7^2 0.97x.
+// brought them to 0.8-1.0x. 1x1 in place against pixels as rows: 28^2 1.21-1.58x, 14^2 1.15-1.53x, 7^2
+// 0.97x. Filters as rows (Y = W_g * patches^T straight into y, no transposition) ran 3x3 64 -> 64 at 56^2
+// 1.12-1.14x faster while the transpositions were scalar; once they ran on transpose_halves, pixels as rows
+// was as fast or faster (0.99-1.07x over 3x3 layers of 48-64 filters), and that way was dropped.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -35,8 +33,6 @@ namespace opbench {
 namespace {
 
 constexpr int64_t kInPlacePixels = 128;
-constexpr int64_t kFiltersAsRowsMaxK = 64;
-constexpr int64_t kFiltersAsRowsMinDepth = 256;
 constexpr int64_t kChunkBytes = int64_t(8) << 20;  // patches written out per chunk of rows
 constexpr int64_t kMinChunkRows = 1024;            // (fewer rows would repack W for little work)
 
@@ -159,25 +155,16 @@ namespace {
 // Patch rows in W's order (c, r, s), read from x in place, instead of x in NHWC and W reordered.
 bool patches_in_w_order(const ConvProblem& p) { return p.r * p.s > 1 && p.n * p.out_h() * p.out_w() <= p.k; }
 
-bool filters_as_rows(const ConvProblem& p) {
-  return p.k / p.groups <= kFiltersAsRowsMaxK && (p.c / p.groups) * p.r * p.s >= kFiltersAsRowsMinDepth;
-}
-
 }  // namespace
 
 ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p) {
   const int64_t PQ = p.out_h() * p.out_w(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   if (conv2d_bf16_reads_x_as_col(p)) return {kg, PQ, crs};
-  if (filters_as_rows(p)) return {kg, std::min(chunk_rows(p), PQ), crs};
   return {chunk_rows(p), kg, crs};
 }
 
 const char* conv2d_bf16_path(const ConvProblem& p) {
   if (conv2d_bf16_reads_x_as_col(p)) return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
-  if (filters_as_rows(p)) {
-    return patches_in_w_order(p) ? "bf16 GEMM W * patches^T, patch rows in W's order (c, r, s) from x"
-                                 : "bf16 GEMM W * patches^T, patch rows (r, s, c) from x in NHWC, W reordered";
-  }
   return patches_in_w_order(p)
              ? "bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x, Y^T transposed"
              : "bf16 GEMM patches * W^T, patch rows (r, s, c) from x in NHWC, W reordered, Y^T transposed";
@@ -197,11 +184,8 @@ int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
   const int64_t weights = mul(p.k, crs + 1, "reordered filter");
   const int64_t buffers = add(add(nhwc, weights, "bf16 conv"), add(mul(rows, crs + 1, "patches"), mul(rows, p.k, "Y^T"), "bf16 conv"),
                               "bf16 conv");
-  // The chunk's GEMM, pixels or filters as rows (its workspace bound differs with the orientation).
-  const GemmProblem chunk = filters_as_rows(p)
-                                ? bf16_product(nullptr, nullptr, nullptr, kg, std::min(rows, PQ), crs, crs, crs, PQ, true)
-                                : bf16_product(nullptr, nullptr, nullptr, rows, kg, crs, crs, crs, p.k, true);
-  const int64_t gemm = gemm_workspace_bytes(ks, chunk, blk, threads);
+  const int64_t gemm = gemm_workspace_bytes(
+      ks, bf16_product(nullptr, nullptr, nullptr, rows, kg, crs, crs + 1, crs + 1, p.k, true), blk, threads);
   return add(mul(buffers, 2, "bf16 conv workspace"), gemm, "bf16 conv workspace");
 }
 
@@ -263,10 +247,8 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
     });
   }
 
-  const bool by_filters = filters_as_rows(p);
-  for (int64_t r0 = 0; r0 < total;) {
-    // Filters as rows write Y's columns in place: a chunk stays within one image.
-    const int64_t rows = std::min({rows_per_chunk, total - r0, by_filters ? PQ - r0 % PQ : total});
+  for (int64_t r0 = 0; r0 < total; r0 += rows_per_chunk) {
+    const int64_t rows = std::min(rows_per_chunk, total - r0);
     for (int64_t g = 0; g < p.groups; ++g) {
       parallel_rows(threads, rows, [&](int64_t lo, int64_t hi) {
         if (w_order) {
@@ -275,19 +257,12 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
           patch_rows(p, nhwc, g, r0 + lo, r0 + hi, patches + lo * ldp, ldp);
         }
       });
-      if (by_filters) {
-        uint16_t* y_block = y + ((r0 / PQ) * p.k + g * kg) * PQ + r0 % PQ;
-        gemm(ks, bf16_product(wt + g * kg * ldw, patches, y_block, kg, rows, crs, ldw, ldp, PQ, true), blk, threads);
-      } else {
-        gemm(ks, bf16_product(patches, wt + g * kg * ldw, yt + g * kg, rows, kg, crs, ldp, ldw, p.k, true), blk,
-             threads);
-      }
+      gemm(ks, bf16_product(patches, wt + g * kg * ldw, yt + g * kg, rows, kg, crs, ldp, ldw, p.k, true), blk,
+           threads);
     }
-    r0 += rows;
-    if (by_filters) continue;
-    // Y^T rows [r0 - rows, r0) -> y: each image's stretch of pixels, transposed.
+    // Y^T rows [r0, r0 + rows) -> y: each image's stretch of pixels, transposed.
     parallel_rows(threads, rows, [&](int64_t lo, int64_t hi) {  // threads split the rows (whole lines of Y^T)
-      const int64_t first = r0 - rows;
+      const int64_t first = r0;
       for (int64_t row = first + lo; row < first + hi;) {
         const int64_t img = row / PQ, pix = row % PQ, len = std::min(PQ - pix, first + hi - row);
         ks.gemm.transpose_halves(yt + (row - first) * p.k, p.k, len, p.k, y + img * p.k * PQ + pix, PQ);

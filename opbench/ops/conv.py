@@ -301,7 +301,7 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     dtype, elem_bytes (as gemm.tile_names), and the GEMM that tile_m, tile_n and tile_k block, as the C++
     side reports it: fp32 and fp16, the implicit GEMM of one image and group (m output channels per group,
     n GEMM columns: output pixels, over the padded width at stride 1; k = C/groups x R x S); bf16, the GEMM
-    its way runs (csrc/conv/conv2d_bf16.cpp: pixels of all images as rows, filters as rows, or W * x)."""
+    its way runs (csrc/conv/conv2d_bf16.cpp: pixels of all images as rows, or W * x)."""
     from opbench import kernels
     from opbench.dtypes import NUMPY_DTYPES
 
