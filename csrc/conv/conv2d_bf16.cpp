@@ -119,23 +119,6 @@ void patch_rows_nchw(const ConvProblem& p, const uint16_t* x, int64_t g, int64_t
   }
 }
 
-GemmProblem bf16_product(const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, int64_t lda,
-                         int64_t ldb, int64_t ldc, bool trans_b) {
-  GemmProblem gp;
-  gp.in_dtype = gp.out_dtype = Dtype::bf16;
-  gp.a = a;
-  gp.b = b;
-  gp.c = c;
-  gp.m = m;
-  gp.n = n;
-  gp.k = k;
-  gp.lda = lda;
-  gp.ldb = ldb;
-  gp.ldc = ldc;
-  gp.trans_b = trans_b;
-  return gp;
-}
-
 // Splits [0, n) between the pool's threads.
 template <class F>
 void parallel_rows(int threads, int64_t n, F&& f) {
@@ -176,16 +159,18 @@ int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
   const int64_t PQ = mul(p.out_h(), p.out_w(), "output pixels"), cg = p.c / p.groups, kg = p.k / p.groups;
   const int64_t crs = mul(cg, p.r * p.s, "patch width");
   if (conv2d_bf16_reads_x_as_col(p)) {
-    return gemm_workspace_bytes(ks, bf16_product(nullptr, nullptr, nullptr, kg, PQ, crs, crs, PQ, PQ, false), blk,
-                                threads);
+    const GemmProblem per_image = gemm_product(Dtype::bf16, Dtype::bf16, nullptr, crs, false, nullptr, PQ, false,
+                                               nullptr, PQ, kg, PQ, crs, false);
+    return gemm_workspace_bytes(ks, per_image, blk, threads);
   }
   const int64_t rows = chunk_rows(p);
   const int64_t nhwc = mul(mul(p.n, p.c, "NHWC copy"), mul(p.h, p.w_in, "NHWC copy"), "NHWC copy");
   const int64_t weights = mul(p.k, crs + 1, "reordered filter");
-  const int64_t buffers = add(add(nhwc, weights, "bf16 conv"), add(mul(rows, crs + 1, "patches"), mul(rows, p.k, "Y^T"), "bf16 conv"),
-                              "bf16 conv");
-  const int64_t gemm = gemm_workspace_bytes(
-      ks, bf16_product(nullptr, nullptr, nullptr, rows, kg, crs, crs + 1, crs + 1, p.k, true), blk, threads);
+  const int64_t chunks = add(mul(rows, crs + 1, "patches"), mul(rows, p.k, "Y^T"), "bf16 conv");
+  const int64_t buffers = add(add(nhwc, weights, "bf16 conv"), chunks, "bf16 conv");
+  const GemmProblem chunk = gemm_product(Dtype::bf16, Dtype::bf16, nullptr, crs + 1, false, nullptr, crs + 1, true,
+                                         nullptr, p.k, rows, kg, crs, false);
+  const int64_t gemm = gemm_workspace_bytes(ks, chunk, blk, threads);
   return add(mul(buffers, 2, "bf16 conv workspace"), gemm, "bf16 conv workspace");
 }
 
@@ -199,8 +184,8 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
     for (int64_t img = 0; img < p.n; ++img) {
       for (int64_t g = 0; g < p.groups; ++g) {
         gemm(ks,
-             bf16_product(w + g * kg * crs, x + (img * p.c + g * cg) * HW, y + (img * p.k + g * kg) * PQ, kg, PQ, crs,
-                          crs, PQ, PQ, false),
+             gemm_product(Dtype::bf16, Dtype::bf16, w + g * kg * crs, crs, false, x + (img * p.c + g * cg) * HW, PQ,
+                          false, y + (img * p.k + g * kg) * PQ, PQ, kg, PQ, crs, false),
              blk, threads);
       }
     }
@@ -257,8 +242,10 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
           patch_rows(p, nhwc, g, r0 + lo, r0 + hi, patches + lo * ldp, ldp);
         }
       });
-      gemm(ks, bf16_product(patches, wt + g * kg * ldw, yt + g * kg, rows, kg, crs, ldp, ldw, p.k, true), blk,
-           threads);
+      gemm(ks,
+           gemm_product(Dtype::bf16, Dtype::bf16, patches, ldp, false, wt + g * kg * ldw, ldw, true, yt + g * kg, p.k,
+                        rows, kg, crs, false),
+           blk, threads);
     }
     // Y^T rows [r0, r0 + rows) -> y: each image's stretch of pixels, transposed.
     parallel_rows(threads, rows, [&](int64_t lo, int64_t hi) {  // threads split the rows (whole lines of Y^T)

@@ -33,6 +33,14 @@ D panel_value(T x) {
 }
 
 #if defined(__AVX512F__)
+// The first n of 16 lanes (none for n <= 0, all for n >= 16): masked loads and stores of a row's last
+// vector.
+template <class Cvt>
+__mmask16 lanes_mask(int n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff)
+                 : (n <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << n) - 1u));
+}
+
 // out[j][i] = r[i][j]: a 16x16 transpose in registers (unpack pairs of rows, then 4-float and 128-bit lane
 // shuffles). Templated on Cvt like everything here, to stay private to its unit.
 template <class Cvt>
@@ -87,7 +95,7 @@ void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_
     *nonfinite = _mm512_add_ps(*nonfinite, _mm512_add_ps(_mm512_add_ps(t[0], t[2]), _mm512_add_ps(t[1], t[3])));
   }
   transpose16<Cvt>(r, out);
-  const __mmask16 mask = store >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << store) - 1u);
+  const __mmask16 mask = lanes_mask<Cvt>(store);
   for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (row_dst ? row_dst[j] : j * ld_dst), mask, out[j]);
 }
 #endif
@@ -221,8 +229,7 @@ template <class Cvt>
 void copy_run(const float* src, float* dst, int n) {
 #if defined(__AVX512F__)
   for (int i = 0; i < n; i += 16) {
-    const int left = n - i;
-    const __mmask16 mask = left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+    const __mmask16 mask = lanes_mask<Cvt>(n - i);
     _mm512_mask_storeu_ps(dst + i, mask, _mm512_maskz_loadu_ps(mask, src + i));
   }
 #elif defined(__AVX2__)

@@ -110,9 +110,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   __mmask16 mask[NV];
 #pragma GCC unroll 4
   for (int j = 0; j < NV; ++j) {
-    const int cols = n - j * 16;
-    mask[j] = cols >= 16 ? static_cast<__mmask16>(0xffff)
-                         : (cols <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << cols) - 1u));
+    mask[j] = packing::lanes_mask<Cvt>(n - j * 16);
   }
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {

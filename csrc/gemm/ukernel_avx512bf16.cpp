@@ -24,11 +24,6 @@ struct Cvt {
   static float widen(uint16_t h) { return _cvtsh_ss(h); }
 };
 
-__mmask16 columns_mask(int cols) {
-  return cols >= 16 ? static_cast<__mmask16>(0xffff)
-                    : (cols <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << cols) - 1u));
-}
-
 // ROWS of the tile's kTileRows rows, for a micro-panel of A with only that many rows (its rows are still kTileRows
 // apart in the panel): M = 128 at 14 rows would otherwise multiply 140 rows, 9% of them padding.
 template <int ROWS>
@@ -78,7 +73,7 @@ void ukernel_body(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __r
   for (; p < pairs; ++p) step(p);
   __mmask16 mask[kNV];
 #pragma GCC unroll 2
-  for (int j = 0; j < kNV; ++j) mask[j] = columns_mask(n - j * 16);
+  for (int j = 0; j < kNV; ++j) mask[j] = packing::lanes_mask<Cvt>(n - j * 16);
 #pragma GCC unroll 14
   for (int i = 0; i < kMR; ++i) {
     if (i >= m) break;

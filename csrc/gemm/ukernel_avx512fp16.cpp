@@ -20,11 +20,6 @@ struct Cvt {
   static float widen(uint16_t h) { return _cvtsh_ss(h); }
 };
 
-__mmask16 columns_mask(int cols) {
-  return cols >= 16 ? static_cast<__mmask16>(0xffff)
-                    : (cols <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << cols) - 1u));
-}
-
 void ukernel(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __restrict bp, float* __restrict c,
              int64_t ldc, bool accumulate, int m, int n) {
   __m512h acc[kMR][kNV];
@@ -57,7 +52,7 @@ void ukernel(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __restri
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const int col = j * 32 + h * 16;
-        const __mmask16 mask = columns_mask(n - col);
+        const __mmask16 mask = packing::lanes_mask<Cvt>(n - col);
         float* cp = c + i * ldc + col;
         const __m512 v = accumulate ? _mm512_add_ps(halves[h], _mm512_maskz_loadu_ps(mask, cp)) : halves[h];
         _mm512_mask_storeu_ps(cp, mask, v);

@@ -28,21 +28,7 @@ float load(Dtype dt, const void* base, int64_t i) {
 // Gate pre-activations z (m x g, fp32) += a (m x k) * w^T, w in PyTorch's layout (g x k): the shape of both
 // the input projection and the recurrent product.
 GemmProblem gates_product(Dtype dtype, const void* a, const void* w, float* z, int64_t m, int64_t k, int64_t g) {
-  GemmProblem gp;
-  gp.in_dtype = dtype;
-  gp.out_dtype = Dtype::f32;
-  gp.a = a;
-  gp.b = w;
-  gp.c = z;
-  gp.m = m;
-  gp.n = g;
-  gp.k = k;
-  gp.lda = k;
-  gp.ldb = k;
-  gp.ldc = g;
-  gp.trans_b = true;
-  gp.accumulate = true;
-  return gp;
+  return gemm_product(dtype, Dtype::f32, a, k, false, w, k, true, z, g, m, g, k, true);
 }
 
 }  // namespace

@@ -34,20 +34,7 @@ inline void f32_finish(const KernelSet& ks, Dtype dtype, const float* src, void*
 // An fp32 product C (+)= op(A) op(B) on the blocked GEMM.
 inline GemmProblem f32_product(const float* a, int64_t lda, bool trans_a, const float* b, int64_t ldb, bool trans_b,
                                float* c, int64_t ldc, int64_t m, int64_t n, int64_t k, bool accumulate) {
-  GemmProblem g;
-  g.a = a;
-  g.lda = lda;
-  g.trans_a = trans_a;
-  g.b = b;
-  g.ldb = ldb;
-  g.trans_b = trans_b;
-  g.c = c;
-  g.ldc = ldc;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.accumulate = accumulate;
-  return g;
+  return gemm_product(Dtype::f32, Dtype::f32, a, lda, trans_a, b, ldb, trans_b, c, ldc, m, n, k, accumulate);
 }
 
 // C = A * B (A m x k, B k x n, row-major, contiguous): given dC (m x n), dA = dC * B^T (m x k) and

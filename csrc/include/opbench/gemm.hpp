@@ -9,7 +9,7 @@
 
 namespace opbench {
 
-enum class Dtype { f32, f16, bf16 };  // bf16: gemm only (a and b, and c with them)
+enum class Dtype { f32, f16, bf16 };  // bf16: the forward GEMM, conv2d and recurrent layers
 
 // What the products of one K block are summed in: fp32 (always for fp32 inputs), or for fp16 inputs, on
 // request, fp16 (each tile_k block summed in fp16 by an fp16-accumulating kernel, the blocks in fp32).
@@ -33,6 +33,28 @@ struct GemmProblem {
   const void* b_packed = nullptr;  // fp32 panels, or bf16 pairs for bf16 inputs
   Accumulation accumulation = Accumulation::f32;  // f16: fp16 inputs only, b_packed unused
 };
+
+// A product C (+)= op(A) op(B) for gemm(): a and b in `in`, c in `out`, leading dimensions in elements.
+inline GemmProblem gemm_product(Dtype in, Dtype out, const void* a, int64_t lda, bool trans_a, const void* b,
+                                int64_t ldb, bool trans_b, void* c, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                                bool accumulate) {
+  GemmProblem g;
+  g.in_dtype = in;
+  g.out_dtype = out;
+  g.a = a;
+  g.lda = lda;
+  g.trans_a = trans_a;
+  g.b = b;
+  g.ldb = ldb;
+  g.trans_b = trans_b;
+  g.c = c;
+  g.ldc = ldc;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.accumulate = accumulate;
+  return g;
+}
 
 // Fill zero fields of `requested` from the analytical model for this kernel set; clamp nothing.
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested);
