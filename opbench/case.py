@@ -1,6 +1,6 @@
 """The nouns of a measurement: what is measured (`Case`), how it ended (`Status`, `Reason`, `Outcome`) and
 what it measured (`Result`), with the one conversion between a Result and the versioned JSON record
-(`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v6.json).
+(`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v7.json).
 
 The sweep builds Cases and Results (visits.py), the results writer turns Results into records
 (results.py), the tuner names its failed trials with Outcomes (tune/objective.py) and the report reads
@@ -154,11 +154,11 @@ class Case:
         return get_op(self.key).min_bytes(self.shape, self.dtype)
 
 
-# The record's fields, in the order they are written (schema v6).
+# The record's fields, in the order they are written (schema v7).
 RECORD_FIELDS = (
     *("op", "pass", "shape", "factors", "label", "dtype", "backend", "threads", "device", "status", "reason"),
     *("flops", "min_bytes", "arithmetic_intensity", "time", "gflops", "gflops_best", "peak", "utilization"),
-    *("machine_speed", "reference", "verify", "details", "notes", "flags"),
+    *("machine_speed", "reference", "verify", "guards", "details", "notes", "flags", "repro"),
 )
 
 
@@ -179,9 +179,11 @@ class Result:
     machine_speed: float | None = None
     reference: Mapping[str, Any] | None = None
     verify: Mapping[str, Any] | None = None
+    guards: Mapping[str, Any] | None = None  # what the too-good-to-be-true checks saw (visits.py)
     details: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
+    repro: str | None = None  # the command that measures this case again (repro.py)
 
     @classmethod
     def of(cls, case: Case, outcome: Outcome = OK, **fields: Any) -> Result:
@@ -232,9 +234,11 @@ class Result:
             "machine_speed": self.machine_speed,
             "reference": _plain(self.reference),
             "verify": _plain(self.verify),
+            "guards": _plain(self.guards),
             "details": dict(self.details),
             "notes": list(self.notes),
             "flags": list(self.flags),
+            "repro": self.repro,
         }
 
     @classmethod
@@ -265,9 +269,11 @@ class Result:
             machine_speed=rec.get("machine_speed"),
             reference=rec.get("reference"),
             verify=rec.get("verify"),
+            guards=rec.get("guards"),  # schema 7 on
             details=rec.get("details") or {},
             notes=tuple(rec.get("notes") or ()),
             flags=tuple(rec.get("flags") or ()),
+            repro=rec.get("repro"),  # schema 7 on
         )
 
 

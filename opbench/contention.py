@@ -26,6 +26,35 @@ MIN_WINDOW_S = 0.05
 TOP_PROCESSES = 5
 
 _TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+# Helper processes whose CPU time is the measurement's own (an A/B side run by another Python environment:
+# backends/remote.py), not contention: adopt(pid) while they live.
+_ADOPTED: set[int] = set()
+
+
+def adopt(pid: int) -> None:
+    _ADOPTED.add(pid)
+
+
+def release(pid: int) -> None:
+    _ADOPTED.discard(pid)
+
+
+def _process_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process (0 once it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = text[text.rfind(")") + 2 :].split()
+    try:
+        return (int(fields[11]) + int(fields[12])) * _TICK_S
+    except (IndexError, ValueError):
+        return 0.0
+
+
+def own_cpu_s() -> float:
+    """This process's CPU time, and that of the helper processes it adopted."""
+    return time.process_time() + sum(_process_seconds(pid) for pid in list(_ADOPTED))
 
 
 @dataclass(frozen=True)
@@ -54,7 +83,7 @@ class CpuTimes:
             seen += 1
         if seen == 0:
             return None
-        return CpuTimes(busy * _TICK_S, steal * _TICK_S, time.process_time(), time.perf_counter())
+        return CpuTimes(busy * _TICK_S, steal * _TICK_S, own_cpu_s(), time.perf_counter())
 
 
 def cpu_mhz(cpus: list[int]) -> float | None:
@@ -163,7 +192,7 @@ class Monitor:
         me = os.getpid()
         now = _process_cpu_s()
         for pid, (name, cpu) in now.items():
-            if pid == me:
+            if pid == me or pid in _ADOPTED:
                 continue
             delta = cpu - self._procs_last.get(pid, (name, 0.0))[1]
             if delta > 0:

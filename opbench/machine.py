@@ -289,3 +289,20 @@ def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:
         "git": git_sha(),
         "libraries": library_versions(),
     }
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker process (the tuner's, an A/B side's) when its parent dies (a parent
+    killed with -9 must not leave a hung candidate running forever); exit at once if the parent is already
+    gone (OPBENCH_WORKER_PARENT names it)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    expected = os.environ.get("OPBENCH_WORKER_PARENT")
+    if expected and os.getppid() != int(expected):
+        sys.exit(4)

@@ -268,7 +268,7 @@ def combine(visits: list[Visit]) -> Combined:
         "rel_spread_rounds": spread,
         "stability": stability_class(max(within, spread), m.n),
         "dropped_rounds": len(visits) - len(kept),
-        "per_round": [v.to_dict() for v in visits],
+        "per_round": [{**v.to_dict(), "kept": any(v is k for k in kept)} for v in visits],
         "settle_s": max(v.settle_s for v in kept),
     }
     flags: list[str] = []

@@ -25,6 +25,12 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   tanh and 1 for ReLU); training passes: records carry `pass` (fwd or bwd; a bwd record's
                   label ends in " bwd"), the header `passes`, the CSV a `pass` column.
   6 (2026-11-24): dtype bf16 (records' `dtype`, the header's `dtypes`, `verify.accumulate_assumed`).
+  7 (2026-11-24): records carry `repro` (the command that measures the case again: repro.py) and `guards`
+                  (what the checks for results too good to be true saw: the output's share of exact zeros,
+                  the FLOPs a padding-skipping kernel must do, the best peer); flags `mistrusted` and
+                  `suspect` (`over_peak` is folded into `suspect`; older files keep it);
+                  `time.per_round[].kept` (whether the round's samples are in `samples_s`, in round order:
+                  A/B runs split them).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from opbench.machine import utc_now
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

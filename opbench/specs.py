@@ -225,12 +225,48 @@ def load_spec(path: Path | str) -> Spec:
     )
 
 
+def plans_from_problems(problems: list[Any], description: str = "") -> tuple[SweepPlan, ...]:
+    """Descriptors (descriptors.Problem) as sweep plans: one per (op, dtypes), in the order each first
+    appears, each listing its shapes once."""
+    groups: dict[tuple[str, tuple[str, ...] | None], list[Any]] = {}
+    for p in problems:
+        shapes = groups.setdefault((p.op, p.dtypes), [])
+        if p.shape not in shapes:
+            shapes.append(p.shape)
+    for (op, _), shapes in groups.items():
+        if len(shapes) > MAX_SHAPES:
+            raise UsageError(f"{len(shapes)} {op} problems (limit {MAX_SHAPES})")
+    return tuple(
+        SweepPlan(op, tuple(shapes), "cases", dtypes, None, description or "problem descriptors")
+        for (op, dtypes), shapes in groups.items()
+    )
+
+
+def load_batch_spec(path: Path | str, command_op: str | None = None, start: Any = None) -> Spec:
+    """A benchdnn-style batch file (descriptors.py) as a spec; its leading `#` lines are its description."""
+    from opbench.descriptors import load_batch
+
+    path = Path(path)
+    problems = load_batch(path, command_op, start)
+    lines = read_input(path, MAX_SPEC_BYTES, "batch file").decode("utf-8").splitlines()
+    head = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        head.append(line.lstrip("#").strip())
+    description = " ".join(t for t in head if t)
+    return Spec(path.stem, description, None, str(path), plans_from_problems(problems))
+
+
 def suite_names() -> list[str]:
-    return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+    return sorted(p.stem for p in [*SUITES_DIR.glob("*.toml"), *SUITES_DIR.glob("*.batch")])
 
 
 def load_suite(name: str) -> Spec:
     path = SUITES_DIR / f"{name}.toml"
+    batch = SUITES_DIR / f"{name}.batch"
+    if batch.is_file():
+        return load_batch_spec(batch)
     if not path.is_file():
         raise UsageError(f"unknown suite '{name}' (available: {', '.join(suite_names())})")
     return load_spec(path)

@@ -19,10 +19,12 @@ from opbench.backends import Backend, accelerator_name, make_backend
 from opbench.case import Outcome, Reason, Result
 from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable, UsageError
+from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
 from opbench.ops import get_op, op_key
 from opbench.reference import InRunReference
+from opbench.repro import sweep_command
 from opbench.timing import Timer, TimerConfig
 from opbench.visits import (
     CaseRun,
@@ -63,6 +65,9 @@ class SweepConfig:
     unscaled: tuple[Any, ...] | None = None
     rounds: int = 1  # visits per case, interleaved over shuffled rounds (the CLI's default is 3)
     passes: tuple[str, ...] = ("fwd",)  # training passes: fwd, bwd (ops.PASSES)
+    # Every round visits each (shape, pass, dtype)'s backends one after the other (the two sides of an A/B
+    # run: their ratio then rests on moments seconds apart), instead of one backend's cases after another's.
+    paired: bool = False
 
     @property
     def n_cases(self) -> int:
@@ -134,7 +139,7 @@ def round_timer(config: TimerConfig, rounds: int) -> TimerConfig:
 
 
 def visit_order(
-    groups: list[list[int]], rounds: int, seed: int, owners: list[str] | None = None
+    groups: list[list[int]], rounds: int, seed: int, owners: list[str] | None = None, paired: bool = False
 ) -> list[list[int]]:
     """The case indices each round visits. `groups` are the cases of each (shape, dtype) in sweep order;
     `owners[i]` the backend of case i. Round 1 keeps each group's backends together (their float64
@@ -142,8 +147,9 @@ def visit_order(
     Later rounds visit one backend's cases after another's, both orders shuffled per round: a switch of
     framework costs a wait for the previous one's pool to go quiet (measure.Bench), and a round that
     switched at every visit spent more time waiting than sampling. Without `owners`, later rounds shuffle
-    every case. Seeded. A single round keeps the sweep order (small shapes first predict the time of
-    large ones)."""
+    every case. `paired`: every round is ordered as round 1 (each group's backends back to back, in a
+    shuffled order: A/B runs). Seeded. A single round keeps the sweep order (small shapes first predict the
+    time of large ones)."""
     if rounds == 1:
         return [[i for g in groups for i in g]]  # one visit per case: the sweep's own order
     order: list[list[int]] = []
@@ -153,7 +159,7 @@ def visit_order(
         blocks.setdefault(owners[i] if owners else str(i), []).append(i)
     for r in range(rounds):
         rng = random.Random(f"opbench-rounds/{seed}/{r}")
-        if r == 0:
+        if r == 0 or paired:
             shuffled = [list(g) for g in groups]
             rng.shuffle(shuffled)
             for g in shuffled:
@@ -278,7 +284,7 @@ def run_sweep(
             suffix = f" (round {r + 1}/{cfg.rounds})" if cfg.rounds > 1 else ""
             on_case_start(f"{cfg.op} {case.case.label} {case.dtype} {case.backend}{suffix}")
 
-    order = visit_order(groups, cfg.rounds, cfg.seed, [c.backend for c in cases])
+    order = visit_order(groups, cfg.rounds, cfg.seed, [c.backend for c in cases], cfg.paired)
     keep_budget = KEEP_PREPARED_BYTES if cfg.rounds > 1 else 0
     if cfg.max_memory_bytes is not None:
         keep_budget = min(keep_budget, cfg.max_memory_bytes // 4)
@@ -293,6 +299,7 @@ def run_sweep(
         need = op.memory_bytes(case.shape, case.dtype, reference=will_verify)
         if cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes:
             case.end(_memory_skip(cfg, need))
+            case.repro = sweep_command(case.case, cfg, case.shape_index, states[case.backend].backend, {})
             report(case)
             continue
         gid = group_of[index][0]
@@ -306,7 +313,9 @@ def run_sweep(
         _, inputs, reference = prepared_group
         size = op.memory_bytes(case.shape, case.dtype, reference=False)
         keep = size <= keep_budget
-        first_visit(cfg, states[case.backend], case, inputs, reference, bench, timer, history, keep)
+        st = states[case.backend]
+        first_visit(cfg, st, case, inputs, reference, bench, timer, history, keep)
+        case.repro = sweep_command(case.case, cfg, case.shape_index, st.backend, case.details)
         if case.prepared is not None:
             keep_budget -= size
         report(case)
@@ -333,4 +342,7 @@ def run_sweep(
         for case in cases:
             for v in case.visits:
                 rate(v, bench.reference)
-        on_records([(c.index, case_result(c, peak_of(c))) for c in cases if c.visits])
+    # Every result again, with the backends compared case by case (peer_guard: too fast to be true).
+    timed = [c for c in cases if c.visits]
+    results = peer_guard([case_result(c, peak_of(c)) for c in timed])
+    on_records([(c.index, r) for c, r in zip(timed, results, strict=True)])

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from opbench.case import OK, Case, Outcome, Reason, Result
+from opbench.guards import peak_guard, zeros_guard
 from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine
 from opbench.ops import get_op, op_key
 from opbench.peak import UNIT_PEAKS
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
+from opbench.repro import sweep_command
 from opbench.timing import Timer
 
 if TYPE_CHECKING:
@@ -164,6 +166,8 @@ class CaseRun:
     method: str = ""
     slow: bool = False  # its first visit overran the round's time budget: one visit only (round_budget_note)
     prepared: Any = None  # kept between rounds when it fits the sweep's keep budget (KEEP_PREPARED_BYTES)
+    guards: dict[str, Any] = field(default_factory=dict)  # what the guards saw (zero_fraction: first visit)
+    repro: str | None = None  # the command that measures this case again (repro.py)
 
     @property
     def shape(self) -> Any:
@@ -193,7 +197,7 @@ def _is_memory_bound(bench: Bench, case: Case) -> bool:
     return ref.memory_bound(case.flops / min_bytes, min_bytes, kernels.l3_bytes(), case.dtype)
 
 
-def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer) -> None:
+def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer, pool: str) -> None:
     device_flush = prepared.cache_flush() if cfg.timer.cold_cache else None
     visit = bench.measure(
         prepared.run,
@@ -202,7 +206,7 @@ def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: 
         flush=device_flush[0] if device_flush else None,
         timer=timer,
         # A first visit follows verification (the float64 reference's BLAS pool may spin): it settles.
-        owner=case.backend if case.visits else None,
+        owner=pool if case.visits else None,
     )
     case.visits.append(visit)
     if not case.method:
@@ -243,7 +247,8 @@ def first_visit(
     keep: bool = False,
 ) -> None:
     """Decide whether the case runs (backend, dtype, predicted time), verify it, then time its first
-    visit. `reference` is None when verification is off or over its cost cap."""
+    visit. `reference` is None when verification is off or over its cost cap. (The caller gives the case
+    its repro command: repro.sweep_command.)"""
     key = case.case.key
     op = get_op(key)
     name = st.backend.name
@@ -289,13 +294,17 @@ def first_visit(
             if not result["ok"]:
                 case.end(Outcome(Reason.WRONG_ANSWER, result.get("reason") or "error above the bound"))
                 return
-        elif cfg.verify:
-            cost = op.verify_cost_flops(shape) / 1e9
-            case.verify = {
-                "skipped": f"float64 verification would cost {cost:.0f} GFLOP, over "
-                f"--verify-max-gflop {cfg.verify_max_gflop:g}"
-            }
-        _visit(cfg, case, prepared, bench, timer)
+        else:
+            output = prepared.output()  # not verified, but its zeros are still counted (one call)
+            if cfg.verify:
+                cost = op.verify_cost_flops(shape) / 1e9
+                case.verify = {
+                    "skipped": f"float64 verification would cost {cost:.0f} GFLOP, over "
+                    f"--verify-max-gflop {cfg.verify_max_gflop:g}"
+                }
+        zeros_guard(case.case, output, case.guards)
+        del output
+        _visit(cfg, case, prepared, bench, timer, st.backend.pool)
     except Exception as e:
         case.end(_failure(name, e))
         return
@@ -322,7 +331,7 @@ def later_visit(cfg: SweepConfig, st: BackendState, case: CaseRun, bench: Bench,
         if prepared is None:
             inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
             prepared = st.backend.prepare(case.case.key, case.shape, inputs, dict(case.case.params))
-        _visit(cfg, case, prepared, bench, timer)
+        _visit(cfg, case, prepared, bench, timer, st.backend.pool)
     except Exception as e:
         case.finished = True
         case.notes.append(f"round {len(case.visits) + 1} failed ({one_line(e)}); earlier rounds kept")
@@ -332,9 +341,14 @@ def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
     """The Result of a case from its first visit and all its visits. `peak` is the fallback peak (a GPU's
     datasheet) used where no in-run reference was taken."""
     notes, flags = list(case.notes), []
-    base = {"verify": case.verify, "details": case.details}
+    guards = dict(case.guards)
+    reasons = list(guards.get("reasons", []))
+    base = {"verify": case.verify, "details": case.details, "repro": case.repro}
+    if any(r.startswith("mistrusted") for r in reasons):
+        flags.append("mistrusted")
     if not case.visits:
-        return Result.of(case.case, case.outcome, notes=tuple(notes), **base)
+        return Result.of(case.case, case.outcome, notes=tuple(notes + reasons), flags=tuple(flags),
+                         guards=guards or None, **base)  # fmt: skip
     c = combine(case.visits)
     m = c.measurement
     time = {**c.time, "method": case.method}
@@ -375,12 +389,11 @@ def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
         utilization = gflops / used["gflops"]
         if utilization < SLOW_UTILIZATION:
             flags.append("slow")
-        if used["source"] in ("measured", "in-run") and (gflops_best or 0.0) > used["gflops"] * 1.02:
-            flags.append("over_peak")
-            notes.append(
-                "faster than the measured peak: the peak or this timing is wrong "
-                "(a peak cached while the machine was busy: opbench peak --refresh)"
-            )
+        reasons += peak_guard(case.case, m.median_s, used, guards)
+        if reasons and reasons[-1].startswith("suspect"):
+            flags.append("suspect")
+    guards["reasons"] = reasons
+    notes += reasons
     return Result.of(
         case.case,
         case.outcome,
@@ -393,6 +406,7 @@ def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
         reference=c.reference,
         notes=tuple(notes),
         flags=tuple(flags),
+        guards=guards,
         **base,
     )
 
@@ -411,5 +425,6 @@ def measure_case(
     """One case, one visit (what a single-round sweep does per case)."""
     case = CaseRun(0, 0, make_case(cfg, shape, dtype, st.backend.name))
     first_visit(cfg, st, case, inputs, reference, bench, bench.timer, history)
+    case.repro = sweep_command(case.case, cfg, 0, st.backend, case.details)
     bench.finish()
     return case_result(case, peak)

@@ -82,9 +82,10 @@ class _Broken(Backend):
         raise AssertionError("an unavailable backend is never asked to prepare")
 
 
-def make_backend(name: str) -> Backend:
-    """A fresh instance of a built-in, registered or plug-in backend."""
-    if name in _EXTRA:
+def make_backend(name: str, registered: bool = True) -> Backend:
+    """A fresh instance of a built-in, registered or plug-in backend (`registered=False`: never one this
+    run registered, which an A/B side named like its backend wraps)."""
+    if registered and name in _EXTRA:
         return _EXTRA[name]()
     if name in BACKENDS:
         return BACKENDS[name]()
@@ -118,7 +119,7 @@ def accelerator_name(device: str) -> str | None:
 def parse_backends(text: str) -> list[str]:
     """'cpp,torch' -> ['cpp', 'torch']; unknown names raise UsageError."""
     names = [t.strip().lower() for t in text.split(",") if t.strip()]
-    available = [*BACKENDS, *plugins()]
+    available = [*BACKENDS, *_EXTRA, *plugins()]
     if not names:
         raise UsageError(f"--backend is empty (available: {', '.join(available)})")
     for name in names:

@@ -118,6 +118,18 @@ class Backend(ABC):
         """Known caveats worth printing beside this backend's numbers."""
         return []
 
+    @property
+    def pool(self) -> str:
+        """The threads this backend runs on, by name: consecutive visits on one pool skip the wait for the
+        previous pool to go quiet (measure.Bench's owner). Two sides of one backend share its pool."""
+        return self.name
+
+    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """How `opbench sweep` runs this backend again for one case: the command that starts opbench, and
+        the options that name the backend and what it ran with (`params`: what it was asked for; `details`:
+        what its Prepared reported, empty when the case never ran)."""
+        return ["opbench"], ["--backend", self.name]
+
     def device_name(self, index: int) -> str | None:
         """The name this framework reports for GPU `index` (e.g. "NVIDIA H100 80GB HBM3"), or None where it
         cannot see one. Called before setup(); must not raise when the framework is missing."""

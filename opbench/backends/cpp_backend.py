@@ -84,6 +84,21 @@ class CppBackend(Backend):
             raise BackendUnavailable(f"cpp kernels run on the CPU only, not on {device}")
         self._threads = threads
 
+    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
+        """The tiles and kernel set that ran (as the record's details name them), so that the repro does not
+        depend on the cache model or the tuner's records of the day."""
+        args = ["--backend", "cpp"]
+        tiles = details.get("tiles") or {t: params.get(t) for t in TILES}
+        for t in TILES:
+            if tiles.get(t):
+                args += [f"--{t.replace('_', '-')}", str(tiles[t])]
+        isa = details.get("isa") or params.get("isa")
+        if isa:
+            args += ["--isa", str(isa)]
+        if params.get("accumulate") == "fp16":
+            args += ["--accumulate", "fp16"]
+        return ["opbench"], args
+
     def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
         from opbench import kernels
         from opbench.ops import get_op

@@ -87,6 +87,12 @@ class UserKernelBackend(Backend):
         }
         return UserCase(fn, op, shape, inputs, self.params, details)
 
+    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
+        args = ["--kernel", self.kernel.spec]
+        if self.params:
+            args += ["--kernel-params", ",".join(f"{k}={v}" for k, v in self.params.items())]
+        return ["opbench"], [*args, "--backend", self.name]
+
     def notes(self, op: str, dtype: str) -> list[str]:
         return [
             f"{self.kernel.spec} with {self.params or 'no parameters'}: timed on the host clock; its threads "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 
+from opbench.cli.ab import cmd_ab
 from opbench.cli.parser import build_parser
 from opbench.cli.peak import cmd_info, cmd_peak
 from opbench.cli.report import cmd_compare, cmd_report, cmd_suites
@@ -19,6 +20,7 @@ COMMANDS = {
     "report": cmd_report,
     "compare": cmd_compare,
     "sweep": cmd_sweep,
+    "ab": cmd_ab,
     "tune": cmd_tune,
     "studies": cmd_studies,
     "peak": cmd_peak,

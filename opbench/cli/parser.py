@@ -159,16 +159,28 @@ def _op_params(group: Any) -> None:
     group.add_argument("--nonlinearity", choices=("tanh", "relu"), help="rnn activation (default tanh)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="opbench", description="Operator-level micro-benchmarks and tiling autotuner.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+def _problem_options(p: Any) -> None:
+    """benchdnn-style problems (opbench/descriptors.py), as sweep and ab take them."""
+    p.add_argument(
+        "--problem",
+        action="append",
+        help="a benchdnn-style problem descriptor (repeatable): conv mb2ic64ih56oc64kh3ph1, "
+        "gemm 1024x768:768x3072, rnn/gru/lstm l1t25mb16sic256",
+    )
+    p.add_argument(
+        "--batch-file", help="a file of problem descriptors, one or more a line, with benchdnn's options"
+    )
 
-    s = sub.add_parser("sweep", help="measure an operator over shapes, dtypes and backends")
+
+def _case_options(s: Any) -> None:
+    """What `opbench sweep` and `opbench ab` both take: the shapes (axes, specs, suites, problems), dtypes,
+    threads, device, output, seed, rounds, verification, timer and memory limits, training passes."""
     s.add_argument(
         "op", nargs="?", help="gemm, conv, rnn, gru or lstm (with --spec/--suite: run only that op's part)"
     )
     s.add_argument("--spec", help="a TOML sweep spec (see opbench/specs.py)")
     s.add_argument("--suite", help="a built-in suite (opbench suites lists them)")
+    _problem_options(s)
     s.add_argument("--scale", type=_scale, help="shrink batch and input size of every case by this factor")
     s.add_argument(
         "--mode",
@@ -184,9 +196,6 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument(AXIS_FLAGS[dest], dest=dest)
     _op_params(c)
     s.add_argument("--dtype", help="fp32, fp16, bf16, or several comma-separated (default: fp32,fp16)")
-    s.add_argument(
-        "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
-    )
     s.add_argument(
         "--threads", type=_threads, help="threads for every backend (default: all cores; at most 8 per core)"
     )
@@ -241,6 +250,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=_bytes,
         help="skip a case needing more memory (default: 80%% of available memory)",
     )
+    s.add_argument(
+        "--pass",
+        dest="passes",
+        help="training passes: fwd, bwd or fwd,bwd (default fwd). bwd times the gradients of the inputs "
+        "and weights given an upstream gradient (gemm in this version); records carry 'pass'",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="opbench", description="Operator-level micro-benchmarks and tiling autotuner.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("sweep", help="measure an operator over shapes, dtypes and backends")
+    _case_options(s)
+    s.add_argument(
+        "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
+    )
+    s.add_argument("--verbose", action="store_true", help="also print each case's repro command")
     s.add_argument("--tile-m", type=_positive_int, help="cpp backend: tile_m (default: cache model)")
     s.add_argument("--tile-n", type=_positive_int, help="cpp backend: tile_n")
     s.add_argument("--tile-k", type=_positive_int, help="cpp backend: tile_k")
@@ -249,12 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--tuned",
         action="store_true",
         help="cpp backend: use the tiles opbench tune recorded (exact shape or nearest)",
-    )
-    s.add_argument(
-        "--pass",
-        dest="passes",
-        help="training passes: fwd, bwd or fwd,bwd (default fwd). bwd times the gradients of the inputs "
-        "and weights given an upstream gradient (gemm in this version); records carry 'pass'",
     )
     s.add_argument(
         "--accumulate",
@@ -270,6 +291,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--kernel-params", help="with --kernel: its keyword arguments, NAME=VALUE,...")
     s.add_argument("--quiet", action="store_true", help="no progress bar or table; print only file paths")
+
+    ab = sub.add_parser("ab", help="two sides of the same cases, interleaved, with a verdict per case")
+    _case_options(ab)
+    ab.add_argument(
+        "--a",
+        required=True,
+        help="side A: a backend (cpp, torch, ...), cpp with tiles (cpp:tile_m=56,tile_n=512,tile_k=256), or "
+        "a kernel FILE.py:FUNC[:NAME=VALUE,...]",
+    )
+    ab.add_argument("--b", required=True, help="side B, the one judged: FASTER, SLOWER, SAME or AMBIGUOUS")
+    ab.add_argument(
+        "--threshold",
+        type=_at_most(10),
+        help="smallest relative change a verdict may call FASTER or SLOWER (default: the noise the run "
+        "measured, at least 0.02)",
+    )
+    ab.add_argument("--fail-on", choices=("slower",), help="exit 1 when a case is SLOWER (for CI)")
+    ab.add_argument("--quiet", action="store_true", help="no progress bar")
 
     pk = sub.add_parser("peak", help="measure (and cache) peak FLOPS per dtype and thread count")
     pk.add_argument(
@@ -299,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     tg.add_argument("--m", type=_positive_int, help="rows of A and C")
     tg.add_argument("--n", type=_positive_int, help="columns of B and C")
     tg.add_argument("--k", type=_positive_int, help="inner dimension")
+    t.add_argument(
+        "--problem", help="the shape as a benchdnn-style problem descriptor (instead of the above)"
+    )
     tc = t.add_argument_group(
         "conv and rnn/gru/lstm shape (one value each; unset ones at the op's base point)"
     )

@@ -20,7 +20,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.results and not args.study:
         raise UsageError("opbench report needs results files and/or --study NAME")
     target = render.output_dir(args.out, args.force)
-    docs = [inputs.load_results(p) for p in args.results]
+    ab_paths = [p for p in args.results if inputs.kind_of(p) == "opbench.ab"]
+    docs = [inputs.load_results(p) for p in args.results if p not in ab_paths]
+    ab_docs = [inputs.load_ab(p) for p in ab_paths]
     studies = [inputs.load_study(name, storage_url(args.storage, "reports")) for name in args.study]
     backends = {r["backend"] for d in docs for r in d["records"]}
     if args.baseline and args.baseline not in backends:
@@ -28,13 +30,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"--baseline {args.baseline} is not among the backends in these results "
             f"({', '.join(sorted(backends)) or 'none'})"
         )
-    m = model.build(docs, studies, args.baseline, args.title, args.command_line)
+    m = model.build(docs, studies, args.baseline, args.title, args.command_line, ab_docs)
     figures = plots.all_plots(m)
     written = render.write(m, figures, target, formats)
     console = Console(markup=False, highlight=False)
     n_plots = sum(len(v) for v in figures.values())
     console.print(
-        f"report: {len(m['sections'])} op/dtype sections, {len(m['studies'])} studies, {n_plots} plots"
+        f"report: {len(m['sections'])} op/dtype sections, {len(m['ab'])} A/B runs, {len(m['studies'])} "
+        f"studies, {n_plots} plots"
     )
     for fmt, path in written.items():
         console.print(f"wrote {fmt.upper()}: {path}")

@@ -22,8 +22,14 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
 
     given_axes = {d: getattr(args, d) for d in AXIS_FLAGS if getattr(args, d) is not None}
     given_params = {d: getattr(args, d) for d in PARAM_FLAGS if getattr(args, d) is not None}
-    if args.spec and args.suite:
-        raise UsageError("give --spec or --suite, not both")
+    sources = [f for f, v in (("--spec", args.spec), ("--suite", args.suite), ("--problem", args.problem),
+                              ("--batch-file", args.batch_file)) if v]  # fmt: skip
+    if len(sources) > 1:
+        raise UsageError(
+            f"give one of --spec, --suite, --problem and --batch-file, not {' and '.join(sources)}"
+        )
+    if args.problem or args.batch_file:
+        return problem_plans(args, given_axes, given_params)
     if args.spec or args.suite:
         if given_axes or given_params or args.mode:
             flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in [*given_axes, *given_params]] or ["--mode"]
@@ -59,33 +65,40 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
     return [SweepPlan(args.op, tuple(shapes), mode, None, None, "")], None
 
 
+def problem_plans(
+    args: argparse.Namespace, given_axes: dict[str, Any], given_params: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any] | None]:
+    """--problem DESC ... or --batch-file FILE: the plans, and the batch file as the run's suite."""
+    from opbench import descriptors
+    from opbench.specs import load_batch_spec, plans_from_problems
+
+    extra = {**given_axes, **{k: v for k, v in given_params.items() if k != "nonlinearity"}}
+    if extra or args.mode:
+        flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in extra] or ["--mode"]
+        raise UsageError(
+            f"{flags[0]} cannot be combined with --problem/--batch-file (the descriptor sets it)"
+        )
+    if args.op:
+        from opbench.ops import get_op
+
+        get_op(args.op)
+    start = descriptors.options(given_params.get("nonlinearity"))
+    if args.batch_file:
+        spec = load_batch_spec(args.batch_file, args.op, start)
+        meta = {"name": spec.name, "description": spec.description, "source": None, "path": spec.path}
+        return list(spec.plans), meta
+    problems = [descriptors.parse(text, args.op, "--problem", start) for text in args.problem]
+    return list(plans_from_problems(problems)), None
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from opbench.backends import parse_backends
-    from opbench.dtypes import parse_dtypes
-    from opbench.kernels import default_threads
-    from opbench.machine import available_memory_bytes
-    from opbench.ops import get_op
-    from opbench.results import parse_formats
-    from opbench.space import scale_shapes
-    from opbench.sweep import SweepConfig, check_memory
-    from opbench.timing import TimerConfig
 
     plans, suite = _plans_from_args(args)
-    passes = _passes(args.passes, [pl.op for pl in plans])
-    cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
-    cli_backends = parse_backends(args.backend) if args.backend is not None else None
     extra = _user_kernel(args)  # ("kernel:FUNC",) with --kernel, else ()
-    formats = parse_formats(args.format)
-    out_dir = check_out_dir(args.out)
-    if not re.fullmatch(r"cpu|(cuda|ascend)(:\d+)?", args.device):
-        raise UsageError(f"unknown device '{args.device}' (expected cpu, cuda[:index] or ascend[:index])")
-    threads = args.threads or default_threads()
-    timer = TimerConfig(
-        min_sample_s=args.min_sample_ms / 1e3,
-        max_time_s=args.max_time_s,
-        call_budget_s=args.call_budget_s,
-        cold_cache=args.cold_cache,
-    )
+    cli_backends = parse_backends(args.backend) if args.backend is not None else None
+    if cli_backends and extra and extra[0] in cli_backends:
+        extra = ()  # --backend names the kernel itself (a repro command does)
     cpp_params = {
         "tile_m": args.tile_m,
         "tile_n": args.tile_n,
@@ -102,8 +115,48 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         f16acc = kernels.default_tiles(args.isa)["fp16_accumulate"]
         if not f16acc["available"]:
             raise UsageError(f"--accumulate fp16: {f16acc['reason']}")
-    budget = args.max_memory or int(available_memory_bytes() * 0.8)
+    configs, out_dir, formats, meta = sweep_configs(
+        args,
+        plans,
+        suite,
+        lambda plan, op: (*(cli_backends or plan.backends or op.DEFAULT_BACKENDS), *extra),
+        cpp_params,
+    )
+    return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet, verbose=args.verbose)
 
+
+def sweep_configs(
+    args: argparse.Namespace,
+    plans: list[Any],
+    suite: dict[str, Any] | None,
+    backends_of: Any,
+    cpp_params: dict[str, Any],
+) -> tuple[list[Any], Path, list[str], dict[str, Any]]:
+    """The sweep configs of `plans` with the measurement options both sweep and ab take (`backends_of(plan,
+    op)`: each plan's backends), checked; the output directory, formats and the run's metadata."""
+    from opbench.dtypes import parse_dtypes
+    from opbench.kernels import default_threads
+    from opbench.machine import available_memory_bytes
+    from opbench.ops import get_op
+    from opbench.results import parse_formats
+    from opbench.space import scale_shapes
+    from opbench.sweep import SweepConfig, check_memory
+    from opbench.timing import TimerConfig
+
+    passes = _passes(args.passes, [pl.op for pl in plans])
+    cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
+    formats = parse_formats(args.format)
+    out_dir = check_out_dir(args.out)
+    if not re.fullmatch(r"cpu|(cuda|ascend)(:\d+)?", args.device):
+        raise UsageError(f"unknown device '{args.device}' (expected cpu, cuda[:index] or ascend[:index])")
+    threads = args.threads or default_threads()
+    timer = TimerConfig(
+        min_sample_s=args.min_sample_ms / 1e3,
+        max_time_s=args.max_time_s,
+        call_budget_s=args.call_budget_s,
+        cold_cache=args.cold_cache,
+    )
+    budget = args.max_memory or int(available_memory_bytes() * 0.8)
     configs = []
     for plan in plans:
         op = get_op(plan.op)
@@ -116,7 +169,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 op=plan.op,
                 shapes=tuple(shapes),
                 dtypes=tuple(cli_dtypes or plan.dtypes or ("fp32", "fp16")),
-                backends=(*(cli_backends or plan.backends or op.DEFAULT_BACKENDS), *extra),
+                backends=tuple(backends_of(plan, op)),
                 threads=threads,
                 device=args.device,
                 timer=timer,
@@ -139,7 +192,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "modes": [pl.mode for pl in plans],
         "command": args.command_line,
     }
-    return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet)
+    return configs, out_dir, formats, meta
 
 
 def _passes(text: str | None, ops: list[str]) -> tuple[str, ...]:
@@ -176,14 +229,14 @@ def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _run_sweeps(
-    configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool
+    configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool, verbose: bool
 ) -> int:
     from opbench.display.sweep import RichObserver
     from opbench.runs import run_sweeps
 
     writers: list[Any] = []
     try:
-        run_sweeps(configs, meta, out_dir, formats, RichObserver(quiet), writers)
+        run_sweeps(configs, meta, out_dir, formats, RichObserver(quiet, verbose), writers)
     except KeyboardInterrupt:
         if not writers:
             print("opbench: interrupted before any case ran; nothing written", file=sys.stderr)

@@ -41,8 +41,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
     threads = args.threads or default_threads()
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
     if args.show:
-        if not args.study and args.op == "gemm" and None in (args.m, args.n, args.k):
-            raise UsageError("--show needs --study NAME (or --m, --n and --k to name the default study)")
+        if not args.study and args.op == "gemm" and None in (args.m, args.n, args.k) and not args.problem:
+            raise UsageError(
+                "--show needs --study NAME (or --m, --n and --k, or --problem, to name the default study)"
+            )
         name = args.study or default_study_name(key, _shape(args), args.dtype, threads, kernel=kernel)
         return _show_study(console, tuner.load_existing(name, storage))
     shape = _shape(args)
@@ -142,12 +144,20 @@ def _shape(args: argparse.Namespace) -> Any:
     from opbench.space import expand
 
     op = get_op(args.op)
+    given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
+    if args.problem is not None:
+        from opbench import descriptors
+
+        extra = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in given if d != "nonlinearity"]
+        if extra:
+            raise UsageError(f"{extra[0]} cannot be combined with --problem (the descriptor sets the shape)")
+        start = descriptors.options(given.get("nonlinearity"))
+        return descriptors.parse(args.problem, args.op, "--problem", start).shape
     if args.op == "gemm":
         missing = [f"--{d}" for d in ("m", "n", "k") if getattr(args, d) is None]
         if missing:
-            raise UsageError(f"opbench tune gemm needs {', '.join(missing)}")
+            raise UsageError(f"opbench tune gemm needs {', '.join(missing)} (or --problem MxK:KxN)")
         return op.make_shape({"m": args.m, "n": args.n, "k": args.k})
-    given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
     check_flags_apply(args.op, op, given)
     axes = {d: [v] for d, v in given.items() if d in op.AXES}
     params = {**op.PARAMS, **{d: v for d, v in given.items() if d in op.PARAMS}}

@@ -21,7 +21,7 @@ def compare_table(result: dict[str, Any], old: str, new: str, threshold: float) 
     )
     for col in (
         *("op", "shape", "dtype", "backend", "old", "new", "GFLOPS change", "noise old/new"),
-        *("util old/new", "machine new/old", "verdict"),
+        *("util old/new", "machine new/old", "flags new", "verdict"),
     ):
         table.add_column(col)
     for r in result["rows"]:
@@ -33,9 +33,10 @@ def compare_table(result: dict[str, Any], old: str, new: str, threshold: float) 
                 f"{100 * r['old_rel_iqr']:.1f}% / {100 * r['new_rel_iqr']:.1f}%",
                 util_text(r),
                 ratio_text(r.get("reference_ratio")),
+                r["new_flags"].replace(";", ", ") or "-",
             ]
             if "time_ratio" in r
-            else ["-"] * 6
+            else ["-"] * 7
         )
         verdict = r["verdict"] + (f" ({r['note']})" if r.get("note") else "")
         table.add_row(

@@ -132,13 +132,13 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
 class RichObserver:
     """Progress on stderr while a sweep runs, the table on stdout when it ends (paths only with --quiet)."""
 
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool, verbose: bool = False) -> None:
         from rich.console import Console
 
         # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
         self.console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
         self.err_console = Console(stderr=True, quiet=quiet, markup=False)
-        self.quiet = quiet
+        self.quiet, self.verbose = quiet, verbose
         self._advance: Any = None
 
     def status(self, text: str) -> Any:
@@ -170,6 +170,13 @@ class RichObserver:
 
     def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
         print_summary(self.console, doc, paths)
+        if self.verbose:
+            self.console.print("repro, one command per case:")
+            for r in doc["records"]:
+                if r.get("repro"):
+                    self.console.print(
+                        f"  {r['label']} {r['dtype']} {r['backend']}: {r['repro']}", soft_wrap=True
+                    )
         if self.quiet:
             for path in paths.values():
                 print(path)

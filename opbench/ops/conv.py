@@ -185,6 +185,20 @@ def flops(shape: ConvShape) -> int:
     return 2 * shape.n * shape.k * shape.out_h * shape.out_w * (shape.c // shape.groups) * shape.r * shape.s
 
 
+def _taps_inside(size: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
+    """(output position, filter tap) pairs along one axis whose input lies inside the image."""
+    return sum(1 for o in range(out) for t in range(taps) if 0 <= o * stride - pad + t * dil < size)
+
+
+def useful_flops(shape: ConvShape) -> int:
+    """The FLOPs a kernel that skips the padding must still do: flops() counts every tap, and a kernel that
+    never multiplies the padded zeros reaches more counted GFLOPS than its unit's peak without any error
+    (the too-good-to-be-true guard compares this with the peak instead)."""
+    inside_h = _taps_inside(shape.h, shape.out_h, shape.r, shape.stride_h, shape.pad_h, shape.dil_h)
+    inside_w = _taps_inside(shape.w, shape.out_w, shape.s, shape.stride_w, shape.pad_w, shape.dil_w)
+    return 2 * shape.n * shape.k * (shape.c // shape.groups) * inside_h * inside_w
+
+
 def _elems(shape: ConvShape) -> tuple[int, int, int]:
     x = shape.n * shape.c * shape.h * shape.w
     w = shape.k * (shape.c // shape.groups) * shape.r * shape.s

@@ -86,6 +86,12 @@ def shape_from_case(fields: dict[str, Any]) -> RnnShape:
     return RnnShape(**sizes, relu=relu)
 
 
+def expected_zero_fraction(shape: RnnShape) -> float:
+    """The share of exact zeros an output may hold with opbench's random inputs: about half of a ReLU
+    layer's states are 0 (the mistrusted-output guard allows for them); a tanh layer has none."""
+    return 0.5 if shape.relu else 0.0
+
+
 def make_shape(point: dict[str, Any]) -> RnnShape:
     nonlinearity = point.get("nonlinearity", "tanh")
     if nonlinearity not in NONLINEARITIES:

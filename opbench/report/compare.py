@@ -16,6 +16,8 @@ from opbench.case import Result, Status
 from opbench.display import ratio_text, util_text
 from opbench.escape import csv_text, md
 
+# Flags of results too good to be true (guards.py): such a case is never counted as an improvement.
+DISTRUST = ("suspect", "mistrusted")
 # The two runs' in-run references differing by more than this is worth a warning.
 MACHINE_SPEED_WARN = 0.10
 
@@ -73,6 +75,9 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
             # Measured with our CPUs apart in one run only (reference.py's hand-off probe): the placement
             # alone moved an LSTM by 1.3-2x, so the change says nothing about the code.
             placement_moved = significant and not machine_moved and _apart(o) != _apart(n)
+            # An improvement the new run's guards distrust (guards.py) is never reported as one.
+            distrusted = sorted(set(n.flags) & set(DISTRUST))
+            too_good = significant and not machine_moved and not placement_moved and ratio < 1 and distrusted
             row.update(
                 {
                     "old_median_s": oq[1],
@@ -88,7 +93,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                     "old_flags": ";".join(o.flags),
                     "new_flags": ";".join(n.flags),
                     "verdict": "not comparable"
-                    if placement_moved
+                    if placement_moved or too_good
                     else ("regression" if ratio > 1 else "improvement")
                     if significant and not machine_moved
                     else "unchanged",
@@ -99,6 +104,11 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                 row["note"] = (
                     f"the machine's in-run reference moved by as much ({100 * (ref_ratio - 1):+.0f}%): "
                     "at equal machine speed the change is within the threshold"
+                )
+            elif too_good:
+                row["note"] = (
+                    f"the new run flags this case {', '.join(distrusted)} (too good to be true: its notes "
+                    "say why); not counted as an improvement"
                 )
             elif placement_moved:
                 row["note"] = (
@@ -154,8 +164,8 @@ def to_markdown(result: dict[str, Any]) -> str:
     out += [
         "",
         "| op | shape | dtype | backend | old median (s) | new median (s) | GFLOPS change | util old / new "
-        "| machine new/old | verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| machine new/old | flags old / new | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         case = " | ".join(md(r[k]) for k in ("op", "shape", "dtype", "backend"))
@@ -163,10 +173,11 @@ def to_markdown(result: dict[str, Any]) -> str:
             out.append(
                 f"| {case} | {r['old_median_s']:.4g} | "
                 f"{r['new_median_s']:.4g} | {100 * r['gflops_change']:+.1f}% | {util_text(r)} | "
-                f"{ratio_text(r.get('reference_ratio'))} | {md(r['verdict'])} |"
+                f"{ratio_text(r.get('reference_ratio'))} | {md(r['old_flags']) or '-'} / "
+                f"{md(r['new_flags']) or '-'} | {md(r['verdict'])} |"
             )
         else:
-            out.append(f"| {case} | - | - | - | - | - | {md(r['verdict'])} |")
+            out.append(f"| {case} | - | - | - | - | - | - | {md(r['verdict'])} |")
     return "\n".join(out) + "\n"
 
 

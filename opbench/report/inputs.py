@@ -151,17 +151,12 @@ def _check_document(doc: dict[str, Any], check: _Check) -> None:
         check.number(r.get("utilization"), f"{where}.utilization", strict=False)
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
-    """A sweep results document, with schema 1 files brought to schema 2's shape (gemm only, no factors).
-    Refused with one line naming the file (and the record and field) when it is not a regular file under
-    the size cap, not strict JSON, not an opbench sweep, or holds a value the report cannot use (a NaN,
-    infinite, zero or negative time or GFLOPS)."""
-    p = Path(path)
-    data = read_input(p, MAX_RESULTS_BYTES, "results file (.json from opbench sweep)")
+def _json_file(p: Path, what: str) -> Any:
+    data = read_input(p, MAX_RESULTS_BYTES, what)
     try:
         # NaN and Infinity are read (they are not JSON, but other tools write them) so that the checks below
         # can name the record and field that holds one.
-        doc = json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise UsageError(f"{p}: cannot read: not UTF-8 text ({e.reason})") from None
     except json.JSONDecodeError as e:
@@ -170,6 +165,61 @@ def load_results(path: str | Path) -> dict[str, Any]:
         ) from None
     except RecursionError:
         raise UsageError(f"{p}: not an opbench sweep result (nested too deeply)") from None
+
+
+def kind_of(path: str | Path) -> str | None:
+    """The 'kind' of an opbench JSON file (opbench.sweep, opbench.ab), read with the usual checks."""
+    doc = _json_file(Path(path), "results file (.json from opbench sweep or ab)")
+    return doc.get("kind") if isinstance(doc, dict) else None
+
+
+AB_VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "FAILED")
+
+
+def load_ab(path: str | Path) -> dict[str, Any]:
+    """An `opbench ab` document (kind opbench.ab, schema 1), refused with one line naming the file and the
+    field when the report cannot use it."""
+    p = Path(path)
+    doc = _json_file(p, "A/B file (.json from opbench ab)")
+    if not isinstance(doc, dict) or doc.get("kind") != "opbench.ab" or doc.get("schema_version") != 1:
+        raise UsageError(f"{p}: not an opbench ab result of schema 1")
+    check = _Check(p)
+    for key in ("a", "b"):
+        if not isinstance(doc.get(key), str):
+            raise check.fail(key, "expected the side's name")
+    check.number(doc.get("threshold"), "threshold", strict=False)
+    check.number(doc.get("noise"), "noise", strict=False)
+    rows = doc.get("rows")
+    if not isinstance(rows, list):
+        raise check.fail("rows", "missing or not a list")
+    for i, r in enumerate(rows):
+        where = f"rows[{i}]"
+        if not isinstance(r, dict) or not {"op", "label", "dtype", "a", "b", "verdict"} <= set(r):
+            raise check.fail(where, "not an A/B row")
+        if r["verdict"] not in AB_VERDICTS:
+            raise check.fail(f"{where}.verdict", f"expected one of {', '.join(AB_VERDICTS)}")
+        check.number(r.get("speedup"), f"{where}.speedup")
+        ci = r.get("speedup_ci")
+        if ci is not None and (not isinstance(ci, list) or len(ci) != 2):
+            raise check.fail(f"{where}.speedup_ci", "expected [low, high]")
+        for side in ("a", "b"):
+            s = check.table(r[side], f"{where}.{side}")
+            check.number(s.get("median_s"), f"{where}.{side}.median_s")
+            check.texts(s.get("flags"), f"{where}.{side}.flags")
+    summary = check.table(doc.get("summary"), "summary")
+    if not isinstance(summary.get("counts"), dict) or not isinstance(summary.get("fast_p"), dict):
+        raise check.fail("summary", "expected counts and fast_p")
+    doc["_path"] = str(p)
+    return doc
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """A sweep results document, with schema 1 files brought to schema 2's shape (gemm only, no factors).
+    Refused with one line naming the file (and the record and field) when it is not a regular file under
+    the size cap, not strict JSON, not an opbench sweep, or holds a value the report cannot use (a NaN,
+    infinite, zero or negative time or GFLOPS)."""
+    p = Path(path)
+    doc = _json_file(p, "results file (.json from opbench sweep)")
     if not isinstance(doc, dict) or doc.get("kind") != "opbench.sweep":
         raise UsageError(f"{p}: not an opbench sweep result (no 'kind': 'opbench.sweep')")
     version = doc.get("schema_version")

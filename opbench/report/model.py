@@ -60,6 +60,7 @@ def _row(r: Result) -> dict[str, Any]:
         "flags": [f for f in r.flags if f != t.get("stability")],  # stability has its own column
         "factors": dict(r.case.factors),
         "arithmetic_intensity": r.arithmetic_intensity,
+        "repro": r.repro,
     }
 
 
@@ -141,8 +142,10 @@ def build(
     baseline: str | None,
     title: str,
     command: list[str],
+    ab_docs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The whole report. Sections are per (op, dtype) across all input files."""
+    """The whole report. Sections are per (op, dtype) across all input files; an A/B section per `opbench
+    ab` file (report/ab.py's rows, with their verdicts)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for doc in docs:
         for rec in doc["records"]:
@@ -216,7 +219,15 @@ def build(
         "sections": sections,
         "roofline": roofline,
         "studies": [_study_section(s) for s in studies],
+        "ab": [_ab_section(d) for d in ab_docs or []],
     }
+
+
+def _ab_section(doc: dict[str, Any]) -> dict[str, Any]:
+    from opbench.report.ab import speedup_text, summary_text
+
+    rows = [{**r, "speedup_text": speedup_text(r)} for r in doc["rows"]]
+    return {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows, "summary_text": summary_text(doc)}
 
 
 def _study_section(study: dict[str, Any]) -> dict[str, Any]:

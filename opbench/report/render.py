@@ -157,6 +157,10 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
                 f"| {case} | {format_seconds(r['median_s'])} | {_pct(r['rel_iqr'])} "
                 f"| {gflops} | {_pct(r['utilization'])} | {flags} |"
             )
+        repros = [r for r in s["rows"] if r.get("repro")]
+        if repros:
+            out += ["", "Repro, one command per case:", ""]
+            out += [f"- {md(r['shape'])} {md(r['backend'])}: {md(r['repro'])}" for r in repros]
         c = s["comparison"]
         if c:
             out += [
@@ -222,6 +226,10 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
                 out += ["", f"Best tiling: **{conf['speedup']:.3f}x** the cache-model default."]
         for p in plots.get(f"study{i}", []):
             out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
+    for section in model["ab"]:
+        from opbench.report.ab import to_markdown
+
+        out += ["", to_markdown(section).rstrip("\n")]
     return "\n".join(out) + "\n"
 
 

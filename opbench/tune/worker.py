@@ -114,24 +114,10 @@ class UserKernel:
         return UserCase(self.fn, self.op, self.shape, self.inputs, params)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this worker when its parent dies (a parent killed with -9 must not leave a
-    hung candidate running forever); exit at once if the parent is already gone."""
-    try:
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    expected = os.environ.get("OPBENCH_WORKER_PARENT")
-    if expected and os.getppid() != int(expected):
-        sys.exit(4)
-
-
 def main() -> None:
-    _die_with_parent()
+    from opbench.machine import die_with_parent
+
+    die_with_parent()
     # The protocol owns the original stdout; anything a library prints goes to stderr instead.
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

@@ -1,0 +1,184 @@
+"""An A/B side run by another installed Python environment (`opbench ab --b python=PATH:BACKEND`): two
+builds of a kernel library, each installed in its own environment, measured in one run.
+
+The side is a backend of this process whose cases run in a worker process started with that environment's
+interpreter (`PATH -m opbench.backends.remote_worker`, so that environment must have opbench installed).
+One JSON object a line each way; inputs and outputs pass as pickle files in a private temporary directory
+(the worker is our own child, running the user's own environment). The worker prepares a case with its
+own backend and times `run(loops)` there, so the pipe is not in the timing; its CPU time is adopted as
+ours (contention.adopt), not counted as contention. A worker that dies fails the case it was running and
+is started again for the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import tempfile
+import weakref
+from pathlib import Path
+from typing import Any
+
+from opbench.backends.base import Backend, Prepared
+from opbench.errors import BackendUnavailable
+
+WORKER = "opbench.backends.remote_worker"
+START_TIMEOUT_S = 120.0
+
+
+class WorkerError(RuntimeError):
+    """The worker answered with an error, or died."""
+
+
+class _Worker:
+    def __init__(self, python: str, backend: str, fixed: dict[str, Any]) -> None:
+        self.python, self.backend, self.fixed = python, backend, fixed
+        self.proc: subprocess.Popen[str] | None = None
+        self.dir = Path(tempfile.mkdtemp(prefix="opbench-remote-"))
+        self.setup_args: dict[str, Any] | None = None
+        self.info: dict[str, Any] = {}
+        self._next = 0
+
+    def start(self) -> dict[str, Any]:
+        from opbench import contention
+
+        self.proc = subprocess.Popen(
+            [self.python, "-m", WORKER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OPBENCH_WORKER_PARENT": str(os.getpid())},
+        )
+        contention.adopt(self.proc.pid)
+        hello = {"backend": self.backend, "fixed": self.fixed, **(self.setup_args or {})}
+        self.info = self.ask({"hello": hello})
+        return self.info
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        if (self.proc is None or self.proc.poll() is not None) and "hello" not in request:
+            if {"run", "output", "drop"} & set(request):  # the prepared case died with its worker
+                raise WorkerError(f"worker exited: {self.proc.returncode if self.proc else None}")
+            self.start()  # a fresh worker, set up as the last one was, for the next case
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            self.stop()
+            err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
+            raise WorkerError(f"worker exited: {proc.returncode} {err[-1] if err else ''}".strip())
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            raise WorkerError(answer.get("error") or "worker error")
+        return dict(answer)
+
+    def path(self, stem: str) -> Path:
+        self._next += 1
+        return self.dir / f"{stem}-{self._next}.pickle"
+
+    def stop(self) -> None:
+        from opbench import contention
+
+        if self.proc is not None:
+            contention.release(self.proc.pid)
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+
+
+class _RemoteCase(Prepared):
+    def __init__(self, worker: _Worker, case_id: int, details: dict[str, Any], clock: str) -> None:
+        self._worker, self._id, self.details, self.clock = worker, case_id, details, clock
+        self._drop = weakref.finalize(self, _drop, worker, case_id)
+
+    def run(self, loops: int) -> float:
+        return float(self._worker.ask({"run": self._id, "loops": loops})["seconds"])
+
+    def output(self) -> Any:
+        path = self._worker.path("output")
+        self._worker.ask({"output": self._id, "path": str(path)})
+        try:
+            with path.open("rb") as f:
+                return pickle.load(f)
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def _drop(worker: _Worker, case_id: int) -> None:
+    try:
+        if worker.proc is not None and worker.proc.poll() is None:
+            worker.ask({"drop": case_id})
+    except (WorkerError, OSError, ValueError):
+        pass
+
+
+class RemoteBackend(Backend):
+    """`backend` (with `fixed` parameters) as the environment of interpreter `python` runs it."""
+
+    def __init__(self, name: str, python: str, backend: str, fixed: dict[str, Any]) -> None:
+        self.name = name  # type: ignore[misc]
+        self.python, self.backend = python, backend
+        self._worker = _Worker(python, backend, fixed)
+        self._unsupported: dict[tuple[str, str], str | None] = {}
+        self.ops = ("gemm", "conv", "rnn", "gru", "lstm", "gemm:bwd", "conv:bwd", "rnn:bwd", "gru:bwd",  # type: ignore[misc]
+                    "lstm:bwd")  # fmt: skip
+
+    def unavailable_reason(self) -> str | None:
+        try:
+            info = self._worker.start()
+        except (WorkerError, OSError, ValueError) as e:
+            self._worker.stop()
+            return f"cannot run opbench's worker with {self.python}: {e}"
+        return info.get("unavailable")
+
+    def version(self) -> str | None:
+        info = self._worker.info
+        where = f"opbench {info.get('opbench')}, Python {info.get('python')}, {self.python}"
+        return f"{info.get('version')} ({where})"
+
+    def setup(self, threads: int, device: str) -> None:
+        self._worker.setup_args = {"threads": threads, "device": device}
+        try:
+            self._worker.ask({"setup": self._worker.setup_args})
+        except WorkerError as e:
+            raise BackendUnavailable(str(e)) from None
+
+    def accumulation(self, op: str, dtype: str) -> str:
+        return str(self._worker.ask({"accumulation": [op, dtype]})["value"])
+
+    def unsupported_reason(self, op: str, dtype: str) -> str | None:
+        if (op, dtype) not in self._unsupported:
+            self._unsupported[(op, dtype)] = self._worker.ask({"unsupported": [op, dtype]})["value"]
+        return self._unsupported[(op, dtype)]
+
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Any], params: dict[str, Any]) -> Prepared:
+        path = self._worker.path("inputs")
+        with path.open("wb") as f:
+            pickle.dump(inputs, f, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            answer = self._worker.ask(
+                {"prepare": {"op": op, "shape": shape.to_dict(), "params": params, "inputs": str(path)}}
+            )
+        finally:
+            path.unlink(missing_ok=True)
+        details = {**answer["details"], "environment": self.python}
+        return _RemoteCase(self._worker, answer["id"], details, answer["clock"])
+
+    def notes(self, op: str, dtype: str) -> list[str]:
+        return [f"run by {self.python} in a worker process (its {self.backend} and opbench)"]
+
+    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
+        from opbench.backends import make_backend
+
+        # this opbench's options for the backend (its tiles and ISA as the worker reported them ran)
+        _, args = make_backend(self.backend, registered=False).repro_args(
+            {**params, **self._worker.fixed}, details
+        )
+        return [self.python, "-m", "opbench"], args

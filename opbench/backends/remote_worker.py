@@ -1,0 +1,93 @@
+"""The worker of an A/B side run by another Python environment (backends/remote.py): started as
+`PYTHON -m opbench.backends.remote_worker` with that environment's interpreter, it runs that environment's
+opbench backend on the cases the parent sends, one JSON object a line each way:
+
+    {"hello": {"backend": "cpp", "fixed": {...}}}   -> {"ok": true, "version", "opbench", "python",
+                                                        "unavailable": null | reason}
+    {"setup": {"threads": 2, "device": "cpu"}}      -> {"ok": true}
+    {"unsupported": [op, dtype]}, {"accumulation": [op, dtype]}  -> {"ok": true, "value": ...}
+    {"prepare": {"op", "shape", "params", "inputs": PICKLE}} -> {"ok": true, "id", "details", "clock"}
+    {"run": id, "loops": n}                         -> {"ok": true, "seconds": s}
+    {"output": id, "path": PICKLE}                  -> {"ok": true} (the output pickled there)
+    {"drop": id}                                    -> {"ok": true}
+An exception is {"ok": false, "error": "Type: message"}; the worker goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import platform
+import sys
+from typing import Any
+
+
+def _serve(proto: Any) -> None:
+    from opbench import __version__
+    from opbench.backends import make_backend
+    from opbench.ops import get_op
+
+    backend: Any = None
+    fixed: dict[str, Any] = {}
+    prepared: dict[int, Any] = {}
+    count = 0
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            answer: dict[str, Any] = {"ok": True}
+            if "hello" in req:
+                hello = req["hello"]
+                backend, fixed = make_backend(hello["backend"]), dict(hello.get("fixed") or {})
+                answer.update(
+                    version=backend.version() if backend.unavailable_reason() is None else None,
+                    unavailable=backend.unavailable_reason(),
+                    opbench=__version__,
+                    python=platform.python_version(),
+                )
+                if "threads" in hello:
+                    backend.setup(hello["threads"], hello["device"])
+            elif "setup" in req:
+                backend.setup(req["setup"]["threads"], req["setup"]["device"])
+            elif "unsupported" in req:
+                answer["value"] = backend.unsupported_reason(*req["unsupported"])
+            elif "accumulation" in req:
+                answer["value"] = backend.accumulation(*req["accumulation"])
+            elif "prepare" in req:
+                p = req["prepare"]
+                op = get_op(p["op"])
+                with open(p["inputs"], "rb") as f:
+                    inputs = pickle.load(f)
+                shape = op.shape_from_case(p["shape"])
+                case = backend.prepare(p["op"], shape, inputs, {**p["params"], **fixed})
+                count += 1
+                prepared[count] = case
+                answer.update(id=count, details=case.details, clock=case.clock)
+            elif "run" in req:
+                answer["seconds"] = prepared[req["run"]].run(req["loops"])
+            elif "output" in req:
+                with open(req["path"], "wb") as f:
+                    pickle.dump(prepared[req["output"]].output(), f, protocol=pickle.HIGHEST_PROTOCOL)
+            elif "drop" in req:
+                prepared.pop(req["drop"], None)
+            else:
+                answer = {"ok": False, "error": f"unknown request {sorted(req)}"}
+        except Exception as e:  # the parent records it as the case's failure
+            text = str(e).strip().splitlines()
+            answer = {"ok": False, "error": f"{type(e).__name__}: {text[0][:300] if text else ''}"}
+        proto.write(json.dumps(answer, default=str) + "\n")
+        proto.flush()
+
+
+def main() -> None:
+    from opbench.machine import die_with_parent
+
+    die_with_parent()
+    # The protocol owns the original stdout; anything a library prints goes to stderr instead.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    _serve(proto)
+
+
+if __name__ == "__main__":
+    main()

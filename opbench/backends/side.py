@@ -1,0 +1,59 @@
+"""One side of `opbench ab`: a backend run under the side's own name, with fixed parameters. `cpp` with
+tiles (`cpp:tile_m=56,tile_n=512`), or the same backend on both sides (an A/A run, named `cpp` and
+`cpp (B)`), are two sides of one kernel library: each case is prepared with the side's parameters, and
+both share the library's thread pool (`pool`), so that switching between them costs no settling wait.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opbench.backends.base import Backend, Prepared
+
+# The parameters a side may fix, per backend (what the sweep's options give that backend).
+SIDE_PARAMS = {"cpp": ("tile_m", "tile_n", "tile_k", "isa", "accumulate")}
+
+
+class SideBackend(Backend):
+    """`inner` under another name, every case prepared with `fixed` parameters over the sweep's."""
+
+    def __init__(self, name: str, inner: Backend, fixed: dict[str, Any]) -> None:
+        self.name = name  # type: ignore[misc]
+        self.inner, self.fixed = inner, dict(fixed)
+        self.ops = inner.ops  # type: ignore[misc]
+        self.bf16_ops = inner.bf16_ops  # type: ignore[misc]
+        self.bf16_cells = inner.bf16_cells  # type: ignore[misc]
+        self.accumulate = inner.accumulate  # type: ignore[misc]
+
+    @property
+    def pool(self) -> str:
+        return self.inner.pool
+
+    def unavailable_reason(self) -> str | None:
+        return self.inner.unavailable_reason()
+
+    def version(self) -> str | None:
+        return self.inner.version()
+
+    def setup(self, threads: int, device: str) -> None:
+        self.inner.setup(threads, device)
+
+    def accumulation(self, op: str, dtype: str) -> str:
+        return self.inner.accumulation(op, dtype)
+
+    def unsupported_reason(self, op: str, dtype: str) -> str | None:
+        return self.inner.unsupported_reason(op, dtype)
+
+    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+        return self.inner.prepare(op, shape, inputs, {**params, **self.fixed})
+
+    def notes(self, op: str, dtype: str) -> list[str]:
+        return self.inner.notes(op, dtype)
+
+    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
+        return self.inner.repro_args({**params, **self.fixed}, details)
+
+    def device_name(self, index: int) -> str | None:
+        return self.inner.device_name(index)

@@ -1,0 +1,181 @@
+"""`opbench ab OP --a SIDE --b SIDE`: two sides of the same cases, visited back to back in every round of
+one run, with a verdict per case (report/ab.py). A side is a backend (`cpp`, `torch`), our kernel with
+fixed parameters (`cpp:tile_m=56,tile_n=512`), a user kernel (`FILE.py:FUNC` or `module:FUNC`, with its
+parameters after one more colon: `FILE.py:FUNC:block_k=64`), or a backend as another installed Python
+environment runs it (`python=PATH:BACKEND[:NAME=VALUE,...]`: two builds of a kernel library). The run
+writes the usual results files (both sides' records, with repro commands) and an A/B file beside them: one
+record per case with its verdict, speedup and speedup_ci, and the summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from opbench.errors import UsageError
+
+
+def parse_side(text: str, taken: str | None = None) -> tuple[str, Any]:
+    """A side's record name and a function making its backend; `taken`: the other side's name (the same
+    backend on both sides is an A/A run, its B named 'NAME (B)')."""
+    from opbench.backends import BACKENDS, make_backend, parse_backends, plugins
+    from opbench.backends.side import SIDE_PARAMS, SideBackend
+    from opbench.backends.user_backend import UserKernelBackend
+    from opbench.userkernel import parse_kernel, parse_params
+
+    text = text.strip()
+    head, sep, rest = text.partition(":")
+    name = text if text != taken else f"{text} (B)"
+    if text.startswith("python="):
+        return name, _remote_side(name, text)
+    if head.lower() in (*BACKENDS, *plugins()):
+        (backend,) = parse_backends(head)
+        fixed: dict[str, Any] = {}
+        if sep:
+            allowed = SIDE_PARAMS.get(backend, ())
+            if not allowed:
+                raise UsageError(f"side '{text}': {backend} takes no parameters (only cpp does: tiles, isa)")
+            fixed = _side_params(rest, allowed, text)
+        return name, lambda: SideBackend(name, make_backend(backend, registered=False), fixed)
+    if not sep:
+        raise UsageError(
+            f"side '{text}': expected a backend ({', '.join(BACKENDS)}), cpp:tile_m=...,tile_n=..., or a "
+            "kernel FILE.py:FUNC[:NAME=VALUE,...]"
+        )
+    spec, params = text, {}
+    where, _, last = text.rpartition(":")
+    if "=" in last and where.count(":") >= 1:
+        spec, params = where, parse_params(last)
+    kernel = parse_kernel(spec)
+
+    def make() -> Any:
+        backend = UserKernelBackend(kernel, params)
+        backend.name = name  # type: ignore[misc]
+        return backend
+
+    return name, make
+
+
+def _remote_side(name: str, text: str) -> Any:
+    """python=PATH:BACKEND[:NAME=VALUE,...]: the backend as another installed environment runs it."""
+    import os
+    import shutil
+
+    from opbench.backends import BACKENDS
+    from opbench.backends.remote import RemoteBackend
+    from opbench.backends.side import SIDE_PARAMS
+
+    python, sep, backend_spec = text.removeprefix("python=").partition(":")
+    backend, _, params = backend_spec.partition(":")
+    if not sep or not python or backend not in BACKENDS:
+        raise UsageError(
+            f"side '{text}': expected python=PATH:BACKEND (BACKEND one of {', '.join(BACKENDS)})"
+        )
+    found = shutil.which(python) if os.sep not in python else python
+    if found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise UsageError(f"side '{text}': '{python}' is not an executable Python interpreter")
+    fixed = _side_params(params, SIDE_PARAMS.get(backend, ()), text) if params else {}
+    if params and not SIDE_PARAMS.get(backend):
+        raise UsageError(f"side '{text}': {backend} takes no parameters (only cpp does: tiles, isa)")
+    return lambda: RemoteBackend(name, found, backend, fixed)
+
+
+def _side_params(text: str, allowed: tuple[str, ...], side: str) -> dict[str, Any]:
+    from opbench.kernels import known_isas
+
+    out: dict[str, Any] = {}
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        key, sep, value = item.partition("=")
+        if not sep or key not in allowed:
+            raise UsageError(
+                f"side '{side}': expected NAME=VALUE with NAME one of {', '.join(allowed)}, got '{item}'"
+            )
+        if key.startswith("tile_"):
+            if not value.isdigit() or int(value) < 1:
+                raise UsageError(f"side '{side}': {key} must be an integer >= 1, got '{value}'")
+            out[key] = int(value)
+        elif key == "isa":
+            if value not in known_isas():
+                raise UsageError(f"side '{side}': unknown isa '{value}' (known: {', '.join(known_isas())})")
+            out[key] = value
+        else:
+            if value not in ("fp32", "fp16"):
+                raise UsageError(f"side '{side}': accumulate must be fp32 or fp16, got '{value}'")
+            out[key] = value
+    return out
+
+
+def cmd_ab(args: argparse.Namespace) -> int:
+    from opbench.backends import register
+    from opbench.cli.sweep import _plans_from_args, sweep_configs
+    from opbench.display.ab import AbObserver, print_ab
+    from opbench.report import ab as verdicts
+    from opbench.runs import run_sweeps
+
+    a_name, make_a = parse_side(args.a)
+    b_name, make_b = parse_side(args.b, taken=a_name)
+    register(a_name, make_a)
+    register(b_name, make_b)
+    plans, suite = _plans_from_args(args)
+    configs, out_dir, formats, meta = sweep_configs(args, plans, suite, lambda plan, op: (a_name, b_name), {})
+    configs = [replace(cfg, paired=True) for cfg in configs]
+    observer = AbObserver(args.quiet)
+    writers: list[Any] = []
+    try:
+        run_sweeps(configs, meta, out_dir, formats, observer, writers)
+    except KeyboardInterrupt:
+        kept = ", ".join(str(p) for w in writers for p in w.paths.values()) or "nothing"
+        print(f"opbench: interrupted; the finished cases are kept in {kept} (no verdicts)", file=sys.stderr)
+        return 130
+    records = [r for w in writers for r in w.doc["records"]]
+    result = verdicts.analyse(records, a_name, b_name, args.threshold, seed=args.seed)
+    for row in result["rows"]:
+        row["repro"] = ab_command(args, row, configs)
+    result.update(command=args.command_line, results=[str(p) for w in writers for p in w.paths.values()])
+    paths = write_ab(result, out_dir, formats)
+    print_ab(observer.console, result, paths)
+    if args.fail_on == "slower" and result["summary"]["counts"]["SLOWER"]:
+        return 1
+    return 0
+
+
+def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]) -> str:
+    """The `opbench ab` command that runs this one case again, both sides."""
+    import shlex
+
+    from opbench.descriptors import describe, problem_options
+    from opbench.ops import get_op
+    from opbench.repro import DEFAULT_ROUNDS
+    from opbench.secrets import mask_argv
+
+    op = get_op(row["op"])
+    shape = op.shape_from_case(row["shape"])
+    (cfg,) = [c for c in configs if c.op == row["op"]][:1]
+    index = next((i for i, s in enumerate(cfg.shapes) if s == shape), 0)
+    argv = ["opbench", "ab", row["op"], "--a", args.a, "--b", args.b, "--problem", describe(row["op"], shape)]
+    argv += problem_options(row["op"], shape).split()
+    argv += ["--dtype", row["dtype"], "--threads", str(cfg.threads), "--seed", str(cfg.seed + index)]
+    if row["pass"] != "fwd":
+        argv += ["--pass", row["pass"]]
+    if cfg.rounds != DEFAULT_ROUNDS:
+        argv += ["--rounds", str(cfg.rounds)]
+    if args.threshold is not None:
+        argv += ["--threshold", f"{args.threshold:g}"]
+    return shlex.join(mask_argv(argv))
+
+
+def write_ab(result: dict[str, Any], out_dir: Path, formats: list[str]) -> dict[str, Path]:
+    """ab-STAMP.json (kind opbench.ab) and .csv beside the results files, each written once, exclusively."""
+    from opbench.files import json_text, reserve
+    from opbench.machine import utc_stamp
+    from opbench.report import ab as verdicts
+
+    texts = {}
+    if "json" in formats:
+        texts["json"] = json_text({"kind": "opbench.ab", "schema_version": 1, **result})
+    if "csv" in formats:
+        texts["csv"] = verdicts.to_csv(result)
+    name = reserve(out_dir, f"ab-{utc_stamp()}", texts)
+    return {suffix: out_dir / f"{name}.{suffix}" for suffix in texts}

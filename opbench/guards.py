@@ -1,0 +1,116 @@
+"""Guards against results too good to be true, after benchdnn (MISTRUSTED: too many zeros in an output)
+and KernelBench (speed-ups that are too large are suspect). visits.py applies the first two to each case,
+sweep.py the third across the backends of a case once every round is done; the flags `mistrusted` and
+`suspect`, with the reasons in the record's notes and `guards`, show in tables, reports, compare and ab
+(where a suspect or mistrusted B is never counted FASTER).
+
+- zeros_guard: an output with more than MISTRUST_ZEROS exact zeros over the share the op's random inputs
+  give (0 for all but a ReLU RNN: ops.rnn.expected_zero_fraction) is `mistrusted`. A kernel that skipped
+  work, or wrote part of its output, can still pass a loose error bound, and with verification off or
+  over its cost cap nothing else looks at the output.
+- peak_guard: a result whose necessary work (useful_flops: a conv's padded taps need not be multiplied)
+  ran faster than the peak of the unit it is measured against is `suspect`.
+- peer_guard: a result more than SUSPECT_PEER_SPEEDUP times faster than the best other backend on the same
+  case is `suspect`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from opbench.case import Case, Result, Status
+from opbench.ops import get_op
+
+MISTRUST_ZEROS = 0.30
+SUSPECT_PEER_SPEEDUP = 10.0
+
+
+def zero_fraction(output: Any) -> float | None:
+    """The share of exact zeros in an output (arrays, or tuples, lists and dicts of them); None if it holds
+    no array."""
+    zeros, size = 0, 0
+    stack = [output]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+        elif item is not None:
+            a = np.asarray(item)
+            if a.dtype.kind in "fciu" or a.dtype.name == "bfloat16":
+                zeros += int(a.size - np.count_nonzero(a))
+                size += a.size
+    return zeros / size if size else None
+
+
+def zeros_guard(case: Case, output: Any, guards: dict[str, Any]) -> None:
+    """Count the output's zeros into `guards`; a reason starting 'mistrusted' when there are too many."""
+    fraction = zero_fraction(output)
+    expected_of = getattr(get_op(case.op), "expected_zero_fraction", None)
+    expected = float(expected_of(case.shape)) if expected_of else 0.0
+    guards.update(zero_fraction=fraction, expected_zero_fraction=expected)
+    if fraction is not None and fraction > expected + MISTRUST_ZEROS:
+        guards.setdefault("reasons", []).append(
+            f"mistrusted: {100 * fraction:.0f}% of the output is exactly zero, where the inputs give "
+            f"about {100 * expected:.0f}%"
+        )
+
+
+def useful_flops(case: Case) -> int:
+    """The FLOPs of `case` that a kernel cannot skip: all of them, but for a conv's padded taps
+    (ops/conv.py useful_flops, in the same share for its backward pass)."""
+    forward = get_op(case.op)
+    if not hasattr(forward, "useful_flops"):
+        return case.flops
+    return round(case.flops * forward.useful_flops(case.shape) / forward.flops(case.shape))
+
+
+def peak_guard(case: Case, median_s: float, peak: dict[str, Any], guards: dict[str, Any]) -> list[str]:
+    """The necessary work's GFLOPS into `guards`; a 'suspect' reason when it is above `peak` (the unit's,
+    as utilization uses it: name, gflops)."""
+    useful = useful_flops(case)
+    useful_gflops = useful / median_s / 1e9
+    guards.update(useful_flops=useful, useful_gflops=useful_gflops)
+    if useful_gflops <= peak["gflops"]:
+        return []
+    return [
+        f"suspect: {useful_gflops:.4g} GFLOPS of necessary work is "
+        f"{100 * useful_gflops / peak['gflops']:.0f}% of the {peak['name']} ({peak['gflops']:.4g} GFLOPS): "
+        "the peak, the timing or the output is wrong (a peak cached while the machine was busy: opbench peak "
+        "--refresh)"
+    ]
+
+
+def peer_guard(results: list[Result]) -> list[Result]:
+    """Flag suspect a result more than SUSPECT_PEER_SPEEDUP times faster than the best other backend
+    measured on the same case (op, shape, pass, dtype); `guards` names that peer and the ratio."""
+    timed: dict[tuple[str, str, str], list[tuple[float, str]]] = {}
+    for r in results:
+        if r.status is Status.OK and r.time:
+            timed.setdefault((r.case.op, r.case.label, r.case.dtype), []).append(
+                (r.time["median_s"], r.case.backend)
+            )
+    out = []
+    for r in results:
+        group = timed.get((r.case.op, r.case.label, r.case.dtype), [])
+        peers = [p for p in group if p[1] != r.case.backend]
+        if r.status is not Status.OK or not r.time or not peers:
+            out.append(r)
+            continue
+        peer_s, peer = min(peers)
+        speedup = peer_s / r.time["median_s"]
+        guards = {**(r.guards or {}), "peer": peer, "peer_speedup": speedup}
+        if speedup > SUSPECT_PEER_SPEEDUP:
+            reason = (
+                f"suspect: {speedup:.0f}x faster than {peer}, the best other backend on this case (over "
+                f"{SUSPECT_PEER_SPEEDUP:g}x: check the output and the timing)"
+            )
+            guards["reasons"] = [*guards.get("reasons", []), reason]
+            flags = r.flags if "suspect" in r.flags else (*r.flags, "suspect")
+            r = replace(r, flags=flags, notes=(*r.notes, reason))
+        out.append(replace(r, guards=guards))
+    return out

@@ -1,0 +1,281 @@
+"""A/B verdicts (`opbench ab`): each case's speed of side B relative to side A, with a bootstrap 95%
+interval, and a verdict, from the records of one run in which both sides were visited back to back in
+every round (sweep.SweepConfig.paired).
+
+The speed-up is time A / time B (> 1: B is faster), the ratio of the two sides' median per-call times over
+every sample. Its interval comes from a paired, two-level bootstrap: rounds are drawn with replacement,
+the same rounds for both sides (a round's A and B ran seconds apart, so a machine that slowed down during
+the run slows both), then samples within each drawn round. The verdict on B, after nvbench's compare:
+  FASTER     the whole interval lies above 1 + threshold
+  SLOWER     the whole interval lies below 1 / (1 + threshold)
+  SAME       the whole interval lies within [1 / (1 + threshold), 1 + threshold]
+  AMBIGUOUS  the interval straddles a bound; or the machine's in-run reference moved by more than the
+             threshold between the two sides' visits of a round (median over rounds) and the verdict at
+             equal machine speed would be another; or B would be FASTER but is flagged suspect or
+             mistrusted (never counted as faster)
+  FAILED     a side has no measurement (skipped, failed, wrong answer)
+The threshold defaults to the noise the run measured: the median over cases and sides of the larger of the
+relative IQR of a side's samples and the spread of its round medians, and at least NOISE_FLOOR.
+fast_p (KernelBench) is the share of all cases in which B is correct (verified or not checked, neither
+suspect nor mistrusted) and faster than A by more than a factor p.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+import numpy as np
+
+from opbench.escape import csv_text, md
+
+VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "FAILED")
+NOISE_FLOOR = 0.02
+BOOTSTRAP_DRAWS = 2000
+FAST_P = (1.0, 1.1, 1.5)
+DISTRUST = ("suspect", "mistrusted")
+
+
+def round_samples(time: dict[str, Any]) -> list[np.ndarray | None]:
+    """A record's per-call samples split by round, in visit order (None for a round the record dropped:
+    throttled, or with our CPUs apart, and slower); one pool when the record does not say how they split
+    (files before schema 7)."""
+    samples = np.asarray(time["samples_s"], dtype=np.float64)
+    rounds = time.get("per_round") or []
+    sizes = [int(r["n_samples"]) if r.get("kept") else 0 for r in rounds]
+    if not rounds or any("kept" not in r for r in rounds) or sum(sizes) != len(samples):
+        return [samples]
+    ends = np.cumsum(sizes)
+    return [samples[e - n : e] if n else None for n, e in zip(sizes, ends, strict=True)]
+
+
+def speedup_interval(
+    a: list[np.ndarray | None], b: list[np.ndarray | None], seed: int = 0, draws: int = BOOTSTRAP_DRAWS
+) -> tuple[float, float, float]:
+    """(speed-up, 2.5th, 97.5th percentile) of time A / time B over the rounds both sides kept, paired by
+    round (visit order); a side given as one pool is paired with the other's pooled samples."""
+    if len(a) != len(b) or len(a) == 1:
+        a = [np.concatenate([r for r in a if r is not None])]
+        b = [np.concatenate([r for r in b if r is not None])]
+    both = [(ra, rb) for ra, rb in zip(a, b, strict=True) if ra is not None and rb is not None]
+    if not both:  # no round kept by both: pool what each kept
+        both = [
+            (np.concatenate([r for r in a if r is not None]), np.concatenate([r for r in b if r is not None]))
+        ]
+    pa, pb = [p[0] for p in both], [p[1] for p in both]
+    point = float(np.median(np.concatenate(pa)) / np.median(np.concatenate(pb)))
+    paired = len(both)
+    rng = np.random.default_rng(seed)
+    pick_rounds = rng.integers(0, paired, size=(draws, paired))
+
+    def resampled(side: list[np.ndarray]) -> list[np.ndarray]:  # per round: draws x its sample count
+        return [r[rng.integers(0, len(r), size=(draws, len(r)))] for r in side]
+
+    ra, rb = resampled(pa), resampled(pb)
+    ratios = np.empty(draws)
+    for t in range(draws):
+        rounds = pick_rounds[t]
+        ratios[t] = np.median(np.concatenate([ra[i][t] for i in rounds])) / np.median(
+            np.concatenate([rb[i][t] for i in rounds])
+        )
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return point, float(min(lo, point)), float(max(hi, point))
+
+
+def machine_moved(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """How much faster the machine ran (its in-run reference) during B's visits than during A's of the same
+    round, median over rounds (1.0: not at all); None where the records carry no reference."""
+    ratios = []
+    for ra, rb in zip(a.get("per_round") or [], b.get("per_round") or [], strict=False):
+        sa, sb = ra.get("machine_speed"), rb.get("machine_speed")
+        if sa and sb:
+            ratios.append(sb / sa)
+    return statistics.median(ratios) if ratios else None
+
+
+def noise(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> float:
+    """The run's noise: median over cases and sides of max(relative IQR, spread of round medians)."""
+    values = [
+        max(r["time"].get("rel_iqr") or 0.0, r["time"].get("rel_spread_rounds") or 0.0)
+        for pair in pairs
+        for r in pair
+        if r["status"] == "ok" and r.get("time")
+    ]
+    return statistics.median(values) if values else 0.0
+
+
+def verdict(lo: float, hi: float, threshold: float) -> str:
+    """FASTER, SLOWER, SAME or AMBIGUOUS from the interval alone."""
+    up, down = 1.0 + threshold, 1.0 / (1.0 + threshold)
+    if lo > up:
+        return "FASTER"
+    if hi < down:
+        return "SLOWER"
+    if lo >= down and hi <= up:
+        return "SAME"
+    return "AMBIGUOUS"
+
+
+def _correct(r: dict[str, Any]) -> bool:
+    v = r.get("verify") or {}
+    return r["status"] == "ok" and v.get("ok", True) and not set(r.get("flags") or ()) & set(DISTRUST)
+
+
+def _side(r: dict[str, Any] | None) -> dict[str, Any]:
+    if r is None:
+        return {"status": "missing"}
+    t = r.get("time") or {}
+    return {
+        "backend": r["backend"],
+        "status": r["status"],
+        "reason": r.get("reason"),
+        "median_s": t.get("median_s"),
+        "gflops": r.get("gflops"),
+        "utilization": r.get("utilization"),
+        "peak": (r.get("peak") or {}).get("name"),
+        "flags": list(r.get("flags") or ()),
+        "verify_ok": (r.get("verify") or {}).get("ok"),
+        "repro": r.get("repro"),
+    }
+
+
+def analyse(
+    records: list[dict[str, Any]], a_name: str, b_name: str, threshold: float | None, seed: int = 0
+) -> dict[str, Any]:
+    """The A/B rows (one per case: op, pass, shape, dtype) of one run's sweep records, and the summary."""
+    cases: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
+    for r in records:
+        cases.setdefault((r["op"], r["label"], r["dtype"]), {})[r["backend"]] = r
+    pairs = [(c[a_name], c[b_name]) for c in cases.values() if a_name in c and b_name in c]
+    measured = noise(pairs)
+    used = threshold if threshold is not None else max(NOISE_FLOOR, measured)
+    rows = []
+    for (op, label, dtype), sides in cases.items():
+        a, b = sides.get(a_name), sides.get(b_name)
+        base = a or b
+        assert base is not None
+        row: dict[str, Any] = {
+            "op": op, "pass": base.get("pass", "fwd"), "shape": base.get("shape"), "label": label,
+            "dtype": dtype, "a": _side(a), "b": _side(b), "speedup": None, "speedup_ci": None,
+        }  # fmt: skip
+        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+            failed = [f"{n} {s['status']}" + (f" ({s['reason']})" if s.get("reason") else "")
+                      for n, s in (("A", row["a"]), ("B", row["b"])) if s["status"] != "ok"]  # fmt: skip
+            row.update(verdict="FAILED", reason="; ".join(failed))
+            rows.append(row)
+            continue
+        point, lo, hi = speedup_interval(round_samples(a["time"]), round_samples(b["time"]), seed)
+        moved = machine_moved(a["time"], b["time"])
+        row.update(speedup=point, speedup_ci=[lo, hi], machine_b_over_a=moved)
+        v, reason = verdict(lo, hi, used), ""
+        # The machine ran faster or slower during B's visits than during A's, by more than the threshold,
+        # and at equal machine speed (the interval divided by that ratio) the verdict would differ.
+        if (
+            moved is not None
+            and abs(math.log(moved)) > math.log(1.0 + used)
+            and verdict(lo / moved, hi / moved, used) != v
+        ):
+            v, reason = (
+                "AMBIGUOUS",
+                (
+                    f"the machine's in-run reference ran {100 * (moved - 1):+.0f}% during B's visits against "
+                    "A's "
+                    "of the same rounds"
+                ),
+            )
+        elif v == "FASTER" and not _correct(b):
+            flags = ", ".join(sorted(set(b.get("flags") or ()) & set(DISTRUST))) or "not verified correct"
+            v, reason = "AMBIGUOUS", f"B is flagged {flags}: never counted as FASTER"
+        row.update(verdict=v, reason=reason)
+        rows.append(row)
+    timed = [r["speedup"] for r in rows if r["speedup"]]
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+    correct_b = [
+        r
+        for r in rows
+        if r["b"]["status"] == "ok" and _correct(cases[(r["op"], r["label"], r["dtype"])][b_name])
+    ]
+    fast_p = {f"{p:g}": sum(r["speedup"] > p for r in correct_b) / len(rows) if rows else 0.0 for p in FAST_P}
+    return {
+        "a": a_name,
+        "b": b_name,
+        "threshold": used,
+        "threshold_source": "--threshold" if threshold is not None else "measured noise",
+        "noise": measured,
+        "rows": rows,
+        "summary": {
+            "cases": len(rows),
+            "geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in timed)) if timed else None,
+            "counts": counts,
+            "fast_p": fast_p,
+        },
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def speedup_text(row: dict[str, Any]) -> str:
+    if row["speedup"] is None:
+        return "-"
+    lo, hi = row["speedup_ci"]
+    return f"{row['speedup']:.3f}x [{lo:.3f}, {hi:.3f}]"
+
+
+def summary_text(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    counts = ", ".join(f"{v} {n}" for v, n in s["counts"].items() if n)
+    geo = "-" if s["geomean_speedup"] is None else f"{s['geomean_speedup']:.3f}x"
+    fast = ", ".join(f"fast_{p} {100 * v:.0f}%" for p, v in s["fast_p"].items())
+    return (
+        f"B ({result['b']}) against A ({result['a']}), {s['cases']} case(s): geomean speed-up {geo}; "
+        f"{counts}; "
+        f"{fast}; threshold ±{100 * result['threshold']:.1f}% ({result['threshold_source']}; the run's noise "
+        f"{100 * result['noise']:.1f}%)"
+    )
+
+
+def to_markdown(result: dict[str, Any]) -> str:
+    out = [f"## A/B: {md(result['b'])} (B) against {md(result['a'])} (A)", "", md(summary_text(result)), ""]
+    out += [
+        "| op | shape | dtype | A median (s) | B median (s) | speed-up B/A [95% CI] | verdict | flags A / B "
+        "| repro |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        a, b = r["a"], r["b"]
+        times = [f"{s['median_s']:.4g}" if s.get("median_s") else md(s["status"]) for s in (a, b)]
+        flags = f"{md(', '.join(a.get('flags') or [])) or '-'} / {md(', '.join(b.get('flags') or [])) or '-'}"
+        verdict_text = md(r["verdict"]) + (f" ({md(r['reason'])})" if r.get("reason") else "")
+        out.append(
+            f"| {md(r['op'])} | {md(r['label'])} | {md(r['dtype'])} | {times[0]} | {times[1]} | "
+            f"{md(speedup_text(r))} | {verdict_text} | {flags} | {md(r.get('repro') or '')} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+CSV_COLUMNS = (
+    *("op", "pass", "label", "dtype", "a_backend", "b_backend", "a_status", "b_status", "a_median_s"),
+    *("b_median_s", "a_utilization", "b_utilization", "speedup", "speedup_lo", "speedup_hi", "verdict"),
+    *("reason", "a_flags", "b_flags", "repro"),
+)
+
+
+def to_csv(result: dict[str, Any]) -> str:
+    rows = []
+    for r in result["rows"]:
+        a, b = r["a"], r["b"]
+        lo, hi = r["speedup_ci"] or (None, None)
+        rows.append({
+            "op": r["op"], "pass": r["pass"], "label": r["label"], "dtype": r["dtype"],
+            "a_backend": result["a"], "b_backend": result["b"],
+            "a_status": a["status"], "b_status": b["status"],
+            "a_median_s": a.get("median_s"), "b_median_s": b.get("median_s"),
+            "a_utilization": a.get("utilization"), "b_utilization": b.get("utilization"),
+            "speedup": r["speedup"], "speedup_lo": lo, "speedup_hi": hi, "verdict": r["verdict"],
+            "reason": r.get("reason", ""), "a_flags": ";".join(a.get("flags") or []),
+            "b_flags": ";".join(b.get("flags") or []), "repro": r.get("repro", ""),
+        })  # fmt: skip
+    return csv_text(CSV_COLUMNS, rows)

@@ -1,0 +1,39 @@
+"""The one command that measures a single case again: every record's `repro` (schema 7).
+
+`opbench sweep OP --problem DESC` names the shape exactly (descriptors.describe), the backend says how it
+is run again (Backend.repro_args: our kernel's tiles and ISA as they ran, a user kernel's file and
+parameters, another environment's Python), and the rest are the settings the case was measured with:
+dtype, pass, threads, device, the seed of its inputs (the sweep seeds each shape's inputs with
+--seed + the shape's index, so the repro's single shape gets that seed), rounds, verification and cache
+temperature. Passwords are masked (secrets.mask_argv), as in every command line opbench writes.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from opbench.descriptors import describe, problem_options
+from opbench.secrets import mask_argv
+
+DEFAULT_ROUNDS = 3  # the sweep command's default --rounds: left out of a repro
+
+
+def sweep_command(case: Any, cfg: Any, shape_index: int, backend: Any, details: dict[str, Any]) -> str:
+    """`case` (case.Case) of sweep `cfg` (sweep.SweepConfig), the shape_index-th shape, run by `backend`."""
+    program, backend_args = backend.repro_args(dict(case.params), details)
+    argv = [*program, "sweep", case.op, "--problem", describe(case.op, case.shape)]
+    argv += problem_options(case.op, case.shape).split()
+    argv += ["--dtype", case.dtype, *backend_args, "--threads", str(case.threads)]
+    argv += ["--seed", str(cfg.seed + shape_index)]
+    if case.pass_name != "fwd":
+        argv += ["--pass", case.pass_name]
+    if case.device != "cpu":
+        argv += ["--device", case.device]
+    if cfg.rounds != DEFAULT_ROUNDS:
+        argv += ["--rounds", str(cfg.rounds)]
+    if not cfg.verify:
+        argv.append("--no-verify")
+    if cfg.timer.cold_cache:
+        argv.append("--cold-cache")
+    return shlex.join(mask_argv(argv))
