@@ -11,7 +11,8 @@ sweep.py the third across the backends of a case once every round is done; the f
 - peak_guard: a result whose necessary work (useful_flops: a conv's padded taps need not be multiplied)
   ran faster than the peak of the unit it is measured against is `suspect`.
 - peer_guard: a result more than SUSPECT_PEER_SPEEDUP times faster than the best other backend on the same
-  case is `suspect`.
+  case is `suspect`. A peer flagged `slow` (under 1% of its peak: a framework with no real kernel for the
+  case, such as torch's or our bf16 depthwise conv) is no measure of what is plausible and is not counted.
 """
 
 from __future__ import annotations
@@ -87,10 +88,11 @@ def peak_guard(case: Case, median_s: float, peak: dict[str, Any], guards: dict[s
 
 def peer_guard(results: list[Result]) -> list[Result]:
     """Flag suspect a result more than SUSPECT_PEER_SPEEDUP times faster than the best other backend
-    measured on the same case (op, shape, pass, dtype); `guards` names that peer and the ratio."""
+    measured on the same case (op, shape, pass, dtype), peers flagged slow left out; `guards` names that
+    peer and the ratio."""
     timed: dict[tuple[str, str, str], list[tuple[float, str]]] = {}
     for r in results:
-        if r.status is Status.OK and r.time:
+        if r.status is Status.OK and r.time and "slow" not in r.flags:
             timed.setdefault((r.case.op, r.case.label, r.case.dtype), []).append(
                 (r.time["median_s"], r.case.backend)
             )

@@ -360,3 +360,29 @@ def test_a_machine_that_moved_between_the_sides_makes_a_verdict_ambiguous_only_i
         "rows"
     ]
     assert row["verdict"] == "FASTER"
+
+
+def test_report_adds_an_ab_section_and_refuses_a_broken_ab_file(tmp_path: Path) -> None:
+    out = tmp_path / "ab"
+    proc = run_cli(
+        ["ab", "gemm", "--a", "cpp", "--b", "cpp:tile_k=8", "--problem", "40x40:40x40", "--dtype", "fp32",
+         "--threads", "1", "--out", str(out), *FAST_TIMER]
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (ab_file,) = out.glob("ab-*.json")
+    (results,) = out.glob("gemm-*.json")
+    rep = run_cli(["report", str(results), str(ab_file), "--out", str(tmp_path / "r"), "--format", "md,html"])
+    assert rep.returncode == 0, rep.stderr
+    assert "1 A/B runs" in rep.stdout
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## A/B: cpp:tile\\_k=8 (B) against cpp (A)" in md and "opbench ab gemm" in md
+    assert "Repro, one command per case:" in md and "opbench sweep gemm --problem 40x40:40x40" in md
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert 'id="ab1"' in html and "speed-up [95% CI]" in html
+    broken = json.loads(ab_file.read_text())
+    broken["rows"][0]["verdict"] = "BETTER"
+    bad = tmp_path / "bad-ab.json"
+    bad.write_text(json.dumps(broken))
+    refused = run_cli(["report", str(bad), "--out", str(tmp_path / "r2")])
+    assert refused.returncode == 2 and "rows[0].verdict: expected one of FASTER" in refused.stderr
+    assert not (tmp_path / "r2").exists()

@@ -160,6 +160,11 @@ def test_ten_times_the_best_peer_is_suspect() -> None:
     assert by["mine"].guards["peer_speedup"] == 18.0
     assert "suspect" not in by["cpp"].flags and "suspect" not in by["torch"].flags
     assert [r.case.backend for r in guards.peer_guard([_timed("alone", 1e-9)])] == ["alone"]
+    # a peer that leaves the hardware idle (flagged slow) is no measure of what is plausible
+    idle = Result.of(Case("gemm", gemm.GemmShape(8, 8, 8), "fp32", "idle", 1, "cpu"), Outcome(),
+                     time={"median_s": 1.0}, flags=("slow",))  # fmt: skip
+    fine = {r.case.backend: r for r in guards.peer_guard([_timed("fast", 1e-3), idle])}
+    assert "suspect" not in fine["fast"].flags
 
 
 def test_the_sweep_cli_prints_repro_lines_with_verbose(tmp_path: Path) -> None:
