@@ -18,6 +18,7 @@ Suites:
   K 3072);
 - squares: GEMM 256-4096;
 - resnet50: the distinct convolutions of ResNet-50 (v1.5: stride 2 in the 3x3s), batch 2;
+- depthwise: MobileNet-v2's depthwise 3x3 convolutions (32-960 channels, planes 112-7), batch 2;
 - lstm: one-layer LSTMs of 25-50 steps, hidden 256-1024, batch 1-64 (the fp32 benchmark's and batch 1).
 """
 
@@ -40,10 +41,10 @@ BERT = [G(t, n, k) for t in (128, 512, 1024) for n, k in ((2304, 768), (768, 768
 SQUARES = [G(s, s, s) for s in (256, 512, 1024, 2048, 4096)]
 
 
-def _conv(c: int, hw: int, k: int, f: int, stride: int = 1) -> Any:
+def _conv(c: int, hw: int, k: int, f: int, stride: int = 1, groups: int = 1) -> Any:
     pad = f // 2
     fields = dict(n=2, c=c, h=hw, w=hw, k=k, r=f, s=f, pad_h=pad, pad_w=pad, stride_h=stride, stride_w=stride)
-    return conv.shape_from_case(fields)
+    return conv.shape_from_case({**fields, "groups": groups})
 
 
 RESNET50 = [
@@ -56,6 +57,12 @@ RESNET50 = [
     _conv(512, 14, 512, 3, 2),
     *(_conv(c, 7, k, f) for c, k, f in ((512, 512, 3), (512, 2048, 1), (2048, 512, 1))),
 ]
+# MobileNet-v2's depthwise 3x3 layers (planes 112-7, stride 1 and 2), batch 2.
+DEPTHWISE = [
+    _conv(c, hw, c, 3, stride, groups=c)
+    for c, hw, stride in ((32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1), (384, 14, 1),
+                          (576, 14, 2), (960, 7, 1))
+]  # fmt: skip
 LSTM = [
     lstm.LstmShape(*d)
     for d in (
@@ -71,6 +78,7 @@ SUITES: dict[str, tuple[str, list[Any]]] = {
     "bert": ("gemm", BERT),
     "squares": ("gemm", SQUARES),
     "resnet50": ("conv", RESNET50),
+    "depthwise": ("conv", DEPTHWISE),
     "lstm": ("lstm", LSTM),
 }
 PEERS = ("torch", "tensorflow", "mindspore")

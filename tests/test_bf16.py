@@ -91,6 +91,10 @@ CONV_SHAPES = [
     dict(n=1, c=4, h=19, w=19, k=33, r=3, s=3, dil_h=2, dil_w=3, pad_h=3, pad_w=2),
     dict(n=2, c=8, h=9, w=10, k=12, r=3, s=3, pad_h=1, pad_w=1, groups=4),
     dict(n=1, c=6, h=8, w=8, k=6, r=3, s=3, pad_h=1, pad_w=1, groups=6),
+    # depthwise (a direct fp32 loop for bf16 too): a multiplier of 2 at stride 2, a dilated 5x3, a 1-row plane
+    dict(n=2, c=5, h=11, w=13, k=10, r=3, s=3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=5),
+    dict(n=1, c=7, h=9, w=7, k=7, r=5, s=3, dil_h=2, pad_h=2, pad_w=1, groups=7),
+    dict(n=3, c=3, h=1, w=17, k=3, r=1, s=3, pad_w=1, groups=3),
     dict(n=1, c=64, h=14, w=14, k=64, r=3, s=3, pad_h=1, pad_w=1),
     dict(n=1, c=3, h=5, w=6, k=2, r=5, s=5),
 ]

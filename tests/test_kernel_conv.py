@@ -120,7 +120,8 @@ def test_depthwise_3x3_matches_float64_reference(isa: str, stride: int, hw: tupl
     # The 3x3 depthwise conv that AVX-512 computes from the planes in place (masked loads make the padding,
     # 8/4/2/1-row blocks, 16-column vectors): widths around the vector, heights short of and past a block,
     # padding from none to past the filter, a channel multiplier, 1 and 3 threads, and an input that starts
-    # one float past where numpy put it. The other kernel sets (and fp16) copy the planes padded.
+    # one float past where numpy put it. fp16 planes are widened whole for the same kernel there; the other
+    # kernel sets copy the planes padded.
     h, w = hw
     for pad_h, pad_w in [(0, 0), (1, 1), (2, 1), (0, 3)]:
         if h + 2 * pad_h < 3 or w + 2 * pad_w < 3:
@@ -132,11 +133,13 @@ def test_depthwise_3x3_matches_float64_reference(isa: str, stride: int, hw: tupl
             shifted[...] = inp["x"]
             inp["x"] = shifted
             plan = conv.plan(shape, inp, {}, threads, isa)
-            in_place = isa.startswith("avx512") and dtype == "fp32"
+            plane_kernel = isa.startswith("avx512")
             assert plan.tiles()["path"].startswith(
-                "direct depthwise, planes read in place"
-                if in_place
-                else "direct depthwise, padded plane copies"
+                "direct depthwise, padded plane copies"
+                if not plane_kernel
+                else "direct depthwise, planes read in place"
+                if dtype == "fp32"
+                else "direct depthwise, fp16 planes widened whole"
             )
             result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
             assert result["ok"], (pad_h, pad_w, mult, threads, dtype, result)

@@ -82,8 +82,11 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   plan.tiles["gemm_n"] = dims.n;
   plan.tiles["gemm_k"] = dims.k;
   plan.tiles["path"] = conv2d_is_depthwise(p)
-                           ? (depthwise_reads_planes_in_place(ks, p) ? "direct depthwise, planes read in place (tiles do not apply)"
-                                                                     : "direct depthwise, padded plane copies (tiles do not apply)")
+                           ? (depthwise_reads_planes_in_place(ks, p)
+                                  ? "direct depthwise, planes read in place (tiles do not apply)"
+                                  : depthwise_widens_planes(ks, p)
+                                        ? "direct depthwise, fp16 planes widened whole to fp32 (tiles do not apply)"
+                                        : "direct depthwise, padded plane copies (tiles do not apply)")
                        : conv_pixels_as_rows(ks, p) ? "implicit GEMM, output pixels as rows (A gathered, W^T packed, padding taps skipped)"
                        : (p.stride_h == 1 && p.stride_w == 1 ? "implicit GEMM, B rows read in place"
                                                            : "implicit GEMM, B micro-panels gathered");

@@ -242,12 +242,12 @@ void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order) {
 }
 
 void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {
-  if (p.dtype == Dtype::bf16) {
-    conv2d_bf16(ks_main, p, blk, threads);
+  if (conv2d_is_depthwise(p)) {  // every dtype: a direct loop in fp32
+    conv2d_depthwise(ks_main, p, threads);
     return;
   }
-  if (conv2d_is_depthwise(p)) {
-    conv2d_depthwise(ks_main, p, threads);
+  if (p.dtype == Dtype::bf16) {
+    conv2d_bf16(ks_main, p, blk, threads);
     return;
   }
   if (conv_pixels_as_rows(ks_main, p)) {

@@ -147,6 +147,7 @@ ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p) {
 }
 
 const char* conv2d_bf16_path(const ConvProblem& p) {
+  if (conv2d_is_depthwise(p)) return "depthwise: a direct loop in fp32 (bf16 widened, each output rounded once)";
   if (conv2d_bf16_reads_x_as_col(p)) return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
   return patches_in_w_order(p)
              ? "bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x, Y^T transposed"
@@ -158,6 +159,7 @@ int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
   using checked::mul;
   const int64_t PQ = mul(p.out_h(), p.out_w(), "output pixels"), cg = p.c / p.groups, kg = p.k / p.groups;
   const int64_t crs = mul(cg, p.r * p.s, "patch width");
+  if (conv2d_is_depthwise(p)) return mul(depthwise_workspace_floats(ks, p, threads), int64_t(sizeof(float)), "depthwise");
   if (conv2d_bf16_reads_x_as_col(p)) {
     const GemmProblem per_image = gemm_product(Dtype::bf16, Dtype::bf16, nullptr, crs, false, nullptr, PQ, false,
                                                nullptr, PQ, kg, PQ, crs, false);

@@ -11,11 +11,16 @@
 //
 // Where the kernel set has depthwise_plane (AVX-512) the common case, fp32 3x3 at stride 1 or 2, skips the
 // copy: the kernel reads the plane in place with masked loads (depthwise_reads_planes_in_place).
+//
+// fp16 and bf16 planes are widened to fp32 in the copy, the taps summed in fp32, and each output rounded
+// once to the dtype (bf16 has no depthwise GEMM worth the name either: the bf16 implicit GEMM ran a 3x3
+// depthwise layer at under 0.1% of the dot-product peak).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "opbench/aligned.hpp"
+#include "opbench/bf16.hpp"
 #include "opbench/conv.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
@@ -46,12 +51,18 @@ Phases phases_of(const ConvProblem& p) {
   return g;
 }
 
-// The phases of input plane `src` (h x w_in, fp32 or fp16), zero-padded. Each input row is first made a
+// Element `at` of a 16-bit (fp16 or bf16) array as fp32.
+float half_at(const void* src, int64_t at, bool bf16) {
+  const uint16_t h = static_cast<const uint16_t*>(src)[at];
+  return bf16 ? bf16_to_float(h) : half_to_float(h);
+}
+
+// The phases of input plane `src` (h x w_in, fp32, fp16 or bf16), zero-padded. Each input row is first made a
 // zero-padded fp32 row (wp floats; for stride_w 1 that is the phase row itself), then dealt to the column
 // phases by the kernel set's vectorised depthwise_split.
 void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* src, float* row, float* dst,
                   float** phase_rows) {
-  const bool f16 = p.dtype == Dtype::f16;
+  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16;
   for (int64_t rr = 0; rr < g.ph * g.sh; ++rr) {
     const int64_t fh = rr % g.sh, prow = rr / g.sh, ih = rr - p.pad_h;
     for (int64_t fw = 0; fw < g.sw; ++fw) phase_rows[fw] = g.at(dst, fh, fw) + prow * g.pw;
@@ -64,6 +75,8 @@ void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, co
     std::fill(padded, padded + p.pad_w, 0.0f);
     if (f16) {
       ks.gemm.widen_f16(static_cast<const uint16_t*>(src) + at, padded + p.pad_w, p.w_in);
+    } else if (bf16) {
+      ks.gemm.widen_bf16(static_cast<const uint16_t*>(src) + at, padded + p.pad_w, p.w_in);
     } else {
       std::memcpy(padded + p.pad_w, static_cast<const float*>(src) + at, sizeof(float) * p.w_in);
     }
@@ -77,15 +90,32 @@ void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, co
 
 bool conv2d_is_depthwise(const ConvProblem& p) { return p.c == p.groups && p.k / p.groups <= kDepthwiseMaxMultiplier; }
 
+namespace {
+
+// The plane kernel (AVX-512) serves this geometry: 3x3, no dilation, stride 1 or 2 in both directions.
+bool plane_kernel_fits(const KernelSet& ks, const ConvProblem& p) {
+  return ks.conv.depthwise_plane != nullptr && p.r == 3 && p.s == 3 && p.dil_h == 1 && p.dil_w == 1 &&
+         p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2);
+}
+
+}  // namespace
+
 bool depthwise_reads_planes_in_place(const KernelSet& ks, const ConvProblem& p) {
-  return ks.conv.depthwise_plane != nullptr && p.dtype == Dtype::f32 && p.r == 3 && p.s == 3 && p.dil_h == 1 &&
-         p.dil_w == 1 && p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2);
+  return plane_kernel_fits(ks, p) && p.dtype == Dtype::f32;
+}
+
+bool depthwise_widens_planes(const KernelSet& ks, const ConvProblem& p) {
+  return plane_kernel_fits(ks, p) && p.dtype != Dtype::f32;
 }
 
 int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, int threads) {
   if (depthwise_reads_planes_in_place(ks, p)) return 0;
   using checked::add;
   using checked::mul;
+  if (depthwise_widens_planes(ks, p)) {  // a 16-bit plane widened to fp32, its output plane in fp32
+    const int64_t per_thread = add(mul(p.h, p.w_in, "plane"), mul(p.out_h(), p.out_w(), "output plane"), "planes");
+    return mul(per_thread, threads, "depthwise scratch");
+  }
   const Phases g = phases_of(p);
   const int64_t planes = add(mul(mul(mul(g.sh, g.sw, "phases"), g.ph, "phases"), g.pw, "phases"), g.slack, "phases");
   const int64_t rows = add(mul(g.sw, g.pw, "padded row"), mul(p.out_h(), g.pw, "output block"), "rows");
@@ -98,8 +128,10 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
   const int64_t P = p.out_h(), Q = p.out_w(), PQ = P * Q;
   const int64_t mult = p.k / p.groups, taps = p.r * p.s;
   const int64_t planes = p.n * p.c;
-  const bool f16 = p.dtype == Dtype::f16;
-  const int64_t elem = f16 ? 2 : 4;
+  // 16-bit planes (fp16, bf16) are widened in build_phases and the outputs rounded by the dtype's store.
+  const bool half = p.dtype != Dtype::f32, bf16 = p.dtype == Dtype::bf16;
+  const StoreF16 store = bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16;
+  const int64_t elem = half ? 2 : 4;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
   if (depthwise_reads_planes_in_place(ks, p)) {
     ThreadPool::instance().run(threads, [&](int tid) {
@@ -111,6 +143,27 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
           ks.conv.depthwise_plane(x, p.h, p.w_in, p.pad_h, p.pad_w, static_cast<int>(p.stride_h),
                                   static_cast<const float*>(p.w) + kch * taps, static_cast<float*>(p.y) + (img * p.k + kch) * PQ,
                                   P, Q);
+        }
+      }
+    });
+    return;
+  }
+  if (depthwise_widens_planes(ks, p)) {
+    // 16-bit planes: widened whole into the thread's fp32 plane, the plane kernel's output rounded in one call.
+    ThreadPool::instance().run(threads, [&](int tid) {
+      static thread_local AlignedBuffer in_buffer, out_buffer;
+      auto* xf = static_cast<float*>(in_buffer.reserve(static_cast<size_t>(p.h * p.w_in) * sizeof(float)));
+      auto* yf = static_cast<float*>(out_buffer.reserve(static_cast<size_t>(PQ) * sizeof(float)));
+      float wt[9];
+      for (int64_t pl = planes * tid / threads; pl < planes * (tid + 1) / threads; ++pl) {
+        const int64_t img = pl / p.c, ch = pl % p.c, at = pl * p.h * p.w_in;
+        const auto* src = static_cast<const uint16_t*>(p.x) + at;
+        (bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16)(src, xf, p.h * p.w_in);
+        for (int64_t m = 0; m < mult; ++m) {
+          const int64_t kch = ch * mult + m;
+          for (int64_t t = 0; t < taps; ++t) wt[t] = half_at(p.w, kch * taps + t, bf16);
+          ks.conv.depthwise_plane(xf, p.h, p.w_in, p.pad_h, p.pad_w, static_cast<int>(p.stride_h), wt, yf, P, Q);
+          store(yf, Q, P, Q, static_cast<uint16_t*>(p.y) + (img * p.k + kch) * PQ, Q);
         }
       }
     });
@@ -150,21 +203,21 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
         const int64_t kch = ch * mult + m;
         for (int64_t t = 0; t < taps; ++t) {
           const int64_t at = kch * taps + t;
-          wt[static_cast<size_t>(t)] = f16 ? half_to_float(static_cast<const uint16_t*>(p.w)[at]) : static_cast<const float*>(p.w)[at];
+          wt[static_cast<size_t>(t)] = half ? half_at(p.w, at, bf16) : static_cast<const float*>(p.w)[at];
         }
         char* y_plane = static_cast<char*>(p.y) + (img * p.k + kch) * PQ * elem;
-        if (dense3x3) {  // output rows straight into Y (fp32) or the fp32 block (fp16)
-          float* out = f16 ? block : reinterpret_cast<float*>(y_plane);
-          ks.conv.depthwise_3x3(Q, P, wt.data(), xp, g.pw, out, f16 ? g.pw : Q);
-          if (f16) ks.gemm.store_f16(block, g.pw, P, Q, reinterpret_cast<uint16_t*>(y_plane), Q);
+        if (dense3x3) {  // output rows straight into Y (fp32) or the fp32 block (fp16, bf16)
+          float* out = half ? block : reinterpret_cast<float*>(y_plane);
+          ks.conv.depthwise_3x3(Q, P, wt.data(), xp, g.pw, out, half ? g.pw : Q);
+          if (half) store(block, g.pw, P, Q, reinterpret_cast<uint16_t*>(y_plane), Q);
           continue;
         }
         // Straight into Y when its rows are pw apart already (no padding, stride 1 and a 1-wide filter).
-        const bool direct = !f16 && g.pw == Q;
+        const bool direct = !half && g.pw == Q;
         float* out = direct ? reinterpret_cast<float*>(y_plane) : block;
         ks.conv.depthwise_row(flat, static_cast<int>(taps), wt.data(), src.data(), out);
-        if (f16) {
-          ks.gemm.store_f16(block, g.pw, P, Q, reinterpret_cast<uint16_t*>(y_plane), Q);
+        if (half) {
+          store(block, g.pw, P, Q, reinterpret_cast<uint16_t*>(y_plane), Q);
         } else if (!direct) {
           for (int64_t oh = 0; oh < P; ++oh) {
             std::memcpy(reinterpret_cast<float*>(y_plane) + oh * Q, block + oh * g.pw, sizeof(float) * Q);

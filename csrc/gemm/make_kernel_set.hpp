@@ -40,6 +40,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.gemm.rows_axpy = thin::rows_axpy<ThinLanes, Cvt, float>;
   ks.gemm.rows_axpy_f16 = thin::rows_axpy<ThinLanes, Cvt, uint16_t>;
   ks.gemm.widen_f16 = Cvt::widen_row;
+  ks.gemm.widen_bf16 = packing::widen_bf16<Cvt>;
   ks.conv.ukernel_rows = ukernel_rows;
   ks.conv.pack_b_gather = P::b_gather;
   ks.conv.pack_a_gather = P::a_gather;

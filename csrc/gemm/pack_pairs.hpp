@@ -107,6 +107,13 @@ void pack_bt_pairs(const uint16_t* bt, int64_t ldbt, int64_t k, int64_t n, uint1
   }
 }
 
+// n bf16 values as fp32 (exact: the high half of the fp32 bits). Instantiated in each ISA's own translation
+// unit, so that the compiler vectorises it with that unit's instructions.
+template <class Cvt>
+void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+}
+
 // Rounds an m x n block of fp32 values to bf16 (round to nearest even).
 template <class Cvt>
 void store_bf16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* dst, int64_t ldd) {

@@ -71,6 +71,8 @@ bool conv2d_is_depthwise(const ConvProblem& p);
 void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads);
 // fp32 3x3 at stride 1 or 2 on a kernel set with depthwise_plane: the planes are read in place, no scratch.
 bool depthwise_reads_planes_in_place(const KernelSet& ks, const ConvProblem& p);
+// fp16 and bf16 planes the plane kernel serves: widened whole to fp32 per plane, the output rounded once.
+bool depthwise_widens_planes(const KernelSet& ks, const ConvProblem& p);
 
 // bf16 (csrc/conv/conv2d_bf16.cpp): im2col written out in bf16 per image and group, then the bf16 GEMM
 // (blk: the GEMM's blocking for the bf16 kernels, not resolve_conv_blocking's). conv2d() takes it by itself.

@@ -171,6 +171,7 @@ struct GemmKernels {
   RowsAxpyF32 rows_axpy;  // the few-rows path's inner loop (csrc/gemm/thin.hpp)
   RowsAxpyF16 rows_axpy_f16;
   WidenF16 widen_f16;
+  WidenF16 widen_bf16;  // bf16 values as fp32 (exact)
 };
 
 // One output row of a depthwise convolution: out[0:n] = sum over t < taps of w[t] * src[t][0:n] (the filter
