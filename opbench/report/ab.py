@@ -221,13 +221,18 @@ def speedup_text(row: dict[str, Any]) -> str:
     if row["speedup"] is None:
         return "-"
     lo, hi = row["speedup_ci"]
-    return f"{row['speedup']:.3f}x [{lo:.3f}, {hi:.3f}]"
+    return f"{_ratio(row['speedup'])} [{_ratio(lo)[:-1]}, {_ratio(hi)[:-1]}]"
+
+
+def _ratio(x: float) -> str:
+    """1.014x, 0.881x; three significant digits only far from 1 (0.000372x, 1.24e+03x)."""
+    return f"{x:.3f}x" if 0.01 <= x < 100 else f"{x:.3g}x"
 
 
 def summary_text(result: dict[str, Any]) -> str:
     s = result["summary"]
     counts = ", ".join(f"{v} {n}" for v, n in s["counts"].items() if n)
-    geo = "-" if s["geomean_speedup"] is None else f"{s['geomean_speedup']:.3f}x"
+    geo = "-" if s["geomean_speedup"] is None else _ratio(s["geomean_speedup"])
     fast = ", ".join(f"fast_{p} {100 * v:.0f}%" for p, v in s["fast_p"].items())
     return (
         f"B ({result['b']}) against A ({result['a']}), {s['cases']} case(s): geomean speed-up {geo}; "
