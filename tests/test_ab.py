@@ -215,7 +215,8 @@ def test_ab_with_user_kernels_and_fail_on_slower(tmp_path: Path) -> None:
     )
     base = ["ab", "gemm", "--problem", "96x96:96x96", "--dtype", "fp32", "--threads", "1", *FAST_TIMER]
     proc = run_cli(
-        [*base, "--a", f"{kernel}:mm", "--b", f"{kernel}:mm:repeat=4", "--fail-on", "slower",
+        [*base, "--a", f"{kernel}:mm", "--b", f"{kernel}:mm:repeat=4", "--fail-on", "slower", "--rounds", "3",
+         "--threshold", "0.2",
          "--out", str(tmp_path / "o")]
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr  # B does the work four times: SLOWER, and --fail-on says so
