@@ -163,7 +163,8 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
           const int64_t kch = ch * mult + m;
           for (int64_t t = 0; t < taps; ++t) wt[t] = half_at(p.w, kch * taps + t, bf16);
           ks.conv.depthwise_plane(xf, p.h, p.w_in, p.pad_h, p.pad_w, static_cast<int>(p.stride_h), wt, yf, P, Q);
-          store(yf, Q, P, Q, static_cast<uint16_t*>(p.y) + (img * p.k + kch) * PQ, Q);
+          // Both planes are contiguous: rounded as one row of P*Q (a 7x7 plane is 4 vectors, not 7 rows).
+          store(yf, PQ, 1, PQ, static_cast<uint16_t*>(p.y) + (img * p.k + kch) * PQ, PQ);
         }
       }
     });
