@@ -26,6 +26,8 @@ BAD = [
     (["sweep", "gemm", "--device", "tpu"], "unknown device 'tpu'"),
     (["sweep", "gemm", "--m", "300000", "--n", "300000", "--k", "300000"], "needs about"),
     (["sweep"], "name an op (gemm, conv, rnn, gru, lstm) or give --spec/--suite"),
+    (["ab", "--a", "cpp", "--b", "torch"], "opbench ab: name an op"),
+    (["ab", "gemm", "--a", "cpp"], "the following arguments are required: --b"),
     (
         ["sweep", "conv", "--hidden", "8"],
         "--hidden does not apply to conv (its options: --batch --input-size",

@@ -47,7 +47,10 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
         return plans, meta
 
     if not args.op:
-        raise UsageError("opbench sweep: name an op (gemm, conv, rnn, gru, lstm) or give --spec/--suite")
+        raise UsageError(
+            f"opbench {args.command}: name an op (gemm, conv, rnn, gru, lstm) or give --spec/--suite, or "
+            "--problem/--batch-file"
+        )
     op = get_op(args.op)
     check_flags_apply(args.op, op, {**given_axes, **given_params})
     axes = {d: parse_sizes(v, AXIS_FLAGS[d]) for d, v in given_axes.items()}
