@@ -159,7 +159,9 @@ int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
   using checked::mul;
   const int64_t PQ = mul(p.out_h(), p.out_w(), "output pixels"), cg = p.c / p.groups, kg = p.k / p.groups;
   const int64_t crs = mul(cg, p.r * p.s, "patch width");
-  if (conv2d_is_depthwise(p)) return mul(depthwise_workspace_floats(ks, p, threads), int64_t(sizeof(float)), "depthwise");
+  if (conv2d_is_depthwise(p)) {  // the direct fp32 loop (depthwise.cpp), not the bf16 GEMM
+    return mul(depthwise_workspace_floats(ks, p, threads), int64_t(sizeof(float)), "depthwise scratch");
+  }
   if (conv2d_bf16_reads_x_as_col(p)) {
     const GemmProblem per_image = gemm_product(Dtype::bf16, Dtype::bf16, nullptr, crs, false, nullptr, PQ, false,
                                                nullptr, PQ, kg, PQ, crs, false);

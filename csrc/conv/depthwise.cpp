@@ -52,6 +52,11 @@ Phases phases_of(const ConvProblem& p) {
 }
 
 // Element `at` of a 16-bit (fp16 or bf16) array as fp32.
+// The kernel set's widening of a 16-bit dtype's values to fp32; nullptr for fp32 (copied, or read in place).
+WidenF16 widen_of(const KernelSet& ks, Dtype dtype) {
+  return dtype == Dtype::bf16 ? ks.gemm.widen_bf16 : dtype == Dtype::f16 ? ks.gemm.widen_f16 : nullptr;
+}
+
 float half_at(const void* src, int64_t at, bool bf16) {
   const uint16_t h = static_cast<const uint16_t*>(src)[at];
   return bf16 ? bf16_to_float(h) : half_to_float(h);
@@ -62,7 +67,7 @@ float half_at(const void* src, int64_t at, bool bf16) {
 // phases by the kernel set's vectorised depthwise_split.
 void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* src, float* row, float* dst,
                   float** phase_rows) {
-  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16;
+  const WidenF16 widen = widen_of(ks, p.dtype);
   for (int64_t rr = 0; rr < g.ph * g.sh; ++rr) {
     const int64_t fh = rr % g.sh, prow = rr / g.sh, ih = rr - p.pad_h;
     for (int64_t fw = 0; fw < g.sw; ++fw) phase_rows[fw] = g.at(dst, fh, fw) + prow * g.pw;
@@ -73,10 +78,8 @@ void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, co
     float* padded = g.sw == 1 ? phase_rows[0] : row;
     const int64_t at = ih * p.w_in;
     std::fill(padded, padded + p.pad_w, 0.0f);
-    if (f16) {
-      ks.gemm.widen_f16(static_cast<const uint16_t*>(src) + at, padded + p.pad_w, p.w_in);
-    } else if (bf16) {
-      ks.gemm.widen_bf16(static_cast<const uint16_t*>(src) + at, padded + p.pad_w, p.w_in);
+    if (widen != nullptr) {
+      widen(static_cast<const uint16_t*>(src) + at, padded + p.pad_w, p.w_in);
     } else {
       std::memcpy(padded + p.pad_w, static_cast<const float*>(src) + at, sizeof(float) * p.w_in);
     }
@@ -150,6 +153,7 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
   }
   if (depthwise_widens_planes(ks, p)) {
     // 16-bit planes: widened whole into the thread's fp32 plane, the plane kernel's output rounded in one call.
+    const WidenF16 widen = widen_of(ks, p.dtype);
     ThreadPool::instance().run(threads, [&](int tid) {
       static thread_local AlignedBuffer in_buffer, out_buffer;
       auto* xf = static_cast<float*>(in_buffer.reserve(static_cast<size_t>(p.h * p.w_in) * sizeof(float)));
@@ -158,7 +162,7 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
       for (int64_t pl = planes * tid / threads; pl < planes * (tid + 1) / threads; ++pl) {
         const int64_t img = pl / p.c, ch = pl % p.c, at = pl * p.h * p.w_in;
         const auto* src = static_cast<const uint16_t*>(p.x) + at;
-        (bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16)(src, xf, p.h * p.w_in);
+        widen(src, xf, p.h * p.w_in);
         for (int64_t m = 0; m < mult; ++m) {
           const int64_t kch = ch * mult + m;
           for (int64_t t = 0; t < taps; ++t) wt[t] = half_at(p.w, kch * taps + t, bf16);
