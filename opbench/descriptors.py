@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,6 @@ class _Options:
     alg: str | None = None
     activation: str | None = None
     mb: int = 0
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def _name_split(text: str) -> tuple[str, str]:
@@ -239,7 +238,7 @@ def _dtypes(value: str) -> tuple[str, ...]:
     out = []
     for cfg in value.split(","):
         parts = [p for p in re.split(r"[:]|(?<=\d)(?=[a-z])", cfg) if p]  # f32, f16:f16:f16, bf16bf16bf16
-        kinds = {p for p in parts}
+        kinds = set(parts)
         if len(kinds) != 1 or next(iter(kinds)) not in DTYPES:
             raise ValueError(f"'{cfg}': opbench runs f32, f16 and bf16 with one type for every tensor")
         out.append(DTYPES[next(iter(kinds))])
@@ -282,11 +281,16 @@ def options(activation: str | None = None) -> _Options:
     return _Options(activation=activation.upper() if activation else None)
 
 
-def load_batch(
-    path: Path | str, command_op: str | None = None, start: Any = None, _depth: int = 0
-) -> list[Problem]:
+def load_batch(path: Path | str, command_op: str | None = None, start: Any = None) -> list[Problem]:
     """Every problem of a batch file (and the files it includes), in order; `start`: the options in force
     at its first line (`options()`)."""
+    return read_batch(path, command_op, start)[0]
+
+
+def read_batch(
+    path: Path | str, command_op: str | None = None, start: Any = None, _depth: int = 0
+) -> tuple[list[Problem], str]:
+    """load_batch's problems, and the file's description: its leading `#` lines, joined."""
     path = Path(path)
     if _depth > MAX_INCLUDE_DEPTH:
         raise UsageError(f"batch file {path}: --batch includes nest deeper than {MAX_INCLUDE_DEPTH}")
@@ -307,7 +311,7 @@ def load_batch(
         for token in tokens:
             if token.startswith("--batch="):
                 include = (path.parent / token.split("=", 1)[1]).resolve()
-                problems += load_batch(include, command_op, opts, _depth + 1)
+                problems += read_batch(include, command_op, opts, _depth + 1)[0]
             elif token.startswith("-"):
                 try:
                     opts = _option(token, opts)
@@ -317,7 +321,12 @@ def load_batch(
                 problems.append(parse(token, command_op, where, opts))
     if not problems and _depth == 0:
         raise UsageError(f"batch file {path}: no problem descriptors in it")
-    return problems
+    head = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        head.append(line.lstrip("#").strip())
+    return problems, " ".join(t for t in head if t)
 
 
 def describe(op_name: str, shape: Any) -> str:

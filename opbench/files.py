@@ -43,6 +43,11 @@ def json_text(obj: Any) -> str:
     return json.dumps(_finite(obj), indent=1, allow_nan=False) + "\n"
 
 
+def json_line(obj: Any, default: Any = None) -> str:
+    """One line of strict JSON for a pipe protocol (a non-finite number as null, as in json_text)."""
+    return json.dumps(_finite(obj), allow_nan=False, default=default) + "\n"
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

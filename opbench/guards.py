@@ -27,6 +27,8 @@ from opbench.ops import get_op
 
 MISTRUST_ZEROS = 0.30
 SUSPECT_PEER_SPEEDUP = 10.0
+# The flags these guards set: a case flagged so is never counted as faster (compare, ab).
+DISTRUST_FLAGS = ("suspect", "mistrusted")
 
 
 def zero_fraction(output: Any) -> float | None:

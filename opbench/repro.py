@@ -22,14 +22,37 @@ DEFAULT_ROUNDS = 3  # the sweep command's default --rounds: left out of a repro
 def sweep_command(case: Any, cfg: Any, shape_index: int, backend: Any, details: dict[str, Any]) -> str:
     """`case` (case.Case) of sweep `cfg` (sweep.SweepConfig), the shape_index-th shape, run by `backend`."""
     program, backend_args = backend.repro_args(dict(case.params), details)
-    argv = [*program, "sweep", case.op, "--problem", describe(case.op, case.shape)]
-    argv += problem_options(case.op, case.shape).split()
-    argv += ["--dtype", case.dtype, *backend_args, "--threads", str(case.threads)]
-    argv += ["--seed", str(cfg.seed + shape_index)]
-    if case.pass_name != "fwd":
-        argv += ["--pass", case.pass_name]
-    if case.device != "cpu":
-        argv += ["--device", case.device]
+    return command(program, "sweep", case.op, case.shape, case.dtype, case.pass_name, cfg, shape_index,
+                   backend_args)  # fmt: skip
+
+
+def command(
+    program: list[str],
+    verb: str,
+    op: str,
+    shape: Any,
+    dtype: str,
+    pass_name: str,
+    cfg: Any,
+    shape_index: int,
+    side_args: list[str],
+) -> str:
+    """`PROGRAM VERB OP --problem DESC ... SIDE_ARGS ...`: one case of `cfg` (sweep.SweepConfig) with the
+    settings it was measured with, as one masked string (the sweep's repro, and the A/B case's)."""
+    argv = [*program, verb, op, "--problem", describe(op, shape), *problem_options(op, shape).split()]
+    argv += [
+        "--dtype",
+        dtype,
+        *side_args,
+        "--threads",
+        str(cfg.threads),
+        "--seed",
+        str(cfg.seed + shape_index),
+    ]
+    if pass_name != "fwd":
+        argv += ["--pass", pass_name]
+    if cfg.device != "cpu":
+        argv += ["--device", cfg.device]
     if cfg.rounds != DEFAULT_ROUNDS:
         argv += ["--rounds", str(cfg.rounds)]
     if not cfg.verify:

@@ -244,17 +244,10 @@ def plans_from_problems(problems: list[Any], description: str = "") -> tuple[Swe
 
 def load_batch_spec(path: Path | str, command_op: str | None = None, start: Any = None) -> Spec:
     """A benchdnn-style batch file (descriptors.py) as a spec; its leading `#` lines are its description."""
-    from opbench.descriptors import load_batch
+    from opbench.descriptors import read_batch
 
     path = Path(path)
-    problems = load_batch(path, command_op, start)
-    lines = read_input(path, MAX_SPEC_BYTES, "batch file").decode("utf-8").splitlines()
-    head = []
-    for line in lines:
-        if not line.startswith("#"):
-            break
-        head.append(line.lstrip("#").strip())
-    description = " ".join(t for t in head if t)
+    problems, description = read_batch(path, command_op, start)
     return Spec(path.stem, description, None, str(path), plans_from_problems(problems))
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from opbench.backends.base import Backend, Prepared
 from opbench.errors import BackendUnavailable
+from opbench.files import json_line
 
 WORKER = "opbench.backends.remote_worker"
 START_TIMEOUT_S = 120.0
@@ -36,7 +37,8 @@ class _Worker:
     def __init__(self, python: str, backend: str, fixed: dict[str, Any]) -> None:
         self.python, self.backend, self.fixed = python, backend, fixed
         self.proc: subprocess.Popen[str] | None = None
-        self.dir = Path(tempfile.mkdtemp(prefix="opbench-remote-"))
+        self._tmp = tempfile.TemporaryDirectory(prefix="opbench-remote-")  # removed with the worker object
+        self.dir = Path(self._tmp.name)
         self.setup_args: dict[str, Any] | None = None
         self.info: dict[str, Any] = {}
         self._next = 0
@@ -65,7 +67,7 @@ class _Worker:
         proc = self.proc
         assert proc is not None and proc.stdin is not None and proc.stdout is not None
         try:
-            proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.write(json_line(request))
             proc.stdin.flush()
             line = proc.stdout.readline()
         except (BrokenPipeError, OSError):
@@ -127,8 +129,6 @@ class RemoteBackend(Backend):
         self.python, self.backend = python, backend
         self._worker = _Worker(python, backend, fixed)
         self._unsupported: dict[tuple[str, str], str | None] = {}
-        self.ops = ("gemm", "conv", "rnn", "gru", "lstm", "gemm:bwd", "conv:bwd", "rnn:bwd", "gru:bwd",  # type: ignore[misc]
-                    "lstm:bwd")  # fmt: skip
 
     def unavailable_reason(self) -> str | None:
         try:

@@ -26,6 +26,7 @@ from typing import Any
 def _serve(proto: Any) -> None:
     from opbench import __version__
     from opbench.backends import make_backend
+    from opbench.files import json_line
     from opbench.ops import get_op
 
     backend: Any = None
@@ -75,7 +76,7 @@ def _serve(proto: Any) -> None:
         except Exception as e:  # the parent records it as the case's failure
             text = str(e).strip().splitlines()
             answer = {"ok": False, "error": f"{type(e).__name__}: {text[0][:300] if text else ''}"}
-        proto.write(json.dumps(answer, default=str) + "\n")
+        proto.write(json_line(answer, default=str))
         proto.flush()
 
 

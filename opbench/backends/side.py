@@ -21,11 +21,7 @@ class SideBackend(Backend):
 
     def __init__(self, name: str, inner: Backend, fixed: dict[str, Any]) -> None:
         self.name = name  # type: ignore[misc]
-        self.inner, self.fixed = inner, dict(fixed)
-        self.ops = inner.ops  # type: ignore[misc]
-        self.bf16_ops = inner.bf16_ops  # type: ignore[misc]
-        self.bf16_cells = inner.bf16_cells  # type: ignore[misc]
-        self.accumulate = inner.accumulate  # type: ignore[misc]
+        self.inner, self.fixed = inner, dict(fixed)  # what the side is asked is the inner backend's answer
 
     @property
     def pool(self) -> str:

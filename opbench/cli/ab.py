@@ -21,7 +21,7 @@ def parse_side(text: str, taken: str | None = None) -> tuple[str, Any]:
     """A side's record name and a function making its backend; `taken`: the other side's name (the same
     backend on both sides is an A/A run, its B named 'NAME (B)')."""
     from opbench.backends import BACKENDS, make_backend, parse_backends, plugins
-    from opbench.backends.side import SIDE_PARAMS, SideBackend
+    from opbench.backends.side import SideBackend
     from opbench.backends.user_backend import UserKernelBackend
     from opbench.userkernel import parse_kernel, parse_params
 
@@ -32,12 +32,7 @@ def parse_side(text: str, taken: str | None = None) -> tuple[str, Any]:
         return name, _remote_side(name, text)
     if head.lower() in (*BACKENDS, *plugins()):
         (backend,) = parse_backends(head)
-        fixed: dict[str, Any] = {}
-        if sep:
-            allowed = SIDE_PARAMS.get(backend, ())
-            if not allowed:
-                raise UsageError(f"side '{text}': {backend} takes no parameters (only cpp does: tiles, isa)")
-            fixed = _side_params(rest, allowed, text)
+        fixed = _side_params(rest, backend, text) if sep else {}
         return name, lambda: SideBackend(name, make_backend(backend, registered=False), fixed)
     if not sep:
         raise UsageError(
@@ -65,7 +60,6 @@ def _remote_side(name: str, text: str) -> Any:
 
     from opbench.backends import BACKENDS
     from opbench.backends.remote import RemoteBackend
-    from opbench.backends.side import SIDE_PARAMS
 
     python, sep, backend_spec = text.removeprefix("python=").partition(":")
     backend, _, params = backend_spec.partition(":")
@@ -76,15 +70,18 @@ def _remote_side(name: str, text: str) -> Any:
     found = shutil.which(python) if os.sep not in python else python
     if found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
         raise UsageError(f"side '{text}': '{python}' is not an executable Python interpreter")
-    fixed = _side_params(params, SIDE_PARAMS.get(backend, ()), text) if params else {}
-    if params and not SIDE_PARAMS.get(backend):
-        raise UsageError(f"side '{text}': {backend} takes no parameters (only cpp does: tiles, isa)")
+    fixed = _side_params(params, backend, text) if params else {}
     return lambda: RemoteBackend(name, found, backend, fixed)
 
 
-def _side_params(text: str, allowed: tuple[str, ...], side: str) -> dict[str, Any]:
+def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
+    """NAME=VALUE,... fixed for every case of a side, checked against what `backend` takes."""
+    from opbench.backends.side import SIDE_PARAMS
     from opbench.kernels import known_isas
 
+    allowed = SIDE_PARAMS.get(backend, ())
+    if not allowed:
+        raise UsageError(f"side '{side}': {backend} takes no parameters (only cpp does: tiles, isa)")
     out: dict[str, Any] = {}
     for item in (t.strip() for t in text.split(",") if t.strip()):
         key, sep, value = item.partition("=")
@@ -142,28 +139,17 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
 
 def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]) -> str:
-    """The `opbench ab` command that runs this one case again, both sides."""
-    import shlex
-
-    from opbench.descriptors import describe, problem_options
+    """The `opbench ab` command that runs this one case again, both sides, with the run's settings."""
     from opbench.ops import get_op
-    from opbench.repro import DEFAULT_ROUNDS
-    from opbench.secrets import mask_argv
+    from opbench.repro import command
 
-    op = get_op(row["op"])
-    shape = op.shape_from_case(row["shape"])
-    (cfg,) = [c for c in configs if c.op == row["op"]][:1]
+    shape = get_op(row["op"]).shape_from_case(row["shape"])
+    cfg = next(c for c in configs if c.op == row["op"])
     index = next((i for i, s in enumerate(cfg.shapes) if s == shape), 0)
-    argv = ["opbench", "ab", row["op"], "--a", args.a, "--b", args.b, "--problem", describe(row["op"], shape)]
-    argv += problem_options(row["op"], shape).split()
-    argv += ["--dtype", row["dtype"], "--threads", str(cfg.threads), "--seed", str(cfg.seed + index)]
-    if row["pass"] != "fwd":
-        argv += ["--pass", row["pass"]]
-    if cfg.rounds != DEFAULT_ROUNDS:
-        argv += ["--rounds", str(cfg.rounds)]
+    sides = ["--a", args.a, "--b", args.b]
     if args.threshold is not None:
-        argv += ["--threshold", f"{args.threshold:g}"]
-    return shlex.join(mask_argv(argv))
+        sides += ["--threshold", f"{args.threshold:g}"]
+    return command(["opbench"], "ab", row["op"], shape, row["dtype"], row["pass"], cfg, index, sides)
 
 
 def write_ab(result: dict[str, Any], out_dir: Path, formats: list[str]) -> dict[str, Path]:

@@ -31,9 +31,9 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
     if args.problem or args.batch_file:
         return problem_plans(args, given_axes, given_params)
     if args.spec or args.suite:
-        if given_axes or given_params or args.mode:
-            flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in [*given_axes, *given_params]] or ["--mode"]
-            raise UsageError(f"{flags[0]} cannot be combined with --spec/--suite (the spec sets the shapes)")
+        _refuse_shape_flags(
+            {**given_axes, **given_params}, args.mode, "--spec/--suite (the spec sets the shapes)"
+        )
         spec = load_spec(args.spec) if args.spec else load_suite(args.suite)
         plans = list(spec.plans)
         if args.op:
@@ -68,6 +68,13 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
     return [SweepPlan(args.op, tuple(shapes), mode, None, None, "")], None
 
 
+def _refuse_shape_flags(given: dict[str, Any], mode: str | None, source: str) -> None:
+    """A shape flag (or --mode) given beside a source of shapes: 'FLAG cannot be combined with SOURCE'."""
+    if given or mode:
+        flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in given] or ["--mode"]
+        raise UsageError(f"{flags[0]} cannot be combined with {source}")
+
+
 def problem_plans(
     args: argparse.Namespace, given_axes: dict[str, Any], given_params: dict[str, Any]
 ) -> tuple[list[Any], dict[str, Any] | None]:
@@ -76,11 +83,7 @@ def problem_plans(
     from opbench.specs import load_batch_spec, plans_from_problems
 
     extra = {**given_axes, **{k: v for k, v in given_params.items() if k != "nonlinearity"}}
-    if extra or args.mode:
-        flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in extra] or ["--mode"]
-        raise UsageError(
-            f"{flags[0]} cannot be combined with --problem/--batch-file (the descriptor sets it)"
-        )
+    _refuse_shape_flags(extra, args.mode, "--problem/--batch-file (the descriptor sets it)")
     if args.op:
         from opbench.ops import get_op
 

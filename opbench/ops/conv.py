@@ -3,6 +3,7 @@ reference and error bound."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, replace
 from typing import Any
@@ -190,6 +191,7 @@ def _taps_inside(size: int, out: int, taps: int, stride: int, pad: int, dil: int
     return sum(1 for o in range(out) for t in range(taps) if 0 <= o * stride - pad + t * dil < size)
 
 
+@functools.lru_cache(maxsize=256)  # asked after every visit of a case (guards.peak_guard)
 def useful_flops(shape: ConvShape) -> int:
     """The FLOPs a kernel that skips the padding must still do: flops() counts every tap, and a kernel that
     never multiplies the padded zeros reaches more counted GFLOPS than its unit's peak without any error

@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from opbench.escape import csv_text, md
+from opbench.guards import DISTRUST_FLAGS
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "FAILED")
 NOISE_FLOOR = 0.02
 BOOTSTRAP_DRAWS = 2000
 FAST_P = (1.0, 1.1, 1.5)
-DISTRUST = ("suspect", "mistrusted")
 
 
 def round_samples(time: dict[str, Any]) -> list[np.ndarray | None]:
@@ -55,14 +55,13 @@ def speedup_interval(
 ) -> tuple[float, float, float]:
     """(speed-up, 2.5th, 97.5th percentile) of time A / time B over the rounds both sides kept, paired by
     round (visit order); a side given as one pool is paired with the other's pooled samples."""
-    if len(a) != len(b) or len(a) == 1:
-        a = [np.concatenate([r for r in a if r is not None])]
-        b = [np.concatenate([r for r in b if r is not None])]
-    both = [(ra, rb) for ra, rb in zip(a, b, strict=True) if ra is not None and rb is not None]
-    if not both:  # no round kept by both: pool what each kept
-        both = [
-            (np.concatenate([r for r in a if r is not None]), np.concatenate([r for r in b if r is not None]))
-        ]
+
+    def pooled(side: list[np.ndarray | None]) -> np.ndarray:
+        return np.concatenate([r for r in side if r is not None])
+
+    both = [(ra, rb) for ra, rb in zip(a, b, strict=False) if ra is not None and rb is not None]
+    if len(a) != len(b) or len(a) == 1 or not both:  # not split alike, or no round kept by both: pooled
+        both = [(pooled(a), pooled(b))]
     pa, pb = [p[0] for p in both], [p[1] for p in both]
     point = float(np.median(np.concatenate(pa)) / np.median(np.concatenate(pb)))
     paired = len(both)
@@ -119,7 +118,7 @@ def verdict(lo: float, hi: float, threshold: float) -> str:
 
 def _correct(r: dict[str, Any]) -> bool:
     v = r.get("verify") or {}
-    return r["status"] == "ok" and v.get("ok", True) and not set(r.get("flags") or ()) & set(DISTRUST)
+    return r["status"] == "ok" and v.get("ok", True) and not set(r.get("flags") or ()) & set(DISTRUST_FLAGS)
 
 
 def _side(r: dict[str, Any] | None) -> dict[str, Any]:
@@ -178,24 +177,20 @@ def analyse(
         ):
             v, reason = (
                 "AMBIGUOUS",
-                (
-                    f"the machine's in-run reference ran {100 * (moved - 1):+.0f}% during B's visits against "
-                    "A's "
-                    "of the same rounds"
-                ),
+                f"the machine's in-run reference ran {100 * (moved - 1):+.0f}% during B's visits against A's "
+                "of the same rounds",
             )
         elif v == "FASTER" and not _correct(b):
-            flags = ", ".join(sorted(set(b.get("flags") or ()) & set(DISTRUST))) or "not verified correct"
+            flags = (
+                ", ".join(sorted(set(b.get("flags") or ()) & set(DISTRUST_FLAGS))) or "not verified correct"
+            )
             v, reason = "AMBIGUOUS", f"B is flagged {flags}: never counted as FASTER"
         row.update(verdict=v, reason=reason)
         rows.append(row)
     timed = [r["speedup"] for r in rows if r["speedup"]]
     counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-    correct_b = [
-        r
-        for r in rows
-        if r["b"]["status"] == "ok" and _correct(cases[(r["op"], r["label"], r["dtype"])][b_name])
-    ]
+    b_records = [cases[(r["op"], r["label"], r["dtype"])].get(b_name) for r in rows]
+    correct_b = [r for r, b in zip(rows, b_records, strict=True) if b is not None and _correct(b)]
     fast_p = {f"{p:g}": sum(r["speedup"] > p for r in correct_b) / len(rows) if rows else 0.0 for p in FAST_P}
     return {
         "a": a_name,

@@ -15,9 +15,8 @@ import numpy as np
 from opbench.case import Result, Status
 from opbench.display import ratio_text, util_text
 from opbench.escape import csv_text, md
+from opbench.guards import DISTRUST_FLAGS
 
-# Flags of results too good to be true (guards.py): such a case is never counted as an improvement.
-DISTRUST = ("suspect", "mistrusted")
 # The two runs' in-run references differing by more than this is worth a warning.
 MACHINE_SPEED_WARN = 0.10
 
@@ -76,7 +75,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
             # alone moved an LSTM by 1.3-2x, so the change says nothing about the code.
             placement_moved = significant and not machine_moved and _apart(o) != _apart(n)
             # An improvement the new run's guards distrust (guards.py) is never reported as one.
-            distrusted = sorted(set(n.flags) & set(DISTRUST))
+            distrusted = sorted(set(n.flags) & set(DISTRUST_FLAGS))
             too_good = significant and not machine_moved and not placement_moved and ratio < 1 and distrusted
             row.update(
                 {

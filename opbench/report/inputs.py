@@ -11,6 +11,7 @@ from typing import Any
 from opbench.case import Status
 from opbench.errors import UsageError
 from opbench.files import MAX_RESULTS_BYTES, read_input
+from opbench.report.ab import VERDICTS
 from opbench.results import SCHEMA_VERSION
 
 # Every version is a superset of the one before (results.py's history), so the report reads them all.
@@ -173,9 +174,6 @@ def kind_of(path: str | Path) -> str | None:
     return doc.get("kind") if isinstance(doc, dict) else None
 
 
-AB_VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "FAILED")
-
-
 def load_ab(path: str | Path) -> dict[str, Any]:
     """An `opbench ab` document (kind opbench.ab, schema 1), refused with one line naming the file and the
     field when the report cannot use it."""
@@ -196,8 +194,8 @@ def load_ab(path: str | Path) -> dict[str, Any]:
         where = f"rows[{i}]"
         if not isinstance(r, dict) or not {"op", "label", "dtype", "a", "b", "verdict"} <= set(r):
             raise check.fail(where, "not an A/B row")
-        if r["verdict"] not in AB_VERDICTS:
-            raise check.fail(f"{where}.verdict", f"expected one of {', '.join(AB_VERDICTS)}")
+        if r["verdict"] not in VERDICTS:
+            raise check.fail(f"{where}.verdict", f"expected one of {', '.join(VERDICTS)}")
         check.number(r.get("speedup"), f"{where}.speedup")
         ci = r.get("speedup_ci")
         if ci is not None and (not isinstance(ci, list) or len(ci) != 2):
