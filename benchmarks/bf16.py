@@ -84,6 +84,19 @@ SUITES: dict[str, tuple[str, list[Any]]] = {
 PEERS = ("torch", "tensorflow", "mindspore")
 
 
+def unit_ratio(threads: int, rounds: int = 5) -> str:
+    """The bf16 unit's FMA-loop peak over the fp32 unit's, the two loops interleaved (median of `rounds`):
+    about 2 where vdpbf16ps runs (two products per lane), 1 where bf16 is widened onto the fp32 units."""
+    ratios = []
+    for _ in range(rounds):
+        bf16, kernel = kernels.fma_peak("bf16", threads, 0.05, 2)
+        fp32, _ = kernels.fma_peak("fp32", threads, 0.05, 2)
+        ratios.append(bf16 / fp32)
+    ratios.sort()
+    median = ratios[len(ratios) // 2]
+    return f"bf16 unit ({kernel}) / fp32 FMA loop: {median:.2f}x (median of {rounds}, interleaved)"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
@@ -122,6 +135,7 @@ def main() -> int:
         f"medians of {args.rounds} interleaved rounds"
     )
     print(f"\n## {threads} thread(s): {the_peak.name} {the_peak.gflops:.0f} GFLOPS (measured now)")
+    print(unit_ratio(threads))
     print(
         f"{'shape':>26} {'ours GF/s':>9} {'util':>5} {'best peer':>20} {'util':>5} {'ours/best':>9}"
         "  every peer"

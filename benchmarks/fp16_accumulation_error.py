@@ -50,8 +50,8 @@ def main() -> int:
                     return 1
             rows.append((f"fp16 in blocks of {tk}" + (" (plain fp16)" if tk == k else ""), c, f"fp16:{tk}"))
         for label, c, acc in rows:
-            bound = gemm.error_bound(inp, acc, "fp16")
-            r = compare({"c": c}, {"c": ref}, {"c": bound})
+            bound = gemm.error_bound(inp, ref, acc, "fp16")
+            r = compare({"c": c}, {"c": ref}, {"c": bound}, "fp16")
             rel_bound = float(np.max(bound)) / scale
             print(f"| {shape.label()} | {label} | {r['max_rel_err']:.2e} | {rel_bound:.2e} |")
     return 0

@@ -31,6 +31,11 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   `suspect` (`over_peak` is folded into `suspect`; older files keep it);
                   `time.per_round[].kept` (whether the round's samples are in `samples_s`, in round order:
                   A/B runs split them).
+  8 (2026-11-25): `verify.timed`: each visit's check of the output of its timed calls (round, ok,
+                  max_err_ratio, inputs: new values or the first ones, checked: the seeded part recomputed;
+                  reason when wrong, skipped when over --verify-max-gflop), beside a full check or its
+                  `skipped`; `verify.accumulate_assumed` may also name a blocked precision (fp16:256) or a
+                  recurrent unit whose cells compute in the dtype (fp16-cells, bf16-cells).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from opbench.machine import utc_now
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

@@ -7,7 +7,6 @@ long, an exception, a wrong answer) becomes a Result with an Outcome saying why;
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from opbench.ops import get_op, op_key
 from opbench.reference import InRunReference
 from opbench.repro import sweep_command
 from opbench.timing import Timer, TimerConfig
+from opbench.verification import Expected
 from opbench.visits import (
     CaseRun,
     SpeedHistory,
@@ -306,15 +306,13 @@ def run_sweep(
         if prepared_group is None or prepared_group[0] != gid:
             prepared_group = None  # free the previous group's inputs and reference first
             inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
-            reference = (
-                functools.cache(functools.partial(op.reference, case.shape, inputs)) if will_verify else None
-            )
-            prepared_group = (gid, inputs, reference)
-        _, inputs, reference = prepared_group
+            expected = Expected(op, case.shape, inputs, case.dtype) if will_verify else None
+            prepared_group = (gid, inputs, expected)
+        _, inputs, expected = prepared_group
         size = op.memory_bytes(case.shape, case.dtype, reference=False)
         keep = size <= keep_budget
         st = states[case.backend]
-        first_visit(cfg, st, case, inputs, reference, bench, timer, history, keep)
+        first_visit(cfg, st, case, inputs, expected, bench, timer, history, keep)
         case.repro = sweep_command(case.case, cfg, case.shape_index, st.backend, case.details)
         if case.prepared is not None:
             keep_budget -= size

@@ -44,6 +44,9 @@ class KernelRef:
     path: str | None = None  # FILE.py, absolute
     module: str | None = None  # or an importable module
     sha256: str = ""  # of the file that defines it ("" when a module's source cannot be found)
+    # What the verification bound assumes it sums in (--kernel-accumulate): fp32, as every real fp16 and bf16
+    # kernel does on a CPU, unless the user declares fp16 or bf16.
+    accumulate: str = "fp32"
 
     @property
     def name(self) -> str:
@@ -51,7 +54,7 @@ class KernelRef:
 
     def to_dict(self) -> dict[str, Any]:
         return {"spec": self.spec, "func": self.func, "path": self.path, "module": self.module,
-                "sha256": self.sha256}  # fmt: skip
+                "sha256": self.sha256, "accumulate": self.accumulate}  # fmt: skip
 
 
 def _sha256(path: Path) -> str:
@@ -62,9 +65,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def parse_kernel(spec: str) -> KernelRef:
+ACCUMULATIONS = ("fp32", "fp16", "bf16")  # what --kernel-accumulate may declare
+
+
+def parse_kernel(spec: str, accumulate: str = "fp32") -> KernelRef:
     """`FILE.py:FUNC` or `module:FUNC`, checked (the file exists, the names are identifiers) without importing
-    anything; UsageError naming the problem otherwise."""
+    anything; UsageError naming the problem otherwise. `accumulate`: what the kernel declares it sums in."""
+    if accumulate not in ACCUMULATIONS:
+        raise UsageError(f"--kernel-accumulate must be one of {', '.join(ACCUMULATIONS)}, got '{accumulate}'")
     where, sep, func = spec.rpartition(":")
     if not sep or not where or not _IDENTIFIER.match(func):
         raise UsageError(f"--kernel: expected FILE.py:FUNC or module:FUNC, got '{spec}'")
@@ -76,7 +84,7 @@ def parse_kernel(spec: str) -> KernelRef:
             digest = _sha256(path)
         except OSError as e:
             raise UsageError(f"--kernel: cannot read '{where}': {e.strerror or e}") from None
-        return KernelRef(spec, func, path=str(path), sha256=digest)
+        return KernelRef(spec, func, path=str(path), sha256=digest, accumulate=accumulate)
     if not _MODULE.match(where):
         raise UsageError(f"--kernel: '{where}' is neither a .py file nor a module name")
     digest = ""
@@ -89,7 +97,7 @@ def parse_kernel(spec: str) -> KernelRef:
     origin = Path(found.origin) if found.origin and found.origin not in ("built-in", "frozen") else None
     if "." not in where and origin is not None and origin.is_file():
         digest = _sha256(origin)
-    return KernelRef(spec, func, module=where, sha256=digest)
+    return KernelRef(spec, func, module=where, sha256=digest, accumulate=accumulate)
 
 
 def load_function(kernel: dict[str, Any]) -> Callable[..., Any]:

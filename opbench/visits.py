@@ -2,24 +2,29 @@
 verify it against the float64 reference, time each visit through measure.Bench, and turn its visits into
 a Result (case.py). sweep.py expands the cases, orders the rounds and drives these.
 
+The timed kernel is the verified kernel: before every timed visit the case's inputs get new values
+(ops/spot.py: refreshed, written in place by Prepared.refill where the backend can), and after it the output
+of the timed calls (Prepared.timed_output) is checked on them (the op's spot_check). A case whose timed
+output is wrong is a wrong answer, whatever its first call returned; the checks are in verify.timed.
+
 A case that cannot run (backend missing, dtype unsupported, predicted to take too long, an exception, a
 wrong answer) becomes a Result with an Outcome saying why; it never ends the sweep.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from opbench import verification
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.guards import peak_guard, zeros_guard
 from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine
 from opbench.ops import get_op, op_key
+from opbench.ops.spot import refreshed
 from opbench.peak import UNIT_PEAKS
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
 from opbench.repro import sweep_command
@@ -36,10 +41,6 @@ SLOW_ROUND_FACTOR = 1.5
 # A case bigger than this, for a backend with no speed on record yet, is first probed at a smaller scale.
 PROBE_MIN_FLOPS = 2e9
 PROBE_TARGET_FLOPS = 2e8
-# Verification's float64 BLAS work runs on one thread when it costs at most this many FLOPs: a
-# multi-threaded OpenBLAS call leaves its pool spinning for about 110 ms, which the timing that follows
-# must wait out (measure.Bench settles), and that wait cost more than a short check saves on two threads.
-ONE_THREAD_VERIFY_FLOPS = 4e9
 # Error messages that mean "no kernel for this dtype/op here" in torch ("not implemented for 'Half'") and
 # MindSpore ("... is not supported", "unsupported data type").
 UNSUPPORTED = re.compile(r"not implemented for|not supported|unsupported|no kernel", re.IGNORECASE)
@@ -168,6 +169,10 @@ class CaseRun:
     prepared: Any = None  # kept between rounds when it fits the sweep's keep budget (KEEP_PREPARED_BYTES)
     guards: dict[str, Any] = field(default_factory=dict)  # what the guards saw (zero_fraction: first visit)
     repro: str | None = None  # the command that measures this case again (repro.py)
+    accumulate: str = ""  # what its verification bounds assume (Backend.accumulation, or its details)
+    inputs: dict[str, Any] | None = None  # the values its prepared case computes on (between checks)
+    first_inputs: dict[str, Any] | None = None  # the values it was prepared on, which refills move
+    timed: list[dict[str, Any]] = field(default_factory=list)  # each visit's check of its timed output
 
     @property
     def shape(self) -> Any:
@@ -215,13 +220,15 @@ def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: 
             case.method += "; cold cache: " + (device_flush[1] if device_flush else host_flush_note())
 
 
-def verify_threads(cost_flops: float) -> contextlib.AbstractContextManager[Any]:
-    """The BLAS thread limit for a verification of `cost_flops` (ONE_THREAD_VERIFY_FLOPS)."""
-    if cost_flops > ONE_THREAD_VERIFY_FLOPS:
-        return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(1, user_api="blas")
+def timed_visit(
+    cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer, pool: str, fresh: bool = False
+) -> None:
+    """One timed visit on new input values, its timed output checked (verification.py). `fresh`: the case
+    was just prepared on new values (no refill needed)."""
+    refilled = fresh or (cfg.verify and verification.refill(cfg, case, prepared))
+    _visit(cfg, case, prepared, bench, timer, pool)
+    if cfg.verify:
+        verification.check_timed(cfg, case, prepared, refilled)
 
 
 def _failure(name: str, e: BaseException) -> Outcome:
@@ -240,17 +247,16 @@ def first_visit(
     st: BackendState,
     case: CaseRun,
     inputs: dict[str, Any],
-    reference: Callable[[], Any] | None,
+    expected: verification.Expected | None,
     bench: Bench,
     timer: Timer,
     history: SpeedHistory,
     keep: bool = False,
 ) -> None:
     """Decide whether the case runs (backend, dtype, predicted time), verify it, then time its first
-    visit. `reference` is None when verification is off or over its cost cap. (The caller gives the case
-    its repro command: repro.sweep_command.)"""
+    visit. `expected` (the group's float64 reference and bounds) is None when verification is off or over
+    its cost cap. (The caller gives the case its repro command: repro.sweep_command.)"""
     key = case.case.key
-    op = get_op(key)
     name = st.backend.name
     shape, dtype = case.shape, case.dtype
     if st.reason is not None:
@@ -284,31 +290,23 @@ def first_visit(
     try:
         prepared = st.backend.prepare(key, shape, inputs, dict(case.case.params))
         case.details = prepared.details
-        if reference is not None:
-            # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
-            acc = prepared.details.get("accumulate") or st.backend.accumulation(key, dtype)
-            output = prepared.output()
-            with verify_threads(op.verify_cost_flops(shape)):
-                result = op.check(shape, output, inputs, reference(), dtype, acc)
-            case.verify = {**result, "accumulate_assumed": acc}
-            if not result["ok"]:
-                case.end(Outcome(Reason.WRONG_ANSWER, result.get("reason") or "error above the bound"))
-                return
-        else:
-            output = prepared.output()  # not verified, but its zeros are still counted (one call)
-            if cfg.verify:
-                cost = op.verify_cost_flops(shape) / 1e9
-                case.verify = {
-                    "skipped": f"float64 verification would cost {cost:.0f} GFLOP, over "
-                    f"--verify-max-gflop {cfg.verify_max_gflop:g}"
-                }
+        # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
+        # (the device is passed only off the CPU: a plug-in written before it was an argument still runs)
+        device = (cfg.device,) if cfg.device != "cpu" else ()
+        acc = prepared.details.get("accumulate") or st.backend.accumulation(key, dtype, *device)
+        case.accumulate, case.inputs, case.first_inputs = acc, inputs, inputs
+        output = prepared.output()  # verified where `expected` is given; its zeros counted either way
+        if not verification.check_first(cfg, case, output, expected):
+            return
         zeros_guard(case.case, output, case.guards)
         del output
-        _visit(cfg, case, prepared, bench, timer, st.backend.pool)
+        case.finished = False
+        timed_visit(cfg, case, prepared, bench, timer, st.backend.pool)
     except Exception as e:
         case.end(_failure(name, e))
         return
-    case.finished = False
+    if case.finished:  # its timed output was wrong
+        return
     m = case.visits[0].measurement
     # A case whose minimum samples overran the round's share of --max-time-s (a call of a large fraction
     # of it, or over --call-budget-s) is visited once: its rounds would multiply the sweep's time.
@@ -316,24 +314,33 @@ def first_visit(
         case.slow = cfg.rounds > 1
     if keep and not case.slow:
         case.prepared = prepared
+    else:
+        case.inputs = case.first_inputs = None  # a later visit prepares it again, on new values
     gflops = flops / m.median_s / 1e9
     if math.isfinite(gflops):
         history.record(name, key, dtype, gflops, f"{cfg.op} {case.case.label} earlier in this run")
 
 
 def later_visit(cfg: SweepConfig, st: BackendState, case: CaseRun, bench: Bench, timer: Timer) -> None:
-    """Another round of a case that ran: the prepared case kept from its first visit, else fresh inputs (the
-    same seed) prepared again; timed. A failure now ends the case's visits and is noted; the rounds
-    already measured stay."""
+    """Another round of a case that ran: the prepared case kept from its first visit (its inputs refilled
+    with new values), else the inputs made again with the same seed, given new values and prepared again;
+    timed and its timed output checked (timed_visit). A failure now ends the case's visits and is noted; the
+    rounds already measured stay (a wrong timed output ends the case as a wrong answer)."""
     op = get_op(case.case.key)
     try:
-        prepared = case.prepared
+        prepared, fresh = case.prepared, False
         if prepared is None:
             inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
+            if cfg.verify:  # new values for this visit, as a kept case gets by refill
+                inputs = refreshed(inputs, verification.visit_seed(cfg, case, len(case.visits) + 1))
             prepared = st.backend.prepare(case.case.key, case.shape, inputs, dict(case.case.params))
-        _visit(cfg, case, prepared, bench, timer, st.backend.pool)
+            case.inputs, fresh = inputs, True
+        timed_visit(cfg, case, prepared, bench, timer, st.backend.pool, fresh)
+        if case.prepared is None:
+            case.inputs = None
     except Exception as e:
         case.finished = True
+        case.inputs = case.first_inputs = None
         case.notes.append(f"round {len(case.visits) + 1} failed ({one_line(e)}); earlier rounds kept")
 
 
@@ -343,7 +350,10 @@ def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
     notes, flags = list(case.notes), []
     guards = dict(case.guards)
     reasons = list(guards.get("reasons", []))
-    base = {"verify": case.verify, "details": case.details, "repro": case.repro}
+    verify = case.verify
+    if case.timed:
+        verify = {**(verify or {"skipped": "no float64 check of the first call"}), "timed": list(case.timed)}
+    base = {"verify": verify, "details": case.details, "repro": case.repro}
     if any(r.startswith("mistrusted") for r in reasons):
         flags.append("mistrusted")
     if not case.visits:
@@ -417,14 +427,14 @@ def measure_case(
     shape: Any,
     dtype: str,
     inputs: dict[str, Any],
-    reference: Callable[[], Any] | None,
+    expected: verification.Expected | None,
     peak: dict[str, Any] | None,
     bench: Bench,
     history: SpeedHistory,
 ) -> Result:
     """One case, one visit (what a single-round sweep does per case)."""
     case = CaseRun(0, 0, make_case(cfg, shape, dtype, st.backend.name))
-    first_visit(cfg, st, case, inputs, reference, bench, bench.timer, history)
+    first_visit(cfg, st, case, inputs, expected, bench, bench.timer, history)
     case.repro = sweep_command(case.case, cfg, 0, st.backend, case.details)
     bench.finish()
     return case_result(case, peak)

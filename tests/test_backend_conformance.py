@@ -7,7 +7,8 @@ without editing this file.
 - for every op and dtype it either says why not (a non-empty reason, or for one shape an error the sweep
   reads as unsupported: "not supported", "no kernel") or prepares a case on odd shapes
   whose output passes the op's float64 check under the accumulation it declares, and whose run(loops)
-  returns a positive time;
+  returns a positive time; refilled with new values (where it can rewrite its inputs), the output of its
+  timed calls passes the spot check on those values and fails it on the old ones;
 - notes() and device_name() answer without raising.
 """
 
@@ -16,10 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conftest import missing
 
 from opbench.backends import BACKENDS, Backend
 from opbench.errors import BackendUnavailable
 from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, op_key, rnn, rnn_bwd
+from opbench.ops.spot import refreshed
 from opbench.visits import UNSUPPORTED
 
 NAMES = list(BACKENDS)
@@ -50,7 +53,7 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     reason = be.unavailable_reason()
     if reason is not None:
         assert isinstance(reason, str) and reason, "an unavailable backend must say why"
-        pytest.skip(f"{request.param}: {reason}")
+        missing(f"{request.param}: {reason}")
     be.setup(2, "cpu")
     return be
 
@@ -88,8 +91,17 @@ def test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason(
     acc = case.details.get("accumulate") or backend.accumulation(op_name, dtype)
     result = op.check(shape, case.output(), inputs, op.reference(shape, inputs), dtype, acc)
     assert result["ok"], f"{backend.name} {op_name} {dtype}: {result}"
+    # The timed kernel is the verified kernel: new values written in place (or a False that changes nothing),
+    # then the output of the timed calls passes the spot check on the values they computed on.
+    moved = refreshed(inputs, 11)
+    used = moved if case.refill(moved) else inputs
     seconds = case.run(2)
     assert isinstance(seconds, float) and seconds > 0
+    timed = op.spot_check(shape, case.timed_output(), used, dtype, acc, 3)
+    assert timed["ok"], f"{backend.name} {op_name} {dtype}, timed output: {timed}"
+    if used is moved:  # and the old values' answer is no longer what it computes
+        stale = op.spot_check(shape, case.timed_output(), inputs, dtype, acc, 3)
+        assert not stale["ok"], f"{backend.name} {op_name} {dtype}: refill changed nothing"
     notes = backend.notes(op_name, dtype)
     assert isinstance(notes, list) and all(isinstance(n, str) and n for n in notes)
 

@@ -64,12 +64,15 @@ def test_blocking_bounds_the_error_where_plain_fp16_stagnates() -> None:
 
 
 def test_the_blocked_bound_grows_with_the_block() -> None:
-    m = np.ones((1, 1))
-    small, large = dot_bound(m, 4096, "fp16:64", "fp32"), dot_bound(m, 4096, "fp16:1024", "fp32")
-    fp32 = dot_bound(m, 4096, "fp32", "fp32")
-    assert fp32 < small < large
+    # sums of 4096 products of uniform [-1, 1) inputs: |C| ~ 21, sum |p| ~ 1024, sum p^2 ~ 455
+    value, magnitude, squares = np.full((1, 1), 21.0), np.full((1, 1), 1024.0), np.full((1, 1), 455.0)
+
+    def bound(acc: str) -> float:
+        return float(dot_bound(value, magnitude, squares, 4096, acc, "fp32")[0, 0])
+
+    assert bound("fp32") < bound("fp16:64") < bound("fp16:1024") < bound("fp16")
     with pytest.raises(ValueError, match="unknown accumulation"):
-        dot_bound(m, 10, "fp16:0", "fp32")
+        dot_bound(value, magnitude, squares, 10, "fp16:0", "fp32")
 
 
 @pytest.mark.parametrize(

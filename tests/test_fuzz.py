@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import tiny_gemm_results
+from conftest import import_or_skip, tiny_gemm_results
 
-hypothesis = pytest.importorskip("hypothesis")
+hypothesis = import_or_skip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -350,6 +350,9 @@ COMMANDS = {
     "sweep": ["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "fp32", "--backend", "numpy",
               "--threads", "1", "--min-sample-ms", "0.5", "--max-time-s", "0.02", "--out", tmp + "/sweep",
               "--quiet"],
+    "ab": ["ab", "gemm", "--m", "8", "--n", "8", "--k", "8", "--a", "numpy", "--b", "numpy", "--dtype",
+           "fp32", "--threads", "1", "--rounds", "1", "--min-sample-ms", "0.5", "--max-time-s", "0.02",
+           "--out", tmp + "/ab", "--quiet"],
     "peak": ["peak", "--dtype", "fp32", "--threads", "1"],
     "report": ["report", results, "--out", tmp + "/report", "--format", "csv", "--force"],
     "compare": ["compare", results, results],
@@ -363,6 +366,8 @@ options = {}
 for name, sub in parser._subparsers._group_actions[0].choices.items():
     flags = (o for a in sub._actions for o in a.option_strings)
     options[name] = sorted(o for o in flags if o.startswith("--") and o != "--help")
+# every command is fuzzed: one added to the parser must be added here
+assert set(COMMANDS) == set(options), sorted(set(options) ^ set(COMMANDS))
 log = open(tmp + "/argv.log", "a")
 # Options that legitimately make a run longer: fuzzed with values that are refused, or small ones.
 DURATIONS = {"--min-sample-ms", "--max-time-s", "--call-budget-s", "--max-call-s", "--timeout", "--trials",

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import import_or_skip
 
 from opbench import kernels
 from opbench.ops import conv, conv_bwd, gemm, gemm_bwd
@@ -38,7 +39,7 @@ def test_gemm_backward_threads_and_ragged_tiles(isa: str, threads: int) -> None:
 
 
 def test_gemm_backward_reference_is_torch_autograd_in_float64() -> None:
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     shape = gemm.GemmShape(13, 7, 11)
     inp = gemm_bwd.make_inputs(shape, "fp32", seed=5)
     a = torch.from_numpy(inp["a"].astype(np.float64)).requires_grad_(True)
@@ -120,7 +121,7 @@ def test_conv2d_backward_threads_and_pixel_blocks(threads: int, tiles: dict[str,
 
 @pytest.mark.parametrize("shape", CONV_SHAPES[:8], ids=lambda s: s.label().replace(" ", "_"))
 def test_conv2d_backward_reference_is_torch_autograd_in_float64(shape: conv.ConvShape) -> None:
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     inp = conv_bwd.make_inputs(shape, "fp32", seed=9)
     x = torch.from_numpy(inp["x"].astype(np.float64)).requires_grad_(True)
     w = torch.from_numpy(inp["w"].astype(np.float64)).requires_grad_(True)
@@ -213,7 +214,7 @@ def test_recurrent_backward_threads_and_tiles(threads: int, cell: str) -> None:
 
 @pytest.mark.parametrize("cell", RNN_CELLS)
 def test_recurrent_backward_reference_is_torch_autograd_in_float64(cell: str) -> None:
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     op, shape = _recurrent(cell, (5, 3, 7, 9))
     inp = op.make_inputs(shape, "fp32", seed=13)
     t = {k: torch.from_numpy(v.astype(np.float64)) for k, v in inp.items()}

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import import_or_skip
 
 from opbench import kernels
 from opbench.ops import gru, lstm, rnn
@@ -88,7 +89,7 @@ def test_recurrence_thread_splits(
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("dims", SHAPES[:5], ids=lambda d: "T{}B{}I{}H{}".format(*d))
 def test_reference_agrees_with_torch_in_float64(cell: str, dims: tuple[int, int, int, int]) -> None:
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     op, shape = op_and_shape(cell, dims)
     inp = op.make_inputs(shape, "fp32", seed=9)
     t = {k: torch.from_numpy(v.astype(np.float64)) for k, v in inp.items()}
@@ -113,14 +114,17 @@ def test_reference_agrees_with_torch_in_float64(cell: str, dims: tuple[int, int,
 
 
 @pytest.mark.parametrize("cell", CELLS)
-def test_the_bound_grows_with_k_and_time_and_depends_on_dtype(cell: str) -> None:
-    bound = {}
-    for name, dims in (("small", (4, 2, 16, 16)), ("big_k", (4, 2, 512, 16)), ("long", (40, 2, 16, 16))):
+def test_the_bound_grows_with_k_and_depends_on_the_unit(cell: str) -> None:
+    scale = {}
+    for name, dims in (("small", (4, 2, 16, 16)), ("big_k", (4, 2, 512, 16))):
         op, shape = op_and_shape(cell, dims)
         ref = op.reference(shape, op.make_inputs(shape, "fp32", seed=1))
-        bound[name] = (ref.bounds["fp32"]["h_n"].max(), ref.bounds["fp16"]["h_n"].max())
-    assert bound["big_k"][0] > bound["small"][0] and bound["long"][0] > bound["small"][0]
-    assert bound["small"][1] > 100 * bound["small"][0]  # fp16 accumulation allows far more error
+        scale[name] = {unit: float(ref.scales(unit)["y"][0].max()) for unit in ("fp32", "fp16-cells", "fp16")}
+    assert scale["big_k"]["fp32"] > scale["small"]["fp32"]  # the first step: its sums' length alone
+    assert scale["small"]["fp16-cells"] > 100 * scale["small"]["fp32"]  # cells in fp16 allow far more error
+    assert scale["big_k"]["fp16"] > scale["big_k"]["fp16-cells"]  # and sums in fp16 more still
+    with pytest.raises(ValueError, match="unknown recurrent unit"):
+        ref.scales("fp8")
 
 
 def test_the_tolerance_catches_a_wrong_gate_order() -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from conftest import import_or_skip
 
 PACKAGE = Path(__file__).resolve().parent.parent / "opbench"
 
@@ -45,7 +45,7 @@ def test_only_the_listed_modules_import_core() -> None:
 def test_no_module_imports_itself_through_others() -> None:
     """No import circle anywhere in the package (the layers contract covers only the modules it lists):
     strongly connected components of grimp's module graph, runtime imports only."""
-    grimp = pytest.importorskip("grimp")
+    grimp = import_or_skip("grimp")
     graph = grimp.build_graph("opbench", exclude_type_checking_imports=True)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -102,3 +102,29 @@ def test_no_python_file_is_longer_than_450_lines() -> None:
     }
     assert not long - LONG_FILES, f"split these by concern: {sorted(long - LONG_FILES)}"
     assert not LONG_FILES - long, f"now short: remove {sorted(LONG_FILES - long)} from LONG_FILES"
+
+
+def test_a_missing_part_fails_where_ci_requires_every_part() -> None:
+    """conftest.missing and import_or_skip skip on a machine without the part, and fail under
+    OPBENCH_REQUIRE_ALL (set by .ci/run, which installs every part): a broken install is not green."""
+    import os
+
+    tests = str(Path(__file__).parent)
+    script = (
+        f"import sys; sys.path.insert(0, {tests!r}); import conftest, pytest\n"
+        "calls = (lambda: conftest.missing('no server'), lambda: conftest.import_or_skip('no_such_mod'))\n"
+        "for call in calls:\n"
+        "    try:\n"
+        "        call()\n"
+        "    except pytest.fail.Exception:\n"
+        "        print('fail')\n"
+        "    except pytest.skip.Exception:\n"
+        "        print('skip')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPBENCH_REQUIRE_ALL"}
+    for extra, want in (({}, "skip"), ({"OPBENCH_REQUIRE_ALL": "1"}, "fail")):
+        proc = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env={**env, **extra}, timeout=120
+        )
+        assert proc.stdout.split() == [want, want], proc.stderr
+    assert "OPBENCH_REQUIRE_ALL=1" in (Path(__file__).parent.parent / ".ci" / "run").read_text()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import import_or_skip
 
 from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
@@ -63,7 +64,7 @@ def test_gemm_flops_and_traffic() -> None:
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 5, 7), (64, 17, 509), (16, 4096, 1024)])
 def test_gemm_flops_agree_with_torch_flop_counter(shape: tuple[int, int, int]) -> None:
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
     m, n, k = shape
@@ -92,7 +93,7 @@ CONV_FLOP_CASES = [
 
 @pytest.mark.parametrize("fields", CONV_FLOP_CASES)
 def test_conv_flops_agree_with_torch_flop_counter(fields: dict) -> None:
-    torch = pytest.importorskip("torch")
+    torch = import_or_skip("torch")
     from torch.utils.flop_counter import FlopCounterMode
 
     from opbench.ops import conv

@@ -8,8 +8,9 @@ import warnings
 from typing import Any
 
 import pytest
+from conftest import import_or_skip
 
-optuna = pytest.importorskip("optuna")
+optuna = import_or_skip("optuna")
 
 from opbench.ops.gemm import GemmShape, flops  # noqa: E402
 from opbench.tune import study as tuner  # noqa: E402

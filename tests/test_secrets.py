@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from conftest import run_cli
+from conftest import import_or_skip, run_cli
 
 from opbench import secrets
 
@@ -58,7 +58,7 @@ def _everything_written(root: Path) -> str:
 
 
 def test_nothing_opbench_prints_or_writes_holds_the_password(postgres_server: Any, tmp_path: Path) -> None:
-    optuna = pytest.importorskip("optuna")
+    optuna = import_or_skip("optuna")
     url = postgres_server.create_user("tuner", PASSWORD, "tunerdb")
     assert quote(PASSWORD, safe="") in url
     tune = ["tune", "gemm", "--m", "32", "--n", "48", "--k", "40", "--threads", "1", "--study", "s1"]

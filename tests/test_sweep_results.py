@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import FAST_TIMER, run_cli
+from conftest import FAST_TIMER, missing, run_cli
 
 from opbench.case import Reason
 from opbench.measure import DRIFT_MIN_REL
@@ -145,7 +145,7 @@ def test_mindspores_runtime_threads_run_one_per_cpu(sweep: tuple) -> None:
     doc, _, _ = sweep
     ms = [r for r in doc["records"] if r["backend"] == "mindspore" and r["status"] == "ok"]
     if not ms:
-        pytest.skip("MindSpore did not run here")
+        missing("MindSpore did not run here")
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")
     placement = ms[0]["details"]["thread_placement"]["pinned"]

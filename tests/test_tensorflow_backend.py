@@ -8,14 +8,14 @@ import json
 from typing import Any
 
 import pytest
-from conftest import FAST_TIMER, run_cli
+from conftest import FAST_TIMER, import_or_skip, run_cli
 
 from opbench.backends import BACKENDS
 from opbench.backends.tensorflow_backend import tf_device
 from opbench.errors import BackendUnavailable
 from opbench.ops import conv, gemm, lstm
 
-pytest.importorskip("tensorflow")
+import_or_skip("tensorflow")
 
 MODES = ["tensorflow", "tensorflow-eager"]
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
+from conftest import import_or_skip, run_cli
 
 from opbench import kernels
 
-optuna = pytest.importorskip("optuna")
-sqlalchemy_exc = pytest.importorskip("sqlalchemy.exc")
+optuna = import_or_skip("optuna")
+sqlalchemy_exc = import_or_skip("sqlalchemy.exc")
 
 SMALL = [
     "tune",

@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import quick_sweep, run_cli
+from conftest import import_or_skip, quick_sweep, run_cli
 
 from opbench import kernels
 from opbench.ops import conv, gru, lstm, rnn
 
-optuna = pytest.importorskip("optuna")
-sqlalchemy_exc = pytest.importorskip("sqlalchemy.exc")
+optuna = import_or_skip("optuna")
+sqlalchemy_exc = import_or_skip("sqlalchemy.exc")
 
 # Small problems with small grids: 8 output channels (one MR block), 80 GEMM columns over the padded width,
 # depth 72; an LSTM of 3 steps, batch 2, I = H = 24.

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import quick_sweep, run_cli
+from conftest import import_or_skip, quick_sweep, run_cli
 
-optuna = pytest.importorskip("optuna")
+optuna = import_or_skip("optuna")
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -237,7 +237,7 @@ def test_kernel_options_are_checked(tmp_path: Path) -> None:
 
 
 def test_a_users_kernel_runs_in_a_sweep_beside_cpp_and_torch(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    import_or_skip("torch")
     example = f"{ROOT / 'examples' / 'blocked_gemm.py'}:blocked_gemm"
     args = ["gemm", "--m", "64", "--n", "48", "--k", "96", "--dtype", "fp32,fp16", "--backend", "cpp,torch"]
     args += [
@@ -254,7 +254,7 @@ def test_a_users_kernel_runs_in_a_sweep_beside_cpp_and_torch(tmp_path: Path) -> 
     mine = [r for r in doc["records"] if r["backend"] == "kernel:blocked_gemm"]
     for r in mine:
         assert r["status"] == "ok" and r["verify"]["ok"], r
-        assert r["verify"]["accumulate_assumed"] == r["dtype"]  # nothing is known of its accumulation
+        assert r["verify"]["accumulate_assumed"] == "fp32"  # the default of --kernel-accumulate
         assert r["details"]["params"] == {"block_m": 32, "block_k": 64, "order": "rows-first"}
         assert r["gflops"] > 0 and r["utilization"] is not None and len(r["time"]["per_round"]) == 2
     assert doc["backends"]["kernel:blocked_gemm"]["version"].startswith("sha256:")

@@ -294,6 +294,8 @@ PYBIND11_MODULE(_core, m) {
       .def("run", &Plan::run, py::arg("loops"),
            "Call the kernel `loops` times back to back in C++ (GIL released); return the elapsed seconds.")
       .def("output", &Plan::output, "Call the kernel once and return its outputs (the plan's own arrays).")
+      .def("last", [](const Plan& p) { return p.result; },
+           "The outputs as the last call (timed or not) left them, without calling (the plan's own arrays).")
       .def("tiles", [](const Plan& p) { return p.tiles; },
            "What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model).")
       .def("saved", [](const Plan& p) { return p.saved; },

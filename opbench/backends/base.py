@@ -3,7 +3,9 @@
 The sweep calls, per process: `unavailable_reason()` (cheap; None means importable), then `setup(threads,
 device)` once before the first case. Per case: `unsupported_reason(op, dtype)`, then `prepare(op, shape,
 inputs, params)`, which converts inputs to the backend's own tensors and allocates outputs, all outside any
-timed region. The returned Prepared is verified with `output()` and timed with `run(loops)` by the Timer.
+timed region. The returned Prepared is verified with `output()`; before each timed visit its inputs are
+given new values with `refill(inputs)`, it is timed with `run(loops)` by the Timer, and the output of its
+timed calls (`timed_output()`) is checked again (visits.py).
 
 Outputs come back as numpy arrays in the op's structure: gemm and conv one array, rnn and gru (y, h_n),
 lstm (y, (h_n, c_n)).
@@ -19,15 +21,33 @@ from typing import Any, ClassVar
 import numpy as np
 
 
-def host_timed(call: Callable[[], Any], loops: int, finish: Callable[[], Any] | None = None) -> float:
+def host_timed(
+    call: Callable[[], Any],
+    loops: int,
+    finish: Callable[[], Any] | None = None,
+    keep: Callable[[Any], None] | None = None,
+) -> float:
     """Seconds of `loops` back-to-back calls on the host clock, `finish` (a device synchronisation)
-    included before the clock stops."""
+    included before the clock stops; `keep` is given the last call's result after it stops (the others are
+    dropped as they come, as before: only the last outlives its call)."""
     t0 = time.perf_counter()
-    for _ in range(loops):
+    for _ in range(loops - 1):
         call()
+    last = call() if loops > 0 else None
     if finish is not None:
         finish()
-    return time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
+    if keep is not None and loops > 0:
+        keep(last)
+    return elapsed
+
+
+def copied(result: Any) -> Any:
+    """A result (an array, or tuples of arrays: the recurrent ops') copied out of buffers a later call
+    overwrites."""
+    if isinstance(result, tuple | list):
+        return tuple(copied(r) for r in result)
+    return np.array(result, copy=True)
 
 
 def event_timed(event: Callable[..., Any], call: Callable[[], Any], loops: int) -> float:
@@ -63,12 +83,50 @@ class Prepared(ABC):
     def output(self) -> Any:
         """Perform one call and return its result as numpy arrays (for verification)."""
 
+    def timed_output(self) -> Any:
+        """The result of the last call `run` timed, as numpy arrays the timing will not overwrite, where the
+        backend keeps it; else one more call of the same prepared case (`output()`)."""
+        return self.output()
+
+    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+        """Write `inputs` (the names, shapes and dtypes prepared) into this case's own input buffers in place,
+        so that the next call computes on them with nothing reallocated (a kernel that remembers its first
+        answer is then caught). False where the backend holds inputs it cannot rewrite: a framework's
+        immutable tensors, a backward pass whose forward ran when prepared (nothing changes then)."""
+        return False
+
+
+class KeptOutput:
+    """A Prepared whose timed loop hands its last result to `keep` (host_timed's keep): timed_output converts
+    that result (`_to_numpy`) instead of making one more call."""
+
+    _last: Any = None
+    _to_numpy: Callable[[Any], Any]
+
+    def keep(self, result: Any) -> None:
+        self._last = result
+
+    def timed_output(self) -> Any:
+        if self._last is None:
+            return self.output()  # type: ignore[attr-defined]
+        return self._to_numpy(self._last)
+
 
 class Backend(ABC):
     name: ClassVar[str]
-    #: precision each dtype is assumed to accumulate in, for the verification bound (bf16: every library's
-    #: CPU kernels, oneDNN's and ours, sum bf16 products in fp32)
-    accumulate: ClassVar[dict[str, str]] = {"fp32": "fp32", "fp16": "fp16", "bf16": "fp32"}
+    #: the precision each dtype's products are assumed summed in on the CPU, for the verification bound:
+    #: every library's CPU kernels (oneDNN's, Eigen's, MindSpore's, ours) sum fp16 and bf16 products in fp32
+    #: (measured: their error is the output's rounding alone, benchmarks/verification_power.py)
+    accumulate: ClassVar[dict[str, str]] = {"fp32": "fp32", "fp16": "fp32", "bf16": "fp32"}
+    #: (op key, dtype) -> what the backend was measured to sum in where that is not `accumulate`'s (a
+    #: framework's fp16 conv backward that adds partial results in fp16)
+    accumulate_ops: ClassVar[dict[tuple[str, str], str]] = {}
+    #: the same on an accelerator, where cuBLAS and cuDNN may reduce fp16 in fp16 (torch's
+    #: allow_fp16_reduced_precision_reduction): nothing tighter is assumed there
+    accumulate_accelerator: ClassVar[dict[str, str]] = {"fp32": "fp32", "fp16": "fp16", "bf16": "fp32"}
+    #: whether this backend's half-precision recurrent layers compute their cells in the dtype (a framework's
+    #: layer chains tensor ops: ops/recurrent.py, the "-cells" units) or in fp32 (a fused kernel: ours)
+    half_cells: ClassVar[bool] = True
 
     @abstractmethod
     def unavailable_reason(self) -> str | None:
@@ -89,17 +147,16 @@ class Backend(ABC):
 
     #: ops measured in bf16 (forward passes, docs/architecture.md: "bf16")
     bf16_ops: ClassVar[tuple[str, ...]] = ("gemm", "conv", "rnn", "gru", "lstm")
-    #: the precision of a bf16 recurrent layer's gates and cell arithmetic, for its verification bound
-    #: (ops/recurrent.py, UNITS): "bf16" for a framework layer built of bf16 tensor ops, "fp32" for a
-    #: kernel that keeps the gates and state in fp32 and rounds only h and c to bf16
-    bf16_cells: ClassVar[str] = "bf16"
 
-    def accumulation(self, op: str, dtype: str) -> str:
-        """The precision the verification bound assumes for `op` in `dtype` (a case may name its own in
-        its details: opbench's fp16 accumulation names its block size)."""
-        if dtype == "bf16" and op in ("rnn", "gru", "lstm"):
-            return self.bf16_cells
-        return self.accumulate.get(dtype, dtype)
+    def accumulation(self, op: str, dtype: str, device: str = "cpu") -> str:
+        """What the verification bound assumes for `op` in `dtype` on `device` (ops.assumed_accumulation: a
+        precision for the sums, or a recurrent unit); a case may name its own in its details (opbench's
+        fp16 accumulation names its block size)."""
+        from opbench.ops import assumed_accumulation
+
+        table = self.accumulate if device == "cpu" else self.accumulate_accelerator
+        sums = self.accumulate_ops.get((op, dtype)) if device == "cpu" else None
+        return assumed_accumulation(op, dtype, sums or table.get(dtype, dtype), self.half_cells)
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         """None when this backend runs `op` in `dtype`, else why not."""

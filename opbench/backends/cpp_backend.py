@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.backends.base import Backend, Prepared
+from opbench.backends.base import Backend, Prepared, copied
 from opbench.errors import BackendUnavailable
 from opbench.ops.gemm import THRESHOLDS  # passed on only where a case gives them (0 is a value)
 
@@ -16,8 +16,10 @@ TILES = ("tile_m", "tile_n", "tile_k")
 
 
 class _CppCase(Prepared):
-    """One kernels.Plan made once (timed by `run`) and a fresh one for each `output()`, so that a verified
-    answer is never overwritten by the timing.
+    """One kernels.Plan, made once on the case's own copy of the inputs: timed by `run`, verified by
+    `output()` (one call, copied out so that the timing never overwrites a verified answer), and its timed
+    calls' result read back by `timed_output()` (Plan.last). `refill` rewrites the copy the plan reads in
+    place (a forward pass; a backward plan ran its training forward when prepared).
 
     `plan(tiles)` builds a plan with the given tiles (None: the op derives them). `dims`, the GEMM's
     sizes, clamp the tiles reported as effective for GEMM and LSTM; conv's plan reports its own."""
@@ -30,11 +32,13 @@ class _CppCase(Prepared):
         params: dict[str, Any],
         dims: dict[str, int] | None,
         algorithm: str,
+        inputs: dict[str, np.ndarray] | None = None,
     ) -> None:
         given: dict[str, int | None] = {t: params.get(t) or None for t in TILES}
         given.update({t: params[t] for t in THRESHOLDS if params.get(t) is not None})
-        self._make = lambda: plan(given)
         self._plan = plan(given)
+        self._inputs = inputs  # what the plan reads at every call, or None where it cannot be refilled
+        self._timed = False
         info = self._plan.tiles()
         used = {t: info[t] if dims is None else min(info[t], dims[t]) for t in TILES}
         used.update({t: info[t] for t in THRESHOLDS if t in info})
@@ -51,18 +55,29 @@ class _CppCase(Prepared):
         }
 
     def run(self, loops: int) -> float:
+        self._timed = True
         return float(self._plan.run(loops))
 
     def output(self) -> Any:
-        return self._make().output()
+        return copied(self._plan.output())
+
+    def timed_output(self) -> Any:
+        return copied(self._plan.last()) if self._timed else self.output()
+
+    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+        if self._inputs is None:
+            return False
+        for name, values in inputs.items():
+            np.copyto(self._inputs[name], values)
+        return True
 
 
 class CppBackend(Backend):
     name = "cpp"
     ops = Backend.ops_with_backward
-    # fp16 is widened in packing and accumulated in fp32; bf16 pairs are multiplied exactly and summed in fp32
-    accumulate = {"fp32": "fp32", "fp16": "fp32", "bf16": "fp32"}
-    bf16_cells = "fp32"  # gates and state stay fp32; only h and c are rounded to bf16
+    # fp16 is widened in packing and accumulated in fp32, bf16 pairs multiplied exactly and summed in fp32
+    # (the base class's assumption); the recurrent cells' gates and state stay fp32, only h and c rounded
+    half_cells = False
 
     def __init__(self) -> None:
         self._threads = 1
@@ -117,11 +132,15 @@ class CppBackend(Backend):
         elif op == "conv" and not (shape.stride_h == 1 and shape.stride_w == 1):
             algorithm = "implicit GEMM, B micro-panels gathered from the padded image"
         ours = get_op(op)
+        # The plan holds raw pointers into its inputs: its own copy, which refill() may rewrite (the sweep
+        # shares one set among a case's backends). A backward plan ran its training forward when prepared.
+        own = {k: np.array(v, copy=True) for k, v in inputs.items()}
         case = _CppCase(
-            lambda tiles: ours.plan(shape, inputs, tiles, threads, isa, accumulate),
+            lambda tiles: ours.plan(shape, own, tiles, threads, isa, accumulate),
             params,
             _clamp_dims(op, shape),
             algorithm,
+            own if ":" not in op else None,
         )
         if accumulate == "fp16":
             case.details["accumulate"] = f"fp16:{case.details['tiles_effective']['tile_k']}"

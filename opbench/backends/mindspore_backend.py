@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.backends.base import Backend, Prepared, event_timed, host_timed
+from opbench.backends.base import Backend, KeptOutput, Prepared, event_timed, host_timed
 from opbench.errors import BackendUnavailable
 
 # MindSpore 2.10's CPU runtime threads: the actor that runs a PyNative op, and its kernel pool.
@@ -43,7 +43,7 @@ def _conv_args(shape: Any) -> tuple[Any, ...]:
 RECURRENT = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
 
 
-class _MindSporeCase(Prepared):
+class _MindSporeCase(KeptOutput, Prepared):
     def __init__(
         self,
         call: Callable[[], Any],
@@ -62,8 +62,9 @@ class _MindSporeCase(Prepared):
 
     def run(self, loops: int) -> float:
         if self._events is not None:
+            self._last = None  # the events bracket the calls: their results are not kept
             return event_timed(self._events, self._call, loops)
-        return host_timed(self._call, loops)
+        return host_timed(self._call, loops, keep=self.keep)
 
     def output(self) -> Any:
         return self._to_numpy(self._call())

@@ -2,7 +2,8 @@
 builds of a kernel library, each installed in its own environment, measured in one run.
 
 The side is a backend of this process whose cases run in a worker process started with that environment's
-interpreter (`PATH -m opbench.backends.remote_worker`, so that environment must have opbench installed).
+interpreter (module_command: `opbench.backends.remote_worker` run with the working directory off the import
+path, so that environment must have opbench installed).
 One JSON object a line each way; inputs and outputs pass as pickle files in a private temporary directory
 (the worker is our own child, running the user's own environment). The worker prepares a case with its
 own backend and times `run(loops)` there, so the pipe is not in the timing; its CPU time is adopted as
@@ -29,6 +30,18 @@ WORKER = "opbench.backends.remote_worker"
 START_TIMEOUT_S = 120.0
 
 
+def module_command(python: str, module: str) -> list[str]:
+    """`python` running `module` as __main__ with the working directory off the import path: `python -m`
+    would put it first, so an `opbench/` folder there (a source checkout, or a planted one) would be
+    imported instead of that environment's installed package. A bootstrap rather than -P, which Pythons
+    before 3.11 lack (another environment's interpreter may be one)."""
+    bootstrap = (
+        "import runpy, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    )
+    return [python, "-c", bootstrap]
+
+
 class WorkerError(RuntimeError):
     """The worker answered with an error, or died."""
 
@@ -47,7 +60,7 @@ class _Worker:
         from opbench import contention
 
         self.proc = subprocess.Popen(
-            [self.python, "-m", WORKER],
+            module_command(self.python, WORKER),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -61,7 +74,7 @@ class _Worker:
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         if (self.proc is None or self.proc.poll() is not None) and "hello" not in request:
-            if {"run", "output", "drop"} & set(request):  # the prepared case died with its worker
+            if {"run", "output", "timed_output", "refill", "drop"} & set(request):  # died with its worker
                 raise WorkerError(f"worker exited: {self.proc.returncode if self.proc else None}")
             self.start()  # a fresh worker, set up as the last one was, for the next case
         proc = self.proc
@@ -104,11 +117,35 @@ class _RemoteCase(Prepared):
         return float(self._worker.ask({"run": self._id, "loops": loops})["seconds"])
 
     def output(self) -> Any:
-        path = self._worker.path("output")
-        self._worker.ask({"output": self._id, "path": str(path)})
+        return self._fetch("output")
+
+    def timed_output(self) -> Any:
+        try:
+            return self._fetch("timed_output")
+        except WorkerError:
+            if self._worker.proc is None or self._worker.proc.poll() is not None:
+                raise
+            return self.output()  # a worker of an older opbench: one more call
+
+    def _fetch(self, what: str) -> Any:
+        path = self._worker.path(what)
+        self._worker.ask({what: self._id, "path": str(path)})
         try:
             with path.open("rb") as f:
                 return pickle.load(f)
+        finally:
+            path.unlink(missing_ok=True)
+
+    def refill(self, inputs: dict[str, Any]) -> bool:
+        path = self._worker.path("refill")
+        with path.open("wb") as f:
+            pickle.dump(inputs, f, protocol=pickle.HIGHEST_PROTOCOL)
+        try:
+            return bool(self._worker.ask({"refill": self._id, "path": str(path)})["value"])
+        except WorkerError:
+            if self._worker.proc is None or self._worker.proc.poll() is not None:
+                raise
+            return False  # a worker of an older opbench, which cannot refill
         finally:
             path.unlink(missing_ok=True)
 
@@ -150,7 +187,8 @@ class RemoteBackend(Backend):
         except WorkerError as e:
             raise BackendUnavailable(str(e)) from None
 
-    def accumulation(self, op: str, dtype: str) -> str:
+    def accumulation(self, op: str, dtype: str, device: str = "cpu") -> str:
+        # the worker answers for the device it was set up on
         return str(self._worker.ask({"accumulation": [op, dtype]})["value"])
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:

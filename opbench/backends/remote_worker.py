@@ -9,6 +9,8 @@ opbench backend on the cases the parent sends, one JSON object a line each way:
     {"prepare": {"op", "shape", "params", "inputs": PICKLE}} -> {"ok": true, "id", "details", "clock"}
     {"run": id, "loops": n}                         -> {"ok": true, "seconds": s}
     {"output": id, "path": PICKLE}                  -> {"ok": true} (the output pickled there)
+    {"timed_output": id, "path": PICKLE}            -> {"ok": true} (the last timed call's output there)
+    {"refill": id, "path": PICKLE}                  -> {"ok": true, "value": whether it rewrote the inputs}
     {"drop": id}                                    -> {"ok": true}
 An exception is {"ok": false, "error": "Type: message"}; the worker goes on.
 """
@@ -30,6 +32,7 @@ def _serve(proto: Any) -> None:
     from opbench.ops import get_op
 
     backend: Any = None
+    device = "cpu"
     fixed: dict[str, Any] = {}
     prepared: dict[int, Any] = {}
     count = 0
@@ -48,12 +51,14 @@ def _serve(proto: Any) -> None:
                 )
                 if "threads" in hello:
                     backend.setup(hello["threads"], hello["device"])
+                    device = hello["device"]
             elif "setup" in req:
                 backend.setup(req["setup"]["threads"], req["setup"]["device"])
+                device = req["setup"]["device"]
             elif "unsupported" in req:
                 answer["value"] = backend.unsupported_reason(*req["unsupported"])
             elif "accumulation" in req:
-                answer["value"] = backend.accumulation(*req["accumulation"])
+                answer["value"] = backend.accumulation(*req["accumulation"], device)
             elif "prepare" in req:
                 p = req["prepare"]
                 op = get_op(p["op"])
@@ -66,9 +71,14 @@ def _serve(proto: Any) -> None:
                 answer.update(id=count, details=case.details, clock=case.clock)
             elif "run" in req:
                 answer["seconds"] = prepared[req["run"]].run(req["loops"])
-            elif "output" in req:
+            elif "output" in req or "timed_output" in req:
+                case = prepared[req["output"]] if "output" in req else prepared[req["timed_output"]]
+                result = case.output() if "output" in req else case.timed_output()
                 with open(req["path"], "wb") as f:
-                    pickle.dump(prepared[req["output"]].output(), f, protocol=pickle.HIGHEST_PROTOCOL)
+                    pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+            elif "refill" in req:
+                with open(req["path"], "rb") as f:
+                    answer["value"] = prepared[req["refill"]].refill(pickle.load(f))
             elif "drop" in req:
                 prepared.pop(req["drop"], None)
             else:

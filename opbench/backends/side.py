@@ -36,8 +36,8 @@ class SideBackend(Backend):
     def setup(self, threads: int, device: str) -> None:
         self.inner.setup(threads, device)
 
-    def accumulation(self, op: str, dtype: str) -> str:
-        return self.inner.accumulation(op, dtype)
+    def accumulation(self, op: str, dtype: str, device: str = "cpu") -> str:
+        return self.inner.accumulation(op, dtype, device)
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         return self.inner.unsupported_reason(op, dtype)

@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from opbench.backends.base import Backend, Prepared, host_timed
+from opbench.backends.base import Backend, KeptOutput, Prepared, copied, host_timed
 from opbench.errors import BackendUnavailable
 
 
-class UserCase(Prepared):
+class UserCase(KeptOutput, Prepared):
     """One call of the user's kernel on a case's inputs (also the tuning worker's candidate)."""
 
     def __init__(
@@ -31,33 +31,45 @@ class UserCase(Prepared):
         params: dict[str, Any],
         details: dict[str, Any] | None = None,
     ) -> None:
-        from opbench.userkernel import call
+        from opbench.userkernel import as_output, call
 
-        self._call: Callable[[], Any] = lambda: call(op, fn, shape, inputs, params)
-        self._op = op
+        # Its own copy of the inputs, which refill() rewrites in place (the sweep shares one set among the
+        # backends of a case).
+        own = {k: np.array(v, copy=True) for k, v in inputs.items()}
+        self._inputs = own
+        self._call: Callable[[], Any] = lambda: call(op, fn, shape, own, params)
+        self._to_numpy = lambda result: copied(as_output(op, result))
         self.details = details or {}
 
     def run(self, loops: int) -> float:
-        return host_timed(self._call, loops)
+        return host_timed(self._call, loops, keep=self.keep)
 
     def output(self) -> Any:
-        from opbench.userkernel import as_output
+        return self._to_numpy(self._call())
 
-        return as_output(self._op, self._call())
+    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+        for name, values in inputs.items():
+            np.copyto(self._inputs[name], values)
+        return True
 
 
 class UserKernelBackend(Backend):
     """One user kernel as a backend; its name is `kernel:FUNC`."""
 
     name = "kernel"
-    # The error bound assumes accumulation in the inputs' own precision: nothing is known of FUNC's.
-    accumulate = {"fp32": "fp32", "fp16": "fp16"}
 
     def __init__(self, kernel: Any, params: dict[str, Any]) -> None:
         self.kernel, self.params = kernel, dict(params)
         self.name = f"kernel:{kernel.func}"  # type: ignore[misc]
         self._fn: Callable[..., Any] | None = None
         self._threads = 1
+
+    def accumulation(self, op: str, dtype: str, device: str = "cpu") -> str:
+        """What the kernel declared it sums in (--kernel-accumulate, default fp32, as every real fp16 and bf16
+        kernel on a CPU does); its half-precision recurrent cells are assumed to compute in the dtype."""
+        from opbench.ops import assumed_accumulation
+
+        return assumed_accumulation(op, dtype, self.kernel.accumulate, True)
 
     def unavailable_reason(self) -> str | None:
         from opbench.userkernel import load_function
@@ -91,6 +103,8 @@ class UserKernelBackend(Backend):
         args = ["--kernel", self.kernel.spec]
         if self.params:
             args += ["--kernel-params", ",".join(f"{k}={v}" for k, v in self.params.items())]
+        if self.kernel.accumulate != "fp32":
+            args += ["--kernel-accumulate", self.kernel.accumulate]
         return ["opbench"], [*args, "--backend", self.name]
 
     def notes(self, op: str, dtype: str) -> list[str]:

@@ -17,9 +17,10 @@ from typing import Any
 from opbench.errors import UsageError
 
 
-def parse_side(text: str, taken: str | None = None) -> tuple[str, Any]:
-    """A side's record name and a function making its backend; `taken`: the other side's name (the same
-    backend on both sides is an A/A run, its B named 'NAME (B)')."""
+def parse_side(text: str, taken: str | None = None, accumulate: str | None = None) -> tuple[str, Any, bool]:
+    """A side's record name, a function making its backend, and whether it is a user kernel; `taken`: the
+    other side's name (the same backend on both sides is an A/A run, its B named 'NAME (B)'); `accumulate`:
+    what a kernel side declares it sums in (--kernel-accumulate)."""
     from opbench.backends import BACKENDS, make_backend, parse_backends, plugins
     from opbench.backends.side import SideBackend
     from opbench.backends.user_backend import UserKernelBackend
@@ -29,11 +30,11 @@ def parse_side(text: str, taken: str | None = None) -> tuple[str, Any]:
     head, sep, rest = text.partition(":")
     name = text if text != taken else f"{text} (B)"
     if text.startswith("python="):
-        return name, _remote_side(name, text)
+        return name, _remote_side(name, text), False
     if head.lower() in (*BACKENDS, *plugins()):
         (backend,) = parse_backends(head)
         fixed = _side_params(rest, backend, text) if sep else {}
-        return name, lambda: SideBackend(name, make_backend(backend, registered=False), fixed)
+        return name, lambda: SideBackend(name, make_backend(backend, registered=False), fixed), False
     if not sep:
         raise UsageError(
             f"side '{text}': expected a backend ({', '.join(BACKENDS)}), cpp:tile_m=...,tile_n=..., or a "
@@ -43,14 +44,14 @@ def parse_side(text: str, taken: str | None = None) -> tuple[str, Any]:
     where, _, last = text.rpartition(":")
     if "=" in last and where.count(":") >= 1:
         spec, params = where, parse_params(last)
-    kernel = parse_kernel(spec)
+    kernel = parse_kernel(spec, accumulate or "fp32")
 
     def make() -> Any:
         backend = UserKernelBackend(kernel, params)
         backend.name = name  # type: ignore[misc]
         return backend
 
-    return name, make
+    return name, make, True
 
 
 def _remote_side(name: str, text: str) -> Any:
@@ -111,8 +112,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from opbench.report import ab as verdicts
     from opbench.runs import run_sweeps
 
-    a_name, make_a = parse_side(args.a)
-    b_name, make_b = parse_side(args.b, taken=a_name)
+    a_name, make_a, a_kernel = parse_side(args.a, accumulate=args.kernel_accumulate)
+    b_name, make_b, b_kernel = parse_side(args.b, taken=a_name, accumulate=args.kernel_accumulate)
+    if args.kernel_accumulate and not (a_kernel or b_kernel):
+        raise UsageError("--kernel-accumulate applies to a kernel side (FILE.py:FUNC)")
     register(a_name, make_a)
     register(b_name, make_b)
     plans, suite = _plans_from_args(args)
@@ -133,7 +136,15 @@ def cmd_ab(args: argparse.Namespace) -> int:
     result.update(command=args.command_line, results=[str(p) for w in writers for p in w.paths.values()])
     paths = write_ab(result, out_dir, formats)
     print_ab(observer.console, result, paths)
-    if args.fail_on == "slower" and result["summary"]["counts"]["SLOWER"]:
+    return exit_code(result["summary"], args.fail_on or frozenset())
+
+
+def exit_code(summary: dict[str, Any], fail_on: frozenset[str]) -> int:
+    """--fail-on: 1 when a case is SLOWER (slower) or side B has no correct measurement of a case (failed:
+    a wrong answer, a crash, a skip), else 0."""
+    if "slower" in fail_on and summary["counts"]["SLOWER"]:
+        return 1
+    if "failed" in fail_on and summary["b_failed"]:
         return 1
     return 0
 
@@ -147,6 +158,8 @@ def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]
     cfg = next(c for c in configs if c.op == row["op"])
     index = next((i for i, s in enumerate(cfg.shapes) if s == shape), 0)
     sides = ["--a", args.a, "--b", args.b]
+    if args.kernel_accumulate:
+        sides += ["--kernel-accumulate", args.kernel_accumulate]
     if args.threshold is not None:
         sides += ["--threshold", f"{args.threshold:g}"]
     return command(["opbench"], "ab", row["op"], shape, row["dtype"], row["pass"], cfg, index, sides)

@@ -1,52 +1,28 @@
-"""The argument parser of every command and the argument types that refuse bad values in one line."""
+"""The argument parser of every command (its value types, which refuse bad values in one line, are in
+cli/types.py)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any, NoReturn
 
+from opbench.cli.types import (
+    at_most,
+    bytes_size,
+    fail_on,
+    padding,
+    positive_int,
+    rounds,
+    scale,
+    seed,
+    threads,
+)
 from opbench.errors import UsageError
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
-
-
-def _int_from(text: str, lowest: int) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got '{text}'") from None
-    if v < lowest:
-        raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {v}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    return _int_from(text, 1)
-
-
-# Oversubscription is a legitimate experiment, up to a bound: 8 threads per usable core, and never more than
-# the kernels' pool allows (1024).
-THREADS_PER_CORE = 8
-
-
-def _threads(text: str) -> int:
-    return threads_within_bound(_positive_int(text))
-
-
-def threads_within_bound(v: int) -> int:
-    from opbench.kernels import MAX_THREADS, default_threads
-
-    cores = default_threads()
-    bound = min(MAX_THREADS, THREADS_PER_CORE * cores)
-    if v > bound:
-        raise argparse.ArgumentTypeError(
-            f"{v} threads on {cores} usable core(s): the limit is {bound} "
-            f"({THREADS_PER_CORE} per core, at most {MAX_THREADS})"
-        )
-    return v
 
 
 def _isas() -> tuple[str, ...] | None:
@@ -57,35 +33,6 @@ def _isas() -> tuple[str, ...] | None:
     except ImportError:
         return None
     return known_isas()
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from None
-    if not v > 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    if v == float("inf"):
-        raise argparse.ArgumentTypeError("must be finite")
-    return v
-
-
-def _at_most(limit: float, kind: Any = _positive_float) -> Any:
-    """An argparse type: `kind`, and at most `limit` (a time or a count that would never end otherwise)."""
-
-    def parse(text: str) -> Any:
-        v = kind(text)
-        if v > limit:
-            shown = str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
-            raise argparse.ArgumentTypeError(f"must be <= {shown}, got {text}")
-        return v
-
-    return parse
-
-
-def _seed(text: str) -> int:
-    return int(_at_most(2**32 - 1, lambda t: _int_from(t, 0))(text))
 
 
 # Sweep axes on the command line, per op: option dest -> flag (the op module's AXES names the dests).
@@ -110,52 +57,12 @@ PARAM_FLAGS = {
 }
 
 
-def _rounds(text: str) -> int:
-    v = _positive_int(text)
-    if v > 100:
-        raise argparse.ArgumentTypeError(f"at most 100 rounds, got {v}")
-    return v
-
-
-def _scale(text: str) -> float:
-    v = _positive_float(text)
-    if v > 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return v
-
-
-def _padding(text: str) -> int | str:
-    if text == "same":
-        return text
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got '{text}'") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got {v}")
-    return v
-
-
-def _bytes(text: str) -> int:
-    """'8G', '512M', '1.5GiB', '1000000' -> bytes."""
-    units = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-    t = text.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = t[-1:] if t[-1:] in units and t[-1:] != "" else ""
-    try:
-        v = float(t[: len(t) - len(unit)]) * units[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a size like 8G or 512M, got '{text}'") from None
-    if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a size > 0, got '{text}'")
-    return int(v)
-
-
 def _op_params(group: Any) -> None:
     """The op parameters PARAM_FLAGS names, as `opbench sweep` and `opbench tune` both take them."""
-    group.add_argument("--stride", type=_positive_int, help="conv stride (default 1)")
-    group.add_argument("--padding", type=_padding, help="conv padding: 'same' (default) or an integer")
-    group.add_argument("--dilation", type=_positive_int, help="conv dilation (default 1)")
-    group.add_argument("--groups", type=_positive_int, help="conv groups (default 1)")
+    group.add_argument("--stride", type=positive_int, help="conv stride (default 1)")
+    group.add_argument("--padding", type=padding, help="conv padding: 'same' (default) or an integer")
+    group.add_argument("--dilation", type=positive_int, help="conv dilation (default 1)")
+    group.add_argument("--groups", type=positive_int, help="conv groups (default 1)")
     group.add_argument("--nonlinearity", choices=("tanh", "relu"), help="rnn activation (default tanh)")
 
 
@@ -181,7 +88,7 @@ def _case_options(s: Any) -> None:
     s.add_argument("--spec", help="a TOML sweep spec (see opbench/specs.py)")
     s.add_argument("--suite", help="a built-in suite (opbench suites lists them)")
     _problem_options(s)
-    s.add_argument("--scale", type=_scale, help="shrink batch and input size of every case by this factor")
+    s.add_argument("--scale", type=scale, help="shrink batch and input size of every case by this factor")
     s.add_argument(
         "--mode",
         choices=("one-factor", "product"),
@@ -197,7 +104,7 @@ def _case_options(s: Any) -> None:
     _op_params(c)
     s.add_argument("--dtype", help="fp32, fp16, bf16, or several comma-separated (default: fp32,fp16)")
     s.add_argument(
-        "--threads", type=_threads, help="threads for every backend (default: all cores; at most 8 per core)"
+        "--threads", type=threads, help="threads for every backend (default: all cores; at most 8 per core)"
     )
     s.add_argument(
         "--device",
@@ -207,11 +114,11 @@ def _case_options(s: Any) -> None:
     s.add_argument("--out", default="reports", help="output directory (default: reports/)")
     s.add_argument("--format", default="json,csv", help="json, csv or both (default: json,csv)")
     s.add_argument(
-        "--seed", type=_seed, default=0, help="seed of the random inputs and of the round order (default 0)"
+        "--seed", type=seed, default=0, help="seed of the random inputs and of the round order (default 0)"
     )
     s.add_argument(
         "--rounds",
-        type=_rounds,
+        type=rounds,
         default=3,
         help="visit every case this many times, in a shuffled order per round, so its samples come from "
         "moments spread over the run (default 3; 1 times each case once)",
@@ -219,35 +126,35 @@ def _case_options(s: Any) -> None:
     s.add_argument("--no-verify", action="store_true", help="skip checking outputs against float64")
     s.add_argument(
         "--verify-max-gflop",
-        type=_at_most(1e6),
+        type=at_most(1e6),
         default=60.0,
         help="skip (and say so) verification costlier than this in float64 (default 60)",
     )
     s.add_argument("--cold-cache", action="store_true", help="flush caches before every sample (1 call each)")
     s.add_argument(
         "--min-sample-ms",
-        type=_at_most(10_000),
+        type=at_most(10_000),
         default=10.0,
         help="shortest sample (default 10, at most 10000)",
     )
     s.add_argument(
-        "--max-time-s", type=_at_most(3600), default=1.0, help="sampling cap per case (at most 3600)"
+        "--max-time-s", type=at_most(3600), default=1.0, help="sampling cap per case (at most 3600)"
     )
     s.add_argument(
         "--call-budget-s",
-        type=_at_most(3600),
+        type=at_most(3600),
         default=1.0,
         help="a call slower than this is timed once and flagged single_sample",
     )
     s.add_argument(
         "--max-call-s",
-        type=_at_most(86_400),
+        type=at_most(86_400),
         default=60.0,
         help="skip a case predicted to take longer per call (default 60)",
     )
     s.add_argument(
         "--max-memory",
-        type=_bytes,
+        type=bytes_size,
         help="skip a case needing more memory (default: 80%% of available memory)",
     )
     s.add_argument(
@@ -256,6 +163,13 @@ def _case_options(s: Any) -> None:
         help="training passes: fwd, bwd or fwd,bwd (default fwd). bwd times the gradients of the inputs "
         "and weights given an upstream gradient (gemm in this version); records carry 'pass'",
     )
+
+
+_KERNEL_ACCUMULATE_HELP = (
+    "with a user kernel: the precision it sums products in, for the verification bound (default fp32, as "
+    "every fp16 and bf16 kernel on a CPU does; declare fp16 or bf16 for one that sums in the dtype: the "
+    "bound then allows that precision's error and says so)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -268,9 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend", help="comma-separated backends (default: the op's: cpp,torch,mindspore[,numpy])"
     )
     s.add_argument("--verbose", action="store_true", help="also print each case's repro command")
-    s.add_argument("--tile-m", type=_positive_int, help="cpp backend: tile_m (default: cache model)")
-    s.add_argument("--tile-n", type=_positive_int, help="cpp backend: tile_n")
-    s.add_argument("--tile-k", type=_positive_int, help="cpp backend: tile_k")
+    s.add_argument("--tile-m", type=positive_int, help="cpp backend: tile_m (default: cache model)")
+    s.add_argument("--tile-n", type=positive_int, help="cpp backend: tile_n")
+    s.add_argument("--tile-k", type=positive_int, help="cpp backend: tile_k")
     s.add_argument("--isa", choices=_isas(), help="cpp backend: force a kernel set")
     s.add_argument(
         "--tuned",
@@ -290,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         "opbench tune --kernel calls it)",
     )
     s.add_argument("--kernel-params", help="with --kernel: its keyword arguments, NAME=VALUE,...")
+    s.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=_KERNEL_ACCUMULATE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar or table; print only file paths")
 
     ab = sub.add_parser("ab", help="two sides of the same cases, interleaved, with a verdict per case")
@@ -301,13 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
         "a kernel FILE.py:FUNC[:NAME=VALUE,...]",
     )
     ab.add_argument("--b", required=True, help="side B, the one judged: FASTER, SLOWER, SAME or AMBIGUOUS")
+    ab.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=_KERNEL_ACCUMULATE_HELP)
     ab.add_argument(
         "--threshold",
-        type=_at_most(10),
+        type=at_most(10),
         help="smallest relative change a verdict may call FASTER or SLOWER (default: the noise the run "
         "measured, at least 0.02)",
     )
-    ab.add_argument("--fail-on", choices=("slower",), help="exit 1 when a case is SLOWER (for CI)")
+    ab.add_argument(
+        "--fail-on",
+        type=fail_on,
+        help="for CI: slower (exit 1 when a case is SLOWER), failed (exit 1 when side B has no correct "
+        "measurement of a case: wrong answer, crash, skipped), or slower,failed",
+    )
     ab.add_argument("--quiet", action="store_true", help="no progress bar")
 
     pk = sub.add_parser("peak", help="measure (and cache) peak FLOPS per dtype and thread count")
@@ -335,9 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("op", help="gemm, conv, rnn, gru or lstm")
     tg = t.add_argument_group("gemm shape (all three required)")
-    tg.add_argument("--m", type=_positive_int, help="rows of A and C")
-    tg.add_argument("--n", type=_positive_int, help="columns of B and C")
-    tg.add_argument("--k", type=_positive_int, help="inner dimension")
+    tg.add_argument("--m", type=positive_int, help="rows of A and C")
+    tg.add_argument("--n", type=positive_int, help="columns of B and C")
+    tg.add_argument("--k", type=positive_int, help="inner dimension")
     t.add_argument(
         "--problem", help="the shape as a benchdnn-style problem descriptor (instead of the above)"
     )
@@ -345,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         "conv and rnn/gru/lstm shape (one value each; unset ones at the op's base point)"
     )
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
-        tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=_positive_int)
+        tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=positive_int)
     _op_params(tc)
     t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
     t.add_argument(
@@ -357,16 +278,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--trials",
-        type=_at_most(1_000_000, _positive_int),
+        type=at_most(1_000_000, positive_int),
         default=50,
         help="trials this process runs (default 50)",
     )
     t.add_argument(
-        "--timeout", type=_at_most(30 * 86_400), help="stop starting trials after this many seconds"
+        "--timeout", type=at_most(30 * 86_400), help="stop starting trials after this many seconds"
     )
-    t.add_argument("--threads", type=_threads, help="threads (default: all cores; at most 8 per core)")
+    t.add_argument("--threads", type=threads, help="threads (default: all cores; at most 8 per core)")
     t.add_argument("--sampler", default="tpe", choices=("tpe", "gp", "cmaes", "random", "grid"))
-    t.add_argument("--seed", type=_seed, help="sampler seed (default: random)")
+    t.add_argument("--seed", type=seed, help="sampler seed (default: random)")
     t.add_argument(
         "--study", help="study name (default: OP-SHAPE-DTYPE-tTHREADS, e.g. gemm-64x64x64-fp32-t2)"
     )
@@ -384,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="tune your own kernel instead: FILE.py:FUNC or module:FUNC, called with the op's inputs and one "
         "keyword per parameter of --space (README: your own kernel)",
     )
+    t.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=_KERNEL_ACCUMULATE_HELP)
     t.add_argument(
         "--baseline-params",
         help="with --kernel: the point the winner is compared with, NAME=VALUE,... (default: the first value "
@@ -394,25 +316,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--trial-timeout",
-        type=_at_most(86_400),
+        type=at_most(86_400),
         default=60.0,
         help="a candidate silent for this long is killed and recorded as a timeout (default 60)",
     )
     t.add_argument(
         "--confirm-top",
-        type=_at_most(100, _positive_int),
+        type=at_most(100, positive_int),
         default=3,
         help="re-measure this many best tilings",
     )
     t.add_argument(
-        "--confirm-rounds", type=_at_most(100, _positive_int), default=3, help="re-measurement rounds"
+        "--confirm-rounds", type=at_most(100, positive_int), default=3, help="re-measurement rounds"
     )
     t.add_argument("--force", action="store_true", help="continue a study recorded for another fingerprint")
     t.add_argument(
         "--show", action="store_true", help="print the study's history and best trials; run nothing"
     )
-    t.add_argument("--heartbeat-s", type=_positive_int, default=5, help=argparse.SUPPRESS)
-    t.add_argument("--grace-s", type=_positive_int, default=15, help=argparse.SUPPRESS)
+    t.add_argument("--heartbeat-s", type=positive_int, default=5, help=argparse.SUPPRESS)
+    t.add_argument("--grace-s", type=positive_int, default=15, help=argparse.SUPPRESS)
 
     st = sub.add_parser("studies", help="list the tuning studies in a storage")
     st.add_argument("--storage", help="storage URL (default: sqlite under --out/tuning/)")
@@ -435,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("new")
     cp.add_argument(
         "--threshold",
-        type=_at_most(100),
+        type=at_most(100),
         default=0.10,
         help="smallest relative change that can count as significant (default 0.10)",
     )

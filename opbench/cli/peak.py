@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from opbench.cli.parser import threads_within_bound
+from opbench.cli.types import threads_within_bound
 from opbench.errors import UsageError
 
 

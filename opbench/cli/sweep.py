@@ -226,8 +226,10 @@ def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
     if args.kernel is None:
         if args.kernel_params is not None:
             raise UsageError("--kernel-params applies to --kernel")
+        if args.kernel_accumulate is not None:
+            raise UsageError("--kernel-accumulate applies to --kernel")
         return ()
-    kernel = parse_kernel(args.kernel)
+    kernel = parse_kernel(args.kernel, args.kernel_accumulate or "fp32")
     params = parse_params(args.kernel_params) if args.kernel_params else {}
     name = f"kernel:{kernel.func}"
     register(name, lambda: UserKernelBackend(kernel, params))

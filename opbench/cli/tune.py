@@ -29,7 +29,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
     if objectives not in (("gflops",), ("gflops", "error")):
         raise UsageError(f"--objectives must be 'gflops' or 'gflops,error', got '{args.objectives}'")
-    kernel = parse_kernel(args.kernel) if args.kernel else None
+    if args.kernel_accumulate and not args.kernel:
+        raise UsageError("--kernel-accumulate applies to --kernel")
+    kernel = parse_kernel(args.kernel, args.kernel_accumulate or "fp32") if args.kernel else None
     if kernel is not None and args.isa:
         raise UsageError("--isa chooses opbench's own kernel set; it does not apply to --kernel")
     if args.baseline_params and kernel is None:

@@ -2,7 +2,9 @@
 
 An op module provides: NAME, FLOP_NOTE, SHAPE_FIELDS, AXES (sweep axis -> shape fields), PARAMS, BASE,
 DEFAULT_MODE, DEFAULT_BACKENDS, default_cases(), make_shape(point), shape_from_case(fields), scale(shape, f),
-flops, min_bytes, memory_bytes(shape, dtype, reference), verify_cost_flops, make_inputs, reference, check;
+flops, min_bytes, memory_bytes(shape, dtype, reference), verify_cost_flops, make_inputs, reference, check,
+spot_check(shape, output, inputs, dtype, accumulate, seed) and spot_cost_flops (ops/spot.py: the check of a
+timed call's output on a seeded part);
 and for opbench's own kernel (the cpp backend and the tuner): plan(shape, inputs, tiles, threads, isa,
 accumulate) -> kernels.Plan, and tile_names(shape, isa), what a tuning space's rules may name (mr, nr, and
 the m, n, k that tile_m, tile_n and tile_k block).
@@ -57,6 +59,21 @@ def get_op(name: str) -> ModuleType:
             f"no backward pass for {op} in this version (--pass bwd runs: {', '.join(BACKWARD)})"
         )
     return BACKWARD[op]
+
+
+RECURRENT = ("rnn", "gru", "lstm")
+
+
+def assumed_accumulation(key: str, dtype: str, sums: str, half_cells: bool) -> str:
+    """What a verification bound assumes of a case: the precision its products are summed in (`sums`), or,
+    for a recurrent forward pass in a 2-byte dtype, the unit (ops/recurrent.py: UNITS) of an
+    implementation that sums in `sums` and computes its cells in the dtype (`half_cells`: a framework's
+    layer) or in fp32 (a fused kernel)."""
+    if key in RECURRENT and dtype in ("fp16", "bf16"):
+        if sums != "fp32":
+            return sums
+        return f"{dtype}-cells" if half_cells else "fp32"
+    return sums
 
 
 def shape_label(op: str, fields: Any) -> str:

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops import spot
 from opbench.ops.fields import int_field, reject_unknown
-from opbench.ops.numerics import compare, dot_bound
+from opbench.ops.numerics import compare, dot_bound, squares_bound
 
 NAME = "conv"
 FLOP_NOTE = (
@@ -269,18 +270,88 @@ def reference(shape: ConvShape, inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def error_bound(
-    shape: ConvShape, inputs: dict[str, np.ndarray], accumulate: str, output_dtype: str
+    shape: ConvShape, inputs: dict[str, np.ndarray], ref: np.ndarray, accumulate: str, output_dtype: str
 ) -> np.ndarray:
-    magnitude = conv64(shape, np.abs(inputs["x"]), np.abs(inputs["w"]))
-    return dot_bound(magnitude, (shape.c // shape.groups) * shape.r * shape.s, accumulate, output_dtype)
+    """The dot-product bound (ops/numerics.py) of each output, a sum of (C/groups) x R x S products: the
+    conv of |x| and |w| is the magnitude; the largest |x| of each image times the largest |w| of each
+    filter bounds the squares."""
+    abs_x, abs_w = np.abs(inputs["x"].astype(np.float64)), np.abs(inputs["w"].astype(np.float64))
+    magnitude = conv64(shape, abs_x, abs_w)
+    squares = squares_bound(
+        abs_x.max(axis=(1, 2, 3), initial=0.0)[:, None, None, None],
+        abs_w.max(axis=(1, 2, 3), initial=0.0)[None, :, None, None],
+        magnitude,
+    )
+    k = (shape.c // shape.groups) * shape.r * shape.s
+    return dot_bound(ref, magnitude, squares, k, accumulate, output_dtype)
+
+
+def error_bounds(
+    shape: ConvShape, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
+) -> dict[str, np.ndarray]:
+    """What check() compares with, per output (verification.Expected computes it once for every backend)."""
+    return {"y": error_bound(shape, inputs, ref, accumulate, dtype)}
 
 
 def check(
-    shape: ConvShape, output: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
+    shape: ConvShape,
+    output: Any,
+    inputs: dict[str, np.ndarray],
+    ref: np.ndarray,
+    dtype: str,
+    accumulate: str,
+    bounds: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    return compare(
-        {"y": np.asarray(output)}, {"y": ref}, {"y": error_bound(shape, inputs, accumulate, dtype)}, dtype
+    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
+    return compare({"y": np.asarray(output)}, {"y": ref}, bounds, dtype)
+
+
+def spot_pick(shape: ConvShape, seed: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """What a spot check recomputes (ops/spot.py): seeded images, and seeded filters of one seeded group."""
+    kg = shape.k // shape.groups
+    group = int(np.random.default_rng(seed + 1).integers(shape.groups))
+    return spot.pick(shape.n, seed), group, group * kg + spot.pick(kg, seed + 2)
+
+
+def filters_of(shape: ConvShape, group: int, filters: np.ndarray) -> ConvShape:
+    """The shape of the conv of one group's input channels with `filters` of that group alone."""
+    return replace(shape, c=shape.c // shape.groups, k=len(filters), groups=1)
+
+
+def spot_cost_flops(shape: ConvShape) -> int:
+    """float64 work of a spot check: SPOT_ROWS images by SPOT_ROWS filters of one group."""
+    kg = shape.k // shape.groups
+    part = replace(
+        shape, n=min(shape.n, spot.SPOT_ROWS), c=shape.c // shape.groups, k=min(kg, spot.SPOT_ROWS)
     )
+    return verify_cost_flops(replace(part, groups=1))
+
+
+def spot_part(
+    shape: ConvShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> spot.Part:
+    """Seeded images and filters of the output (ops/spot.py), with the same bound."""
+    images, group, filters = spot_pick(shape, seed)
+    cg = shape.c // shape.groups
+    sub = replace(filters_of(shape, group, filters), n=len(images))
+    part = {"x": inputs["x"][images][:, group * cg : (group + 1) * cg], "w": inputs["w"][filters]}
+    ref = conv64(sub, part["x"], part["w"])
+    checked = f"{spot.rows_text('images', images, shape.n)}, {spot.rows_text('filters', filters, shape.k)}"
+    return spot.Part(
+        {"y": (shape.n, shape.k, shape.out_h, shape.out_w)}, {"y": np.ix_(images, filters)}, {"y": ref},
+        {"y": error_bound(sub, part, ref, accumulate, dtype)}, checked,
+    )  # fmt: skip
+
+
+def named_outputs(shape: ConvShape, output: Any) -> dict[str, Any]:
+    return {"y": output}
+
+
+def spot_check(
+    shape: ConvShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> dict[str, Any]:
+    """The check of an output on seeded images and filters (spot_part)."""
+    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
 
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------

@@ -8,11 +8,13 @@ BWD_D + BWD_W)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops import spot
 from opbench.ops.conv import (  # noqa: F401  (the forward's shape interface, shared)
     AXES,
     BASE,
@@ -27,13 +29,15 @@ from opbench.ops.conv import (  # noqa: F401  (the forward's shape interface, sh
     ConvShape,
     default_cases,
     factors,
+    filters_of,
     make_shape,
     scale,
     shape_from_case,
+    spot_pick,
 )
 from opbench.ops.conv import flops as forward_flops
 from opbench.ops.conv import make_inputs as forward_inputs
-from opbench.ops.numerics import compare, dot_bound
+from opbench.ops.numerics import compare, dot_bound, squares_bound
 
 PASS = "bwd"
 SPACE = "conv_bwd"  # tuning/spaces/conv_bwd.toml
@@ -119,6 +123,32 @@ def reference(shape: ConvShape, inputs: dict[str, np.ndarray]) -> dict[str, np.n
     return {"dx": dx, "dw": dw}
 
 
+def gradient_bounds(
+    shape: ConvShape, inputs: dict[str, np.ndarray], ref: dict[str, np.ndarray], accumulate: str, dtype: str
+) -> dict[str, np.ndarray]:
+    """The dot-product bounds of dx (at most (K/groups) x R x S products per element) and dw (N x P x Q),
+    over the gradients of |x|, |w| and |dy|; squares bounded by the largest operands: |dy| of each image and
+    |w| for dx, |dy| of each filter and |x| for dw."""
+    abs_x, abs_w, abs_dy = (np.abs(inputs[n].astype(np.float64)) for n in ("x", "w", "dy"))
+    mag_dx, mag_dw = gradients64(shape, abs_x, abs_w, abs_dy)
+    dy_image = abs_dy.max(axis=(1, 2, 3), initial=0.0)[:, None, None, None]
+    dy_filter = abs_dy.max(axis=(0, 2, 3), initial=0.0)[:, None, None, None]
+    w_max, x_max = float(abs_w.max(initial=0.0)), float(abs_x.max(initial=0.0))
+    k_dx = shape.k // shape.groups * shape.r * shape.s
+    k_dw = shape.n * shape.out_h * shape.out_w
+    return {
+        "dx": dot_bound(ref["dx"], mag_dx, squares_bound(dy_image, w_max, mag_dx), k_dx, accumulate, dtype),
+        "dw": dot_bound(ref["dw"], mag_dw, squares_bound(dy_filter, x_max, mag_dw), k_dw, accumulate, dtype),
+    }
+
+
+def error_bounds(
+    shape: ConvShape, inputs: dict[str, np.ndarray], ref: dict[str, np.ndarray], dtype: str, accumulate: str
+) -> dict[str, np.ndarray]:
+    """What check() compares with (gradient_bounds; verification.Expected computes it once)."""
+    return gradient_bounds(shape, inputs, ref, accumulate, dtype)
+
+
 def check(
     shape: ConvShape,
     output: Any,
@@ -126,17 +156,59 @@ def check(
     ref: dict[str, np.ndarray],
     dtype: str,
     accumulate: str,
+    bounds: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """output = (dx, dw). dx sums at most (K/groups) x R x S products per element, dw N x P x Q; the bounds
-    are the dot-product bound with those lengths over the gradients of |x|, |w| and |dy|."""
+    """output = (dx, dw), against the float64 gradients within gradient_bounds."""
     dx, dw = output
-    mag_dx, mag_dw = gradients64(shape, np.abs(inputs["x"]), np.abs(inputs["w"]), np.abs(inputs["dy"]))
-    kg = shape.k // shape.groups
-    bounds = {
-        "dx": dot_bound(mag_dx, kg * shape.r * shape.s, accumulate, dtype),
-        "dw": dot_bound(mag_dw, shape.n * shape.out_h * shape.out_w, accumulate, dtype),
-    }
+    bounds = bounds or gradient_bounds(shape, inputs, ref, accumulate, dtype)
     return compare({"dx": np.asarray(dx), "dw": np.asarray(dw)}, ref, bounds, dtype)
+
+
+def spot_cost_flops(shape: ConvShape) -> int:
+    """float64 work of a spot check: the gradients of SPOT_ROWS images, and of SPOT_ROWS filters of one
+    group."""
+    kg = shape.k // shape.groups
+    by_filter = replace(shape, c=shape.c // shape.groups, k=min(kg, spot.SPOT_ROWS), groups=1)
+    return verify_cost_flops(replace(shape, n=min(shape.n, spot.SPOT_ROWS))) + verify_cost_flops(by_filter)
+
+
+def spot_part(
+    shape: ConvShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> spot.Part:
+    """Seeded images of dx (their gradients alone) and seeded filters of one group of dw (the gradients of
+    that group's channels for those filters alone), ops/spot.py."""
+    images, group, filters = spot_pick(shape, seed)
+    by_image = replace(shape, n=len(images))
+    part_n = {"x": inputs["x"][images], "w": inputs["w"], "dy": inputs["dy"][images]}
+    dx_ref, dw_images = gradients64(by_image, part_n["x"], part_n["w"], part_n["dy"])
+    cg = shape.c // shape.groups
+    by_filter = filters_of(shape, group, filters)
+    part_k = {
+        "x": inputs["x"][:, group * cg : (group + 1) * cg],
+        "w": inputs["w"][filters],
+        "dy": inputs["dy"][:, filters],
+    }
+    dx_filters, dw_ref = gradients64(by_filter, part_k["x"], part_k["w"], part_k["dy"])
+    bounds = {
+        "dx": gradient_bounds(by_image, part_n, {"dx": dx_ref, "dw": dw_images}, accumulate, dtype)["dx"],
+        "dw": gradient_bounds(by_filter, part_k, {"dx": dx_filters, "dw": dw_ref}, accumulate, dtype)["dw"],
+    }
+    by_what = (spot.rows_text("images", images, shape.n), spot.rows_text("filters", filters, shape.k))
+    shapes = {"dx": (shape.n, shape.c, shape.h, shape.w), "dw": (shape.k, cg, shape.r, shape.s)}
+    refs = {"dx": dx_ref, "dw": dw_ref}
+    checked = f"{by_what[0]} of dx, {by_what[1]} of dw"
+    return spot.Part(shapes, {"dx": images, "dw": filters}, refs, bounds, checked)
+
+
+def named_outputs(shape: ConvShape, output: Any) -> dict[str, Any]:
+    return dict(zip(("dx", "dw"), output, strict=True))
+
+
+def spot_check(
+    shape: ConvShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> dict[str, Any]:
+    """The check of (dx, dw) on seeded images of dx and filters of dw (spot_part)."""
+    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
 
 
 def plan(

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops import spot
 from opbench.ops.fields import int_field, reject_unknown
-from opbench.ops.numerics import compare, dot_bound
+from opbench.ops.numerics import compare, dot_bound, squares_bound
 
 NAME = "gemm"
 FLOP_NOTE = "GEMM FLOPs = 2*M*N*K (one multiply and one add per term; FLOPs, not MACs)"
@@ -107,18 +108,73 @@ def reference(shape: GemmShape, inputs: dict[str, np.ndarray]) -> np.ndarray:
     return inputs["a"].astype(np.float64) @ inputs["b"].astype(np.float64)
 
 
-def error_bound(inputs: dict[str, np.ndarray], accumulate: str, output_dtype: str) -> np.ndarray:
-    magnitude = np.abs(inputs["a"].astype(np.float64)) @ np.abs(inputs["b"].astype(np.float64))
-    return dot_bound(magnitude, inputs["a"].shape[1], accumulate, output_dtype)
+def product_bound(
+    a: np.ndarray, b: np.ndarray, value: np.ndarray, accumulate: str, output_dtype: str
+) -> np.ndarray:
+    """The dot-product bound (ops/numerics.py) of a @ b, whose exact value is `value`: |a| @ |b| is the
+    magnitude, and the largest |a| of each row times the largest |b| of each column bounds the squares."""
+    abs_a, abs_b = np.abs(np.asarray(a, np.float64)), np.abs(np.asarray(b, np.float64))
+    magnitude = abs_a @ abs_b
+    squares = squares_bound(
+        abs_a.max(axis=1, initial=0.0)[:, None], abs_b.max(axis=0, initial=0.0), magnitude
+    )
+    return dot_bound(value, magnitude, squares, a.shape[1], accumulate, output_dtype)
+
+
+def error_bound(
+    inputs: dict[str, np.ndarray], ref: np.ndarray, accumulate: str, output_dtype: str
+) -> np.ndarray:
+    return product_bound(inputs["a"], inputs["b"], ref, accumulate, output_dtype)
+
+
+def error_bounds(
+    shape: GemmShape, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
+) -> dict[str, np.ndarray]:
+    """What check() compares with, per output (verification.Expected computes it once for every backend)."""
+    return {"c": error_bound(inputs, ref, accumulate, dtype)}
 
 
 def check(
-    shape: GemmShape, output: Any, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
+    shape: GemmShape,
+    output: Any,
+    inputs: dict[str, np.ndarray],
+    ref: np.ndarray,
+    dtype: str,
+    accumulate: str,
+    bounds: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """Compare an output with the float64 reference against the bound for that accumulation precision."""
-    return compare(
-        {"c": np.asarray(output)}, {"c": ref}, {"c": error_bound(inputs, accumulate, dtype)}, dtype
-    )
+    """Compare an output with the float64 reference against the bound for that accumulation precision
+    (`bounds`: error_bounds, if already computed)."""
+    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
+    return compare({"c": np.asarray(output)}, {"c": ref}, bounds, dtype)
+
+
+def spot_cost_flops(shape: GemmShape) -> int:
+    """float64 work of a spot check: the check of SPOT_ROWS rows."""
+    return verify_cost_flops(GemmShape(min(shape.m, spot.SPOT_ROWS), shape.n, shape.k))
+
+
+def spot_part(
+    shape: GemmShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> spot.Part:
+    """Seeded rows of C (ops/spot.py): C[rows] = A[rows] @ B in float64, the same bound."""
+    rows = spot.pick(shape.m, seed)
+    a, b = inputs["a"][rows].astype(np.float64), inputs["b"].astype(np.float64)  # B converted once
+    ref = a @ b
+    bound = product_bound(a, b, ref, accumulate, dtype)
+    checked = spot.rows_text("rows", rows, shape.m)
+    return spot.Part({"c": (shape.m, shape.n)}, {"c": rows}, {"c": ref}, {"c": bound}, checked)
+
+
+def named_outputs(shape: GemmShape, output: Any) -> dict[str, Any]:
+    return {"c": output}
+
+
+def spot_check(
+    shape: GemmShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> dict[str, Any]:
+    """The check of an output on seeded rows of C (spot_part)."""
+    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
 
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------

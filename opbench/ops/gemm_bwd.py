@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.ops import spot
 from opbench.ops.gemm import (  # noqa: F401  (the forward's shape interface, shared)
     AXES,
     BASE,
@@ -26,11 +27,12 @@ from opbench.ops.gemm import (  # noqa: F401  (the forward's shape interface, sh
     default_cases,
     factors,
     make_shape,
+    product_bound,
     scale,
     shape_from_case,
 )
 from opbench.ops.gemm import make_inputs as forward_inputs
-from opbench.ops.numerics import compare, dot_bound
+from opbench.ops.numerics import compare
 
 PASS = "bwd"
 SPACE = "gemm_bwd"  # tuning/spaces/gemm_bwd.toml
@@ -83,6 +85,18 @@ def reference(shape: GemmShape, inputs: dict[str, np.ndarray]) -> dict[str, np.n
     return {"da": dc @ b.T, "db": a.T @ dc}
 
 
+def error_bounds(
+    shape: GemmShape, inputs: dict[str, np.ndarray], ref: dict[str, np.ndarray], dtype: str, accumulate: str
+) -> dict[str, np.ndarray]:
+    """Each gradient is a GEMM: dA sums N products per element, dB sums M; the bound is the forward's
+    dot-product bound with that length and those magnitudes."""
+    a, b, dc = _f64(inputs)
+    return {
+        "da": product_bound(dc, b.T, ref["da"], accumulate, dtype),
+        "db": product_bound(a.T, dc, ref["db"], accumulate, dtype),
+    }
+
+
 def check(
     shape: GemmShape,
     output: Any,
@@ -90,16 +104,46 @@ def check(
     ref: dict[str, np.ndarray],
     dtype: str,
     accumulate: str,
+    bounds: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """output = (da, db). Each is a GEMM: dA sums N products per element, dB sums M; the bound is the
-    forward's dot-product bound with that length and those magnitudes."""
+    """output = (da, db), within error_bounds."""
     da, db = output
-    a, b, dc = _f64(inputs)
-    bounds = {
-        "da": dot_bound(np.abs(dc) @ np.abs(b).T, shape.n, accumulate, dtype),
-        "db": dot_bound(np.abs(a).T @ np.abs(dc), shape.m, accumulate, dtype),
-    }
+    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
     return compare({"da": np.asarray(da), "db": np.asarray(db)}, ref, bounds, dtype)
+
+
+def spot_cost_flops(shape: GemmShape) -> int:
+    """float64 work of a spot check: SPOT_ROWS rows of dA and columns of dB, with their magnitudes."""
+    rows, cols = min(shape.m, spot.SPOT_ROWS), min(shape.n, spot.SPOT_ROWS)
+    return 4 * shape.k * (rows * shape.n + shape.m * cols)
+
+
+def spot_part(
+    shape: GemmShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> spot.Part:
+    """Seeded rows of dA (dC[rows] B^T) and columns of dB (A^T dC[:, cols]), ops/spot.py."""
+    a, b, dc = _f64(inputs)
+    rows, cols = spot.pick(shape.m, seed), spot.pick(shape.n, seed + 1)
+    refs = {"da": dc[rows] @ b.T, "db": a.T @ dc[:, cols]}
+    bounds = {
+        "da": product_bound(dc[rows], b.T, refs["da"], accumulate, dtype),
+        "db": product_bound(a.T, dc[:, cols], refs["db"], accumulate, dtype),
+    }
+    by_what = (spot.rows_text("rows", rows, shape.m), spot.rows_text("columns", cols, shape.n))
+    shapes = {"da": (shape.m, shape.k), "db": (shape.k, shape.n)}
+    index = {"da": rows, "db": (slice(None), cols)}
+    return spot.Part(shapes, index, refs, bounds, f"{by_what[0]} of dA, {by_what[1]} of dB")
+
+
+def named_outputs(shape: GemmShape, output: Any) -> dict[str, Any]:
+    return dict(zip(OUTPUTS, output, strict=True))
+
+
+def spot_check(
+    shape: GemmShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> dict[str, Any]:
+    """The check of (dA, dB) on seeded rows of dA and columns of dB (spot_part)."""
+    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
 
 
 def plan(

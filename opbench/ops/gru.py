@@ -1,9 +1,11 @@
 """GRU forward, one layer, one direction, sequence-first (x is T x B x I), PyTorch's gate order (r, z, n)
-with b_hn inside the reset product, as torch.nn.GRU: its shape class and float64 reference with a
-first-order running error bound; the rest is shared with the other recurrent ops (ops/recurrent.py)."""
+with b_hn inside the reset product, as torch.nn.GRU: its shape class and float64 reference with the
+propagated scale of a correct answer's error; the rest is shared with the other recurrent ops
+(ops/recurrent.py)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,19 +25,27 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     UNITS,
     RecurrentReference,
     RecurrentShape,
+    Unit,
+    absolute_projection,
+    activation_error,
     check,
+    dot_scale,
+    error_bounds,
     factors,
-    finish,
     flops,
     input_projection,
     make_inputs,
     memory_bytes,
     min_bytes,
-    pre_activation_gammas,
+    named_outputs,
+    operand_maxima,
+    recurrent_magnitude,
     scale,
     sizes_from_case,
-    stacked_roundoffs,
+    spot_cost_flops,
+    spot_of,
     store_of,
+    store_roundoff,
     tile_args,
     tile_names,
     verify_cost_flops,
@@ -73,62 +83,84 @@ def default_cases() -> list[GruShape]:
     return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
 
 
-def reference(
-    shape: GruShape, inputs: dict[str, np.ndarray], store_dtype: str | None = None
-) -> RecurrentReference:
-    """float64 forward pass, and beside it the propagation of a first-order bound on the error of an
-    implementation that accumulates each dot product (length I or H, plus a bias) with unit roundoff u,
-    evaluates activations within ACTIVATION_ULPS*u and stores h in store_dtype (derivatives taken at the
-    float64 values, gx = x W_ih^T + b_ih, gh = h W_hh^T + b_hh, gamma = gamma_{I+H+2}(u)):
-        e_r, e_z = s'(.) (gamma (|x||W_i.|^T + |h||W_h.|^T + |b|) + |W_h.| e_h) + e_act       (s' = s (1 - s))
-        e_gx_n = gamma (|x||W_in|^T + |b_in|),  e_gh_n = gamma (|h||W_hn|^T + |b_hn|) + |W_hn| e_h
-        e_n = (1 - n^2) (e_gx_n + |r| e_gh_n + |gh_n| e_r + 2u (|gx_n| + |r gh_n|)) + e_act
-        e_h' = |1 - z| e_n + |z| e_h + |h - n| e_z + 3u (|n| + |z (h - n)|) + u_store |h'|
-    Bounds are computed for u = fp32 and u = fp16 at once."""
-    store = store_dtype or store_of(inputs)
-    u_store = UNIT_ROUNDOFF[store]
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def reference(shape: GruShape, inputs: dict[str, np.ndarray]) -> RecurrentReference:
+    """float64 forward pass, keeping what the error propagation needs. The scale of a correct
+    implementation's error in a unit (ops/recurrent.py: UNITS), first order, derivatives at the float64
+    values, independent roundings in quadrature (rss), gx = x W_ih^T + b_ih, gh = h W_hh^T + b_hh,
+    e_act = activation_error:
+        s_r, s_z = rss(s'(.) rss(dot scale of the I+H+2 products and biases, propagated(s_h, W_h.)), e_act)
+        s_gx_n = dot scale of I+1 terms,  s_gh_n = rss(dot scale of H+1 terms, propagated(s_h, W_hn))
+        s_n = rss((1 - n^2) rss(s_gx_n, r s_gh_n, gh_n s_r, u_cells (r gh_n, gx_n + r gh_n)), e_act)
+        s_h' = rss((1 - z) s_n, z s_h, (h - n) s_z, u_cells (h - n, z (h - n), h'), u_store h')"""
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     t_len, b, h = shape.seq_len, shape.batch, shape.hidden
-    u, e_act = stacked_roundoffs()
-    gam = pre_activation_gammas(shape.input_size + h + 2)
-    w_hh, abs_w_hh = f64["w_hh"], np.abs(f64["w_hh"])
-    gx_all, ax_all = input_projection(shape, f64, f64["b_ih"], np.abs(f64["b_ih"]))
-
+    w_hh = f64["w_hh"]
+    gx = input_projection(shape, f64)
     hs = f64["h0"]
-    e_h = np.zeros((len(UNITS), b, h))
-    y = np.empty((t_len, b, h))
-    bound_y = np.empty((len(UNITS), t_len, b, h))
+    h_prev, y = np.empty((t_len, b, h)), np.empty((t_len, b, h))
+    gh = np.empty((t_len, b, 3 * h))
+    rz, n_all = np.empty((t_len, b, 2 * h)), np.empty((t_len, b, h))
     for t in range(t_len):
-        gh = hs @ w_hh.T + f64["b_hh"]
-        ah = np.abs(hs) @ abs_w_hh.T + np.abs(f64["b_hh"])
-        e_gh = gam * ah + (e_h.reshape(-1, h) @ abs_w_hh.T).reshape(len(UNITS), b, 3 * h)
-        gx, ax = gx_all[t], ax_all[t]
-        part = [slice(k * h, (k + 1) * h) for k in range(3)]
-        r = 0.5 * (1.0 + np.tanh(0.5 * (gx[:, part[0]] + gh[:, part[0]])))
-        z = 0.5 * (1.0 + np.tanh(0.5 * (gx[:, part[1]] + gh[:, part[1]])))
-        e_r = r * (1 - r) * (gam * ax[:, part[0]] + e_gh[:, :, part[0]]) + e_act
-        e_z = z * (1 - z) * (gam * ax[:, part[1]] + e_gh[:, :, part[1]]) + e_act
-        gx_n, gh_n = gx[:, part[2]], gh[:, part[2]]
-        n = np.tanh(gx_n + r * gh_n)
-        e_pre = (
-            gam * ax[:, part[2]]
-            + np.abs(r) * e_gh[:, :, part[2]]
-            + np.abs(gh_n) * e_r
-            + 2 * u * (np.abs(gx_n) + np.abs(r * gh_n))
+        h_prev[t] = hs
+        gh[t] = hs @ w_hh.T + f64["b_hh"]
+        rz[t] = _sigmoid(gx[t][:, : 2 * h] + gh[t][:, : 2 * h])
+        n_all[t] = np.tanh(gx[t][:, 2 * h :] + rz[t][:, :h] * gh[t][:, 2 * h :])
+        hs = n_all[t] + rz[t][:, h:] * (hs - n_all[t])
+        y[t] = hs
+    store = store_of(inputs)
+
+    @functools.cache
+    def magnitudes() -> tuple[np.ndarray, np.ndarray, Any]:  # the same for every unit: computed once
+        ax = absolute_projection(shape, f64, both=False)
+        ah = recurrent_magnitude(h_prev, w_hh) + np.abs(f64["b_hh"])
+        return ax, ah, operand_maxima(f64, h_prev)
+
+    def scales(unit: Unit) -> dict[str, np.ndarray]:
+        u_cell, u_store = UNIT_ROUNDOFF[unit.cells], store_roundoff(unit, store)
+        ax, ah, maxima = magnitudes()
+        i_size = shape.input_size
+        # r and z: one sum of I + H + 2 terms each; n: x W_in^T + b_in and h W_hn^T + b_hn apart.
+        s_rz = dot_scale(gx[..., : 2 * h] + gh[..., : 2 * h], ax[..., : 2 * h] + ah[..., : 2 * h],
+                         (maxima[0], maxima[1][: 2 * h]), i_size + h + 2, unit,
+                         (gx[..., : 2 * h], gh[..., : 2 * h]))  # fmt: skip
+        tail = (maxima[0], maxima[1][2 * h :])
+        v_gx_n = np.square(dot_scale(gx[..., 2 * h :], ax[..., 2 * h :], tail, i_size + 1, unit))
+        v_gh_n = np.square(dot_scale(gh[..., 2 * h :], ah[..., 2 * h :], tail, h + 1, unit))
+        # In variances, every term that does not depend on the previous step's errors for all steps at once.
+        v_rz, slope2_rz, act2_rz = (
+            np.square(s_rz),
+            np.square(rz * (1 - rz)),
+            np.square(activation_error(rz, unit)),
         )
-        e_n = (1 - n * n) * e_pre + e_act
-        h_new = n + z * (hs - n)
-        e_h = (
-            np.abs(1 - z) * e_n
-            + np.abs(z) * e_h
-            + np.abs(hs - n) * e_z
-            + 3 * u * (np.abs(n) + np.abs(z * (hs - n)))
-            + u_store * np.abs(h_new)
-        )
-        y[t] = h_new
-        bound_y[:, t] = e_h
-        hs = h_new
-    return finish(y, bound_y, {})
+        r, z, gh_n = rz[..., :h], rz[..., h:], gh[..., 2 * h :]
+        r2, gh_n2 = np.square(r), np.square(gh_n)
+        r_pre = np.square(u_cell * r * gh_n) + np.square(u_cell * (gx[..., 2 * h :] + r * gh_n))
+        slope2_n, act2_n = np.square(1 - n_all * n_all), np.square(activation_error(n_all, unit))
+        d = h_prev - n_all
+        keep2, z2, d2 = np.square(1 - z), np.square(z), np.square(d)
+        r_h = u_cell**2 * (d2 + z2 * d2) + (u_cell**2 + u_store**2) * np.square(y)
+        w2 = np.square(w_hh)
+        v_h = np.zeros((b, h))
+        v_y = np.empty((t_len, b, h))
+        for t in range(t_len):
+            prop = v_h @ w2.T
+            v_gate = slope2_rz[t] * (v_rz[t] + prop[:, : 2 * h]) + act2_rz[t]
+            v_r, v_z = v_gate[:, :h], v_gate[:, h:]
+            v_pre = v_gx_n[t] + r2[t] * (v_gh_n[t] + prop[:, 2 * h :]) + gh_n2[t] * v_r + r_pre[t]
+            v_n = slope2_n[t] * v_pre + act2_n[t]
+            v_h = keep2[t] * v_n + z2[t] * v_h + d2[t] * v_z + r_h[t]
+            v_y[t] = v_h
+        s_y = np.sqrt(v_y)
+        return {"y": s_y, "h_n": s_y[-1]}
+
+    return RecurrentReference({"y": y, "h_n": y[-1]}, scales)
+
+
+spot_part, spot_check = spot_of(reference)
 
 
 def plan(

@@ -1,9 +1,10 @@
 """LSTM forward, one layer, one direction, sequence-first (x is T x B x I), PyTorch gate order (i, f, g, o):
-its shape class and float64 reference with a first-order running error bound; the rest is shared with the
-other recurrent ops (ops/recurrent.py)."""
+its shape class and float64 reference with the propagated scale of a correct answer's error; the rest is
+shared with the other recurrent ops (ops/recurrent.py)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,19 +24,27 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     UNITS,
     RecurrentReference,
     RecurrentShape,
+    Unit,
+    absolute_projection,
+    activation_error,
     check,
+    dot_scale,
+    error_bounds,
     factors,
-    finish,
     flops,
     input_projection,
     make_inputs,
     memory_bytes,
     min_bytes,
-    pre_activation_gammas,
+    named_outputs,
+    operand_maxima,
+    recurrent_magnitude,
     scale,
     sizes_from_case,
-    stacked_roundoffs,
+    spot_cost_flops,
+    spot_of,
     store_of,
+    store_roundoff,
     tile_args,
     tile_names,
     verify_cost_flops,
@@ -77,57 +86,77 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def reference(
-    shape: LstmShape, inputs: dict[str, np.ndarray], store_dtype: str | None = None
-) -> RecurrentReference:
-    """float64 forward pass, and beside it the propagation of a first-order bound on the error of an
-    implementation that accumulates each gate's dot products (length I+H, plus two biases) with unit
-    roundoff u, evaluates activations within ACTIVATION_ULPS*u, and stores h and c in store_dtype:
-        e_z = gamma_{I+H+2}(u) * (|x||W_ih|^T + |h||W_hh|^T + |b|) + |W_hh| e_h       (pre-activations)
-        e_i,f,o = e_z/4 + e_act,  e_g = e_z + e_act                        (sigmoid' <= 1/4, tanh' <= 1)
-        e_c' = |f| e_c + |c| e_f + |i| e_g + |g| e_i + 3u(|f c| + |i g|) + u_store |c'|
-        e_h' = |o| (e_c' + e_act) + |tanh c'| e_o + 2u |h'| + u_store |h'|
-    Bounds are computed for u = fp32 and u = fp16 at once."""
-    store = store_dtype or store_of(inputs)
-    u_store = UNIT_ROUNDOFF[store]
+def reference(shape: LstmShape, inputs: dict[str, np.ndarray]) -> RecurrentReference:
+    """float64 forward pass, keeping what the error propagation needs (the states each step read, its
+    pre-activations and its recurrent parts). The scale of a correct implementation's error in a unit
+    (ops/recurrent.py: UNITS), first order, derivatives at the float64 values, independent roundings in
+    quadrature (rss), e_act = activation_error:
+        s_z = rss(dot scale of the I+H+2 products and biases, propagated(s_h, W_hh))
+        s_i,f,o = rss(s'(z) s_z, e_act(i, f, o)),  s_g = rss((1 - g^2) s_z, e_act(g))
+        s_c' = rss(f s_c, c s_f, i s_g, g s_i, u_cells (f c, i g, c'), u_store c')
+        s_h' = rss(o (1 - tanh^2 c') s_c', o e_act(tanh c'), tanh(c') s_o, u_cells h', u_store h')"""
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
-    t_len, b, i_size, h = shape.seq_len, shape.batch, shape.input_size, shape.hidden
-    u, e_act = stacked_roundoffs()
-    gam = pre_activation_gammas(i_size + h + 2)
-
-    w_hh, abs_w_hh = f64["w_hh"], np.abs(f64["w_hh"])
-    bias = f64["b_ih"] + f64["b_hh"]
-    xw, ax = input_projection(shape, f64, bias, np.abs(f64["b_ih"]) + np.abs(f64["b_hh"]))
-
+    t_len, b, h = shape.seq_len, shape.batch, shape.hidden
+    w_hh = f64["w_hh"]
+    xw = input_projection(shape, f64)
     hs, cs = f64["h0"], f64["c0"]
-    e_h = np.zeros((len(UNITS), b, h))
-    e_c = np.zeros((len(UNITS), b, h))
-    y = np.empty((t_len, b, h))
-    bound_y = np.empty((len(UNITS), t_len, b, h))
+    h_prev, c_prev = np.empty((t_len, b, h)), np.empty((t_len, b, h))
+    hw, z = np.empty((t_len, b, 4 * h)), np.empty((t_len, b, 4 * h))
+    y, c_all = np.empty((t_len, b, h)), np.empty((t_len, b, h))
     for t in range(t_len):
-        z = xw[t] + hs @ w_hh.T
-        mz = ax[t] + np.abs(hs) @ abs_w_hh.T
-        e_z = gam * mz + (e_h.reshape(-1, h) @ abs_w_hh.T).reshape(len(UNITS), b, 4 * h)
-        gi, gf, gg, go = (z[:, k * h : (k + 1) * h] for k in range(4))
-        ez_i, ez_f, ez_g, ez_o = (e_z[:, :, k * h : (k + 1) * h] for k in range(4))
-        ig, fg, gt, og = _sigmoid(gi), _sigmoid(gf), np.tanh(gg), _sigmoid(go)
-        ei, ef, eo, eg = ez_i / 4 + e_act, ez_f / 4 + e_act, ez_o / 4 + e_act, ez_g + e_act
-        c_new = fg * cs + ig * gt
-        e_c = (
-            np.abs(fg) * e_c
-            + np.abs(cs) * ef
-            + np.abs(ig) * eg
-            + np.abs(gt) * ei
-            + 3 * u * (np.abs(fg * cs) + np.abs(ig * gt))
-            + u_store * np.abs(c_new)
+        h_prev[t], c_prev[t] = hs, cs
+        hw[t] = hs @ w_hh.T + f64["b_hh"]
+        z[t] = xw[t] + hw[t]
+        ig, fg, og = (_sigmoid(z[t][:, k * h : (k + 1) * h]) for k in (0, 1, 3))
+        cs = fg * cs + ig * np.tanh(z[t][:, 2 * h : 3 * h])
+        hs = og * np.tanh(cs)
+        y[t], c_all[t] = hs, cs
+    store = store_of(inputs)
+
+    @functools.cache
+    def magnitudes() -> tuple[np.ndarray, Any]:  # the same for every unit: computed once
+        return absolute_projection(shape, f64) + recurrent_magnitude(h_prev, w_hh), operand_maxima(
+            f64, h_prev
         )
-        tc = np.tanh(c_new)
-        h_new = og * tc
-        e_h = np.abs(og) * (e_c + e_act) + np.abs(tc) * eo + (2 * u + u_store) * np.abs(h_new)
-        y[t] = h_new
-        bound_y[:, t] = e_h
-        hs, cs = h_new, c_new
-    return finish(y, bound_y, {"c_n": (cs, e_c)})
+
+    def scales(unit: Unit) -> dict[str, np.ndarray]:
+        # In variances (squared scales), every term that does not depend on the previous step's errors
+        # computed for all steps at once; the loop carries the recurrence alone.
+        u_cell, u_store = UNIT_ROUNDOFF[unit.cells], store_roundoff(unit, store)
+        magnitude, maxima = magnitudes()
+        v_dot = np.square(dot_scale(z, magnitude, maxima, shape.input_size + h + 2,
+                                    unit, (z - hw, hw)))  # fmt: skip
+        gates = np.concatenate(
+            [_sigmoid(z[..., : 2 * h]), np.tanh(z[..., 2 * h : 3 * h]), _sigmoid(z[..., 3 * h :])], -1
+        )
+        ig, fg, gg, og = (gates[..., k * h : (k + 1) * h] for k in range(4))
+        slope = np.concatenate([ig * (1 - ig), fg * (1 - fg), 1 - gg * gg, og * (1 - og)], -1)
+        slope2, act2 = np.square(slope), np.square(activation_error(gates, unit))
+        tc = np.tanh(c_all)
+        r_c = (
+            np.square(u_cell * fg * c_prev)
+            + np.square(u_cell * ig * gg)
+            + (u_cell**2 + u_store**2) * c_all**2
+        )
+        r_h = np.square(og * activation_error(tc, unit)) + (u_cell**2 + u_store**2) * np.square(y)
+        k_c, k_o = np.square(og * (1 - tc * tc)), np.square(tc)
+        f2, cp2, i2, g2 = np.square(fg), np.square(c_prev), np.square(ig), np.square(gg)
+        w2 = np.square(w_hh)
+        v_h, v_c = np.zeros((b, h)), np.zeros((b, h))
+        v_y = np.empty((t_len, b, h))
+        for t in range(t_len):
+            v_g = slope2[t] * (v_dot[t] + v_h @ w2.T) + act2[t]
+            v_i, v_f, v_gg, v_o = (v_g[:, k * h : (k + 1) * h] for k in range(4))
+            v_c = f2[t] * v_c + cp2[t] * v_f + i2[t] * v_gg + g2[t] * v_i + r_c[t]
+            v_h = k_c[t] * v_c + k_o[t] * v_o + r_h[t]
+            v_y[t] = v_h
+        s_y = np.sqrt(v_y)
+        return {"y": s_y, "h_n": s_y[-1], "c_n": np.sqrt(v_c)}
+
+    return RecurrentReference({"y": y, "h_n": y[-1], "c_n": cs}, scales)
+
+
+spot_part, spot_check = spot_of(reference)
 
 
 def plan(

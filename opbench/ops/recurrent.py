@@ -7,14 +7,16 @@ gates 1, 3 and 4 for the Elman RNN, GRU and LSTM), activations and elementwise u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
+from opbench.ops import spot
 from opbench.ops.fields import int_field, reject_unknown
-from opbench.ops.numerics import compare, gamma, tiny
+from opbench.ops.numerics import LAMBDA, accumulation_error, compare, squares_bound, tiny
 
 
 @dataclass(frozen=True, order=True)
@@ -53,19 +55,36 @@ DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "tensorflow")
 BATCH_FIELDS = ("batch",)
 SPATIAL_FIELDS = ("input_size",)
 
-# Absolute error allowed for one activation (sigmoid, tanh) in units of the compute precision's unit
-# roundoff: vectorised exp-based implementations are within a few ulp.
+# Absolute error allowed for one activation (sigmoid, tanh) computed in fp32, in fp32 ulps (vectorised
+# exp-based implementations are within a few), before its rounding to the cells' precision
+# (activation_error).
 ACTIVATION_ULPS = 8
-# The bounds are first order (products of errors dropped); this factor covers the second-order terms.
-SAFETY = 2.0
-# The compute precisions every reference bounds at once (rows of one stacked product per step):
-# - "fp32", "fp16": the gates' dot products summed, and the cell's arithmetic done, in that precision;
-# - "bf16": the dot products summed in fp32 (every bf16 GEMM on a CPU: oneDNN's, ours) and each gate
-#   pre-activation rounded to bf16, the cell's arithmetic in bf16: the frameworks' bf16 layers, which
-#   chain bf16 tensor ops.
-UNITS = ("fp32", "fp16", "bf16")
-# Where each unit sums its dot products (bf16: in fp32, then rounds the sum to bf16).
-_SUMS = {"fp32": "fp32", "fp16": "fp16", "bf16": "fp32"}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """How an implementation computes a step: the precision it sums the gates' dot products in, and the
+    precision of its cells (each pre-activation rounded to it, the activations and the state update
+    computed in it). h and c are stored in the case's dtype either way."""
+
+    sums: str
+    cells: str
+
+
+# The units a bound can assume (a backend's accumulation(), Backend.half_cells; a user's
+# --kernel-accumulate):
+# - "fp32": fp32 sums and cells (opbench's kernels in every dtype, every framework in fp32);
+# - "fp16-cells", "bf16-cells": fp32 sums (every fp16 and bf16 GEMM on a CPU: oneDNN's, Eigen's, ours,
+#   measured in benchmarks/verification_power.py), each part of a pre-activation rounded to the dtype and
+#   the cell's arithmetic in it: the frameworks' half-precision layers, which chain tensor ops;
+# - "fp16", "bf16": the sums in that precision as well (declared by --kernel-accumulate, or an accelerator).
+UNITS: dict[str, Unit] = {
+    "fp32": Unit("fp32", "fp32"),
+    "fp16-cells": Unit("fp32", "fp16"),
+    "bf16-cells": Unit("fp32", "bf16"),
+    "fp16": Unit("fp16", "fp16"),
+    "bf16": Unit("bf16", "bf16"),
+}
 
 
 def sizes_from_case(cls: type[RecurrentShape], fields: dict[str, Any], name: str) -> dict[str, int]:
@@ -152,11 +171,24 @@ def make_inputs(shape: RecurrentShape, dtype: str, seed: int) -> dict[str, np.nd
     return inputs
 
 
-@dataclass(frozen=True)
 class RecurrentReference:
-    outputs: dict[str, np.ndarray]  # y (T x B x H), h_n, and c_n for the LSTM: float64
-    # First-order error bounds per compute precision ("fp32", "fp16"): arrays like the outputs.
-    bounds: dict[str, dict[str, np.ndarray]]
+    """The float64 outputs (y: T x B x H, h_n, and c_n for the LSTM) and, computed when a unit is first
+    asked for, the scale of a correct implementation's error in each (`scales(unit)`, arrays like the
+    outputs). The bound is LAMBDA times that scale (module check())."""
+
+    def __init__(
+        self, outputs: dict[str, np.ndarray], scales: Callable[[Unit], dict[str, np.ndarray]]
+    ) -> None:
+        self.outputs = outputs
+        self._scales = scales
+        self._cache: dict[str, dict[str, np.ndarray]] = {}
+
+    def scales(self, unit: str) -> dict[str, np.ndarray]:
+        if unit not in UNITS:
+            raise ValueError(f"unknown recurrent unit {unit!r} (expected one of {', '.join(UNITS)})")
+        if unit not in self._cache:
+            self._cache[unit] = self._scales(UNITS[unit])
+        return self._cache[unit]
 
     @property
     def y(self) -> np.ndarray:
@@ -171,22 +203,24 @@ class RecurrentReference:
         return self.outputs["c_n"]
 
 
-def stacked_roundoffs() -> tuple[np.ndarray, np.ndarray]:
-    """(u, e_act) per compute precision in UNITS, shaped to broadcast over (units, batch, columns)."""
-    from opbench.dtypes import UNIT_ROUNDOFF
+# The ops' scales (lstm.py, gru.py, rnn.py) are propagated in variances, their docstrings written with
+# rss(a, b, ...) = sqrt(a^2 + b^2 + ...) (independent roundings add in quadrature) and
+# propagated(s_h, W) = sqrt(s_h^2 (W^2)^T), the scale of W e_h for independent errors e_h of random sign (a
+# worst-case |W| e_h grows by about sqrt(H)/2 per step for random weights and made the bound of a long
+# sequence larger than its values).
 
-    u = np.array([UNIT_ROUNDOFF[name] for name in UNITS])[:, None, None]
-    return u, ACTIVATION_ULPS * u
+
+def activation_error(value: np.ndarray, unit: Unit) -> np.ndarray:
+    """Bound on the error of an activation's value (sigmoid or tanh, |value| <= 1): computed in fp32 within
+    ACTIVATION_ULPS, then rounded to the cells' precision. Every framework's half-precision activation on
+    a CPU computes in fp32 (torch, TensorFlow and MindSpore upcast; ours is fp32 throughout)."""
+    return ACTIVATION_ULPS * UNIT_ROUNDOFF["fp32"] + UNIT_ROUNDOFF[unit.cells] * np.abs(value)
 
 
-def pre_activation_gammas(n: int) -> np.ndarray:
-    """Per unit in UNITS, the relative error of a gate pre-activation of n products and biases: gamma_n of
-    the precision it is summed in, plus one rounding to bf16 for the bf16 unit (shaped like
-    stacked_roundoffs)."""
-    from opbench.dtypes import UNIT_ROUNDOFF
-
-    rounded = {"bf16": UNIT_ROUNDOFF["bf16"]}
-    return np.array([gamma(n, UNIT_ROUNDOFF[_SUMS[k]]) + rounded.get(k, 0.0) for k in UNITS])[:, None, None]
+def store_roundoff(unit: Unit, store: str) -> float:
+    """The rounding of h and c to the format they are stored in (the dtype): none where the cells compute in
+    it already (their own last rounding is that one), u_store where they compute in fp32 (ours)."""
+    return 0.0 if unit.cells == store else UNIT_ROUNDOFF[store]
 
 
 def store_of(inputs: dict[str, np.ndarray]) -> str:
@@ -196,26 +230,61 @@ def store_of(inputs: dict[str, np.ndarray]) -> str:
     return dtype_name(inputs["x"].dtype)
 
 
-def input_projection(
-    shape: RecurrentShape, f64: dict[str, np.ndarray], bias: np.ndarray, abs_bias: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """x W_ih^T + bias for every step (T x B x G) and beside it |x| |W_ih|^T + abs_bias."""
-    t, b, i, g = shape.seq_len, shape.batch, shape.input_size, shape.GATES * shape.hidden
-    x = f64["x"].reshape(t * b, i)
-    xw = (x @ f64["w_ih"].T + bias).reshape(t, b, g)
-    ax = (np.abs(x) @ np.abs(f64["w_ih"]).T + abs_bias).reshape(t, b, g)
-    return xw, ax
+def input_projection(shape: RecurrentShape, f64: dict[str, np.ndarray]) -> np.ndarray:
+    """x W_ih^T + b_ih for every step (T x B x G)."""
+    t, b, i = shape.seq_len, shape.batch, shape.input_size
+    return (f64["x"].reshape(t * b, i) @ f64["w_ih"].T + f64["b_ih"]).reshape(t, b, -1)
 
 
-def finish(y: np.ndarray, bound_y: np.ndarray, states: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
-    """The reference from the float64 outputs and bounds: y with its per-step bounds (units, T, B, H), and
-    the final states (name -> (value, bound per unit))."""
-    outputs = {"y": y, "h_n": y[-1], **{k: v for k, (v, _) in states.items()}}
-    bounds = {
-        name: {"y": bound_y[k], "h_n": bound_y[k, -1], **{s: e[k] for s, (_, e) in states.items()}}
-        for k, name in enumerate(UNITS)
-    }
-    return RecurrentReference(outputs=outputs, bounds=bounds)
+def absolute_projection(shape: RecurrentShape, f64: dict[str, np.ndarray], both: bool = True) -> np.ndarray:
+    """|x| |W_ih|^T + |b_ih| (and + |b_hh| with `both`: the ops that add both biases to one sum) for every
+    step (T x B x G)."""
+    bias = np.abs(f64["b_ih"]) + (np.abs(f64["b_hh"]) if both else 0.0)
+    t, b, i = shape.seq_len, shape.batch, shape.input_size
+    return (np.abs(f64["x"]).reshape(t * b, i) @ np.abs(f64["w_ih"]).T + bias).reshape(t, b, -1)
+
+
+def recurrent_magnitude(h_prev: np.ndarray, w_hh: np.ndarray) -> np.ndarray:
+    """|h| |W_hh|^T for every step at once (h_prev: T x B x H, the state each step read)."""
+    t, b, h = h_prev.shape
+    return (np.abs(h_prev).reshape(t * b, h) @ np.abs(w_hh).T).reshape(t, b, -1)
+
+
+def operand_maxima(f64: dict[str, np.ndarray], h_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The largest |operand| on each side of every pre-activation's products, biases included (times 1):
+    per step and batch row (x, h), per gate row (W_ih, W_hh, b_ih, b_hh), for numerics.squares_bound."""
+    rows = np.maximum(np.abs(f64["x"]).max(axis=2), np.abs(h_prev).max(axis=2))
+    cols = np.maximum(np.abs(f64["w_ih"]).max(axis=1, initial=0.0), np.abs(f64["w_hh"]).max(axis=1))
+    cols = np.maximum(cols, np.maximum(np.abs(f64["b_ih"]), np.abs(f64["b_hh"])))
+    return np.maximum(rows, 1.0)[:, :, None], cols
+
+
+def dot_scale(
+    value: np.ndarray,
+    magnitude: np.ndarray,
+    maxima: tuple[np.ndarray, np.ndarray],
+    n: int,
+    unit: Unit,
+    parts: tuple[np.ndarray, ...] = (),
+) -> np.ndarray:
+    """Scale of the error of pre-activations, each a sum of n products and biases in unit.sums (the dot
+    bound of ops/numerics.py over LAMBDA); where the cells are narrower than the sums, each of `parts`
+    and the sum are rounded to the cells' precision as well (the frameworks add x W_ih^T + b_ih and
+    h W_hh^T + b_hh as tensors)."""
+    squares = squares_bound(maxima[0], maxima[1], magnitude)
+    scale = accumulation_error(value, magnitude, squares, n, unit.sums) / LAMBDA
+    if unit.cells != unit.sums:
+        u = UNIT_ROUNDOFF[unit.cells]
+        scale = np.sqrt(np.square(scale) + sum(np.square(u * p) for p in (*parts, value)))
+    return scale
+
+
+def error_bounds(
+    shape: RecurrentShape, inputs: dict[str, np.ndarray], ref: RecurrentReference, dtype: str, accumulate: str
+) -> dict[str, np.ndarray]:
+    """LAMBDA times the propagated scale of the unit `accumulate` names, plus the dtype's least rounding."""
+    floor = tiny(dtype)
+    return {k: LAMBDA * v + floor for k, v in ref.scales(accumulate).items()}
 
 
 def check(
@@ -225,17 +294,64 @@ def check(
     ref: RecurrentReference,
     dtype: str,
     accumulate: str,
+    bounds: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """output as numpy arrays in PyTorch's return structure: (y, h_n), or (y, (h_n, c_n)) for the LSTM."""
+    """output as numpy arrays in PyTorch's return structure: (y, h_n), or (y, (h_n, c_n)) for the LSTM;
+    `accumulate` names the unit (UNITS). The bound is LAMBDA times the propagated scale, plus the dtype's
+    smallest rounding."""
     y, state = output
     if shape.STATES == 2:
         h_n, c_n = state
         outs = {"y": np.asarray(y), "h_n": np.asarray(h_n), "c_n": np.asarray(c_n)}
     else:
         outs = {"y": np.asarray(y), "h_n": np.asarray(state)}
-    floor = tiny(dtype)
-    bounds = {k: SAFETY * v + floor for k, v in ref.bounds[accumulate].items()}
+    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
     return compare(outs, ref.outputs, bounds, dtype)
+
+
+# Inputs with a batch axis: second for the sequences (T x B x .), first for the states.
+_BATCH_AXIS = {"x": 1, "dy": 1, "h0": 0, "c0": 0, "dh_n": 0, "dc_n": 0}
+
+
+def batch_rows(inputs: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The inputs of batch rows `rows` alone (weights and biases whole): rows of a recurrent layer are
+    independent, forward and backward."""
+    return {k: np.take(v, rows, axis=_BATCH_AXIS[k]) if k in _BATCH_AXIS else v for k, v in inputs.items()}
+
+
+def spot_cost_flops(shape: RecurrentShape) -> int:
+    """float64 work of a spot check: the reference of SPOT_ROWS batch rows."""
+    return verify_cost_flops(replace(shape, batch=min(shape.batch, spot.SPOT_ROWS)))
+
+
+def spot_of(reference: Callable[[Any, dict[str, np.ndarray]], Any]) -> tuple[Callable[..., Any], ...]:
+    """An op's spot_part and spot_check (ops/spot.py): seeded batch rows, their reference computed alone."""
+
+    def spot_part(shape: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int) -> Any:
+        rows = spot.pick(shape.batch, seed)
+        sub = replace(shape, batch=len(rows))
+        sub_inputs = batch_rows(inputs, rows)
+        ref = reference(sub, sub_inputs)
+        t, b, h = shape.seq_len, shape.batch, shape.hidden
+        names = ("y", "h_n", "c_n")[: 1 + shape.STATES]
+        shapes = {n: (t, b, h) if n == "y" else (b, h) for n in names}
+        index = {n: (slice(None), rows) if n == "y" else rows for n in names}
+        bounds = error_bounds(sub, sub_inputs, ref, dtype, accumulate)
+        checked = spot.rows_text("batch rows", rows, b)
+        return spot.Part(shapes, index, {n: ref.outputs[n] for n in names}, bounds, checked)
+
+    def spot_check(
+        shape: Any, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    ) -> dict[str, Any]:
+        return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
+
+    return spot_part, spot_check
+
+
+def named_outputs(shape: RecurrentShape, output: Any) -> dict[str, Any]:
+    """PyTorch's return structure, (y, h_n) or (y, (h_n, c_n)), by name."""
+    y, state = output
+    return {"y": y, **({"h_n": state[0], "c_n": state[1]} if shape.STATES == 2 else {"h_n": state})}
 
 
 # --- opbench's own kernel for these ops (the cpp backend and the tuner) -------------------------------------

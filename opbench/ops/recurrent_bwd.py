@@ -9,19 +9,25 @@ steps, four GEMMs of the forward's two sizes).
 The check's bound: the float64 BPTT run a second time on absolute values (every product of magnitudes,
 every difference a sum of magnitudes) gives each gradient's sum of |terms| M; an implementation that
 accumulates in unit roundoff u, stores y in store_dtype and keeps its activations in fp32 stays within
-    SAFETY * (gamma_n(u) + 8 T u_store + gamma_n(u_fp32)) * M + tiny,  n = T (G + I + H) + T B + 8 T,
+    SAFETY * (e_n(u) + e_n(u_fp32) + e_8T(u_store)) * M + u_out |gradient| + tiny,
+    n = T (G + I + H) + T B + 8 T,
 a first-order count of every rounding on the longest chain (the steps' recurrent products, the sums over
-all steps, and the forward's own errors in the saved activations)."""
+all steps, and the forward's own errors in the saved activations), where e_n(u) is the relative error of a
+term through n roundings: min(gamma_n(u), LAMBDA sqrt(n) u) (term_error). The final rounding to the output
+format is relative to the gradient itself, not to M (which is about sqrt(terms) times larger)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
 from opbench.ops import recurrent as fwd
-from opbench.ops.numerics import compare, gamma, tiny
+from opbench.ops import spot
+from opbench.ops.numerics import LAMBDA, compare, gamma, tiny
 
 PASS = "bwd"
 SAFETY = 2.0
@@ -187,6 +193,35 @@ def reference(shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray]) -> dict[
     }
 
 
+def grad_bounds(
+    shape: fwd.RecurrentShape, ref: dict[str, Any], dtype: str, accumulate: str, names: tuple[str, ...]
+) -> dict[str, np.ndarray]:
+    """The bound of each gradient in `names` (module docstring): the relative error of any term of its sum
+    of |terms| M, through at most n = T (G + I + H) + T B + 8 T roundings, plus its rounding to the output
+    format."""
+    t_len, g = shape.seq_len, shape.GATES * shape.hidden
+    n_eff = t_len * (g + shape.input_size + shape.hidden) + t_len * shape.batch + 8 * t_len
+    u = UNIT_ROUNDOFF[accumulate.partition(":")[0]]
+    rel = term_error(n_eff, u) + term_error(n_eff, UNIT_ROUNDOFF["fp32"])
+    rel += term_error(8 * t_len, UNIT_ROUNDOFF[ref["store"]])
+    u_out, floor = UNIT_ROUNDOFF[dtype], tiny(dtype)
+    return {n: SAFETY * rel * ref["magnitude"][n] + u_out * np.abs(ref["grads"][n]) + floor for n in names}
+
+
+def term_error(n: int, u: float) -> float:
+    """Relative error of one term that passes through n roundings of unit u: the worst case gamma_n, or with
+    independent roundings of mean zero lambda sqrt(n) u (Higham and Mary 2019, Theorem 2.8: probability at
+    least 1 - 2n exp(-lambda^2 (1-u)^2 / 2) for every term at once), whichever is smaller."""
+    return min(gamma(n, u), LAMBDA * math.sqrt(n) * u * (1.0 + u))
+
+
+def error_bounds(
+    shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray], ref: dict[str, Any], dtype: str, accumulate: str
+) -> dict[str, np.ndarray]:
+    """What check() compares with: every gradient's bound."""
+    return grad_bounds(shape, ref, dtype, accumulate, GRAD_NAMES[: len(ref["grads"])])
+
+
 def check(
     shape: fwd.RecurrentShape,
     output: Any,
@@ -194,16 +229,56 @@ def check(
     ref: dict[str, Any],
     dtype: str,
     accumulate: str,
+    bounds: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """output = (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]) in that order."""
     names = GRAD_NAMES[: len(ref["grads"])]
     outs = {n: np.asarray(v) for n, v in zip(names, output, strict=True)}
-    t_len, g = shape.seq_len, shape.GATES * shape.hidden
-    n_eff = t_len * (g + shape.input_size + shape.hidden) + t_len * shape.batch + 8 * t_len
-    rel = gamma(n_eff, UNIT_ROUNDOFF[accumulate.partition(":")[0]]) + gamma(n_eff, UNIT_ROUNDOFF["fp32"])
-    rel += 8 * t_len * UNIT_ROUNDOFF[ref["store"]]
-    bounds = {n: SAFETY * rel * ref["magnitude"][n] + tiny(dtype) for n in names}
-    return compare(outs, ref["grads"], bounds, dtype)
+    return compare(outs, ref["grads"], bounds or error_bounds(shape, inputs, ref, dtype, accumulate), dtype)
+
+
+# The gradients of each batch row alone (the weights' gradients sum over the rows).
+PER_ROW = {"dx": 1, "dh0": 0, "dc0": 0}
+
+
+def spot_cost_flops(shape: fwd.RecurrentShape) -> int:
+    """float64 work of a spot check: the BPTT of SPOT_ROWS batch rows."""
+    return verify_cost_flops(replace(shape, batch=min(shape.batch, spot.SPOT_ROWS)))
+
+
+def spot_part(
+    shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+) -> spot.Part:
+    """Seeded batch rows of dx, dh0 (and dc0), their BPTT computed alone (ops/spot.py); the weights'
+    gradients sum over every row and are checked in full on the first call only."""
+    rows = spot.pick(shape.batch, seed)
+    ref = reference(replace(shape, batch=len(rows)), fwd.batch_rows(inputs, rows))
+    names = tuple(n for n in GRAD_NAMES[: len(ref["grads"])] if n in PER_ROW)
+    t, b, i, h = shape.seq_len, shape.batch, shape.input_size, shape.hidden
+    shapes = {"dx": (t, b, i), "dh0": (b, h), "dc0": (b, h)}
+    return spot.Part(
+        {n: shapes[n] for n in names},
+        {n: (slice(None), rows) if PER_ROW[n] else rows for n in names},
+        {n: ref["grads"][n] for n in names},
+        grad_bounds(shape, ref, dtype, accumulate, names),
+        f"{spot.rows_text('batch rows', rows, b)} of {', '.join(names)}",
+    )
+
+
+def named_outputs(shape: fwd.RecurrentShape, output: Any) -> dict[str, Any]:
+    return dict(zip(GRAD_NAMES, output, strict=False))
+
+
+def spot_check(
+    shape: fwd.RecurrentShape,
+    output: Any,
+    inputs: dict[str, np.ndarray],
+    dtype: str,
+    accumulate: str,
+    seed: int,
+) -> dict[str, Any]:
+    """The check of the gradients on seeded batch rows (spot_part)."""
+    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
 
 
 def plan(

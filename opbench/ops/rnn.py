@@ -1,18 +1,19 @@
 """Elman RNN forward (tanh or ReLU), one layer, one direction, sequence-first (x is T x B x I), as
 torch.nn.RNN: its shape class (the nonlinearity is a shape field, relu = 0 or 1, so records stay integer)
-and float64 reference with a first-order running error bound; the rest is shared with the other recurrent
-ops (ops/recurrent.py)."""
+and float64 reference with the propagated scale of a correct answer's error; the rest is shared with the
+other recurrent ops (ops/recurrent.py)."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from opbench.dtypes import UNIT_ROUNDOFF
 from opbench.ops.fields import int_field
+from opbench.ops.numerics import LAMBDA
 from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     AXES,
     BASE,
@@ -25,19 +26,27 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     UNITS,
     RecurrentReference,
     RecurrentShape,
+    Unit,
+    absolute_projection,
+    activation_error,
     check,
+    dot_scale,
+    error_bounds,
     factors,
-    finish,
     flops,
     input_projection,
     make_inputs,
     memory_bytes,
     min_bytes,
-    pre_activation_gammas,
+    named_outputs,
+    operand_maxima,
+    recurrent_magnitude,
     scale,
     sizes_from_case,
-    stacked_roundoffs,
+    spot_cost_flops,
+    spot_of,
     store_of,
+    store_roundoff,
     tile_args,
     tile_names,
     verify_cost_flops,
@@ -106,43 +115,60 @@ def default_cases() -> list[RnnShape]:
     return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
 
 
-def reference(
-    shape: RnnShape, inputs: dict[str, np.ndarray], store_dtype: str | None = None
-) -> RecurrentReference:
-    """float64 forward pass, and beside it the propagation of a first-order bound on the error of an
-    implementation that accumulates z's dot products (length I+H, plus two biases) with unit roundoff u,
-    evaluates tanh within ACTIVATION_ULPS*u and stores h in store_dtype:
-        e_z = gamma_{I+H+2}(u) (|x||W_ih|^T + |h||W_hh|^T + |b|) + |W_hh| e_h
-        tanh: e_h' = (1 - h'^2) e_z + e_act + u_store |h'|
-        relu: e_h' = e_z where z > -e_z (ReLU is 1-Lipschitz; exactly 0 below) + u_store |h'|
-    Bounds are computed for u = fp32 and u = fp16 at once."""
-    store = store_dtype or store_of(inputs)
-    u_store = UNIT_ROUNDOFF[store]
+def reference(shape: RnnShape, inputs: dict[str, np.ndarray]) -> RecurrentReference:
+    """float64 forward pass, keeping what the error propagation needs. The scale of a correct
+    implementation's error in a unit (ops/recurrent.py: UNITS), first order, independent roundings in
+    quadrature (rss), e_act = activation_error:
+        s_z = rss(dot scale of the I+H+2 products and biases, propagated(s_h, W_hh))
+        tanh: s_h' = rss((1 - h'^2) s_z, e_act(h'), u_store h')
+        relu: s_h' = rss(s_z where z > -LAMBDA s_z (ReLU is 1-Lipschitz; exactly 0 below), u_store h')"""
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     t_len, b, h = shape.seq_len, shape.batch, shape.hidden
-    _, e_act = stacked_roundoffs()
-    gam = pre_activation_gammas(shape.input_size + h + 2)
-    w_hh, abs_w_hh = f64["w_hh"], np.abs(f64["w_hh"])
-    bias = f64["b_ih"] + f64["b_hh"]
-    xw, ax = input_projection(shape, f64, bias, np.abs(f64["b_ih"]) + np.abs(f64["b_hh"]))
-
+    w_hh = f64["w_hh"]
+    xw = input_projection(shape, f64)
     hs = f64["h0"]
-    e_h = np.zeros((len(UNITS), b, h))
-    y = np.empty((t_len, b, h))
-    bound_y = np.empty((len(UNITS), t_len, b, h))
+    h_prev, hw, z, y = (np.empty((t_len, b, h)) for _ in range(4))
     for t in range(t_len):
-        z = xw[t] + hs @ w_hh.T
-        e_z = gam * (ax[t] + np.abs(hs) @ abs_w_hh.T) + (e_h.reshape(-1, h) @ abs_w_hh.T).reshape(e_h.shape)
-        if shape.relu:
-            h_new = np.maximum(z, 0.0)
-            e_h = np.where(z > -e_z, e_z, 0.0) + u_store * h_new
-        else:
-            h_new = np.tanh(z)
-            e_h = (1 - h_new * h_new) * e_z + e_act + u_store * np.abs(h_new)
-        y[t] = h_new
-        bound_y[:, t] = e_h
-        hs = h_new
-    return finish(y, bound_y, {})
+        h_prev[t] = hs
+        hw[t] = hs @ w_hh.T + f64["b_hh"]
+        z[t] = xw[t] + hw[t]
+        hs = np.maximum(z[t], 0.0) if shape.relu else np.tanh(z[t])
+        y[t] = hs
+    store = store_of(inputs)
+
+    @functools.cache
+    def magnitudes() -> tuple[np.ndarray, Any]:  # the same for every unit: computed once
+        return absolute_projection(shape, f64) + recurrent_magnitude(h_prev, w_hh), operand_maxima(
+            f64, h_prev
+        )
+
+    def scales(unit: Unit) -> dict[str, np.ndarray]:
+        u_store = store_roundoff(unit, store)
+        magnitude, maxima = magnitudes()
+        n = shape.input_size + h + 2
+        v_dot = np.square(dot_scale(z, magnitude, maxima, n, unit, (z - hw, hw)))
+        # In variances, the terms that do not depend on the previous step's errors for all steps at once.
+        stored = np.square(u_store * y)
+        if not shape.relu:
+            slope2 = np.square(1 - y * y)
+            fixed = np.square(activation_error(y, unit)) + stored
+        w2 = np.square(w_hh)
+        v_h = np.zeros((b, h))
+        v_y = np.empty((t_len, b, h))
+        for t in range(t_len):
+            v_z = v_dot[t] + v_h @ w2.T
+            if shape.relu:
+                v_h = np.where(z[t] > -LAMBDA * np.sqrt(v_z), v_z, 0.0) + stored[t]
+            else:
+                v_h = slope2[t] * v_z + fixed[t]
+            v_y[t] = v_h
+        s_y = np.sqrt(v_y)
+        return {"y": s_y, "h_n": s_y[-1]}
+
+    return RecurrentReference({"y": y, "h_n": y[-1]}, scales)
+
+
+spot_part, spot_check = spot_of(reference)
 
 
 def plan(

@@ -8,12 +8,17 @@ from __future__ import annotations
 from opbench.ops.recurrent_bwd import (  # noqa: F401  (the recurrent backward's op interface)
     PASS,
     check,
+    error_bounds,
     flops,
     make_inputs,
     memory_bytes,
     min_bytes,
+    named_outputs,
     plan,
     reference,
+    spot_check,
+    spot_cost_flops,
+    spot_part,
     verify_cost_flops,
 )
 from opbench.ops.rnn import (  # noqa: F401  (the forward's shape interface, shared)

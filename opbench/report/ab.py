@@ -17,7 +17,8 @@ the run slows both), then samples within each drawn round. The verdict on B, aft
 The threshold defaults to the noise the run measured: the median over cases and sides of the larger of the
 relative IQR of a side's samples and the spread of its round medians, and at least NOISE_FLOOR.
 fast_p (KernelBench) is the share of all cases in which B is correct (verified or not checked, neither
-suspect nor mistrusted) and faster than A by more than a factor p.
+suspect nor mistrusted) and faster than A by more than a factor p (a case whose A failed has no speed-up and
+does not count). `b_failed` counts the cases in which B itself has no measurement (`--fail-on failed`).
 """
 
 from __future__ import annotations
@@ -190,7 +191,11 @@ def analyse(
     timed = [r["speedup"] for r in rows if r["speedup"]]
     counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
     b_records = [cases[(r["op"], r["label"], r["dtype"])].get(b_name) for r in rows]
-    correct_b = [r for r, b in zip(rows, b_records, strict=True) if b is not None and _correct(b)]
+    # B correct and timed beside a timed A: a case whose A failed has no speed-up to count
+    correct_b = [
+        r for r, b in zip(rows, b_records, strict=True)
+        if b is not None and _correct(b) and r["speedup"] is not None
+    ]  # fmt: skip
     fast_p = {f"{p:g}": sum(r["speedup"] > p for r in correct_b) / len(rows) if rows else 0.0 for p in FAST_P}
     return {
         "a": a_name,
@@ -203,6 +208,7 @@ def analyse(
             "cases": len(rows),
             "geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in timed)) if timed else None,
             "counts": counts,
+            "b_failed": sum(r["b"]["status"] != "ok" for r in rows),
             "fast_p": fast_p,
         },
     }

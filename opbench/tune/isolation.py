@@ -28,17 +28,11 @@ def describe_exit(returncode: int) -> str:
 
 
 def worker_command() -> list[str]:
-    """The worker's command line. `python -m` would put the working directory first on the import path, so
-    an `opbench/` folder there (a source checkout, or a planted one) would be imported instead of the
-    installed package: -P (Python 3.11+) leaves it out, and on 3.10 the bootstrap removes it before the
-    first import of opbench."""
-    if sys.version_info >= (3, 11):
-        return [sys.executable, "-P", "-m", "opbench.tune.worker"]
-    bootstrap = (
-        "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-        "from opbench.tune.worker import main; main()"
-    )
-    return [sys.executable, "-c", bootstrap]
+    """The worker's command line: this interpreter running opbench.tune.worker with the working directory
+    off the import path (backends.remote.module_command: an `opbench/` folder there is never imported)."""
+    from opbench.backends.remote import module_command
+
+    return module_command(sys.executable, "opbench.tune.worker")
 
 
 class IsolatedRunner:

@@ -11,7 +11,9 @@ candidate, the parent writes {"tiles": {...} or null, "isa": "", "timer": {...}?
                                                           measured through measure.Bench, like a sweep case:
                                                           in-run reference, contention; verify is null when
                                                           verification is off
-    {"status": "wrong_answer", "verify": {...}}           the output broke the error bound: not timed
+    {"status": "wrong_answer", "verify": {...}}           the output broke the error bound: not timed; or
+                                                          the output of its timed calls did (on new input
+                                                          values for a user kernel: verify.timed is true)
     {"status": "failed", "reason": "error: ..."}          a Python exception (bad tiles, an import error)
 For a user kernel (init "kernel": userkernel.py) a candidate is {"params": {...}} instead of tiles.
 A crash or a hang produces no answer: the parent sees the process die or time out.
@@ -19,6 +21,7 @@ A crash or a hang produces no answer: the parent sees the process die or time ou
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -28,11 +31,13 @@ from typing import Any
 
 def _serve(proto: Any) -> None:
     from opbench import peak as peaks
+    from opbench.backends.base import copied
     from opbench.contention import Monitor
     from opbench.machine import pin_to_cpus
     from opbench.measure import Bench, combine
-    from opbench.ops import get_op
+    from opbench.ops import assumed_accumulation, get_op
     from opbench.ops.gemm import THRESHOLDS
+    from opbench.ops.spot import refreshed
     from opbench.reference import InRunReference
     from opbench.timing import Timer, TimerConfig
 
@@ -49,20 +54,27 @@ def _serve(proto: Any) -> None:
     proto.flush()
 
     user = UserKernel(init["kernel"], init["op"], shape, inputs) if init.get("kernel") else None
-    # the accumulation the error bound assumes: ours sums in fp32; a user kernel's is its dtype's own
-    accumulate = dtype if user else "fp32"
-    for line in sys.stdin:
+    # the accumulation the error bound assumes: ours sums in fp32 (its cells too); a user kernel's what it
+    # declared (--kernel-accumulate, default fp32), its half-precision cells in the dtype
+    declared = (init.get("kernel") or {}).get("accumulate", "fp32")
+    accumulate = assumed_accumulation(init["op"], dtype, declared, True) if user else "fp32"
+    for trial, line in enumerate(sys.stdin):
         req = json.loads(line)
         try:
             answer: dict[str, Any]
+            timed_inputs = inputs
             if user is not None:
                 ran: dict[str, Any] = req.get("params") or {}
                 case = user.prepare(ran)
-                result, run = case.output(), case.run
+                result, run, timed_output = case.output(), case.run, case.timed_output
+                if reference is not None:  # the timed calls compute on new values (verification.py)
+                    moved = refreshed(inputs, init["seed"] * 7919 + trial)
+                    timed_inputs = moved if case.refill(moved) else inputs
             else:
                 asked = req.get("tiles") or {}
                 plan = op.plan(shape, inputs, asked, threads, req.get("isa") or None)
-                result, run = plan.output(), plan.run
+                result, run = copied(plan.output()), plan.run
+                timed_output = functools.partial(lambda p: copied(p.last()), plan)
                 info = plan.tiles()
                 # the tiles that ran, and the path thresholds where the space searches them (gemm_paths)
                 ran = {k: info[k] for k in ("tile_m", "tile_n", "tile_k")}
@@ -79,6 +91,9 @@ def _serve(proto: Any) -> None:
                 visit = bench.measure(run, dtype=dtype)
                 bench.finish()  # the probe after, now: the trial's answer carries its machine speed
                 c = combine([visit])
+                timed = None  # the timed kernel is the verified kernel: its timed output checked too
+                if reference is not None:
+                    timed = op.spot_check(shape, timed_output(), timed_inputs, dtype, accumulate, trial)
                 answer = {
                     "status": "ok",
                     "time": {**c.measurement.to_dict(), "samples_s": list(c.measurement.samples_s)},
@@ -88,6 +103,8 @@ def _serve(proto: Any) -> None:
                     "round": visit.to_dict(),
                     "tiles": ran,
                 }
+                if timed is not None and not timed["ok"]:
+                    answer = {"status": "wrong_answer", "verify": {**timed, "timed": True}}
         except MemoryError:
             answer = {"status": "failed", "reason": "out of memory"}
         except Exception as e:

@@ -1,0 +1,123 @@
+"""argparse value types of the command line: each refuses a bad value with a one-line message (the parser
+turns it into a UsageError, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def int_from(text: str, lowest: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got '{text}'") from None
+    if v < lowest:
+        raise argparse.ArgumentTypeError(f"must be >= {lowest}, got {v}")
+    return v
+
+
+def positive_int(text: str) -> int:
+    return int_from(text, 1)
+
+
+# Oversubscription is a legitimate experiment, up to a bound: 8 threads per usable core, and never more than
+# the kernels' pool allows (1024).
+THREADS_PER_CORE = 8
+
+
+def threads(text: str) -> int:
+    return threads_within_bound(positive_int(text))
+
+
+def threads_within_bound(v: int) -> int:
+    from opbench.kernels import MAX_THREADS, default_threads
+
+    cores = default_threads()
+    bound = min(MAX_THREADS, THREADS_PER_CORE * cores)
+    if v > bound:
+        raise argparse.ArgumentTypeError(
+            f"{v} threads on {cores} usable core(s): the limit is {bound} "
+            f"({THREADS_PER_CORE} per core, at most {MAX_THREADS})"
+        )
+    return v
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got '{text}'") from None
+    if not v > 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    if v == float("inf"):
+        raise argparse.ArgumentTypeError("must be finite")
+    return v
+
+
+def at_most(limit: float, kind: Any = positive_float) -> Any:
+    """An argparse type: `kind`, and at most `limit` (a time or a count that would never end otherwise)."""
+
+    def parse(text: str) -> Any:
+        v = kind(text)
+        if v > limit:
+            shown = str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
+            raise argparse.ArgumentTypeError(f"must be <= {shown}, got {text}")
+        return v
+
+    return parse
+
+
+def seed(text: str) -> int:
+    return int(at_most(2**32 - 1, lambda t: int_from(t, 0))(text))
+
+
+def rounds(text: str) -> int:
+    v = positive_int(text)
+    if v > 100:
+        raise argparse.ArgumentTypeError(f"at most 100 rounds, got {v}")
+    return v
+
+
+def scale(text: str) -> float:
+    v = positive_float(text)
+    if v > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return v
+
+
+def padding(text: str) -> int | str:
+    if text == "same":
+        return text
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got '{text}'") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 'same' or an integer >= 0, got {v}")
+    return v
+
+
+def bytes_size(text: str) -> int:
+    """'8G', '512M', '1.5GiB', '1000000' -> bytes."""
+    units = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = t[-1:] if t[-1:] in units and t[-1:] != "" else ""
+    try:
+        v = float(t[: len(t) - len(unit)]) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a size like 8G or 512M, got '{text}'") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a size > 0, got '{text}'")
+    return int(v)
+
+
+FAIL_ON = ("slower", "failed")
+
+
+def fail_on(text: str) -> frozenset[str]:
+    """ab --fail-on: slower, failed or both (comma-separated)."""
+    names = {t.strip().lower() for t in text.split(",") if t.strip()}
+    if not names or names - set(FAIL_ON):
+        raise argparse.ArgumentTypeError(f"expected slower, failed or slower,failed, got '{text}'")
+    return frozenset(names)
