@@ -125,20 +125,30 @@ class Alarms:
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], list[float]] = {}
+        self.worst: dict[tuple[str, str], str] = {}
+        self.alarms: list[str] = []
 
-    def add(self, source: str, assumed: str, ratio: float | None) -> None:
-        self.rows.setdefault((source, assumed), []).append(np.inf if ratio is None else ratio)
+    def add(self, source: str, assumed: str, ratio: float | None, what: str = "") -> None:
+        value = np.inf if ratio is None else ratio
+        row = self.rows.setdefault((source, assumed), [])
+        if not row or value > max(row):
+            self.worst[(source, assumed)] = what
+        row.append(value)
+        if value > 1.0:
+            self.alarms.append(f"{source} ({assumed}): {what} err/bound {value:.3g}")
 
     def print(self) -> int:
         total = sum(len(v) for v in self.rows.values())
         alarms = sum(int(np.sum(np.asarray(v) > 1.0)) for v in self.rows.values())
         body = [
-            [s, a, len(v), f"{max(v):.3g}", int(np.sum(np.asarray(v) > 1.0))]
+            [s, a, len(v), f"{max(v):.3g}", self.worst[(s, a)], int(np.sum(np.asarray(v) > 1.0))]
             for (s, a), v in sorted(self.rows.items())
         ]
-        head = ["correct outputs from", "bound assumes", "outputs", "largest err/bound", "false alarms"]
+        head = ["correct outputs from", "bound assumes", "outputs", "largest err/bound", "at", "false alarms"]
         table(head, body)
         print(f"**{total} correct outputs, {alarms} false alarms.**\n")
+        for line in self.alarms:
+            print(f"- false alarm: {line}")
         return alarms
 
 
@@ -146,7 +156,7 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
     print("## False alarms on correct outputs\n")
     alarms = Alarms()
     rng = np.random.default_rng(0)
-    batch = 40 if quick else 160
+    batch = 40 if quick else 256
     # numpy emulations of low-precision sums: batches of small GEMMs at every K
     for k in (16, *KS):
         for precision, kind, block in (
@@ -166,7 +176,8 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
                 inputs = {"a": a[i], "b": b[i]}
                 ref = gemm.reference(shape, inputs)
                 r = gemm.check(shape, out[i], inputs, ref, precision, assumed)
-                alarms.add(f"numpy emulation: {kind} sums in {precision}", assumed, r["max_err_ratio"])
+                source = f"numpy emulation: {kind} sums in {precision}"
+                alarms.add(source, assumed, r["max_err_ratio"], f"{shape.label()} #{i}")
     # recurrent layers with fp16 / bf16 cells (numpy emulation)
     for module in (lstm, gru, rnn):
         for cells in ("fp16", "bf16"):
@@ -177,7 +188,7 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
                 out = recurrent_emulated(module, shape, inputs, cells)
                 r = module.check(shape, out, inputs, module.reference(shape, inputs), cells, f"{cells}-cells")
                 source = f"numpy emulation: {module.NAME} cells in {cells}"
-                alarms.add(source, f"{cells}-cells", r["max_err_ratio"])
+                alarms.add(source, f"{cells}-cells", r["max_err_ratio"], f"{shape.label()} seed {seed}")
     # ours with fp16 accumulation (the exact emulation of the AVX512-FP16 kernel)
     from opbench import kernels
 
@@ -189,11 +200,16 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
                 out = kernels.gemm(inputs["a"], inputs["b"], isa="ref", accumulate="fp16", tile_k=tile_k)
                 acc = f"fp16:{min(tile_k, k)}"
                 r = gemm.check(shape, out, inputs, gemm.reference(shape, inputs), "fp16", acc)
-                alarms.add("cpp, fp16 accumulation (isa=ref)", "fp16:tile_k", r["max_err_ratio"])
+                alarms.add(
+                    "cpp, fp16 accumulation (isa=ref)",
+                    "fp16:tile_k",
+                    r["max_err_ratio"],
+                    f"{shape.label()} {acc}",
+                )
     # every backend: the default suites and random odd shapes
     cases: list[tuple[str, Any]] = [("gemm", s) for s in gemm.default_cases()]
     cases += [("conv", s) for s in conv.default_cases()] + [("lstm", s) for s in lstm.default_cases()]
-    odd = 6 if quick else 30
+    odd = 6 if quick else 40
     for _ in range(odd):
         m, n, k = (int(x) for x in rng.choice([1, 2, 3, 5, 7, 13, 31, 64, 97, 257], size=3))
         cases.append(("gemm", gemm.GemmShape(m, n, int(rng.choice([k, 2039, 4999, 16381])))))
@@ -219,8 +235,9 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
                     continue  # a path this framework lacks here (sweeps record it as skipped)
                 ref = op.reference(shape, inputs) if ref is None else ref
                 acc = b.accumulation(key, dtype, "cpu")
-                alarms.add(f"{name} ({key.partition(':')[2] or 'fwd'})", acc,
-                           op.check(shape, out, inputs, ref, dtype, acc)["max_err_ratio"])  # fmt: skip
+                result = op.check(shape, out, inputs, ref, dtype, acc)
+                what = f"{key} {shape.label()} {dtype} (worst: {result.get('worst')})"
+                alarms.add(f"{name} ({key.partition(':')[2] or 'fwd'})", acc, result["max_err_ratio"], what)
     return alarms.print()
 
 
@@ -389,28 +406,29 @@ def timed_misses(quick: bool) -> int:
             for dtype in dtypes:
                 for kind in ("first_only", "memo"):
                     for how in ("sweep", "ab"):
+                        right, wrong = f"{spec}:{func}:kind=right", f"{spec}:{func}:kind={kind}"
+                        where = Path(out) / f"{op}-{dtype}-{kind}-{how}"
                         if how == "sweep":
-                            kernel = ["--kernel", f"{spec}:{func}", "--kernel-params", f"kind={kind}"]
-                            cmd = [
-                                "sweep",
-                                op,
-                                *dims,
-                                "--dtype",
-                                dtype,
-                                "--backend",
-                                f"kernel:{func}",
-                                *kernel,
-                            ]
+                            cmd = ["sweep", op, *dims, "--backend", f"kernel:{func}", "--kernel",
+                                   f"{spec}:{func}", "--kernel-params", f"kind={kind}"]  # fmt: skip
                         else:
-                            cmd = ["ab", op, *dims, "--dtype", dtype, "--a", f"{spec}:{func}:kind=right",
-                                   "--b", f"{spec}:{func}:kind={kind}"]  # fmt: skip
-                        cmd += ["--rounds", "2", "--quiet", "--out", out, "--max-time-s", "0.3"]
+                            cmd = ["ab", op, *dims, "--a", right, "--b", wrong]
+                        cmd += [
+                            "--dtype",
+                            dtype,
+                            "--rounds",
+                            "2",
+                            "--quiet",
+                            "--out",
+                            str(where),
+                            "--max-time-s",
+                            "0.3",
+                        ]
                         proc = subprocess.run([sys.executable, "-m", "opbench", *cmd], capture_output=True,
                                               text=True, timeout=600)  # fmt: skip
-                        paths = [p for p in proc.stdout.split() if p.endswith(".json") and "/ab-" not in p]
-                        doc = json.loads(Path(paths[-1]).read_text()) if paths else {"records": []}
-                        mine = [r for r in doc["records"] if r["backend"].endswith(f"kind={kind}")
-                                or r["backend"] == f"kernel:{func}"]  # fmt: skip
+                        found = sorted(where.glob(f"{op}-*.json"))
+                        doc = json.loads(found[-1].read_text()) if found else {"records": []}
+                        mine = [r for r in doc["records"] if r["backend"] in (wrong, f"kernel:{func}")]
                         status = mine[-1]["status"] if mine else f"no record (exit {proc.returncode})"
                         missed += status != "wrong_answer"
                         rows.append([op, dtype, kind, f"opbench {how}", status])

@@ -35,7 +35,8 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   max_err_ratio, inputs: new values or the first ones, checked: the seeded part recomputed;
                   reason when wrong, skipped when over --verify-max-gflop), beside a full check or its
                   `skipped`; `verify.accumulate_assumed` may also name a blocked precision (fp16:256) or a
-                  recurrent unit whose cells compute in the dtype (fp16-cells, bf16-cells).
+                  recurrent unit whose cells compute in the dtype (fp16-cells, bf16-cells),
+                  with "+act=E" where a backend's activations are approximations within E.
 """
 
 from __future__ import annotations

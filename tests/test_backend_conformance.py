@@ -32,12 +32,15 @@ CASES: dict[str, tuple[Any, Any]] = {
     "conv": (conv, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
     "rnn": (rnn, rnn.RnnShape(3, 2, 7, 5)),
     "rnn-relu": (rnn, rnn.RnnShape(3, 2, 7, 5, relu=1)),
+    # one hidden unit: weights of +-1, saturated tanh (MindSpore's approximate tanh, derivative cancellation)
+    "rnn-h1": (rnn, rnn.RnnShape(3, 5, 64, 1)),
     "gru": (gru, gru.GruShape(3, 2, 7, 5)),
     "lstm": (lstm, lstm.LstmShape(3, 2, 7, 5)),
     "gemm:bwd": (gemm_bwd, gemm.GemmShape(17, 31, 13)),
     "conv:bwd": (conv_bwd, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
     "rnn:bwd": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5)),
     "rnn:bwd-relu": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5, relu=1)),
+    "rnn:bwd-h1": (rnn_bwd, rnn.RnnShape(3, 5, 64, 1)),
     "gru:bwd": (gru_bwd, gru.GruShape(3, 2, 7, 5)),
     "lstm:bwd": (lstm_bwd, lstm.LstmShape(3, 2, 7, 5)),
     "conv:bwd-s2-g": (

@@ -127,6 +127,9 @@ class Backend(ABC):
     #: whether this backend's half-precision recurrent layers compute their cells in the dtype (a framework's
     #: layer chains tensor ops: ops/recurrent.py, the "-cells" units) or in fp32 (a fused kernel: ours)
     half_cells: ClassVar[bool] = True
+    #: the absolute error of its recurrent layers' fp32 activations where they are approximations (None:
+    #: within a few ulps, ops/recurrent.py ACTIVATION_ULPS)
+    activation_error: ClassVar[float | None] = None
 
     @abstractmethod
     def unavailable_reason(self) -> str | None:
@@ -156,7 +159,9 @@ class Backend(ABC):
 
         table = self.accumulate if device == "cpu" else self.accumulate_accelerator
         sums = self.accumulate_ops.get((op, dtype)) if device == "cpu" else None
-        return assumed_accumulation(op, dtype, sums or table.get(dtype, dtype), self.half_cells)
+        return assumed_accumulation(
+            op, dtype, sums or table.get(dtype, dtype), self.half_cells, self.activation_error
+        )
 
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         """None when this backend runs `op` in `dtype`, else why not."""

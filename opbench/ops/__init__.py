@@ -64,16 +64,22 @@ def get_op(name: str) -> ModuleType:
 RECURRENT = ("rnn", "gru", "lstm")
 
 
-def assumed_accumulation(key: str, dtype: str, sums: str, half_cells: bool) -> str:
+def assumed_accumulation(
+    key: str, dtype: str, sums: str, half_cells: bool, activation_error: float | None = None
+) -> str:
     """What a verification bound assumes of a case: the precision its products are summed in (`sums`), or,
     for a recurrent forward pass in a 2-byte dtype, the unit (ops/recurrent.py: UNITS) of an
     implementation that sums in `sums` and computes its cells in the dtype (`half_cells`: a framework's
-    layer) or in fp32 (a fused kernel)."""
-    if key in RECURRENT and dtype in ("fp16", "bf16"):
-        if sums != "fp32":
-            return sums
-        return f"{dtype}-cells" if half_cells else "fp32"
-    return sums
+    layer) or in fp32 (a fused kernel); a recurrent backward pass whose layer chains half-precision tensor
+    ops is taken to sum in the dtype. `activation_error`: a recurrent layer's fp32 activations are within
+    that (absolute), not within a few ulps ("+act=E")."""
+    op, _, pass_name = key.partition(":")
+    act = f"+act={activation_error:g}" if activation_error and op in RECURRENT else ""
+    if op in RECURRENT and dtype in ("fp16", "bf16") and sums == "fp32":
+        if pass_name:
+            return (dtype if half_cells else sums) + act
+        return (f"{dtype}-cells" if half_cells else "fp32") + act
+    return sums + act
 
 
 def shape_label(op: str, fields: Any) -> str:

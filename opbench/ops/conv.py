@@ -347,11 +347,7 @@ def named_outputs(shape: ConvShape, output: Any) -> dict[str, Any]:
     return {"y": output}
 
 
-def spot_check(
-    shape: ConvShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
-) -> dict[str, Any]:
-    """The check of an output on seeded images and filters (spot_part)."""
-    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
+spot_check = spot.checker(spot_part, named_outputs)
 
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------

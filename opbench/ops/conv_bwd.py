@@ -204,11 +204,7 @@ def named_outputs(shape: ConvShape, output: Any) -> dict[str, Any]:
     return dict(zip(("dx", "dw"), output, strict=True))
 
 
-def spot_check(
-    shape: ConvShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
-) -> dict[str, Any]:
-    """The check of (dx, dw) on seeded images of dx and filters of dw (spot_part)."""
-    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
+spot_check = spot.checker(spot_part, named_outputs)
 
 
 def plan(

@@ -170,11 +170,7 @@ def named_outputs(shape: GemmShape, output: Any) -> dict[str, Any]:
     return {"c": output}
 
 
-def spot_check(
-    shape: GemmShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
-) -> dict[str, Any]:
-    """The check of an output on seeded rows of C (spot_part)."""
-    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
+spot_check = spot.checker(spot_part, named_outputs)
 
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------

@@ -139,11 +139,7 @@ def named_outputs(shape: GemmShape, output: Any) -> dict[str, Any]:
     return dict(zip(OUTPUTS, output, strict=True))
 
 
-def spot_check(
-    shape: GemmShape, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
-) -> dict[str, Any]:
-    """The check of (dA, dB) on seeded rows of dA and columns of dB (spot_part)."""
-    return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
+spot_check = spot.checker(spot_part, named_outputs)
 
 
 def plan(

@@ -40,6 +40,7 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     operand_maxima,
     recurrent_magnitude,
     scale,
+    shared_magnitudes,
     sizes_from_case,
     spot_cost_flops,
     spot_of,
@@ -113,11 +114,7 @@ def reference(shape: LstmShape, inputs: dict[str, np.ndarray]) -> RecurrentRefer
         y[t], c_all[t] = hs, cs
     store = store_of(inputs)
 
-    @functools.cache
-    def magnitudes() -> tuple[np.ndarray, Any]:  # the same for every unit: computed once
-        return absolute_projection(shape, f64) + recurrent_magnitude(h_prev, w_hh), operand_maxima(
-            f64, h_prev
-        )
+    magnitudes = functools.cache(functools.partial(shared_magnitudes, shape, f64, h_prev, w_hh))
 
     def scales(unit: Unit) -> dict[str, np.ndarray]:
         # In variances (squared scales), every term that does not depend on the previous step's errors

@@ -69,6 +69,8 @@ class Unit:
 
     sums: str
     cells: str
+    # absolute error of an activation computed in fp32 (before its rounding to the cells' precision)
+    act: float = 0.0
 
 
 # The units a bound can assume (a backend's accumulation(), Backend.half_cells; a user's
@@ -184,10 +186,8 @@ class RecurrentReference:
         self._cache: dict[str, dict[str, np.ndarray]] = {}
 
     def scales(self, unit: str) -> dict[str, np.ndarray]:
-        if unit not in UNITS:
-            raise ValueError(f"unknown recurrent unit {unit!r} (expected one of {', '.join(UNITS)})")
         if unit not in self._cache:
-            self._cache[unit] = self._scales(UNITS[unit])
+            self._cache[unit] = self._scales(unit_of(unit))
         return self._cache[unit]
 
     @property
@@ -210,11 +210,25 @@ class RecurrentReference:
 # sequence larger than its values).
 
 
+def unit_of(name: str) -> Unit:
+    """A unit by name (UNITS), optionally with "+act=E": activations within E absolute (a backend whose fp32
+    tanh is an approximation: Backend.activation_error), instead of ACTIVATION_ULPS fp32 ulps."""
+    base, _, act = name.partition("+act=")
+    if base not in UNITS:
+        raise ValueError(f"unknown recurrent unit {name!r} (expected one of {', '.join(UNITS)}[+act=E])")
+    try:
+        allowed = float(act) if act else ACTIVATION_ULPS * UNIT_ROUNDOFF["fp32"]
+    except ValueError:
+        raise ValueError(f"unknown recurrent unit {name!r}: +act= takes a number") from None
+    return replace(UNITS[base], act=allowed)
+
+
 def activation_error(value: np.ndarray, unit: Unit) -> np.ndarray:
     """Bound on the error of an activation's value (sigmoid or tanh, |value| <= 1): computed in fp32 within
-    ACTIVATION_ULPS, then rounded to the cells' precision. Every framework's half-precision activation on
-    a CPU computes in fp32 (torch, TensorFlow and MindSpore upcast; ours is fp32 throughout)."""
-    return ACTIVATION_ULPS * UNIT_ROUNDOFF["fp32"] + UNIT_ROUNDOFF[unit.cells] * np.abs(value)
+    unit.act (ACTIVATION_ULPS fp32 ulps, or what the backend declares), then rounded to the cells'
+    precision. Every framework's half-precision activation on a CPU computes in fp32 (torch, TensorFlow and
+    MindSpore upcast; ours is fp32 throughout)."""
+    return unit.act + UNIT_ROUNDOFF[unit.cells] * np.abs(value)
 
 
 def store_roundoff(unit: Unit, store: str) -> float:
@@ -250,6 +264,15 @@ def recurrent_magnitude(h_prev: np.ndarray, w_hh: np.ndarray) -> np.ndarray:
     return (np.abs(h_prev).reshape(t * b, h) @ np.abs(w_hh).T).reshape(t, b, -1)
 
 
+def shared_magnitudes(
+    shape: RecurrentShape, f64: dict[str, np.ndarray], h_prev: np.ndarray, w_hh: np.ndarray
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """What the scales of every unit share, for an op that adds both biases to one sum (rnn, lstm): the
+    pre-activations' magnitudes and operand maxima (computed once per reference)."""
+    magnitude = absolute_projection(shape, f64) + recurrent_magnitude(h_prev, w_hh)
+    return magnitude, operand_maxima(f64, h_prev)
+
+
 def operand_maxima(f64: dict[str, np.ndarray], h_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The largest |operand| on each side of every pre-activation's products, biases included (times 1):
     per step and batch row (x, h), per gate row (W_ih, W_hh, b_ih, b_hh), for numerics.squares_bound."""
@@ -275,7 +298,8 @@ def dot_scale(
     scale = accumulation_error(value, magnitude, squares, n, unit.sums) / LAMBDA
     if unit.cells != unit.sums:
         u = UNIT_ROUNDOFF[unit.cells]
-        scale = np.sqrt(np.square(scale) + sum(np.square(u * p) for p in (*parts, value)))
+        # each part rounded twice (its product, then with its bias added), their sum once
+        scale = np.sqrt(np.square(scale) + sum(2 * np.square(u * p) for p in parts) + np.square(u * value))
     return scale
 
 
@@ -340,12 +364,7 @@ def spot_of(reference: Callable[[Any, dict[str, np.ndarray]], Any]) -> tuple[Cal
         checked = spot.rows_text("batch rows", rows, b)
         return spot.Part(shapes, index, {n: ref.outputs[n] for n in names}, bounds, checked)
 
-    def spot_check(
-        shape: Any, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
-    ) -> dict[str, Any]:
-        return spot_part(shape, inputs, dtype, accumulate, seed).compare(named_outputs(shape, output), dtype)
-
-    return spot_part, spot_check
+    return spot_part, spot.checker(spot_part, named_outputs)
 
 
 def named_outputs(shape: RecurrentShape, output: Any) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     operand_maxima,
     recurrent_magnitude,
     scale,
+    shared_magnitudes,
     sizes_from_case,
     spot_cost_flops,
     spot_of,
@@ -136,11 +137,7 @@ def reference(shape: RnnShape, inputs: dict[str, np.ndarray]) -> RecurrentRefere
         y[t] = hs
     store = store_of(inputs)
 
-    @functools.cache
-    def magnitudes() -> tuple[np.ndarray, Any]:  # the same for every unit: computed once
-        return absolute_projection(shape, f64) + recurrent_magnitude(h_prev, w_hh), operand_maxima(
-            f64, h_prev
-        )
+    magnitudes = functools.cache(functools.partial(shared_magnitudes, shape, f64, h_prev, w_hh))
 
     def scales(unit: Unit) -> dict[str, np.ndarray]:
         u_store = store_roundoff(unit, store)
@@ -154,16 +151,17 @@ def reference(shape: RnnShape, inputs: dict[str, np.ndarray]) -> RecurrentRefere
             fixed = np.square(activation_error(y, unit)) + stored
         w2 = np.square(w_hh)
         v_h = np.zeros((b, h))
-        v_y = np.empty((t_len, b, h))
+        v_y, v_zs = np.empty((t_len, b, h)), np.empty((t_len, b, h))
         for t in range(t_len):
-            v_z = v_dot[t] + v_h @ w2.T
+            v_z = v_zs[t] = v_dot[t] + v_h @ w2.T
             if shape.relu:
                 v_h = np.where(z[t] > -LAMBDA * np.sqrt(v_z), v_z, 0.0) + stored[t]
             else:
                 v_h = slope2[t] * v_z + fixed[t]
             v_y[t] = v_h
         s_y = np.sqrt(v_y)
-        return {"y": s_y, "h_n": s_y[-1]}
+        # (and the pre-activations' own scale: the backward's ReLU units that may switch)
+        return {"y": s_y, "h_n": s_y[-1], "z": np.sqrt(v_zs)}
 
     return RecurrentReference({"y": y, "h_n": y[-1]}, scales)
 

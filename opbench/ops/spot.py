@@ -14,6 +14,7 @@ part of the full reference, and a whole-output fault (stale, scaled, shifted, no
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,18 @@ class Part:
                 }
             taken[name] = arr[self.index[name]]
         return {**compare(taken, self.refs, self.bounds, dtype), "checked": self.checked}
+
+
+def checker(part: Callable[..., Part], named: Callable[[Any, Any], dict[str, Any]]) -> Callable[..., Any]:
+    """An op's spot_check(shape, output, inputs, dtype, accumulate, seed) from its spot_part and
+    named_outputs: the output's named arrays compared with the part."""
+
+    def spot_check(
+        shape: Any, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    ) -> dict[str, Any]:
+        return part(shape, inputs, dtype, accumulate, seed).compare(named(shape, output), dtype)
+
+    return spot_check
 
 
 def rows_text(what: str, picked: np.ndarray, total: int) -> str:
