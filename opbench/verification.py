@@ -16,6 +16,7 @@ import collections
 import contextlib
 import functools
 import zlib
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from opbench.case import Outcome, Reason
@@ -68,6 +69,22 @@ class Expected:
                 self.shape, self.inputs, self.reference, self.dtype, accumulate
             )
         return self._bounds[accumulate]
+
+
+@dataclass(frozen=True)
+class TimedCheck:
+    """One visit's check of the output of its timed calls: in the record's verify.timed (to_dict)."""
+
+    round: int
+    skipped: str | None = None  # over --verify-max-gflop: not checked
+    ok: bool | None = None
+    max_err_ratio: float | None = None
+    inputs: str | None = None  # new values, or the first ones where the backend cannot rewrite them
+    checked: str | None = None  # what was recomputed (the op's spot part)
+    reason: str | None = None  # why it is wrong
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def check_first(cfg: SweepConfig, case: CaseRun, output: Any, expected: Expected | None) -> bool:
@@ -140,7 +157,7 @@ def check_timed(cfg: SweepConfig, case: CaseRun, prepared: Any, refilled: bool) 
     if cost > cfg.verify_max_gflop * 1e9:
         cap = f"--verify-max-gflop {cfg.verify_max_gflop:g}"
         case.timed.append(
-            {"round": visit, "skipped": f"a spot check would cost {cost / 1e9:.3g} GFLOP, over {cap}"}
+            TimedCheck(visit, skipped=f"a spot check would cost {cost / 1e9:.3g} GFLOP, over {cap}")
         )
         return
     output = prepared.timed_output()
@@ -149,23 +166,23 @@ def check_timed(cfg: SweepConfig, case: CaseRun, prepared: Any, refilled: bool) 
             op.named_outputs(case.shape, output), case.dtype
         )
     del output
-    entry = {
-        "round": visit,
-        "ok": bool(result["ok"]),
-        "max_err_ratio": result.get("max_err_ratio"),
-        "inputs": "new values" if refilled else "the first values (this backend cannot rewrite its inputs)",
-        "checked": result.get("checked"),
-    }
-    case.timed.append(entry)
-    if result["ok"]:
+    check = TimedCheck(
+        visit,
+        ok=bool(result["ok"]),
+        max_err_ratio=result.get("max_err_ratio"),
+        inputs="new values" if refilled else "the first values (this backend cannot rewrite its inputs)",
+        checked=result.get("checked"),
+        reason=None if result["ok"] else result.get("reason") or "error above the bound",
+    )
+    case.timed.append(check)
+    if check.ok:
         return
-    entry["reason"] = result.get("reason") or "error above the bound"
     case.visits.clear()
     case.prepared = None
     case.end(
         Outcome(
             Reason.WRONG_ANSWER,
-            f"the output of the timed calls of round {visit} is wrong ({entry['reason']}; "
-            f"{entry['checked']}); the first call was right",
+            f"the output of the timed calls of round {visit} is wrong ({check.reason}; {check.checked}); "
+            "the first call was right",
         )
     )

@@ -172,7 +172,8 @@ class CaseRun:
     accumulate: str = ""  # what its verification bounds assume (Backend.accumulation, or its details)
     inputs: dict[str, Any] | None = None  # the values its prepared case computes on (between checks)
     first_inputs: dict[str, Any] | None = None  # the values it was prepared on, which refills move
-    timed: list[dict[str, Any]] = field(default_factory=list)  # each visit's check of its timed output
+    # each visit's check of its timed output
+    timed: list[verification.TimedCheck] = field(default_factory=list)
 
     @property
     def shape(self) -> Any:
@@ -352,7 +353,8 @@ def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
     reasons = list(guards.get("reasons", []))
     verify = case.verify
     if case.timed:
-        verify = {**(verify or {"skipped": "no float64 check of the first call"}), "timed": list(case.timed)}
+        timed = [t.to_dict() for t in case.timed]
+        verify = {**(verify or {"skipped": "no float64 check of the first call"}), "timed": timed}
     base = {"verify": verify, "details": case.details, "repro": case.repro}
     if any(r.startswith("mistrusted") for r in reasons):
         flags.append("mistrusted")

@@ -26,7 +26,7 @@ import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
 from opbench.ops import recurrent as fwd
-from opbench.ops import spot
+from opbench.ops import rnn, spot
 from opbench.ops.numerics import LAMBDA, compare, gamma, tiny
 
 PASS = "bwd"
@@ -207,9 +207,7 @@ def reference(shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray]) -> dict[
     # magnitudes, and whole in `switching` (an error of a full term, not a rounding of it).
     relu = fwd.cell_of(shape) == "rnn_relu"
     margin: Any = 0.0
-    if relu:
-        from opbench.ops import rnn
-
+    if relu:  # (the forward's scales: ops/rnn.py's reference, run once more for them)
         margin = LAMBDA * rnn.reference(shape, inputs).scales(store)["z"]
     out = {
         "grads": _bptt(shape, f64, fw, "value"),
