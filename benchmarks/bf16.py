@@ -28,7 +28,7 @@ import argparse
 import sys
 from typing import Any
 
-from side_by_side import geomean, measure_variants, print_markdown, run_per_thread_count
+from side_by_side import measure_variants, print_markdown, ratio_summary, run_per_thread_count
 
 from opbench import __version__, kernels, peak
 from opbench.backends import make_backend
@@ -175,12 +175,9 @@ def main() -> int:
     for suite in suites:
         mine = [r for r in rows if r["suite"] == suite and r["best"]]
         if mine:
-            low = min(mine, key=lambda r: r["ratio"])
             utils = [100 * r["ours"] / r["peak"] for r in mine]
-            print(
-                f"{suite:>8}: geomean {geomean([r['ratio'] for r in mine]):.2f}, min {low['ratio']:.2f} "
-                f"({low['shape']} vs {low['best']}); ours {min(utils):.0f}-{max(utils):.0f}% of the peak"
-            )
+            summary = ratio_summary(mine, lambda r: r["shape"])
+            print(f"{suite:>8}: {summary}; ours {min(utils):.0f}-{max(utils):.0f}% of the peak")
     if args.markdown:
         head = ["shape", "threads", "ours GFLOPS", "ours % peak", *peers, "best peer", "ours / best"]
         table = [

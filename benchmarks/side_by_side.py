@@ -79,6 +79,14 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def ratio_summary(rows: list[dict[str, Any]], label: Any) -> str:
+    """'geomean G, min R (LABEL vs PEER)' of rows with "ratio" (ours / best) and "best" (the peer's name);
+    label(row) names a row's shape."""
+    low = min(rows, key=lambda r: r["ratio"])
+    mean = geomean([r["ratio"] for r in rows])
+    return f"geomean {mean:.2f}, min {low['ratio']:.2f} ({label(low)} vs {low['best']})"
+
+
 def run_per_thread_count(script: str, threads_list: list[int]) -> int:
     """Run `script` again once per thread count, with this process's arguments and --threads=T, and return
     the worst exit code. Each run pins itself to that many CPUs before any framework starts a thread:

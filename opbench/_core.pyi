@@ -35,7 +35,7 @@ def prepare_conv2d(
     w: np.ndarray,
     out: np.ndarray | None = None,
     stride: tuple[int, int] = (1, 1),
-    padding: tuple[int, int] = (0, 0),
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0),  # top, bottom, left, right
     dilation: tuple[int, int] = (1, 1),
     groups: int = 1,
     tile_m: int | None = None,
@@ -79,7 +79,7 @@ def prepare_conv2d_backward(
     w: np.ndarray,
     dy: np.ndarray,
     stride: tuple[int, int] = (1, 1),
-    padding: tuple[int, int] = (0, 0),
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0),  # top, bottom, left, right
     dilation: tuple[int, int] = (1, 1),
     groups: int = 1,
     dx: np.ndarray | None = None,

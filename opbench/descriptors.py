@@ -5,31 +5,30 @@ The grammar is oneDNN benchdnn's, for the ops opbench runs:
 
     conv    [gX][mbX]icX[ihX][iwX]ocX[ohX][owX][khX][kwX][shX][swX][phX][pwX][dhX][dwX]   '_' ignored
             defaults: g 1, mb 2, strides 1, dilation 0 (benchdnn counts the taps skipped: opbench's
-            dilation is dh + 1), iw = ih, kw = kh; ph/pw deduced from oh/ow when those are given, else 0.
-    matmul  MxK:KxN                                     (2-D; batched descriptors are refused)
+            dilation is dh + 1), iw = ih, kw = kh; a problem without ih (iw, kw, ... only) is 1-D, run as
+            2-D with height 1. ph/pw pad the top and the left; with an output size given, the bottom and
+            right padding follow from it (benchdnn's padding_r), and ph/pw, when not given, are half of all
+            the padding it needs. A key given twice takes the later value (with a note).
+    matmul  MxK:KxN, or BxMxK:BxKxN (batched: B may be several dimensions, B1xB2xMxK; their product is the
+            batch)                                      a third `:MxN` part (the output) is checked
     rnn     [lX][tX][mbX]sicX[slcX][dhcX][dicX]         defaults: l 1, t 1, mb 2, slc = dhc = sic,
                                                         dic = dhc; --alg VANILLA_RNN (RELU activation),
                                                         VANILLA_LSTM, LBR_GRU
 Any of them may end in a name: `n"resnet_50:conv1"` or `nNAME`.
 
-A batch file holds one or more descriptors per line, `#` comments, and the benchdnn options that map to
-what opbench runs: the driver (`--conv`, `--matmul`, `--rnn`), `--cfg`/`--dt` (f32, f16, bf16), `--dir`/
-`--prop` (forward only: the backward pass is `--pass bwd`), `--alg`, `--activation`, `--direction`
-(left2right only), `--mb` (overrides the minibatch), `--reset`, `--batch=FILE` (relative to this file)
-and, harmless here, `--mode`. Options hold for the descriptors after them until changed or reset.
-Anything else is refused with its line number: opbench never guesses at a problem.
+A descriptor under the options in force (`Options`: what a batch file's benchdnn options set, read by
+batchfiles.py) expands into a Problem for each combination of their values opbench runs and a Skipped, with
+its reason, for each it does not (`expand`); `parse` wants one that runs (--problem).
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.files import MAX_SPEC_BYTES, read_input
 from opbench.ops import get_op
 
 RECURRENT_ALGS = {"VANILLA_RNN": "rnn", "VANILLA_LSTM": "lstm", "LBR_GRU": "gru"}
@@ -43,12 +42,21 @@ REFUSED_ALGS = {
 DTYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16"}
 DRIVERS = {"conv": "conv", "matmul": "gemm", "rnn": "rnn"}
 FORWARD = ("FWD_B", "FWD_D", "FWD_I")
-MAX_INCLUDE_DEPTH = 8
 
 _CONV_KEYS = ("g", "mb", "ic", "ih", "iw", "oc", "oh", "ow", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw")
+_H_KEYS = ("ih", "oh", "kh", "sh", "ph", "dh")
 _RNN_KEYS = ("l", "t", "mb", "sic", "slc", "dhc", "dic")
-_THREE_D = ("id", "od", "kd", "sd", "pd", "dd")
+_FLAT_DEPTH = {"id": 1, "od": 1, "kd": 1, "sd": 1, "pd": 0, "dd": 0}  # the depth entries of a 2-D problem
+_THREE_D = tuple(_FLAT_DEPTH)
 _ENTRY = re.compile(r"([a-z]+)(\d+)")
+
+
+class Unrunnable(ValueError):
+    """A well-formed problem opbench does not run (`kind`: what makes it so, for the summary)."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -62,17 +70,52 @@ class Problem:
     text: str
     where: str  # "--problem" or "FILE:LINE"
     name: str = ""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A problem of a batch file that opbench does not run, and why (`kind` groups the reasons)."""
+
+    text: str
+    where: str
+    kind: str
+    reason: str
+    family: str = ""  # conv, gemm or recurrent: the descriptor's form
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "where": self.where,
+            "text": self.text,
+            "family": self.family,
+            "kind": self.kind,
+            "reason": self.reason,
+        }
 
 
 @dataclass
-class _Options:
-    """The benchdnn options in force at a point of a batch file."""
+class Options:
+    """The benchdnn options in force at a point of a batch file (lists: every value runs)."""
 
     driver: str | None = None
-    dtypes: tuple[str, ...] | None = None
-    alg: str | None = None
-    activation: str | None = None
-    mb: int = 0
+    cfgs: tuple[str, ...] | None = None
+    dirs: tuple[str, ...] = ("FWD_B",)
+    algs: tuple[str, ...] | None = None
+    activations: tuple[str, ...] | None = None
+    mbs: tuple[int, ...] = (0,)
+    ts: tuple[int, ...] = (0,)  # rnn: --t and --l override the descriptor's (0: its own)
+    ls: tuple[int, ...] = (0,)
+    directions: tuple[str, ...] = ("left2right",)
+    match: re.Pattern[str] | None = None
+    changes: tuple[tuple[str, str], ...] = ()  # (option, what it changes) in force
+    unknown: str | None = None  # an option opbench does not read, in force
+
+    @property
+    def dtypes(self) -> tuple[str, ...] | None:
+        """The runnable dtypes the cfgs name (None: the command line's)."""
+        if self.cfgs is None:
+            return None
+        return tuple(dict.fromkeys(DTYPES[c] for c in self.cfgs if c in DTYPES))
 
 
 def _name_split(text: str) -> tuple[str, str]:
@@ -83,7 +126,8 @@ def _name_split(text: str) -> tuple[str, str]:
     return text[:i], text[i + 1 :].strip('"')
 
 
-def _entries(text: str, keys: tuple[str, ...], what: str) -> dict[str, int]:
+def _entries(text: str, keys: tuple[str, ...], what: str, notes: list[str]) -> dict[str, int]:
+    """NAME<integer> entries; a key given twice takes the later value, with a note (benchdnn's rule)."""
     body = text.replace("_", "")
     out: dict[str, int] = {}
     pos = 0
@@ -92,28 +136,69 @@ def _entries(text: str, keys: tuple[str, ...], what: str) -> dict[str, int]:
         if m is None:
             raise ValueError(f"cannot read '{body[pos:]}' as NAME<integer> entries")
         key, value = m.group(1), int(m.group(2))
-        if key in _THREE_D:
-            raise ValueError(f"'{key}' makes it a 3-D {what}; opbench runs 2-D convolutions")
+        pos = m.end()
+        if key in _THREE_D:  # a depth of 1 (id1 kd1 od1 sd1 pd0 dd0) is a 2-D problem
+            if value != _FLAT_DEPTH[key]:
+                raise Unrunnable(
+                    "3-D", f"{key}{value} makes it a 3-D {what}; opbench runs 1-D and 2-D convolutions"
+                )
+            continue
         if key not in keys:
             raise ValueError(f"unknown {what} entry '{key}' (known: {' '.join(keys)})")
-        if key in out:
-            raise ValueError(f"'{key}' given twice")
+        if key in out and out[key] != value:
+            notes.append(
+                f"'{key}' given twice: the later {key}{value} is used (not {key}{out[key]}), as benchdnn does"
+            )
         out[key] = value
-        pos = m.end()
     return out
 
 
-def _conv(text: str, opts: _Options) -> Any:
-    e = _entries(text, _CONV_KEYS, "convolution")
+def _padding(axis: str, size: int, k: int, st: int, d: int, o: int | None, p: int | None) -> tuple[int, int]:
+    """(start, end) padding of one axis, as benchdnn derives them: without an output size both sides are p
+    (0 if not given); with one, p when not given is half of what it needs (rounded down) and the end is what
+    makes that output size."""
+    extent = (k - 1) * d + 1
+    if o is None:
+        start = p or 0
+        end = start
+    else:
+        if o < 1:
+            raise ValueError(f"'o{axis}' must be >= 1, got {o}")
+        need = (o - 1) * st - size + extent
+        start = int(need / 2) if p is None else p  # C's division, as benchdnn's
+        end = need - start
+    if start < 0:
+        raise Unrunnable(
+            "negative padding", f"o{axis}{o} needs p{axis}{start}: negative padding crops the input"
+        )
+    if end < 0:  # the last rows are not read: the smallest end padding that gives the same output
+        out = (size + start - extent) // st + 1
+        if out != o:
+            raise Unrunnable(
+                "negative padding",
+                f"o{axis}{o} needs {end} padding at the end: negative padding crops the input",
+            )
+        end = 0
+    if (size + start + end - extent) // st + 1 < 1:
+        raise ValueError(f"k{axis}{k} (dilation {d - 1}) does not fit i{axis}{size} with p{axis}{start}")
+    return start, end
+
+
+def _conv(text: str, mb: int, notes: list[str]) -> Any:
+    e = _entries(text, _CONV_KEYS, "convolution", notes)
     for key in ("ic", "oc"):
         if key not in e:
             raise ValueError(f"'{key}' is required")
     if "ih" not in e:
-        raise ValueError("'ih' is required (a 1-D convolution is written ih1)")
+        if any(k in e for k in _H_KEYS) or "iw" not in e:
+            raise ValueError("'ih' is required (a 1-D convolution gives iw, kw, ... only)")
+        e.update(ih=1, kh=1, sh=1, ph=0, dh=0, oh=1)  # 1-D: benchdnn's meaning, height 1
+        if "kw" not in e:
+            raise ValueError("'kw' is required")
     if "kh" not in e:
         raise ValueError("'kh' is required")
     g = e.get("g", 1)
-    n = opts.mb or e.get("mb", 2)
+    n = mb or e.get("mb", 2)
     # benchdnn's one implicit rule: a width value not given is the height's (a square problem)
     h, r, sh, dh = e["ih"], e["kh"], e.get("sh", 1), e.get("dh", 0)
     w, s, sw, dw = e.get("iw", h), e.get("kw", r), e.get("sw", sh), e.get("dw", dh)
@@ -123,76 +208,90 @@ def _conv(text: str, opts: _Options) -> Any:
                    ("kw", s), ("sh", sh), ("sw", sw)):  # fmt: skip
         if v < 1:
             raise ValueError(f"'{key}' must be >= 1, got {v}")
-    pads = []
-    for axis, size, k, st, d, o, p in (("h", h, r, sh, dh + 1, oh, ph), ("w", w, s, sw, dw + 1, ow, pw)):
-        if p is None:  # deduced from the output size, as benchdnn does; 0 without one
-            p = 0 if o is None else max(0, ((o - 1) * st - size + (k - 1) * d + 1) // 2)
-        out = (size + 2 * p - d * (k - 1) - 1) // st + 1
-        if out < 1:
-            raise ValueError(f"k{axis}{k} (dilation {d - 1}) does not fit i{axis}{size} with p{axis}{p}")
-        if o is not None and o != out:
-            raise ValueError(
-                f"o{axis}{o} does not follow from i{axis}{size} k{axis}{k} s{axis}{st} p{axis}{p} "
-                f"d{axis}{d - 1}: that gives o{axis}{out} (opbench pads both sides alike)"
-            )
-        pads.append(p)
-    op = get_op("conv")
-    return op.shape_from_case(
+    top, bottom = _padding("h", h, r, sh, dh + 1, oh, ph)
+    left, right = _padding("w", w, s, sw, dw + 1, ow, pw)
+    return get_op("conv").shape_from_case(
         {"n": n, "c": e["ic"], "h": h, "w": w, "k": e["oc"], "r": r, "s": s, "stride_h": sh, "stride_w": sw,
-         "pad_h": pads[0], "pad_w": pads[1], "dil_h": dh + 1, "dil_w": dw + 1, "groups": g}
+         "pad_h": top, "pad_w": left, "pad_h_end": bottom, "pad_w_end": right, "dil_h": dh + 1,
+         "dil_w": dw + 1, "groups": g}
     )  # fmt: skip
 
 
-def _matmul(text: str) -> Any:
-    left, sep, right = text.replace("_", "").partition(":")
-    a = left.split("x")
-    b = right.split("x")
-    if not sep or len(a) != len(b) or len(a) < 2:
-        raise ValueError("expected MxK:KxN")
-    if len(a) > 2:
-        raise ValueError("a batched matmul; opbench's gemm is 2-D (MxK:KxN)")
+def _dims(part: str) -> list[int]:
     try:
-        m, k, k2, n = (int(v) for v in (*a, *b))
+        return [int(v) for v in part.split("x")]
     except ValueError:
         raise ValueError("expected MxK:KxN with integer sizes") from None
+
+
+def _matmul(text: str) -> Any:
+    parts = text.replace("_", "").split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError("expected MxK:KxN or BxMxK:BxKxN")
+    a, b = _dims(parts[0]), _dims(parts[1])
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("expected MxK:KxN or BxMxK:BxKxN")
+    (m, k), (k2, n) = a[-2:], b[-2:]
     if k != k2:
         raise ValueError(f"the inner dimensions differ ({k} and {k2})")
-    return get_op("gemm").shape_from_case({"m": m, "n": n, "k": k})
+    lead_a, lead_b = a[:-2], b[:-2]
+    if lead_a != lead_b:
+        if len(lead_a) == len(lead_b) and all(
+            x == y or 1 in (x, y) for x, y in zip(lead_a, lead_b, strict=True)
+        ):
+            raise Unrunnable("broadcast", "a broadcast batched matmul (batch dimensions of 1 against more)")
+        if len(lead_a) != len(lead_b):
+            raise Unrunnable("broadcast", "a broadcast matmul (operands of different ranks)")
+        raise ValueError(
+            f"the batch dimensions differ ({'x'.join(map(str, lead_a))} and {'x'.join(map(str, lead_b))})"
+        )
+    if len(parts) == 3 and _dims(parts[2]) != [*lead_a, m, n]:
+        raise ValueError(f"the output '{parts[2]}' is not {'x'.join(map(str, [*lead_a, m, n]))}")
+    if min(a + b) < 1:
+        raise ValueError("sizes must be >= 1")
+    return get_op("gemm").shape_from_case({"m": m, "n": n, "k": k, "batch": prod(lead_a)})
 
 
-def _recurrent(text: str, op_name: str, opts: _Options) -> Any:
-    e = _entries(text, _RNN_KEYS, "rnn")
+def _recurrent(
+    text: str, op_name: str, sizes: dict[str, int], activation: str | None, notes: list[str]
+) -> Any:
+    e = _entries(text, _RNN_KEYS, "rnn", notes)
+    e.update({k: v for k, v in sizes.items() if v})  # --mb, --t, --l
     if "sic" not in e:
         raise ValueError("'sic' is required")
     if e.get("l", 1) != 1:
-        raise ValueError(f"l{e['l']}: opbench's recurrent ops run one layer")
+        raise Unrunnable("layers", f"l{e['l']}: opbench's recurrent ops run one layer")
     hidden = e.get("dhc", e["sic"])
     if e["sic"] != hidden:
-        raise ValueError(f"sic{e['sic']} differs from dhc{hidden}: opbench's h0 has the hidden size")
+        raise Unrunnable(
+            "state size", f"sic{e['sic']} differs from dhc{hidden}: opbench's h0 has the hidden size"
+        )
     if e.get("dic", hidden) != hidden:
-        raise ValueError(f"dic{e['dic']} differs from dhc{hidden}: a projection is not an opbench op")
+        raise Unrunnable(
+            "projection", f"dic{e['dic']} differs from dhc{hidden}: a projection is not an opbench op"
+        )
     fields: dict[str, Any] = {
         "seq_len": e.get("t", 1),
-        "batch": opts.mb or e.get("mb", 2),
+        "batch": e.get("mb", 2),
         "input_size": e.get("slc", e["sic"]),
         "hidden": hidden,
     }
     if op_name == "rnn":
-        activation = opts.activation or "RELU"  # benchdnn's default for VANILLA_RNN
+        activation = activation or "RELU"  # benchdnn's default for VANILLA_RNN
         if activation not in ("RELU", "TANH"):
-            raise ValueError(f"--activation={activation}: opbench's rnn is tanh or ReLU")
+            raise Unrunnable("activation", f"--activation={activation}: opbench's rnn is tanh or ReLU")
         fields["relu"] = int(activation == "RELU")
     return get_op(op_name).shape_from_case(fields)
 
 
-def _recurrent_op(command_op: str | None, opts: _Options) -> str:
-    if opts.alg is None:
+def _recurrent_op(command_op: str | None, alg: str | None) -> str:
+    if alg is None:
         return command_op if command_op in ALG_OF else "rnn"  # benchdnn's default alg is VANILLA_RNN
-    if opts.alg in REFUSED_ALGS:
-        raise ValueError(f"--alg={opts.alg}: {REFUSED_ALGS[opts.alg]}")
-    if opts.alg not in RECURRENT_ALGS:
-        raise ValueError(f"unknown --alg={opts.alg} (known: {', '.join(RECURRENT_ALGS)})")
-    return RECURRENT_ALGS[opts.alg]
+    if alg in REFUSED_ALGS:
+        raise Unrunnable("alg", f"--alg={alg}: {REFUSED_ALGS[alg]}")
+    if alg not in RECURRENT_ALGS:
+        raise ValueError(f"unknown --alg={alg} (known: {', '.join([*RECURRENT_ALGS, *REFUSED_ALGS])})")
+    return RECURRENT_ALGS[alg]
 
 
 def _kind(text: str) -> str:
@@ -204,140 +303,130 @@ def _kind(text: str) -> str:
     return "conv"
 
 
-def parse(text: str, command_op: str | None = None, where: str = "--problem", opts: Any = None) -> Problem:
-    """One descriptor. `command_op` is the op the command names (None: the descriptor's form decides);
-    UsageError naming `where` and the problem otherwise."""
-    opts = opts or _Options()
+def _one(
+    entries: str, kind: str, command_op: str | None, sizes: dict[str, int], alg: str | None,
+    activation: str | None, notes: list[str],
+) -> tuple[str, Any]:  # fmt: skip
+    """(op, shape) of one combination of the options' values (`sizes`: --mb, --t, --l; 0 where not given)."""
+    if kind == "gemm":
+        op_name, shape = "gemm", _matmul(entries)
+    elif kind == "conv":
+        op_name, shape = "conv", _conv(entries, sizes["mb"], notes)
+    else:
+        op_name = _recurrent_op(command_op, alg)
+        shape = _recurrent(entries, op_name, sizes, activation, notes)
+    if command_op is not None and op_name != command_op:
+        detail = f" (--alg={ALG_OF[op_name]})" if op_name in ALG_OF else ""
+        raise Unrunnable("other op", f"a {op_name} problem{detail}, but the command runs {command_op}")
+    return op_name, shape
+
+
+def expand(
+    text: str, command_op: str | None = None, where: str = "--problem", opts: Any = None
+) -> list[Problem | Skipped]:
+    """A descriptor under the options in force: a Problem for each combination of their values opbench
+    runs, a Skipped for each it does not; UsageError naming `where` if it is malformed."""
+    opts = opts or Options()
+    out: list[Problem | Skipped] = []
+    notes: list[str] = []
+    entries, name = _name_split(text.strip())
+    kind = _kind(entries)
+
+    def skip(why: str, reason: str) -> None:
+        if not any(isinstance(s, Skipped) and s.reason == reason for s in out):
+            out.append(Skipped(text, where, why, reason, kind))
+
     try:
-        entries, name = _name_split(text.strip())
-        kind = _kind(entries)
         if opts.driver is not None:
             wanted = "recurrent" if opts.driver == "rnn" else opts.driver
             if kind != wanted:
                 raise ValueError(f"a {kind} descriptor under --{_driver_flag(opts.driver)}")
-        if kind == "gemm":
-            op_name, shape = "gemm", _matmul(entries)
-        elif kind == "conv":
-            op_name, shape = "conv", _conv(entries, opts)
-        else:
-            op_name = _recurrent_op(command_op, opts)
-            shape = _recurrent(entries, op_name, opts)
-        if command_op is not None and op_name != command_op:
-            detail = f" (--alg={ALG_OF[op_name]})" if op_name in ALG_OF else ""
-            raise ValueError(f"a {op_name} problem{detail}, but the command runs {command_op}")
+        if opts.match is not None and not opts.match.fullmatch(text.strip()):
+            skip("--match", f"not matched by --match={opts.match.pattern}")
+            return out
+        if opts.unknown is not None:
+            skip("option", f"{opts.unknown} is in force: an option opbench does not read")
+            return out
+        if opts.changes:
+            option, what = opts.changes[0]
+            skip("attributes", f"{option} makes it a problem with {what}")
+            return out
+        dropped = [c for c in opts.cfgs or () if c not in DTYPES]
+        if dropped:
+            skip(
+                "dtype",
+                f"--cfg={','.join(dropped)}: opbench runs f32, f16 and bf16 with one type for every tensor",
+            )
+        if opts.cfgs is not None and not opts.dtypes:
+            return out
+        for d in opts.dirs:
+            if d not in FORWARD:
+                skip("backward", f"--dir={d}: a backward problem (opbench measures backward with --pass bwd)")
+        if not any(d in FORWARD for d in opts.dirs):
+            return out
+        recurrent = kind == "recurrent"
+        for direction in opts.directions if recurrent else ("left2right",):
+            if direction != "left2right":
+                skip("direction", f"--direction={direction}: opbench's recurrent ops run left2right")
+        if recurrent and "left2right" not in opts.directions:
+            return out
+        combos = [
+            ({"mb": mb, "t": t, "l": layers}, alg, act)
+            for mb in opts.mbs
+            for t in (opts.ts if recurrent else (0,))
+            for layers in (opts.ls if recurrent else (0,))
+            for alg in ((opts.algs or (None,)) if recurrent else (None,))
+            for act in ((opts.activations or (None,)) if recurrent else (None,))
+        ]
+        for sizes, alg, act in combos:
+            try:
+                op_name, shape = _one(entries, kind, command_op, sizes, alg, act, notes)
+            except Unrunnable as u:
+                skip(u.kind, str(u))
+                continue
+            problem = Problem(op_name, shape, opts.dtypes, text, where, name, tuple(dict.fromkeys(notes)))
+            if problem not in out:
+                out.append(problem)
+    except Unrunnable as u:
+        skip(u.kind, str(u))
     except ValueError as e:
         raise UsageError(f"{where}: '{text}': {e}") from None
-    return Problem(op_name, shape, opts.dtypes, text, where, name)
+    return out
+
+
+def parse(text: str, command_op: str | None = None, where: str = "--problem", opts: Any = None) -> Problem:
+    """One descriptor that must run (--problem): its first problem; UsageError naming `where` and the
+    problem (malformed, or why opbench does not run it) otherwise."""
+    items = expand(text, command_op, where, opts)
+    for item in items:
+        if isinstance(item, Problem):
+            return item
+    reasons = [item.reason for item in items if isinstance(item, Skipped)]
+    raise UsageError(f"{where}: '{text}': {reasons[0]}")
 
 
 def _driver_flag(driver: str) -> str:
     return {v: k for k, v in DRIVERS.items()}.get(driver, driver)
 
 
-def _dtypes(value: str) -> tuple[str, ...]:
-    out = []
-    for cfg in value.split(","):
-        parts = [p for p in re.split(r"[:]|(?<=\d)(?=[a-z])", cfg) if p]  # f32, f16:f16:f16, bf16bf16bf16
-        kinds = set(parts)
-        if len(kinds) != 1 or next(iter(kinds)) not in DTYPES:
-            raise ValueError(f"'{cfg}': opbench runs f32, f16 and bf16 with one type for every tensor")
-        out.append(DTYPES[next(iter(kinds))])
-    return tuple(dict.fromkeys(out))
-
-
-def _option(token: str, opts: _Options) -> _Options:
-    key, sep, value = token[2:].partition("=")
-    if key in DRIVERS and not sep:
-        return replace(opts, driver=DRIVERS[key])
-    if key == "reset" and not sep:
-        return _Options()
-    if not sep or not value:
-        raise ValueError(f"'{token}' is not an option opbench reads (expected --NAME=VALUE)")
-    if key in ("cfg", "dt"):
-        return replace(opts, dtypes=_dtypes(value))
-    if key in ("dir", "prop"):
-        if value.upper() not in FORWARD:
-            raise ValueError(f"--{key}={value}: only forward problems here; the backward pass is --pass bwd")
-        return opts
-    if key == "alg":
-        return replace(opts, alg=value.upper())
-    if key == "activation":
-        return replace(opts, activation=value.upper())
-    if key == "direction":
-        if value != "left2right":
-            raise ValueError(f"--direction={value}: opbench's recurrent ops run left2right only")
-        return opts
-    if key == "mb":
-        if not value.isdigit():
-            raise ValueError(f"--mb={value}: expected an integer")
-        return replace(opts, mb=int(value))
-    if key == "mode":
-        return opts  # correctness or performance: opbench always verifies and times
-    raise ValueError(f"--{key} is not a benchdnn option opbench maps to its ops")
-
-
-def options(activation: str | None = None) -> _Options:
+def options(activation: str | None = None) -> Options:
     """The options a command line starts a problem with (--nonlinearity: the rnn's activation)."""
-    return _Options(activation=activation.upper() if activation else None)
-
-
-def load_batch(path: Path | str, command_op: str | None = None, start: Any = None) -> list[Problem]:
-    """Every problem of a batch file (and the files it includes), in order; `start`: the options in force
-    at its first line (`options()`)."""
-    return read_batch(path, command_op, start)[0]
-
-
-def read_batch(
-    path: Path | str, command_op: str | None = None, start: Any = None, _depth: int = 0
-) -> tuple[list[Problem], str]:
-    """load_batch's problems, and the file's description: its leading `#` lines, joined."""
-    path = Path(path)
-    if _depth > MAX_INCLUDE_DEPTH:
-        raise UsageError(f"batch file {path}: --batch includes nest deeper than {MAX_INCLUDE_DEPTH}")
-    try:
-        text = read_input(path, MAX_SPEC_BYTES, "batch file").decode("utf-8")
-    except UsageError as e:
-        raise UsageError(f"batch file {e}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"batch file {path}: not UTF-8 text") from None
-    problems: list[Problem] = []
-    opts = start or _Options()
-    for number, line in enumerate(text.splitlines(), start=1):
-        where = f"{path}:{number}"
-        try:
-            tokens = shlex.split(line, comments=True)
-        except ValueError as e:
-            raise UsageError(f"{where}: {e}") from None
-        for token in tokens:
-            if token.startswith("--batch="):
-                include = (path.parent / token.split("=", 1)[1]).resolve()
-                problems += read_batch(include, command_op, opts, _depth + 1)[0]
-            elif token.startswith("-"):
-                try:
-                    opts = _option(token, opts)
-                except ValueError as e:
-                    raise UsageError(f"{where}: {e}") from None
-            else:
-                problems.append(parse(token, command_op, where, opts))
-    if not problems and _depth == 0:
-        raise UsageError(f"batch file {path}: no problem descriptors in it")
-    head = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        head.append(line.lstrip("#").strip())
-    return problems, " ".join(t for t in head if t)
+    return Options(activations=(activation.upper(),) if activation else None)
 
 
 def describe(op_name: str, shape: Any) -> str:
-    """The canonical descriptor of a shape: `parse(describe(op, s), op).shape == s`."""
+    """The canonical descriptor of a shape: `parse(describe(op, s), op).shape == s`. A conv whose sides are
+    padded differently is written with its output size (benchdnn's form): its end padding reads back as the
+    least that gives that output, the same computation where a shape pads rows no output reads."""
     op = op_name.split(":")[0]
     f = shape.to_dict()
     if op == "gemm":
-        return f"{f['m']}x{f['k']}:{f['k']}x{f['n']}"
+        lead = f"{f['batch']}x" if f.get("batch", 1) > 1 else ""
+        return f"{lead}{f['m']}x{f['k']}:{lead}{f['k']}x{f['n']}"
     if op == "conv":
+        out = "" if shape.symmetric else f"oh{shape.out_h}ow{shape.out_w}"
         return (
-            f"g{f['groups']}mb{f['n']}_ic{f['c']}ih{f['h']}iw{f['w']}_oc{f['k']}_kh{f['r']}kw{f['s']}"
+            f"g{f['groups']}mb{f['n']}_ic{f['c']}ih{f['h']}iw{f['w']}_oc{f['k']}{out}_kh{f['r']}kw{f['s']}"
             f"_sh{f['stride_h']}sw{f['stride_w']}_ph{f['pad_h']}pw{f['pad_w']}"
             f"_dh{f['dil_h'] - 1}dw{f['dil_w'] - 1}"
         )

@@ -37,6 +37,10 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   `skipped`; `verify.accumulate_assumed` may also name a blocked precision (fp16:256) or a
                   recurrent unit whose cells compute in the dtype (fp16-cells, bf16-cells),
                   with "+act=E" where a backend's activations are approximations within E.
+  9 (2026-11-26): benchdnn's batch files as they are (descriptors.py): `suite.lines` (lines run and
+                  skipped, each skipped problem's FILE:LINE, kind and reason, notes, options ignored); conv
+                  shapes may carry `pad_h_end` / `pad_w_end` (bottom and right padding, where they differ
+                  from the top and left), gemm shapes `batch` (a batched GEMM, where over 1).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from opbench.machine import utc_now
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.
@@ -112,8 +116,14 @@ def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
         row[key] = t.get(key)
     for key in ("tile_m", "tile_n", "tile_k"):
         row[key] = tiles.get(key)
+    shape = record["shape"]
+    if any(key not in shape for key in shape_keys):  # a field a record leaves out at its default
+        from opbench.ops import get_op
+
+        full = get_op(record["op"]).shape_from_case(shape)
+        shape = {key: getattr(full, key) for key in shape_keys}
     for key in shape_keys:
-        row[key] = record["shape"][key]
+        row[key] = shape[key]
     return row
 
 

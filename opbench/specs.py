@@ -8,7 +8,8 @@ A spec file holds optional `name`, `description`, `source` and one or more [[swe
     dtypes = ["fp32", "fp16"]         # default: the command line's
     backends = ["cpp", "torch"]       # default: the op's
     base = { batch = 8, input_size = 56 }          # axis values of the base point (op defaults for the rest)
-    params = { stride = 1, padding = "same" }      # conv only: stride, padding, dilation, groups
+    params = { stride = 1, padding = "same" }      # conv only: stride, padding ([t, b, l, r] too), dilation,
+                                                    # groups
     axes = { batch = [1, 2, 4], input_size = "28:112:x2" }   # lists or size strings
     cases = [ { n = 8, c = 64, h = 56, w = 56, k = 64, r = 3, s = 3, pad_h = 1, pad_w = 1 } ]  # exact shapes
 
@@ -58,6 +59,7 @@ class Spec:
     source: str | None
     path: str
     plans: tuple[SweepPlan, ...]
+    lines: dict[str, Any] | None = None  # a batch file's: lines run and skipped (batchfiles.Batch.summary)
 
 
 class _Where:
@@ -155,10 +157,15 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
                     f"{prefix}.params.{name}", f"expected {' or '.join(map(repr, choices))}, got {value!r}"
                 )
             params[name] = value
-        elif name == "padding" and value == "same":
-            params[name] = value
+        elif name == "padding" and (
+            value == "same"
+            or (isinstance(value, list) and len(value) == 4 and all(type(v) is int and v >= 0 for v in value))
+        ):
+            params[name] = tuple(value) if isinstance(value, list) else value
         elif not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "padding" else 1):
-            expected = 'an integer >= 0 or "same"' if name == "padding" else "an integer >= 1"
+            expected = "an integer >= 1"
+            if name == "padding":
+                expected = 'an integer >= 0, "same" or [top, bottom, left, right]'
             raise where.error(f"{prefix}.params.{name}", f"expected {expected}, got {value!r}")
         else:
             params[name] = value
@@ -242,13 +249,17 @@ def plans_from_problems(problems: list[Any], description: str = "") -> tuple[Swe
     )
 
 
-def load_batch_spec(path: Path | str, command_op: str | None = None, start: Any = None) -> Spec:
-    """A benchdnn-style batch file (descriptors.py) as a spec; its leading `#` lines are its description."""
-    from opbench.descriptors import read_batch
+def load_batch_spec(
+    path: Path | str, command_op: str | None = None, start: Any = None, strict: bool = False
+) -> Spec:
+    """A benchdnn-style batch file (descriptors.py) as a spec; its leading `#` lines are its description, and
+    its lines run and skipped are `lines` (`strict`: a line opbench does not run is refused instead)."""
+    from opbench.batchfiles import read_batch
 
     path = Path(path)
-    problems, description = read_batch(path, command_op, start)
-    return Spec(path.stem, description, None, str(path), plans_from_problems(problems))
+    batch = read_batch(path, command_op, start, strict)
+    plans = plans_from_problems(batch.problems)
+    return Spec(path.stem, batch.description, None, str(path), plans, batch.summary())
 
 
 def suite_names() -> list[str]:

@@ -297,8 +297,9 @@ def run_sweep(
         start(case, 0)
         will_verify = cfg.verify and op.verify_cost_flops(case.shape) <= cfg.verify_max_gflop * 1e9
         need = op.memory_bytes(case.shape, case.dtype, reference=will_verify)
-        if cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes:
-            case.end(_memory_skip(cfg, need))
+        unsupported = getattr(op, "unsupported", lambda shape: None)(case.shape)
+        if unsupported is not None or (cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes):
+            case.end(Outcome(Reason.UNSUPPORTED, unsupported) if unsupported else _memory_skip(cfg, need))
             case.repro = sweep_command(case.case, cfg, case.shape_index, states[case.backend].backend, {})
             report(case)
             continue

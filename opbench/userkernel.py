@@ -126,7 +126,8 @@ def call(op: str, fn: Callable[..., Any], shape: Any, inputs: dict[str, Any], pa
     if op == "conv":
         geometry = {
             "stride": (shape.stride_h, shape.stride_w),
-            "padding": (shape.pad_h, shape.pad_w),
+            # (h, w), or (top, bottom, left, right) where the sides differ
+            "padding": (shape.pad_h, shape.pad_w) if shape.symmetric else shape.padding,
             "dilation": (shape.dil_h, shape.dil_w),
             "groups": shape.groups,
         }

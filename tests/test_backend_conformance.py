@@ -29,7 +29,14 @@ NAMES = list(BACKENDS)
 # Odd sizes: 1, primes, non-multiples of every tile. Each case: (op module, shape).
 CASES: dict[str, tuple[Any, Any]] = {
     "gemm": (gemm, gemm.GemmShape(17, 31, 13)),
+    "gemm-batched": (gemm, gemm.GemmShape(17, 31, 13, batch=5)),
     "conv": (conv, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
+    # padding per side (benchdnn's implied padding): top 2, bottom 1, left 0, right 2
+    "conv-sides": (conv, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=2, pad_w=0, pad_h_end=1, pad_w_end=2)),
+    "conv-sides-s2": (
+        conv,
+        conv.ConvShape(1, 4, 9, 13, 6, 3, 2, 2, 2, pad_h=0, pad_w=1, groups=2, pad_h_end=1, pad_w_end=0),
+    ),
     "rnn": (rnn, rnn.RnnShape(3, 2, 7, 5)),
     "rnn-relu": (rnn, rnn.RnnShape(3, 2, 7, 5, relu=1)),
     # one hidden unit: weights of +-1, saturated tanh (MindSpore's approximate tanh, derivative cancellation)
@@ -38,6 +45,14 @@ CASES: dict[str, tuple[Any, Any]] = {
     "lstm": (lstm, lstm.LstmShape(3, 2, 7, 5)),
     "gemm:bwd": (gemm_bwd, gemm.GemmShape(17, 31, 13)),
     "conv:bwd": (conv_bwd, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
+    "conv:bwd-sides": (
+        conv_bwd,
+        conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=2, pad_w=0, pad_h_end=1, pad_w_end=2),
+    ),
+    "conv:bwd-sides-s2": (
+        conv_bwd,
+        conv.ConvShape(1, 4, 9, 13, 6, 3, 2, 2, 2, pad_h=0, pad_w=1, pad_h_end=1, pad_w_end=0),
+    ),
     "rnn:bwd": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5)),
     "rnn:bwd-relu": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5, relu=1)),
     "rnn:bwd-h1": (rnn_bwd, rnn.RnnShape(3, 5, 64, 1)),

@@ -97,13 +97,15 @@ CONV_SHAPES = [
     dict(n=3, c=3, h=1, w=17, k=3, r=1, s=3, pad_w=1, groups=3),
     dict(n=1, c=64, h=14, w=14, k=64, r=3, s=3, pad_h=1, pad_w=1),
     dict(n=1, c=3, h=5, w=6, k=2, r=5, s=5),
+    dict(n=2, c=6, h=9, w=8, k=4, r=3, s=3, pad_h=2, pad_h_end=0, pad_w=0, pad_w_end=1),  # per side
+    dict(n=1, c=8, h=9, w=9, k=8, r=3, s=3, stride_h=2, stride_w=2, pad_h=0, pad_h_end=1, pad_w=1, groups=8),
 ]
 
 
 def _conv_args(shape: conv.ConvShape) -> dict[str, Any]:
     return dict(
         stride=(shape.stride_h, shape.stride_w),
-        padding=(shape.pad_h, shape.pad_w),
+        padding=shape.padding,
         dilation=(shape.dil_h, shape.dil_w),
         groups=shape.groups,
     )

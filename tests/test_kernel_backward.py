@@ -93,7 +93,12 @@ CONV_SHAPES = [
     conv.ConvShape(1, 3, 6, 6, 2, 3, 3, pad_h=3, pad_w=1),
     conv.ConvShape(1, 1, 1, 1, 1, 1, 1),
     conv.ConvShape(3, 17, 13, 11, 19, 3, 3, pad_h=1, pad_w=1),
+    # padding per side: stride 1 (dX as a forward conv, its padding per side swapped) and strided (col2im)
+    conv.ConvShape(2, 5, 9, 8, 7, 3, 3, pad_h=2, pad_w=0, pad_h_end=0, pad_w_end=2),
+    conv.ConvShape(1, 6, 11, 10, 4, 3, 5, 1, 1, 0, 4, 1, 1, 2, pad_h_end=2, pad_w_end=1),
+    conv.ConvShape(2, 4, 13, 9, 6, 3, 3, 2, 2, 1, 0, 2, 1, 1, pad_h_end=3, pad_w_end=2),
 ]
+ASYMMETRIC = [s for s in CONV_SHAPES if not s.symmetric]
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -119,15 +124,16 @@ def test_conv2d_backward_threads_and_pixel_blocks(threads: int, tiles: dict[str,
         assert conv_bwd.check(shape, plan.output(), inp, ref, "fp32", "fp32")["ok"]
 
 
-@pytest.mark.parametrize("shape", CONV_SHAPES[:8], ids=lambda s: s.label().replace(" ", "_"))
+@pytest.mark.parametrize("shape", CONV_SHAPES[:8] + ASYMMETRIC, ids=lambda s: s.label().replace(" ", "_"))
 def test_conv2d_backward_reference_is_torch_autograd_in_float64(shape: conv.ConvShape) -> None:
     torch = import_or_skip("torch")
     inp = conv_bwd.make_inputs(shape, "fp32", seed=9)
     x = torch.from_numpy(inp["x"].astype(np.float64)).requires_grad_(True)
     w = torch.from_numpy(inp["w"].astype(np.float64)).requires_grad_(True)
+    top, bottom, left, right = shape.padding
     y = torch.nn.functional.conv2d(
-        x, w, None, (shape.stride_h, shape.stride_w), (shape.pad_h, shape.pad_w), (shape.dil_h, shape.dil_w),
-        shape.groups,
+        torch.nn.functional.pad(x, (left, right, top, bottom)), w, None, (shape.stride_h, shape.stride_w),
+        0, (shape.dil_h, shape.dil_w), shape.groups,
     )  # fmt: skip
     dx, dw = torch.autograd.grad(y, (x, w), torch.from_numpy(inp["dy"].astype(np.float64)))
     ref = conv_bwd.reference(shape, inp)

@@ -27,11 +27,18 @@ CASES = [
     (1, 3, 11, 50, 5, 2, 3, 2, 3, 1, 2, 1, 1, 1),  # stride_w 3: the generic strided gather
     (2, 4, 12, 37, 10, 3, 3, 1, 1, 2, 2, 2, 2, 1),  # stride 1 with dilation, odd width: rows read in place
     (1, 8, 4, 4, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1),  # 1 small image, 70 channels: rows split
+    # padding per side (top, left here; bottom, right last): benchdnn's implied padding
+    (2, 3, 7, 9, 5, 3, 3, 1, 1, 2, 0, 1, 1, 1, 0, 2),
+    (1, 4, 10, 11, 6, 3, 2, 2, 3, 0, 1, 2, 1, 2, 3, 0),
+    (1, 12, 9, 9, 12, 3, 3, 1, 1, 0, 1, 1, 1, 12, 1, 0),  # depthwise, the plane kernel's masks
+    (2, 12, 17, 16, 12, 3, 3, 2, 2, 1, 0, 1, 1, 12, 0, 1),  # depthwise strided
+    (1, 16, 1, 48, 24, 1, 3, 1, 4, 0, 2, 1, 1, 1, 0, 0),  # 1-D (height 1), padded on the left only
+    (2, 64, 7, 7, 96, 3, 3, 1, 1, 0, 2, 1, 1, 1, 1, 0),  # a small plane: output pixels as rows
 ]
 
 
 def shape_of(t: tuple[int, ...]) -> conv.ConvShape:
-    return conv.shape_from_case(dict(zip(conv.SHAPE_FIELDS, t, strict=True)))
+    return conv.shape_from_case(dict(zip(conv.SHAPE_FIELDS[: len(t)], t, strict=True)))
 
 
 def run(shape: conv.ConvShape, inp: dict[str, np.ndarray], **kw: object) -> np.ndarray:
@@ -39,7 +46,7 @@ def run(shape: conv.ConvShape, inp: dict[str, np.ndarray], **kw: object) -> np.n
         inp["x"],
         inp["w"],
         stride=(shape.stride_h, shape.stride_w),
-        padding=(shape.pad_h, shape.pad_w),
+        padding=shape.padding,
         dilation=(shape.dil_h, shape.dil_w),
         groups=shape.groups,
         **kw,
@@ -188,17 +195,21 @@ def test_conv_tiles_report_the_register_tile_that_runs(isa: str) -> None:
     assert t["kernel"] == kernels.default_tiles(isa, 35)["description"]
 
 
-@pytest.mark.parametrize("case", CASES[:7], ids=lambda t: shape_of(t).label().replace(" ", "_"))
+SIDES = [c for c in CASES if len(c) > 14]  # padded differently on each side
+
+
+@pytest.mark.parametrize("case", CASES[:7] + SIDES, ids=lambda t: shape_of(t).label().replace(" ", "_"))
 def test_reference_agrees_with_torch_in_float64(case: tuple[int, ...]) -> None:
     torch = import_or_skip("torch")
     shape = shape_of(case)
     inp = conv.make_inputs(shape, "fp32", seed=5)
+    top, bottom, left, right = shape.padding
     want = torch.nn.functional.conv2d(
-        torch.from_numpy(inp["x"].astype(np.float64)),
+        torch.nn.functional.pad(torch.from_numpy(inp["x"].astype(np.float64)), (left, right, top, bottom)),
         torch.from_numpy(inp["w"].astype(np.float64)),
         None,
         (shape.stride_h, shape.stride_w),
-        (shape.pad_h, shape.pad_w),
+        0,
         (shape.dil_h, shape.dil_w),
         shape.groups,
     ).numpy()
@@ -214,6 +225,19 @@ def test_the_tolerance_can_fail() -> None:
     wrong = y.copy()
     wrong[1, 2, 4, 4] += 1e-3 * np.abs(ref).max()  # one output off by a thousandth
     assert not conv.check(shape, wrong, inp, ref, "fp32", "fp32")["ok"]
+
+
+def test_the_check_tells_the_padding_sides_apart() -> None:
+    # the same output size padded top-heavy or bottom-heavy: each answer fails the other's check
+    top = shape_of((2, 4, 9, 9, 5, 3, 3, 1, 1, 2, 1, 1, 1, 1, 0, 1))
+    bottom = shape_of((2, 4, 9, 9, 5, 3, 3, 1, 1, 0, 1, 1, 1, 1, 2, 1))
+    assert (top.out_h, top.out_w) == (bottom.out_h, bottom.out_w)
+    for dtype in ("fp32", "fp16"):
+        inp = conv.make_inputs(top, dtype, seed=6)
+        y_top, y_bottom = run(top, inp), run(bottom, inp)
+        assert conv.check(top, y_top, inp, conv.reference(top, inp), dtype, "fp32")["ok"]
+        assert not conv.check(top, y_bottom, inp, conv.reference(top, inp), dtype, "fp32")["ok"]
+        assert not conv.check(bottom, y_top, inp, conv.reference(bottom, inp), dtype, "fp32")["ok"]
 
 
 X = np.ones((1, 4, 6, 6), np.float32)

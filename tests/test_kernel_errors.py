@@ -14,8 +14,13 @@ B = np.ones((5, 6), np.float32)
 @pytest.mark.parametrize(
     ("args", "kwargs", "match"),
     [
-        ((np.ones(5, np.float32), B), {}, "a must be a 2-D array, got 1-D"),
-        ((A, np.ones((2, 5, 6), np.float32)), {}, "b must be a 2-D array, got 3-D"),
+        ((np.ones(5, np.float32), B), {}, "a must be a 2-D array or a 3-D stack of them, got 1-D"),
+        (
+            (A, np.ones((2, 5, 6), np.float32)),
+            {},
+            r"a is \(4, 5\) and b is \(2, 5, 6\): both 2-D, or both 3-D",
+        ),
+        ((A, np.ones((1, 2, 5, 6), np.float32)), {}, "b must be a 2-D array or a 3-D stack of them, got 4-D"),
         ((A, np.ones((4, 6), np.float32)), {}, r"inner dimensions differ: a is \(4, 5\) and b is \(4, 6\)"),
         ((A, B.astype(np.float16)), {}, "a and b must have the same dtype, got float32 and float16"),
         ((A.astype(np.float64), B.astype(np.float64)), {}, "a has unsupported dtype float64"),

@@ -64,6 +64,44 @@ def test_matches_float64_reference(isa: str, dtype: str, shape: tuple[int, int, 
     assert_close(c, inp, dtype)
 
 
+# (batch, m, n, k): one product, a prime count of odd ones, fewer products than threads, attention-like ones
+BATCHED = [(1, 7, 5, 3), (5, 17, 31, 13), (2, 1, 67, 9), (3, 129, 16, 70), (13, 64, 64, 32), (4, 9, 1, 257)]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", [*DTYPES, "bf16"])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dims", BATCHED, ids=lambda d: "x".join(map(str, d)))
+def test_batched_gemm_matches_float64_reference(
+    isa: str, dtype: str, threads: int, dims: tuple[int, ...]
+) -> None:
+    b, m, n, k = dims
+    shape = gemm_op.GemmShape(m, n, k, b)
+    inp = gemm_op.make_inputs(shape, dtype, 4)
+    if b == 1:  # a stack of one product is a batched GEMM too (a plain GEMM's shape has 2-D operands)
+        inp = {name: x[None] for name, x in inp.items()}
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=threads, isa=isa)
+    c = plan.output()
+    assert c.shape == (b, m, n) and c.dtype == inp["a"].dtype and plan.tiles()["path"].startswith("batched")
+    result = gemm_op.check(shape, c, inp, gemm_op.reference(shape, inp), dtype, "fp32")
+    assert result["ok"], result
+    # every product is its own: one product computed from another's operands fails
+    if b > 1:
+        wrong = c.copy()
+        wrong[b - 1] = c[0]
+        assert not gemm_op.check(shape, wrong, inp, gemm_op.reference(shape, inp), dtype, "fp32")["ok"]
+
+
+def test_batched_gemm_refuses_mismatched_operands() -> None:
+    a, b = np.ones((3, 4, 5), np.float32), np.ones((2, 5, 6), np.float32)
+    with pytest.raises(ValueError, match="both 3-D with the same batch"):
+        kernels.gemm(a, b)
+    with pytest.raises(ValueError, match=r"a.shape\[2\] must equal b.shape\[1\]"):
+        kernels.gemm(a, np.ones((3, 4, 6), np.float32))
+    with pytest.raises(ValueError, match="out must not overlap"):
+        kernels.gemm(a, np.ones((3, 5, 5), np.float32), out=a)
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("threads", [1, 2, 3, 4, 5])
@@ -221,6 +259,15 @@ for dtype in ("fp32", "fp16"):
     i = conv.make_inputs(s, dtype, 3)
     y = kernels.conv2d(i["x"], i["w"], stride=s.stride_h, padding=s.pad_h)
     assert conv.check(s, y, i, conv.reference(s, i), dtype, "fp32")["ok"]
+    s = conv.shape_from_case({"n": 2, "c": 3, "h": 9, "w": 9, "k": 5, "r": 3, "s": 3, "pad_h": 2, "pad_w": 0,
+                              "pad_h_end": 0, "pad_w_end": 1})
+    i = conv.make_inputs(s, dtype, 3)
+    assert conv.check(s, kernels.conv2d(i["x"], i["w"], padding=s.padding), i, conv.reference(s, i), dtype,
+                      "fp32")["ok"]
+    s = gemm.GemmShape(19, 23, 17, 5)
+    i = gemm.make_inputs(s, dtype, 3)
+    c = kernels.gemm(i["a"], i["b"], threads=2)
+    assert gemm.check(s, c, i, gemm.reference(s, i), dtype, "fp32")["ok"]
     s = lstm.LstmShape(4, 3, 7, 9)
     i = lstm.make_inputs(s, dtype, 3)
     out = kernels.lstm(i["x"], i["w_ih"], i["w_hh"], i["b_ih"], i["b_hh"], i["h0"], i["c0"])

@@ -66,8 +66,8 @@ def expect_ok_or_value_error(call):
 
 @SETTINGS
 @given(n=SMALL, c=SMALL, h=SMALL, w=SMALL, k=SMALL, r=SMALL, s=SMALL, stride=st.tuples(I64, I64),
-       padding=st.tuples(I64, I64), dilation=st.tuples(I64, I64), groups=I64, tm=TILE, tn=TILE, tk=TILE,
-       threads=THREADS, isa=st.sampled_from(kernels.available_isas()))
+       padding=st.tuples(I64, I64, I64, I64), dilation=st.tuples(I64, I64), groups=I64, tm=TILE, tn=TILE,
+       tk=TILE, threads=THREADS, isa=st.sampled_from(kernels.available_isas()))
 def conv_core(n, c, h, w, k, r, s, stride, padding, dilation, groups, tm, tn, tk, threads, isa):
     x = np.ones((n, c, h, w), np.float32)
     wt = np.ones((k, max(1, c // max(1, min(groups, c))), r, s), np.float32)

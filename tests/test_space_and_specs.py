@@ -115,12 +115,35 @@ BAD = [
         "[[sweep]]\nop = 'conv'\nparams = { padding = 'valid' }\n",
         "sweep[0].params.padding: expected an integer",
     ),
+    (
+        "[[sweep]]\nop = 'conv'\nparams = { padding = [1, 2] }\n",
+        'sweep[0].params.padding: expected an integer >= 0, "same" or [top, bottom, left, right]',
+    ),
+    (
+        "[[sweep]]\nop = 'gemm'\ncases = [ { m = 1, n = 2, k = 3, batch = 0 } ]\n",
+        "'batch' must be an integer >= 1",
+    ),
     ("[[sweep]]\nop = 'gemm'\ncolor = 'red'\n", "sweep[0].color: unknown key"),
     ("[[sweep]]\nop = 'lstm'\naxes = { batch = '4:x' }\n", "sweep[0].axes.batch: bad range '4:x'"),
     ("title = 'x'\n", "title: unknown key"),
     ("name = 'x'\n", "sweep: expected one or more [[sweep]] tables"),
     ("[[sweep]\nop = 'gemm'\n", "not valid TOML"),
 ]
+
+
+def test_padding_per_side_and_batched_gemms_in_a_spec(tmp_path: Path) -> None:
+    f = tmp_path / "sides.toml"
+    f.write_text(
+        "[[sweep]]\nop = 'conv'\nparams = { padding = [2, 0, 1, 3] }\naxes = { filter_size = [3] }\n"
+        "cases = [ { n = 1, c = 2, h = 5, w = 5, k = 2, r = 3, s = 3, pad_h = 1, pad_h_end = 0 } ]\n"
+        "[[sweep]]\nop = 'gemm'\ncases = [ { m = 128, n = 128, k = 64, batch = 12 } ]\n"
+        "axes = { m = [16], n = [8], k = [4], batch_count = [1, 3] }\n"
+    )
+    conv_plan, gemm_plan = load_spec(f).plans
+    exact, swept = conv_plan.shapes
+    assert (exact.pad_h, exact.pad_h_end, exact.pad_w, exact.pad_w_end) == (1, 0, 0, 0)
+    assert swept.padding == (2, 0, 1, 3) and swept.out_h == swept.h - 2 + 2 and swept.out_w == swept.w + 2
+    assert [s.batch for s in gemm_plan.shapes] == [12, 1, 3]
 
 
 def test_a_good_spec_expands(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -190,6 +191,7 @@ inline Blocking blocking_for(const KernelSet& ks, std::optional<int64_t> tile_m,
 }
 
 using Pair = std::pair<int64_t, int64_t>;
+using Padding = std::array<int64_t, 4>;  // top, bottom, left, right
 
 // One call of a kernel, validated and with its outputs allocated, bound to Python as _core.Plan: run(loops)
 // times `loops` calls inside C++ with the GIL released, output() makes one call and returns the outputs,
@@ -239,7 +241,7 @@ inline py::dict tile_dict(const char* isa, const char* kernel, int mr, int nr, c
 
 // A conv2d problem's geometry from x (N x C x H x W) and w (K x C/groups x R x S), validated (ValueError
 // naming what is wrong); its data pointers are left for the caller.
-inline ConvProblem conv_problem(const Tensor& tx, const Tensor& tw, const py::array& w, Pair stride, Pair padding,
+inline ConvProblem conv_problem(const Tensor& tx, const Tensor& tw, const py::array& w, Pair stride, Padding padding,
                                 Pair dilation, int64_t groups) {
   expect_dtype(tw, tx, "w", "x");
   ConvProblem p;
@@ -253,8 +255,10 @@ inline ConvProblem conv_problem(const Tensor& tx, const Tensor& tw, const py::ar
   p.s = tw.shape[3];
   p.stride_h = stride.first;
   p.stride_w = stride.second;
-  p.pad_h = padding.first;
-  p.pad_w = padding.second;
+  p.pad_h = padding[0];
+  p.pad_h_end = padding[1];
+  p.pad_w = padding[2];
+  p.pad_w_end = padding[3];
   p.dil_h = dilation.first;
   p.dil_w = dilation.second;
   p.groups = groups;

@@ -38,7 +38,7 @@ Blocking bf16_pairs_blocking(Blocking blk, bool bf16_in) {
   return blk;
 }
 
-Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Pair padding,
+Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Padding padding,
                Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
                std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
   const Tensor tx = tensor(x, "x", 4, true), tw = tensor(w, "w", 4, true);
@@ -136,18 +136,41 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   return plan;
 }
 
+// A GEMM operand: a matrix (batch 0), or a C-contiguous stack of `batch` matrices (batch x rows x cols).
+struct Operand {
+  Matrix m;
+  int64_t batch;
+  Matrix whole() const { return {m.dtype, m.data, std::max<int64_t>(batch, 1) * m.rows, m.cols, m.ld, m.itemsize}; }
+};
+
+Operand operand(const py::array& x, const char* name) {
+  if (x.ndim() != 2 && x.ndim() != 3) {
+    throw py::value_error(std::string(name) + " must be a 2-D array or a 3-D stack of them, got " +
+                          std::to_string(x.ndim()) + "-D with shape " + shape_str(x));
+  }
+  if (x.ndim() == 2) return {matrix(x, name, true), 0};
+  const Tensor t = tensor(x, name, 3, true);
+  return {{t.dtype, t.data, t.shape[1], t.shape[2], t.shape[2], t.itemsize}, t.shape[0]};
+}
+
 Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
                std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
                const std::string& accumulate, std::optional<int64_t> small_m,
                std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m) {
-  const Matrix ma = matrix(a, "a", true), mb = matrix(b, "b", true);
+  const Operand oa = operand(a, "a"), ob = operand(b, "b");
+  const Matrix &ma = oa.m, &mb = ob.m;
+  const int64_t batch = oa.batch;
+  if (oa.batch != ob.batch) {
+    throw py::value_error("a is " + shape_str(a) + " and b is " + shape_str(b) +
+                          ": both 2-D, or both 3-D with the same batch (batch x m x k and batch x k x n)");
+  }
   if (ma.dtype != mb.dtype) {
     throw py::value_error("a and b must have the same dtype, got " + py::str(a.dtype()).cast<std::string>() + " and " +
                           py::str(b.dtype()).cast<std::string>());
   }
   if (ma.cols != mb.rows) {
     throw py::value_error("inner dimensions differ: a is " + shape_str(a) + " and b is " + shape_str(b) +
-                          " (a.shape[1] must equal b.shape[0])");
+                          (batch ? " (a.shape[2] must equal b.shape[1])" : " (a.shape[1] must equal b.shape[0])"));
   }
   check_threads(threads);
   const KernelSet& ks = kernel_set(isa);
@@ -170,6 +193,8 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = *small_m;
+  } else if (batch) {
+    blocking.small_m = std::min(blocking.small_m, kBatchedSmallM);  // resolved: the model's unpacked_rows
   }
   if (parallel_flops) {
     check_range(*parallel_flops, 0, std::numeric_limits<int64_t>::max(), "parallel_flops");
@@ -187,11 +212,21 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   p.n = mb.cols;
   p.k = ma.cols;
   p.accumulation = f16_acc ? Accumulation::f16 : Accumulation::f32;
-  const int64_t c_bytes = out ? 0 : array_bytes({p.m, p.n}, ma.itemsize, "output size");
-  check_alloc(checked::add(gemm_workspace_bytes(ks, p, blocking, threads), c_bytes, "gemm"), "gemm");
+  const std::vector<int64_t> c_shape = batch ? std::vector<int64_t>{batch, p.m, p.n} : std::vector<int64_t>{p.m, p.n};
+  const int64_t c_bytes = out ? 0 : array_bytes(c_shape, ma.itemsize, "output size");
+  const bool split = gemm_batch_split(p, blocking, batch, static_cast<int>(threads));
+  const int64_t workspace = split ? checked::mul(gemm_workspace_bytes(ks, p, blocking, 1), threads, "gemm workspace")
+                                  : gemm_workspace_bytes(ks, p, blocking, threads);
+  check_alloc(checked::add(workspace, c_bytes, "gemm"), "gemm");
 
   py::array result;
-  if (out) {
+  if (batch) {
+    result = output_like(a, c_shape, std::move(out), "out", ma.dtype);
+    const Operand oc = operand(result, "out");
+    if (overlaps(oc.whole(), oa.whole()) || overlaps(oc.whole(), ob.whole())) {
+      throw py::value_error("out must not overlap a or b");
+    }
+  } else if (out) {
     result = *out;
     const Matrix mc = matrix(result, "out", true);
     if (mc.dtype != ma.dtype) throw py::value_error("out must have the dtype of a and b");
@@ -204,7 +239,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   } else {
     result = new_output(a.dtype(), {ma.rows, mb.cols});
   }
-  const Matrix mc = matrix(result, "out", true);
+  const Matrix mc = operand(result, "out").m;
   p.a = ma.data;
   p.b = mb.data;
   p.c = mc.data;
@@ -214,7 +249,14 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   Plan plan;
   plan.keep = py::make_tuple(a, b, result);
   plan.result = result;
-  plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
+  if (batch) {
+    const BatchStrides strides{p.m * p.k, p.k * p.n, p.m * p.n};
+    plan.call = [&ks, p, blocking, batch, strides, threads] {
+      gemm_batched(ks, p, blocking, batch, strides, static_cast<int>(threads));
+    };
+  } else {
+    plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
+  }
   plan.tiles = f16    ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
                : bf16 ? tile_dict(ks.isa, bf16->description, bf16->mr, bf16->nr, blocking)
                       : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
@@ -222,7 +264,9 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   plan.tiles["parallel_flops"] = blocking.parallel_flops;
   plan.tiles["stream_m"] = blocking.stream_m;
   const std::string path = gemm_path(ks, p, blocking);
-  plan.tiles["path"] = path;
+  plan.tiles["path"] = !batch   ? path
+                       : split ? "batched, the batch split over the threads: " + path
+                               : "batched, each product on all threads: " + path;
   if (path.rfind("blocked", 0) == 0) {
     plan.tiles["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : bf16 ? bf16->nr : tk.nr, bf16 ? 2 : 4);
   }
@@ -310,7 +354,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("parallel_flops") = py::none(), py::arg("stream_m") = py::none());
 
   m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
-        py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1},
+        py::arg("stride") = Pair{1, 1}, py::arg("padding") = Padding{0, 0, 0, 0}, py::arg("dilation") = Pair{1, 1},
         py::arg("groups") = 1, py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
         py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "");
 

@@ -74,7 +74,7 @@ Plan gemm_backward_plan(const py::array& a, const py::array& b, const py::array&
   return plan;
 }
 
-Plan conv2d_backward_plan(const py::array& x, const py::array& w, const py::array& dy, Pair stride, Pair padding,
+Plan conv2d_backward_plan(const py::array& x, const py::array& w, const py::array& dy, Pair stride, Padding padding,
                           Pair dilation, int64_t groups, std::optional<py::array> dx, std::optional<py::array> dw,
                           std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
                           int64_t threads, const std::string& isa) {
@@ -227,7 +227,7 @@ void define_training(py::module_& m) {
         "The recurrent layer's forward with its activations saved, run once here, and its backward (BPTT) "
         "prepared: output() is (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]).");
   m.def("prepare_conv2d_backward", &conv2d_backward_plan, py::arg("x"), py::arg("w"), py::arg("dy"),
-        py::arg("stride") = Pair{1, 1}, py::arg("padding") = Pair{0, 0}, py::arg("dilation") = Pair{1, 1},
+        py::arg("stride") = Pair{1, 1}, py::arg("padding") = Padding{0, 0, 0, 0}, py::arg("dilation") = Pair{1, 1},
         py::arg("groups") = 1, py::arg("dx") = py::none(), py::arg("dw") = py::none(), py::arg("tile_m") = py::none(),
         py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
         "dX and dW of conv2d(x, w) for the upstream gradient dy, prepared once (output() is (dx, dw)).");

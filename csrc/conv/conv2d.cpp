@@ -2,7 +2,7 @@
 // where B, the im2col matrix, is never written out. B's row (c, r, s) is the input plane of channel c
 // shifted by filter tap (r, s), and its columns are output pixels. W is packed once per call.
 //
-// B's source is a zero-padded fp32 copy of the input (Hp = H + 2 pad_h rows of Wp = W + 2 pad_w):
+// B's source is a zero-padded fp32 copy of the input (Hp = H + pad_h + the bottom's rows of Wp = W + pad_w + the right's):
 // * stride 1: the micro-kernel reads B's rows in place (KernelSet::ukernel_rows). Output pixels are
 //   numbered over the padded width (column j = oh * Wp + ow, ow < Wp), so that tap (r, s) of pixel j is
 //   at j + r*dil_h*Wp + s*dil_w: every row of every micro-panel is NR consecutive floats. Columns with
@@ -43,7 +43,7 @@ struct Columns {
 
 Columns columns_of(const ConvProblem& p) {
   const bool in_place = p.stride_h == 1 && p.stride_w == 1;
-  return {p.out_h(), in_place ? p.w_in + 2 * p.pad_w : p.out_w(), p.out_w(), in_place};
+  return {p.out_h(), in_place ? p.padded_w() : p.out_w(), p.out_w(), in_place};
 }
 
 // The runs (GatherRun) of one gathered micro-panel: columns [j0, j0 + NR), one run per stretch of an output
@@ -150,21 +150,21 @@ void validate_conv2d(const ConvProblem& p) {
                          {p.dil_w, "dilation"}}) {
     check_range(v, 1, kMaxConvParam, name);
   }
-  check_range(p.pad_h, 0, kMaxConvParam, "padding");
-  check_range(p.pad_w, 0, kMaxConvParam, "padding");
+  for (int64_t pad : {p.pad_h, p.pad_w, p.pad_bottom(), p.pad_right()}) check_range(pad, 0, kMaxConvParam, "padding");
   if (p.groups < 1 || p.c % p.groups != 0 || p.k % p.groups != 0) {
     throw std::invalid_argument("groups=" + std::to_string(p.groups) + " must divide input channels (" +
                                 std::to_string(p.c) + ") and output channels (" + std::to_string(p.k) + ")");
   }
-  const int64_t hp = checked::add(p.h, 2 * p.pad_h, "padded input height");
-  const int64_t wp = checked::add(p.w_in, 2 * p.pad_w, "padded input width");
+  const int64_t hp = checked::add(p.h, p.pad_h + p.pad_bottom(), "padded input height");
+  const int64_t wp = checked::add(p.w_in, p.pad_w + p.pad_right(), "padded input width");
   const int64_t eh = checked::add(checked::mul(p.dil_h, p.r - 1, "dilated filter height"), 1, "dilated filter height");
   const int64_t ew = checked::add(checked::mul(p.dil_w, p.s - 1, "dilated filter width"), 1, "dilated filter width");
   if (hp < eh || wp < ew) {
     throw std::invalid_argument("output would be empty: input " + std::to_string(p.h) + "x" + std::to_string(p.w_in) +
                                 " with filter " + std::to_string(p.r) + "x" + std::to_string(p.s) + ", dilation (" +
                                 std::to_string(p.dil_h) + ", " + std::to_string(p.dil_w) + ") and padding (" +
-                                std::to_string(p.pad_h) + ", " + std::to_string(p.pad_w) + ")");
+                                std::to_string(p.pad_h) + "/" + std::to_string(p.pad_bottom()) + ", " + std::to_string(p.pad_w) + "/" +
+                                std::to_string(p.pad_right()) + ")");
   }
   const int64_t oh = (hp - eh) / p.stride_h + 1, ow = (wp - ew) / p.stride_w + 1;
   checked::mul(checked::mul(checked::mul(p.n, p.k, "output size"), oh, "output size"), ow, "output size");
@@ -180,7 +180,7 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
   [[maybe_unused]] const int64_t ncols = mul(cols.rows, cols.row_w, "conv columns");  // overflow check
   const KernelSet& ks = conv_tile_kernels(ks_main, p);
   const int64_t MR = ks.mr, NR = ks.nr, kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
-  const int64_t Hp = p.h + 2 * p.pad_h, Wp = p.w_in + 2 * p.pad_w;
+  const int64_t Hp = p.padded_h(), Wp = p.padded_w();
   const int64_t padded = add(mul(mul(p.n, p.c, "padded input"), mul(Hp, Wp, "padded input"), "padded input"),
                              (p.s - 1) * p.dil_w + NR, "padded input");
   const int64_t packed_w = mul(mul(p.groups, round_up(kg, MR), "packed filter"), crs, "packed filter");
@@ -204,18 +204,18 @@ int64_t pixel_columns(const ConvProblem& p) { return columns_of(p).count(); }
 
 float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer) {
   const bool f16 = p.dtype == Dtype::f16;
-  const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp, planes = p.n * p.c;
+  const int64_t Wp = p.padded_w(), plane = p.padded_h() * Wp, planes = p.n * p.c;
   auto* xp = static_cast<float*>(buffer.reserve(static_cast<size_t>(planes * plane + slack) * sizeof(float)));
   const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
   ThreadPool::instance().run(t, [&](int tid) {
     for (int64_t pl = planes * tid / t; pl < planes * (tid + 1) / t; ++pl) {
       float* dst = xp + pl * plane;
       std::memset(dst, 0, sizeof(float) * p.pad_h * Wp);
-      std::memset(dst + (p.pad_h + p.h) * Wp, 0, sizeof(float) * p.pad_h * Wp);
+      std::memset(dst + (p.pad_h + p.h) * Wp, 0, sizeof(float) * p.pad_bottom() * Wp);
       for (int64_t ih = 0; ih < p.h; ++ih) {
         float* row = dst + (p.pad_h + ih) * Wp;
         std::memset(row, 0, sizeof(float) * p.pad_w);
-        std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_w);
+        std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_right());
         const int64_t at = (pl * p.h + ih) * p.w_in;
         if (f16) {
           ks.gemm.widen_f16(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
@@ -230,7 +230,7 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
 }
 
 void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order) {
-  const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp;
+  const int64_t Wp = p.padded_w(), plane = p.padded_h() * Wp;
   const int64_t cg = p.c / p.groups, taps = p.r * p.s;
   const bool column_major = order == TapOrder::filter_column_major;
   for (int64_t row = 0; row < cg * taps; ++row) {
@@ -265,7 +265,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk,
 
   // The padded fp32 copy of the input. In place, the last micro-panel of the last plane reads up to
   // (S-1)*dil_w + NR floats past it: that slack is zeroed too.
-  const int64_t Hp = p.h + 2 * p.pad_h, Wp = p.w_in + 2 * p.pad_w, plane = Hp * Wp;
+  const int64_t Hp = p.padded_h(), Wp = p.padded_w(), plane = Hp * Wp;
   const float* xp = padded_input(ks, p, (p.s - 1) * p.dil_w + NR, threads, padded_buffer);
 
   // B's rows within a group: (channel, filter row, filter column) -> that tap's offset in the planes.

@@ -57,7 +57,8 @@ void for_each_run(const Geometry& g, int64_t crs, int64_t p0, int64_t nb, F&& f)
 // the forward implicit GEMM, whose depth (K/groups x R x S) keeps the micro-kernel busy, where the col2im
 // path's product is only K/groups deep.
 bool data_gradient_as_conv(const ConvProblem& p) {
-  return p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= p.dil_h * (p.r - 1) && p.pad_w <= p.dil_w * (p.s - 1);
+  return p.stride_h == 1 && p.stride_w == 1 && std::max(p.pad_h, p.pad_bottom()) <= p.dil_h * (p.r - 1) &&
+         std::max(p.pad_w, p.pad_right()) <= p.dil_w * (p.s - 1);
 }
 
 ConvProblem data_gradient_conv(const ConvProblem& p, const float* dy, const float* w_flipped, float* dx) {
@@ -75,6 +76,8 @@ ConvProblem data_gradient_conv(const ConvProblem& p, const float* dy, const floa
   q.s = p.s;
   q.pad_h = p.dil_h * (p.r - 1) - p.pad_h;
   q.pad_w = p.dil_w * (p.s - 1) - p.pad_w;
+  q.pad_h_end = p.dil_h * (p.r - 1) - p.pad_bottom();  // the output (dx) is H x W: the sides swap roles
+  q.pad_w_end = p.dil_w * (p.s - 1) - p.pad_right();
   q.dil_h = p.dil_h;
   q.dil_w = p.dil_w;
   q.groups = p.groups;

@@ -129,7 +129,7 @@ void parallel_rows(int threads, int64_t n, F&& f) {
 }  // namespace
 
 bool conv2d_bf16_reads_x_as_col(const ConvProblem& p) {
-  return p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0 &&
+  return p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.padded_h() == p.h && p.padded_w() == p.w_in &&
          p.h * p.w_in >= kInPlacePixels;
 }
 

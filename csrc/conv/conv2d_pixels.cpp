@@ -356,7 +356,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
   const PixelOrder order(p, MR);
-  const int64_t Wp = p.w_in + 2 * p.pad_w, plane = (p.h + 2 * p.pad_h) * Wp, image = p.c * plane;
+  const int64_t Wp = p.padded_w(), plane = p.padded_h() * Wp, image = p.c * plane;
   const float* xp = padded_input(ks, p, 0, threads, padded_buffer);
   // K is filter-column major here, k = (s * R + r) * C_g + c (W's own order is (c * R + r) * S + s).
   const int64_t taps = p.r * p.s;

@@ -41,8 +41,8 @@ struct Phases {
 
 Phases phases_of(const ConvProblem& p) {
   Phases g;
-  g.hp = p.h + 2 * p.pad_h;
-  g.wp = p.w_in + 2 * p.pad_w;
+  g.hp = p.padded_h();
+  g.wp = p.padded_w();
   g.sh = p.stride_h;
   g.sw = p.stride_w;
   g.ph = ceil_div(g.hp, g.sh);

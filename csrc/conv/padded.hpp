@@ -9,7 +9,7 @@
 
 namespace opbench {
 
-// N x C planes of Hp = H + 2 pad_h rows of Wp = W + 2 pad_w floats, then `slack` zeros (what a micro-panel
+// N x C planes of Hp = padded_h() rows of Wp = padded_w() floats, then `slack` zeros (what a micro-panel
 // may read past the last plane), written by `threads` threads into `buffer`.
 float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer);
 

@@ -33,10 +33,26 @@ FWD_AND_BWD = (
 )
 
 
-def _conv_args(shape: Any) -> tuple[Any, ...]:
-    """ops.conv2d's arguments after (x, w, bias) for the case's geometry."""
+def _conv(ms: Any, shape: Any) -> tuple[Callable[[Any, Any], Any], str]:
+    """conv(x, w) with the case's geometry, and what it calls: ops.conv2d, which pads both sides alike, or,
+    where the sides differ, the ops.Conv2D primitive with its (top, bottom, left, right) padding."""
     stride, dilation = (shape.stride_h, shape.stride_w), (shape.dil_h, shape.dil_w)
-    return stride, "pad", (shape.pad_h, shape.pad_w), dilation, shape.groups
+    if shape.symmetric:
+        conv2d, padding = ms.ops.conv2d, (shape.pad_h, shape.pad_w)
+
+        def fn(x: Any, w: Any) -> Any:
+            return conv2d(x, w, None, stride, "pad", padding, dilation, shape.groups)
+
+        return fn, "ops.conv2d(pad_mode='pad')"
+    prim = ms.ops.Conv2D(
+        out_channel=shape.k, kernel_size=(shape.r, shape.s), mode=1, pad_mode="pad", pad=shape.padding,
+        stride=stride, dilation=dilation, group=shape.groups,
+    )  # fmt: skip
+
+    def sides(x: Any, w: Any) -> Any:  # a function, as mindspore.vjp wants
+        return prim(x, w)
+
+    return sides, "ops.Conv2D(pad_mode='pad', pad=(top, bottom, left, right))"
 
 
 # The recurrent ops and the mindspore.nn layer of each (weights named as torch names them).
@@ -232,6 +248,9 @@ class MindSporeBackend(Backend):
         if op == "gemm":
             matmul, a, b = ms.ops.matmul, t["a"], t["b"]
             details["call"] = "ops.matmul (output allocated per call)"
+            if shape.batch > 1:
+                matmul = ms.ops.BatchMatMul()
+                details["call"] = "ops.BatchMatMul() (output allocated per call)"
             return _MindSporeCase(lambda: matmul(a, b), host, details, self._events)
         if op in ("gemm:bwd", "conv:bwd"):
             vjp = ms.vjp
@@ -239,13 +258,9 @@ class MindSporeBackend(Backend):
                 fn, leaves, upstream = ms.ops.matmul, (t["a"], t["b"]), t["dc"]
                 details["call"] = "mindspore.vjp(ops.matmul, a, b)[1](dc)"
             else:
-                conv2d, geometry = ms.ops.conv2d, _conv_args(shape)
-
-                def fn(x: Any, w: Any) -> Any:
-                    return conv2d(x, w, None, *geometry)
-
+                fn, called = _conv(ms, shape)
                 leaves, upstream = (t["x"], t["w"]), t["dy"]
-                details["call"] = "mindspore.vjp(ops.conv2d(pad_mode='pad'), x, w)[1](dy)"
+                details["call"] = f"mindspore.vjp({called}, x, w)[1](dy)"
             details["timed"] = FWD_AND_BWD
 
             def grads(res: Any) -> Any:
@@ -253,10 +268,9 @@ class MindSporeBackend(Backend):
 
             return _MindSporeCase(lambda: vjp(fn, *leaves)[1](upstream), grads, details, self._events)
         if op == "conv":
-            conv2d, x, w = ms.ops.conv2d, t["x"], t["w"]
-            args = _conv_args(shape)
-            details["call"] = "ops.conv2d(pad_mode='pad') (output allocated per call)"
-            return _MindSporeCase(lambda: conv2d(x, w, None, *args), host, details, self._events)
+            (conv2d, called), x, w = _conv(ms, shape), t["x"], t["w"]
+            details["call"] = f"{called} (output allocated per call)"
+            return _MindSporeCase(lambda: conv2d(x, w), host, details, self._events)
         base, _, pass_name = op.partition(":")
         if base in RECURRENT:
             cls, extra = RECURRENT[base], ({"nonlinearity": shape.nonlinearity} if base == "rnn" else {})

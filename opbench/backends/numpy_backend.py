@@ -14,7 +14,7 @@ from opbench.errors import BackendUnavailable
 class _NumpyGemm(Prepared):
     def __init__(self, a: np.ndarray, b: np.ndarray, details: dict[str, Any]) -> None:
         self._a, self._b = a.copy(), b.copy()  # its own, which refill() rewrites
-        self._out = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+        self._out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=a.dtype)  # batched: a stack
         self._timed = False
         self.details = details
 

@@ -166,7 +166,7 @@ class TensorFlowBackend(Backend):
     def _conv_fn(self, shape: Any) -> Callable[[Any, Any], Any]:
         """tf.nn.conv2d in NHWC with the case's geometry (RSCK filter)."""
         tf = self._tf
-        padding = [[0, 0], [shape.pad_h, shape.pad_h], [shape.pad_w, shape.pad_w], [0, 0]]
+        padding = [[0, 0], [shape.pad_h, shape.pad_h_end], [shape.pad_w, shape.pad_w_end], [0, 0]]
         strides = [1, shape.stride_h, shape.stride_w, 1]
         dilations = [1, shape.dil_h, shape.dil_w, 1]
 
@@ -248,6 +248,10 @@ class TensorFlowBackend(Backend):
                 call: Callable[[], Any] = lambda: matmul(a, b)  # noqa: E731
                 to_numpy: Callable[[Any], Any] = host
                 details["call"] = "tf.linalg.matmul (output allocated per call)"
+                if shape.batch > 1:
+                    details["call"] = (
+                        "tf.linalg.matmul, batch x M x K by batch x K x N (output allocated per call)"
+                    )
             elif op == "conv":
                 # NCHW / KCRS -> NHWC / RSCK, here, outside the timed region.
                 x, w = tf.constant(_nhwc(inputs["x"])), tf.constant(_rsck(inputs["w"]))

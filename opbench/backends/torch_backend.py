@@ -34,11 +34,21 @@ def _array(torch: Any, x: Any) -> np.ndarray:
 
 
 def _conv(torch: Any, shape: Any, x: Any, w: Any) -> Any:
-    """F.conv2d with the case's geometry (no bias)."""
+    """F.conv2d with the case's geometry (no bias). F.conv2d pads both sides alike: where the case's sides
+    differ, it pads the smaller of each pair and F.pad the rest first (a copy of x inside the call)."""
+    top, bottom, left, right = shape.padding
+    ph, pw = min(top, bottom), min(left, right)
+    if not shape.symmetric:
+        x = torch.nn.functional.pad(x, (left - pw, right - pw, top - ph, bottom - ph))
     return torch.nn.functional.conv2d(
-        x, w, None, (shape.stride_h, shape.stride_w), (shape.pad_h, shape.pad_w), (shape.dil_h, shape.dil_w),
-        shape.groups,
-    )  # fmt: skip
+        x, w, None, (shape.stride_h, shape.stride_w), (ph, pw), (shape.dil_h, shape.dil_w), shape.groups
+    )
+
+
+ASYMMETRIC_NOTE = (
+    "F.conv2d pads both sides alike: the padding one side has beyond the other is added by F.pad, a copy of "
+    "x inside each timed call"
+)
 
 
 # The recurrent ops and the torch.nn layer of each (weights named weight_ih_l0 ... bias_hh_l0 in all three).
@@ -280,9 +290,9 @@ class TorchBackend(Backend):
             return _array(torch, x.detach().cpu())
 
         if op == "gemm":
-            out = torch.empty((shape.m, shape.n), dtype=t["a"].dtype, device=dev)
-            a, b, mm = t["a"], t["b"], torch.mm
-            details["call"] = "torch.mm(a, b, out=c)"
+            out = torch.empty(shape.operands[2], dtype=t["a"].dtype, device=dev)
+            a, b, mm = t["a"], t["b"], torch.mm if shape.batch == 1 else torch.bmm
+            details["call"] = f"torch.{mm.__name__}(a, b, out=c)"
             return _TorchCase(torch, dev, lambda: mm(a, b, out=out), cpu, details, targets=targets)
         if op in ("gemm:bwd", "conv:bwd"):
             # The forward runs once here, outside the timed region; each timed call is the backward only.
@@ -292,6 +302,10 @@ class TorchBackend(Backend):
             else:
                 leaves, upstream = (t["x"], t["w"]), t["dy"]
                 details["call"] = "torch.autograd.grad(F.conv2d(x, w, ...), (x, w), dy, retain_graph=True)"
+                if not shape.symmetric:
+                    details["padding"] = ASYMMETRIC_NOTE.replace(
+                        "inside each timed call", "(its backward timed)"
+                    )
             for leaf in leaves:
                 leaf.requires_grad_(True)
             with torch.enable_grad():
@@ -309,6 +323,8 @@ class TorchBackend(Backend):
         if op == "conv":
             x, w = t["x"], t["w"]
             details["call"] = "torch.nn.functional.conv2d (output allocated per call)"
+            if not shape.symmetric:
+                details["padding"] = ASYMMETRIC_NOTE
             if dev == "cpu":
                 details["mkldnn_conv"] = torch.backends.mkldnn.is_available()
             else:

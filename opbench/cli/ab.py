@@ -107,7 +107,7 @@ def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
 
 def cmd_ab(args: argparse.Namespace) -> int:
     from opbench.backends import register
-    from opbench.cli.sweep import _plans_from_args, sweep_configs
+    from opbench.cli.sweep import _plans_from_args, nothing_to_run, sweep_configs
     from opbench.display.ab import AbObserver, print_ab
     from opbench.report import ab as verdicts
     from opbench.runs import run_sweeps
@@ -119,6 +119,8 @@ def cmd_ab(args: argparse.Namespace) -> int:
     register(a_name, make_a)
     register(b_name, make_b)
     plans, suite = _plans_from_args(args)
+    if not plans:
+        return nothing_to_run(suite)
     configs, out_dir, formats, meta = sweep_configs(args, plans, suite, lambda plan, op: (a_name, b_name), {})
     configs = [replace(cfg, paired=True) for cfg in configs]
     observer = AbObserver(args.quiet)

@@ -40,6 +40,7 @@ AXIS_FLAGS = {
     "m": "--m",
     "n": "--n",
     "k": "--k",
+    "batch_count": "--batch-count",
     "batch": "--batch",
     "input_size": "--input-size",
     "in_channels": "--in-channels",
@@ -60,7 +61,11 @@ PARAM_FLAGS = {
 def _op_params(group: Any) -> None:
     """The op parameters PARAM_FLAGS names, as `opbench sweep` and `opbench tune` both take them."""
     group.add_argument("--stride", type=positive_int, help="conv stride (default 1)")
-    group.add_argument("--padding", type=padding, help="conv padding: 'same' (default) or an integer")
+    group.add_argument(
+        "--padding",
+        type=padding,
+        help="conv padding: 'same' (default), an integer, or T,B,L,R (top, bottom, left, right)",
+    )
     group.add_argument("--dilation", type=positive_int, help="conv dilation (default 1)")
     group.add_argument("--groups", type=positive_int, help="conv groups (default 1)")
     group.add_argument("--nonlinearity", choices=("tanh", "relu"), help="rnn activation (default tanh)")
@@ -76,6 +81,12 @@ def _problem_options(p: Any) -> None:
     )
     p.add_argument(
         "--batch-file", help="a file of problem descriptors, one or more a line, with benchdnn's options"
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --batch-file: refuse a line opbench does not run (a 3-D conv, int8, ...) instead of "
+        "skipping it with its reason",
     )
 
 
@@ -98,6 +109,11 @@ def _case_options(s: Any) -> None:
     g = s.add_argument_group("gemm axes (sizes: 64,128 or 64:1024:x2 or 64:512:+64; unset ones are 1024)")
     for dest in ("m", "n", "k"):
         g.add_argument(AXIS_FLAGS[dest], dest=dest)
+    g.add_argument(
+        AXIS_FLAGS["batch_count"],
+        dest="batch_count",
+        help="products of a batched GEMM (batch x M x K by batch x K x N; default 1: a plain GEMM)",
+    )
     c = s.add_argument_group("conv and rnn/gru/lstm axes (unset ones stay at the op's base point)")
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         c.add_argument(AXIS_FLAGS[dest], dest=dest)
@@ -255,10 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
         "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
     )
     t.add_argument("op", help="gemm, conv, rnn, gru or lstm")
-    tg = t.add_argument_group("gemm shape (all three required)")
+    tg = t.add_argument_group("gemm shape (--m, --n and --k required)")
     tg.add_argument("--m", type=positive_int, help="rows of A and C")
     tg.add_argument("--n", type=positive_int, help="columns of B and C")
     tg.add_argument("--k", type=positive_int, help="inner dimension")
+    tg.add_argument("--batch-count", type=positive_int, help="products of a batched GEMM (default 1)")
     t.add_argument(
         "--problem", help="the shape as a benchdnn-style problem descriptor (instead of the above)"
     )

@@ -90,17 +90,41 @@ def problem_plans(
         get_op(args.op)
     start = descriptors.options(given_params.get("nonlinearity"))
     if args.batch_file:
-        spec = load_batch_spec(args.batch_file, args.op, start)
+        spec = load_batch_spec(args.batch_file, args.op, start, args.strict)
         meta = {"name": spec.name, "description": spec.description, "source": None, "path": spec.path}
-        return list(spec.plans), meta
+        return list(spec.plans), {**meta, "lines": spec.lines}
+    if args.strict:
+        raise UsageError("--strict applies to --batch-file")
     problems = [descriptors.parse(text, args.op, "--problem", start) for text in args.problem]
+    for p in problems:
+        for note in p.notes:
+            print(f"opbench: note: --problem '{p.text}': {note}", file=sys.stderr)
     return list(plans_from_problems(problems)), None
+
+
+def nothing_to_run(suite: dict[str, Any] | None) -> int:
+    """A batch file whose every problem is skipped: its lines said (what was skipped and why); nothing is
+    measured or written, and that is not an error (benchdnn passes such a file too)."""
+    from rich.console import Console
+
+    from opbench.display.sweep import print_batch_lines
+
+    console = Console(stderr=False)
+    lines = (suite or {}).get("lines") or {}
+    what = "every problem in it is skipped" if lines.get("lines") else "it has no problem descriptors in it"
+    console.print(f"opbench: nothing to run in {(suite or {}).get('path')}: {what}")
+    for family in ("conv", "gemm", "rnn"):
+        if any(s["family"] == ("recurrent" if family == "rnn" else family) for s in lines.get("skipped", [])):
+            print_batch_lines(console, lines, family)
+    return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from opbench.backends import parse_backends
 
     plans, suite = _plans_from_args(args)
+    if not plans:
+        return nothing_to_run(suite)
     extra = _user_kernel(args)  # ("kernel:FUNC",) with --kernel, else ()
     cli_backends = parse_backends(args.backend) if args.backend is not None else None
     if cli_backends and extra and extra[0] in cli_backends:

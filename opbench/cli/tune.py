@@ -159,7 +159,7 @@ def _shape(args: argparse.Namespace) -> Any:
         missing = [f"--{d}" for d in ("m", "n", "k") if getattr(args, d) is None]
         if missing:
             raise UsageError(f"opbench tune gemm needs {', '.join(missing)} (or --problem MxK:KxN)")
-        return op.make_shape({"m": args.m, "n": args.n, "k": args.k})
+        return op.make_shape({"m": args.m, "n": args.n, "k": args.k, "batch_count": args.batch_count or 1})
     check_flags_apply(args.op, op, given)
     axes = {d: [v] for d, v in given.items() if d in op.AXES}
     params = {**op.PARAMS, **{d: v for d, v in given.items() if d in op.PARAMS}}

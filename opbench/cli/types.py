@@ -86,9 +86,17 @@ def scale(text: str) -> float:
     return v
 
 
-def padding(text: str) -> int | str:
+def padding(text: str) -> int | str | tuple[int, ...]:
     if text == "same":
         return text
+    if "," in text:
+        try:
+            sides = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            sides = ()
+        if len(sides) != 4 or min(sides) < 0:
+            raise argparse.ArgumentTypeError(f"T,B,L,R must be four integers >= 0, got '{text}'")
+        return sides
     try:
         v = int(text)
     except ValueError:

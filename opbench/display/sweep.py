@@ -125,8 +125,42 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
     notes = sorted({(r["backend"], n) for r in records for n in r.get("notes", [])})
     for backend, note in notes:
         console.print(f"note ({backend}): {note}", style="dim")
+    lines = (doc.get("suite") or {}).get("lines")
+    if lines:
+        print_batch_lines(console, lines, doc["op"])
     for fmt, path in paths.items():
         console.print(f"wrote {fmt.upper()}: {path}")
+
+
+# Skipped problems listed one a row under a table; the rest are counted (all are in the results file).
+MAX_SKIPPED_ROWS = 20
+
+
+def print_batch_lines(console: Console, lines: dict[str, Any], op: str) -> None:
+    """A batch file's lines: how many ran and were skipped (by kind), a table of the problems of this op's
+    form that were skipped, the notes and the options ignored."""
+    kinds = ", ".join(f"{n} {kind}" for kind, n in lines["skipped_by_kind"].items())
+    console.print(
+        f"batch file: {lines['lines']} problem lines, {lines['lines_run']} run, "
+        f"{lines['lines_skipped']} skipped" + (f"; problems skipped: {kinds}" if kinds else ""),
+        style="yellow" if lines["lines_skipped"] else "dim",
+    )
+    family = "recurrent" if op.split(":")[0] in ("rnn", "gru", "lstm") else op.split(":")[0]
+    mine = [s for s in lines["skipped"] if s.get("family", family) == family]
+    if mine:
+        table = Table(title=f"skipped {family} problems (FILE:LINE, problem, why)", title_justify="left")
+        for col in ("where", "problem", "why"):
+            table.add_column(col, overflow="fold")
+        for s in mine[:MAX_SKIPPED_ROWS]:
+            table.add_row(s["where"], s["text"], s["reason"])
+        console.print(table)
+        if len(mine) > MAX_SKIPPED_ROWS:
+            console.print(f"... and {len(mine) - MAX_SKIPPED_ROWS} more (suite.lines.skipped in the JSON)")
+    for note in lines["notes"][:MAX_SKIPPED_ROWS]:
+        console.print(f"note: {note}", style="dim")
+    if lines["ignored_options"]:
+        ignored = ", ".join(f"{k} ({n})" for k, n in lines["ignored_options"].items())
+        console.print(f"options ignored (they change nothing opbench measures): {ignored}", style="dim")
 
 
 class RichObserver:

@@ -14,10 +14,12 @@ from opbench.kernels._args import (
     MAX_CONV_PARAM,
     MAX_THREADS,
     MAX_TILE,
+    Padding,
     Plan,
     _arrays,
     _call_tail,
     _optional_count,
+    _padding,
     _pair,
     _positive_int,
     _threads,
@@ -102,10 +104,12 @@ def gemm(
     """C = A @ B with opbench's tiled C++ kernel.
 
     a (M x K) and b (K x N) are row-major float32, float16 or bfloat16 (ml_dtypes.bfloat16) arrays of the
-    same dtype; float16 is accumulated in float32 and rounded once at the end, and so is bfloat16 (its
-    products, exact in float32, by AVX512-BF16's dot products where the CPU has them:
-    default_tiles()["bf16"] says which kernel runs). tile_m / tile_n / tile_k are the cache-blocking
-    sizes (None: derived from this CPU's caches); threads defaults to the cores this process may use.
+    same dtype, or C-contiguous stacks of them (batch x M x K and batch x K x N: a batched GEMM, C batch x M x
+    N; the threads split the batch, or each product where the products are few and large); float16 is
+    accumulated in float32 and rounded once at the end, and so is bfloat16 (its products, exact in float32,
+    by AVX512-BF16's dot products where the CPU has them: default_tiles()["bf16"] says which kernel runs).
+    tile_m / tile_n / tile_k are the cache-blocking sizes (None: derived from this CPU's caches); threads
+    defaults to the cores this process may use.
     isa forces a kernel set ("avx512", "avx2", "ref"; default: the best this CPU runs, or $OPBENCH_ISA).
     tiles, a dict {tile_m, tile_n, tile_k}, gives them explicitly: opbench.tune.records.tuned_tiles(m, n, k,
     dtype, threads) returns the ones `opbench tune` recorded for this problem on this machine (or for the
@@ -185,7 +189,7 @@ def conv2d(
     w: np.ndarray,
     *,
     stride: int | tuple[int, int] = 1,
-    padding: int | tuple[int, int] = 0,
+    padding: Padding = 0,
     dilation: int | tuple[int, int] = 1,
     groups: int = 1,
     tile_m: int | None = None,
@@ -200,11 +204,11 @@ def conv2d(
     layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as an implicit
     GEMM (Y = W * im2col(x) per image and group, the im2col matrix never written out): tile_m is output
     channels and tile_n output pixels per work unit, tile_k the depth of a rank-k update (None: from the
-    cache model; `prepare_conv2d(...).tiles()` reports what is used); fp16 accumulates in fp32. stride,
-    padding and dilation are an int or an (h, w) pair. tiles, a dict {tile_m, tile_n, tile_k}, gives them
-    explicitly: opbench.tune.records.tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)
-    returns the ones `opbench tune conv` recorded (exact or nearest shape) with a note saying which.
-    Raises ValueError on invalid input."""
+    cache model; `prepare_conv2d(...).tiles()` reports what is used); fp16 accumulates in fp32. stride and
+    dilation are an int or an (h, w) pair; padding too, or (top, bottom, left, right). tiles, a dict {tile_m,
+    tile_n, tile_k}, gives them explicitly: opbench.tune.records.tuned_conv2d_tiles(x, w, stride, padding,
+    dilation, groups, threads) returns the ones `opbench tune conv` recorded (exact or nearest shape) with a
+    note saying which. Raises ValueError on invalid input."""
     tile_m, tile_n, tile_k = _tiles(
         tiles, tile_m, tile_n, tile_k, "tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)"
     )
@@ -230,7 +234,7 @@ def prepare_conv2d(
     w: np.ndarray,
     *,
     stride: int | tuple[int, int] = 1,
-    padding: int | tuple[int, int] = 0,
+    padding: Padding = 0,
     dilation: int | tuple[int, int] = 1,
     groups: int = 1,
     tile_m: int | None = None,
@@ -248,7 +252,7 @@ def prepare_conv2d(
         w,
         out,
         _pair(stride, "stride", 1),
-        _pair(padding, "padding", 0),
+        _padding(padding),
         _pair(dilation, "dilation", 1),
         _positive_int(groups, "groups"),
         *_call_tail(tile_m, tile_n, tile_k, threads, isa),

@@ -127,6 +127,23 @@ def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:
     return h, w
 
 
+Padding = int | tuple[int, int] | tuple[int, int, int, int]
+
+
+def _padding(value: Any) -> tuple[int, int, int, int]:
+    """An int, an (h, w) pair (both sides alike) or (top, bottom, left, right): the four sides."""
+    if isinstance(value, (tuple, list)) and len(value) == 4:
+        sides = tuple(
+            _int_at_least(v, "padding", 0, "an integer, (h, w) or (top, bottom, left, right)", MAX_CONV_PARAM)
+            for v in value
+        )
+        return sides[0], sides[1], sides[2], sides[3]
+    if isinstance(value, (tuple, list)) and len(value) != 2:
+        raise ValueError(f"padding must be an integer, (h, w) or (top, bottom, left, right), got {value!r}")
+    h, w = _pair(value, "padding", 0)
+    return h, h, w, w
+
+
 def _arrays(**named: Any) -> None:
     for name, arr in named.items():
         if not isinstance(arr, np.ndarray):

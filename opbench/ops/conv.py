@@ -17,8 +17,8 @@ from opbench.ops.numerics import compare, dot_bound, squares_bound
 
 NAME = "conv"
 FLOP_NOTE = (
-    "Conv2d FLOPs = 2*N*C_out*H_out*W_out*(C_in/groups)*K_h*K_w, H_out = floor((H + 2p - d(K-1) - 1)/s) + 1 "
-    "(FLOPs, not MACs; no bias)"
+    "Conv2d FLOPs = 2*N*C_out*H_out*W_out*(C_in/groups)*K_h*K_w, "
+    "H_out = floor((H + p_top + p_bottom - d(K-1) - 1)/s) + 1 (FLOPs, not MACs; no bias)"
 )
 
 
@@ -38,14 +38,41 @@ class ConvShape:
     dil_h: int = 1
     dil_w: int = 1
     groups: int = 1
+    # pad_h / pad_w pad the top and the left; the bottom and the right by pad_h_end / pad_w_end, which are
+    # pad_h / pad_w unless given (benchdnn's padding_r, implied by an output size)
+    pad_h_end: int = -1
+    pad_w_end: int = -1
+
+    def __post_init__(self) -> None:
+        if self.pad_h_end < 0:
+            object.__setattr__(self, "pad_h_end", self.pad_h)
+        if self.pad_w_end < 0:
+            object.__setattr__(self, "pad_w_end", self.pad_w)
+
+    @property
+    def symmetric(self) -> bool:
+        return (self.pad_h, self.pad_w) == (self.pad_h_end, self.pad_w_end)
+
+    @property
+    def padding(self) -> tuple[int, int, int, int]:
+        """(top, bottom, left, right)."""
+        return self.pad_h, self.pad_h_end, self.pad_w, self.pad_w_end
+
+    @property
+    def padded_h(self) -> int:
+        return self.h + self.pad_h + self.pad_h_end
+
+    @property
+    def padded_w(self) -> int:
+        return self.w + self.pad_w + self.pad_w_end
 
     @property
     def out_h(self) -> int:
-        return (self.h + 2 * self.pad_h - self.dil_h * (self.r - 1) - 1) // self.stride_h + 1
+        return (self.padded_h - self.dil_h * (self.r - 1) - 1) // self.stride_h + 1
 
     @property
     def out_w(self) -> int:
-        return (self.w + 2 * self.pad_w - self.dil_w * (self.s - 1) - 1) // self.stride_w + 1
+        return (self.padded_w - self.dil_w * (self.s - 1) - 1) // self.stride_w + 1
 
     def label(self) -> str:
         def pair(a: int, b: int) -> str:
@@ -54,7 +81,9 @@ class ConvShape:
         text = f"N{self.n} C{self.c} {pair(self.h, self.w)} K{self.k} f{pair(self.r, self.s)}"
         if (self.stride_h, self.stride_w) != (1, 1):
             text += f" s{pair(self.stride_h, self.stride_w)}"
-        if (self.pad_h, self.pad_w) != (0, 0):
+        if not self.symmetric:
+            text += f" p{self.pad_h},{self.pad_h_end},{self.pad_w},{self.pad_w_end}"
+        elif (self.pad_h, self.pad_w) != (0, 0):
             text += f" p{pair(self.pad_h, self.pad_w)}"
         if (self.dil_h, self.dil_w) != (1, 1):
             text += f" d{pair(self.dil_h, self.dil_w)}"
@@ -63,25 +92,20 @@ class ConvShape:
         return text
 
     def to_dict(self) -> dict[str, int]:
-        return {f: getattr(self, f) for f in SHAPE_FIELDS}
+        """Every field; the padding's far sides only where they differ (records of symmetric shapes are as
+        they were before padding per side)."""
+        out = {f: getattr(self, f) for f in SHAPE_FIELDS}
+        if out["pad_h_end"] == self.pad_h:
+            del out["pad_h_end"]
+        if out["pad_w_end"] == self.pad_w:
+            del out["pad_w_end"]
+        return out
 
 
 SHAPE_FIELDS = (
-    "n",
-    "c",
-    "h",
-    "w",
-    "k",
-    "r",
-    "s",
-    "stride_h",
-    "stride_w",
-    "pad_h",
-    "pad_w",
-    "dil_h",
-    "dil_w",
-    "groups",
-)
+    "n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups",
+    "pad_h_end", "pad_w_end",
+)  # fmt: skip
 # Sweep axes (the operator study's factors) and the shape fields each sets.
 AXES: dict[str, tuple[str, ...]] = {
     "batch": ("n",),
@@ -118,6 +142,8 @@ def shape_from_case(fields: dict[str, Any]) -> ConvShape:
         ("dil_h", 1, 1),
         ("dil_w", 1, 1),
         ("groups", 1, 1),
+        ("pad_h_end", -1, 0),
+        ("pad_w_end", -1, 0),
     ):
         values[f] = int_field(fields, f, minimum) if f in fields else default
     shape = ConvShape(**values)
@@ -129,11 +155,17 @@ def shape_from_case(fields: dict[str, Any]) -> ConvShape:
 
 
 def make_shape(point: dict[str, Any]) -> ConvShape:
-    """From a sweep point: the axes plus stride, padding ('same' or an integer), dilation and groups."""
+    """From a sweep point: the axes plus stride, padding ('same', an integer, or (top, bottom, left, right)),
+    dilation and groups."""
     r = s = point["filter_size"]
     dil = point.get("dilation", 1)
     padding = point.get("padding", "same")
     pad = dil * (r - 1) // 2 if padding == "same" else padding
+    if isinstance(pad, (tuple, list)):
+        top, bottom, left, right = pad
+        pad, ends = top, {"pad_w": left, "pad_h_end": bottom, "pad_w_end": right}
+    else:
+        ends = {}
     return shape_from_case(
         {
             "n": point["batch"],
@@ -150,6 +182,7 @@ def make_shape(point: dict[str, Any]) -> ConvShape:
             "dil_h": dil,
             "dil_w": dil,
             "groups": point.get("groups", 1),
+            **ends,
         }
     )
 
@@ -223,7 +256,7 @@ def memory_bytes(shape: ConvShape, dtype: str, reference: bool = True) -> int:
     pixels = shape.out_h * shape.out_w
     crs = (shape.c // shape.groups) * shape.r * shape.s
     col = crs * pixels
-    padded = shape.n * shape.c * (shape.h + 2 * shape.pad_h) * (shape.w + 2 * shape.pad_w)
+    padded = shape.n * shape.c * shape.padded_h * shape.padded_w
     ref = 8 * (2 * col + 4 * (x + w + y)) if reference else 0
     chunk = 0
     if dtype == "bf16":
@@ -244,9 +277,15 @@ def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, np.ndarray
     return {"x": x, "w": w}
 
 
+def padded64(shape: ConvShape, x: np.ndarray) -> np.ndarray:
+    """x in float64, zero-padded on each side by the shape's padding."""
+    t, b, left, right = shape.padding
+    return np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, b), (left, right)))
+
+
 def conv64(shape: ConvShape, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """float64 conv2d by im2col: a strided window view, one matrix product per group."""
-    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (shape.pad_h, shape.pad_h), (shape.pad_w, shape.pad_w)))
+    x = padded64(shape, x)
     w = w.astype(np.float64)
     eh, ew = shape.dil_h * (shape.r - 1) + 1, shape.dil_w * (shape.s - 1) + 1
     win = np.lib.stride_tricks.sliding_window_view(x, (eh, ew), axis=(2, 3))  # type: ignore[call-overload]
@@ -368,7 +407,7 @@ def plan(
         inputs["x"],
         inputs["w"],
         stride=(shape.stride_h, shape.stride_w),
-        padding=(shape.pad_h, shape.pad_w),
+        padding=shape.padding,
         dilation=(shape.dil_h, shape.dil_w),
         groups=shape.groups,
         tile_m=tiles.get("tile_m"),

@@ -31,6 +31,7 @@ from opbench.ops.conv import (  # noqa: F401  (the forward's shape interface, sh
     factors,
     filters_of,
     make_shape,
+    padded64,
     scale,
     shape_from_case,
     spot_pick,
@@ -67,7 +68,7 @@ def memory_bytes(shape: ConvShape, dtype: str, reference: bool = True) -> int:
     """Arrays in dtype (x3 copies), our fp32 copies and tile, and, when verifying, the float64 operands,
     gradients, magnitudes and one image's im2col matrix at a time."""
     col = (shape.c // shape.groups) * shape.r * shape.s * shape.out_h * shape.out_w
-    padded = shape.n * shape.c * (shape.h + 2 * shape.pad_h) * (shape.w + 2 * shape.pad_w)
+    padded = shape.n * shape.c * shape.padded_h * shape.padded_w
     ref = 8 * (4 * col + 6 * _elems(shape) + 2 * padded) if reference else 0
     return 3 * ITEMSIZE[dtype] * _elems(shape) + 4 * (_elems(shape) + (1 << 18)) + ref
 
@@ -92,7 +93,7 @@ def gradients64(
     """float64 (dx, dw) by im2col, one image and group at a time: dW_g += dY_g cols, and the columns'
     gradient dY_g^T W_g scattered back tap by tap into a zero-padded dx."""
     s = shape
-    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (s.pad_h, s.pad_h), (s.pad_w, s.pad_w)))
+    x = padded64(s, x)
     w, dy = w.astype(np.float64), dy.astype(np.float64)
     eh, ew = s.dil_h * (s.r - 1) + 1, s.dil_w * (s.s - 1) + 1
     win = np.lib.stride_tricks.sliding_window_view(x, (eh, ew), axis=(2, 3))  # type: ignore[call-overload]
@@ -225,7 +226,7 @@ def plan(
         inputs["w"],
         inputs["dy"],
         stride=(shape.stride_h, shape.stride_w),
-        padding=(shape.pad_h, shape.pad_w),
+        padding=shape.padding,
         dilation=(shape.dil_h, shape.dil_w),
         groups=shape.groups,
         tile_m=tiles.get("tile_m"),

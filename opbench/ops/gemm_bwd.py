@@ -135,6 +135,13 @@ def spot_part(
     return spot.Part(shapes, index, refs, bounds, f"{by_what[0]} of dA, {by_what[1]} of dB")
 
 
+def unsupported(shape: GemmShape) -> str | None:
+    """Why no backend runs this shape's pass (the sweep skips it before making inputs), else None."""
+    if shape.batch > 1:
+        return "the backward of a batched GEMM is not measured by opbench yet (its forward is)"
+    return None
+
+
 def named_outputs(shape: GemmShape, output: Any) -> dict[str, Any]:
     return dict(zip(OUTPUTS, output, strict=True))
 

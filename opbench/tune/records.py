@@ -181,10 +181,24 @@ def save(record: dict[str, Any]) -> tuple[Path, str | None]:
     return path, warning
 
 
-# Shape fields a record must match exactly to stand for another shape: a conv of another stride, padding,
-# dilation or grouping is another algorithm's problem, not a nearby size.
-# Shape fields a record must match exactly to stand for a nearby shape: conv geometry, the RNN activation.
-EXACT_FIELDS = frozenset({"stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups", "relu"})
+# Shape fields a record must match exactly to stand for a nearby shape: a conv of another stride, padding,
+# dilation or grouping is another algorithm's problem, not a nearby size; so is an RNN of another activation
+# and a batched GEMM of another product count (the threads split the batch or each product).
+EXACT_FIELDS = frozenset(
+    {
+        "stride_h",
+        "stride_w",
+        "pad_h",
+        "pad_w",
+        "pad_h_end",
+        "pad_w_end",
+        "dil_h",
+        "dil_w",
+        "groups",
+        "relu",
+        "batch",
+    }
+)
 
 
 def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[dict[str, Any], str] | None:
@@ -237,11 +251,13 @@ def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[
     return dict(record["tiles"]), note
 
 
-def tuned_tiles(m: int, n: int, k: int, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
-    """tuned() for a GEMM of m x k by k x n."""
+def tuned_tiles(
+    m: int, n: int, k: int, dtype: str, threads: int | None = None, batch: int = 1
+) -> tuple[dict[str, int], str]:
+    """tuned() for a GEMM of m x k by k x n (batch of them: a batched GEMM)."""
     from opbench.ops.gemm import GemmShape
 
-    return tuned("gemm", GemmShape(m, n, k), dtype, threads)
+    return tuned("gemm", GemmShape(m, n, k, batch), dtype, threads)
 
 
 def tuned_conv2d_tiles(
@@ -255,9 +271,16 @@ def tuned_conv2d_tiles(
     def pair(v: Any) -> tuple[int, int]:
         return (int(v[0]), int(v[1])) if isinstance(v, (tuple, list)) else (int(v), int(v))
 
-    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    (sh, sw), (dh, dw) = pair(stride), pair(dilation)
+    if isinstance(padding, (tuple, list)) and len(padding) == 4:  # (top, bottom, left, right)
+        ph, pb, pw, pr = (int(v) for v in padding)
+    else:
+        (ph, pw) = pair(padding)
+        pb, pr = ph, pw
     n, c, h, wd = x.shape
-    shape = ConvShape(n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], sh, sw, ph, pw, dh, dw, int(groups))
+    shape = ConvShape(
+        n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], sh, sw, ph, pw, dh, dw, int(groups), pb, pr
+    )
     return tuned("conv", shape, dtype_name(x.dtype), threads)
 
 

@@ -15,9 +15,16 @@ struct ConvProblem {
   void* y = nullptr;        // n x k x out_h() x out_w(), C-contiguous
   int64_t n = 1, c = 1, h = 1, w_in = 1, k = 1, r = 1, s = 1;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
+  // pad_h / pad_w pad the top and the left; the bottom and the right are padded by pad_h_end / pad_w_end
+  // (benchdnn's padding_r, implied by an output size), or alike when those are -1.
+  int64_t pad_h_end = -1, pad_w_end = -1;
 
-  int64_t out_h() const { return (h + 2 * pad_h - dil_h * (r - 1) - 1) / stride_h + 1; }
-  int64_t out_w() const { return (w_in + 2 * pad_w - dil_w * (s - 1) - 1) / stride_w + 1; }
+  int64_t pad_bottom() const { return pad_h_end < 0 ? pad_h : pad_h_end; }
+  int64_t pad_right() const { return pad_w_end < 0 ? pad_w : pad_w_end; }
+  int64_t padded_h() const { return h + pad_h + pad_bottom(); }
+  int64_t padded_w() const { return w_in + pad_w + pad_right(); }
+  int64_t out_h() const { return (padded_h() - dil_h * (r - 1) - 1) / stride_h + 1; }
+  int64_t out_w() const { return (padded_w() - dil_w * (s - 1) - 1) / stride_w + 1; }
 };
 
 // Per image and group: Y[k_g, P*Q] = W[k_g, C_g*R*S] * col[C_g*R*S, P*Q], as an implicit GEMM (the col
