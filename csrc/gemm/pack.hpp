@@ -109,7 +109,13 @@ void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
       int64_t p = 0;
 #if defined(__AVX512F__)
       if constexpr (sizeof(D) == 4 && MR <= 16) {
-        for (; p + 16 <= k; p += 16) transpose_16_columns<Cvt>(src + p, lda, MR, dst + p * MR, MR, MR);
+        for (; p + 16 <= k; p += 16) {
+          // The next MR rows' same columns, asked for while these are transposed: A's rows are MR short
+          // streams the hardware prefetchers do not follow; a block ahead, each line has the time of a
+          // block's transposes to arrive (rows past A's end are a hint that touches nothing).
+          for (int i = 0; i < MR; ++i) __builtin_prefetch(src + (i + MR) * lda + p, 0, 2);
+          transpose_16_columns<Cvt>(src + p, lda, MR, dst + p * MR, MR, MR);
+        }
       }
 #endif
       for (; p < k; ++p) {
