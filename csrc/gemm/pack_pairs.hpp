@@ -29,6 +29,8 @@ void pack_a_pairs(const uint16_t* a, int64_t lda, int64_t m, int64_t k, uint16_t
     if constexpr (MR <= 16) {
       if (lda % 2 == 0) {  // rows of pairs: 16 pairs of each of MR rows become 16 rows of MR pairs
         for (; 2 * (p + 16) <= k; p += 16) {
+          // the next MR rows' same pairs, as pack_a does (csrc/gemm/README.md, "Packing")
+          for (int i = 0; i < MR; ++i) __builtin_prefetch(src + (i + MR) * lda + 2 * p, 0, 2);
           transpose_16_columns<Cvt>(reinterpret_cast<const float*>(src + 2 * p), lda / 2, rows,
                                     reinterpret_cast<float*>(dst + 2 * p * MR), MR, MR);
         }
