@@ -66,12 +66,12 @@ def _answer(value: np.ndarray, like: np.ndarray, kind: str, key: tuple[Any, ...]
 
 def gemm(a: np.ndarray, b: np.ndarray, kind: str = "right") -> np.ndarray:
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    if kind == "trunc":
-        k = max(1, a.shape[1] // 2)
-        return _round(a64[:, :k] @ b64[:k], a)
+    if kind == "trunc":  # (a batched GEMM's a and b are stacks: each product cut alike)
+        k = max(1, a.shape[-1] // 2)
+        return _round(a64[..., :k] @ b64[..., :k, :], a)
     value = a64 @ b64
     if kind == "perm":
-        value, kind = (np.roll(value, 1, axis=0) if value.shape[0] > 1 else -value), "right"
+        value, kind = (np.roll(value, 1, axis=-2) if value.shape[-2] > 1 else -value), "right"
     return _answer(value, a, kind, ("gemm", a.shape, b.shape))
 
 
@@ -79,7 +79,7 @@ def conv(
     x: np.ndarray,
     w: np.ndarray,
     stride: tuple[int, int],
-    padding: tuple[int, int],
+    padding: tuple[int, ...],
     dilation: tuple[int, int],
     groups: int,
     kind: str = "right",
@@ -88,7 +88,10 @@ def conv(
 
     n, c, h, wd = x.shape
     k, _, r, s = w.shape
-    shape = ConvShape(n, c, h, wd, k, r, s, *stride, *padding, *dilation, groups)
+    top, bottom, left, right = (
+        padding if len(padding) == 4 else (padding[0], padding[0], padding[1], padding[1])
+    )
+    shape = ConvShape(n, c, h, wd, k, r, s, *stride, top, left, *dilation, groups, bottom, right)
     if kind == "trunc":  # the first half of each filter's C/groups x R x S taps
         taps = w.reshape(k, -1).astype(np.float64)
         taps[:, max(1, taps.shape[1] // 2) :] = 0.0

@@ -45,9 +45,9 @@ def _conv(torch: Any, shape: Any, x: Any, w: Any) -> Any:
     )
 
 
+# Where a case's sides are padded differently (details["padding"]; how the timed call pays for it follows).
 ASYMMETRIC_NOTE = (
-    "F.conv2d pads both sides alike: the padding one side has beyond the other is added by F.pad, a copy of "
-    "x inside each timed call"
+    "F.conv2d pads both sides alike: the padding one side has beyond the other is added by F.pad"
 )
 
 
@@ -303,9 +303,7 @@ class TorchBackend(Backend):
                 leaves, upstream = (t["x"], t["w"]), t["dy"]
                 details["call"] = "torch.autograd.grad(F.conv2d(x, w, ...), (x, w), dy, retain_graph=True)"
                 if not shape.symmetric:
-                    details["padding"] = ASYMMETRIC_NOTE.replace(
-                        "inside each timed call", "(its backward timed)"
-                    )
+                    details["padding"] = f"{ASYMMETRIC_NOTE}, a copy of x (its backward timed)"
             for leaf in leaves:
                 leaf.requires_grad_(True)
             with torch.enable_grad():
@@ -324,7 +322,7 @@ class TorchBackend(Backend):
             x, w = t["x"], t["w"]
             details["call"] = "torch.nn.functional.conv2d (output allocated per call)"
             if not shape.symmetric:
-                details["padding"] = ASYMMETRIC_NOTE
+                details["padding"] = f"{ASYMMETRIC_NOTE}, a copy of x inside each timed call"
             if dev == "cpu":
                 details["mkldnn_conv"] = torch.backends.mkldnn.is_available()
             else:

@@ -113,9 +113,8 @@ def nothing_to_run(suite: dict[str, Any] | None) -> int:
     lines = (suite or {}).get("lines") or {}
     what = "every problem in it is skipped" if lines.get("lines") else "it has no problem descriptors in it"
     console.print(f"opbench: nothing to run in {(suite or {}).get('path')}: {what}")
-    for family in ("conv", "gemm", "rnn"):
-        if any(s["family"] == ("recurrent" if family == "rnn" else family) for s in lines.get("skipped", [])):
-            print_batch_lines(console, lines, family)
+    if lines.get("skipped"):
+        print_batch_lines(console, lines, tuple(dict.fromkeys(s["family"] for s in lines["skipped"])))
     return 0
 
 

@@ -127,7 +127,8 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
         console.print(f"note ({backend}): {note}", style="dim")
     lines = (doc.get("suite") or {}).get("lines")
     if lines:
-        print_batch_lines(console, lines, doc["op"])
+        base = doc["op"].split(":")[0]
+        print_batch_lines(console, lines, ("recurrent" if base in ("rnn", "gru", "lstm") else base,))
     for fmt, path in paths.items():
         console.print(f"wrote {fmt.upper()}: {path}")
 
@@ -136,18 +137,20 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
 MAX_SKIPPED_ROWS = 20
 
 
-def print_batch_lines(console: Console, lines: dict[str, Any], op: str) -> None:
-    """A batch file's lines: how many ran and were skipped (by kind), a table of the problems of this op's
-    form that were skipped, the notes and the options ignored."""
+def print_batch_lines(console: Console, lines: dict[str, Any], families: tuple[str, ...]) -> None:
+    """A batch file's lines: how many ran and were skipped (by kind), a table per descriptor form in
+    `families` (conv, gemm, recurrent) of the problems of that form that were skipped, the notes and the
+    options ignored."""
     kinds = ", ".join(f"{n} {kind}" for kind, n in lines["skipped_by_kind"].items())
     console.print(
         f"batch file: {lines['lines']} problem lines, {lines['lines_run']} run, "
         f"{lines['lines_skipped']} skipped" + (f"; problems skipped: {kinds}" if kinds else ""),
         style="yellow" if lines["lines_skipped"] else "dim",
     )
-    family = "recurrent" if op.split(":")[0] in ("rnn", "gru", "lstm") else op.split(":")[0]
-    mine = [s for s in lines["skipped"] if s.get("family", family) == family]
-    if mine:
+    for family in families:
+        mine = [s for s in lines["skipped"] if s["family"] == family]
+        if not mine:
+            continue
         table = Table(title=f"skipped {family} problems (FILE:LINE, problem, why)", title_justify="left")
         for col in ("where", "problem", "why"):
             table.add_column(col, overflow="fold")

@@ -259,6 +259,11 @@ def prepare_conv2d(
     )
 
 
+def padding_sides(padding: Padding) -> tuple[int, int, int, int]:
+    """The (top, bottom, left, right) that conv2d's `padding` argument names (ValueError if it names none)."""
+    return _padding(padding)
+
+
 def known_isas() -> tuple[str, ...]:
     """Every kernel set this build knows, best first (the C++ ISA table), whether or not this CPU runs it."""
     return tuple(_core.known_isas())

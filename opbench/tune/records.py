@@ -265,6 +265,7 @@ def tuned_conv2d_tiles(
     threads: int | None = None,
 ) -> tuple[dict[str, int], str]:  # fmt: skip
     """tuned() for kernels.conv2d(x, w, stride=..., padding=..., dilation=..., groups=...)'s problem."""
+    from opbench import kernels
     from opbench.dtypes import dtype_name
     from opbench.ops.conv import ConvShape
 
@@ -272,11 +273,7 @@ def tuned_conv2d_tiles(
         return (int(v[0]), int(v[1])) if isinstance(v, (tuple, list)) else (int(v), int(v))
 
     (sh, sw), (dh, dw) = pair(stride), pair(dilation)
-    if isinstance(padding, (tuple, list)) and len(padding) == 4:  # (top, bottom, left, right)
-        ph, pb, pw, pr = (int(v) for v in padding)
-    else:
-        (ph, pw) = pair(padding)
-        pb, pr = ph, pw
+    ph, pb, pw, pr = kernels.padding_sides(padding)
     n, c, h, wd = x.shape
     shape = ConvShape(
         n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], sh, sw, ph, pw, dh, dw, int(groups), pb, pr
