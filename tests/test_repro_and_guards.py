@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from opbench import guards, visits
 from opbench.case import Case, Outcome, Result
 from opbench.measure import Visit
 from opbench.measurement import Measurement
-from opbench.ops import conv, gemm
+from opbench.ops import conv, conv_bwd, gemm
 from tests.conftest import FAST_TIMER, run_cli
 
 
@@ -108,6 +109,28 @@ def test_relu_zeros_are_expected_not_mistrusted(tmp_path: Path) -> None:
     (rec,) = doc["records"]
     assert 0.2 < rec["guards"]["zero_fraction"] < 0.8 and rec["guards"]["expected_zero_fraction"] == 0.5
     assert "mistrusted" not in rec["flags"]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        conv.ConvShape(1, 4, 1, 48, 4, 1, 1, stride_w=4),  # a stride longer than the filter: dx has gaps
+        conv.ConvShape(1, 3, 10, 7, 2, 5, 5, pad_h=7, pad_w=7),  # padding past the filter: outputs of padding
+        conv.ConvShape(2, 3, 11, 9, 4, 3, 2, stride_h=3, stride_w=2, pad_h=0, pad_w=1, pad_h_end=2),
+        conv.ConvShape(1, 2, 6, 6, 2, 3, 3, pad_h=4, pad_w=0, pad_h_end=0, dil_h=2),
+        conv.ConvShape(2, 3, 9, 9, 4, 3, 3, pad_h=1, pad_w=1),  # none
+    ],
+)
+def test_a_convs_structural_zeros_are_expected(shape: conv.ConvShape) -> None:
+    """The exact zeros of a conv's float64 output and gradients with random inputs are the share that
+    expected_zero_fraction allows for, so the mistrusted guard flags only what a kernel left out."""
+    inputs = conv.make_inputs(shape, "fp32", 3)
+    assert guards.zero_fraction(conv.reference(shape, inputs)) == pytest.approx(
+        conv.expected_zero_fraction(shape)
+    )
+    back = conv_bwd.make_inputs(shape, "fp32", 3)
+    ref = conv_bwd.reference(shape, back)
+    assert guards.zero_fraction(ref) == pytest.approx(conv_bwd.expected_zero_fraction(shape))
 
 
 def test_zero_fraction_reads_nested_outputs() -> None:
