@@ -53,7 +53,7 @@ def zero_fraction(output: Any) -> float | None:
 def zeros_guard(case: Case, output: Any, guards: dict[str, Any]) -> None:
     """Count the output's zeros into `guards`; a reason starting 'mistrusted' when there are too many."""
     fraction = zero_fraction(output)
-    expected_of = getattr(get_op(case.op), "expected_zero_fraction", None)
+    expected_of = getattr(get_op(case.key), "expected_zero_fraction", None)
     expected = float(expected_of(case.shape)) if expected_of else 0.0
     guards.update(zero_fraction=fraction, expected_zero_fraction=expected)
     if fraction is not None and fraction > expected + MISTRUST_ZEROS:

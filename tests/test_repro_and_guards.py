@@ -131,6 +131,17 @@ def test_a_convs_structural_zeros_are_expected(shape: conv.ConvShape) -> None:
     back = conv_bwd.make_inputs(shape, "fp32", 3)
     ref = conv_bwd.reference(shape, back)
     assert guards.zero_fraction(ref) == pytest.approx(conv_bwd.expected_zero_fraction(shape))
+    # the guard asks the op of the case's pass; gradients with a further 31% of zeros are mistrusted
+    for pass_name, output in (("fwd", conv.reference(shape, inputs)), ("bwd", ref)):
+        seen: dict = {}
+        guards.zeros_guard(Case("conv", shape, "fp32", "cpp", 1, "cpu", pass_name=pass_name), output, seen)
+        assert "reasons" not in seen, seen
+    lazy = {"dx": ref["dx"], "dw": np.zeros_like(ref["dw"])}
+    dx_share = ref["dx"].size / (ref["dx"].size + ref["dw"].size)
+    if (1 - dx_share) - conv_bwd.expected_zero_fraction(shape) * (1 - dx_share) > guards.MISTRUST_ZEROS:
+        seen = {}
+        guards.zeros_guard(Case("conv", shape, "fp32", "cpp", 1, "cpu", pass_name="bwd"), lazy, seen)
+        assert seen["reasons"][0].startswith("mistrusted"), seen
 
 
 def test_zero_fraction_reads_nested_outputs() -> None:
