@@ -89,7 +89,7 @@ def at_float_offset(x: np.ndarray, offset: int) -> np.ndarray:
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("offset", range(16))
 def test_unpacked_path_at_every_alignment_of_b(isa: str, offset: int) -> None:
-    cases = ((3, 64, 5, 1, None), (17, 48, 67, 2, None), (29, 112, 131, 3, 32), (15, 80, 9, 5, None))
+    cases = ((3, 96, 5, 1, None), (17, 128, 67, 2, None), (29, 112, 131, 3, 32), (15, 80, 9, 5, None))
     for m, n, k, threads, tile_n in cases:
         inp = inputs_for(m, n, k, "fp32", seed=offset + n)
         b = at_float_offset(inp["b"], offset)
@@ -227,6 +227,32 @@ def test_few_columns_take_the_thin_path_at_every_width(isa: str, dtype: str, n: 
         assert_close(plan.output(), inp, dtype)
 
 
+# Past 32 columns the thin path takes an fp32 B that is its own layout (48 or 64 columns, read in place) and
+# small (a quarter of L2), with vectors of 16 lanes; the blocked or unpacked path takes every other width.
+WIDE_N = [33, 47, 48, 49, 63, 64, 65]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", WIDE_N)
+@pytest.mark.parametrize("threads", [1, 3])
+def test_up_to_64_columns_of_a_small_b_take_the_thin_path(isa: str, dtype: str, n: int, threads: int) -> None:
+    wide = kernels.default_tiles(isa)["thin_max_n"] == 64
+    quarter_l2 = kernels.cpu_info()["caches"]["l2"]["size_bytes"] // 4
+    big_k = quarter_l2 // (4 * n) + 1
+    for m, k in ((2, 1), (37, 3), (9, 7), (21, 17), (37, 523), (13, big_k)):
+        inp = inputs_for(m, n, k, dtype, seed=n + k)
+        plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0)
+        thin = wide and n in (48, 64) and dtype == "fp32" and k < big_k
+        assert plan.tiles()["path"].startswith("thin") == thin, (m, n, k, plan.tiles()["path"])
+        assert_close(plan.output(), inp, dtype)
+    # B read in place through its leading dimension: 64 columns of a wider array
+    inp = inputs_for(29, 80, 41, dtype, seed=5)
+    inp["b"] = inp["b"][:, 3 : 3 + n]
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads)
+    assert_close(plan.output(), inp, dtype)
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("n", [3, 8, 16, 32])
 def test_thin_path_reads_b_transposed(isa: str, n: int) -> None:
@@ -253,11 +279,11 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(300, 32, 4).startswith("thin")
     assert path(3, 16, 4).startswith("thin")  # few columns before few rows
     assert not path(300, 33, 40).startswith("thin")
-    assert path(small_m, 64, 64).startswith("unpacked")
-    assert path(small_m + 1, 64, 64).startswith("blocked")
-    assert path(20, 64, 64, small_m=19).startswith("blocked")
-    assert path(20, 64, 64, small_m=20).startswith("unpacked")
-    assert path(20, 64, 64, small_m=0).startswith("blocked")
+    assert path(small_m, 67, 64).startswith("unpacked")
+    assert path(small_m + 1, 67, 64).startswith("blocked")
+    assert path(20, 67, 64, small_m=19).startswith("blocked")
+    assert path(20, 67, 64, small_m=20).startswith("unpacked")
+    assert path(20, 67, 64, small_m=0).startswith("blocked")
     # B streamed for 2-8 rows by default once B outgrows half of L2 (below that it is read faster in place),
     # for any B when stream_m is given, and never at stream_m 0 or 1
     caches = kernels.cpu_info()["caches"]

@@ -64,8 +64,12 @@ def test_matches_float64_reference(isa: str, dtype: str, shape: tuple[int, int, 
     assert_close(c, inp, dtype)
 
 
-# (batch, m, n, k): one product, a prime count of odd ones, fewer products than threads, attention-like ones
-BATCHED = [(1, 7, 5, 3), (5, 17, 31, 13), (2, 1, 67, 9), (3, 129, 16, 70), (13, 64, 64, 32), (4, 9, 1, 257)]
+# (batch, m, n, k): one product, a prime count of odd ones, fewer products than threads, attention-like ones;
+# the threads share 3x129 and 1x101 in blocks of rows, a thread's share of 3x129 crossing products
+BATCHED = [
+    (1, 7, 5, 3), (5, 17, 31, 13), (2, 1, 67, 9), (3, 129, 16, 70), (13, 64, 64, 32), (4, 9, 1, 257),
+    (1, 101, 33, 47),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -83,6 +87,8 @@ def test_batched_gemm_matches_float64_reference(
     plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=threads, isa=isa)
     c = plan.output()
     assert c.shape == (b, m, n) and c.dtype == inp["a"].dtype and plan.tiles()["path"].startswith("batched")
+    if threads == 2 and m in (129, 101):
+        assert plan.tiles()["path"].startswith("batched, blocks of") and plan.tiles()["batch_rows"] < m
     result = gemm_op.check(shape, c, inp, gemm_op.reference(shape, inp), dtype, "fp32")
     assert result["ok"], result
     # every product is its own: one product computed from another's operands fails

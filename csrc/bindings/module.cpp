@@ -214,7 +214,9 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   p.accumulation = f16_acc ? Accumulation::f16 : Accumulation::f32;
   const std::vector<int64_t> c_shape = batch ? std::vector<int64_t>{batch, p.m, p.n} : std::vector<int64_t>{p.m, p.n};
   const int64_t c_bytes = out ? 0 : array_bytes(c_shape, ma.itemsize, "output size");
-  const bool split = gemm_batch_split(p, blocking, batch, static_cast<int>(threads));
+  const int64_t tile_rows = f16 ? f16->mr : bf16 ? bf16->mr : tk.mr;
+  const int64_t batch_rows = batch ? gemm_batch_rows(p, batch, static_cast<int>(threads), tile_rows) : 0;
+  const bool split = batch_rows > 0;
   const int64_t workspace = split ? checked::mul(gemm_workspace_bytes(ks, p, blocking, 1), threads, "gemm workspace")
                                   : gemm_workspace_bytes(ks, p, blocking, threads);
   check_alloc(checked::add(workspace, c_bytes, "gemm"), "gemm");
@@ -251,8 +253,8 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   plan.result = result;
   if (batch) {
     const BatchStrides strides{p.m * p.k, p.k * p.n, p.m * p.n};
-    plan.call = [&ks, p, blocking, batch, strides, threads] {
-      gemm_batched(ks, p, blocking, batch, strides, static_cast<int>(threads));
+    plan.call = [&ks, p, blocking, batch, strides, threads, batch_rows] {
+      gemm_batched(ks, p, blocking, batch, strides, static_cast<int>(threads), batch_rows);
     };
   } else {
     plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
@@ -263,10 +265,17 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   plan.tiles["small_m"] = blocking.small_m;
   plan.tiles["parallel_flops"] = blocking.parallel_flops;
   plan.tiles["stream_m"] = blocking.stream_m;
-  const std::string path = gemm_path(ks, p, blocking);
-  plan.tiles["path"] = !batch   ? path
-                       : split ? "batched, the batch split over the threads: " + path
-                               : "batched, each product on all threads: " + path;
+  GemmProblem one_task = p;  // what one thread's gemm() multiplies
+  if (split) one_task.m = std::min(p.m, batch_rows);
+  const std::string path = gemm_path(ks, one_task, blocking);
+  plan.tiles["path"] = !batch ? path
+                       : !split ? "batched, each product on all threads: " + path
+                       : threads <= 1 ? "batched, one product after another: " + path
+                       : batch_rows >= p.m
+                           ? "batched, whole products dealt out to the threads: " + path
+                           : "batched, blocks of " + std::to_string(batch_rows) +
+                                 " rows of each product dealt out to the threads: " + path;
+  if (batch) plan.tiles["batch_rows"] = batch_rows;
   if (path.rfind("blocked", 0) == 0) {
     plan.tiles["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : bf16 ? bf16->nr : tk.nr, bf16 ? 2 : 4);
   }
@@ -299,6 +308,7 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["small_m"] = blk.small_m;
   d["parallel_flops"] = blk.parallel_flops;
   d["stream_m"] = blk.stream_m;
+  d["thin_max_n"] = thin::max_n(ks.thin_lanes);  // the few-columns path's widest N (small.cpp, thin_path)
   d["stream_m_max"] = thin::kMaxStreamM;
   py::dict f16acc;  // accumulate='fp16': the kernels it would run, or why it cannot run here
   try {

@@ -1,6 +1,7 @@
 // The BLIS five-loop GEMM over a kernel set: jc (nc) -> pc (kc, pack B) -> ic (mc, pack A) -> jr (NR) ->
 // ir (MR) -> micro-kernel. Threads split the rows and the NR-panels of each B panel between them.
 #include <algorithm>
+#include <type_traits>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -139,6 +140,21 @@ const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_na
 
 namespace {
 
+// bf16 A read in place by the micro-kernel instead of packed in pairs (Bf16Kernels::ukernel_a): with few
+// columns each micro-panel of A is used by few tiles, and packing it cost more than the tiles saved. Rows of a
+// long K block are the exception: a micro-panel of 14 rows read in place is 14 streams, and past 1024 of K
+// (28 KiB of A per tile, more than L1 keeps between the tiles) the packed, contiguous panel was faster.
+// Builds interleaved in one process, one Zen 4 core (in place / packed): attention's QK 128x128x64 1.04-1.08x,
+// WV 128x64x128 1.15x, 384x64x384 1.16x (16 products, in cache) and 1.13x (128, from memory: the kernel
+// prefetches A's rows, without which it was 0.88x), 2048x128x512 1.06x, 512x128x1024 1.09x, 1000x100x1000
+// 1.07x, 333x200x77 1.08x, 256^3 1.04x; past the limits 384x384x64 (QK) 1.00x, 128x1024x64 0.96x, 1024^3
+// 1.00x, 512x128x2048 0.87x, 4096x64x4096 0.98x, 2048x256x2048 0.59x.
+constexpr int64_t kBf16InPlaceMaxN = 256;
+constexpr int64_t kBf16InPlaceMaxK = 1024;
+bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk) {
+  return !p.trans_a && p.n <= kBf16InPlaceMaxN && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK;
+}
+
 // A register tile's kernels as the blocked loops see them: packed panels of Elem, a micro-kernel that adds
 // into fp32 C, and where B was packed ahead of time (if it was).
 struct F32Tile {
@@ -165,6 +181,8 @@ struct F32Tile {
     ks.gemm.ukernel(kb, a, b, c, ldc, acc, m, n);
   }
   const float* prepacked(const GemmProblem& p) const { return static_cast<const float*>(p.b_packed); }
+  bool a_in_place(const GemmProblem&, const Blocking&) const { return false; }
+  void ukernel_a(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, int, int) const {}
 };
 
 // Panels of halves for a kernel table with pack_a, pack_b, pack_bt and ukernel on uint16_t panels (inputs are
@@ -190,6 +208,18 @@ struct HalvesTile {
     k.ukernel(kb, a, b, c, ldc, acc, m, n);
   }
   const uint16_t* prepacked(const GemmProblem& p) const { return static_cast<const uint16_t*>(p.b_packed); }
+  // bf16 pairs are A's own rows: a kernel that reads A in place needs no packed A (a_in_place_bf16).
+  bool a_in_place(const GemmProblem& p, const Blocking& blk) const {
+    if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
+      return k.ukernel_a != nullptr && a_in_place_bf16(p, blk);
+    } else {
+      return false;
+    }
+  }
+  void ukernel_a(int64_t kb, const uint16_t* a, int64_t lda, const uint16_t* b, float* c, int64_t ldc, bool acc, int m,
+                 int n) const {
+    if constexpr (std::is_same_v<Kernels, Bf16Kernels>) k.ukernel_a(kb, a, lda, b, c, ldc, acc, m, n);
+  }
 };
 using F16AccTile = HalvesTile<F16AccKernels, 1>;
 using Bf16Tile = HalvesTile<Bf16Kernels, 2>;
@@ -253,6 +283,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   const int64_t a_rows = std::min(round_up(mc, MR), ceil_div(row_panels, tm) * MR);
   const int64_t a_stride = round_up(a_rows * tile.depth(kc), 1024);  // 4 KiB apart: no false sharing between threads
   const Elem* prepacked = tile.prepacked(p);
+  const bool a_in_place = tile.a_in_place(p, blk);
   Elem* b_panel = prepacked != nullptr ? nullptr : static_cast<Elem*>(ws.b_panel.reserve(b_elems * sizeof(Elem)));
   Elem* a_blocks = static_cast<Elem*>(ws.a_blocks.reserve(a_stride * threads * sizeof(Elem)));
   const int64_t c32_ld = round_up(nc, 16);
@@ -297,6 +328,19 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
         for (int64_t ic = m_lo; ic < m_hi; ic += mc) {
           const int64_t mb = std::min(mc, m_hi - ic);
+          if (a_in_place) {
+            const Elem* a = static_cast<const Elem*>(p.a) + ic * p.lda + pc;
+            for (int64_t q = q_lo; q < q_hi; ++q) {
+              const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
+              const Elem* bp = b_block + q * kd * NR;
+              for (int64_t r = 0; r * MR < mb; ++r) {
+                const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
+                tile.ukernel_a(kb, a + r * MR * p.lda, p.lda, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
+                               p.accumulate || pc > 0, m_valid, n_valid);
+              }
+            }
+            continue;
+          }
           tile.pack_a(p, ic, pc, mb, kb, a_pack);
           for (int64_t q = q_lo; q < q_hi; ++q) {
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
@@ -368,7 +412,8 @@ void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, 
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.accumulation == Accumulation::f16) return "blocked, fp16 accumulation";
   if (p.in_dtype == Dtype::bf16) {
-    return p.b_packed != nullptr ? "blocked, bf16 pairs, B packed once" : "blocked, bf16 pairs";
+    const std::string a = Bf16Tile{bf16_kernels(ks)}.a_in_place(p, blk) ? ", A read in place" : "";
+    return p.b_packed != nullptr ? "blocked, bf16 pairs" + a + ", B packed once" : "blocked, bf16 pairs" + a;
   }
   if (const char* small = small_path(ks, p, blk)) return small;
   const KernelSet& tk = tile_kernels(ks, p.n);

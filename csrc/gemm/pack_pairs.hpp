@@ -204,8 +204,10 @@ void ukernel_pairs(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __
 // The Bf16Kernels of a unit: its portable pairs kernel on an MR x NR tile, or (with ukernel) its own.
 template <int MR, int NR, class Cvt>
 constexpr Bf16Kernels make_bf16_kernels(const char* isa, const char* description,
-                                        UkernelBf16 ukernel = ukernel_pairs<MR, NR, Cvt>) {
-  return {isa, description, MR, NR, ukernel, pack_a_pairs<MR, Cvt>, pack_b_pairs<NR, Cvt>, pack_bt_pairs<NR, Cvt>};
+                                        UkernelBf16 ukernel = ukernel_pairs<MR, NR, Cvt>,
+                                        UkernelBf16A ukernel_a = nullptr) {
+  return {isa,         description,           MR, NR, ukernel, pack_a_pairs<MR, Cvt>, pack_b_pairs<NR, Cvt>,
+          pack_bt_pairs<NR, Cvt>, ukernel_a};
 }
 
 }  // namespace packing

@@ -346,8 +346,23 @@ bool row_path(const GemmProblem& p, const Blocking& blk) {
          b_bytes(p) >= blk.stream_min_b_bytes;
 }
 
+// 48 or 64 columns (thin::kMaxWideN, vectors of 16 lanes) of an fp32 B that is its own thin layout (read in
+// place, thin_b_in_place) and fills at most a quarter of L2, where each pass of R = 8 or 6 rows of A reads it
+// again (a larger B is the blocked path's, which blocks K). Against the blocked path (14x32 tile, A and B
+// packed), in one process, builds interleaved, on one Zen 4 core: 4096x48x1024 1.46x, 33x48x200 1.54x,
+// 8x64x256 1.51x, 2048x64x1024 1.30x, attention's WV products 128x64x128 1.20x (12 of them, in L2) and
+// 1.09x (96), 384x64x384 1.05x; on two cores 2048x64x1024 1.74x. Where B had to be packed into the layout
+// first (N = 33-63 but 48) the blocked path was faster as often as not (20x50x100 at 0.57x, 1000x40x300
+// 1.18x), and fp16 A, widened here in chunks, ran 12 WV products at 0.76x.
+bool wide_thin(const KernelSet& ks, const GemmProblem& p) {
+  return p.n <= thin::max_n(ks.thin_lanes) && thin_b_in_place(ks, p) &&
+         p.k * p.n * int64_t(sizeof(float)) <= cpu_info().l2.size_bytes / 4;
+}
+
 bool thin_path(const KernelSet& ks, const GemmProblem& p) {
-  return p.n <= thin::kMaxN && ks.gemm.thin != nullptr && !p.trans_a;
+  if (ks.gemm.thin == nullptr || p.trans_a) return false;
+  if (p.n <= thin::kMaxN) return true;
+  return wide_thin(ks, p);
 }
 
 }  // namespace
@@ -400,7 +415,7 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
   const int64_t NR = std::max(ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0);
   const int64_t kc = std::min(blk.kc, p.k);
   const int64_t thin =
-      p.n <= thin::kMaxN ? add(thin::packed_floats(ks.thin_lanes, p.n, p.k), mul(p.m, p.n, "C"), "thin path") : 0;
+      p.n <= thin::max_n(ks.thin_lanes) ? add(thin::packed_floats(ks.thin_lanes, p.n, p.k), mul(p.m, p.n, "C"), "thin path") : 0;
   // The rows path: each thread's fp16 B rows widened (kRowGroup x its block) and its accumulators; fp16 C
   // is summed in an M x N fp32 buffer.
   const int64_t row = p.m <= thin::kMaxStreamM

@@ -239,7 +239,13 @@ void dispatch(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float*
     case 4: tall<L, 4, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
     case 8: tall<L, 8, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
     case 16: tall<L, 16, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
-    default: tall<L, 32, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
+    case 32: tall<L, 32, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate); break;
+    case 48:
+      if constexpr (L >= 16) tall<L, 48, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate);
+      break;
+    default:
+      if constexpr (L >= 16) tall<L, 64, Cvt>(m, n, k, a, lda, bp, ldbp, c, ldc, accumulate);
+      break;
   }
 }
 

@@ -18,6 +18,8 @@ constexpr int kNR = kNV * 16;
 // C's tile goes towards L2 as the kernel starts and into L1 this many pairs before the end (as in the fp32
 // kernel, ukernel_avx512.cpp: a deep K block evicts C fetched at the start).
 constexpr int64_t kCLatePairs = 32;
+// A read in place: lines of each row fetched ahead of the pair being multiplied.
+constexpr int64_t kAPrefetchLines = 4;
 
 // The packing templates' conversion policy (the pairs packers copy halves; nothing widens fp16 here).
 struct Cvt {
@@ -26,9 +28,12 @@ struct Cvt {
 
 // ROWS of the tile's kTileRows rows, for a micro-panel of A with only that many rows (its rows are still kTileRows
 // apart in the panel): M = 128 at 14 rows would otherwise multiply 140 rows, 9% of them padding.
-template <int ROWS>
-void ukernel_body(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __restrict bp, float* __restrict c,
-                  int64_t ldc, bool accumulate, int m, int n) {
+// kInPlace: A is not a packed micro-panel but ROWS rows of row-major A, lda halves apart (ukernel_a): a pair of
+// row i is the 32 bits at row i's column 2p, so the broadcast reads A's own rows; an odd kc's last pair
+// keeps its first half only (the second belongs to the next K block, or lies past the row).
+template <int ROWS, bool kInPlace = false>
+void ukernel_body(int64_t kc, const uint16_t* __restrict ap, int64_t lda, const uint16_t* __restrict bp,
+                  float* __restrict c, int64_t ldc, bool accumulate, int m, int n) {
   constexpr int kMR = ROWS;  // the rows computed; A's micro-panel holds kTileRows
   __m512 acc[kMR][kNV];
 #pragma GCC unroll 14
@@ -48,20 +53,39 @@ void ukernel_body(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __r
     }
   }
   const auto* a32 = reinterpret_cast<const int32_t*>(ap);
-  auto step = [&](int64_t p) __attribute__((always_inline)) {
+  // In place, whole pairs of every row; an odd kc's last one is read as one half.
+  const int64_t whole = kInPlace ? kc / 2 : pairs;
+  const int64_t late_whole = late < whole ? late : whole;
+  auto pair_of = [&](int i, int64_t p) __attribute__((always_inline)) {
+    if constexpr (kInPlace) {
+      int32_t v;
+      __builtin_memcpy(&v, ap + i * lda + 2 * p, sizeof(v));
+      return v;
+    } else {
+      return a32[p * kTileRows + i];
+    }
+  };
+  auto step = [&](int64_t p, bool half) __attribute__((always_inline)) {
+    if constexpr (kInPlace) {
+      // One row's line kAPrefetchLines ahead per step: each row of A read in place moves a line (16 pairs)
+      // every 16 steps, and from memory the 14 streams are more than the prefetchers follow.
+      const int64_t r = p & 15;
+      if (r < kMR) _mm_prefetch(reinterpret_cast<const char*>(ap + r * lda + 2 * (p - r) + 32 * kAPrefetchLines), _MM_HINT_T0);
+    }
     __m512bh b[kNV];
 #pragma GCC unroll 2
     for (int j = 0; j < kNV; ++j) b[j] = (__m512bh)_mm512_load_si512(bp + (p * kNR + j * 16) * 2);
 #pragma GCC unroll 14
     for (int i = 0; i < kMR; ++i) {
-      const __m512bh a = (__m512bh)_mm512_set1_epi32(a32[p * kTileRows + i]);
+      const int32_t v = half ? static_cast<int32_t>(ap[i * lda + 2 * p]) : pair_of(i, p);
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(v);
 #pragma GCC unroll 2
       for (int j = 0; j < kNV; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], a, b[j]);
     }
   };
   int64_t p = 0;
 #pragma GCC unroll 2
-  for (; p < late; ++p) step(p);
+  for (; p < late_whole; ++p) step(p, false);
   if (late > 0) {
 #pragma GCC unroll 14
     for (int i = 0; i < kMR; ++i) {
@@ -70,7 +94,8 @@ void ukernel_body(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __r
     }
   }
 #pragma GCC unroll 2
-  for (; p < pairs; ++p) step(p);
+  for (; p < whole; ++p) step(p, false);
+  if (kInPlace && whole < pairs) step(p, true);
   __mmask16 mask[kNV];
 #pragma GCC unroll 2
   for (int j = 0; j < kNV; ++j) mask[j] = packing::lanes_mask<Cvt>(n - j * 16);
@@ -86,19 +111,25 @@ void ukernel_body(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __r
   }
 }
 
-template <int... R>
-constexpr UkernelBf16 kByRows[] = {ukernel_body<R + 1>...};
+template <bool kInPlace, int... R>
+constexpr UkernelBf16A kByRows[] = {ukernel_body<R + 1, kInPlace>...};
 
-void ukernel(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c, int64_t ldc, bool accumulate, int m, int n) {
+template <bool kInPlace>
+void by_rows(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, float* c, int64_t ldc, bool accumulate,
+             int m, int n) {
   if (m >= kTileRows) {
-    ukernel_body<kTileRows>(kc, ap, bp, c, ldc, accumulate, m, n);
+    ukernel_body<kTileRows, kInPlace>(kc, a, lda, bp, c, ldc, accumulate, m, n);
   } else {
-    kByRows<0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12>[m - 1](kc, ap, bp, c, ldc, accumulate, m, n);
+    kByRows<kInPlace, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12>[m - 1](kc, a, lda, bp, c, ldc, accumulate, m, n);
   }
 }
 
+void ukernel(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c, int64_t ldc, bool accumulate, int m, int n) {
+  by_rows<false>(kc, ap, 0, bp, c, ldc, accumulate, m, n);
+}
+
 constexpr Bf16Kernels kAvx512Bf16 = packing::make_bf16_kernels<kTileRows, kNR, Cvt>(
-    "avx512bf16", "AVX512-BF16 14x32 bf16 pairs, vdpbf16ps into fp32", ukernel);
+    "avx512bf16", "AVX512-BF16 14x32 bf16 pairs, vdpbf16ps into fp32", ukernel, by_rows<true>);
 
 }  // namespace
 

@@ -84,18 +84,20 @@ int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Bl
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p);
 
 // Batched products (csrc/gemm/batched.cpp): C_i = A_i B_i for i < batch, with p the first product and the
-// operands of product i at a + i * a, b + i * b and c + i * c elements. gemm_batch_split says whether the
-// threads split the batch (each product on one thread) rather than each product.
+// operands of product i at a + i * a, b + i * b and c + i * c elements. gemm_batch_rows says how the threads
+// share them: 0, each product in turn on all threads; else each product cut into blocks of that many rows
+// (m: whole products) and the blocks dealt out to the threads, one gemm() each on one thread. mr is the
+// register tile's rows (blocks are whole tiles).
 struct BatchStrides {
   int64_t a, b, c;
 };
-bool gemm_batch_split(const GemmProblem& p, const Blocking& blk, int64_t batch, int threads);
+int64_t gemm_batch_rows(const GemmProblem& p, int64_t batch, int threads, int64_t mr);
 // A batched GEMM's products read B in place (the few-rows path) up to this many rows of A by default, not the
 // single GEMM's unpacked_rows: attention's products (M = 16 to 512, K or N = 64) ran 10-40% faster packing B
 // (Zen 4, 2 threads, 96 products), and M = 8 10% slower.
 constexpr int64_t kBatchedSmallM = 8;
 void gemm_batched(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int64_t batch, BatchStrides s,
-                  int threads);
+                  int threads, int64_t rows);
 int64_t packed_b_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
 void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, void* dst, int threads);
 

@@ -79,10 +79,16 @@ using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16,
 // For N = 1 this is B's column itself (g = lanes).
 namespace thin {
 constexpr int kMaxN = 32;
+// With vectors of 16 lanes (AVX-512) the thin path also takes 33-64 columns when B is small (wide_b_bytes):
+// a 6 x 4-vector tile, A and B both read in place.
+constexpr int kMaxWideN = 64;
+constexpr int max_n(int lanes) { return lanes >= 16 ? kMaxWideN : kMaxN; }
 constexpr int kMaxStreamRows = 8;  // rows of A the rows_axpy kernel takes at once
 constexpr int kMaxStreamM = 32;    // rows of A the streaming path takes (kMaxStreamRows per rows_axpy call)
 constexpr int kStreamGroup = 8;    // rows of B it adds per pass over the accumulators
-constexpr int padded_n(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : 32; }
+constexpr int padded_n(int64_t n) {
+  return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : n <= 8 ? 8 : n <= 16 ? 16 : n <= 32 ? 32 : n <= 48 ? 48 : 64;
+}
 constexpr int group(int lanes, int np) { return np >= lanes ? 1 : lanes / np; }
 constexpr int width(int lanes, int np) { return np * group(lanes, np); }
 constexpr int64_t packed_floats(int lanes, int64_t n, int64_t k) {
@@ -121,6 +127,10 @@ using PackBH = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, ui
 // zero. The micro-kernel sums the products (exact in fp32) in fp32 and adds the tile to C (C = tile when
 // !accumulate), writing only C[0:m, 0:n]. The block sums are fp32, so the error is fp32 accumulation's.
 using UkernelBf16 = UkernelF16Acc;
+// The same tile with A read in place: rows [0, m) of row-major bf16 A from a, lda halves apart, k from a's
+// column on (an odd kc reads the last pair's first half alone). Only the m rows are read.
+using UkernelBf16A = void (*)(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, float* c, int64_t ldc,
+                              bool accumulate, int m, int n);
 
 struct Bf16Kernels {
   const char* isa;          // "avx512bf16", or the kernel set's own ISA for the portable pairs kernel
@@ -131,6 +141,7 @@ struct Bf16Kernels {
   PackAH pack_a;   // from row-major A (m x k)
   PackBH pack_b;   // from row-major B (k x n)
   PackBH pack_bt;  // from B^T (n x k row-major)
+  UkernelBf16A ukernel_a = nullptr;  // A read in place (the pairs layout is A's own rows); null: pack A
 };
 
 struct F16AccKernels {
