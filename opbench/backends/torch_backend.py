@@ -86,43 +86,34 @@ class _TorchCase(KeptOutput, Prepared):
         capture requires); False where the op cannot be captured or OPBENCH_CUDA_GRAPHS=0."""
         if self._graph is not None:
             return self._graph
+        torch = self._torch
         self._graph = False
         if os.environ.get("OPBENCH_CUDA_GRAPHS", "1") == "0":
             self.clock = "CUDA events around eager launches (CUDA graphs off: OPBENCH_CUDA_GRAPHS=0)"
             return False
-        # Two tries: the first backward pass of a process failed its capture on an H200 ("operation failed
-        # due to a previous error during capture") where every later one, of the same shape too, captured.
-        failure = ""
-        for attempt in (1, 2):
-            try:
-                graph = self._capture()
-            except Exception as e:  # an op that cannot be captured: time eager launches instead, and say so
-                failure = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
-                continue
-            self._graph = graph
+        try:
+            side = torch.cuda.Stream(self._device)
+            side.wait_stream(torch.cuda.current_stream(self._device))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self._call()
+            torch.cuda.current_stream(self._device).wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(GRAPH_CALLS):
+                    self._call()
+            torch.cuda.synchronize(self._device)
+        except Exception as e:  # an op that cannot be captured: time eager launches instead, and say so
             self.clock = (
-                f"CUDA events around replays of a CUDA graph of {GRAPH_CALLS} calls (kernels back to back, "
-                "no host launch gaps; the remainder of the loop launched eagerly)"
-                + ("" if attempt == 1 else f"; captured at the second try, the first failed: {failure}")
+                "CUDA events around eager launches (CUDA graph capture failed: "
+                f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})"
             )
-            return graph
-        self.clock = f"CUDA events around eager launches (CUDA graph capture failed twice: {failure})"
-        return False
-
-    def _capture(self) -> Any:
-        """Warm-up calls on a side stream (as capture requires), then GRAPH_CALLS calls captured."""
-        torch = self._torch
-        side = torch.cuda.Stream(self._device)
-        side.wait_stream(torch.cuda.current_stream(self._device))
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                self._call()
-        torch.cuda.current_stream(self._device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(GRAPH_CALLS):
-                self._call()
-        torch.cuda.synchronize(self._device)
+            return False
+        self._graph = graph
+        self.clock = (
+            f"CUDA events around replays of a CUDA graph of {GRAPH_CALLS} calls (kernels back to back, "
+            "no host launch gaps; the remainder of the loop launched eagerly)"
+        )
         return graph
 
     def _mode(self) -> Any:
