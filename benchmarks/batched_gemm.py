@@ -2,6 +2,7 @@
 
     python benchmarks/batched_gemm.py                 # fp32, 1 and 2 threads
     python benchmarks/batched_gemm.py --threads 2 --dtype bf16 --markdown
+    python benchmarks/batched_gemm.py --dtype fp16 --peers torch,mindspore,tensorflow
 
 The products of self-attention, batch x heads of them: QK^T (S x 64 by 64 x S) and the weighted values
 (S x S by S x 64), for BERT-base (12 heads, S = 128) and BERT-large (16 heads, S = 384), with batch x heads
@@ -45,14 +46,22 @@ def main() -> int:
     p.add_argument("--threads", default="1,2")
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help="the peers to measure (default: all); numpy's fp16 matmul runs under 1 GFLOPS, for minutes",
+    )
     args = p.parse_args()
+    unknown = set(args.peers.split(",")) - set(PEERS)
+    if unknown:
+        p.error(f"unknown peer(s) {', '.join(sorted(unknown))} (expected some of {', '.join(PEERS)})")
     threads_list = [int(t) for t in args.threads.split(",")]
     if len(threads_list) > 1:
         return run_per_thread_count(__file__, threads_list)
     threads = threads_list[0]
     pin_to_cpus(threads)
     available = []
-    for name in PEERS:
+    for name in args.peers.split(","):
         backend = make_backend(name)
         reason = backend.unavailable_reason() or backend.unsupported_reason("gemm", args.dtype)
         if reason is None:
