@@ -18,10 +18,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from side_by_side import measure_variants, print_markdown, ratio_summary, run_per_thread_count
+from side_by_side import (
+    available_peers,
+    measure_variants,
+    print_markdown,
+    ratio_summary,
+    run_per_thread_count,
+)
 
 from opbench import __version__, kernels
-from opbench.backends import make_backend
 from opbench.machine import cpu_model, library_versions, pin_to_cpus
 from opbench.ops import gemm
 from opbench.timing import Timer, TimerConfig
@@ -60,14 +65,7 @@ def main() -> int:
         return run_per_thread_count(__file__, threads_list)
     threads = threads_list[0]
     pin_to_cpus(threads)
-    available = []
-    for name in args.peers.split(","):
-        backend = make_backend(name)
-        reason = backend.unavailable_reason() or backend.unsupported_reason("gemm", args.dtype)
-        if reason is None:
-            available.append(name)
-        else:
-            print(f"# {name} not measured: {reason}")
+    available = available_peers(args.peers.split(","), "gemm", args.dtype)
     timer = Timer(TimerConfig(max_time_s=0.3, call_budget_s=2.0))
     libs = library_versions()
     print(

@@ -28,10 +28,15 @@ import argparse
 import sys
 from typing import Any
 
-from side_by_side import measure_variants, print_markdown, ratio_summary, run_per_thread_count
+from side_by_side import (
+    available_peers,
+    measure_variants,
+    print_markdown,
+    ratio_summary,
+    run_per_thread_count,
+)
 
 from opbench import __version__, kernels, peak
-from opbench.backends import make_backend
 from opbench.machine import cpu_model, library_versions, pin_to_cpus
 from opbench.ops import conv, gemm, lstm
 from opbench.timing import Timer, TimerConfig
@@ -116,15 +121,7 @@ def main() -> int:
     pin_to_cpus(threads)
 
     ops = sorted({SUITES[s][0] for s in suites})
-    peers_of: dict[str, list[str]] = {op: [] for op in ops}
-    for name in args.peers.split(","):
-        backend = make_backend(name)
-        for op in ops:
-            reason = backend.unavailable_reason() or backend.unsupported_reason(op, "bf16")
-            if reason is None:
-                peers_of[op].append(name)
-            else:
-                print(f"# {name} not measured for {op}: {reason}")
+    peers_of = {op: available_peers(args.peers.split(","), op, "bf16", f"for {op}") for op in ops}
     peers = [n for n in args.peers.split(",") if any(n in v for v in peers_of.values())]
     libs = library_versions()
     bf16 = kernels.default_tiles()["bf16"]

@@ -87,6 +87,20 @@ def ratio_summary(rows: list[dict[str, Any]], label: Any) -> str:
     return f"geomean {mean:.2f}, min {low['ratio']:.2f} ({label(low)} vs {low['best']})"
 
 
+def available_peers(names: list[str], op: str, dtype: str, what: str = "") -> list[str]:
+    """The backends of `names` that run `op` in `dtype` here; each other one printed as a comment line with
+    its reason ('# NAME not measured WHAT: reason')."""
+    available = []
+    for name in names:
+        backend = make_backend(name)
+        reason = backend.unavailable_reason() or backend.unsupported_reason(op, dtype)
+        if reason is None:
+            available.append(name)
+        else:
+            print(f"# {name} not measured{' ' + what if what else ''}: {reason}")
+    return available
+
+
 def run_per_thread_count(script: str, threads_list: list[int]) -> int:
     """Run `script` again once per thread count, with this process's arguments and --threads=T, and return
     the worst exit code. Each run pins itself to that many CPUs before any framework starts a thread:
