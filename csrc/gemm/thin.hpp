@@ -61,10 +61,14 @@ template <int L, int G>
 }
 
 // acc[r] += the products of elements [0, len) of rows x[r] (len a multiple of G) with the packed B at b,
-// its groups ldbp floats apart (unaligned loads: B may be read in place).
+// its groups ldbp floats apart (unaligned loads: B may be read in place). With prefetch, each row's stream is
+// fetched up to kPrefetchAhead elements (at most len) ahead, running on into row r of the next pass (next, or
+// nullptr for the last pass): rows shorter than the distance (attention's K of 64-384) otherwise started
+// every pass with R misses from memory.
 template <int L, int G, int V, int R>
 [[gnu::always_inline]] inline void tall_steps(const float* const* x, int64_t len, const float* b, int64_t ldbp,
-                                              typename Vec<L>::type (&acc)[R][V], bool prefetch) {
+                                              typename Vec<L>::type (&acc)[R][V], bool prefetch,
+                                              const float* const* next = nullptr) {
   using vec = typename Vec<L>::type;
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     vec bv[V];
@@ -81,11 +85,15 @@ template <int L, int G, int V, int R>
       }
     }
   };
+  const int64_t ahead = len < kPrefetchAhead ? len : kPrefetchAhead;
   int64_t p = 0;
   for (; p + 16 <= len; p += 16) {  // a cache line of each row per iteration
-    if (prefetch) {
+    if (prefetch && p + ahead < len) {
 #pragma GCC unroll 12
-      for (int r = 0; r < R; ++r) __builtin_prefetch(x[r] + p + kPrefetchAhead, 0, 0);
+      for (int r = 0; r < R; ++r) __builtin_prefetch(x[r] + p + ahead, 0, 0);
+    } else if (prefetch && next != nullptr) {
+#pragma GCC unroll 12
+      for (int r = 0; r < R; ++r) __builtin_prefetch(next[r] + (p + ahead - len), 0, 0);
     }
 #pragma GCC unroll 16
     for (int q = 0; q < 16; q += G) step(p + q);
@@ -112,6 +120,11 @@ void tall(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp,
     for (int r = 0; r < R; ++r) {
       for (int v = 0; v < V; ++v) acc[r][v] = vec{};
     }
+    // This pass's rows of C, fetched for writing now: from memory, the sums' stores otherwise waited on them.
+    for (int r = 0; r < rows; ++r) {
+      const char* out = reinterpret_cast<const char*>(c + (i0 + r) * ldc);
+      for (int64_t byte = 0; byte < int64_t(n) * int64_t(sizeof(float)); byte += 64) __builtin_prefetch(out + byte, 1, 3);
+    }
     const float* x[R];
     if constexpr (kWide) {
       for (int64_t p0 = 0; p0 < full; p0 += kWidenChunk) {
@@ -124,7 +137,9 @@ void tall(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp,
       }
     } else {
       for (int r = 0; r < R; ++r) x[r] = src[r];
-      tall_steps<L, G, V, R>(x, full, bp, ldbp, acc, true);
+      const T* next[R];
+      for (int r = 0; r < R; ++r) next[r] = a + (i0 + R + r < m ? i0 + R + r : i0) * lda;
+      tall_steps<L, G, V, R>(x, full, bp, ldbp, acc, true, i0 + R < m ? next : nullptr);
     }
     if (full < k) {
       for (int r = 0; r < R; ++r) {
