@@ -24,9 +24,12 @@ import numpy as np
 
 
 def load_build(path: str) -> Any:
-    """Another build of opbench._core, loaded beside the installed one (its init symbol is PyInit__core)."""
-    loader = importlib.machinery.ExtensionFileLoader("_core", path)
-    spec = importlib.util.spec_from_loader("_core", loader)
+    """Another build of opbench._core, loaded beside the installed one (its init symbol is PyInit__core).
+    Each path gets its own module name: a second build loaded under the same name came back as the first
+    module, and an A/B of two such builds compared one build with itself."""
+    name = f"ab_build_{abs(hash(path))}._core"
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_loader(name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
