@@ -328,27 +328,21 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
         for (int64_t ic = m_lo; ic < m_hi; ic += mc) {
           const int64_t mb = std::min(mc, m_hi - ic);
-          if (a_in_place) {
-            const Elem* a = static_cast<const Elem*>(p.a) + ic * p.lda + pc;
-            for (int64_t q = q_lo; q < q_hi; ++q) {
-              const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
-              const Elem* bp = b_block + q * kd * NR;
-              for (int64_t r = 0; r * MR < mb; ++r) {
-                const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
-                tile.ukernel_a(kb, a + r * MR * p.lda, p.lda, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
-                               p.accumulate || pc > 0, m_valid, n_valid);
-              }
-            }
-            continue;
-          }
-          tile.pack_a(p, ic, pc, mb, kb, a_pack);
+          // A's rows for this block: read in place by ukernel_a, or packed into micro-panels for ukernel.
+          const Elem* a_rows_in_place = a_in_place ? static_cast<const Elem*>(p.a) + ic * p.lda + pc : nullptr;
+          if (!a_in_place) tile.pack_a(p, ic, pc, mb, kb, a_pack);
           for (int64_t q = q_lo; q < q_hi; ++q) {
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
             const Elem* bp = b_block + q * kd * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
-              tile.ukernel(kb, a_pack + r * MR * kd, bp, c_base + (ic + r * MR) * c_ld + q * NR, c_ld,
-                           p.accumulate || pc > 0, m_valid, n_valid);
+              float* c_tile = c_base + (ic + r * MR) * c_ld + q * NR;
+              const bool acc = p.accumulate || pc > 0;
+              if (a_in_place) {
+                tile.ukernel_a(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, c_ld, acc, m_valid, n_valid);
+              } else {
+                tile.ukernel(kb, a_pack + r * MR * kd, bp, c_tile, c_ld, acc, m_valid, n_valid);
+              }
             }
           }
         }

@@ -79,8 +79,8 @@ using ThinF32 = void (*)(int64_t m, int n, int64_t k, const void* a, bool a_f16,
 // For N = 1 this is B's column itself (g = lanes).
 namespace thin {
 constexpr int kMaxN = 32;
-// With vectors of 16 lanes (AVX-512) the thin path also takes 33-64 columns when B is small (wide_b_bytes):
-// a 6 x 4-vector tile, A and B both read in place.
+// With vectors of 16 lanes (AVX-512) the thin path also takes 48 and 64 columns of an fp32 B read in place
+// that fills at most a quarter of L2 (small.cpp, wide_thin): 8 x 3- and 6 x 4-vector tiles, A and B in place.
 constexpr int kMaxWideN = 64;
 constexpr int max_n(int lanes) { return lanes >= 16 ? kMaxWideN : kMaxN; }
 constexpr int kMaxStreamRows = 8;  // rows of A the rows_axpy kernel takes at once
