@@ -57,7 +57,7 @@ def expected_zero_fraction(shape: ConvShape) -> float:
     """The share of (dx, dw) that is exactly zero whatever the inputs: image positions no window reaches
     (a stride longer than the filter, rows past the last window) have no gradient, nor do filter taps that
     only ever meet the padding."""
-    (_, rows, taps_h), (_, cols, taps_w) = axis_hits(shape)
+    (_, _, rows, taps_h), (_, _, cols, taps_w) = axis_hits(shape)
     x = shape.n * shape.c * shape.h * shape.w
     w = shape.k * (shape.c // shape.groups) * shape.r * shape.s
     zeros = x * (1.0 - rows * cols / (shape.h * shape.w)) + w * (1.0 - taps_h * taps_w / (shape.r * shape.s))

@@ -12,20 +12,18 @@ if TYPE_CHECKING:
     from opbench.ops.conv import ConvShape
 
 
-def _taps_inside(size: int, out: int, taps: int, stride: int, pad: int, dil: int) -> int:
-    """(output position, filter tap) pairs along one axis whose input lies inside the image."""
-    return sum(1 for o in range(out) for t in range(taps) if 0 <= o * stride - pad + t * dil < size)
-
-
-def _axis_hits(size: int, out: int, taps: int, stride: int, pad: int, dil: int) -> tuple[int, int, int]:
-    """Along one axis: the output positions whose window reaches the image, the image positions some window
-    reaches, and the filter taps that reach the image from some output position."""
+@functools.lru_cache(maxsize=1024)  # asked after every visit of a case (guards.peak_guard, zeros_guard)
+def _axis_hits(size: int, out: int, taps: int, stride: int, pad: int, dil: int) -> tuple[int, int, int, int]:
+    """Along one axis: the (output position, filter tap) pairs whose input lies inside the image, the output
+    positions whose window reaches the image, the image positions some window reaches, and the filter taps
+    that reach the image from some output position."""
     pairs = [(o, t, o * stride - pad + t * dil) for o in range(out) for t in range(taps)]
     inside = [(o, t, i) for o, t, i in pairs if 0 <= i < size]
-    return len({o for o, _, _ in inside}), len({i for _, _, i in inside}), len({t for _, t, _ in inside})
+    outputs = {o for o, _, _ in inside}
+    return len(inside), len(outputs), len({i for _, _, i in inside}), len({t for _, t, _ in inside})
 
 
-def axis_hits(shape: ConvShape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+def axis_hits(shape: ConvShape) -> tuple[tuple[int, int, int, int], tuple[int, int, int, int]]:
     """_axis_hits for the height and for the width."""
     return (
         _axis_hits(shape.h, shape.out_h, shape.r, shape.stride_h, shape.pad_h, shape.dil_h),
@@ -36,15 +34,13 @@ def axis_hits(shape: ConvShape) -> tuple[tuple[int, int, int], tuple[int, int, i
 def expected_zero_fraction(shape: ConvShape) -> float:
     """The share of the output that is exactly zero whatever the inputs: outputs whose window lies wholly in
     the padding (benchdnn's padding larger than the filter; the mistrusted-output guard allows for them)."""
-    (rows, _, _), (cols, _, _) = axis_hits(shape)
+    (_, rows, _, _), (_, cols, _, _) = axis_hits(shape)
     return 1.0 - rows * cols / (shape.out_h * shape.out_w)
 
 
-@functools.lru_cache(maxsize=256)  # asked after every visit of a case (guards.peak_guard)
 def useful_flops(shape: ConvShape) -> int:
     """The FLOPs a kernel that skips the padding must still do: flops() counts every tap, and a kernel that
     never multiplies the padded zeros reaches more counted GFLOPS than its unit's peak without any error
     (the too-good-to-be-true guard compares this with the peak instead)."""
-    inside_h = _taps_inside(shape.h, shape.out_h, shape.r, shape.stride_h, shape.pad_h, shape.dil_h)
-    inside_w = _taps_inside(shape.w, shape.out_w, shape.s, shape.stride_w, shape.pad_w, shape.dil_w)
+    (inside_h, _, _, _), (inside_w, _, _, _) = axis_hits(shape)
     return 2 * shape.n * shape.k * (shape.c // shape.groups) * inside_h * inside_w
