@@ -78,13 +78,15 @@ def test_bf16_gemm_is_exact_on_small_integers(isa: str, mnk_tiles: tuple[tuple[i
     for threads in (1, 3):
         out = kernels.gemm(a, b, isa=isa, threads=threads, **tiles)
         np.testing.assert_array_equal(out.astype(np.float64), exact)
-    # The AVX512-BF16 kernel reads A in place (its own rows are the pairs layout) for up to 256 columns and
-    # K blocks of up to 1024; A's rows then start anywhere: here an odd column of a wider array, whose other
-    # columns are NaN, so that a kernel reading the pair past an odd K's last element (times B's zero pad)
-    # writes NaN.
+    # The AVX512-BF16 kernel reads A in place (its own rows are the pairs layout) for K blocks of up to 1024,
+    # and with K in one block rounds bf16 C itself; A's rows then start anywhere: here an odd column of a
+    # wider array, whose other columns are NaN, so that a kernel reading the pair past an odd K's last element
+    # (times B's zero pad) writes NaN.
     plan = kernels.prepare_gemm(a, b, isa=isa, **tiles)
-    in_place = kernels.default_tiles(isa)["bf16"]["isa"] == "avx512bf16" and n <= 256 and k <= 1024
+    kc = plan.tiles()["tile_k"]
+    in_place = kernels.default_tiles(isa)["bf16"]["isa"] == "avx512bf16" and min(kc, k) <= 1024
     assert ("A read in place" in plan.tiles()["path"]) == in_place, plan.tiles()["path"]
+    assert ("C rounded in the kernel" in plan.tiles()["path"]) == (in_place and kc >= k), plan.tiles()["path"]
     wider = np.full((m, k + 4), np.nan, BF16)
     wider[:, 3 : 3 + k] = a
     out = kernels.gemm(wider[:, 3 : 3 + k], b, isa=isa, threads=2, **tiles)

@@ -140,19 +140,19 @@ const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_na
 
 namespace {
 
-// bf16 A read in place by the micro-kernel instead of packed in pairs (Bf16Kernels::ukernel_a): with few
-// columns each micro-panel of A is used by few tiles, and packing it cost more than the tiles saved. Rows of a
-// long K block are the exception: a micro-panel of 14 rows read in place is 14 streams, and past 1024 of K
-// (28 KiB of A per tile, more than L1 keeps between the tiles) the packed, contiguous panel was faster.
-// Builds interleaved in one process, one Zen 4 core (in place / packed): attention's QK 128x128x64 1.04-1.08x,
-// WV 128x64x128 1.15x, 384x64x384 1.16x (16 products, in cache) and 1.13x (128, from memory: the kernel
-// prefetches A's rows, without which it was 0.88x), 2048x128x512 1.06x, 512x128x1024 1.09x, 1000x100x1000
-// 1.07x, 333x200x77 1.08x, 256^3 1.04x; past the limits 384x384x64 (QK) 1.00x, 128x1024x64 0.96x, 1024^3
-// 1.00x, 512x128x2048 0.87x, 4096x64x4096 0.98x, 2048x256x2048 0.59x.
-constexpr int64_t kBf16InPlaceMaxN = 256;
+// bf16 A read in place by the micro-kernel instead of packed in pairs (Bf16Kernels::ukernel_a): each row tile
+// of A is read once (the blocked loops take the row tiles outside, see there), so packing it only cost. Rows
+// of a long K block are the exception: a micro-panel of 14 rows read in place is 14 streams, and past 1024 of
+// K (28 KiB of A per tile, more than L1 keeps) the packed, contiguous panel was faster. Builds interleaved in
+// one process, one Zen 4 core (in place / packed): attention's QK 128x128x64 1.04-1.08x, WV 128x64x128
+// 1.15x, 384x64x384 1.16x (in cache) and 1.13x (from memory: the kernel prefetches A's rows, without which it
+// was 0.88x), 1000x100x1000 1.07x; 512x128x2048 0.87x, 4096x64x4096 0.98x past the K limit. It took N <= 256
+// only while the column panels were the outer loop (2048x256x2048 0.59x then); with the row tiles outside,
+// and the kernel rounding bf16 output itself, N no longer matters (384x384x64 1.19x, 8192x1024x128 1.28x,
+// 1000^3 1.04x, 2048x256x2048 1.01x, 31x997x61 1.20x).
 constexpr int64_t kBf16InPlaceMaxK = 1024;
 bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk) {
-  return !p.trans_a && p.n <= kBf16InPlaceMaxN && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK;
+  return !p.trans_a && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK;
 }
 
 // A register tile's kernels as the blocked loops see them: packed panels of Elem, a micro-kernel that adds
@@ -183,6 +183,8 @@ struct F32Tile {
   const float* prepacked(const GemmProblem& p) const { return static_cast<const float*>(p.b_packed); }
   bool a_in_place(const GemmProblem&, const Blocking&) const { return false; }
   void ukernel_a(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, int, int) const {}
+  bool rounds_in_kernel(const GemmProblem&, int64_t) const { return false; }
+  void ukernel_a_round(int64_t, const float*, int64_t, const float*, uint16_t*, int64_t, int, int) const {}
 };
 
 // Panels of halves for a kernel table with pack_a, pack_b, pack_bt and ukernel on uint16_t panels (inputs are
@@ -219,6 +221,19 @@ struct HalvesTile {
   void ukernel_a(int64_t kb, const uint16_t* a, int64_t lda, const uint16_t* b, float* c, int64_t ldc, bool acc, int m,
                  int n) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) k.ukernel_a(kb, a, lda, b, c, ldc, acc, m, n);
+  }
+  // With A read in place, bf16 output that K's one block gives whole (nothing to accumulate into) is rounded
+  // by the kernel as it leaves the registers.
+  bool rounds_in_kernel(const GemmProblem& p, int64_t kc) const {
+    if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
+      return k.ukernel_a_round != nullptr && p.out_dtype == Dtype::bf16 && !p.accumulate && kc >= p.k;
+    } else {
+      return false;
+    }
+  }
+  void ukernel_a_round(int64_t kb, const uint16_t* a, int64_t lda, const uint16_t* b, uint16_t* c, int64_t ldc, int m,
+                       int n) const {
+    if constexpr (std::is_same_v<Kernels, Bf16Kernels>) k.ukernel_a_round(kb, a, lda, b, c, ldc, m, n);
   }
 };
 using F16AccTile = HalvesTile<F16AccKernels, 1>;
@@ -269,7 +284,6 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   const int64_t mc = std::min(blk.mc, p.m);
   const int64_t nc = tile_block_n(tile, p, blk);
   const int64_t kc = std::min(blk.kc, p.k);
-  const bool f16 = p.out_dtype != Dtype::f32;  // fp16 or bf16: output goes through an fp32 workspace
 
   const int64_t row_panels = ceil_div(p.m, MR);
   const int64_t col_panels = ceil_div(nc, NR);
@@ -284,6 +298,9 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   const int64_t a_stride = round_up(a_rows * tile.depth(kc), 1024);  // 4 KiB apart: no false sharing between threads
   const Elem* prepacked = tile.prepacked(p);
   const bool a_in_place = tile.a_in_place(p, blk);
+  const bool rounds = a_in_place && tile.rounds_in_kernel(p, kc);
+  // fp16 or bf16 output goes through an fp32 workspace, unless the kernel rounds it
+  const bool f16 = p.out_dtype != Dtype::f32 && !rounds;
   Elem* b_panel = prepacked != nullptr ? nullptr : static_cast<Elem*>(ws.b_panel.reserve(b_elems * sizeof(Elem)));
   Elem* a_blocks = static_cast<Elem*>(ws.a_blocks.reserve(a_stride * threads * sizeof(Elem)));
   const int64_t c32_ld = round_up(nc, 16);
@@ -331,18 +348,39 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           // A's rows for this block: read in place by ukernel_a, or packed into micro-panels for ukernel.
           const Elem* a_rows_in_place = a_in_place ? static_cast<const Elem*>(p.a) + ic * p.lda + pc : nullptr;
           if (!a_in_place) tile.pack_a(p, ic, pc, mb, kb, a_pack);
-          for (int64_t q = q_lo; q < q_hi; ++q) {
+          const bool acc = p.accumulate || pc > 0;
+          auto run_tile = [&](int64_t r, int64_t q) {
+            const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
             const Elem* bp = b_block + q * kd * NR;
-            for (int64_t r = 0; r * MR < mb; ++r) {
-              const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
-              float* c_tile = c_base + (ic + r * MR) * c_ld + q * NR;
-              const bool acc = p.accumulate || pc > 0;
-              if (a_in_place) {
-                tile.ukernel_a(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, c_ld, acc, m_valid, n_valid);
-              } else {
-                tile.ukernel(kb, a_pack + r * MR * kd, bp, c_tile, c_ld, acc, m_valid, n_valid);
-              }
+            if (rounds) {
+              uint16_t* c_tile = static_cast<uint16_t*>(p.c) + (ic + r * MR) * p.ldc + jc + q * NR;
+              tile.ukernel_a_round(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, p.ldc, m_valid, n_valid);
+              return;
+            }
+            float* c_tile = c_base + (ic + r * MR) * c_ld + q * NR;
+            if (a_in_place) {
+              tile.ukernel_a(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, c_ld, acc, m_valid, n_valid);
+            } else {
+              tile.ukernel(kb, a_pack + r * MR * kd, bp, c_tile, c_ld, acc, m_valid, n_valid);
+            }
+          };
+          const int64_t row_tiles = ceil_div(mb, MR);
+          if (a_in_place) {
+            // Row tile outside: A read in place is MR strided rows, each row tile read once, from wherever A
+            // is, and kept in L1 while B's packed panels stream past from L2; C's rows are written whole, one
+            // after the other. (Column panel outside read A's rows again for every panel; bf16 on one Zen 4
+            // core, builds interleaved, with A in place at any N: 384x384x64 1.19x, 8192x1024x128 1.28x,
+            // 1000^3 1.04x, 2048x256x2048 1.01x.) fp32 with packed A gained 1.10x on 16 products 384x384x64
+            // in this order, but lost 0.97x on 64x2048x64 and moved the rest by +-2%: it keeps the order below.
+            for (int64_t r = 0; r < row_tiles; ++r) {
+              for (int64_t q = q_lo; q < q_hi; ++q) run_tile(r, q);
+            }
+          } else {
+            // Packed A: B's micro-panel stays in L1 while A's packed micro-panels stream past from L2, the
+            // order that reads the fewest bytes from L2 (A's tile is MR rows, B's NR columns, and MR < NR).
+            for (int64_t q = q_lo; q < q_hi; ++q) {
+              for (int64_t r = 0; r < row_tiles; ++r) run_tile(r, q);
             }
           }
         }
@@ -406,7 +444,11 @@ void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, 
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.accumulation == Accumulation::f16) return "blocked, fp16 accumulation";
   if (p.in_dtype == Dtype::bf16) {
-    const std::string a = Bf16Tile{bf16_kernels(ks)}.a_in_place(p, blk) ? ", A read in place" : "";
+    const Bf16Tile tile{bf16_kernels(ks)};
+    const bool in_place = tile.a_in_place(p, blk);
+    const std::string a = !in_place                                          ? ""
+                          : tile.rounds_in_kernel(p, std::min(blk.kc, p.k)) ? ", A read in place, C rounded in the kernel"
+                                                                            : ", A read in place";
     return p.b_packed != nullptr ? "blocked, bf16 pairs" + a + ", B packed once" : "blocked, bf16 pairs" + a;
   }
   if (const char* small = small_path(ks, p, blk)) return small;

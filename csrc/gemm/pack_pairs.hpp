@@ -205,9 +205,10 @@ void ukernel_pairs(int64_t kc, const uint16_t* __restrict ap, const uint16_t* __
 template <int MR, int NR, class Cvt>
 constexpr Bf16Kernels make_bf16_kernels(const char* isa, const char* description,
                                         UkernelBf16 ukernel = ukernel_pairs<MR, NR, Cvt>,
-                                        UkernelBf16A ukernel_a = nullptr) {
+                                        UkernelBf16A ukernel_a = nullptr,
+                                        UkernelBf16ARound ukernel_a_round = nullptr) {
   return {isa,         description,           MR, NR, ukernel, pack_a_pairs<MR, Cvt>, pack_b_pairs<NR, Cvt>,
-          pack_bt_pairs<NR, Cvt>, ukernel_a};
+          pack_bt_pairs<NR, Cvt>, ukernel_a, ukernel_a_round};
 }
 
 }  // namespace packing

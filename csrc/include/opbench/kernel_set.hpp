@@ -131,6 +131,11 @@ using UkernelBf16 = UkernelF16Acc;
 // column on (an odd kc reads the last pair's first half alone). Only the m rows are read.
 using UkernelBf16A = void (*)(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, float* c, int64_t ldc,
                               bool accumulate, int m, int n);
+// ukernel_a writing its tile rounded to bf16 into bf16 C, never accumulating: for a product whose K is one
+// block, no fp32 workspace and no second pass over C. Rounds to nearest even as GemmKernels::store_bf16 does
+// (vcvtne2ps2bf16 flushes subnormal sums, but vdpbf16ps never leaves one in its accumulators).
+using UkernelBf16ARound = void (*)(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, uint16_t* c,
+                                   int64_t ldc, int m, int n);
 
 struct Bf16Kernels {
   const char* isa;          // "avx512bf16", or the kernel set's own ISA for the portable pairs kernel
@@ -142,6 +147,7 @@ struct Bf16Kernels {
   PackBH pack_b;   // from row-major B (k x n)
   PackBH pack_bt;  // from B^T (n x k row-major)
   UkernelBf16A ukernel_a = nullptr;  // A read in place (the pairs layout is A's own rows); null: pack A
+  UkernelBf16ARound ukernel_a_round = nullptr;  // the same, rounding into bf16 C; null: through fp32
 };
 
 struct F16AccKernels {
