@@ -14,7 +14,7 @@ so what the files say and what the code decided cannot drift apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -152,6 +152,25 @@ class Case:
 
     def min_bytes(self) -> int:
         return get_op(self.key).min_bytes(self.shape, self.dtype)
+
+
+# A record's flags that question its measurement: it may not repeat (unstable, noisy, single_sample,
+# drifting, throttled, apart, contended, unlike_earlier_runs) or may not be right (mistrusted, suspect).
+# "slow" (utilization under 1%) describes the backend, not the measurement. Every number built from a case
+# with one of them (a speed-up, a geometric mean, a plot point) carries DOUBT_MARK and names them, in every
+# format of report, compare and ab.
+NOT_DOUBTS = frozenset({"slow"})
+DOUBT_MARK = "†"
+
+
+def doubts(flags: Iterable[str]) -> list[str]:
+    """The flags among `flags` that put a measurement in doubt, sorted."""
+    return sorted({f for f in flags if f not in NOT_DOUBTS})
+
+
+def marked(doubted: Iterable[str]) -> str:
+    """DOUBT_MARK where there is a doubt, else nothing: appended to a number's text."""
+    return DOUBT_MARK if any(True for _ in doubted) else ""
 
 
 # The record's fields, in the order they are written (schema v9).

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import FAST_TIMER, chromium, run_cli
 
+from opbench.case import DOUBT_MARK
 from opbench.report import compare, inputs
 
 STUDY = "report-grid"
@@ -229,13 +230,24 @@ def test_markdown_tables_match_the_json_numbers(report: dict[str, Any]) -> None:
         rows = _markdown_tables("### x\n" + block.split("\n## ")[0])["x"]
         c = s["comparison"]
         assert [r["shape"] for r in rows[:-1]] == [t["shape"] for t in c["table"]]
-        for got, want in zip(rows, [*c["table"], {"shape": "geometric mean", **c["geomean"]}], strict=True):
+        for got, want in zip(rows[:-1], c["table"], strict=True):
             for b in c["backends"]:
                 if want.get(b) is None:
                     assert got[b] == "-"
                 else:
-                    assert float(got[b].rstrip("x")) == pytest.approx(want[b], abs=0.0051)
+                    # A ratio built from a flagged case carries the mark, and only such a ratio.
+                    assert got[b].endswith(DOUBT_MARK) == bool(want["doubts"].get(b)), (got, want)
+                    assert float(got[b].rstrip(DOUBT_MARK).rstrip("x")) == pytest.approx(want[b], abs=0.0051)
             assert got["torch"] == "1.00x"
+        for b in c["backends"]:  # the geometric mean says how many of its ratios were flagged
+            cell = rows[-1][b]
+            assert float(cell.split("x")[0]) == pytest.approx(c["geomean"][b], abs=0.0051)
+            flagged = sum(b in row["doubts"] for row in c["table"])
+            assert c["flagged"][b] == flagged
+            assert (f"({flagged} of {c['cases'][b]} flagged {DOUBT_MARK})" in cell) == (flagged > 0), cell
+        for row in c["table"]:
+            for b, named in row["doubts"].items():
+                assert f"- {row['shape']} {b}: {', '.join(named)}" in block
     # The forward/backward table (the conv section's) shows the JSON's ratios.
     conv = next(s for s in report["json"]["sections"] if s["op"] == "conv")
     rows = tables["Forward and backward"]

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from opbench.case import DOUBT_MARK
 from opbench.cli.common import storage_url
 from opbench.errors import UsageError
 
@@ -60,8 +61,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for w in result["warnings"]:
         console.print(f"warning: {w}")
     c = result["counts"]
+    flagged = f"; {result['flagged']} on a flagged case ({DOUBT_MARK})" if result["flagged"] else ""
     console.print(
         f"{c['regression']} regression(s), {c['improvement']} improvement(s), {c['unchanged']} unchanged"
+        + flagged
     )
     if target is not None:
         texts = {

@@ -14,6 +14,8 @@ VERDICT_STYLES = {"regression": "bold red", "improvement": "bold green"}
 
 def compare_table(result: dict[str, Any], old: str, new: str, threshold: float) -> Table:
     """One row per case of a comparison (report/compare.py), its verdict coloured."""
+    from opbench.report.compare import change_text
+
     table = Table(
         title=f"{old} -> {new} (significant: over {100 * threshold:.0f}% and outside both runs' IQRs)",
         title_justify="left",
@@ -29,7 +31,7 @@ def compare_table(result: dict[str, Any], old: str, new: str, threshold: float) 
             [
                 format_seconds(r["old_median_s"]),
                 format_seconds(r["new_median_s"]),
-                f"{100 * r['gflops_change']:+.1f}%",
+                change_text(r),
                 f"{100 * r['old_rel_iqr']:.1f}% / {100 * r['new_rel_iqr']:.1f}%",
                 util_text(r),
                 ratio_text(r.get("reference_ratio")),

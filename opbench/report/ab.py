@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from opbench.case import DOUBT_MARK, doubts, marked
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
 
@@ -167,7 +168,8 @@ def analyse(
             continue
         point, lo, hi = speedup_interval(round_samples(a["time"]), round_samples(b["time"]), seed)
         moved = machine_moved(a["time"], b["time"])
-        row.update(speedup=point, speedup_ci=[lo, hi], machine_b_over_a=moved)
+        named = [f"{n}: {f}" for n, side in (("A", a), ("B", b)) for f in doubts(side.get("flags") or ())]
+        row.update(speedup=point, speedup_ci=[lo, hi], machine_b_over_a=moved, doubts=named)
         v, reason = verdict(lo, hi, used), ""
         # The machine ran faster or slower during B's visits than during A's, by more than the threshold,
         # and at equal machine speed (the interval divided by that ratio) the verdict would differ.
@@ -207,6 +209,9 @@ def analyse(
         "summary": {
             "cases": len(rows),
             "geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in timed)) if timed else None,
+            # how many of the speed-ups the geometric mean took came from a flagged side (case.doubts)
+            "geomean_flagged": sum(bool(r.get("doubts")) for r in rows if r["speedup"]),
+            "geomean_cases": len(timed),
             "counts": counts,
             "b_failed": sum(r["b"]["status"] != "ok" for r in rows),
             "fast_p": fast_p,
@@ -222,7 +227,7 @@ def speedup_text(row: dict[str, Any]) -> str:
     if row["speedup"] is None:
         return "-"
     lo, hi = row["speedup_ci"]
-    return f"{_ratio(row['speedup'])} [{_ratio(lo)[:-1]}, {_ratio(hi)[:-1]}]"
+    return f"{_ratio(row['speedup'])}{marked(row.get('doubts') or ())} [{_ratio(lo)[:-1]}, {_ratio(hi)[:-1]}]"
 
 
 def _ratio(x: float) -> str:
@@ -234,6 +239,8 @@ def summary_text(result: dict[str, Any]) -> str:
     s = result["summary"]
     counts = ", ".join(f"{v} {n}" for v, n in s["counts"].items() if n)
     geo = "-" if s["geomean_speedup"] is None else _ratio(s["geomean_speedup"])
+    if s.get("geomean_flagged"):
+        geo += f" ({s['geomean_flagged']} of {s['geomean_cases']} flagged {DOUBT_MARK})"
     fast = ", ".join(f"fast_{p} {100 * v:.0f}%" for p, v in s["fast_p"].items())
     return (
         f"B ({result['b']}) against A ({result['a']}), {s['cases']} case(s): geomean speed-up {geo}; "
@@ -265,7 +272,7 @@ def to_markdown(result: dict[str, Any]) -> str:
 CSV_COLUMNS = (
     *("op", "pass", "label", "dtype", "a_backend", "b_backend", "a_status", "b_status", "a_median_s"),
     *("b_median_s", "a_utilization", "b_utilization", "speedup", "speedup_lo", "speedup_hi", "verdict"),
-    *("reason", "a_flags", "b_flags", "repro"),
+    *("reason", "a_flags", "b_flags", "speedup_doubts", "repro"),
 )
 
 
@@ -282,6 +289,7 @@ def to_csv(result: dict[str, Any]) -> str:
             "a_utilization": a.get("utilization"), "b_utilization": b.get("utilization"),
             "speedup": r["speedup"], "speedup_lo": lo, "speedup_hi": hi, "verdict": r["verdict"],
             "reason": r.get("reason", ""), "a_flags": ";".join(a.get("flags") or []),
-            "b_flags": ";".join(b.get("flags") or []), "repro": r.get("repro", ""),
+            "b_flags": ";".join(b.get("flags") or []), "speedup_doubts": ";".join(r.get("doubts") or []),
+            "repro": r.get("repro", ""),
         })  # fmt: skip
     return csv_text(CSV_COLUMNS, rows)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.case import Result, Status
+from opbench.case import DOUBT_MARK, Result, Status, doubts, marked
 from opbench.display import ratio_text, util_text
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
@@ -91,6 +91,10 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                     "normalised_time_ratio": norm,
                     "old_flags": ";".join(o.flags),
                     "new_flags": ";".join(n.flags),
+                    # the flags that put the change in doubt (case.doubts), of either run
+                    "doubts": ";".join(
+                        f"{w}: {f}" for w, r in (("old", o), ("new", n)) for f in doubts(r.flags)
+                    ),
                     "verdict": "not comparable"
                     if placement_moved or too_good
                     else ("regression" if ratio > 1 else "improvement")
@@ -149,7 +153,13 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
         "rows": rows,
         "warnings": warnings,
         "counts": counts,
+        "flagged": sum(bool(r.get("doubts")) for r in rows),  # changes measured on a flagged case
     }
+
+
+def change_text(row: dict[str, Any]) -> str:
+    """A compared case's GFLOPS change, marked where either run flagged the case."""
+    return f"{100 * row['gflops_change']:+.1f}%" + marked(filter(None, (row.get("doubts") or "").split(";")))
 
 
 def to_markdown(result: dict[str, Any]) -> str:
@@ -160,6 +170,11 @@ def to_markdown(result: dict[str, Any]) -> str:
         "",
     ]
     out += [f"- warning: {md(w)}" for w in result["warnings"]]
+    if result.get("flagged"):
+        out += [
+            f"- {DOUBT_MARK} {result['flagged']} change(s) measured on a case flagged in either "
+            "run (the flags columns say which)"
+        ]
     out += [
         "",
         "| op | shape | dtype | backend | old median (s) | new median (s) | GFLOPS change | util old / new "
@@ -171,7 +186,7 @@ def to_markdown(result: dict[str, Any]) -> str:
         if "time_ratio" in r:
             out.append(
                 f"| {case} | {r['old_median_s']:.4g} | "
-                f"{r['new_median_s']:.4g} | {100 * r['gflops_change']:+.1f}% | {util_text(r)} | "
+                f"{r['new_median_s']:.4g} | {change_text(r)} | {util_text(r)} | "
                 f"{ratio_text(r.get('reference_ratio'))} | {md(r['old_flags']) or '-'} / "
                 f"{md(r['new_flags']) or '-'} | {md(r['verdict'])} |"
             )
@@ -197,6 +212,7 @@ CSV_COLUMNS = (
     "normalised_time_ratio",
     "old_flags",
     "new_flags",
+    "doubts",
     "verdict",
     "note",
 )

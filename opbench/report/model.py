@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from opbench import __version__
-from opbench.case import Result
+from opbench.case import DOUBT_MARK, Result, doubts
 from opbench.machine import utc_now
 from opbench.ops import shape_label
 
@@ -16,6 +16,29 @@ from opbench.ops import shape_label
 def _geomean(values: list[float]) -> float | None:
     vals = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def geomean_text(g: float | None, flagged: int, cases: int) -> str:
+    """A geometric mean's text: how many of the ratios it took came from flagged cases, when any did."""
+    if not g:
+        return "-"
+    return f"{g:.2f}x" + (f" ({flagged} of {cases} flagged {DOUBT_MARK})" if flagged else "")
+
+
+def ratio_cell(row: dict[str, Any], backend: str) -> str:
+    """A speed-up table's cell: the ratio, marked where it was built from a flagged case."""
+    value = row.get(backend)
+    return "-" if value is None else f"{value:.2f}x" + (DOUBT_MARK if row["doubts"].get(backend) else "")
+
+
+def doubt_notes(comparison: dict[str, Any]) -> list[str]:
+    """One line per marked ratio of a speed-up table: its shape and backend, and the flags behind it."""
+    return [
+        f"{row['shape']} {b}: {', '.join(row['doubts'][b])}"
+        for row in comparison["table"]
+        for b in comparison["backends"]
+        if row["doubts"].get(b)
+    ]
 
 
 def provenance(doc: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +81,7 @@ def _row(r: Result) -> dict[str, Any]:
         "utilization": r.utilization,
         "stability": t.get("stability"),
         "flags": [f for f in r.flags if f != t.get("stability")],  # stability has its own column
+        "doubts": doubts(r.flags),  # what marks every number built from this case (case.DOUBT_MARK)
         "factors": dict(r.case.factors),
         "arithmetic_intensity": r.arithmetic_intensity,
         "repro": r.repro,
@@ -78,7 +102,7 @@ def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]
         if len(levels) < 2:
             continue
         lines: dict[str, dict[str, list[Any]]] = defaultdict(
-            lambda: {"x": [], "gflops": [], "utilization": []}
+            lambda: {"x": [], "gflops": [], "utilization": [], "doubts": []}
         )
         for r in sorted(ok, key=lambda r: (isinstance(r["factors"][axis], str), r["factors"][axis])):
             if all(r["factors"].get(a) == v for a, v in base.items() if a != axis):
@@ -87,27 +111,46 @@ def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]
                 line["x"].append(r["factors"][axis])
                 line["gflops"].append(r["gflops"])
                 line["utilization"].append(r["utilization"])
+                line["doubts"].append(r["doubts"])
         series.append({"axis": axis, "levels": levels, "lines": dict(lines)})
     return series
 
 
 def _comparison(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any] | None:
-    """Each backend's GFLOPS over the baseline's, per shape and as a geometric mean."""
-    by_shape: dict[str, dict[str, float]] = defaultdict(dict)
+    """Each backend's GFLOPS over the baseline's, per shape and as a geometric mean. A ratio built from a
+    flagged case (the backend's or the baseline's) lists its doubts (`doubts[backend]`: "torch: noisy"),
+    and each geometric mean counts the ratios it took that have some (`flagged` of `cases`)."""
+    by_shape: dict[str, dict[str, tuple[float, list[str]]]] = defaultdict(dict)
     for r in rows:
         if r["status"] == "ok" and r["gflops"]:
-            by_shape[r["shape"]][r["backend"]] = r["gflops"]
+            by_shape[r["shape"]][r["backend"]] = (r["gflops"], r["doubts"])
     if not any(baseline in v for v in by_shape.values()):
         return None
     backends = sorted({b for v in by_shape.values() for b in v})
     table: list[dict[str, Any]] = []
     for shape, vals in by_shape.items():
-        if baseline in vals:
-            table.append(
-                {"shape": shape, **{b: vals[b] / vals[baseline] if b in vals else None for b in backends}}
-            )
+        if baseline not in vals:
+            continue
+        base_gflops, base_doubts = vals[baseline]
+        row: dict[str, Any] = {"shape": shape, "doubts": {}}
+        for b in backends:
+            row[b] = vals[b][0] / base_gflops if b in vals else None
+            if b in vals and b != baseline:  # the baseline's own 1.00x is exact
+                named = [f"{b}: {f}" for f in vals[b][1]] + [f"{baseline}: {f}" for f in base_doubts]
+                if named:
+                    row["doubts"][b] = named
+        table.append(row)
     geomean = {b: _geomean([row[b] for row in table if row.get(b) is not None]) for b in backends}
-    return {"baseline": baseline, "backends": backends, "table": table, "geomean": geomean}
+    cases = {b: sum(row.get(b) is not None for row in table) for b in backends}
+    flagged = {b: sum(row.get(b) is not None and b in row["doubts"] for row in table) for b in backends}
+    return {
+        "baseline": baseline,
+        "backends": backends,
+        "table": table,
+        "geomean": geomean,
+        "cases": cases,
+        "flagged": flagged,
+    }
 
 
 def _passes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -207,6 +250,7 @@ def build(
                         "shape": r["shape"],
                         "intensity": r["arithmetic_intensity"],
                         "gflops": r["gflops"],
+                        "doubts": r["doubts"],
                     }
                 )
     return {
@@ -270,4 +314,11 @@ def _study_section(study: dict[str, Any]) -> dict[str, Any]:
         "heatmap": heatmap,
         "importances": study["importances"],
         "confirmation": study["confirmation"],
+        "speedup_doubts": _confirmation_doubts(study["confirmation"]),
     }
+
+
+def _confirmation_doubts(conf: dict[str, Any] | None) -> list[str]:
+    """The flags of the confirmation's best and default rows, which its speed-up is built from."""
+    rows = [conf.get("best"), conf.get("default")] if conf else []
+    return [f"{r['name']}: {f}" for r in rows if r for f in doubts(r.get("flags") or ())]

@@ -16,6 +16,10 @@ matplotlib.use("Agg")  # no display: files only
 matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from opbench.case import DOUBT_MARK  # noqa: E402
+from opbench.report.model import geomean_text  # noqa: E402
 
 COLORS = {
     "cpp": "#1f77b4",
@@ -26,6 +30,9 @@ COLORS = {
     "numpy": "#9467bd",
 }
 MARKERS = {"gemm": "o", "conv": "s", "rnn": "v", "gru": "D", "lstm": "^"}
+# A point or bar built from a flagged case (case.doubts) is drawn hollow or hatched, and the legend says so.
+FLAGGED_HATCH = "///"
+FLAGGED_LABEL = f"{DOUBT_MARK} flagged case (hollow / hatched)"
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,18 @@ def _plain_log(ax: Any, axis: str = "y", suffix: str = "") -> None:
     target.set_minor_formatter(NullFormatter())
 
 
+def _hollow(ax: Any, xs: list[Any], ys: list[float], color: str, marker: str) -> None:
+    """Points of flagged cases drawn over as hollow markers (one legend entry per axes: _legend)."""
+    ax.scatter(xs, ys, marker=marker, facecolors="white", edgecolors=color, s=30, zorder=3, linewidths=1.2)
+
+
+def _legend(ax: Any, flagged: bool, **kw: Any) -> None:
+    """The axes' legend, with the hollow marker's entry where some point was drawn hollow."""
+    if flagged:
+        ax.scatter([], [], marker="o", facecolors="white", edgecolors="gray", label=FLAGGED_LABEL)
+    ax.legend(**kw)
+
+
 def factor_plots(section: dict[str, Any]) -> list[Plot]:
     """GFLOPS and utilization against each swept factor, one line per backend (the study's figures); a
     backward pass dashed in its backend's colour."""
@@ -77,26 +96,25 @@ def factor_plots(section: dict[str, Any]) -> list[Plot]:
     for s in section["series"]:
         for metric, label in (("gflops", "GFLOPS"), ("utilization", "utilization of peak (%)")):
             fig, ax = plt.subplots(figsize=(5.2, 3.4))
+            flagged = False
             for name, line in s["lines"].items():
                 scale = 100.0 if metric == "utilization" else 1.0
                 ys = [float("nan") if v is None else scale * v for v in line[metric]]
                 backend, _, pass_name = name.partition(" ")  # "torch bwd": torch's colour, dashed
                 style = "--" if pass_name else "-"
-                ax.plot(
-                    [str(x) for x in line["x"]],
-                    ys,
-                    marker="o",
-                    color=_color(backend),
-                    label=name,
-                    linestyle=style,
-                )
+                xs = [str(x) for x in line["x"]]
+                ax.plot(xs, ys, marker="o", color=_color(backend), label=name, linestyle=style)
+                doubted = [i for i, d in enumerate(line.get("doubts") or []) if d]
+                if doubted:
+                    flagged = True
+                    _hollow(ax, [xs[i] for i in doubted], [ys[i] for i in doubted], _color(backend), "o")
             ax.set_xlabel(s["axis"].replace("_", " "))
             ax.set_ylabel(label)
             ax.set_title(
                 f"{section['op']} {section['dtype']}: {label} vs {s['axis'].replace('_', ' ')}", fontsize=9
             )
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            _legend(ax, flagged, fontsize=8)
             plots.append(_render(fig, f"{section['id']}-{s['axis']}-{metric}", ax.get_title()))
     return plots
 
@@ -111,16 +129,22 @@ def cases_plot(section: dict[str, Any], limit: int = 24) -> Plot | None:
     fig, ax = plt.subplots(figsize=(max(5.2, 0.5 * len(shapes) * len(backends) / 2), 3.6))
     width = 0.8 / max(1, len(backends))
     for i, backend in enumerate(backends):
-        vals = {r["shape"]: r["gflops"] for r in ok if r["backend"] == backend}
+        vals = {r["shape"]: r for r in ok if r["backend"] == backend}
         xs = [j + i * width for j in range(len(shapes))]
-        ax.bar(xs, [vals.get(s, 0.0) for s in shapes], width=width, color=_color(backend), label=backend)
+        heights = [vals[s]["gflops"] if s in vals else 0.0 for s in shapes]
+        hatches = [FLAGGED_HATCH if s in vals and vals[s]["doubts"] else "" for s in shapes]
+        ax.bar(xs, heights, width=width, color=_color(backend), hatch=hatches)
     ax.set_xticks(
         [j + 0.4 - width / 2 for j in range(len(shapes))], shapes, rotation=45, ha="right", fontsize=7
     )
     ax.set_ylabel("GFLOPS")
     _plain_log(ax)
     ax.set_title(f"{section['op']} {section['dtype']}: GFLOPS per shape", fontsize=9)
-    ax.legend(fontsize=8)
+    # The legend from plain patches: a backend's first bar may be hatched.
+    handles = [Patch(color=_color(b), label=b) for b in backends]
+    if any(r["doubts"] for r in ok if r["shape"] in shapes):
+        handles.append(Patch(facecolor="white", edgecolor="gray", hatch=FLAGGED_HATCH, label=FLAGGED_LABEL))
+    ax.legend(handles=handles, fontsize=8)
     ax.grid(alpha=0.3, axis="y")
     return _render(fig, f"{section['id']}-cases", ax.get_title())
 
@@ -133,15 +157,17 @@ def comparison_plot(section: dict[str, Any]) -> Plot | None:
     if len(items) < 2:
         return None
     fig, ax = plt.subplots(figsize=(4.6, 3.0))
-    ax.bar([b for b, _ in items], [g for _, g in items], color=[_color(b) for b, _ in items])
+    hatches = [FLAGGED_HATCH if c["flagged"].get(b) else "" for b, _ in items]
+    ax.bar([b for b, _ in items], [g for _, g in items], color=[_color(b) for b, _ in items], hatch=hatches)
     ax.axhline(1.0, color="black", linewidth=0.8)
     _plain_log(ax, suffix="x")
     ax.set_ylabel(f"speed-up over {c['baseline']} (geometric mean)")
     ax.set_title(f"{section['op']} {section['dtype']}: backends relative to {c['baseline']}", fontsize=9)
     values = [g for _, g in items]
     ax.set_ylim(min(min(values), 1.0) / 1.6, max(max(values), 1.0) * 1.6)  # room for the labels
-    for i, g in enumerate(values):
-        ax.annotate(f"{g:.2f}x", (i, g), ha="center", va="bottom", fontsize=8)
+    for i, (b, g) in enumerate(items):
+        text = geomean_text(g, c["flagged"].get(b, 0), c["cases"].get(b, 0)).replace(" (", "\n(", 1)
+        ax.annotate(text, (i, g), ha="center", va="bottom", fontsize=7)
     return _render(fig, f"{section['id']}-speedup", ax.get_title())
 
 
@@ -169,6 +195,7 @@ def roofline_plot(roofline: dict[str, Any]) -> Plot | None:
             label=f"memory {bw:.0f} GB/s (triad)",
         )
     seen = set()
+    flagged = False
     for p in points:
         key = (p["backend"], p["op"])
         ax.scatter(
@@ -180,6 +207,9 @@ def roofline_plot(roofline: dict[str, Any]) -> Plot | None:
             alpha=0.8,
             label=f"{p['backend']} {p['op']}" if key not in seen else None,
         )
+        if p.get("doubts"):
+            flagged = True
+            _hollow(ax, [p["intensity"]], [p["gflops"]], _color(p["backend"]), MARKERS.get(p["op"], "o"))
         seen.add(key)
     _plain_log(ax, "x")
     _plain_log(ax, "y")
@@ -187,7 +217,7 @@ def roofline_plot(roofline: dict[str, Any]) -> Plot | None:
     ax.set_ylabel("GFLOPS")
     ax.set_title("roofline: measured compute peaks and memory bandwidth", fontsize=9)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    _legend(ax, flagged, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return _render(fig, "roofline", ax.get_title())
 
 

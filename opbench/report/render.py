@@ -14,10 +14,12 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from opbench.case import DOUBT_MARK
 from opbench.display import format_seconds
 from opbench.errors import UsageError
 from opbench.escape import csv_text, md
 from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_dir, current_umask, json_text
+from opbench.report.model import doubt_notes, geomean_text, ratio_cell
 from opbench.report.plots import Plot
 
 FORMATS = ("html", "md", "csv", "json")
@@ -108,6 +110,9 @@ def render_html(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
     env.filters["datauri"] = lambda p: "data:image/svg+xml;base64," + base64.b64encode(p.svg).decode()
     env.filters["seconds"] = format_seconds
     env.filters["tiles"] = _tiles
+    env.globals.update(
+        ratio_cell=ratio_cell, geomean_text=geomean_text, doubt_notes=doubt_notes, mark=DOUBT_MARK
+    )
     return env.get_template("report.html.j2").render(m=model, plots=plots)
 
 
@@ -171,10 +176,15 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
                 "|---|" + "---|" * len(c["backends"]),
             ]
             for row in c["table"]:
-                cells = [f"{row[b]:.2f}x" if row.get(b) is not None else "-" for b in c["backends"]]
+                cells = [md(ratio_cell(row, b)) for b in c["backends"]]
                 out.append(f"| {md(row['shape'])} | " + " | ".join(cells) + " |")
-            geo = [f"{c['geomean'][b]:.2f}x" if c["geomean"][b] else "-" for b in c["backends"]]
+            geo = [md(geomean_text(c["geomean"][b], c["flagged"][b], c["cases"][b])) for b in c["backends"]]
             out.append("| geometric mean | " + " | ".join(geo) + " |")
+            notes = doubt_notes(c)
+            if notes:
+                out += ["", f"{DOUBT_MARK} built from a flagged case (its flags say why it may not repeat):"]
+                out += [""]
+                out += [f"- {md(n)}" for n in notes]
         if s["passes"]:
             out += [
                 "",
@@ -223,7 +233,8 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
                         f"{r['gflops_ci'][0]:.1f} - {r['gflops_ci'][1]:.1f} |"
                     )
             if conf.get("speedup"):
-                out += ["", f"Best tiling: **{conf['speedup']:.3f}x** the cache-model default."]
+                mark = f"{DOUBT_MARK} ({md(', '.join(st['speedup_doubts']))})" if st["speedup_doubts"] else ""
+                out += ["", f"Best tiling: **{conf['speedup']:.3f}x**{mark} the cache-model default."]
         for p in plots.get(f"study{i}", []):
             out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
     for section in model["ab"]:
@@ -250,6 +261,7 @@ CSV_COLUMNS = (
     "best",
     "speedup_vs_baseline",
     "baseline",
+    "speedup_doubts",
 )
 
 
@@ -276,6 +288,9 @@ def render_csv(model: dict[str, Any]) -> str:
                     "best": r["best"],
                     "speedup_vs_baseline": speed.get(r["shape"], {}).get(r["backend"]),
                     "baseline": model["baseline"],
+                    "speedup_doubts": ";".join(
+                        speed.get(r["shape"], {}).get("doubts", {}).get(r["backend"], [])
+                    ),
                 }
             )
     return csv_text(CSV_COLUMNS, rows)
