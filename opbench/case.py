@@ -14,7 +14,7 @@ so what the files say and what the code decided cannot drift apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -168,9 +168,14 @@ def doubts(flags: Iterable[str]) -> list[str]:
     return sorted({f for f in flags if f not in NOT_DOUBTS})
 
 
-def marked(doubted: Iterable[str]) -> str:
-    """DOUBT_MARK where there is a doubt, else nothing: appended to a number's text."""
-    return DOUBT_MARK if any(True for _ in doubted) else ""
+def named_doubts(*sides: tuple[str, Iterable[str]]) -> list[str]:
+    """The doubts of the cases a number is built from, each named after its side ("B: noisy")."""
+    return [f"{name}: {f}" for name, flags in sides for f in doubts(flags)]
+
+
+def marked(doubted: Collection[str]) -> str:
+    """DOUBT_MARK where there is a doubt (a non-empty list or text of them), else nothing."""
+    return DOUBT_MARK if doubted else ""
 
 
 # The record's fields, in the order they are written (schema v9).

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.case import DOUBT_MARK, doubts, marked
+from opbench.case import DOUBT_MARK, marked, named_doubts
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
 
@@ -168,7 +168,7 @@ def analyse(
             continue
         point, lo, hi = speedup_interval(round_samples(a["time"]), round_samples(b["time"]), seed)
         moved = machine_moved(a["time"], b["time"])
-        named = [f"{n}: {f}" for n, side in (("A", a), ("B", b)) for f in doubts(side.get("flags") or ())]
+        named = named_doubts(("A", a.get("flags") or ()), ("B", b.get("flags") or ()))
         row.update(speedup=point, speedup_ci=[lo, hi], machine_b_over_a=moved, doubts=named)
         v, reason = verdict(lo, hi, used), ""
         # The machine ran faster or slower during B's visits than during A's, by more than the threshold,

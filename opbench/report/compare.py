@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.case import DOUBT_MARK, Result, Status, doubts, marked
+from opbench.case import DOUBT_MARK, Result, Status, marked, named_doubts
 from opbench.display import ratio_text, util_text
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
@@ -92,9 +92,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                     "old_flags": ";".join(o.flags),
                     "new_flags": ";".join(n.flags),
                     # the flags that put the change in doubt (case.doubts), of either run
-                    "doubts": ";".join(
-                        f"{w}: {f}" for w, r in (("old", o), ("new", n)) for f in doubts(r.flags)
-                    ),
+                    "doubts": ";".join(named_doubts(("old", o.flags), ("new", n.flags))),
                     "verdict": "not comparable"
                     if placement_moved or too_good
                     else ("regression" if ratio > 1 else "improvement")
@@ -159,7 +157,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
 
 def change_text(row: dict[str, Any]) -> str:
     """A compared case's GFLOPS change, marked where either run flagged the case."""
-    return f"{100 * row['gflops_change']:+.1f}%" + marked(filter(None, (row.get("doubts") or "").split(";")))
+    return f"{100 * row['gflops_change']:+.1f}%" + marked(row.get("doubts") or "")
 
 
 def to_markdown(result: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from opbench import __version__
-from opbench.case import DOUBT_MARK, Result, doubts
+from opbench.case import DOUBT_MARK, Result, doubts, marked, named_doubts
 from opbench.machine import utc_now
 from opbench.ops import shape_label
 
@@ -28,7 +28,7 @@ def geomean_text(g: float | None, flagged: int, cases: int) -> str:
 def ratio_cell(row: dict[str, Any], backend: str) -> str:
     """A speed-up table's cell: the ratio, marked where it was built from a flagged case."""
     value = row.get(backend)
-    return "-" if value is None else f"{value:.2f}x" + (DOUBT_MARK if row["doubts"].get(backend) else "")
+    return "-" if value is None else f"{value:.2f}x" + marked(row["doubts"].get(backend) or ())
 
 
 def doubt_notes(comparison: dict[str, Any]) -> list[str]:
@@ -136,7 +136,7 @@ def _comparison(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any] | N
         for b in backends:
             row[b] = vals[b][0] / base_gflops if b in vals else None
             if b in vals and b != baseline:  # the baseline's own 1.00x is exact
-                named = [f"{b}: {f}" for f in vals[b][1]] + [f"{baseline}: {f}" for f in base_doubts]
+                named = named_doubts((b, vals[b][1]), (baseline, base_doubts))
                 if named:
                     row["doubts"][b] = named
         table.append(row)
@@ -321,4 +321,4 @@ def _study_section(study: dict[str, Any]) -> dict[str, Any]:
 def _confirmation_doubts(conf: dict[str, Any] | None) -> list[str]:
     """The flags of the confirmation's best and default rows, which its speed-up is built from."""
     rows = [conf.get("best"), conf.get("default")] if conf else []
-    return [f"{r['name']}: {f}" for r in rows if r for f in doubts(r.get("flags") or ())]
+    return named_doubts(*((r["name"], r.get("flags") or ()) for r in rows if r))
