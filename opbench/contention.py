@@ -39,6 +39,24 @@ def release(pid: int) -> None:
     _ADOPTED.discard(pid)
 
 
+def adopted_threads_cpu_ns() -> int:
+    """CPU time (ns, from schedstat) of every thread of the helper processes adopted (0 where unreadable):
+    machine.wait_until_quiet waits for their pools too."""
+    total = 0
+    for pid in list(_ADOPTED):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended meanwhile
+    return total
+
+
 def _process_seconds(pid: int) -> float:
     """User + system CPU seconds of one process (0 once it is gone)."""
     try:

@@ -11,6 +11,9 @@ compare every new median with them:
   identity, threads, device, backend and its version, tiles, cold or warm cache, and build of our
   kernels) is flagged `unlike_earlier_runs`, with a note naming the earlier value and when it was taken;
   the header's `environment.warnings` counts them.
+- A case measured in several processes (--processes) is judged by its process medians: it is unlike an
+  earlier run when the range of this run's process medians lies more than HISTORY_DIFF from the earlier
+  run's range (each kept as low_s/high_s beside the median), not when one process of either run differs.
 - Records already flagged for a known disturbance (contended, throttled, apart) are neither judged nor
   kept: they say why they differ, and would make the next quiet run look wrong.
 - The history is written under a file lock, atomically, at the end of a complete run; an interrupted run
@@ -88,6 +91,27 @@ def _earlier(entries: Any) -> list[dict[str, Any]]:
     return [e for e in entries if isinstance(e, dict) and isinstance(e.get("median_s"), (int, float))]
 
 
+def process_range(record: dict[str, Any]) -> tuple[float, float]:
+    """The lowest and highest of a record's process medians (--processes), or its median twice."""
+    t = record["time"]
+    medians = [float(p["median_s"]) for p in t.get("per_process") or [] if p.get("median_s")]
+    if len(medians) < 2:
+        return float(t["median_s"]), float(t["median_s"])
+    return min(medians), max(medians)
+
+
+def _gap(low: float, high: float, earlier: dict[str, Any]) -> float:
+    """How far (relative, + slower) this run's process medians lie from an earlier run's; 0 where the two
+    ranges overlap."""
+    e_low = float(earlier.get("low_s") or earlier["median_s"])
+    e_high = float(earlier.get("high_s") or earlier["median_s"])
+    if low > e_high:
+        return low / e_high - 1.0
+    if high < e_low:
+        return high / e_low - 1.0
+    return 0.0
+
+
 def _judged(record: dict[str, Any]) -> bool:
     t = record.get("time") or {}
     return (
@@ -119,9 +143,10 @@ def apply(doc: dict[str, Any], cache_dir: Path) -> int:
                     continue
                 key = case_key(doc, record)
                 median = float(record["time"]["median_s"])
+                low, high = process_range(record)
                 earlier = _earlier(cases.get(key))
-                worst = max(earlier, key=lambda e: abs(median / e["median_s"] - 1.0), default=None)
-                if worst is not None and abs(median / worst["median_s"] - 1.0) > HISTORY_DIFF:
+                worst = max(earlier, key=lambda e: abs(_gap(low, high, e)), default=None)
+                if worst is not None and abs(_gap(low, high, worst)) > HISTORY_DIFF:
                     flagged += 1
                     record.setdefault("flags", []).append(FLAG)
                     change = median / worst["median_s"] - 1.0
@@ -132,7 +157,8 @@ def apply(doc: dict[str, Any], cache_dir: Path) -> int:
                         "reproduce across processes here"
                     )
                 cases.pop(key, None)  # re-inserted last: the dict's order is the order of use
-                cases[key] = [*earlier, {"median_s": median, "utc": when}][-HISTORY_KEEP:]
+                entry = {"median_s": median, "low_s": low, "high_s": high, "utc": when}
+                cases[key] = [*earlier, entry][-HISTORY_KEEP:]
             while len(cases) > HISTORY_MAX_CASES:
                 cases.pop(next(iter(cases)))
             atomic_write_text(path, json_text(history))

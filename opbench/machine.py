@@ -164,7 +164,10 @@ def spread_threads(prefixes: tuple[str, ...]) -> dict[str, int]:
 
 
 def _other_threads_cpu_ns(me: int) -> int | None:
-    """CPU time (ns, from schedstat) of every thread of this process except `me`; None where unavailable."""
+    """CPU time (ns, from schedstat) of every thread of this process except `me`, and of the worker processes
+    it adopted (contention.adopt: sweep processes, A/B sides); None where unavailable."""
+    from opbench.contention import adopted_threads_cpu_ns
+
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
@@ -179,14 +182,14 @@ def _other_threads_cpu_ns(me: int) -> int | None:
             seen = True
         except (OSError, ValueError, IndexError):
             continue  # the thread ended meanwhile
-    return total if seen or len(tids) == 1 else None
+    return total + adopted_threads_cpu_ns() if seen or len(tids) == 1 else None
 
 
 def wait_until_quiet(max_wait_s: float = 1.0, window_s: float = 0.005, busy_fraction: float = 0.05) -> float:
-    """Wait until the other threads of this process (a BLAS or framework pool still spinning after its last
-    call: OpenBLAS spins about 80 ms, MindSpore's actor thread about 35 ms) use less than busy_fraction of
-    a core over a window, so that they cannot steal cores from the next measurement. Returns the seconds
-    waited; max_wait_s or more means they never went quiet."""
+    """Wait until the other threads of this process and its adopted workers (a BLAS or framework pool still
+    spinning after its last call: OpenBLAS spins about 80 ms, MindSpore's actor thread about 35 ms) use
+    less than busy_fraction of a core over a window, so that they cannot steal cores from the next
+    measurement. Returns the seconds waited; max_wait_s or more means they never went quiet."""
     me = threading.get_native_id()
     start = time.perf_counter()
     prev = _other_threads_cpu_ns(me)

@@ -26,6 +26,12 @@ record's time block, reference, machine_speed and flags:
   to judge alone).
 - the stability class (stable / unstable / noisy) uses the larger of the within-round IQR and the
   between-round spread.
+
+With --processes, each visit names the worker process it ran in (`process`, and its input buffers'
+`offsets` in their pages). `drifting` then compares the rounds of one process, `process_dependent` flags
+processes whose pooled samples disagree the same way (IQRs apart, medians more than DRIFT_MIN_REL), and the
+time block gains the processes' medians, their relative spread (`between_processes`) and the interval of
+the median from a bootstrap over processes, then rounds, then samples (sampling.py).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from opbench import sampling
 from opbench.contention import Monitor, pooled
 from opbench.machine import wait_until_quiet
 from opbench.measurement import Measurement, stability_class
@@ -63,6 +70,9 @@ class Visit:
     started_s: float = 0.0  # the reference clock when timing began and ended (for probe ages)
     ended_s: float = 0.0
     dtype: str = "fp32"
+    fma_speed: float | None = None  # the FMA probe beside the visit against its best (1.0 at the best)
+    process: int | None = None  # the worker process it ran in (--processes); None: the sweep's own
+    offsets: dict[str, int] = field(default_factory=dict)  # each input buffer's offset in its page there
 
     def reference(self, kind: str) -> float | None:
         """The mean of the probes of `kind` before and after the visit."""
@@ -106,6 +116,7 @@ class Visit:
             },
             "settle_s": self.settle_s,
             "contention": self.contention,
+            **({"process": self.process, "offsets": self.offsets} if self.process is not None else {}),
         }
 
 
@@ -193,6 +204,7 @@ def rate(visit: Visit, ref: InRunReference) -> None:
     """Set the visit's machine_speed and hand-off ratio against the best probes this machine has shown
     (now: at the end of a run, against the best of the whole run)."""
     visit.machine_speed = _against_best(visit, visit.basis, ref)
+    visit.fma_speed = _against_best(visit, "fma", ref)
     speed = _against_best(visit, "handoff", ref)
     visit.handoff_ratio = 1.0 / speed if speed else None
 
@@ -210,19 +222,29 @@ def _against_best(visit: Visit, kind: str | None, ref: InRunReference) -> float 
 
 def drifting(visits: list[Visit]) -> bool:
     """Whether two visits disagree beyond their IQRs (and by more than DRIFT_MIN_REL)."""
-    quarts = []
-    for v in visits:
-        s = sorted(v.measurement.samples_s)
-        if len(s) < 2:
-            continue
-        q = statistics.quantiles(s, n=4, method="inclusive")
-        quarts.append((q[0], q[1], q[2]))
-    for i, a in enumerate(quarts):
-        for b in quarts[i + 1 :]:
-            apart = a[2] < b[0] or b[2] < a[0]
-            if apart and abs(a[1] - b[1]) / min(a[1], b[1]) > DRIFT_MIN_REL:
-                return True
-    return False
+    return sampling.apart([v.measurement.samples_s for v in visits], DRIFT_MIN_REL)
+
+
+def _processes(kept: list[Visit]) -> dict[str, Any]:
+    """The time block's process fields (sampling.py): the interval of the median over processes, then
+    rounds, then samples (rounds, then samples, without processes), and with several processes, each one's
+    median and the relative spread between them."""
+    groups: dict[int, list[tuple[float, ...]]] = {}
+    for i, v in enumerate(kept):
+        groups.setdefault(v.process if v.process is not None else -1 - i, []).append(v.measurement.samples_s)
+    lo, hi = sampling.interval(list(groups.values()))
+    named = {p: g for p, g in groups.items() if p >= 0}
+    out: dict[str, Any] = {"interval_s": [lo, hi], "interval_over": "processes" if named else "rounds"}
+    if named:
+        per = sampling.by_process(named)
+        medians = [float(x["median_s"]) for x in per]
+        overall = statistics.median(x for g in named.values() for r in g for x in r)
+        out.update(
+            processes=len(per),
+            per_process=per,
+            between_processes=(max(medians) - min(medians)) / overall if overall > 0 else 0.0,
+        )
+    return out
 
 
 @dataclass
@@ -276,8 +298,18 @@ def combine(visits: list[Visit]) -> Combined:
         flags.append("single_sample")
     elif time["stability"] != "stable":
         flags.append(time["stability"])
-    if len(kept) > 1 and drifting(kept):
+    procs = _processes(kept)
+    time.update(procs)
+    # Rounds drift within a process; processes that disagree beyond their spread are process-dependent.
+    by_process: dict[int | None, list[Visit]] = {}
+    for v in kept:
+        by_process.setdefault(v.process, []).append(v)
+    if any(len(g) > 1 and drifting(g) for g in by_process.values()):
         flags.append("drifting")
+    if procs.get("processes", 0) > 1:
+        pooled_samples = [[x for v in g for x in v.measurement.samples_s] for g in by_process.values()]
+        if sampling.apart(pooled_samples, DRIFT_MIN_REL):
+            flags.append("process_dependent")
     if not fine and any(v.throttled for v in kept):
         flags.append("throttled")
     if not fine and any(v.apart for v in kept):
@@ -286,6 +318,7 @@ def combine(visits: list[Visit]) -> Combined:
     if any(v.contended for v in kept) or (together is not None and together["contended"]):
         flags.append("contended")
     speeds = [v.machine_speed for v in kept if v.machine_speed is not None]
+    fma_speeds = [v.fma_speed for v in kept if v.fma_speed is not None]
     reference = None
     if any(v.basis for v in kept):
         fma = [x for v in kept if (x := v.reference("fma")) is not None]
@@ -296,5 +329,7 @@ def combine(visits: list[Visit]) -> Combined:
             "fma_gflops": statistics.median(fma) if fma else None,
             "triad_gbs": statistics.median(triad) if triad else None,
             "handoff_ns": statistics.median(handoff) if handoff else None,
+            # the FMA probe beside the case against the machine's best (1.0 at the best)
+            "fma_speed": statistics.median(fma_speeds) if fma_speeds else None,
         }
     return Combined(m, time, flags, statistics.median(speeds) if speeds else None, reference)

@@ -41,6 +41,15 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   skipped, each skipped problem's FILE:LINE, kind and reason, notes, options ignored); conv
                   shapes may carry `pad_h_end` / `pad_w_end` (bottom and right padding, where they differ
                   from the top and left), gemm shapes `batch` (a batched GEMM, where over 1).
+ 10 (2026-11-26): each case measured across worker processes (--processes, issue 39): `settings.processes`;
+                  `time.interval_s` and `time.interval_over` (a bootstrap over processes, then rounds, then
+                  samples), `time.processes`, `time.per_process` (each process's median, rounds, samples
+                  and spread) and `time.between_processes`; `time.per_round[].process` and `.offsets`;
+                  flag `process_dependent`; the header's `backends.NAME.processes` (each worker's layout)
+                  and `.in_process`. `utilization` is now against the machine's best FMA probe slowed by
+                  the probe beside the case only as far as the case's backend, op and dtype followed it
+                  (`reference.sensitivity`); `reference.utilization_beside` is the earlier utilization,
+                  beside `reference.utilization_best`, `reference.fma_best_gflops` and `.fma_speed`.
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ from opbench.machine import utc_now
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

@@ -48,7 +48,7 @@ def run_sweeps(
         peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
         bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
     with observer.status("loading backends..."):
-        states = sweep.setup_backends(all_backends, first.threads, first.device)
+        states = sweep.setup_backends(all_backends, first.threads, first.device, first.processes)
     if first.device != "cpu" and all(st.reason for st in states.values()):
         reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
         raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
@@ -113,6 +113,7 @@ def sweep_header(
             "verify_max_gflop": cfg.verify_max_gflop,
             "seed": cfg.seed,
             "rounds": cfg.rounds,
+            "processes": cfg.processes,
             "timer": asdict(cfg.timer),
             "max_memory_bytes": cfg.max_memory_bytes,
             "max_call_s": cfg.max_call_s,

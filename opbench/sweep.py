@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from opbench import peak as peaks
+from opbench import sampling
 from opbench.backends import Backend, accelerator_name, make_backend
 from opbench.case import Outcome, Reason, Result
+from opbench.caseresult import case_result
 from opbench.contention import Monitor
 from opbench.errors import BackendUnavailable, UsageError
 from opbench.guards import peer_guard
@@ -30,12 +32,12 @@ from opbench.visits import (
     CaseRun,
     SpeedHistory,
     case_factors,
-    case_result,
     first_visit,
     host_flush_bytes,
     later_visit,
     make_case,
     one_line,
+    processes,
 )
 
 # The fewest samples one round of a case takes (round_timer); the record's statistics use every round's.
@@ -68,6 +70,9 @@ class SweepConfig:
     # Every round visits each (shape, pass, dtype)'s backends one after the other (the two sides of an A/B
     # run: their ratio then rests on moments seconds apart), instead of one backend's cases after another's.
     paired: bool = False
+    # Worker processes per backend (--processes): round r of a case runs in process r mod N, each process a
+    # fresh one with its own randomized layout (backends/processes.py); 0: every case in this process.
+    processes: int = 0
 
     @property
     def n_cases(self) -> int:
@@ -79,12 +84,27 @@ class BackendState:
     backend: Backend
     reason: str | None = None  # why every case of this backend is skipped
     version: str | None = None
+    in_process: str | None = None  # why its cases run in this process although --processes asked otherwise
 
 
-def setup_backends(names: tuple[str, ...], threads: int, device: str) -> dict[str, BackendState]:
+def setup_backends(
+    names: tuple[str, ...], threads: int, device: str, processes: int = 0
+) -> dict[str, BackendState]:
+    """Each backend made and set up (in `processes` worker processes each where over 0: every worker is
+    started first, so that their imports overlap)."""
+    from opbench.backends.processes import in_processes
+
     states: dict[str, BackendState] = {}
     for name in names:
         st = BackendState(make_backend(name))
+        if processes > 0:
+            st.backend, st.in_process = in_processes(st.backend, processes)
+        states[name] = st
+    for st in states.values():
+        launch = getattr(st.backend, "launch", None)
+        if launch is not None:
+            launch()
+    for name, st in states.items():
         st.reason = st.backend.unavailable_reason()
         if st.reason is None:
             try:
@@ -99,10 +119,16 @@ def setup_backends(names: tuple[str, ...], threads: int, device: str) -> dict[st
 
 
 def backend_summary(states: dict[str, BackendState]) -> dict[str, Any]:
-    return {
-        name: {"available": st.reason is None, "reason": st.reason, "version": st.version}
-        for name, st in states.items()
-    }
+    """Per backend: available or why not, its version, and the worker processes its cases ran in (each
+    one's randomized layout: layout.py) or why they ran in this process."""
+    out: dict[str, Any] = {}
+    for name, st in states.items():
+        out[name] = {"available": st.reason is None, "reason": st.reason, "version": st.version}
+        if processes(st):
+            out[name]["processes"] = st.backend.layouts()  # type: ignore[attr-defined]
+        if st.in_process:
+            out[name]["in_process"] = st.in_process
+    return out
 
 
 def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[str, dict[str, Any]]:
@@ -311,12 +337,12 @@ def run_sweep(
             prepared_group = (gid, inputs, expected)
         _, inputs, expected = prepared_group
         size = op.memory_bytes(case.shape, case.dtype, reference=False)
-        keep = size <= keep_budget
         st = states[case.backend]
+        keep = size * max(1, processes(st)) <= keep_budget
         first_visit(cfg, st, case, inputs, expected, bench, timer, history, keep)
         case.repro = sweep_command(case.case, cfg, case.shape_index, st.backend, case.details)
-        if case.prepared is not None:
-            keep_budget -= size
+        if case.keep:
+            keep_budget -= size * max(1, processes(st))  # a copy in each process
         report(case)
     prepared_group = None
     for r, indices in enumerate(order[1:], start=1):
@@ -335,13 +361,33 @@ def run_sweep(
         later_visit(cfg, states[case.backend], case, bench, timer)
         report(case)
     for case in cases:
-        case.prepared = None
+        case.prepared = {}
     bench.finish()
     if bench.reference is not None:
         for case in cases:
             for v in case.visits:
                 rate(v, bench.reference)
-    # Every result again, with the backends compared case by case (peer_guard: too fast to be true).
+    # Every result again, with the backends compared case by case (peer_guard: too fast to be true), and
+    # each utilization corrected by how far its backend's cases followed the in-run probe.
     timed = [c for c in cases if c.visits]
-    results = peer_guard([case_result(c, peak_of(c)) for c in timed])
+    follows = sensitivities(timed)
+    results = peer_guard([case_result(c, peak_of(c), follows.get(_group(c))) for c in timed])
     on_records([(c.index, r) for c, r in zip(timed, results, strict=True)])
+
+
+def _group(case: CaseRun) -> tuple[str, str, str]:
+    return (case.backend, case.case.key, case.dtype)
+
+
+def sensitivities(cases: list[CaseRun]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """How far the speed of each (backend, op, dtype)'s cases followed the in-run FMA probe across their
+    visits (sampling.sensitivity, pooled over the group's cases, each relative to its own mean)."""
+    points: dict[tuple[str, str, str], list[tuple[float, float, str]]] = {}
+    for c in cases:
+        for v in c.visits:
+            if v.fma_speed is not None:
+                points.setdefault(_group(c), []).append((v.fma_speed, v.measurement.median_s, str(c.index)))
+    return {
+        g: {**sampling.sensitivity(p), "over": f"{len({x[2] for x in p})} cases of {' '.join(g)}"}
+        for g, p in points.items()
+    }

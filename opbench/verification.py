@@ -178,7 +178,7 @@ def check_timed(cfg: SweepConfig, case: CaseRun, prepared: Any, refilled: bool) 
     if check.ok:
         return
     case.visits.clear()
-    case.prepared = None
+    case.prepared = {}
     case.end(
         Outcome(
             Reason.WRONG_ANSWER,

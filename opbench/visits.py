@@ -21,20 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 from opbench import verification
 from opbench.case import OK, Case, Outcome, Reason, Result
-from opbench.guards import peak_guard, zeros_guard
-from opbench.measure import QUIET_MAX_WAIT_S, Bench, Visit, combine
+from opbench.caseresult import case_result
+from opbench.guards import zeros_guard
+from opbench.measure import Bench, Visit
 from opbench.ops import get_op, op_key
 from opbench.ops.spot import refreshed
-from opbench.peak import UNIT_PEAKS
-from opbench.reference import APART_FACTOR, THROTTLED_SPEED
 from opbench.repro import sweep_command
 from opbench.timing import Timer
 
 if TYPE_CHECKING:
     from opbench.sweep import BackendState, SweepConfig
 
-# Utilization below this is flagged: the backend leaves the hardware nearly idle (e.g. no fp16 kernel).
-SLOW_UTILIZATION = 0.01
 # A first visit whose samples took more than this many times the round's --max-time-s share is not
 # visited again (one round: the rounds of a slow case would multiply the sweep's time).
 SLOW_ROUND_FACTOR = 1.5
@@ -59,14 +56,6 @@ class SpeedHistory:
 
     def best(self, backend: str, op: str, dtype: str) -> tuple[float, str] | None:
         return self._best.get((backend, op, dtype))
-
-
-def _probe_name(key: str) -> str:
-    """What an in-run FMA probe (key fma/<unit>/<threads>) measured: its unit's peak, by name."""
-    unit = key.split("/")[1] if key.count("/") == 2 else ""
-    return (
-        f"in-run FMA probe ({key}): {UNIT_PEAKS[unit]}" if unit in UNIT_PEAKS else f"in-run FMA probe ({key})"
-    )
 
 
 def one_line(exc: BaseException) -> str:
@@ -166,7 +155,10 @@ class CaseRun:
     finished: bool = False  # no more visits: skipped, failed or wrong before timing, or a later visit failed
     method: str = ""
     slow: bool = False  # its first visit overran the round's time budget: one visit only (round_budget_note)
-    prepared: Any = None  # kept between rounds when it fits the sweep's keep budget (KEEP_PREPARED_BYTES)
+    # by process (0 in this process): kept between rounds when it fits the sweep's keep budget
+    # (KEEP_PREPARED_BYTES); `keep` says whether it does
+    prepared: dict[int, Any] = field(default_factory=dict)
+    keep: bool = False
     guards: dict[str, Any] = field(default_factory=dict)  # what the guards saw (zero_fraction: first visit)
     repro: str | None = None  # the command that measures this case again (repro.py)
     accumulate: str = ""  # what its verification bounds assume (Backend.accumulation, or its details)
@@ -187,10 +179,31 @@ class CaseRun:
     def backend(self) -> str:
         return self.case.backend
 
+    def process(self, st: BackendState) -> int:
+        """The process the next visit runs in: round r in process r mod N (--processes)."""
+        return len(self.visits) % max(1, processes(st))
+
     def end(self, outcome: Outcome) -> None:
         """No measurement for this case: it was skipped, failed or answered wrong."""
         self.outcome = outcome
         self.finished = True
+
+
+def processes(st: BackendState) -> int:
+    """How many worker processes the backend's cases run in (0: this process)."""
+    from opbench.backends.remote import RemoteBackend
+
+    return st.backend.processes if isinstance(st.backend, RemoteBackend) else 0
+
+
+def prepare(st: BackendState, case: CaseRun, inputs: dict[str, Any], process: int) -> Any:
+    """The case prepared by its backend, in worker `process` where it runs in several."""
+    from opbench.backends.remote import RemoteBackend
+
+    params = dict(case.case.params)
+    if isinstance(st.backend, RemoteBackend):
+        return st.backend.prepare_in(process, case.case.key, case.shape, inputs, params)
+    return st.backend.prepare(case.case.key, case.shape, inputs, params)
 
 
 def _is_memory_bound(bench: Bench, case: Case) -> bool:
@@ -203,7 +216,9 @@ def _is_memory_bound(bench: Bench, case: Case) -> bool:
     return ref.memory_bound(case.flops / min_bytes, min_bytes, kernels.l3_bytes(), case.dtype)
 
 
-def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer, pool: str) -> None:
+def _visit(
+    cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer, pool: str, process: int | None
+) -> None:
     device_flush = prepared.cache_flush() if cfg.timer.cold_cache else None
     visit = bench.measure(
         prepared.run,
@@ -212,8 +227,11 @@ def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: 
         flush=device_flush[0] if device_flush else None,
         timer=timer,
         # A first visit follows verification (the float64 reference's BLAS pool may spin): it settles.
-        owner=pool if case.visits else None,
+        # Another process of the same backend has its own pool, which may still spin.
+        owner=(pool if process is None else f"{pool}/{process}") if case.visits else None,
     )
+    if process is not None:
+        visit.process, visit.offsets = process, dict(getattr(prepared, "offsets", {}) or {})
     case.visits.append(visit)
     if not case.method:
         case.method = prepared.clock
@@ -222,12 +240,19 @@ def _visit(cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: 
 
 
 def timed_visit(
-    cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer, pool: str, fresh: bool = False
+    cfg: SweepConfig,
+    case: CaseRun,
+    prepared: Any,
+    bench: Bench,
+    timer: Timer,
+    pool: str,
+    fresh: bool = False,
+    process: int | None = None,
 ) -> None:
     """One timed visit on new input values, its timed output checked (verification.py). `fresh`: the case
-    was just prepared on new values (no refill needed)."""
+    was just prepared on new values (no refill needed). `process`: the worker it ran in (--processes)."""
     refilled = fresh or (cfg.verify and verification.refill(cfg, case, prepared))
-    _visit(cfg, case, prepared, bench, timer, pool)
+    _visit(cfg, case, prepared, bench, timer, pool, process)
     if cfg.verify:
         verification.check_timed(cfg, case, prepared, refilled)
 
@@ -289,7 +314,7 @@ def first_visit(
     case.notes = st.backend.notes(key, dtype)
     case.finished = True  # until the case proves it can be timed
     try:
-        prepared = st.backend.prepare(key, shape, inputs, dict(case.case.params))
+        prepared = prepare(st, case, inputs, 0)
         case.details = prepared.details
         # The case may say how it accumulates (opbench's fp16 accumulation names its block size).
         # (the device is passed only off the CPU: a plug-in written before it was an argument still runs)
@@ -302,7 +327,7 @@ def first_visit(
         zeros_guard(case.case, output, case.guards)
         del output
         case.finished = False
-        timed_visit(cfg, case, prepared, bench, timer, st.backend.pool)
+        timed_visit(cfg, case, prepared, bench, timer, st.backend.pool, process=_process_or_none(st, 0))
     except Exception as e:
         case.end(_failure(name, e))
         return
@@ -313,8 +338,9 @@ def first_visit(
     # of it, or over --call-budget-s) is visited once: its rounds would multiply the sweep's time.
     if m.single_sample or m.n * m.loops * m.median_s > SLOW_ROUND_FACTOR * timer.config.max_time_s:
         case.slow = cfg.rounds > 1
-    if keep and not case.slow:
-        case.prepared = prepared
+    case.keep = keep and not case.slow
+    if case.keep:
+        case.prepared[0] = prepared
     else:
         case.inputs = case.first_inputs = None  # a later visit prepares it again, on new values
     gflops = flops / m.median_s / 1e9
@@ -323,104 +349,38 @@ def first_visit(
 
 
 def later_visit(cfg: SweepConfig, st: BackendState, case: CaseRun, bench: Bench, timer: Timer) -> None:
-    """Another round of a case that ran: the prepared case kept from its first visit (its inputs refilled
-    with new values), else the inputs made again with the same seed, given new values and prepared again;
-    timed and its timed output checked (timed_visit). A failure now ends the case's visits and is noted; the
-    rounds already measured stay (a wrong timed output ends the case as a wrong answer)."""
+    """Another round of a case that ran, in the process whose turn it is (CaseRun.process): the prepared case
+    kept from its earlier visit there (its inputs refilled with new values; a process visited for the first
+    time prepares it on the first values and keeps it), else the inputs made again with the same seed, given
+    new values and prepared again; timed and its timed output checked (timed_visit). A failure now ends the
+    case's visits and is noted; the rounds already measured stay (a wrong timed output ends the case as a
+    wrong answer)."""
     op = get_op(case.case.key)
+    process = case.process(st)
     try:
-        prepared, fresh = case.prepared, False
-        if prepared is None:
+        prepared, fresh = case.prepared.get(process), False
+        if prepared is None and case.keep:
+            # the first values, as the kept case of process 0 was prepared on: the refill moves them
+            assert case.first_inputs is not None
+            prepared = case.prepared[process] = prepare(st, case, case.first_inputs, process)
+        elif prepared is None:
             inputs = op.make_inputs(case.shape, case.dtype, cfg.seed + case.shape_index)
             if cfg.verify:  # new values for this visit, as a kept case gets by refill
                 inputs = refreshed(inputs, verification.visit_seed(cfg, case, len(case.visits) + 1))
-            prepared = st.backend.prepare(case.case.key, case.shape, inputs, dict(case.case.params))
+            prepared = prepare(st, case, inputs, process)
             case.inputs, fresh = inputs, True
-        timed_visit(cfg, case, prepared, bench, timer, st.backend.pool, fresh)
-        if case.prepared is None:
+        timed_visit(cfg, case, prepared, bench, timer, st.backend.pool, fresh, _process_or_none(st, process))
+        if not case.keep:
             case.inputs = None
     except Exception as e:
         case.finished = True
+        case.prepared = {}
         case.inputs = case.first_inputs = None
         case.notes.append(f"round {len(case.visits) + 1} failed ({one_line(e)}); earlier rounds kept")
 
 
-def case_result(case: CaseRun, peak: dict[str, Any] | None) -> Result:
-    """The Result of a case from its first visit and all its visits. `peak` is the fallback peak (a GPU's
-    datasheet) used where no in-run reference was taken."""
-    notes, flags = list(case.notes), []
-    guards = dict(case.guards)
-    reasons = list(guards.get("reasons", []))
-    verify = case.verify
-    if case.timed:
-        timed = [t.to_dict() for t in case.timed]
-        verify = {**(verify or {"skipped": "no float64 check of the first call"}), "timed": timed}
-    base = {"verify": verify, "details": case.details, "repro": case.repro}
-    if any(r.startswith("mistrusted") for r in reasons):
-        flags.append("mistrusted")
-    if not case.visits:
-        return Result.of(case.case, case.outcome, notes=tuple(notes + reasons), flags=tuple(flags),
-                         guards=guards or None, **base)  # fmt: skip
-    c = combine(case.visits)
-    m = c.measurement
-    time = {**c.time, "method": case.method}
-    if time["settle_s"] >= QUIET_MAX_WAIT_S:
-        notes.append(
-            f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
-            "the timing may be disturbed"
-        )
-    if m.first_call:
-        notes.append(
-            "the first call is the only sample: it took over 5x --call-budget-s, so no warm-up call was made"
-        )
-    if case.slow:
-        notes.append(
-            "measured in one round: a call takes too large a share of the sampling budget to repeat it "
-            "over rounds (more time: --max-time-s)"
-        )
-    if c.time["dropped_rounds"]:
-        notes.append(
-            f"slower rounds measured while the machine ran below {100 * THROTTLED_SPEED:.0f}% of its best "
-            f"in-run probe, or while our CPUs sat apart (hand-off over {APART_FACTOR:g}x its best), were "
-            "dropped (time.dropped_rounds)"
-        )
-    flops = case.case.flops
-    gflops = flops / m.median_s / 1e9 if m.median_s > 0 else None
-    gflops_best = flops / m.min_s / 1e9 if m.min_s > 0 else None
-    flags += c.flags
-    used = peak
-    if c.reference is not None and c.reference["fma_gflops"]:
-        used = {
-            "gflops": c.reference["fma_gflops"],
-            "source": "in-run",
-            "name": _probe_name(case.visits[0].before["fma"].key),
-        }
-    peak_used, utilization = None, None
-    if used is not None and gflops is not None:
-        peak_used = {k: used[k] for k in ("gflops", "source", "name")}
-        utilization = gflops / used["gflops"]
-        if utilization < SLOW_UTILIZATION:
-            flags.append("slow")
-        reasons += peak_guard(case.case, m.median_s, used, guards)
-        if reasons and reasons[-1].startswith("suspect"):
-            flags.append("suspect")
-    guards["reasons"] = reasons
-    notes += reasons
-    return Result.of(
-        case.case,
-        case.outcome,
-        time=time,
-        gflops=gflops,
-        gflops_best=gflops_best,
-        peak=peak_used,
-        utilization=utilization,
-        machine_speed=c.machine_speed,
-        reference=c.reference,
-        notes=tuple(notes),
-        flags=tuple(flags),
-        guards=guards,
-        **base,
-    )
+def _process_or_none(st: BackendState, process: int) -> int | None:
+    return process if processes(st) else None
 
 
 def measure_case(

@@ -59,6 +59,9 @@ def _private_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     # One peak measurement per test session, never the user's cache; tuned records never in the repository.
     os.environ["OPBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("opbench-cache"))
     os.environ["OPBENCH_RECORDS_DIR"] = str(tmp_path_factory.mktemp("opbench-records"))
+    # Sweeps in the sweep's own process unless a test asks for --processes (test_processes.py): worker
+    # processes would start a framework per process in every small sweep of the suite.
+    os.environ["OPBENCH_PROCESSES"] = "0"
 
 
 def run_cli(

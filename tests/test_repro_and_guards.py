@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opbench import guards, visits
+from opbench import caseresult, guards, visits
 from opbench.case import Case, Outcome, Result
 from opbench.measure import Visit
 from opbench.measurement import Measurement
@@ -163,9 +163,9 @@ PEAK = {"gflops": 100.0, "source": "measured", "name": "fp32 FMA peak (fake)"}
 
 def test_above_the_units_peak_is_suspect() -> None:
     shape = gemm.GemmShape(100, 100, 100)  # 2 MFLOP
-    fine = visits.case_result(_fake_case(shape, "gemm", 2e6 / 90e9), PEAK)  # 90 GFLOPS
+    fine = caseresult.case_result(_fake_case(shape, "gemm", 2e6 / 90e9), PEAK)  # 90 GFLOPS
     assert "suspect" not in fine.flags and abs(fine.utilization - 0.9) < 1e-9
-    fast = visits.case_result(_fake_case(shape, "gemm", 2e6 / 120e9), PEAK)  # 120 GFLOPS
+    fast = caseresult.case_result(_fake_case(shape, "gemm", 2e6 / 120e9), PEAK)  # 120 GFLOPS
     assert "suspect" in fast.flags
     assert any("120% of the fp32 FMA peak (fake)" in n for n in fast.notes)
 
@@ -175,11 +175,11 @@ def test_a_padding_skipping_conv_is_judged_on_the_flops_it_must_do() -> None:
     shape = conv.ConvShape(1, 64, 2, 2, 64, 3, 3, pad_h=1, pad_w=1)
     assert conv.useful_flops(shape) / conv.flops(shape) == 4 / 9
     counted_150 = conv.flops(shape) / 150e9  # 150 GFLOPS counted, 67 GFLOPS of necessary work
-    result = visits.case_result(_fake_case(shape, "conv", counted_150), PEAK)
+    result = caseresult.case_result(_fake_case(shape, "conv", counted_150), PEAK)
     assert result.utilization > 1.0 and "suspect" not in result.flags
     assert abs(result.guards["useful_gflops"] - 150 * 4 / 9) < 1e-6
     counted_250 = conv.flops(shape) / 250e9  # 111 GFLOPS of necessary work: over the peak
-    assert "suspect" in visits.case_result(_fake_case(shape, "conv", counted_250), PEAK).flags
+    assert "suspect" in caseresult.case_result(_fake_case(shape, "conv", counted_250), PEAK).flags
 
 
 def _timed(backend: str, seconds: float) -> Result:

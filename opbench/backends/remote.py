@@ -47,48 +47,97 @@ class WorkerError(RuntimeError):
 
 
 class _Worker:
-    def __init__(self, python: str, backend: str, fixed: dict[str, Any]) -> None:
-        self.python, self.backend, self.fixed = python, backend, fixed
+    """One worker process: started with `python`, set up as `backend` with `fixed` parameters. `layout`:
+    the environment's size and the heap's first allocation, randomized for this process (layout.py), so that
+    each worker is one sample of where memory lands."""
+
+    def __init__(
+        self, python: str, backend: str, fixed: dict[str, Any], layout: dict[str, Any] | None = None
+    ) -> None:
+        self.python, self.backend, self.fixed, self.layout = python, backend, fixed, layout
         self.proc: subprocess.Popen[str] | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="opbench-remote-")  # removed with the worker object
         self.dir = Path(self._tmp.name)
         self.setup_args: dict[str, Any] | None = None
         self.info: dict[str, Any] = {}
         self._next = 0
+        self._stderr: Any = None
+        self._greeting = False  # a hello sent and not yet answered
 
-    def start(self) -> dict[str, Any]:
+    def launch(self) -> None:
+        """Start the process (its imports run while other workers start too: greet() waits for it)."""
         from opbench import contention
+        from opbench.layout import worker_environment
 
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OPBENCH_WORKER_PARENT": str(os.getpid())}
+        if self.layout is not None:
+            env.update(worker_environment(self.layout))
+        # stderr to a file, not a pipe: a framework's warnings would fill a pipe nobody reads and block it
+        self._stderr = (self.dir / "stderr.txt").open("w+")
         self.proc = subprocess.Popen(
             module_command(self.python, WORKER),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._stderr,
             text=True,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OPBENCH_WORKER_PARENT": str(os.getpid())},
+            env=env,
         )
         contention.adopt(self.proc.pid)
-        hello = {"backend": self.backend, "fixed": self.fixed, **(self.setup_args or {})}
-        self.info = self.ask({"hello": hello})
+        self._send(self._hello())
+        self._greeting = True
+
+    def greet(self) -> dict[str, Any]:
+        """The worker's answer to its hello, sent by launch() (the imports of several workers overlap)."""
+        if self._greeting:
+            self._greeting = False
+            self.info = self._receive()
+        else:
+            self.info = self.ask(self._hello())
         return self.info
+
+    def _hello(self) -> dict[str, Any]:
+        return {"hello": {"backend": self.backend, "fixed": self.fixed, **(self.setup_args or {})}}
+
+    def start(self) -> dict[str, Any]:
+        self.launch()
+        return self.greet()
+
+    def last_error(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        lines = self._stderr.read().strip().splitlines()
+        return lines[-1] if lines else ""
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         if (self.proc is None or self.proc.poll() is not None) and "hello" not in request:
             if {"run", "output", "timed_output", "refill", "drop"} & set(request):  # died with its worker
                 raise WorkerError(f"worker exited: {self.proc.returncode if self.proc else None}")
             self.start()  # a fresh worker, set up as the last one was, for the next case
+        self._send(request)
+        return self._receive()
+
+    def _send(self, request: dict[str, Any]) -> None:
         proc = self.proc
-        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        assert proc is not None and proc.stdin is not None
         try:
             proc.stdin.write(json_line(request))
             proc.stdin.flush()
-            line = proc.stdout.readline()
         except (BrokenPipeError, OSError):
+            pass  # _receive() finds the worker gone
+
+    def _receive(self) -> dict[str, Any]:
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None
+        try:
+            line = proc.stdout.readline()
+        except OSError:
             line = ""
         if not line:
+            err = self.last_error()
             self.stop()
-            err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
-            raise WorkerError(f"worker exited: {proc.returncode} {err[-1] if err else ''}".strip())
+            raise WorkerError(f"worker exited: {proc.returncode} {err}".strip())
         answer = json.loads(line)
         if not answer.get("ok"):
             raise WorkerError(answer.get("error") or "worker error")
@@ -106,11 +155,17 @@ class _Worker:
             if self.proc.poll() is None:
                 self.proc.kill()
             self.proc.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
 
 class _RemoteCase(Prepared):
-    def __init__(self, worker: _Worker, case_id: int, details: dict[str, Any], clock: str) -> None:
+    def __init__(
+        self, worker: _Worker, case_id: int, details: dict[str, Any], clock: str, offsets: dict[str, int]
+    ) -> None:
         self._worker, self._id, self.details, self.clock = worker, case_id, details, clock
+        self.offsets = offsets  # where in its page each input buffer starts (a randomized layout)
         self._drop = weakref.finalize(self, _drop, worker, case_id)
 
     def run(self, loops: int) -> float:
@@ -159,21 +214,52 @@ def _drop(worker: _Worker, case_id: int) -> None:
 
 
 class RemoteBackend(Backend):
-    """`backend` (with `fixed` parameters) as the environment of interpreter `python` runs it."""
+    """`backend` (with `fixed` parameters) as the environment of interpreter `python` runs it, in
+    `processes` worker processes (each case prepared in one of them: prepare_in), each with a randomized
+    memory layout where `layout` (opbench.layout.draw) is given."""
 
-    def __init__(self, name: str, python: str, backend: str, fixed: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        python: str,
+        backend: str,
+        fixed: dict[str, Any],
+        processes: int = 1,
+        layout: bool = False,
+    ) -> None:
+        from opbench.layout import draw
+
         self.name = name  # type: ignore[misc]
         self.python, self.backend = python, backend
-        self._worker = _Worker(python, backend, fixed)
+        self._workers = [
+            _Worker(python, backend, fixed, draw() if layout else None) for _ in range(processes)
+        ]
+        self._worker = self._workers[0]
         self._unsupported: dict[tuple[str, str], str | None] = {}
+
+    @property
+    def processes(self) -> int:
+        return len(self._workers)
+
+    def layouts(self) -> list[dict[str, Any] | None]:
+        """Each worker's randomized layout (None where not randomized), by process index."""
+        return [w.layout for w in self._workers]
+
+    def launch(self) -> None:
+        """Start every worker at once (their imports overlap); unavailable_reason() waits for them."""
+        for w in self._workers:
+            if w.proc is None:
+                w.launch()
 
     def unavailable_reason(self) -> str | None:
         try:
-            info = self._worker.start()
+            self.launch()
+            infos = [w.greet() for w in self._workers]
         except (WorkerError, OSError, ValueError) as e:
-            self._worker.stop()
+            for w in self._workers:
+                w.stop()
             return f"cannot run opbench's worker with {self.python}: {e}"
-        return info.get("unavailable")
+        return infos[0].get("unavailable")
 
     def version(self) -> str | None:
         info = self._worker.info
@@ -181,11 +267,16 @@ class RemoteBackend(Backend):
         return f"{info.get('version')} ({where})"
 
     def setup(self, threads: int, device: str) -> None:
-        self._worker.setup_args = {"threads": threads, "device": device}
-        try:
-            self._worker.ask({"setup": self._worker.setup_args})
-        except WorkerError as e:
-            raise BackendUnavailable(str(e)) from None
+        for w in self._workers:
+            w.setup_args = {"threads": threads, "device": device}
+            try:
+                w.ask({"setup": w.setup_args})
+            except WorkerError as e:
+                raise BackendUnavailable(str(e)) from None
+
+    def stop(self) -> None:
+        for w in self._workers:
+            w.stop()
 
     def accumulation(self, op: str, dtype: str, device: str = "cpu") -> str:
         # the worker answers for the device it was set up on
@@ -197,17 +288,28 @@ class RemoteBackend(Backend):
         return self._unsupported[(op, dtype)]
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, Any], params: dict[str, Any]) -> Prepared:
-        path = self._worker.path("inputs")
+        return self.prepare_in(0, op, shape, inputs, params)
+
+    def prepare_in(
+        self, process: int, op: str, shape: Any, inputs: dict[str, Any], params: dict[str, Any]
+    ) -> Prepared:
+        """The case prepared in worker `process` (its own copy of the inputs, placed by its layout)."""
+        worker = self._workers[process % len(self._workers)]
+        path = worker.path("inputs")
         with path.open("wb") as f:
             pickle.dump(inputs, f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            answer = self._worker.ask(
+            answer = worker.ask(
                 {"prepare": {"op": op, "shape": shape.to_dict(), "params": params, "inputs": str(path)}}
             )
         finally:
             path.unlink(missing_ok=True)
-        details = {**answer["details"], "environment": self.python}
-        return _RemoteCase(self._worker, answer["id"], details, answer["clock"])
+        details = {**answer["details"], **self.environment_details()}
+        return _RemoteCase(worker, answer["id"], details, answer["clock"], answer.get("offsets") or {})
+
+    def environment_details(self) -> dict[str, Any]:
+        """What a case's details say about where it ran."""
+        return {"environment": self.python}
 
     def notes(self, op: str, dtype: str) -> list[str]:
         return [f"run by {self.python} in a worker process (its {self.backend} and opbench)"]

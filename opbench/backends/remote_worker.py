@@ -1,4 +1,5 @@
-"""The worker of an A/B side run by another Python environment (backends/remote.py): started as
+"""The worker of an A/B side run by another Python environment, or of a sweep's process (`--processes`,
+backends/processes.py), both through backends/remote.py: started as
 `PYTHON -m opbench.backends.remote_worker` with that environment's interpreter, it runs that environment's
 opbench backend on the cases the parent sends, one JSON object a line each way:
 
@@ -6,7 +7,8 @@ opbench backend on the cases the parent sends, one JSON object a line each way:
                                                         "unavailable": null | reason}
     {"setup": {"threads": 2, "device": "cpu"}}      -> {"ok": true}
     {"unsupported": [op, dtype]}, {"accumulation": [op, dtype]}  -> {"ok": true, "value": ...}
-    {"prepare": {"op", "shape", "params", "inputs": PICKLE}} -> {"ok": true, "id", "details", "clock"}
+    {"prepare": {"op", "shape", "params", "inputs": PICKLE}} -> {"ok": true, "id", "details", "clock",
+                                                                 "offsets": each input's offset in its page}
     {"run": id, "loops": n}                         -> {"ok": true, "seconds": s}
     {"output": id, "path": PICKLE}                  -> {"ok": true} (the output pickled there)
     {"timed_output": id, "path": PICKLE}            -> {"ok": true} (the last timed call's output there)
@@ -29,8 +31,10 @@ def _serve(proto: Any) -> None:
     from opbench import __version__
     from opbench.backends import make_backend
     from opbench.files import json_line
+    from opbench.layout import apply, place_inputs
     from opbench.ops import get_op
 
+    offsets_rng = apply()  # a sweep's worker (--processes): its randomized layout (layout.py)
     backend: Any = None
     device = "cpu"
     fixed: dict[str, Any] = {}
@@ -64,11 +68,13 @@ def _serve(proto: Any) -> None:
                 op = get_op(p["op"])
                 with open(p["inputs"], "rb") as f:
                     inputs = pickle.load(f)
+                inputs, offsets = place_inputs(inputs, offsets_rng)
                 shape = op.shape_from_case(p["shape"])
                 case = backend.prepare(p["op"], shape, inputs, {**p["params"], **fixed})
+                del inputs
                 count += 1
                 prepared[count] = case
-                answer.update(id=count, details=case.details, clock=case.clock)
+                answer.update(id=count, details=case.details, clock=case.clock, offsets=offsets)
             elif "run" in req:
                 answer["seconds"] = prepared[req["run"]].run(req["loops"])
             elif "output" in req or "timed_output" in req:

@@ -12,12 +12,33 @@ from opbench.cli.types import (
     fail_on,
     padding,
     positive_int,
+    processes,
     rounds,
     scale,
     seed,
     threads,
 )
 from opbench.errors import UsageError
+
+# Worker processes per backend (--processes): the default, and the setting the README recommends for
+# published figures (docs/benchmarks.md, "Reproducibility across processes").
+DEFAULT_PROCESSES = 3
+PUBLISH_PROCESSES = 5
+PUBLISH_ROUNDS = 10
+
+
+def default_processes() -> int:
+    """--processes when not given: OPBENCH_PROCESSES where set (0: in the sweep's own process), else
+    DEFAULT_PROCESSES."""
+    import os
+
+    text = os.environ.get("OPBENCH_PROCESSES")
+    if text is None:
+        return DEFAULT_PROCESSES
+    try:
+        return processes(text)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"OPBENCH_PROCESSES: {e}") from None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -138,6 +159,15 @@ def _case_options(s: Any) -> None:
         default=3,
         help="visit every case this many times, in a shuffled order per round, so its samples come from "
         "moments spread over the run (default 3; 1 times each case once)",
+    )
+    s.add_argument(
+        "--processes",
+        type=processes,
+        default=None,
+        help="run each backend's cases in this many fresh worker processes, round r in process r mod N, "
+        "each with its own randomized memory layout, so that one process's state is one sample and not "
+        f"the answer (default {DEFAULT_PROCESSES}, or OPBENCH_PROCESSES, at most --rounds; 0: in this "
+        f"process; for figures you publish: --processes {PUBLISH_PROCESSES} --rounds {PUBLISH_ROUNDS})",
     )
     s.add_argument("--no-verify", action="store_true", help="skip checking outputs against float64")
     s.add_argument(
@@ -345,6 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--confirm-rounds", type=at_most(100, positive_int), default=3, help="re-measurement rounds"
+    )
+    t.add_argument(
+        "--confirm-processes",
+        type=at_most(32, positive_int),
+        default=None,
+        help="fresh worker processes the re-measurement rounds run in, each with a randomized memory "
+        f"layout (default {DEFAULT_PROCESSES}, or OPBENCH_PROCESSES, at most --confirm-rounds)",
     )
     t.add_argument("--force", action="store_true", help="continue a study recorded for another fingerprint")
     t.add_argument(

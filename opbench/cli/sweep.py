@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.cli.common import check_flags_apply, check_out_dir
-from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
+from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, default_processes
 from opbench.errors import UsageError
 
 
@@ -185,6 +185,13 @@ def sweep_configs(
         call_budget_s=args.call_budget_s,
         cold_cache=args.cold_cache,
     )
+    if args.processes is None:
+        args.processes = min(default_processes(), args.rounds)
+    if args.processes > args.rounds:
+        raise UsageError(
+            f"--processes {args.processes} needs --rounds {args.processes} or more (each process runs at "
+            f"least one round of every case; got --rounds {args.rounds})"
+        )
     budget = args.max_memory or int(available_memory_bytes() * 0.8)
     configs = []
     for plan in plans:
@@ -210,6 +217,7 @@ def sweep_configs(
                 verify_max_gflop=args.verify_max_gflop,
                 unscaled=tuple(unscaled) if args.scale else None,
                 rounds=args.rounds,
+                processes=args.processes,
                 passes=passes,
             )
         )

@@ -77,6 +77,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         trial_timeout_s=args.trial_timeout,
         confirm_top=args.confirm_top,
         confirm_rounds=args.confirm_rounds,
+        confirm_processes=confirm_processes(args),
         force=args.force,
         heartbeat_s=args.heartbeat_s,
         grace_s=args.grace_s,
@@ -204,3 +205,16 @@ def cmd_studies(args: argparse.Namespace) -> int:
     console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
     console.print(studies_table(mask(storage), rows))
     return 0
+
+
+def confirm_processes(args: Any) -> int:
+    """--confirm-processes (default: --processes's default, at most --confirm-rounds); at least 1."""
+    from opbench.cli.parser import default_processes
+
+    n = args.confirm_processes if args.confirm_processes is not None else default_processes()
+    if args.confirm_processes is not None and n > args.confirm_rounds:
+        raise UsageError(
+            f"--confirm-processes {n} needs --confirm-rounds {n} or more (each process runs at least one "
+            f"round; got --confirm-rounds {args.confirm_rounds})"
+        )
+    return max(1, min(n, args.confirm_rounds))

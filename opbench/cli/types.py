@@ -79,6 +79,13 @@ def rounds(text: str) -> int:
     return v
 
 
+def processes(text: str) -> int:
+    v = int_from(text, 0)
+    if v > 32:
+        raise argparse.ArgumentTypeError(f"at most 32 processes, got {v}")
+    return v
+
+
 def scale(text: str) -> float:
     v = positive_float(text)
     if v > 1:

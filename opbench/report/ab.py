@@ -5,7 +5,9 @@ every round (sweep.SweepConfig.paired).
 The speed-up is time A / time B (> 1: B is faster), the ratio of the two sides' median per-call times over
 every sample. Its interval comes from a paired, two-level bootstrap: rounds are drawn with replacement,
 the same rounds for both sides (a round's A and B ran seconds apart, so a machine that slowed down during
-the run slows both), then samples within each drawn round. The verdict on B, after nvbench's compare:
+the run slows both), then samples within each drawn round; where the sides ran in several processes
+(--processes), the rounds' processes are drawn first, so that a case that only moved between processes
+is SAME or AMBIGUOUS. The verdict on B, after nvbench's compare:
   FASTER     the whole interval lies above 1 + threshold
   SLOWER     the whole interval lies below 1 / (1 + threshold)
   SAME       the whole interval lies within [1 / (1 + threshold), 1 + threshold]
@@ -52,23 +54,48 @@ def round_samples(time: dict[str, Any]) -> list[np.ndarray | None]:
     return [samples[e - n : e] if n else None for n, e in zip(sizes, ends, strict=True)]
 
 
+def round_processes(time: dict[str, Any]) -> list[int | None]:
+    """The worker process of each round of a record (--processes), in visit order; None where it ran in the
+    sweep's own process."""
+    return [r.get("process") for r in time.get("per_round") or []]
+
+
 def speedup_interval(
-    a: list[np.ndarray | None], b: list[np.ndarray | None], seed: int = 0, draws: int = BOOTSTRAP_DRAWS
+    a: list[np.ndarray | None],
+    b: list[np.ndarray | None],
+    seed: int = 0,
+    draws: int = BOOTSTRAP_DRAWS,
+    processes: list[Any] | None = None,
 ) -> tuple[float, float, float]:
     """(speed-up, 2.5th, 97.5th percentile) of time A / time B over the rounds both sides kept, paired by
-    round (visit order); a side given as one pool is paired with the other's pooled samples."""
+    round (visit order); a side given as one pool is paired with the other's pooled samples. `processes`:
+    each round's processes (both sides'), where they ran in several: processes are drawn first, then
+    rounds within each, so that the interval spans how much one fresh process differs from another."""
 
     def pooled(side: list[np.ndarray | None]) -> np.ndarray:
         return np.concatenate([r for r in side if r is not None])
 
-    both = [(ra, rb) for ra, rb in zip(a, b, strict=False) if ra is not None and rb is not None]
+    kept = [i for i, (ra, rb) in enumerate(zip(a, b, strict=False)) if ra is not None and rb is not None]
+    both: list[tuple[np.ndarray, np.ndarray]] = [(a[i], b[i]) for i in kept]  # type: ignore[misc]
     if len(a) != len(b) or len(a) == 1 or not both:  # not split alike, or no round kept by both: pooled
-        both = [(pooled(a), pooled(b))]
+        both, kept = [(pooled(a), pooled(b))], [0]
+        processes = None
     pa, pb = [p[0] for p in both], [p[1] for p in both]
     point = float(np.median(np.concatenate(pa)) / np.median(np.concatenate(pb)))
     paired = len(both)
     rng = np.random.default_rng(seed)
-    pick_rounds = rng.integers(0, paired, size=(draws, paired))
+    pick_rounds: Any = rng.integers(0, paired, size=(draws, paired))
+    if processes is not None and len(processes) == len(a) and all(None not in p for p in processes):
+        members: dict[Any, list[int]] = {}
+        for j, i in enumerate(kept):
+            members.setdefault(processes[i], []).append(j)
+        groups = list(members.values())
+        if len(groups) > 1:
+            tops = rng.integers(0, len(groups), size=(draws, len(groups)))
+            pick_rounds = [
+                np.concatenate([rng.choice(groups[g], size=len(groups[g])) for g in tops[t]])
+                for t in range(draws)
+            ]
 
     def resampled(side: list[np.ndarray]) -> list[np.ndarray]:  # per round: draws x its sample count
         return [r[rng.integers(0, len(r), size=(draws, len(r)))] for r in side]
@@ -166,7 +193,10 @@ def analyse(
             row.update(verdict="FAILED", reason="; ".join(failed))
             rows.append(row)
             continue
-        point, lo, hi = speedup_interval(round_samples(a["time"]), round_samples(b["time"]), seed)
+        procs = list(zip(round_processes(a["time"]), round_processes(b["time"]), strict=False))
+        point, lo, hi = speedup_interval(
+            round_samples(a["time"]), round_samples(b["time"]), seed, processes=procs or None
+        )
         moved = machine_moved(a["time"], b["time"])
         named = named_doubts(("A", a.get("flags") or ()), ("B", b.get("flags") or ()))
         row.update(speedup=point, speedup_ci=[lo, hi], machine_b_over_a=moved, doubts=named)

@@ -4,7 +4,9 @@ called a regression because of its noise), and, where both runs carry an in-run 
 the time normalised by the machine's speed changed by more than --threshold too: a case that got slower
 exactly as much as the machine's own probe did is not a change of the code. A case measured with our CPUs
 apart (flag `apart`) in one run and not the other is not comparable: the placement alone moves a case
-that passes data between threads often by more than any threshold."""
+that passes data between threads often by more than any threshold. A case measured in several processes
+(--processes) changed only when the two runs' ranges over their processes (every process's median and
+the bootstrap interval over processes) do not overlap either."""
 
 from __future__ import annotations
 
@@ -26,6 +28,17 @@ def _quartiles(r: Result) -> tuple[float, float, float]:
     samples = t.get("samples_s") or [t["median_s"]]
     q25, q50, q75 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 50, 75])
     return float(q25), float(q50), float(q75)
+
+
+def _process_range(r: Result) -> tuple[float, float] | None:
+    """Where a case measured in several processes could have landed (the bootstrap interval of its median
+    over processes, and every process's median); None for one measured in one process."""
+    t = r.time or {}
+    per = t.get("per_process") or []
+    if len(per) < 2 or not t.get("interval_s"):
+        return None
+    values = [*t["interval_s"], *(float(p["median_s"]) for p in per)]
+    return min(values), max(values)
 
 
 def reference_value(r: Result) -> float | None:
@@ -62,7 +75,13 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
             oq, nq = _quartiles(o), _quartiles(n)
             ratio = nq[1] / oq[1]  # > 1: the new run is slower
             overlap = oq[0] <= nq[2] and nq[0] <= oq[2]
-            significant = abs(ratio - 1.0) > threshold and not overlap
+            # With several processes a run's range spans its processes: a case that only moved as much as
+            # one process differs from another (issue 39) is no change.
+            o_range, n_range = _process_range(o), _process_range(n)
+            lo_o, hi_o = (min(oq[0], o_range[0]), max(oq[2], o_range[1])) if o_range else (oq[0], oq[2])
+            lo_n, hi_n = (min(nq[0], n_range[0]), max(nq[2], n_range[1])) if n_range else (nq[0], nq[2])
+            between = not overlap and lo_o <= hi_n and lo_n <= hi_o
+            significant = abs(ratio - 1.0) > threshold and not overlap and not between
             o_ref, n_ref = reference_value(o), reference_value(n)
             ref_ratio = n_ref / o_ref if o_ref and n_ref else None  # < 1: the machine ran slower in new
             norm = ratio * ref_ratio if ref_ratio is not None else None  # time at equal machine speed
@@ -115,6 +134,11 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
                 row["note"] = (
                     f"measured only with our CPUs apart in the {'new' if _apart(n) else 'old'} run (flag "
                     "apart: the hypervisor placed our vCPUs on distant cores), not in the other; run again"
+                )
+            elif between and abs(ratio - 1.0) > threshold:
+                row["note"] = (
+                    "within the spread between the runs' processes (time.per_process, time.interval_s): "
+                    "the case moved as much as one fresh process differs from another"
                 )
             elif not significant and abs(ratio - 1.0) > threshold:
                 row["note"] = "within the runs' noise (IQRs overlap)"

@@ -78,6 +78,12 @@ def _row(r: Result) -> dict[str, Any]:
         "median_s": t.get("median_s"),
         "rel_iqr": t.get("rel_iqr"),
         "gflops": r.gflops,
+        # each worker process's GFLOPS (--processes: the report's strip plot), from its median
+        "process_gflops": [
+            r.gflops * t["median_s"] / p["median_s"]
+            for p in t.get("per_process") or []
+            if p.get("median_s") and r.gflops and t.get("median_s")
+        ],
         "utilization": r.utilization,
         "stability": t.get("stability"),
         "flags": [f for f in r.flags if f != t.get("stability")],  # stability has its own column

@@ -149,6 +149,37 @@ def cases_plot(section: dict[str, Any], limit: int = 24) -> Plot | None:
     return _render(fig, f"{section['id']}-cases", ax.get_title())
 
 
+def process_plot(section: dict[str, Any], limit: int = 40) -> Plot | None:
+    """Each case measured in several processes (--processes): its processes' GFLOPS as a strip (one dot per
+    process) beside its median (a bar), so that a case whose processes disagree shows it."""
+    rows = [r for r in section["rows"] if r["status"] == "ok" and len(r.get("process_gflops") or []) > 1]
+    rows = rows[:limit]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5.2, 0.28 * len(rows)), 3.8))
+    for j, r in enumerate(rows):
+        color = _color(r["backend"])
+        ys = r["process_gflops"]
+        xs = [j + 0.12 * (i - (len(ys) - 1) / 2) for i in range(len(ys))]
+        if r["doubts"]:
+            _hollow(ax, xs, ys, color, "o")
+        else:
+            ax.scatter(xs, ys, color=color, s=14, zorder=3)
+        ax.plot([j - 0.3, j + 0.3], [r["gflops"]] * 2, color=color, linewidth=1.2)
+    labels = [f"{r['shape']} {r['backend']}" for r in rows]
+    ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=6)
+    ax.set_ylabel("GFLOPS per process (dots), median (bar)")
+    _plain_log(ax)
+    ax.set_title(f"{section['op']} {section['dtype']}: each case's processes", fontsize=9)
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    handles = [Patch(color=_color(b), label=b) for b in backends]
+    if any(r["doubts"] for r in rows):
+        handles.append(Patch(facecolor="white", edgecolor="gray", label=FLAGGED_LABEL))
+    ax.legend(handles=handles, fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    return _render(fig, f"{section['id']}-processes", ax.get_title())
+
+
 def comparison_plot(section: dict[str, Any]) -> Plot | None:
     c = section["comparison"]
     if not c:
@@ -289,7 +320,7 @@ def all_plots(model: dict[str, Any]) -> dict[str, list[Plot]]:
     out: dict[str, list[Plot]] = {}
     for section in model["sections"]:
         plots = factor_plots(section)
-        for extra in (cases_plot(section), comparison_plot(section)):
+        for extra in (cases_plot(section), comparison_plot(section), process_plot(section)):
             if extra is not None:
                 plots.append(extra)
         out[section["id"]] = plots

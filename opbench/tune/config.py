@@ -50,6 +50,9 @@ class TuneConfig:
     trial_timeout_s: float = 60.0
     confirm_top: int = 3
     confirm_rounds: int = 3
+    # fresh worker processes the confirmation's rounds run in (round r in process r mod N), each with a
+    # randomized layout: a record is saved only for a tiling that beats the default across processes
+    confirm_processes: int = 3
     force: bool = False
     heartbeat_s: int = 5
     grace_s: int = 15

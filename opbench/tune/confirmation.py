@@ -1,10 +1,14 @@
 """After the trials: the top tilings and the cache-model default re-measured over interleaved rounds with
-confidence intervals, and whether the winner may be saved."""
+confidence intervals, and whether the winner may be saved. The rounds run in cfg.confirm_processes fresh
+worker processes (round r in process r mod N), each with a randomized memory layout; the intervals draw
+processes, then rounds, then samples (sampling.interval), so that a tiling is saved only where it beats the
+default across processes, not in one lucky process."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from opbench import sampling
 from opbench.case import Outcome
 from opbench.errors import UsageError
 from opbench.measurement import median_ci
@@ -71,25 +75,38 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
     candidates: list[tuple[str, dict[str, Any] | None]] = [("default", base)]
     candidates += [(f"#{i + 1}", tiles) for i, tiles in enumerate(ranked.values())]
     samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
+    # per candidate, per process: each round's samples (the interval draws processes, then rounds)
+    nested: dict[str, dict[int, list[list[float]]]] = {name: {} for name, _ in candidates}
     speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
     flags: dict[str, set[str]] = {name: set() for name, _ in candidates}
     failures: dict[str, str] = {}
     ran: dict[str, dict[str, int]] = {}  # the tiles each candidate ran with (the default's from the model)
-    for _ in range(cfg.confirm_rounds):
-        for name, tiles in candidates:
-            if name in failures:
-                continue
-            asked, _ = request(cfg, tiles)
-            answer = runner.run({**asked, "timer": CONFIRM_TIMER}, max(cfg.trial_timeout_s, 120.0))
-            outcome = Outcome.of(answer["status"], answer.get("reason"))
-            if not outcome.ok:
-                failures[name] = str(outcome.text)
-                continue
-            samples[name].extend(answer["time"]["samples_s"])
-            ran.setdefault(name, answer.get("tiles") or tiles or {})
-            if answer.get("machine_speed") is not None:
-                speeds[name].append(answer["machine_speed"])
-            flags[name].update(answer.get("flags") or [])
+    runners = confirmation_runners(cfg, runner)
+    try:
+        for round_index in range(cfg.confirm_rounds):
+            process = round_index % len(runners)
+            for name, tiles in candidates:
+                if name in failures:
+                    continue
+                asked, _ = request(cfg, tiles)
+                answer = runners[process].run(
+                    {**asked, "timer": CONFIRM_TIMER}, max(cfg.trial_timeout_s, 120.0)
+                )
+                outcome = Outcome.of(answer["status"], answer.get("reason"))
+                if not outcome.ok:
+                    failures[name] = str(outcome.text)
+                    continue
+                got = list(answer["time"]["samples_s"])
+                samples[name].extend(got)
+                nested[name].setdefault(process, []).append(got)
+                ran.setdefault(name, answer.get("tiles") or tiles or {})
+                if answer.get("machine_speed") is not None:
+                    speeds[name].append(answer["machine_speed"])
+                flags[name].update(answer.get("flags") or [])
+    finally:
+        for extra in runners:
+            if extra is not runner:
+                extra.close()
     flops = get_op(cfg.op).flops(cfg.shape)
     rows: list[dict[str, Any]] = []
     for name, tiles in candidates:
@@ -98,7 +115,8 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
             continue
         s = sorted(samples[name])
         median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
-        lo, hi = median_ci(s)
+        lo, hi = sampling.interval(list(nested[name].values())) if nested[name] else median_ci(s)
+        per = sampling.by_process(nested[name]) if len(nested[name]) > 1 else []
         rows.append(
             {
                 "name": name,
@@ -110,6 +128,8 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
                 # The in-run reference of its rounds: how fast the machine ran while this row was measured.
                 "machine_speed": sorted(speeds[name])[len(speeds[name]) // 2] if speeds[name] else None,
                 "flags": sorted(flags[name]),
+                "processes": len(nested[name]),
+                "process_medians_s": [float(x["median_s"]) for x in per],
             }
         )
     for r in rows:
@@ -122,6 +142,18 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
     if best is not None and "gflops" in default:
         result["speedup"] = best["gflops"] / default["gflops"]
     return result
+
+
+def confirmation_runners(cfg: TuneConfig, runner: IsolatedRunner) -> list[IsolatedRunner]:
+    """The workers the confirmation's rounds run in: the trials' own where one process was asked for,
+    else cfg.confirm_processes fresh ones, each with a randomized layout (opbench.layout), so that the
+    interval spans how much one fresh process differs from another."""
+    from opbench.layout import draw
+
+    if cfg.confirm_processes <= 1:
+        return [runner]
+    runner.close()  # its process (the trials') would measure alongside the fresh ones
+    return [IsolatedRunner(runner.init, layout=draw()) for _ in range(cfg.confirm_processes)]
 
 
 def _model_tiles(cfg: TuneConfig) -> dict[str, int]:

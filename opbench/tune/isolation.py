@@ -38,14 +38,18 @@ def worker_command() -> list[str]:
 class IsolatedRunner:
     """Owns at most one worker process for one problem (`init`, see opbench.tune.worker)."""
 
-    def __init__(self, init: dict[str, Any], startup_timeout_s: float = 120.0) -> None:
-        self.init = init
+    def __init__(
+        self, init: dict[str, Any], startup_timeout_s: float = 120.0, layout: dict[str, Any] | None = None
+    ) -> None:
+        self.init, self.layout = init, layout  # layout: a randomized memory layout (opbench.layout)
         self.startup_timeout_s = startup_timeout_s
         self.proc: subprocess.Popen[str] | None = None
         self._stderr: Any = None
         self.spawned = 0
 
     def _start(self) -> None:
+        from opbench.layout import worker_environment
+
         if self._stderr is not None:
             self._stderr.close()
         # Lives as long as the worker (its stderr, read back for crash reports); closed on respawn/close.
@@ -57,7 +61,12 @@ class IsolatedRunner:
             stderr=self._stderr,
             text=True,
             bufsize=1,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "OPBENCH_WORKER_PARENT": str(os.getpid())},
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                "OPBENCH_WORKER_PARENT": str(os.getpid()),
+                **(worker_environment(self.layout) if self.layout is not None else {}),
+            },
         )
         self.spawned += 1
         assert self.proc.stdin is not None

@@ -33,6 +33,7 @@ def _serve(proto: Any) -> None:
     from opbench import peak as peaks
     from opbench.backends.base import copied
     from opbench.contention import Monitor
+    from opbench.layout import apply, place_inputs
     from opbench.machine import pin_to_cpus
     from opbench.measure import Bench, combine
     from opbench.ops import assumed_accumulation, get_op
@@ -49,6 +50,7 @@ def _serve(proto: Any) -> None:
     reference_probe = InRunReference(threads, load_best=peaks.best_probe)
     monitor = Monitor(cpus)
     inputs = op.make_inputs(shape, dtype, init["seed"])
+    inputs, _ = place_inputs(inputs, apply())  # the confirmation's processes: a randomized layout each
     reference = op.reference(shape, inputs) if init["verify"] else None
     proto.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     proto.flush()

@@ -1,0 +1,71 @@
+"""A sweep's backend in several fresh worker processes (`--processes N`): each process imports the
+framework, brings up its thread pool and allocates the case's buffers anew, at a layout randomized per
+process (opbench.layout), so that the state a process carries for its whole life (where its memory landed,
+how its pool came up) is one sample of the case's time, not the answer (issue 39; pyperf does the same with
+20 processes by default). The sweep visits round r of a case in process r mod N (sweep.process_of), and
+measure.combine() takes the statistics over processes.
+
+The workers are backends/remote.py's, run by this interpreter, timing `run(loops)` in the worker (the pipe is
+not in the timing). A backend a worker cannot make by name (a user's --kernel, registered in this process
+only) stays in this process, and its records say so.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from opbench.backends.base import Backend
+from opbench.backends.remote import RemoteBackend
+
+
+class ProcessBackend(RemoteBackend):
+    """Backend `backend` (with `fixed` parameters) under `name`, in `processes` workers of this Python."""
+
+    def __init__(self, name: str, backend: str, fixed: dict[str, Any], processes: int, pool: str) -> None:
+        super().__init__(name, sys.executable, backend, fixed, processes, layout=True)
+        self._pool, self._fixed = pool, dict(fixed)
+
+    @property
+    def pool(self) -> str:
+        return self._pool
+
+    def version(self) -> str | None:
+        return self._worker.info.get("version")
+
+    def environment_details(self) -> dict[str, Any]:
+        return {}
+
+    def notes(self, op: str, dtype: str) -> list[str]:
+        return []
+
+    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
+        from opbench.backends import make_backend
+
+        inner = make_backend(self.backend, registered=False)
+        return inner.repro_args({**params, **self._fixed}, details)
+
+
+def in_processes(backend: Backend, processes: int) -> tuple[Backend, str | None]:
+    """`backend` run in `processes` worker processes, or itself with the reason it stays in this one."""
+    from opbench.backends import _EXTRA, BACKENDS, plugins
+    from opbench.backends.side import SideBackend
+
+    if isinstance(backend, RemoteBackend):  # an A/B side of another environment: N workers of it
+        return (
+            RemoteBackend(backend.name, backend.python, backend.backend, backend._worker.fixed, processes),
+            None,
+        )
+    inner, fixed = backend, {}
+    if isinstance(backend, SideBackend):
+        inner, fixed = backend.inner, backend.fixed
+    known = inner.name in BACKENDS or (inner.name in plugins() and inner.name not in _EXTRA)
+    if not known or type(inner) is not _made_type(inner.name):
+        return backend, "measured in this process: a worker process cannot import it (a run's own kernel)"
+    return ProcessBackend(backend.name, inner.name, fixed, processes, backend.pool), None
+
+
+def _made_type(name: str) -> type:
+    from opbench.backends import make_backend
+
+    return type(make_backend(name, registered=False))

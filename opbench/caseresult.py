@@ -1,0 +1,147 @@
+"""A case's Result (case.py) from its visits (visits.CaseRun): the rounds combined (measure.combine), the
+notes that explain them, the guards, and the utilization: against the machine's best in-run FMA probe,
+slowed by the probe beside the case only as far as the case's speed follows that probe (its sensitivity,
+sampling.sensitivity; issue 39), with the utilization against the probe beside it kept in the record."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from opbench.case import Result
+from opbench.guards import peak_guard
+from opbench.measure import QUIET_MAX_WAIT_S, combine
+from opbench.peak import UNIT_PEAKS
+from opbench.reference import APART_FACTOR, THROTTLED_SPEED
+
+if TYPE_CHECKING:
+    from opbench.visits import CaseRun
+
+# Utilization below this is flagged: the backend leaves the hardware nearly idle (e.g. no fp16 kernel).
+SLOW_UTILIZATION = 0.01
+
+
+def _probe_name(key: str) -> str:
+    """What an in-run FMA probe (key fma/<unit>/<threads>) measured: its unit's peak, by name."""
+    unit = key.split("/")[1] if key.count("/") == 2 else ""
+    return (
+        f"in-run FMA probe ({key}): {UNIT_PEAKS[unit]}" if unit in UNIT_PEAKS else f"in-run FMA probe ({key})"
+    )
+
+
+def case_result(
+    case: CaseRun, peak: dict[str, Any] | None, sensitivity: dict[str, Any] | None = None
+) -> Result:
+    """The Result of a case from its first visit and all its visits. `peak` is the fallback peak (a GPU's
+    datasheet) used where no in-run reference was taken. `sensitivity` (sampling.sensitivity, over the
+    visits of the case's backend, op and dtype) says how far its speed follows the in-run FMA probe: its
+    utilization is against the machine's best probe, slowed by the probe beside it only that far."""
+    notes, flags = list(case.notes), []
+    guards = dict(case.guards)
+    reasons = list(guards.get("reasons", []))
+    verify = case.verify
+    if case.timed:
+        timed = [t.to_dict() for t in case.timed]
+        verify = {**(verify or {"skipped": "no float64 check of the first call"}), "timed": timed}
+    base = {"verify": verify, "details": case.details, "repro": case.repro}
+    if any(r.startswith("mistrusted") for r in reasons):
+        flags.append("mistrusted")
+    if not case.visits:
+        return Result.of(case.case, case.outcome, notes=tuple(notes + reasons), flags=tuple(flags),
+                         guards=guards or None, **base)  # fmt: skip
+    c = combine(case.visits)
+    m = c.measurement
+    time = {**c.time, "method": case.method}
+    if time["settle_s"] >= QUIET_MAX_WAIT_S:
+        notes.append(
+            f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
+            "the timing may be disturbed"
+        )
+    if m.first_call:
+        notes.append(
+            "the first call is the only sample: it took over 5x --call-budget-s, so no warm-up call was made"
+        )
+    if case.slow:
+        notes.append(
+            "measured in one round: a call takes too large a share of the sampling budget to repeat it "
+            "over rounds (more time: --max-time-s)"
+        )
+    if c.time["dropped_rounds"]:
+        notes.append(
+            f"slower rounds measured while the machine ran below {100 * THROTTLED_SPEED:.0f}% of its best "
+            f"in-run probe, or while our CPUs sat apart (hand-off over {APART_FACTOR:g}x its best), were "
+            "dropped (time.dropped_rounds)"
+        )
+    flops = case.case.flops
+    gflops = flops / m.median_s / 1e9 if m.median_s > 0 else None
+    gflops_best = flops / m.min_s / 1e9 if m.min_s > 0 else None
+    flags += c.flags
+    used = beside = peak
+    reference = c.reference
+    if reference is not None and reference["fma_gflops"]:
+        name = _probe_name(case.visits[0].before["fma"].key)
+        beside = used = {"gflops": reference["fma_gflops"], "source": "in-run", "name": name}
+        corrected = corrected_peak(reference, sensitivity)
+        if corrected is not None:
+            reference = {**reference, **corrected["reference"]}
+            used = {"gflops": corrected["gflops"], "source": "in-run", "name": f"{name}; {corrected['how']}"}
+    peak_used, utilization = None, None
+    if used is not None and beside is not None and gflops is not None:
+        peak_used = {k: used[k] for k in ("gflops", "source", "name")}
+        utilization = gflops / used["gflops"]
+        if reference is not None and reference is not c.reference:
+            reference["utilization_beside"] = gflops / beside["gflops"]
+            reference["utilization_best"] = gflops / reference["fma_best_gflops"]
+        if utilization < SLOW_UTILIZATION:
+            flags.append("slow")
+        reasons += peak_guard(case.case, m.median_s, beside, guards)
+        if reasons and reasons[-1].startswith("suspect"):
+            flags.append("suspect")
+    guards["reasons"] = reasons
+    notes += reasons
+    return Result.of(
+        case.case,
+        case.outcome,
+        time=time,
+        gflops=gflops,
+        gflops_best=gflops_best,
+        peak=peak_used,
+        utilization=utilization,
+        machine_speed=c.machine_speed,
+        reference=reference,
+        notes=tuple(notes),
+        flags=tuple(flags),
+        guards=guards,
+        **base,
+    )
+
+
+def corrected_peak(reference: dict[str, Any], sensitivity: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The peak a case's utilization is against: the machine's best FMA probe, times the probe beside the
+    case against that best raised to the case's sensitivity (1: the probe beside it, as an FMA-bound GEMM
+    follows it; 0 or unknown: the best, as a case that does not follow the probe). None without an FMA
+    probe beside it."""
+    speed = reference.get("fma_speed")
+    if not speed or not reference.get("fma_gflops"):
+        return None
+    best = reference["fma_gflops"] / speed
+    value = (sensitivity or {}).get("value")
+    s = float(value) if value is not None else 0.0
+    how = (
+        f"the machine's best ({best:.4g} GFLOPS) x the probe beside the case ({100 * speed:.0f}% of it) "
+        f"to the power {s:.2f}, the sensitivity measured"
+        if value is not None
+        else f"the machine's best ({best:.4g} GFLOPS); the case's sensitivity to the probe beside it "
+        f"({100 * speed:.0f}% of the best) could not be measured in this run"
+    )
+    return {
+        "gflops": best * speed**s,
+        "how": how,
+        # before the end of a run (or a run killed before it) no sensitivity was estimated yet
+        "reference": {
+            "fma_best_gflops": best,
+            "sensitivity": {
+                **(sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}),
+                "used": s,
+            },
+        },
+    }
