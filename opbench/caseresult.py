@@ -1,10 +1,12 @@
 """A case's Result (case.py) from its visits (visits.CaseRun): the rounds combined (measure.combine), the
-notes that explain them, the guards, and the utilization: against the machine's best in-run FMA probe,
-slowed by the probe beside the case only as far as the case's speed follows that probe (its sensitivity,
-sampling.sensitivity; issue 39), with the utilization against the probe beside it kept in the record."""
+notes that explain them, the guards, and the utilization: each round's against the machine's best in-run
+FMA probe, slowed by the probe beside that round only as far as the case's speed follows the probe (its
+sensitivity, sampling.sensitivity; issue 39), and their median; the utilization against the probe beside
+the case (its median over rounds) and against the best stay in the record."""
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Any
 
 from opbench.case import Result
@@ -80,7 +82,9 @@ def case_result(
     if reference is not None and reference["fma_gflops"]:
         name = _probe_name(case.visits[0].before["fma"].key)
         beside = used = {"gflops": reference["fma_gflops"], "source": "in-run", "name": name}
-        corrected = corrected_peak(reference, sensitivity)
+        kept = [v for v, r in zip(case.visits, c.time["per_round"], strict=True) if r["kept"]]
+        rounds = [(v.measurement.samples_s, v.fma_speed) for v in kept]
+        corrected = corrected_peak(reference, sensitivity, rounds, flops)
         if corrected is not None:
             reference = {**reference, **corrected["reference"]}
             used = {"gflops": corrected["gflops"], "source": "in-run", "name": f"{name}; {corrected['how']}"}
@@ -115,33 +119,38 @@ def case_result(
     )
 
 
-def corrected_peak(reference: dict[str, Any], sensitivity: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The peak a case's utilization is against: the machine's best FMA probe, times the probe beside the
-    case against that best raised to the case's sensitivity (1: the probe beside it, as an FMA-bound GEMM
-    follows it; 0 or unknown: the best, as a case that does not follow the probe). None without an FMA
-    probe beside it."""
+def corrected_peak(
+    reference: dict[str, Any],
+    sensitivity: dict[str, Any] | None,
+    rounds: list[tuple[tuple[float, ...], float | None]],
+    flops: float,
+) -> dict[str, Any] | None:
+    """The peak a case's utilization is against. Every sample of a kept round (`rounds`: its samples, and
+    the FMA probe beside it against the machine's best) is brought to the machine's best speed: its time
+    times that round's probe speed raised to the case's sensitivity (1: as an FMA-bound GEMM follows the
+    probe; 0: not at all, as a case the probe does not explain). The utilization is the GFLOPS of their
+    median against the best probe: a round on a slow machine is corrected by its own probe, not by the
+    run's median one. Returned as the peak that gives that utilization for the case's GFLOPS (at most the
+    best: a probe is never faster than its best). None without an FMA probe beside it."""
     speed = reference.get("fma_speed")
-    if not speed or not reference.get("fma_gflops"):
+    if not speed or not reference.get("fma_gflops") or flops <= 0:
         return None
     best = reference["fma_gflops"] / speed
-    value = (sensitivity or {}).get("value")
-    s = float(value) if value is not None else 0.0
+    known = sensitivity is not None
+    sens = sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}
+    s = float(sens["value"]) if sens.get("value") is not None else 1.0
+    at_best = [t * min(1.0, sp) ** s for samples, sp in rounds if sp for t in samples]
+    raw = [t for samples, sp in rounds if sp for t in samples]
+    if not at_best or statistics.median(raw) <= 0:
+        return None
     how = (
-        f"the machine's best ({best:.4g} GFLOPS) x the probe beside the case ({100 * speed:.0f}% of it) "
-        f"to the power {s:.2f}, the sensitivity measured"
-        if value is not None
-        else f"the machine's best ({best:.4g} GFLOPS); the case's sensitivity to the probe beside it "
-        f"({100 * speed:.0f}% of the best) could not be measured in this run"
+        f"the machine's best ({best:.4g} GFLOPS), each round's time brought to it by the probe beside "
+        f"that round to the power {s:.2f}, the sensitivity of {sens.get('over')}"
+        if known
+        else "each round's probe beside the case (the sensitivity is estimated at the end of the run)"
     )
     return {
-        "gflops": best * speed**s,
+        "gflops": best * statistics.median(at_best) / statistics.median(raw),
         "how": how,
-        # before the end of a run (or a run killed before it) no sensitivity was estimated yet
-        "reference": {
-            "fma_best_gflops": best,
-            "sensitivity": {
-                **(sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}),
-                "used": s,
-            },
-        },
+        "reference": {"fma_best_gflops": best, "sensitivity": {**sens, "used": s}},
     }

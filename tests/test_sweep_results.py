@@ -95,12 +95,13 @@ def test_flops_gflops_and_utilization_are_consistent(sweep: tuple) -> None:
         s = r["shape"]
         assert r["flops"] == 2 * s["m"] * s["n"] * s["k"]
         assert r["gflops"] == pytest.approx(r["flops"] / r["time"]["median_s"] / 1e9)
-        # utilization is against the machine's best in-run FMA probe, slowed by the probe beside the case
-        # as far as the case follows it (its sensitivity); the cached peak stays in the header
+        # utilization is each round's against the machine's best in-run FMA probe, slowed by the probe
+        # beside that round as far as the case follows it (its sensitivity); the cached peak stays in the
+        # header
         ref = r["reference"]
         best, speed, s = ref["fma_best_gflops"], ref["fma_speed"], ref["sensitivity"]["used"]
-        assert ref["fma_gflops"] == pytest.approx(best * speed)
-        assert r["peak"]["source"] == "in-run" and r["peak"]["gflops"] == pytest.approx(best * speed**s)
+        assert ref["fma_gflops"] == pytest.approx(best * speed) and 0.0 <= s <= 1.0
+        assert r["peak"]["source"] == "in-run" and r["peak"]["gflops"] <= best * 1.05
         assert r["utilization"] == pytest.approx(r["gflops"] / r["peak"]["gflops"])
         assert ref["utilization_beside"] == pytest.approx(r["gflops"] / ref["fma_gflops"])
         assert ref["utilization_best"] == pytest.approx(r["gflops"] / best)

@@ -285,11 +285,13 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
     for rec in records.values():
         assert rec["status"] == "ok"
         assert "throttled" in rec["flags"]
-        # beside the probe that read half its best; a case whose speed did not follow the probe (the fake
-        # clock's) is against the best, its utilization beside the slow probe kept too
-        assert rec["reference"]["fma_gflops"] == pytest.approx(50.0, rel=0.5)
-        assert rec["reference"]["sensitivity"]["used"] == 0.0
-        assert rec["peak"]["source"] == "in-run" and rec["peak"]["gflops"] == pytest.approx(100.0)
+        # beside a probe that read half its best or all of it, round after round, while the fake clock
+        # never moved: the visits show the case does not follow the probe (sensitivity near 0), so its
+        # utilization is against the best, and the one beside the slow probe is kept beside it
+        sens = rec["reference"]["sensitivity"]
+        assert abs(sens["estimate"]) < 0.3 and sens["used"] < 0.3, sens
+        assert rec["reference"]["fma_best_gflops"] == pytest.approx(100.0)
+        assert rec["peak"]["source"] == "in-run" and rec["peak"]["gflops"] == pytest.approx(100.0, rel=0.2)
         assert rec["reference"]["utilization_beside"] > rec["utilization"]
         assert rec["machine_speed"] < THROTTLED_SPEED
 
