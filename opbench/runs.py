@@ -49,33 +49,41 @@ def run_sweeps(
         bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
     with observer.status("loading backends..."):
         states = sweep.setup_backends(all_backends, first.threads, first.device, first.processes)
-    if first.device != "cpu" and all(st.reason for st in states.values()):
-        reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
-        raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
-    history = visits.SpeedHistory()
-    # One in-run reference for the whole command (its probe budget and best values shared); each results
-    # file gets its own contention monitor, whose findings go into its header.
-    reference = sweep.make_reference(first)
-    stamp = utc_stamp()
-    prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
-    for index, cfg in enumerate(configs):
-        header = sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
-        writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
-        writers.append(writer)
-        bench = sweep.make_bench(cfg, cpus, reference)
-        with observer.sweep_started(cfg.op, cfg.n_cases * cfg.rounds):
-            try:
-                sweep.run_sweep(cfg, states, peak_table, writer.put, observer.visit_started, history, bench)
-                if earlier.apply(writer.doc, peak.cache_dir()):  # flags cases unlike earlier runs
-                    writer.refresh()
-            finally:
-                environment(writer, bench)
-        if "accelerator" in writer.doc["machine"]:
-            from opbench import gpu
+    try:
+        if first.device != "cpu" and all(st.reason for st in states.values()):
+            reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())
+            raise UsageError(f"no backend can run on '{first.device}' here ({reasons})")
+        history = visits.SpeedHistory()
+        # One in-run reference for the whole command (its probe budget and best values shared); each results
+        # file gets its own contention monitor, whose findings go into its header.
+        reference = sweep.make_reference(first)
+        stamp = utc_stamp()
+        prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
+        for index, cfg in enumerate(configs):
+            header = sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
+            writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
+            writers.append(writer)
+            bench = sweep.make_bench(cfg, cpus, reference)
+            with observer.sweep_started(cfg.op, cfg.n_cases * cfg.rounds):
+                try:
+                    sweep.run_sweep(
+                        cfg, states, peak_table, writer.put, observer.visit_started, history, bench
+                    )
+                    if earlier.apply(writer.doc, peak.cache_dir()):  # flags cases unlike earlier runs
+                        writer.refresh()
+                finally:
+                    environment(writer, bench)
+            if "accelerator" in writer.doc["machine"]:
+                from opbench import gpu
 
-            writer.doc["machine"]["accelerator"]["smi_end"] = gpu.clocks(cfg.device)  # clocks at the end
-        writer.finish()
-        observer.sweep_finished(writer.doc, writer.paths)
+                writer.doc["machine"]["accelerator"]["smi_end"] = gpu.clocks(cfg.device)  # clocks at the end
+            writer.finish()
+            observer.sweep_finished(writer.doc, writer.paths)
+    finally:
+        for st in states.values():  # the worker processes of --processes end with the run
+            stop = getattr(st.backend, "stop", None)
+            if stop is not None:
+                stop()
 
 
 def sweep_header(
