@@ -82,9 +82,8 @@ def case_result(
     if reference is not None and reference["fma_gflops"]:
         name = _probe_name(case.visits[0].before["fma"].key)
         beside = used = {"gflops": reference["fma_gflops"], "source": "in-run", "name": name}
-        kept = [v for v, r in zip(case.visits, c.time["per_round"], strict=True) if r["kept"]]
-        rounds = [(v.measurement.samples_s, v.fma_speed) for v in kept]
-        corrected = corrected_peak(reference, sensitivity, rounds, flops)
+        rounds = [(v.measurement.samples_s, v.fma_speed) for v in c.kept]
+        corrected = corrected_peak(reference, sensitivity, rounds)
         if corrected is not None:
             reference = {**reference, **corrected["reference"]}
             used = {"gflops": corrected["gflops"], "source": "in-run", "name": f"{name}; {corrected['how']}"}
@@ -123,7 +122,6 @@ def corrected_peak(
     reference: dict[str, Any],
     sensitivity: dict[str, Any] | None,
     rounds: list[tuple[tuple[float, ...], float | None]],
-    flops: float,
 ) -> dict[str, Any] | None:
     """The peak a case's utilization is against. Every sample of a kept round (`rounds`: its samples, and
     the FMA probe beside it against the machine's best) is brought to the machine's best speed: its time
@@ -133,16 +131,16 @@ def corrected_peak(
     run's median one. Returned as the peak that gives that utilization for the case's GFLOPS (at most the
     best: a probe is never faster than its best). None without an FMA probe beside it."""
     speed = reference.get("fma_speed")
-    if not speed or not reference.get("fma_gflops") or flops <= 0:
+    if not speed or not reference.get("fma_gflops"):
         return None
     best = reference["fma_gflops"] / speed
     known = sensitivity is not None
     sens = sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}
     s = float(sens["value"]) if sens.get("value") is not None else 1.0
-    at_best = [t * min(1.0, sp) ** s for samples, sp in rounds if sp for t in samples]
-    raw = [t for samples, sp in rounds if sp for t in samples]
-    if not at_best or statistics.median(raw) <= 0:
+    raw = [(t, sp) for samples, sp in rounds if sp for t in samples]
+    if not raw or statistics.median(t for t, _ in raw) <= 0:
         return None
+    at_best = [t * min(1.0, sp) ** s for t, sp in raw]
     how = (
         f"the machine's best ({best:.4g} GFLOPS), each round's time brought to it by the probe beside "
         f"that round to the power {s:.2f}, the sensitivity of {sens.get('over')}"
@@ -150,7 +148,7 @@ def corrected_peak(
         else "each round's probe beside the case (the sensitivity is estimated at the end of the run)"
     )
     return {
-        "gflops": best * statistics.median(at_best) / statistics.median(raw),
+        "gflops": best * statistics.median(at_best) / statistics.median(t for t, _ in raw),
         "how": how,
         "reference": {"fma_best_gflops": best, "sensitivity": {**sens, "used": s}},
     }

@@ -11,7 +11,8 @@ case measured in one process measures one layout. Each worker gets
   cache-set positions vary.
 
 A framework that copies the inputs into its own tensors places those itself; the heap and environment
-still move. The draws are recorded per process (time.processes[].layout) and per visit (the offsets).
+still move. The draws are recorded per process (the header's backends.NAME.processes) and per round
+(time.per_round[].offsets).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def draw(rng: random.Random | None = None) -> dict[str, Any]:
 
 def worker_environment(layout: dict[str, Any]) -> dict[str, str]:
     """The environment variables a worker with `layout` starts with."""
-    return {ENV_LAYOUT: json.dumps(layout), ENV_PAD: "x" * int(layout["env_pad"])}
+    return {ENV_LAYOUT: json.dumps(layout, allow_nan=False), ENV_PAD: "x" * int(layout["env_pad"])}
 
 
 def apply() -> random.Random | None:
@@ -60,10 +61,14 @@ def apply() -> random.Random | None:
     return random.Random(int(layout["offset_seed"]))
 
 
+def _placeable(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.flags.c_contiguous and value.nbytes > 0
+
+
 def place(array: Any, offset: int) -> Any:
     """A copy of `array` whose data starts `offset` bytes into a page (C-contiguous arrays only; anything
     else is returned as it is)."""
-    if not isinstance(array, np.ndarray) or not array.flags.c_contiguous or array.nbytes == 0:
+    if not _placeable(array):
         return array
     raw = np.empty(array.nbytes + PAGE + offset, dtype=np.uint8)
     start = (-raw.ctypes.data) % PAGE + offset
@@ -79,7 +84,7 @@ def place_inputs(inputs: dict[str, Any], rng: random.Random | None) -> tuple[dic
         return inputs, {}
     placed, offsets = {}, {}
     for name, value in inputs.items():
-        if isinstance(value, np.ndarray) and value.flags.c_contiguous and value.nbytes:
+        if _placeable(value):
             offsets[name] = LINE * rng.randrange(PAGE // LINE)
             placed[name] = place(value, offsets[name])
         else:

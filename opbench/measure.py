@@ -225,7 +225,7 @@ def drifting(visits: list[Visit]) -> bool:
     return sampling.apart([v.measurement.samples_s for v in visits], DRIFT_MIN_REL)
 
 
-def _processes(kept: list[Visit]) -> dict[str, Any]:
+def _processes(kept: list[Visit], median_s: float) -> dict[str, Any]:
     """The time block's process fields (sampling.py): the interval of the median over processes, then
     rounds, then samples (rounds, then samples, without processes), and with several processes, each one's
     median and the relative spread between them."""
@@ -238,11 +238,10 @@ def _processes(kept: list[Visit]) -> dict[str, Any]:
     if named:
         per = sampling.by_process(named)
         medians = [float(x["median_s"]) for x in per]
-        overall = statistics.median(x for g in named.values() for r in g for x in r)
         out.update(
             processes=len(per),
             per_process=per,
-            between_processes=(max(medians) - min(medians)) / overall if overall > 0 else 0.0,
+            between_processes=(max(medians) - min(medians)) / median_s if median_s > 0 else 0.0,
         )
     return out
 
@@ -256,6 +255,7 @@ class Combined:
     flags: list[str]
     machine_speed: float | None
     reference: dict[str, Any] | None  # in-run reference values (None without probes)
+    kept: list[Visit] = field(default_factory=list)  # the rounds whose samples it holds
 
 
 def combine(visits: list[Visit]) -> Combined:
@@ -298,7 +298,7 @@ def combine(visits: list[Visit]) -> Combined:
         flags.append("single_sample")
     elif time["stability"] != "stable":
         flags.append(time["stability"])
-    procs = _processes(kept)
+    procs = _processes(kept, m.median_s)
     time.update(procs)
     # Rounds drift within a process; processes that disagree beyond their spread are process-dependent.
     by_process: dict[int | None, list[Visit]] = {}
@@ -332,4 +332,4 @@ def combine(visits: list[Visit]) -> Combined:
             # the FMA probe beside the case against the machine's best (1.0 at the best)
             "fma_speed": statistics.median(fma_speeds) if fma_speeds else None,
         }
-    return Combined(m, time, flags, statistics.median(speeds) if speeds else None, reference)
+    return Combined(m, time, flags, statistics.median(speeds) if speeds else None, reference, kept)

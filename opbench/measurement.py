@@ -99,16 +99,3 @@ class Measurement:
             "first_call": self.first_call,
             "samples_s": list(self.samples_s),
         }
-
-
-def median_ci(
-    samples_s: list[float] | tuple[float, ...], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile-bootstrap confidence interval of the median per-call time (deterministic for a seed)."""
-    x = np.asarray(samples_s, dtype=np.float64)
-    if x.size < 2:
-        return float(x[0]), float(x[0])
-    rng = np.random.default_rng(seed)
-    medians = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
-    lo, hi = np.percentile(medians, [100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2])
-    return float(lo), float(hi)

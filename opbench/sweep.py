@@ -104,7 +104,7 @@ def setup_backends(
         launch = getattr(st.backend, "launch", None)
         if launch is not None:
             launch()
-    for name, st in states.items():
+    for st in states.values():
         st.reason = st.backend.unavailable_reason()
         if st.reason is None:
             try:
@@ -114,7 +114,6 @@ def setup_backends(
                 st.reason = str(e)
             except Exception as e:  # a framework that imports but cannot initialise
                 st.reason = f"setup failed: {one_line(e)}"
-        states[name] = st
     return states
 
 
@@ -338,11 +337,11 @@ def run_sweep(
         _, inputs, expected = prepared_group
         size = op.memory_bytes(case.shape, case.dtype, reference=False)
         st = states[case.backend]
-        keep = size * max(1, processes(st)) <= keep_budget
-        first_visit(cfg, st, case, inputs, expected, bench, timer, history, keep)
+        kept_bytes = size * max(1, processes(st))  # a copy in each process
+        first_visit(cfg, st, case, inputs, expected, bench, timer, history, kept_bytes <= keep_budget)
         case.repro = sweep_command(case.case, cfg, case.shape_index, st.backend, case.details)
         if case.keep:
-            keep_budget -= size * max(1, processes(st))  # a copy in each process
+            keep_budget -= kept_bytes
         report(case)
     prepared_group = None
     for r, indices in enumerate(order[1:], start=1):

@@ -115,15 +115,15 @@ def test_each_round_is_corrected_by_its_own_probe() -> None:
     slow = 1.0e-3 / 0.6
     rounds = [((1.0e-3, 1.0e-3, 1.0e-3), 1.0), ((slow, slow, slow), 0.6)]
     flops = 1e8
-    full = corrected_peak(ref, {"value": 1.0}, rounds, flops)
-    none = corrected_peak(ref, {"value": 0.0}, rounds, flops)
+    full = corrected_peak(ref, {"value": 1.0}, rounds)
+    none = corrected_peak(ref, {"value": 0.0}, rounds)
     assert full and none
     gflops = flops / statistics.median([1.0e-3] * 3 + [slow] * 3) / 1e9  # the record's, over all samples
     assert gflops / full["gflops"] == pytest.approx(100.0 / 250.0, rel=0.01)  # 100 GFLOPS at best speed
     assert none["gflops"] == pytest.approx(250.0)  # against the best, uncorrected
     assert full["gflops"] <= 250.0 and none["reference"]["fma_best_gflops"] == pytest.approx(250.0)
-    assert corrected_peak({"fma_gflops": 200.0, "fma_speed": None}, {"value": 1.0}, rounds, flops) is None
-    pending = corrected_peak(ref, None, rounds, flops)  # before the end of the run: the prior
+    assert corrected_peak({"fma_gflops": 200.0, "fma_speed": None}, {"value": 1.0}, rounds) is None
+    pending = corrected_peak(ref, None, rounds)  # before the end of the run: the prior
     assert pending and pending["reference"]["sensitivity"]["used"] == 1.0
 
 

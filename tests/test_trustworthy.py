@@ -285,14 +285,20 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
     for rec in records.values():
         assert rec["status"] == "ok"
         assert "throttled" in rec["flags"]
-        # beside a probe that read half its best or all of it, round after round, while the fake clock
-        # never moved: the visits show the case does not follow the probe (sensitivity near 0), so its
-        # utilization is against the best, and the one beside the slow probe is kept beside it
-        sens = rec["reference"]["sensitivity"]
-        assert abs(sens["estimate"]) < 0.3 and sens["used"] < 0.3, sens
-        assert rec["reference"]["fma_best_gflops"] == pytest.approx(100.0)
-        assert rec["peak"]["source"] == "in-run" and rec["peak"]["gflops"] == pytest.approx(100.0, rel=0.2)
-        assert rec["reference"]["utilization_beside"] > rec["utilization"]
+        # beside a probe that read half its best or all of it: each round's time is brought to the best
+        # by its own probe to the power of the sensitivity used (estimated from these real timings against
+        # the fake probes, so its value varies), and the peak lies between the best times the slowest and
+        # the fastest round's probe speed to that power
+        used = rec["reference"]["sensitivity"]["used"]
+        speeds = [r["machine_speed"] for r in rec["time"]["per_round"] if r["kept"]]
+        assert 0.0 <= used <= 1.0 and rec["reference"]["fma_best_gflops"] == pytest.approx(100.0)
+        assert rec["peak"]["source"] == "in-run"
+        assert (
+            100.0 * min(speeds) ** used * 0.999
+            <= rec["peak"]["gflops"]
+            <= 100.0 * max(speeds) ** used * 1.001
+        )
+        assert rec["reference"]["utilization_best"] <= rec["utilization"] * 1.001
         assert rec["machine_speed"] < THROTTLED_SPEED
 
 

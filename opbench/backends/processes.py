@@ -2,7 +2,8 @@
 framework, brings up its thread pool and allocates the case's buffers anew, at a layout randomized per
 process (opbench.layout), so that the state a process carries for its whole life (where its memory landed,
 how its pool came up) is one sample of the case's time, not the answer (issue 39; pyperf does the same with
-20 processes by default). The sweep visits round r of a case in process r mod N (sweep.process_of), and
+20 processes by default). The sweep visits round r of a case in process r mod N (visits.CaseRun.process),
+and
 measure.combine() takes the statistics over processes.
 
 The workers are backends/remote.py's, run by this interpreter, timing `run(loops)` in the worker (the pipe is
@@ -24,7 +25,7 @@ class ProcessBackend(RemoteBackend):
 
     def __init__(self, name: str, backend: str, fixed: dict[str, Any], processes: int, pool: str) -> None:
         super().__init__(name, sys.executable, backend, fixed, processes, layout=True)
-        self._pool, self._fixed = pool, dict(fixed)
+        self._pool = pool
 
     @property
     def pool(self) -> str:
@@ -42,13 +43,15 @@ class ProcessBackend(RemoteBackend):
     def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
         from opbench.backends import make_backend
 
-        inner = make_backend(self.backend, registered=False)
-        return inner.repro_args({**params, **self._fixed}, details)
+        # the backend's own command and options (this opbench's, not another environment's)
+        return make_backend(self.backend, registered=False).repro_args(
+            {**params, **self._worker.fixed}, details
+        )
 
 
 def in_processes(backend: Backend, processes: int) -> tuple[Backend, str | None]:
     """`backend` run in `processes` worker processes, or itself with the reason it stays in this one."""
-    from opbench.backends import _EXTRA, BACKENDS, plugins
+    from opbench.backends import BACKENDS, plugins
     from opbench.backends.side import SideBackend
 
     if isinstance(backend, RemoteBackend):  # an A/B side of another environment: N workers of it
@@ -59,7 +62,8 @@ def in_processes(backend: Backend, processes: int) -> tuple[Backend, str | None]
     inner, fixed = backend, {}
     if isinstance(backend, SideBackend):
         inner, fixed = backend.inner, backend.fixed
-    known = inner.name in BACKENDS or (inner.name in plugins() and inner.name not in _EXTRA)
+    # a worker makes the backend by name: only a built-in or plug-in that this name makes as it is here
+    known = inner.name in BACKENDS or inner.name in plugins()
     if not known or type(inner) is not _made_type(inner.name):
         return backend, "measured in this process: a worker process cannot import it (a run's own kernel)"
     return ProcessBackend(backend.name, inner.name, fixed, processes, backend.pool), None

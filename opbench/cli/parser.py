@@ -41,6 +41,19 @@ def default_processes() -> int:
         raise UsageError(f"OPBENCH_PROCESSES: {e}") from None
 
 
+def resolve_processes(given: int | None, rounds: int, flag: str, rounds_flag: str) -> int:
+    """The worker processes of a run: `given` (an error past `rounds`: each process runs at least one round),
+    else default_processes() capped at `rounds`."""
+    if given is None:
+        return min(default_processes(), rounds)
+    if given > rounds:
+        raise UsageError(
+            f"{flag} {given} needs {rounds_flag} {given} or more (each process runs at least one round; got "
+            f"{rounds_flag} {rounds})"
+        )
+    return given
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.cli.common import check_flags_apply, check_out_dir
-from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, default_processes
+from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.errors import UsageError
 
 
@@ -185,13 +185,7 @@ def sweep_configs(
         call_budget_s=args.call_budget_s,
         cold_cache=args.cold_cache,
     )
-    if args.processes is None:
-        args.processes = min(default_processes(), args.rounds)
-    if args.processes > args.rounds:
-        raise UsageError(
-            f"--processes {args.processes} needs --rounds {args.processes} or more (each process runs at "
-            f"least one round of every case; got --rounds {args.rounds})"
-        )
+    args.processes = resolve_processes(args.processes, args.rounds, "--processes", "--rounds")
     budget = args.max_memory or int(available_memory_bytes() * 0.8)
     configs = []
     for plan in plans:

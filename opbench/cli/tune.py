@@ -208,13 +208,9 @@ def cmd_studies(args: argparse.Namespace) -> int:
 
 
 def confirm_processes(args: Any) -> int:
-    """--confirm-processes (default: --processes's default, at most --confirm-rounds); at least 1."""
-    from opbench.cli.parser import default_processes
+    """--confirm-processes (default: --processes's default, at most --confirm-rounds); at least 1 (the
+    trials' own worker)."""
+    from opbench.cli.parser import resolve_processes
 
-    n = args.confirm_processes if args.confirm_processes is not None else default_processes()
-    if args.confirm_processes is not None and n > args.confirm_rounds:
-        raise UsageError(
-            f"--confirm-processes {n} needs --confirm-rounds {n} or more (each process runs at least one "
-            f"round; got --confirm-rounds {args.confirm_rounds})"
-        )
-    return max(1, min(n, args.confirm_rounds))
+    given = args.confirm_processes
+    return max(1, resolve_processes(given, args.confirm_rounds, "--confirm-processes", "--confirm-rounds"))

@@ -18,6 +18,7 @@ from opbench.case import DOUBT_MARK, Result, Status, marked, named_doubts
 from opbench.display import ratio_text, util_text
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
+from opbench.history import process_range
 
 # The two runs' in-run references differing by more than this is worth a warning.
 MACHINE_SPEED_WARN = 0.10
@@ -34,11 +35,10 @@ def _process_range(r: Result) -> tuple[float, float] | None:
     """Where a case measured in several processes could have landed (the bootstrap interval of its median
     over processes, and every process's median); None for one measured in one process."""
     t = r.time or {}
-    per = t.get("per_process") or []
-    if len(per) < 2 or not t.get("interval_s"):
+    if len(t.get("per_process") or []) < 2 or not t.get("interval_s"):
         return None
-    values = [*t["interval_s"], *(float(p["median_s"]) for p in per)]
-    return min(values), max(values)
+    low, high = process_range({"time": t})
+    return min(low, t["interval_s"][0]), max(high, t["interval_s"][1])
 
 
 def reference_value(r: Result) -> float | None:

@@ -11,7 +11,6 @@ from typing import Any
 from opbench import sampling
 from opbench.case import Outcome
 from opbench.errors import UsageError
-from opbench.measurement import median_ci
 from opbench.ops import get_op
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
 from opbench.tune.isolation import IsolatedRunner
@@ -74,7 +73,6 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
             break
     candidates: list[tuple[str, dict[str, Any] | None]] = [("default", base)]
     candidates += [(f"#{i + 1}", tiles) for i, tiles in enumerate(ranked.values())]
-    samples: dict[str, list[float]] = {name: [] for name, _ in candidates}
     # per candidate, per process: each round's samples (the interval draws processes, then rounds)
     nested: dict[str, dict[int, list[list[float]]]] = {name: {} for name, _ in candidates}
     speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
@@ -96,9 +94,7 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
                 if not outcome.ok:
                     failures[name] = str(outcome.text)
                     continue
-                got = list(answer["time"]["samples_s"])
-                samples[name].extend(got)
-                nested[name].setdefault(process, []).append(got)
+                nested[name].setdefault(process, []).append(list(answer["time"]["samples_s"]))
                 ran.setdefault(name, answer.get("tiles") or tiles or {})
                 if answer.get("machine_speed") is not None:
                     speeds[name].append(answer["machine_speed"])
@@ -110,12 +106,12 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
     flops = get_op(cfg.op).flops(cfg.shape)
     rows: list[dict[str, Any]] = []
     for name, tiles in candidates:
-        if name in failures or not samples[name]:
+        if name in failures or not nested[name]:
             rows.append({"name": name, "tiles": tiles, "failure": failures.get(name, "no samples")})
             continue
-        s = sorted(samples[name])
+        s = sorted(x for rounds in nested[name].values() for r in rounds for x in r)
         median = s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
-        lo, hi = sampling.interval(list(nested[name].values())) if nested[name] else median_ci(s)
+        lo, hi = sampling.interval(list(nested[name].values()))
         per = sampling.by_process(nested[name]) if len(nested[name]) > 1 else []
         rows.append(
             {
