@@ -1,8 +1,9 @@
 """A case's Result (case.py) from its visits (visits.CaseRun): the rounds combined (measure.combine), the
 notes that explain them, the guards, and the utilization: each round's against the machine's best in-run
-FMA probe, slowed by the probe beside that round only as far as the case's speed follows the probe (its
-sensitivity, sampling.sensitivity; issue 39), and their median; the utilization against the probe beside
-the case (its median over rounds) and against the best stay in the record."""
+FMA probe, slowed by the machine's speed beside that round (its speed index: the geometric mean of the
+FMA and cache probes' speeds, measure.Visit.speed_index) only as far as the case's speed follows that
+index (its sensitivity, sampling.sensitivity; issue 39), and their median; the utilization against the
+FMA probe beside the case (its median over rounds) and against the best stay in the record."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def case_result(
     if reference is not None and reference["fma_gflops"]:
         name = _probe_name(case.visits[0].before["fma"].key)
         beside = used = {"gflops": reference["fma_gflops"], "source": "in-run", "name": name}
-        rounds = [(v.measurement.samples_s, v.fma_speed) for v in c.kept]
+        rounds = [(v.measurement.samples_s, v.speed_index) for v in c.kept]
         corrected = corrected_peak(reference, sensitivity, rounds)
         if corrected is not None:
             reference = {**reference, **corrected["reference"]}
@@ -124,9 +125,9 @@ def corrected_peak(
     rounds: list[tuple[tuple[float, ...], float | None]],
 ) -> dict[str, Any] | None:
     """The peak a case's utilization is against. Every sample of a kept round (`rounds`: its samples, and
-    the FMA probe beside it against the machine's best) is brought to the machine's best speed: its time
-    times that round's probe speed raised to the case's sensitivity (1: as an FMA-bound GEMM follows the
-    probe; 0: not at all, as a case the probe does not explain). The utilization is the GFLOPS of their
+    the speed index beside it, 1.0 with both probes at the machine's best) is brought to the machine's best
+    speed: its time times that round's index raised to the case's sensitivity (1: a case that follows the
+    index; 0: not at all, as a case the probes do not explain). The utilization is the GFLOPS of their
     median against the best probe: a round on a slow machine is corrected by its own probe, not by the
     run's median one. Returned as the peak that gives that utilization for the case's GFLOPS (at most the
     best: a probe is never faster than its best). None without an FMA probe beside it."""
@@ -142,8 +143,8 @@ def corrected_peak(
         return None
     at_best = [t * min(1.0, sp) ** s for t, sp in raw]
     how = (
-        f"the machine's best ({best:.4g} GFLOPS), each round's time brought to it by the probe beside "
-        f"that round to the power {s:.2f}, the sensitivity of {sens.get('over')}"
+        f"the machine's best ({best:.4g} GFLOPS), each round's time brought to it by the speed index beside "
+        f"that round (FMA and cache probes) to the power {s:.2f}, the sensitivity of {sens.get('over')}"
         if known
         else "each round's probe beside the case (the sensitivity is estimated at the end of the run)"
     )

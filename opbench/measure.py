@@ -36,6 +36,7 @@ the median from a bootstrap over processes, then rounds, then samples (sampling.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class Visit:
     ended_s: float = 0.0
     dtype: str = "fp32"
     fma_speed: float | None = None  # the FMA probe beside the visit against its best (1.0 at the best)
+    cache_speed: float | None = None  # the cache probe beside the visit against its best
     process: int | None = None  # the worker process it ran in (--processes); None: the sweep's own
     offsets: dict[str, int] = field(default_factory=dict)  # each input buffer's offset in its page there
 
@@ -78,6 +80,15 @@ class Visit:
         """The mean of the probes of `kind` before and after the visit."""
         values = [p[kind].value for p in (self.before, self.after) if kind in p]
         return sum(values) / len(values) if values else None
+
+    @property
+    def speed_index(self) -> float | None:
+        """The machine's speed beside the visit that a case's speed is corrected by (caseresult.py): the
+        geometric mean of the FMA and cache probes' speeds against their bests (reference.py says why), or
+        the FMA probe's alone where no cache probe was taken."""
+        if self.fma_speed is None or self.cache_speed is None:
+            return self.fma_speed
+        return math.sqrt(self.fma_speed * self.cache_speed)
 
     @property
     def throttled(self) -> bool:
@@ -104,8 +115,10 @@ class Visit:
             "median_s": m.median_s,
             "rel_iqr": m.rel_iqr,
             "fma_gflops": self.reference("fma"),
+            "cache_gbs": self.reference("cache"),
             "triad_gbs": self.reference("triad"),
             "machine_speed": self.machine_speed,
+            "speed_index": self.speed_index,
             "throttled": self.throttled,
             "handoff_ns": self.reference("handoff"),
             "apart": self.apart,
@@ -205,6 +218,7 @@ def rate(visit: Visit, ref: InRunReference) -> None:
     (now: at the end of a run, against the best of the whole run)."""
     visit.machine_speed = _against_best(visit, visit.basis, ref)
     visit.fma_speed = _against_best(visit, "fma", ref)
+    visit.cache_speed = _against_best(visit, "cache", ref)
     speed = _against_best(visit, "handoff", ref)
     visit.handoff_ratio = 1.0 / speed if speed else None
 
@@ -319,10 +333,13 @@ def combine(visits: list[Visit]) -> Combined:
         flags.append("contended")
     speeds = [v.machine_speed for v in kept if v.machine_speed is not None]
     fma_speeds = [v.fma_speed for v in kept if v.fma_speed is not None]
+    cache_speeds = [v.cache_speed for v in kept if v.cache_speed is not None]
+    indices = [x for v in kept if (x := v.speed_index) is not None]
     reference = None
     if any(v.basis for v in kept):
         fma = [x for v in kept if (x := v.reference("fma")) is not None]
         triad = [x for v in kept if (x := v.reference("triad")) is not None]
+        cache = [x for v in kept if (x := v.reference("cache")) is not None]
         handoff = [x for v in kept if (x := v.reference("handoff")) is not None]
         reference = {
             "basis": kept[0].basis,
@@ -331,5 +348,8 @@ def combine(visits: list[Visit]) -> Combined:
             "handoff_ns": statistics.median(handoff) if handoff else None,
             # the FMA probe beside the case against the machine's best (1.0 at the best)
             "fma_speed": statistics.median(fma_speeds) if fma_speeds else None,
+            "cache_gbs": statistics.median(cache) if cache else None,
+            "cache_speed": statistics.median(cache_speeds) if cache_speeds else None,
+            "speed_index": statistics.median(indices) if indices else None,
         }
     return Combined(m, time, flags, statistics.median(speeds) if speeds else None, reference, kept)

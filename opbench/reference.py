@@ -8,6 +8,15 @@ moment rather than against a peak cached on another day.
 - The FMA probe is the FMA-throughput loop of the peak measurement (csrc/peak), for the case's dtype and
   thread count, a few milliseconds long. fp16 uses the native fp16 loop where the CPU has one, else the
   fp32 loop (fp16 GEMMs compute on the fp32 units there), so both dtypes share that probe.
+- The cache probe is the same triad on arrays that stay in each core's L2 (CACHE_PROBE_ELEMENTS_PER_THREAD
+  doubles per array and thread: 192 KiB a thread), the best of CACHE_PROBE_PASSES passes of a few
+  microseconds, each including our pool's dispatch; the median of CACHE_PROBE_REPEATS. It runs beside every
+  visit. Over 8 minutes on the 2-vCPU Zen 4 VM on 2026-11-26 (1000 rounds of 7 cases, every 0.5 s), the
+  cases' speed, smoothed over 20 rounds, followed it (correlation 0.75-0.90) more than the FMA probe
+  (0.47-0.78); the geometric mean of the two (caseresult.py, `speed_index`) cut the spread between the
+  medians of 90-s stretches from 4-16% (FMA probe alone) to 1-6%. The FMA loop is register-bound; what
+  slows a case on a shared host (a neighbour in the caches, a slower hand-off between our threads) shows
+  in the cache probe as well.
 - The triad probe (a = b + s*c) runs beside cases that are memory-bound by their arithmetic intensity
   (below the machine balance: best FMA GFLOPS / best triad GB/s) and whose operands exceed the last-level
   cache.
@@ -49,6 +58,9 @@ FMA_PROBE_REPEATS = 3  # median of
 TRIAD_PROBE_REPEATS = 2
 TRIAD_PROBE_MIN_ELEMENTS = 1 << 21
 TRIAD_PROBE_MAX_ELEMENTS = 1 << 23
+CACHE_PROBE_ELEMENTS_PER_THREAD = 8192  # 3 arrays x 64 KiB a thread: inside any L2 of 256 KiB or more
+CACHE_PROBE_PASSES = 20  # best of, per repeat
+CACHE_PROBE_REPEATS = 5  # median of
 # A probe this recent serves the next visit too: visits between two probes share them. The machine's speed
 # moves over seconds (a 512^3 GEMM and the FMA probe moved together, 114-231 GFLOPS, over 40 s), so this
 # tracks it while a sweep's 0.1-0.3 s visits cost a probe (and the settling before it) every few visits.
@@ -61,6 +73,8 @@ class Prober(Protocol):
     def fma(self, dtype: str, threads: int) -> float: ...  # GFLOPS
 
     def triad(self, threads: int) -> float: ...  # GB/s
+
+    def cache(self, threads: int) -> float: ...  # GB/s, arrays in L2
 
     def fma_key(self, dtype: str) -> str: ...  # which loop a dtype's FMA probe runs
 
@@ -93,6 +107,15 @@ class NativeProber:
         elements = min(TRIAD_PROBE_MAX_ELEMENTS, max(TRIAD_PROBE_MIN_ELEMENTS, 2 * kernels.l3_bytes() // 8))
         return kernels.stream_triad(threads, elements, TRIAD_PROBE_REPEATS)
 
+    def cache(self, threads: int) -> float:
+        from opbench import kernels
+
+        elements = CACHE_PROBE_ELEMENTS_PER_THREAD * max(1, threads)
+        values = [
+            kernels.stream_triad(threads, elements, CACHE_PROBE_PASSES) for _ in range(CACHE_PROBE_REPEATS)
+        ]
+        return float(statistics.median(values))
+
     def handoff(self) -> float:
         from opbench import kernels
 
@@ -106,9 +129,9 @@ class NativeProber:
 
 @dataclass
 class Probe:
-    kind: str  # "fma", "triad" or "handoff"
+    kind: str  # "fma", "cache", "triad" or "handoff"
     key: str  # e.g. "fma/fp32/2"
-    value: float  # GFLOPS (fma), GB/s (triad) or ns per round trip (handoff)
+    value: float  # GFLOPS (fma), GB/s (cache, triad) or ns per round trip (handoff)
     at_s: float  # clock time it was taken
     reused: bool = False  # an earlier probe's value, reused to keep probes under PROBE_SHARE
 
@@ -144,12 +167,12 @@ class InRunReference:
     def key(self, kind: str, dtype: str) -> str:
         if kind == "fma":
             return f"fma/{self.prober.fma_key(dtype)}/{self.threads}"
-        return "handoff" if kind == "handoff" else f"triad/{self.threads}"
+        return "handoff" if kind == "handoff" else f"{kind}/{self.threads}"
 
     def kinds(self, memory_bound: bool) -> tuple[str, ...]:
-        """The probes a visit takes: the FMA loop, the triad where memory-bound, the hand-off where the
-        case runs on more than one thread and the process has two CPUs."""
-        kinds: tuple[str, ...] = ("fma", "triad") if memory_bound else ("fma",)
+        """The probes a visit takes: the FMA loop and the cache triad, the triad where memory-bound, the
+        hand-off where the case runs on more than one thread and the process has two CPUs."""
+        kinds: tuple[str, ...] = ("fma", "cache", "triad") if memory_bound else ("fma", "cache")
         if self.threads > 1 and self._handoff:
             kinds += ("handoff",)
         return kinds
@@ -205,6 +228,8 @@ class InRunReference:
             value = self.prober.fma(key.split("/")[1], self.threads)  # fma/<unit>/<threads>
         elif kind == "handoff":
             value = self.prober.handoff()
+        elif kind == "cache":
+            value = self.prober.cache(self.threads)
         else:
             value = self.prober.triad(self.threads)
         t1 = self.clock()
@@ -253,6 +278,8 @@ class InRunReference:
             "best_this_run": dict(self.run_best),
             "throttled_below": THROTTLED_SPEED,
             "fma_probe": f"FMA loop, median of {FMA_PROBE_REPEATS} x {FMA_PROBE_MIN_S * 1e3:g} ms",
+            "cache_probe": f"triad in L2, {CACHE_PROBE_ELEMENTS_PER_THREAD} doubles per array and thread, "
+            f"median of {CACHE_PROBE_REPEATS} x best of {CACHE_PROBE_PASSES} passes",
             "triad_probe": f"triad, best of {TRIAD_PROBE_REPEATS}, 2 x L3 per array "
             f"({TRIAD_PROBE_MIN_ELEMENTS}..{TRIAD_PROBE_MAX_ELEMENTS} doubles)",
             "handoff_probe": (

@@ -46,8 +46,11 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   samples), `time.processes`, `time.per_process` (each process's median, rounds, samples
                   and spread) and `time.between_processes`; `time.per_round[].process` and `.offsets`;
                   flag `process_dependent`; the header's `backends.NAME.processes` (each worker's layout)
-                  and `.in_process`. `utilization` is now against the machine's best FMA probe slowed by
-                  the probe beside the case only as far as the case's backend, op and dtype followed it
+                  and `.in_process`. A cache probe (a triad in L2) beside every visit:
+                  `time.per_round[].cache_gbs`, `reference.cache_gbs` and `.cache_speed`. `utilization` is
+                  now against the machine's best FMA probe slowed by the speed index beside each round
+                  (the geometric mean of the FMA and cache probes' speeds, `per_round[].speed_index`,
+                  `reference.speed_index`) only as far as the case's backend, op and dtype followed it
                   (`reference.sensitivity`); `reference.utilization_beside` is the earlier utilization,
                   beside `reference.utilization_best`, `reference.fma_best_gflops` and `.fma_speed`.
 """

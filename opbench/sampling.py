@@ -10,8 +10,9 @@ sample as if independent would give an interval that a fresh run falls outside o
 - `by_process()`: each process's median, rounds and within-process spread.
 - `apart()`: two groups whose interquartile ranges do not overlap and whose medians differ by more than
   a floor. This is how rounds are called drifting and processes `process_dependent`.
-- `sensitivity()`: how far a case's speed follows the in-run FMA probe across its visits (caseresult.py
-  corrects each round's utilization by that much only).
+- `sensitivity()`: how far a case's speed follows the machine's speed index (the in-run FMA and cache
+  probes, measure.Visit.speed_index) across its visits (caseresult.py corrects each round's utilization
+  by that much only).
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ import numpy as np
 
 BOOTSTRAP_DRAWS = 1000
 LEVEL = 0.95
-# A case's sensitivity to the FMA probe starts from the prior that the probe explains it fully (1.0, what
+# A case's sensitivity to the speed index starts from the prior that the index explains it fully (1.0, what
 # utilization assumed until schema 10) and moves by what its visits show, weighted by the estimate's
 # precision: w = PRIOR_SD^2 / (PRIOR_SD^2 + se^2). On the 2-vCPU Zen 4 VM on 2026-11-26 the estimates of
-# one backend, op and dtype ranged 0.1-1.0 between three runs of the same sweep (docs/benchmarks.md,
-# "Reproducibility across processes"): their noise is larger than their signal unless the probe moved a
-# lot, so the prior is held firmly.
+# one backend, op and dtype ranged 0.1-1.1 between three runs of the same sweep (docs/benchmarks.md,
+# "Reproducibility across processes"): a visit's probes carry noise of their own, so the slope within a run
+# is biased low and moves from run to run. Recomputed from the same three runs, utilization agreed within
+# 5 points for 79.2% of cases with the prior alone, 77.9% at PRIOR_SD 0.05 and 75.2% at 0.15 (with the FMA
+# probe alone, in three earlier runs: 75.2% with the prior, 71.7% at 0.15). So the prior is held very
+# firmly: the run's estimate moves the correction only where it is precise.
 SENSITIVITY_PRIOR = 1.0
-SENSITIVITY_PRIOR_SD = 0.15
+SENSITIVITY_PRIOR_SD = 0.05
 SENSITIVITY_MIN_VISITS = 3
 
 
@@ -109,7 +113,7 @@ def sensitivity(points: Sequence[tuple[float, float, str]]) -> dict[str, float |
     """How far speed follows the probe: `points` are (probe speed against its best, time, case) per
     visit; each case's values are taken relative to its own mean (in logs), so that the cases of a group
     pool. `estimate`: the slope of -log(time) on log(probe speed) (1 for a case that slows exactly as much
-    as the FMA probe, 0 for one that does not follow it), with its standard error `se`; `value`: the
+    as the index, 0 for one that does not follow it), with its standard error `se`; `value`: the
     estimate shrunk towards SENSITIVITY_PRIOR by its precision, clipped to [0, 1] (the prior alone where
     there is no estimate: too few visits, or a probe that never moved)."""
     by_case: dict[str, list[tuple[float, float]]] = {}

@@ -379,13 +379,14 @@ def _group(case: CaseRun) -> tuple[str, str, str]:
 
 
 def sensitivities(cases: list[CaseRun]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """How far the speed of each (backend, op, dtype)'s cases followed the in-run FMA probe across their
-    visits (sampling.sensitivity, pooled over the group's cases, each relative to its own mean)."""
+    """How far the speed of each (backend, op, dtype)'s cases followed the machine's speed index (the FMA
+    and cache probes, measure.Visit.speed_index) across their visits (sampling.sensitivity, pooled over the
+    group's cases, each relative to its own mean)."""
     points: dict[tuple[str, str, str], list[tuple[float, float, str]]] = {}
     for c in cases:
         for v in c.visits:
-            if v.fma_speed is not None:
-                points.setdefault(_group(c), []).append((v.fma_speed, v.measurement.median_s, str(c.index)))
+            if (index := v.speed_index) is not None:
+                points.setdefault(_group(c), []).append((index, v.measurement.median_s, str(c.index)))
     return {
         g: {**sampling.sensitivity(p), "over": f"{len({x[2] for x in p})} cases of {' '.join(g)}"}
         for g, p in points.items()

@@ -108,6 +108,23 @@ def test_flops_gflops_and_utilization_are_consistent(sweep: tuple) -> None:
         assert doc["peaks"][r["dtype"]]["used"]["source"] == "measured"
         assert 0 < r["machine_speed"] <= 1.0 + 1e-9 or "suspect" in r["flags"]
         t = r["time"]
+        # each round's speed index is the geometric mean of its FMA and cache probes against their bests,
+        # and the peak follows from the rounds' samples brought to the best by their index to the power s
+        cache_best = doc["environment"]["reference"]["best"][f"cache/{r['threads']}"]
+        kept_rounds = [v for v in t["per_round"] if v["kept"]]
+        for v in kept_rounds:
+            assert v["cache_gbs"] > 0
+            want = math.sqrt(v["fma_gflops"] / best * v["cache_gbs"] / cache_best)
+            assert v["speed_index"] == pytest.approx(want, rel=1e-9)
+        samples = iter(t["samples_s"])
+        at_best = [
+            next(samples) * min(1.0, v["speed_index"]) ** s
+            for v in kept_rounds
+            for _ in range(v["n_samples"])
+        ]
+        assert r["peak"]["gflops"] == pytest.approx(
+            best * statistics.median(at_best) / t["median_s"], rel=1e-9
+        )
         # a throttled (or apart) round is dropped when other rounds were not and it ran more than
         # DRIFT_MIN_REL slower than they did
         fine = [v for v in t["per_round"] if not (v["throttled"] or v["apart"])]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -25,7 +26,8 @@ from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
 
 
 class FakeProber:
-    """Returns the queued values in turn (the last one forever), advancing the fake clock by `cost`."""
+    """Returns the queued values in turn (the last one forever), advancing the fake clock by `cost`. The
+    cache probe has its own queue (`cache`) and count, costs no time and steps on with the FMA probe."""
 
     def __init__(
         self,
@@ -33,9 +35,11 @@ class FakeProber:
         clock: FakeClock | None = None,
         cost: float = 0.0,
         handoff: list[float] | None = None,
+        cache: list[float] | None = None,
     ) -> None:
         self.values, self.clock, self.cost, self.calls = list(values), clock, cost, 0
         self.handoffs = list(handoff) if handoff is not None else None
+        self.caches, self.cache_calls = list(cache or [200.0]), 0
 
     def fma_key(self, dtype: str) -> str:
         return "fp32"
@@ -51,6 +55,10 @@ class FakeProber:
 
     def triad(self, threads: int) -> float:
         return self._next()
+
+    def cache(self, threads: int) -> float:
+        self.cache_calls += 1
+        return self.caches.pop(0) if len(self.caches) > 1 else self.caches[0]
 
     def can_handoff(self) -> bool:
         return self.handoffs is not None
@@ -175,6 +183,30 @@ def test_machine_speed_is_the_probe_over_the_best_this_machine_showed() -> None:
     assert v.reference("fma") == pytest.approx(50.0)
 
 
+def test_the_speed_index_is_the_geometric_mean_of_the_fma_and_cache_probes() -> None:
+    # the cache probe beside the visit reads 60% of its best, the FMA probe 90%: the index the utilization
+    # is corrected by is sqrt(0.9 * 0.6); machine_speed (throttling) stays the FMA probe's alone
+    clock = FakeClock()
+    prober = FakeProber([90.0], clock, cache=[120.0])
+    ref = InRunReference(1, prober=prober, clock=clock, best={"fma/fp32/1": 100.0, "cache/1": 200.0})
+    bench = Bench(Timer(TimerConfig(min_samples=1, max_samples=1), clock=clock), ref, quiet=lambda s: 0.0)
+    v = bench.measure(lambda loops: 0.02 * loops)
+    assert prober.cache_calls == 1 and v.reference("cache") == pytest.approx(120.0)
+    assert v.cache_speed == pytest.approx(0.6) and v.machine_speed == pytest.approx(0.9)
+    assert v.speed_index == pytest.approx(math.sqrt(0.9 * 0.6))
+    assert v.to_dict()["cache_gbs"] == pytest.approx(120.0)
+    assert combine([v]).reference["speed_index"] == pytest.approx(math.sqrt(0.9 * 0.6))
+    v.cache_speed = None  # no cache probe (a record from before it): the FMA probe's speed alone
+    assert v.speed_index == pytest.approx(0.9)
+
+
+def test_the_cache_probe_reads_bandwidth_in_l2() -> None:
+    from opbench.reference import NativeProber
+
+    gbs = NativeProber().cache(1)
+    assert 1.0 < gbs < 10000.0  # GB/s from arrays in L2: above any DRAM stream of 1 GB/s, below nonsense
+
+
 def apart_visit(samples: list[float], ratio: float) -> Visit:
     v = visit(samples, speed=1.0)
     v.handoff_ratio = ratio
@@ -200,9 +232,14 @@ def test_the_handoff_probe_runs_beside_multithreaded_cases_and_its_best_is_the_l
     clock = FakeClock()
     prober = FakeProber([100.0], clock, handoff=[50.0, 400.0, 45.0])
     ref = InRunReference(2, prober=prober, clock=clock, best={"fma/fp32/2": 100.0})
-    assert ref.kinds(False) == ("fma", "handoff") and ref.kinds(True) == ("fma", "triad", "handoff")
-    assert InRunReference(1, prober=prober, clock=clock).kinds(False) == ("fma",)  # one thread: no hand-off
-    assert InRunReference(2, prober=FakeProber([100.0]), clock=clock).kinds(False) == ("fma",)  # one CPU
+    assert ref.kinds(False) == ("fma", "cache", "handoff")
+    assert ref.kinds(True) == ("fma", "cache", "triad", "handoff")
+    assert InRunReference(1, prober=prober, clock=clock).kinds(False) == (
+        "fma",
+        "cache",
+    )  # one thread: no hand-off
+    one_cpu = InRunReference(2, prober=FakeProber([100.0]), clock=clock)
+    assert one_cpu.kinds(False) == ("fma", "cache")  # one CPU: no hand-off
     bench = Bench(Timer(TimerConfig(min_samples=1, max_samples=1), clock=clock), ref, quiet=lambda s: 0.0)
     near = bench.measure(run_for(clock, 0.01))
     clock.now += PROBE_INTERVAL_S
@@ -275,7 +312,8 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
     )
     states: dict[str, BackendState] = setup_backends(("cpp",), 1, "cpu")
     ticks = iter(range(10**6))  # a clock a second further at every reading: no probe is ever reused
-    ref = InRunReference(1, prober=FakeProber([100.0, 50.0]), clock=lambda: float(next(ticks)), share=1e9)
+    prober = FakeProber([100.0, 50.0], cache=[200.0, 100.0])
+    ref = InRunReference(1, prober=prober, clock=lambda: float(next(ticks)), share=1e9)
     bench = make_bench(cfg, [0], ref)
     records: dict[int, dict[str, Any]] = {}
     run_sweep(cfg, states, {}, lambda rs: records.update((i, r.to_record()) for i, r in rs), bench=bench)
@@ -285,12 +323,19 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
     for rec in records.values():
         assert rec["status"] == "ok"
         assert "throttled" in rec["flags"]
-        # beside a probe that read half its best or all of it: each round's time is brought to the best
-        # by its own probe to the power of the sensitivity used (estimated from these real timings against
-        # the fake probes, so its value varies), and the peak lies between the best times the slowest and
-        # the fastest round's probe speed to that power
+        # beside probes that read half their best or all of it: each round's time is brought to the best
+        # by its own speed index (the geometric mean of the FMA and cache probes' speeds) to the power of
+        # the sensitivity used (estimated from these real timings against the fake probes, so its value
+        # varies), and the peak lies between the best times the slowest and the fastest round's index to
+        # that power
         used = rec["reference"]["sensitivity"]["used"]
-        speeds = [r["machine_speed"] for r in rec["time"]["per_round"] if r["kept"]]
+        kept = [r for r in rec["time"]["per_round"] if r["kept"]]
+        for r in kept:
+            assert r["speed_index"] == pytest.approx(
+                math.sqrt(r["fma_gflops"] / 100.0 * r["cache_gbs"] / 200.0)
+            )
+        speeds = [r["speed_index"] for r in kept]
+        assert min(speeds) < 1.0
         assert 0.0 <= used <= 1.0 and rec["reference"]["fma_best_gflops"] == pytest.approx(100.0)
         assert rec["peak"]["source"] == "in-run"
         assert (

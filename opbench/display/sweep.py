@@ -100,7 +100,9 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
         probes = sorted(r["peak"]["gflops"] for r in in_run if r["dtype"] == dtype)
         if probes:
             line = (
-                f"peak {dtype}: in-run FMA probe beside each case, {probes[0]:.1f}-{probes[-1]:.1f} GFLOPS; "
+                f"peak {dtype}: the best in-run FMA probe, slowed by the machine's speed beside each "
+                f"case (FMA and cache probes, to the case's sensitivity), {probes[0]:.1f}-{probes[-1]:.1f} "
+                "GFLOPS; "
                 f"cached {used['source']} peak {used['gflops']:.1f}"
             )
         else:
@@ -115,7 +117,7 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
             f"{100 * speeds[0]:.0f}%-{100 * speeds[-1]:.0f}%, median {100 * speeds[len(speeds) // 2]:.0f}%",
             style="dim",
         )
-    used_what = "the in-run probe beside it" if in_run else "peak above"
+    used_what = "the in-run peak above, per case" if in_run else "peak above"
     console.print(doc["flop_note"] + f"; utilization = achieved / {used_what}.", style="dim")
     for warning in (doc.get("environment") or {}).get("warnings", []):
         console.print(f"warning: {warning}", style="yellow")
