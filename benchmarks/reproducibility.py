@@ -7,8 +7,10 @@ run (and ends it afterwards). Prints, over the cases measured (status ok) in all
 - the share whose utilization agrees across the three runs within 5 percentage points (target >= 90%),
   and that share among the cases no run flagged `apart` (our vCPUs placed apart by the hypervisor);
 - by backend and by op: that share, the share for the utilization against the probe beside each case
-  (`reference.utilization_beside`, what `utilization` was before schema 10), the share whose medians agree
-  within 5%, and how many were flagged `process_dependent` in some run;
+  (`reference.utilization_beside`, what `utilization` was before schema 10), the share for the utilization
+  corrected by the FMA probe alone (each kept round's median time brought to the best by its FMA probe to
+  the sensitivity used, as before the cache probe), the share whose medians agree within 5%, and how many
+  were flagged `process_dependent` in some run;
 - the share whose medians agree within max(2 x spread, 3%) for every pair of runs (spread: the larger of
   the within-round IQR and the between-round spread, relative to the median);
 - every case whose medians differ by more than 15% between two runs with no trust flag (unstable, noisy,
@@ -61,6 +63,21 @@ def run_sweep(op: str, out: Path, extra: list[str], cache: Path) -> tuple[dict[s
 def spread(r: dict[str, Any]) -> float:
     t = r["time"]
     return float(max(t.get("rel_iqr_within", t["rel_iqr"]), t.get("rel_spread_rounds", 0.0)))
+
+
+def fma_alone(r: dict[str, Any]) -> float | None:
+    """The utilization corrected by the FMA probe alone: each kept round's median time brought to the
+    machine's best by that round's FMA probe to the sensitivity used (the records' correction works on
+    the samples and the speed index; rounds' medians are close enough to compare the two probes)."""
+    ref = r.get("reference") or {}
+    best, sens = ref.get("fma_best_gflops"), (ref.get("sensitivity") or {}).get("used")
+    rounds = [x for x in r["time"]["per_round"] if x.get("kept") and x.get("fma_gflops")]
+    if not best or sens is None or not rounds:
+        return None
+    times = sorted(x["median_s"] * min(1.0, x["fma_gflops"] / best) ** sens for x in rounds)
+    mid = len(times) // 2
+    median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+    return float(r["flops"] / median / 1e9 / best)
 
 
 def key(r: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -122,7 +139,8 @@ def main() -> int:
     silent: list[str] = []
     util_spreads: list[float] = []
     # per backend and per op: [cases, utilization within 5 points, the probe-beside utilization within 5
-    # points, medians within 5%, flagged process_dependent in some run]
+    # points, the FMA-probe-alone utilization within 5 points, medians within 5%, flagged
+    # process_dependent in some run]
     groups: dict[str, list[int]] = {}
     for op in ops:
         by_run = [{key(r): r for r in d["records"] if r["status"] == "ok"} for d in docs[op]]
@@ -132,16 +150,18 @@ def main() -> int:
             total += 1
             utils = [r["utilization"] for r in rs if r.get("utilization") is not None]
             beside = [(r.get("reference") or {}).get("utilization_beside", r.get("utilization")) for r in rs]
+            alone = [fma_alone(r) for r in rs]
             medians = [r["time"]["median_s"] for r in rs]
             row = [
                 1,
                 len(utils) == len(rs) and max(utils) - min(utils) <= UTIL_POINTS,
                 None not in beside and max(beside) - min(beside) <= UTIL_POINTS,  # type: ignore[operator]
+                None not in alone and max(alone) - min(alone) <= UTIL_POINTS,  # type: ignore[operator]
                 max(medians) / min(medians) - 1 <= 0.05,
                 any("process_dependent" in r["flags"] for r in rs),
             ]
             for g in (f"backend {k[3]}", f"op {k[0]}"):
-                groups[g] = [a + int(b) for a, b in zip(groups.get(g, [0] * 5), row, strict=True)]
+                groups[g] = [a + int(b) for a, b in zip(groups.get(g, [0] * 6), row, strict=True)]
             if len(utils) == len(rs):
                 util_spreads.append(max(utils) - min(utils))
                 util_ok += max(utils) - min(utils) <= UTIL_POINTS
@@ -165,12 +185,13 @@ def main() -> int:
     print(f"  of the {clear} case(s) with no run flagging them apart: {clear_ok}/{clear} = "
           f"{100 * clear_ok / max(clear, 1):.1f}%")  # fmt: skip
     print(f"medians agree within max(2 x spread, 3%): {med_ok}/{total} = {100 * med_ok / max(total, 1):.1f}%")
-    print("| group | cases | utilization within 5 points | beside the probe | medians within 5% | "
-          "process_dependent |")  # fmt: skip
-    print("|---|---|---|---|---|---|")
+    print("| group | cases | utilization within 5 points | beside the probe | FMA probe alone | "
+          "medians within 5% | process_dependent |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     for g in sorted(groups):
-        n, u, ub, t, pd = groups[g]
-        print(f"| {g} | {n} | {100 * u / n:.0f}% | {100 * ub / n:.0f}% | {100 * t / n:.0f}% | {pd} |")
+        n, u, ub, ua, t, pd = groups[g]
+        shares = " | ".join(f"{100 * x / n:.0f}%" for x in (u, ub, ua, t))
+        print(f"| {g} | {n} | {shares} | {pd} |")
     print(f"silent disagreements (> {100 * SILENT:.0f}% apart, no flag in any run): {len(silent)}")
     for line in silent:
         print(f"  {line}")
