@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,9 +75,7 @@ def fma_alone(r: dict[str, Any]) -> float | None:
     rounds = [x for x in r["time"]["per_round"] if x.get("kept") and x.get("fma_gflops")]
     if not best or sens is None or not rounds:
         return None
-    times = sorted(x["median_s"] * min(1.0, x["fma_gflops"] / best) ** sens for x in rounds)
-    mid = len(times) // 2
-    median = times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) / 2
+    median = statistics.median(x["median_s"] * min(1.0, x["fma_gflops"] / best) ** sens for x in rounds)
     return float(r["flops"] / median / 1e9 / best)
 
 

@@ -139,7 +139,8 @@ def corrected_peak(
     sens = sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}
     s = float(sens["value"]) if sens.get("value") is not None else 1.0
     raw = [(t, sp) for samples, sp in rounds if sp for t in samples]
-    if not raw or statistics.median(t for t, _ in raw) <= 0:
+    median = statistics.median(t for t, _ in raw) if raw else 0.0
+    if median <= 0:
         return None
     at_best = [t * min(1.0, sp) ** s for t, sp in raw]
     how = (
@@ -149,7 +150,7 @@ def corrected_peak(
         else "each round's probe beside the case (the sensitivity is estimated at the end of the run)"
     )
     return {
-        "gflops": best * statistics.median(at_best) / statistics.median(t for t, _ in raw),
+        "gflops": best * statistics.median(at_best) / median,
         "how": how,
         "reference": {"fma_best_gflops": best, "sensitivity": {**sens, "used": s}},
     }

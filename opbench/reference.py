@@ -11,10 +11,10 @@ moment rather than against a peak cached on another day.
 - The cache probe is the same triad on arrays that stay in each core's L2 (CACHE_PROBE_ELEMENTS_PER_THREAD
   doubles per array and thread: 192 KiB a thread), the best of CACHE_PROBE_PASSES passes of a few
   microseconds, each including our pool's dispatch; the median of CACHE_PROBE_REPEATS. It runs beside every
-  visit. Over 8 minutes on the 2-vCPU Zen 4 VM on 2026-11-26 (1000 rounds of 7 cases, every 0.5 s), the
-  cases' speed, smoothed over 20 rounds, followed it (correlation 0.75-0.90) more than the FMA probe
-  (0.47-0.78); the geometric mean of the two (caseresult.py, `speed_index`) cut the spread between the
-  medians of 90-s stretches from 4-16% (FMA probe alone) to 1-6%. The FMA loop is register-bound; what
+  visit. Over 5 minutes on the 2-vCPU Zen 4 VM on 2026-11-26 (benchmarks/probe_tracking.py: 624 rounds of
+  7 cases), the cases' speed, smoothed over 20 rounds, followed it (correlation 0.81-0.93) more than the
+  FMA probe (0.39-0.71); the geometric mean of the two (measure.Visit.speed_index) cut the spread between
+  the medians of 40-s stretches from 7-20% (FMA probe alone) to 0.9-8%. The FMA loop is register-bound; what
   slows a case on a shared host (a neighbour in the caches, a slower hand-off between our threads) shows
   in the cache probe as well.
 - The triad probe (a = b + s*c) runs beside cases that are memory-bound by their arithmetic intensity

@@ -27,7 +27,7 @@ from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
 
 class FakeProber:
     """Returns the queued values in turn (the last one forever), advancing the fake clock by `cost`. The
-    cache probe has its own queue (`cache`) and count, costs no time and steps on with the FMA probe."""
+    cache probe has its own queue (`cache`) and count (`cache_calls`), and costs no time."""
 
     def __init__(
         self,

@@ -3,8 +3,7 @@ framework, brings up its thread pool and allocates the case's buffers anew, at a
 process (opbench.layout), so that the state a process carries for its whole life (where its memory landed,
 how its pool came up) is one sample of the case's time, not the answer (issue 39; pyperf does the same with
 20 processes by default). The sweep visits round r of a case in process r mod N (visits.CaseRun.process),
-and
-measure.combine() takes the statistics over processes.
+and measure.combine() takes the statistics over processes.
 
 The workers are backends/remote.py's, run by this interpreter, timing `run(loops)` in the worker (the pipe is
 not in the timing). A backend a worker cannot make by name (a user's --kernel, registered in this process

@@ -102,8 +102,7 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
             line = (
                 f"peak {dtype}: the best in-run FMA probe, slowed by the machine's speed beside each "
                 f"case (FMA and cache probes, to the case's sensitivity), {probes[0]:.1f}-{probes[-1]:.1f} "
-                "GFLOPS; "
-                f"cached {used['source']} peak {used['gflops']:.1f}"
+                f"GFLOPS; cached {used['source']} peak {used['gflops']:.1f}"
             )
         else:
             line = f"peak {dtype}: {used['gflops']:.1f} GFLOPS {used['source']} — {used['name']}"
