@@ -2,7 +2,7 @@
 
 from typing import Any
 
-import numpy as np
+from opbench.dtypes import Array
 
 class Plan:
     """One prepared call of a kernel (csrc/bindings/module.cpp, struct Plan)."""
@@ -17,9 +17,9 @@ fault_injection: bool
 stream_m_max: int
 
 def prepare_gemm(
-    a: np.ndarray,
-    b: np.ndarray,
-    out: np.ndarray | None = None,
+    a: Array,
+    b: Array,
+    out: Array | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -31,9 +31,9 @@ def prepare_gemm(
     stream_m: int | None = None,
 ) -> Plan: ...
 def prepare_conv2d(
-    x: np.ndarray,
-    w: np.ndarray,
-    out: np.ndarray | None = None,
+    x: Array,
+    w: Array,
+    out: Array | None = None,
     stride: tuple[int, int] = (1, 1),
     padding: tuple[int, int, int, int] = (0, 0, 0, 0),  # top, bottom, left, right
     dilation: tuple[int, int] = (1, 1),
@@ -46,16 +46,16 @@ def prepare_conv2d(
 ) -> Plan: ...
 def prepare_rnn(
     cell: str,
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray | None = None,
-    y: np.ndarray | None = None,
-    h_n: np.ndarray | None = None,
-    c_n: np.ndarray | None = None,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    c0: Array | None = None,
+    y: Array | None = None,
+    h_n: Array | None = None,
+    c_n: Array | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -63,11 +63,11 @@ def prepare_rnn(
     isa: str = "",
 ) -> Plan: ...
 def prepare_gemm_backward(
-    a: np.ndarray,
-    b: np.ndarray,
-    dc: np.ndarray,
-    da: np.ndarray | None = None,
-    db: np.ndarray | None = None,
+    a: Array,
+    b: Array,
+    dc: Array,
+    da: Array | None = None,
+    db: Array | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -75,15 +75,15 @@ def prepare_gemm_backward(
     isa: str = "",
 ) -> Plan: ...
 def prepare_conv2d_backward(
-    x: np.ndarray,
-    w: np.ndarray,
-    dy: np.ndarray,
+    x: Array,
+    w: Array,
+    dy: Array,
     stride: tuple[int, int] = (1, 1),
     padding: tuple[int, int, int, int] = (0, 0, 0, 0),  # top, bottom, left, right
     dilation: tuple[int, int] = (1, 1),
     groups: int = 1,
-    dx: np.ndarray | None = None,
-    dw: np.ndarray | None = None,
+    dx: Array | None = None,
+    dw: Array | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -92,16 +92,16 @@ def prepare_conv2d_backward(
 ) -> Plan: ...
 def prepare_rnn_backward(
     cell: str,
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray | None,
-    dy: np.ndarray,
-    dh_n: np.ndarray,
-    dc_n: np.ndarray | None,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    c0: Array | None,
+    dy: Array,
+    dh_n: Array,
+    dc_n: Array | None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -117,5 +117,5 @@ def fma_peak(
 def stream_triad(threads: int = 1, elements: int = 16777216, repeats: int = 5) -> float: ...
 def handoff_ns(round_trips: int = 2000, repeats: int = 3) -> float: ...
 def flush_cache(bytes: int) -> None: ...
-def f32_to_f16_bits(x: np.ndarray) -> np.ndarray: ...
-def f16_bits_to_f32(x: np.ndarray) -> np.ndarray: ...
+def f32_to_f16_bits(x: Array) -> Array: ...
+def f16_bits_to_f32(x: Array) -> Array: ...

@@ -9,8 +9,12 @@ from typing import Any
 
 import ml_dtypes
 import numpy as np
+from numpy.typing import NDArray
 
 from opbench.errors import UsageError
+
+# An array of any dtype, in annotations (bf16 arrays are numpy arrays of ml_dtypes' type).
+Array = NDArray[Any]
 
 NUMPY_DTYPES: dict[str, Any] = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 # Unit roundoff u = 2^-p of each format (p = significand bits incl. the implicit one, minus one).

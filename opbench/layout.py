@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from opbench.dtypes import Array
+
 PAGE = 4096
 LINE = 64
 ENV_PAD_MAX = 4096
@@ -92,6 +94,6 @@ def place_inputs(inputs: dict[str, Any], rng: random.Random | None) -> tuple[dic
     return placed, offsets
 
 
-def offset_in_page(array: np.ndarray) -> int:
+def offset_in_page(array: Array) -> int:
     """Where `array`'s data starts within its page (tests, and records that check it)."""
     return int(array.ctypes.data % PAGE)

@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from opbench.dtypes import Array
+
 
 def host_timed(
     call: Callable[[], Any],
@@ -88,7 +90,7 @@ class Prepared(ABC):
         backend keeps it; else one more call of the same prepared case (`output()`)."""
         return self.output()
 
-    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+    def refill(self, inputs: dict[str, Array]) -> bool:
         """Write `inputs` (the names, shapes and dtypes prepared) into this case's own input buffers in place,
         so that the next call computes on them with nothing reallocated (a kernel that remembers its first
         answer is then caught). False where the backend holds inputs it cannot rewrite: a framework's
@@ -173,7 +175,7 @@ class Backend(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         """Build a Prepared for one case; raises on failure (the sweep records the reason)."""
 
     def notes(self, op: str, dtype: str) -> list[str]:

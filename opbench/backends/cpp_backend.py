@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from opbench.backends.base import Backend, Prepared, copied
+from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 from opbench.ops.gemm import THRESHOLDS  # passed on only where a case gives them (0 is a value)
 
@@ -32,7 +33,7 @@ class _CppCase(Prepared):
         params: dict[str, Any],
         dims: dict[str, int] | None,
         algorithm: str,
-        inputs: dict[str, np.ndarray] | None = None,
+        inputs: dict[str, Array] | None = None,
     ) -> None:
         given: dict[str, int | None] = {t: params.get(t) or None for t in TILES}
         given.update({t: params[t] for t in THRESHOLDS if params.get(t) is not None})
@@ -64,7 +65,7 @@ class _CppCase(Prepared):
     def timed_output(self) -> Any:
         return copied(self._plan.last()) if self._timed else self.output()
 
-    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+    def refill(self, inputs: dict[str, Array]) -> bool:
         if self._inputs is None:
             return False
         for name, values in inputs.items():
@@ -114,7 +115,7 @@ class CppBackend(Backend):
             args += ["--accumulate", "fp16"]
         return ["opbench"], args
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         from opbench import kernels
         from opbench.ops import get_op
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, event_timed, host_timed
+from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 
 # MindSpore 2.10's CPU runtime threads: the actor that runs a PyNative op, and its kernel pool.
@@ -235,14 +236,14 @@ class MindSporeBackend(Backend):
 
         return _MindSporeCase(lambda: grad_fn(x, *starts), to_numpy, details, self._events)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         ms = self._ms
         if self._events is None and "thread_placement" in self._details:
             self._place_threads()  # a runtime thread started since setup is placed too
         t = {k: ms.Tensor(v) for k, v in inputs.items()}
         details = dict(self._details)
 
-        def host(x: Any) -> np.ndarray:
+        def host(x: Any) -> Array:
             return x.asnumpy()
 
         if op == "gemm":

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from opbench.backends.base import Backend, Prepared
+from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 
 
 class _NumpyGemm(Prepared):
-    def __init__(self, a: np.ndarray, b: np.ndarray, details: dict[str, Any]) -> None:
+    def __init__(self, a: Array, b: Array, details: dict[str, Any]) -> None:
         self._a, self._b = a.copy(), b.copy()  # its own, which refill() rewrites
         self._out = np.empty((*a.shape[:-1], b.shape[-1]), dtype=a.dtype)  # batched: a stack
         self._timed = False
@@ -26,16 +27,16 @@ class _NumpyGemm(Prepared):
             np.matmul(a, b, out=out)
         return time.perf_counter() - t0
 
-    def output(self) -> np.ndarray:
+    def output(self) -> Array:
         # The timed call's own: into the output of the inputs' dtype (without out=, ml_dtypes' bfloat16
         # matmul returns float32, another result than the one timed).
         np.matmul(self._a, self._b, out=self._out)
         return self._out.copy()
 
-    def timed_output(self) -> np.ndarray:
+    def timed_output(self) -> Array:
         return self._out.copy() if self._timed else self.output()  # what the last timed call wrote
 
-    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+    def refill(self, inputs: dict[str, Array]) -> bool:
         np.copyto(self._a, inputs["a"])
         np.copyto(self._b, inputs["b"])
         return True
@@ -73,7 +74,7 @@ class NumpyBackend(Backend):
             return f"numpy is the float64 reference for {op}, not a backend"
         return super().unsupported_reason(op, dtype)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         return _NumpyGemm(inputs["a"], inputs["b"], {"blas": self._blas})
 
     def notes(self, op: str, dtype: str) -> list[str]:

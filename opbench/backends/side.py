@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from opbench.backends.base import Backend, Prepared
+from opbench.dtypes import Array
 
 # The parameters a side may fix, per backend (what the sweep's options give that backend).
 SIDE_PARAMS = {"cpp": ("tile_m", "tile_n", "tile_k", "isa", "accumulate")}
@@ -42,7 +41,7 @@ class SideBackend(Backend):
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         return self.inner.unsupported_reason(op, dtype)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         return self.inner.prepare(op, shape, inputs, {**params, **self.fixed})
 
     def notes(self, op: str, dtype: str) -> list[str]:

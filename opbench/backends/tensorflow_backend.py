@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, host_timed
+from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 
 
@@ -89,11 +90,11 @@ def native_stderr_captured(lines: list[str] | None = None) -> Iterator[None]:
                 )
 
 
-def _nhwc(a: np.ndarray) -> np.ndarray:
+def _nhwc(a: Array) -> Array:
     return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
 
 
-def _rsck(w: np.ndarray) -> np.ndarray:
+def _rsck(w: Array) -> Array:
     return np.ascontiguousarray(w.transpose(2, 3, 1, 0))
 
 
@@ -176,7 +177,7 @@ class TensorFlowBackend(Backend):
         return conv
 
     def _backward(
-        self, op: str, shape: Any, inputs: dict[str, np.ndarray]
+        self, op: str, shape: Any, inputs: dict[str, Array]
     ) -> tuple[Callable[[], Any], Callable[[Any], Any], str]:
         """The gradients of the op's two inputs for its upstream gradient, from a GradientTape."""
         tf = self._tf
@@ -228,12 +229,12 @@ class TensorFlowBackend(Backend):
     def _compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return self._tf.function(fn) if self.compiled else fn
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         tf, dev = self._tf, self._device
         details = dict(self._details)
         sync = tf.test.experimental.sync_devices
 
-        def host(x: Any) -> np.ndarray:
+        def host(x: Any) -> Array:
             return np.asarray(x.numpy())
 
         runtime_log: list[str] = []
@@ -294,7 +295,7 @@ class TensorFlowBackend(Backend):
         return _TfCase(on_device, to_numpy, sync, details)
 
     def _recurrent(
-        self, op: str, shape: Any, inputs: dict[str, np.ndarray], backward: bool = False
+        self, op: str, shape: Any, inputs: dict[str, Array], backward: bool = False
     ) -> tuple[Callable[[], Any], Callable[[Any], Any], str, str]:
         """A Keras layer given torch's weights: SimpleRNN (activation tanh or relu), GRU(reset_after=True),
         whose gates are z, r, n where torch's are r, z, n, with its two biases kept apart, and LSTM with
@@ -353,7 +354,7 @@ class TensorFlowBackend(Backend):
         return (lambda: fn(x, *state)), to_numpy, call_text + " on batch-major x", bias_note
 
     def _recurrent_backward(
-        self, op: str, layer: Any, inputs: dict[str, np.ndarray], order: np.ndarray | None
+        self, op: str, layer: Any, inputs: dict[str, Array], order: Array | None
     ) -> tuple[Callable[..., Any], Callable[[Any], Any]]:
         """A tape over the Keras layer: gradients of (y, h_n[, c_n]) for (dy, dh_n[, dc_n]) with respect to
         x, the initial states and the layer's weights, converted back to torch's layouts (transposed; the

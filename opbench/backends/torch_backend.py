@@ -10,13 +10,14 @@ from typing import Any
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, event_timed, host_timed
+from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 
 # Calls per captured CUDA graph: enough to hide one replay's launch, few enough to capture quickly.
 GRAPH_CALLS = 16
 
 
-def _tensor(torch: Any, v: np.ndarray) -> Any:
+def _tensor(torch: Any, v: Array) -> Any:
     """A CPU tensor sharing v's memory. torch.from_numpy knows no ml_dtypes.bfloat16: its bits are viewed as
     int16 and the tensor as torch.bfloat16 (the same format, bit for bit)."""
     if v.dtype.name == "bfloat16":
@@ -24,7 +25,7 @@ def _tensor(torch: Any, v: np.ndarray) -> Any:
     return torch.from_numpy(v)
 
 
-def _array(torch: Any, x: Any) -> np.ndarray:
+def _array(torch: Any, x: Any) -> Array:
     """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16 (the inverse of _tensor)."""
     if x.dtype == torch.bfloat16:
         from opbench.dtypes import NUMPY_DTYPES
@@ -155,7 +156,7 @@ class _TorchCase(KeptOutput, Prepared):
         with self._mode():
             return self._to_numpy(self._call())
 
-    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+    def refill(self, inputs: dict[str, Array]) -> bool:
         if self._targets is None:
             return False
         torch = self._torch
@@ -240,7 +241,7 @@ class TorchBackend(Backend):
         starts: list[Any],
         t: dict[str, Any],
         details: dict[str, Any],
-        cpu: Callable[[Any], np.ndarray],
+        cpu: Callable[[Any], Array],
     ) -> Prepared:
         """BPTT of a torch.nn recurrent layer: its forward once (graph kept), each call autograd.grad of
         (y, h_n[, c_n]) for (dy, dh_n[, dc_n]) with respect to x, the four parameters and the initial
@@ -263,7 +264,7 @@ class TorchBackend(Backend):
 
         return _TorchCase(torch, self._device, backward, to_numpy, details, True)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         torch, dev = self._torch, self._device
         t = {k: _tensor(torch, v).to(dev).contiguous() for k, v in inputs.items()}
         if ":" not in op and dev == "cpu":
@@ -286,7 +287,7 @@ class TorchBackend(Backend):
         else:
             details.update(num_threads=torch.get_num_threads(), mkldnn=torch.backends.mkldnn.is_available())
 
-        def cpu(x: Any) -> np.ndarray:
+        def cpu(x: Any) -> Array:
             return _array(torch, x.detach().cpu())
 
         if op == "gemm":

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, copied, host_timed
+from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 
 
@@ -27,7 +28,7 @@ class UserCase(KeptOutput, Prepared):
         fn: Callable[..., Any],
         op: str,
         shape: Any,
-        inputs: dict[str, np.ndarray],
+        inputs: dict[str, Array],
         params: dict[str, Any],
         details: dict[str, Any] | None = None,
     ) -> None:
@@ -47,7 +48,7 @@ class UserCase(KeptOutput, Prepared):
     def output(self) -> Any:
         return self._to_numpy(self._call())
 
-    def refill(self, inputs: dict[str, np.ndarray]) -> bool:
+    def refill(self, inputs: dict[str, Array]) -> bool:
         for name, values in inputs.items():
             np.copyto(self._inputs[name], values)
         return True
@@ -88,7 +89,7 @@ class UserKernelBackend(Backend):
             raise BackendUnavailable(f"{self.name} takes numpy arrays: it runs on the CPU, not on {device}")
         self._threads = threads
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         fn = self._fn
         assert fn is not None, "unavailable_reason() imports the kernel first"
         details = {

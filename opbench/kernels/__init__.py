@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
 from opbench import _core
+from opbench.dtypes import Array
 from opbench.kernels._args import (
     MAX_CONV_PARAM,
     MAX_THREADS,
@@ -86,21 +85,21 @@ __all__ = [
 
 
 def gemm(
-    a: np.ndarray,
-    b: np.ndarray,
+    a: Array,
+    b: Array,
     *,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
     threads: int | None = None,
-    out: np.ndarray | None = None,
+    out: Array | None = None,
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
     accumulate: str = "fp32",
     small_m: int | None = None,
     parallel_flops: int | None = None,
     stream_m: int | None = None,
-) -> np.ndarray:
+) -> Array:
     """C = A @ B with opbench's tiled C++ kernel.
 
     a (M x K) and b (K x N) are row-major float32, float16 or bfloat16 (ml_dtypes.bfloat16) arrays of the
@@ -154,10 +153,10 @@ def gemm(
 
 
 def prepare_gemm(
-    a: np.ndarray,
-    b: np.ndarray,
+    a: Array,
+    b: Array,
     *,
-    out: np.ndarray | None = None,
+    out: Array | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -185,8 +184,8 @@ def prepare_gemm(
 
 
 def conv2d(
-    x: np.ndarray,
-    w: np.ndarray,
+    x: Array,
+    w: Array,
     *,
     stride: int | tuple[int, int] = 1,
     padding: Padding = 0,
@@ -196,10 +195,10 @@ def conv2d(
     tile_n: int | None = None,
     tile_k: int | None = None,
     threads: int | None = None,
-    out: np.ndarray | None = None,
+    out: Array | None = None,
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
-) -> np.ndarray:
+) -> Array:
     """Conv2d forward with opbench's kernels: x is N x C x H x W, w is K x C/groups x R x S (PyTorch's
     layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as an implicit
     GEMM (Y = W * im2col(x) per image and group, the im2col matrix never written out): tile_m is output
@@ -230,8 +229,8 @@ def conv2d(
 
 
 def prepare_conv2d(
-    x: np.ndarray,
-    w: np.ndarray,
+    x: Array,
+    w: Array,
     *,
     stride: int | tuple[int, int] = 1,
     padding: Padding = 0,
@@ -241,7 +240,7 @@ def prepare_conv2d(
     tile_n: int | None = None,
     tile_k: int | None = None,
     threads: int | None = None,
-    out: np.ndarray | None = None,
+    out: Array | None = None,
     isa: str | None = None,
 ) -> Plan:
     """conv2d(...) prepared once (see prepare_gemm); `plan.tiles()` reports the tiles conv2d uses for this

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from opbench import _core
+from opbench.dtypes import Array
 from opbench.kernels._args import Plan, _arrays, _call_tail, _tiles
 
 NONLINEARITIES = ("tanh", "relu")
@@ -22,8 +21,8 @@ NONLINEARITIES = ("tanh", "relu")
 
 def _prepare(
     cell: str,
-    arrays: dict[str, np.ndarray],
-    outs: tuple[np.ndarray, ...] | None,
+    arrays: dict[str, Array],
+    outs: tuple[Array, ...] | None,
     tile_m: int | None,
     tile_n: int | None,
     tile_k: int | None,
@@ -60,15 +59,15 @@ def _rnn_cell(nonlinearity: Any) -> str:
 
 
 def prepare_rnn(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
     *,
     nonlinearity: str = "tanh",
-    outs: tuple[np.ndarray, np.ndarray] | None = None,
+    outs: tuple[Array, Array] | None = None,
     threads: int | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
@@ -82,14 +81,14 @@ def prepare_rnn(
 
 
 def prepare_gru(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
     *,
-    outs: tuple[np.ndarray, np.ndarray] | None = None,
+    outs: tuple[Array, Array] | None = None,
     threads: int | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
@@ -102,15 +101,15 @@ def prepare_gru(
 
 
 def prepare_lstm(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    c0: Array,
     *,
-    outs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    outs: tuple[Array, Array, Array] | None = None,
     threads: int | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
@@ -123,12 +122,12 @@ def prepare_lstm(
 
 
 def rnn(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
     *,
     nonlinearity: str = "tanh",
     threads: int | None = None,
@@ -137,7 +136,7 @@ def rnn(
     tile_k: int | None = None,
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Array, Array]:
     """Elman RNN forward: h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh), act tanh or relu; w_ih is
     H x I, w_hh H x H, biases H, h0 B x H. Returns (y, h_n), y T x B x H, like torch.nn.RNN (without its
     leading num_layers dimension on h_n)."""
@@ -153,12 +152,12 @@ def rnn(
 
 
 def gru(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
     *,
     threads: int | None = None,
     tile_m: int | None = None,
@@ -166,7 +165,7 @@ def gru(
     tile_k: int | None = None,
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Array, Array]:
     """GRU forward, gates r, z, n as torch.nn.GRU: r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
     n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h; w_ih is 3H x I, w_hh 3H x H,
     biases 3H, h0 B x H. Returns (y, h_n)."""
@@ -179,13 +178,13 @@ def gru(
 
 
 def lstm(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    c0: Array,
     *,
     threads: int | None = None,
     tile_m: int | None = None,
@@ -193,7 +192,7 @@ def lstm(
     tile_k: int | None = None,
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+) -> tuple[Array, tuple[Array, Array]]:
     """LSTM forward, gates i, f, g, o as torch.nn.LSTM: w_ih is 4H x I, w_hh 4H x H, biases 4H, h0 and c0
     B x H. Returns (y, (h_n, c_n)). tiles: opbench.tune.records.tuned_lstm_tiles(x, w_hh, threads)[0]."""
     tm, tn, tk = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_lstm_tiles(x, w_hh, threads)")

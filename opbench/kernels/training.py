@@ -4,9 +4,8 @@ ValueError naming the problem."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from opbench import _core
+from opbench.dtypes import Array
 from opbench.kernels._args import (
     MAX_CONV_PARAM,
     Padding,
@@ -21,11 +20,11 @@ from opbench.kernels._args import (
 
 
 def prepare_gemm_backward(
-    a: np.ndarray,
-    b: np.ndarray,
-    dc: np.ndarray,
+    a: Array,
+    b: Array,
+    dc: Array,
     *,
-    outs: tuple[np.ndarray, np.ndarray] | None = None,
+    outs: tuple[Array, Array] | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -49,9 +48,9 @@ def prepare_gemm_backward(
 
 
 def gemm_backward(
-    a: np.ndarray,
-    b: np.ndarray,
-    dc: np.ndarray,
+    a: Array,
+    b: Array,
+    dc: Array,
     *,
     tile_m: int | None = None,
     tile_n: int | None = None,
@@ -59,7 +58,7 @@ def gemm_backward(
     threads: int | None = None,
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Array, Array]:
     """For C = a @ b and the upstream gradient dc (M x N): (da, db) = (dc @ b.T, a.T @ dc), the two
     products of the blocked GEMM with B^T and A^T read in place (no transposed copies). a (M x K), b
     (K x N) and dc are C-contiguous float32 or float16 of one dtype; fp16 accumulates in fp32 and is
@@ -71,15 +70,15 @@ def gemm_backward(
 
 
 def prepare_conv2d_backward(
-    x: np.ndarray,
-    w: np.ndarray,
-    dy: np.ndarray,
+    x: Array,
+    w: Array,
+    dy: Array,
     *,
     stride: int | tuple[int, int] = 1,
     padding: Padding = 0,
     dilation: int | tuple[int, int] = 1,
     groups: int = 1,
-    outs: tuple[np.ndarray, np.ndarray] | None = None,
+    outs: tuple[Array, Array] | None = None,
     tile_m: int | None = None,
     tile_n: int | None = None,
     tile_k: int | None = None,
@@ -107,9 +106,9 @@ def prepare_conv2d_backward(
 
 
 def conv2d_backward(
-    x: np.ndarray,
-    w: np.ndarray,
-    dy: np.ndarray,
+    x: Array,
+    w: Array,
+    dy: Array,
     *,
     stride: int | tuple[int, int] = 1,
     padding: Padding = 0,
@@ -121,7 +120,7 @@ def conv2d_backward(
     threads: int | None = None,
     isa: str | None = None,
     tiles: dict[str, int] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Array, Array]:
     """For y = conv2d(x, w, stride, padding, dilation, groups) (NCHW, KCRS, as kernels.conv2d) and the
     upstream gradient dy (the shape of y): (dx, dw). Per image, group and block of output pixels, the
     block's im2col rows are gathered into a bounded tile (never the whole im2col matrix) for dW += dY T^T,
@@ -138,16 +137,16 @@ def conv2d_backward(
 
 def prepare_rnn_backward(
     cell: str,
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray | None,
-    dy: np.ndarray,
-    dh_n: np.ndarray,
-    dc_n: np.ndarray | None = None,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    c0: Array | None,
+    dy: Array,
+    dh_n: Array,
+    dc_n: Array | None = None,
     *,
     tile_m: int | None = None,
     tile_n: int | None = None,
@@ -189,19 +188,19 @@ def prepare_rnn_backward(
 
 
 def rnn_backward(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    dy: np.ndarray,
-    dh_n: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    dy: Array,
+    dh_n: Array,
     *,
     nonlinearity: str = "tanh",
     threads: int | None = None,
     isa: str | None = None,
-) -> tuple[np.ndarray, ...]:
+) -> tuple[Array, ...]:
     """The Elman RNN's gradients (dx, dw_ih, dw_hh, db_ih, db_hh, dh0) for the upstream gradients of
     kernels.rnn's (y, h_n); see prepare_rnn_backward."""
     if nonlinearity not in ("tanh", "relu"):
@@ -213,18 +212,18 @@ def rnn_backward(
 
 
 def gru_backward(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    dy: np.ndarray,
-    dh_n: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    dy: Array,
+    dh_n: Array,
     *,
     threads: int | None = None,
     isa: str | None = None,
-) -> tuple[np.ndarray, ...]:
+) -> tuple[Array, ...]:
     """The GRU's gradients (dx, dw_ih, dw_hh, db_ih, db_hh, dh0); see prepare_rnn_backward."""
     plan = prepare_rnn_backward(
         "gru", x, w_ih, w_hh, b_ih, b_hh, h0, None, dy, dh_n, threads=threads, isa=isa
@@ -233,20 +232,20 @@ def gru_backward(
 
 
 def lstm_backward(
-    x: np.ndarray,
-    w_ih: np.ndarray,
-    w_hh: np.ndarray,
-    b_ih: np.ndarray,
-    b_hh: np.ndarray,
-    h0: np.ndarray,
-    c0: np.ndarray,
-    dy: np.ndarray,
-    dh_n: np.ndarray,
-    dc_n: np.ndarray,
+    x: Array,
+    w_ih: Array,
+    w_hh: Array,
+    b_ih: Array,
+    b_hh: Array,
+    h0: Array,
+    c0: Array,
+    dy: Array,
+    dh_n: Array,
+    dc_n: Array,
     *,
     threads: int | None = None,
     isa: str | None = None,
-) -> tuple[np.ndarray, ...]:
+) -> tuple[Array, ...]:
     """The LSTM's gradients (dx, dw_ih, dw_hh, db_ih, db_hh, dh0, dc0); see prepare_rnn_backward."""
     plan = prepare_rnn_backward(
         "lstm", x, w_ih, w_hh, b_ih, b_hh, h0, c0, dy, dh_n, dc_n, threads=threads, isa=isa

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.conv_taps import axis_hits, expected_zero_fraction, useful_flops  # noqa: F401 (the op's)
 from opbench.ops.fields import int_field, reject_unknown
@@ -254,7 +254,7 @@ def verify_cost_flops(shape: ConvShape) -> int:
     return 2 * flops(shape)
 
 
-def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, Array]:
     rng = np.random.default_rng(seed)
     np_dtype = NUMPY_DTYPES[dtype]
     x = rng.uniform(-1.0, 1.0, size=(shape.n, shape.c, shape.h, shape.w)).astype(np_dtype)
@@ -262,13 +262,13 @@ def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, np.ndarray
     return {"x": x, "w": w}
 
 
-def padded64(shape: ConvShape, x: np.ndarray) -> np.ndarray:
+def padded64(shape: ConvShape, x: Array) -> Array:
     """x in float64, zero-padded on each side by the shape's padding."""
     t, b, left, right = shape.padding
     return np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, b), (left, right)))
 
 
-def conv64(shape: ConvShape, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def conv64(shape: ConvShape, x: Array, w: Array) -> Array:
     """float64 conv2d by im2col: a strided window view, one matrix product per group."""
     x = padded64(shape, x)
     w = w.astype(np.float64)
@@ -289,13 +289,13 @@ def conv64(shape: ConvShape, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-def reference(shape: ConvShape, inputs: dict[str, np.ndarray]) -> np.ndarray:
+def reference(shape: ConvShape, inputs: dict[str, Array]) -> Array:
     return conv64(shape, inputs["x"], inputs["w"])
 
 
 def error_bound(
-    shape: ConvShape, inputs: dict[str, np.ndarray], ref: np.ndarray, accumulate: str, output_dtype: str
-) -> np.ndarray:
+    shape: ConvShape, inputs: dict[str, Array], ref: Array, accumulate: str, output_dtype: str
+) -> Array:
     """The dot-product bound (ops/numerics.py) of each output, a sum of (C/groups) x R x S products: the
     conv of |x| and |w| is the magnitude; the largest |x| of each image times the largest |w| of each
     filter bounds the squares."""
@@ -311,8 +311,8 @@ def error_bound(
 
 
 def error_bounds(
-    shape: ConvShape, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
-) -> dict[str, np.ndarray]:
+    shape: ConvShape, inputs: dict[str, Array], ref: Array, dtype: str, accumulate: str
+) -> dict[str, Array]:
     """What check() compares with, per output (verification.Expected computes it once for every backend)."""
     return {"y": error_bound(shape, inputs, ref, accumulate, dtype)}
 
@@ -320,24 +320,24 @@ def error_bounds(
 def check(
     shape: ConvShape,
     output: Any,
-    inputs: dict[str, np.ndarray],
-    ref: np.ndarray,
+    inputs: dict[str, Array],
+    ref: Array,
     dtype: str,
     accumulate: str,
-    bounds: dict[str, np.ndarray] | None = None,
+    bounds: dict[str, Array] | None = None,
 ) -> dict[str, Any]:
     bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
     return compare({"y": np.asarray(output)}, {"y": ref}, bounds, dtype)
 
 
-def spot_pick(shape: ConvShape, seed: int) -> tuple[np.ndarray, int, np.ndarray]:
+def spot_pick(shape: ConvShape, seed: int) -> tuple[Array, int, Array]:
     """What a spot check recomputes (ops/spot.py): seeded images, and seeded filters of one seeded group."""
     kg = shape.k // shape.groups
     group = int(np.random.default_rng(seed + 1).integers(shape.groups))
     return spot.pick(shape.n, seed), group, group * kg + spot.pick(kg, seed + 2)
 
 
-def filters_of(shape: ConvShape, group: int, filters: np.ndarray) -> ConvShape:
+def filters_of(shape: ConvShape, group: int, filters: Array) -> ConvShape:
     """The shape of the conv of one group's input channels with `filters` of that group alone."""
     return replace(shape, c=shape.c // shape.groups, k=len(filters), groups=1)
 
@@ -352,7 +352,7 @@ def spot_cost_flops(shape: ConvShape) -> int:
 
 
 def spot_part(
-    shape: ConvShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    shape: ConvShape, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
 ) -> spot.Part:
     """Seeded images and filters of the output (ops/spot.py), with the same bound."""
     images, group, filters = spot_pick(shape, seed)
@@ -379,7 +379,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 
 def plan(
     shape: ConvShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.conv import (  # noqa: F401  (the forward's shape interface, shared)
     AXES,
@@ -90,7 +90,7 @@ def verify_cost_flops(shape: ConvShape) -> int:
     return 2 * flops(shape)
 
 
-def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, Array]:
     """The forward's x and w (the same values for the same seed) and dy, uniform in [-1, 1)."""
     inputs = forward_inputs(shape, dtype, seed)
     rng = np.random.default_rng([seed, 1])
@@ -99,9 +99,7 @@ def make_inputs(shape: ConvShape, dtype: str, seed: int) -> dict[str, np.ndarray
     return inputs
 
 
-def gradients64(
-    shape: ConvShape, x: np.ndarray, w: np.ndarray, dy: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def gradients64(shape: ConvShape, x: Array, w: Array, dy: Array) -> tuple[Array, Array]:
     """float64 (dx, dw) by im2col, one image and group at a time: dW_g += dY_g cols, and the columns'
     gradient dY_g^T W_g scattered back tap by tap into a zero-padded dx."""
     s = shape
@@ -131,14 +129,14 @@ def gradients64(
     return dx[:, :, s.pad_h : s.pad_h + s.h, s.pad_w : s.pad_w + s.w], dw
 
 
-def reference(shape: ConvShape, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def reference(shape: ConvShape, inputs: dict[str, Array]) -> dict[str, Array]:
     dx, dw = gradients64(shape, inputs["x"], inputs["w"], inputs["dy"])
     return {"dx": dx, "dw": dw}
 
 
 def gradient_bounds(
-    shape: ConvShape, inputs: dict[str, np.ndarray], ref: dict[str, np.ndarray], accumulate: str, dtype: str
-) -> dict[str, np.ndarray]:
+    shape: ConvShape, inputs: dict[str, Array], ref: dict[str, Array], accumulate: str, dtype: str
+) -> dict[str, Array]:
     """The dot-product bounds of dx (at most (K/groups) x R x S products per element) and dw (N x P x Q),
     over the gradients of |x|, |w| and |dy|; squares bounded by the largest operands: |dy| of each image and
     |w| for dx, |dy| of each filter and |x| for dw."""
@@ -156,8 +154,8 @@ def gradient_bounds(
 
 
 def error_bounds(
-    shape: ConvShape, inputs: dict[str, np.ndarray], ref: dict[str, np.ndarray], dtype: str, accumulate: str
-) -> dict[str, np.ndarray]:
+    shape: ConvShape, inputs: dict[str, Array], ref: dict[str, Array], dtype: str, accumulate: str
+) -> dict[str, Array]:
     """What check() compares with (gradient_bounds; verification.Expected computes it once)."""
     return gradient_bounds(shape, inputs, ref, accumulate, dtype)
 
@@ -165,11 +163,11 @@ def error_bounds(
 def check(
     shape: ConvShape,
     output: Any,
-    inputs: dict[str, np.ndarray],
-    ref: dict[str, np.ndarray],
+    inputs: dict[str, Array],
+    ref: dict[str, Array],
     dtype: str,
     accumulate: str,
-    bounds: dict[str, np.ndarray] | None = None,
+    bounds: dict[str, Array] | None = None,
 ) -> dict[str, Any]:
     """output = (dx, dw), against the float64 gradients within gradient_bounds."""
     dx, dw = output
@@ -186,7 +184,7 @@ def spot_cost_flops(shape: ConvShape) -> int:
 
 
 def spot_part(
-    shape: ConvShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    shape: ConvShape, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
 ) -> spot.Part:
     """Seeded images of dx (their gradients alone) and seeded filters of one group of dw (the gradients of
     that group's channels for those filters alone), ops/spot.py."""
@@ -222,7 +220,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 
 def plan(
     shape: ConvShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound, squares_bound
@@ -114,7 +114,7 @@ def verify_cost_flops(shape: GemmShape) -> int:
     return 2 * flops(shape)
 
 
-def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, Array]:
     """Uniform values in [-1, 1) (never zeros, which flatter some hardware), rounded to dtype."""
     rng = np.random.default_rng(seed)
     np_dtype = NUMPY_DTYPES[dtype]
@@ -124,15 +124,13 @@ def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, np.ndarray
     return {"a": a, "b": b}
 
 
-def reference(shape: GemmShape, inputs: dict[str, np.ndarray]) -> np.ndarray:
+def reference(shape: GemmShape, inputs: dict[str, Array]) -> Array:
     """The exact-as-possible answer: float64 product of the (already rounded) inputs (each product of a
     batch)."""
     return np.matmul(inputs["a"].astype(np.float64), inputs["b"].astype(np.float64))
 
 
-def product_bound(
-    a: np.ndarray, b: np.ndarray, value: np.ndarray, accumulate: str, output_dtype: str
-) -> np.ndarray:
+def product_bound(a: Array, b: Array, value: Array, accumulate: str, output_dtype: str) -> Array:
     """The dot-product bound (ops/numerics.py) of a @ b (or of each product of stacks of them), whose exact
     value is `value`: |a| @ |b| is the magnitude, and the largest |a| of each row times the largest |b| of
     each column bounds the squares."""
@@ -146,15 +144,13 @@ def product_bound(
     return dot_bound(value, magnitude, squares, a.shape[-1], accumulate, output_dtype)
 
 
-def error_bound(
-    inputs: dict[str, np.ndarray], ref: np.ndarray, accumulate: str, output_dtype: str
-) -> np.ndarray:
+def error_bound(inputs: dict[str, Array], ref: Array, accumulate: str, output_dtype: str) -> Array:
     return product_bound(inputs["a"], inputs["b"], ref, accumulate, output_dtype)
 
 
 def error_bounds(
-    shape: GemmShape, inputs: dict[str, np.ndarray], ref: np.ndarray, dtype: str, accumulate: str
-) -> dict[str, np.ndarray]:
+    shape: GemmShape, inputs: dict[str, Array], ref: Array, dtype: str, accumulate: str
+) -> dict[str, Array]:
     """What check() compares with, per output (verification.Expected computes it once for every backend)."""
     return {"c": error_bound(inputs, ref, accumulate, dtype)}
 
@@ -162,11 +158,11 @@ def error_bounds(
 def check(
     shape: GemmShape,
     output: Any,
-    inputs: dict[str, np.ndarray],
-    ref: np.ndarray,
+    inputs: dict[str, Array],
+    ref: Array,
     dtype: str,
     accumulate: str,
-    bounds: dict[str, np.ndarray] | None = None,
+    bounds: dict[str, Array] | None = None,
 ) -> dict[str, Any]:
     """Compare an output with the float64 reference against the bound for that accumulation precision
     (`bounds`: error_bounds, if already computed)."""
@@ -180,7 +176,7 @@ def spot_cost_flops(shape: GemmShape) -> int:
 
 
 def spot_part(
-    shape: GemmShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    shape: GemmShape, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
 ) -> spot.Part:
     """Seeded rows of C (ops/spot.py): C[rows] = A[rows] @ B in float64, the same bound; a batched GEMM's
     rows are drawn from every product's."""
@@ -195,7 +191,7 @@ def spot_part(
 
 
 def _batched_spot_part(
-    shape: GemmShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    shape: GemmShape, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
 ) -> spot.Part:
     picked = spot.pick(shape.batch * shape.m, seed)
     products, rows = np.divmod(picked, shape.m)
@@ -227,7 +223,7 @@ THRESHOLDS = ("small_m", "parallel_flops", "stream_m")
 
 def plan(
     shape: GemmShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.gemm import (  # noqa: F401  (the forward's shape interface, shared)
     AXES,
@@ -68,7 +68,7 @@ def verify_cost_flops(shape: GemmShape) -> int:
     return 2 * flops(shape)
 
 
-def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, Array]:
     """The forward's a and b (the same values for the same seed) and dc, uniform in [-1, 1)."""
     inputs = forward_inputs(shape, dtype, seed)
     rng = np.random.default_rng([seed, 1])
@@ -76,18 +76,18 @@ def make_inputs(shape: GemmShape, dtype: str, seed: int) -> dict[str, np.ndarray
     return inputs
 
 
-def _f64(inputs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _f64(inputs: dict[str, Array]) -> tuple[Array, Array, Array]:
     return tuple(inputs[k].astype(np.float64) for k in ("a", "b", "dc"))  # type: ignore[return-value]
 
 
-def reference(shape: GemmShape, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def reference(shape: GemmShape, inputs: dict[str, Array]) -> dict[str, Array]:
     a, b, dc = _f64(inputs)
     return {"da": dc @ b.T, "db": a.T @ dc}
 
 
 def error_bounds(
-    shape: GemmShape, inputs: dict[str, np.ndarray], ref: dict[str, np.ndarray], dtype: str, accumulate: str
-) -> dict[str, np.ndarray]:
+    shape: GemmShape, inputs: dict[str, Array], ref: dict[str, Array], dtype: str, accumulate: str
+) -> dict[str, Array]:
     """Each gradient is a GEMM: dA sums N products per element, dB sums M; the bound is the forward's
     dot-product bound with that length and those magnitudes."""
     a, b, dc = _f64(inputs)
@@ -100,11 +100,11 @@ def error_bounds(
 def check(
     shape: GemmShape,
     output: Any,
-    inputs: dict[str, np.ndarray],
-    ref: dict[str, np.ndarray],
+    inputs: dict[str, Array],
+    ref: dict[str, Array],
     dtype: str,
     accumulate: str,
-    bounds: dict[str, np.ndarray] | None = None,
+    bounds: dict[str, Array] | None = None,
 ) -> dict[str, Any]:
     """output = (da, db), within error_bounds."""
     da, db = output
@@ -119,7 +119,7 @@ def spot_cost_flops(shape: GemmShape) -> int:
 
 
 def spot_part(
-    shape: GemmShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    shape: GemmShape, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
 ) -> spot.Part:
     """Seeded rows of dA (dC[rows] B^T) and columns of dB (A^T dC[:, cols]), ops/spot.py."""
     a, b, dc = _f64(inputs)
@@ -151,7 +151,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 
 def plan(
     shape: GemmShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from opbench.dtypes import UNIT_ROUNDOFF
+from opbench.dtypes import UNIT_ROUNDOFF, Array
 from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     AXES,
     BASE,
@@ -83,11 +83,11 @@ def default_cases() -> list[GruShape]:
     return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
+def _sigmoid(z: Array) -> Array:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def reference(shape: GruShape, inputs: dict[str, np.ndarray]) -> RecurrentReference:
+def reference(shape: GruShape, inputs: dict[str, Array]) -> RecurrentReference:
     """float64 forward pass, keeping what the error propagation needs. The scale of a correct
     implementation's error in a unit (ops/recurrent.py: UNITS), first order, derivatives at the float64
     values, independent roundings in quadrature (rss), gx = x W_ih^T + b_ih, gh = h W_hh^T + b_hh,
@@ -114,12 +114,12 @@ def reference(shape: GruShape, inputs: dict[str, np.ndarray]) -> RecurrentRefere
     store = store_of(inputs)
 
     @functools.cache
-    def magnitudes() -> tuple[np.ndarray, np.ndarray, Any]:  # the same for every unit: computed once
+    def magnitudes() -> tuple[Array, Array, Any]:  # the same for every unit: computed once
         ax = absolute_projection(shape, f64, both=False)
         ah = recurrent_magnitude(h_prev, w_hh) + np.abs(f64["b_hh"])
         return ax, ah, operand_maxima(f64, h_prev)
 
-    def scales(unit: Unit) -> dict[str, np.ndarray]:
+    def scales(unit: Unit) -> dict[str, Array]:
         u_cell, u_store = UNIT_ROUNDOFF[unit.cells], store_roundoff(unit, store)
         ax, ah, maxima = magnitudes()
         i_size = shape.input_size
@@ -165,7 +165,7 @@ spot_part, spot_check = spot_of(reference)
 
 def plan(
     shape: GruShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from opbench.dtypes import UNIT_ROUNDOFF
+from opbench.dtypes import UNIT_ROUNDOFF, Array
 from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
     AXES,
     BASE,
@@ -83,11 +83,11 @@ def default_cases() -> list[LstmShape]:
     return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
+def _sigmoid(z: Array) -> Array:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def reference(shape: LstmShape, inputs: dict[str, np.ndarray]) -> RecurrentReference:
+def reference(shape: LstmShape, inputs: dict[str, Array]) -> RecurrentReference:
     """float64 forward pass, keeping what the error propagation needs (the states each step read, its
     pre-activations and its recurrent parts). The scale of a correct implementation's error in a unit
     (ops/recurrent.py: UNITS), first order, derivatives at the float64 values, independent roundings in
@@ -116,7 +116,7 @@ def reference(shape: LstmShape, inputs: dict[str, np.ndarray]) -> RecurrentRefer
 
     magnitudes = functools.cache(functools.partial(shared_magnitudes, shape, f64, h_prev, w_hh))
 
-    def scales(unit: Unit) -> dict[str, np.ndarray]:
+    def scales(unit: Unit) -> dict[str, Array]:
         # In variances (squared scales), every term that does not depend on the previous step's errors
         # computed for all steps at once; the loop carries the recurrence alone.
         u_cell, u_store = UNIT_ROUNDOFF[unit.cells], store_roundoff(unit, store)
@@ -158,7 +158,7 @@ spot_part, spot_check = spot_of(reference)
 
 def plan(
     shape: LstmShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF, finfo
+from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF, Array, finfo
 
 # Standard deviations (in Hoeffding's scale u * sqrt(V)) a correct sum's error may reach.
 LAMBDA = 10.0
@@ -60,7 +60,7 @@ def accumulation(accumulate: str) -> tuple[str, int | None]:
     return precision, int(block) if block else None
 
 
-def chain_squares(value: np.ndarray, squares: np.ndarray, k: int, chain: int) -> np.ndarray:
+def chain_squares(value: Array, squares: Array, k: int, chain: int) -> Array:
     """Expected sum of squared partial sums of ceil(k/chain) sequential chains of `chain` products each,
     drawn from the k products of an output (their sum `value`, their sum of squares at most `squares`),
     plus `squares` for the products' own rounding (the model in the module docstring)."""
@@ -72,16 +72,14 @@ def chain_squares(value: np.ndarray, squares: np.ndarray, k: int, chain: int) ->
     return -(-k // l1) * (mean * mean * l3 + spread) + squares
 
 
-def squares_bound(row_max: np.ndarray, col_max: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+def squares_bound(row_max: Array | float, col_max: Array | float, magnitude: Array) -> Array:
     """An upper bound on sum(products^2) of each output from the largest |operand| on each side:
     sum p^2 <= max|p| * sum|p| <= max|a| max|b| * magnitude (a float64 product fewer than the exact sum;
     about 2.3x it for uniform inputs, 1.5x in the bound)."""
     return row_max * col_max * magnitude
 
 
-def accumulation_error(
-    value: np.ndarray, magnitude: np.ndarray, squares: np.ndarray, k: int, accumulate: str
-) -> np.ndarray:
+def accumulation_error(value: Array, magnitude: Array, squares: Array, k: int, accumulate: str) -> Array:
     """Bound on |sum computed with `accumulate` - exact sum| of k products per output: the smaller of the
     worst case and the statistical bound (module docstring), plus the absolute error of products that
     underflow a 16-bit accumulator."""
@@ -101,13 +99,13 @@ def accumulation_error(
 
 
 def dot_bound(
-    value: np.ndarray,
-    magnitude: np.ndarray,
-    squares: np.ndarray,
+    value: Array,
+    magnitude: Array,
+    squares: Array,
     k: int,
     accumulate: str,
     output_dtype: str,
-) -> np.ndarray:
+) -> Array:
     """Bound on |output - exact| for sums of k products accumulated as `accumulate` and rounded to the output
     format: with A the accumulation error (accumulation_error) and r = OUTPUT_ROUNDINGS u_out,
         A (1 + r) + r |C| + tiny_out.
@@ -119,7 +117,7 @@ def dot_bound(
 
 
 def compare(
-    outputs: dict[str, np.ndarray], refs: dict[str, np.ndarray], bounds: dict[str, np.ndarray], dtype: str
+    outputs: dict[str, Array], refs: dict[str, Array], bounds: dict[str, Array], dtype: str
 ) -> dict[str, Any]:
     """Check each named output against its reference and bound. Returns {'ok', 'max_err_ratio' (largest
     |err| / bound; <= 1 passes), 'max_rel_err' (largest |err| / max |ref|), 'worst' (which output)}.

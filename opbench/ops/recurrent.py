@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array
 from opbench.ops import spot
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import LAMBDA, accumulation_error, compare, squares_bound, tiny
@@ -149,7 +149,7 @@ def input_names(shape: RecurrentShape) -> tuple[str, ...]:
     return ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")[: 6 + shape.STATES - 1]
 
 
-def make_inputs(shape: RecurrentShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+def make_inputs(shape: RecurrentShape, dtype: str, seed: int) -> dict[str, Array]:
     """x and the initial states uniform in [-1, 1); weights and biases uniform in +-1/sqrt(H) (PyTorch's
     initialisation)."""
     rng = np.random.default_rng(seed)
@@ -157,7 +157,7 @@ def make_inputs(shape: RecurrentShape, dtype: str, seed: int) -> dict[str, np.nd
     bound = 1.0 / np.sqrt(h)
     np_dtype = NUMPY_DTYPES[dtype]
 
-    def u(size: tuple[int, ...], lim: float) -> np.ndarray:
+    def u(size: tuple[int, ...], lim: float) -> Array:
         return rng.uniform(-lim, lim, size=size).astype(np_dtype)
 
     inputs = {
@@ -178,28 +178,26 @@ class RecurrentReference:
     asked for, the scale of a correct implementation's error in each (`scales(unit)`, arrays like the
     outputs). The bound is LAMBDA times that scale (module check())."""
 
-    def __init__(
-        self, outputs: dict[str, np.ndarray], scales: Callable[[Unit], dict[str, np.ndarray]]
-    ) -> None:
+    def __init__(self, outputs: dict[str, Array], scales: Callable[[Unit], dict[str, Array]]) -> None:
         self.outputs = outputs
         self._scales = scales
-        self._cache: dict[str, dict[str, np.ndarray]] = {}
+        self._cache: dict[str, dict[str, Array]] = {}
 
-    def scales(self, unit: str) -> dict[str, np.ndarray]:
+    def scales(self, unit: str) -> dict[str, Array]:
         if unit not in self._cache:
             self._cache[unit] = self._scales(unit_of(unit))
         return self._cache[unit]
 
     @property
-    def y(self) -> np.ndarray:
+    def y(self) -> Array:
         return self.outputs["y"]
 
     @property
-    def h_n(self) -> np.ndarray:
+    def h_n(self) -> Array:
         return self.outputs["h_n"]
 
     @property
-    def c_n(self) -> np.ndarray:
+    def c_n(self) -> Array:
         return self.outputs["c_n"]
 
 
@@ -223,7 +221,7 @@ def unit_of(name: str) -> Unit:
     return replace(UNITS[base], act=allowed)
 
 
-def activation_error(value: np.ndarray, unit: Unit) -> np.ndarray:
+def activation_error(value: Array, unit: Unit) -> Array:
     """Bound on the error of an activation's value (sigmoid or tanh, |value| <= 1): computed in fp32 within
     unit.act (ACTIVATION_ULPS fp32 ulps, or what the backend declares), then rounded to the cells'
     precision. Every framework's half-precision activation on a CPU computes in fp32 (torch, TensorFlow and
@@ -237,20 +235,20 @@ def store_roundoff(unit: Unit, store: str) -> float:
     return 0.0 if unit.cells == store else UNIT_ROUNDOFF[store]
 
 
-def store_of(inputs: dict[str, np.ndarray]) -> str:
+def store_of(inputs: dict[str, Array]) -> str:
     """The format h and c are stored in: the inputs' dtype (fp32, fp16 or bf16)."""
     from opbench.dtypes import dtype_name
 
     return dtype_name(inputs["x"].dtype)
 
 
-def input_projection(shape: RecurrentShape, f64: dict[str, np.ndarray]) -> np.ndarray:
+def input_projection(shape: RecurrentShape, f64: dict[str, Array]) -> Array:
     """x W_ih^T + b_ih for every step (T x B x G)."""
     t, b, i = shape.seq_len, shape.batch, shape.input_size
     return (f64["x"].reshape(t * b, i) @ f64["w_ih"].T + f64["b_ih"]).reshape(t, b, -1)
 
 
-def absolute_projection(shape: RecurrentShape, f64: dict[str, np.ndarray], both: bool = True) -> np.ndarray:
+def absolute_projection(shape: RecurrentShape, f64: dict[str, Array], both: bool = True) -> Array:
     """|x| |W_ih|^T + |b_ih| (and + |b_hh| with `both`: the ops that add both biases to one sum) for every
     step (T x B x G)."""
     bias = np.abs(f64["b_ih"]) + (np.abs(f64["b_hh"]) if both else 0.0)
@@ -258,22 +256,22 @@ def absolute_projection(shape: RecurrentShape, f64: dict[str, np.ndarray], both:
     return (np.abs(f64["x"]).reshape(t * b, i) @ np.abs(f64["w_ih"]).T + bias).reshape(t, b, -1)
 
 
-def recurrent_magnitude(h_prev: np.ndarray, w_hh: np.ndarray) -> np.ndarray:
+def recurrent_magnitude(h_prev: Array, w_hh: Array) -> Array:
     """|h| |W_hh|^T for every step at once (h_prev: T x B x H, the state each step read)."""
     t, b, h = h_prev.shape
     return (np.abs(h_prev).reshape(t * b, h) @ np.abs(w_hh).T).reshape(t, b, -1)
 
 
 def shared_magnitudes(
-    shape: RecurrentShape, f64: dict[str, np.ndarray], h_prev: np.ndarray, w_hh: np.ndarray
-) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    shape: RecurrentShape, f64: dict[str, Array], h_prev: Array, w_hh: Array
+) -> tuple[Array, tuple[Array, Array]]:
     """What the scales of every unit share, for an op that adds both biases to one sum (rnn, lstm): the
     pre-activations' magnitudes and operand maxima (computed once per reference)."""
     magnitude = absolute_projection(shape, f64) + recurrent_magnitude(h_prev, w_hh)
     return magnitude, operand_maxima(f64, h_prev)
 
 
-def operand_maxima(f64: dict[str, np.ndarray], h_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def operand_maxima(f64: dict[str, Array], h_prev: Array) -> tuple[Array, Array]:
     """The largest |operand| on each side of every pre-activation's products, biases included (times 1):
     per step and batch row (x, h), per gate row (W_ih, W_hh, b_ih, b_hh), for numerics.squares_bound."""
     rows = np.maximum(np.abs(f64["x"]).max(axis=2), np.abs(h_prev).max(axis=2))
@@ -283,13 +281,13 @@ def operand_maxima(f64: dict[str, np.ndarray], h_prev: np.ndarray) -> tuple[np.n
 
 
 def dot_scale(
-    value: np.ndarray,
-    magnitude: np.ndarray,
-    maxima: tuple[np.ndarray, np.ndarray],
+    value: Array,
+    magnitude: Array,
+    maxima: tuple[Array, Array],
     n: int,
     unit: Unit,
-    parts: tuple[np.ndarray, ...] = (),
-) -> np.ndarray:
+    parts: tuple[Array, ...] = (),
+) -> Array:
     """Scale of the error of pre-activations, each a sum of n products and biases in unit.sums (the dot
     bound of ops/numerics.py over LAMBDA); where the cells are narrower than the sums, each of `parts`
     and the sum are rounded to the cells' precision as well (the frameworks add x W_ih^T + b_ih and
@@ -304,8 +302,8 @@ def dot_scale(
 
 
 def error_bounds(
-    shape: RecurrentShape, inputs: dict[str, np.ndarray], ref: RecurrentReference, dtype: str, accumulate: str
-) -> dict[str, np.ndarray]:
+    shape: RecurrentShape, inputs: dict[str, Array], ref: RecurrentReference, dtype: str, accumulate: str
+) -> dict[str, Array]:
     """LAMBDA times the propagated scale of the unit `accumulate` names, plus the dtype's least rounding."""
     floor = tiny(dtype)
     return {k: LAMBDA * v + floor for k, v in ref.scales(accumulate).items()}
@@ -314,11 +312,11 @@ def error_bounds(
 def check(
     shape: RecurrentShape,
     output: Any,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     ref: RecurrentReference,
     dtype: str,
     accumulate: str,
-    bounds: dict[str, np.ndarray] | None = None,
+    bounds: dict[str, Array] | None = None,
 ) -> dict[str, Any]:
     """output as numpy arrays in PyTorch's return structure: (y, h_n), or (y, (h_n, c_n)) for the LSTM;
     `accumulate` names the unit (UNITS). The bound is LAMBDA times the propagated scale, plus the dtype's
@@ -337,7 +335,7 @@ def check(
 _BATCH_AXIS = {"x": 1, "dy": 1, "h0": 0, "c0": 0, "dh_n": 0, "dc_n": 0}
 
 
-def batch_rows(inputs: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+def batch_rows(inputs: dict[str, Array], rows: Array) -> dict[str, Array]:
     """The inputs of batch rows `rows` alone (weights and biases whole): rows of a recurrent layer are
     independent, forward and backward."""
     return {k: np.take(v, rows, axis=_BATCH_AXIS[k]) if k in _BATCH_AXIS else v for k, v in inputs.items()}
@@ -348,10 +346,10 @@ def spot_cost_flops(shape: RecurrentShape) -> int:
     return verify_cost_flops(replace(shape, batch=min(shape.batch, spot.SPOT_ROWS)))
 
 
-def spot_of(reference: Callable[[Any, dict[str, np.ndarray]], Any]) -> tuple[Callable[..., Any], ...]:
+def spot_of(reference: Callable[[Any, dict[str, Array]], Any]) -> tuple[Callable[..., Any], ...]:
     """An op's spot_part and spot_check (ops/spot.py): seeded batch rows, their reference computed alone."""
 
-    def spot_part(shape: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int) -> Any:
+    def spot_part(shape: Any, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int) -> Any:
         rows = spot.pick(shape.batch, seed)
         sub = replace(shape, batch=len(rows))
         sub_inputs = batch_rows(inputs, rows)

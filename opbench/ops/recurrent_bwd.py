@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array
 from opbench.ops import recurrent as fwd
 from opbench.ops import rnn, spot
 from opbench.ops.numerics import LAMBDA, compare, gamma, tiny
@@ -67,7 +67,7 @@ def verify_cost_flops(shape: fwd.RecurrentShape) -> int:
     return 3 * flops(shape)
 
 
-def make_inputs(shape: fwd.RecurrentShape, dtype: str, seed: int) -> dict[str, np.ndarray]:
+def make_inputs(shape: fwd.RecurrentShape, dtype: str, seed: int) -> dict[str, Array]:
     """The forward's inputs (the same values for the same seed) and the upstream gradients dy, dh_n and
     (LSTM) dc_n, uniform in [-1, 1)."""
     inputs = fwd.make_inputs(shape, dtype, seed)
@@ -81,11 +81,11 @@ def make_inputs(shape: fwd.RecurrentShape, dtype: str, seed: int) -> dict[str, n
     return inputs
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
+def _sigmoid(z: Array) -> Array:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def _forward64(shape: fwd.RecurrentShape, f64: dict[str, np.ndarray]) -> dict[str, Any]:
+def _forward64(shape: fwd.RecurrentShape, f64: dict[str, Array]) -> dict[str, Any]:
     """The float64 forward keeping what BPTT needs: y, h_prev per step, and the cell's activations."""
     cell = fwd.cell_of(shape)
     t_len, h = shape.seq_len, shape.hidden
@@ -93,7 +93,7 @@ def _forward64(shape: fwd.RecurrentShape, f64: dict[str, np.ndarray]) -> dict[st
     gx = (f64["x"] @ f64["w_ih"].T) + f64["b_ih"]  # T x B x G
     hs = f64["h0"]
     cs = f64.get("c0", np.zeros_like(hs))
-    saved: dict[str, list[np.ndarray]] = {k: [] for k in ("h_prev", "y", "gates", "c_prev", "c", "q", "z")}
+    saved: dict[str, list[Array]] = {k: [] for k in ("h_prev", "y", "gates", "c_prev", "c", "q", "z")}
     for t in range(t_len):
         saved["h_prev"].append(hs)
         gh = hs @ w_hh.T + f64["b_hh"]
@@ -125,11 +125,11 @@ def _forward64(shape: fwd.RecurrentShape, f64: dict[str, np.ndarray]) -> dict[st
 
 def _bptt(
     shape: fwd.RecurrentShape,
-    f64: dict[str, np.ndarray],
+    f64: dict[str, Array],
     fw: dict[str, Any],
     mode: str = "value",
     margin: Any = 0.0,
-) -> dict[str, np.ndarray]:
+) -> dict[str, Array]:
     """BPTT in float64 over the expansion of each gradient into terms (products of factors along a path):
     "value" the gradients; "abs" every product of magnitudes, every difference a sum of them (each
     gradient's sum of |terms| M); "square" every factor squared, every difference split in two terms (each
@@ -138,10 +138,10 @@ def _bptt(
     the units a correct implementation's own errors may switch)."""
     a: Any = {"value": lambda v: v, "abs": np.abs, "square": np.square}[mode]
 
-    def diff(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    def diff(p: Array, q: Array) -> Array:
         return p - q if mode == "value" else a(p) + a(q)
 
-    def one_minus(v: np.ndarray) -> np.ndarray:  # a derivative factor: a difference too (cancellation)
+    def one_minus(v: Array) -> Array:  # a derivative factor: a difference too (cancellation)
         return diff(np.ones_like(v), v)
 
     cell = fwd.cell_of(shape)
@@ -197,7 +197,7 @@ def _bptt(
     return out
 
 
-def reference(shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
+def reference(shape: fwd.RecurrentShape, inputs: dict[str, Array]) -> dict[str, Any]:
     """The float64 gradients and, beside them, the sums of |terms| and of terms^2 behind each (the bound)."""
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     fw = _forward64(shape, f64)
@@ -208,8 +208,8 @@ def reference(shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray]) -> dict[
     relu = fwd.cell_of(shape) == "rnn_relu"
     margin: Any = 0.0
     if relu:  # (the forward's scales: ops/rnn.py's reference, run once more for them)
-        margin = LAMBDA * rnn.reference(shape, inputs).scales(store)["z"]
-    out = {
+        margin = LAMBDA * rnn.reference(cast(rnn.RnnShape, shape), inputs).scales(store)["z"]
+    out: dict[str, Any] = {
         "grads": _bptt(shape, f64, fw, "value"),
         "magnitude": _bptt(shape, f64, fw, "abs", margin),
         "squares": _bptt(shape, f64, fw, "square", margin),
@@ -223,7 +223,7 @@ def reference(shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray]) -> dict[
 
 def grad_bounds(
     shape: fwd.RecurrentShape, ref: dict[str, Any], dtype: str, accumulate: str, names: tuple[str, ...]
-) -> dict[str, np.ndarray]:
+) -> dict[str, Array]:
     """The bound of each gradient in `names` (module docstring): the relative error of any term of its sum
     of |terms| M, through at most n = T (G + I + H) + T B + 8 T roundings, plus its rounding to the output
     format."""
@@ -266,8 +266,8 @@ def term_error(n: int, u: float) -> float:
 
 
 def error_bounds(
-    shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray], ref: dict[str, Any], dtype: str, accumulate: str
-) -> dict[str, np.ndarray]:
+    shape: fwd.RecurrentShape, inputs: dict[str, Array], ref: dict[str, Any], dtype: str, accumulate: str
+) -> dict[str, Array]:
     """What check() compares with: every gradient's bound."""
     return grad_bounds(shape, ref, dtype, accumulate, GRAD_NAMES[: len(ref["grads"])])
 
@@ -275,11 +275,11 @@ def error_bounds(
 def check(
     shape: fwd.RecurrentShape,
     output: Any,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     ref: dict[str, Any],
     dtype: str,
     accumulate: str,
-    bounds: dict[str, np.ndarray] | None = None,
+    bounds: dict[str, Array] | None = None,
 ) -> dict[str, Any]:
     """output = (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]) in that order."""
     names = GRAD_NAMES[: len(ref["grads"])]
@@ -297,7 +297,7 @@ def spot_cost_flops(shape: fwd.RecurrentShape) -> int:
 
 
 def spot_part(
-    shape: fwd.RecurrentShape, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+    shape: fwd.RecurrentShape, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
 ) -> spot.Part:
     """Seeded batch rows of dx, dh0 (and dc0), their BPTT computed alone (ops/spot.py); the weights'
     gradients sum over every row and are checked in full on the first call only."""
@@ -324,7 +324,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 
 def plan(
     shape: fwd.RecurrentShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from opbench.dtypes import Array
 from opbench.ops.fields import int_field
 from opbench.ops.numerics import LAMBDA
 from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
@@ -116,7 +117,7 @@ def default_cases() -> list[RnnShape]:
     return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
 
 
-def reference(shape: RnnShape, inputs: dict[str, np.ndarray]) -> RecurrentReference:
+def reference(shape: RnnShape, inputs: dict[str, Array]) -> RecurrentReference:
     """float64 forward pass, keeping what the error propagation needs. The scale of a correct
     implementation's error in a unit (ops/recurrent.py: UNITS), first order, independent roundings in
     quadrature (rss), e_act = activation_error:
@@ -139,7 +140,7 @@ def reference(shape: RnnShape, inputs: dict[str, np.ndarray]) -> RecurrentRefere
 
     magnitudes = functools.cache(functools.partial(shared_magnitudes, shape, f64, h_prev, w_hh))
 
-    def scales(unit: Unit) -> dict[str, np.ndarray]:
+    def scales(unit: Unit) -> dict[str, Array]:
         u_store = store_roundoff(unit, store)
         magnitude, maxima = magnitudes()
         n = shape.input_size + h + 2
@@ -171,7 +172,7 @@ spot_part, spot_check = spot_of(reference)
 
 def plan(
     shape: RnnShape,
-    inputs: dict[str, np.ndarray],
+    inputs: dict[str, Array],
     tiles: dict[str, int | None],
     threads: int,
     isa: str | None = None,

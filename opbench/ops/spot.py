@@ -14,23 +14,24 @@ part of the full reference, and a whole-output fault (stale, scaled, shifted, no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from opbench.dtypes import Array
 from opbench.ops.numerics import compare
 
 # Rows (images, filters, batch rows) a spot check recomputes in float64.
 SPOT_ROWS = 2
 
 
-def refreshed(inputs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+def refreshed(inputs: dict[str, Array], seed: int) -> dict[str, Array]:
     """New arrays with the inputs' values moved: each rotated (flattened) by a seeded offset, the first input
     negated."""
     rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, Array] = {}
     for i, (name, values) in enumerate(inputs.items()):
         flat = np.ascontiguousarray(values).reshape(-1)
         moved = np.roll(flat, int(rng.integers(1, max(2, flat.size)))).reshape(values.shape)
@@ -38,7 +39,7 @@ def refreshed(inputs: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]
     return out
 
 
-def pick(size: int, seed: int, count: int = SPOT_ROWS) -> np.ndarray:
+def pick(size: int, seed: int, count: int = SPOT_ROWS) -> Array:
     """`count` distinct indices below `size` (all of them when fewer), sorted, drawn with `seed`."""
     if size <= count:
         return np.arange(size)
@@ -52,10 +53,10 @@ class Part:
     recomputed, in words. It depends on the inputs, the seed and the accumulation alone, so the backends of
     one case can share it (verification.py)."""
 
-    shapes: dict[str, tuple[int, ...]]
+    shapes: Mapping[str, tuple[int, ...]]
     index: dict[str, Any]
-    refs: dict[str, np.ndarray]
-    bounds: dict[str, np.ndarray]
+    refs: dict[str, Array]
+    bounds: dict[str, Array]
     checked: str
 
     def compare(self, outputs: dict[str, Any], dtype: str) -> dict[str, Any]:
@@ -80,13 +81,13 @@ def checker(part: Callable[..., Part], named: Callable[[Any, Any], dict[str, Any
     named_outputs: the output's named arrays compared with the part."""
 
     def spot_check(
-        shape: Any, output: Any, inputs: dict[str, np.ndarray], dtype: str, accumulate: str, seed: int
+        shape: Any, output: Any, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
     ) -> dict[str, Any]:
         return part(shape, inputs, dtype, accumulate, seed).compare(named(shape, output), dtype)
 
     return spot_check
 
 
-def rows_text(what: str, picked: np.ndarray, total: int) -> str:
+def rows_text(what: str, picked: Array, total: int) -> str:
     """'rows 3, 17 of 1024' (what a spot check recomputed)."""
     return f"{what} {', '.join(str(int(i)) for i in picked)} of {total}"

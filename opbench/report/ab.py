@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from opbench.case import DOUBT_MARK, marked, named_doubts
+from opbench.dtypes import Array
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
 
@@ -41,7 +42,7 @@ BOOTSTRAP_DRAWS = 2000
 FAST_P = (1.0, 1.1, 1.5)
 
 
-def round_samples(time: dict[str, Any]) -> list[np.ndarray | None]:
+def round_samples(time: dict[str, Any]) -> list[Array | None]:
     """A record's per-call samples split by round, in visit order (None for a round the record dropped:
     throttled, or with our CPUs apart, and slower); one pool when the record does not say how they split
     (files before schema 7)."""
@@ -61,8 +62,8 @@ def round_processes(time: dict[str, Any]) -> list[int | None]:
 
 
 def speedup_interval(
-    a: list[np.ndarray | None],
-    b: list[np.ndarray | None],
+    a: list[Array | None],
+    b: list[Array | None],
     seed: int = 0,
     draws: int = BOOTSTRAP_DRAWS,
     processes: list[Any] | None = None,
@@ -72,11 +73,11 @@ def speedup_interval(
     each round's processes (both sides'), where they ran in several: processes are drawn first, then
     rounds within each, so that the interval spans how much one fresh process differs from another."""
 
-    def pooled(side: list[np.ndarray | None]) -> np.ndarray:
+    def pooled(side: list[Array | None]) -> Array:
         return np.concatenate([r for r in side if r is not None])
 
     kept = [i for i, (ra, rb) in enumerate(zip(a, b, strict=False)) if ra is not None and rb is not None]
-    both: list[tuple[np.ndarray, np.ndarray]] = [(a[i], b[i]) for i in kept]  # type: ignore[misc]
+    both: list[tuple[Array, Array]] = [(a[i], b[i]) for i in kept]  # type: ignore[misc]
     if len(a) != len(b) or len(a) == 1 or not both:  # not split alike, or no round kept by both: pooled
         both, kept = [(pooled(a), pooled(b))], [0]
         processes = None
@@ -97,7 +98,7 @@ def speedup_interval(
                 for t in range(draws)
             ]
 
-    def resampled(side: list[np.ndarray]) -> list[np.ndarray]:  # per round: draws x its sample count
+    def resampled(side: list[Array]) -> list[Array]:  # per round: draws x its sample count
         return [r[rng.integers(0, len(r), size=(draws, len(r)))] for r in side]
 
     ra, rb = resampled(pa), resampled(pb)
