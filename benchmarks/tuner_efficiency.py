@@ -45,7 +45,7 @@ SAMPLERS = ["tpe", "gp", "cmaes", "random"]
 
 def measure_grid(op: str, shape: Any, threads: int, storage: str) -> tuple[dict[str, float | None], float]:
     cfg = tuner.TuneConfig(
-        op=op,
+        op=get_op(op),
         shape=shape,
         dtype="fp32",
         threads=threads,
@@ -79,7 +79,7 @@ def measurements_to_targets(
 ) -> list[int | None]:
     """For each target GFLOPS, the number of distinct measurements after which it was first reached."""
     cfg = tuner.TuneConfig(
-        op=op,
+        op=get_op(op),
         shape=shape,
         dtype="fp32",
         threads=threads,

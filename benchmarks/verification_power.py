@@ -76,7 +76,7 @@ def conv_shape(c: int, size: int = 6, k: int = 8, n: int = 1, f: int = 3, groups
 
 
 def recurrent_shape(module: Any, i: int, h: int = 32, t: int = 4, b: int = 3) -> Any:
-    extra = {"relu": 0} if module is rnn else {}
+    extra = {"relu": 0} if module is rnn.OP else {}
     return module.shape_from_case({"seq_len": t, "batch": b, "input_size": i, "hidden": h, **extra})
 
 
@@ -179,7 +179,7 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
                 source = f"numpy emulation: {kind} sums in {precision}"
                 alarms.add(source, assumed, r["max_err_ratio"], f"{shape.label()} #{i}")
     # recurrent layers with fp16 / bf16 cells (numpy emulation)
-    for module in (lstm, gru, rnn):
+    for module in (lstm.OP, gru.OP, rnn.OP):
         for cells in ("fp16", "bf16"):
             for seed in range(6 if quick else 25):
                 size, hidden = int(rng.choice([8, 64, 256])), int(rng.choice([16, 64, 128]))
@@ -187,7 +187,7 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
                 inputs = module.make_inputs(shape, cells, seed)
                 out = recurrent_emulated(module, shape, inputs, cells)
                 r = module.check(shape, out, inputs, module.reference(shape, inputs), cells, f"{cells}-cells")
-                source = f"numpy emulation: {module.NAME} cells in {cells}"
+                source = f"numpy emulation: {module.name} cells in {cells}"
                 alarms.add(source, f"{cells}-cells", r["max_err_ratio"], f"{shape.label()} seed {seed}")
     # ours with fp16 accumulation (the exact emulation of the AVX512-FP16 kernel)
     from opbench import kernels
@@ -208,7 +208,7 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
                 )
     # every backend: the default suites and random odd shapes
     cases: list[tuple[str, Any]] = [("gemm", s) for s in gemm.default_cases()]
-    cases += [("conv", s) for s in conv.default_cases()] + [("lstm", s) for s in lstm.default_cases()]
+    cases += [("conv", s) for s in conv.default_cases()] + [("lstm", s) for s in lstm.OP.default_cases()]
     odd = 6 if quick else 40
     for _ in range(odd):
         m, n, k = (int(x) for x in rng.choice([1, 2, 3, 5, 7, 13, 31, 64, 97, 257], size=3))
@@ -217,10 +217,10 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
         cases.append(("conv", conv_shape(int(rng.choice([1, 3, 17, 64])), int(rng.choice([3, 7, 9])),
                                          int(rng.choice([1, 5, 16])), int(rng.choice([1, 2])))))  # fmt: skip
         cases.append(("conv:bwd", conv_shape(int(rng.choice([1, 3, 17])), int(rng.choice([3, 7])), 5)))
-        for module in (lstm, gru, rnn):
+        for module in (lstm.OP, gru.OP, rnn.OP):
             shape = recurrent_shape(module, int(rng.choice([1, 7, 64])), int(rng.choice([1, 9, 32])),
                                     int(rng.choice([1, 3])), int(rng.choice([1, 2, 5])))  # fmt: skip
-            cases += [(module.NAME, shape), (f"{module.NAME}:bwd", shape)]
+            cases += [(module.name, shape), (f"{module.name}:bwd", shape)]
     for key, shape in cases:
         op = get_op(key)
         for dtype in DTYPES:
@@ -270,10 +270,10 @@ def power_cases(quick: bool) -> tuple[list[tuple[str, str, Callable[[int], Any]]
         ("gemm:bwd", "M (dB's)", lambda k: gemm.GemmShape(k, 24, 24)),
         ("conv", "C x 3 x 3", lambda k: conv_shape(max(1, k // 9), 6, 8)),
         ("conv:bwd", "K x 3 x 3 (dx's)", lambda k: conv_shape(8, 6, max(1, k // 9))),
-        ("lstm", "I + H + 2", lambda k: recurrent_shape(lstm, max(1, k - 34), 32)),
-        ("gru", "I + H + 2", lambda k: recurrent_shape(gru, max(1, k - 34), 32)),
-        ("rnn", "I + H + 2", lambda k: recurrent_shape(rnn, max(1, k - 34), 32)),
-        ("lstm:bwd", "I + H + 2", lambda k: recurrent_shape(lstm, max(1, k - 34), 32)),
+        ("lstm", "I + H + 2", lambda k: recurrent_shape(lstm.OP, max(1, k - 34), 32)),
+        ("gru", "I + H + 2", lambda k: recurrent_shape(gru.OP, max(1, k - 34), 32)),
+        ("rnn", "I + H + 2", lambda k: recurrent_shape(rnn.OP, max(1, k - 34), 32)),
+        ("lstm:bwd", "I + H + 2", lambda k: recurrent_shape(lstm.OP, max(1, k - 34), 32)),
     ], ks
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from opbench.ops import get_op, op_key
+from opbench.ops import recorded
+from opbench.ops.base import Op
 
 
 class Status(str, Enum):
@@ -115,15 +116,16 @@ class Case:
     backend parameters (our kernels' tiles, ISA, accumulation) it runs with. `factors` are its axis values
     as the sweep spec gave them (before --scale).
 
-    `pass_name` is the training pass ("fwd", or "bwd": the gradients given an upstream gradient); `key`
-    ("gemm" or "gemm:bwd") is what the op registry and the backends are asked for. A backward case's
-    label ends in " bwd", so tables, reports and comparisons keep the passes of one shape apart.
+    `op` is the Op of the pass measured (ops/base.py): its `pass_name` is the training pass ("fwd", or
+    "bwd": the gradients given an upstream gradient) and its `key` ("gemm" or "gemm:bwd") what the backends
+    are asked for. A backward case's label ends in " bwd", so tables, reports and comparisons keep the
+    passes of one shape apart.
 
     `shape` is the op's frozen shape dataclass (ops/<op>.py) in a Case to measure. A Case read back from a
     record (Result.from_record) keeps the record's shape fields and label as written, so that reading a
     file of another version never depends on today's shape classes."""
 
-    op: str
+    op: Op[Any]
     shape: Any
     dtype: str
     backend: str
@@ -132,7 +134,6 @@ class Case:
     params: Mapping[str, Any] = field(default_factory=dict)
     factors: Mapping[str, Any] = field(default_factory=dict)
     label: str = ""
-    pass_name: str = "fwd"
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -140,18 +141,22 @@ class Case:
             object.__setattr__(self, "label", str(self.shape.label()) + suffix)
 
     @property
+    def pass_name(self) -> str:
+        return self.op.pass_name
+
+    @property
     def key(self) -> str:
-        return op_key(self.op, self.pass_name)
+        return self.op.key
 
     def shape_fields(self) -> dict[str, Any]:
         return dict(self.shape) if isinstance(self.shape, Mapping) else dict(self.shape.to_dict())
 
     @property
     def flops(self) -> int:
-        return get_op(self.key).flops(self.shape)
+        return self.op.flops(self.shape)
 
     def min_bytes(self) -> int:
-        return get_op(self.key).min_bytes(self.shape, self.dtype)
+        return self.op.min_bytes(self.shape, self.dtype)
 
 
 # A record's flags that question its measurement: it may not repeat (unstable, noisy, single_sample,
@@ -236,7 +241,7 @@ class Result:
         """The versioned JSON record (the one place a Result becomes one)."""
         c = self.case
         return {
-            "op": c.op,
+            "op": c.op.name,
             "pass": c.pass_name,
             "shape": c.shape_fields(),
             "factors": dict(c.factors),
@@ -267,9 +272,11 @@ class Result:
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> Result:
-        """A record of any readable schema version (fields a version lacks are None or empty)."""
+        """A record of any readable schema version (fields a version lacks are None or empty); an op this
+        version does not run keeps its name (ops.recorded)."""
+        pass_name = str(rec.get("pass") or "fwd")  # schema 5 on; every earlier record is a forward
         case = Case(
-            op=rec["op"],
+            op=recorded(rec["op"], pass_name),
             shape=dict(rec.get("shape") or {}),
             label=str(rec.get("label") or ""),
             dtype=rec["dtype"],
@@ -278,7 +285,6 @@ class Result:
             device=rec.get("device") or "cpu",
             params={},
             factors=rec.get("factors") or {},
-            pass_name=str(rec.get("pass") or "fwd"),  # schema 5 on; every earlier record is a forward
         )
         return cls(
             case,

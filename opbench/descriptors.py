@@ -29,7 +29,8 @@ from math import prod
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import get_op
+from opbench.ops import OPS, conv, gemm
+from opbench.ops.base import Op
 
 RECURRENT_ALGS = {"VANILLA_RNN": "rnn", "VANILLA_LSTM": "lstm", "LBR_GRU": "gru"}
 ALG_OF = {op: alg for alg, op in RECURRENT_ALGS.items()}
@@ -64,7 +65,7 @@ class Problem:
     """One descriptor, read: the op it maps to, its shape, and the dtypes its options named (None: the
     command line's)."""
 
-    op: str
+    op: Op[Any]
     shape: Any
     dtypes: tuple[str, ...] | None
     text: str
@@ -210,7 +211,7 @@ def _conv(text: str, mb: int, notes: list[str]) -> Any:
             raise ValueError(f"'{key}' must be >= 1, got {v}")
     top, bottom = _padding("h", h, r, sh, dh + 1, oh, ph)
     left, right = _padding("w", w, s, sw, dw + 1, ow, pw)
-    return get_op("conv").shape_from_case(
+    return conv.OP.shape_from_case(
         {"n": n, "c": e["ic"], "h": h, "w": w, "k": e["oc"], "r": r, "s": s, "stride_h": sh, "stride_w": sw,
          "pad_h": top, "pad_w": left, "pad_h_end": bottom, "pad_w_end": right, "dil_h": dh + 1,
          "dil_w": dw + 1, "groups": g}
@@ -249,7 +250,7 @@ def _matmul(text: str) -> Any:
         raise ValueError(f"the output '{parts[2]}' is not {'x'.join(map(str, [*lead_a, m, n]))}")
     if min(a + b) < 1:
         raise ValueError("sizes must be >= 1")
-    return get_op("gemm").shape_from_case({"m": m, "n": n, "k": k, "batch": prod(lead_a)})
+    return gemm.OP.shape_from_case({"m": m, "n": n, "k": k, "batch": prod(lead_a)})
 
 
 def _recurrent(
@@ -281,7 +282,7 @@ def _recurrent(
         if activation not in ("RELU", "TANH"):
             raise Unrunnable("activation", f"--activation={activation}: opbench's rnn is tanh or ReLU")
         fields["relu"] = int(activation == "RELU")
-    return get_op(op_name).shape_from_case(fields)
+    return OPS[op_name].shape_from_case(fields)
 
 
 def _recurrent_op(command_op: str | None, alg: str | None) -> str:
@@ -384,7 +385,9 @@ def expand(
             except Unrunnable as u:
                 skip(u.kind, str(u))
                 continue
-            problem = Problem(op_name, shape, opts.dtypes, text, where, name, tuple(dict.fromkeys(notes)))
+            problem = Problem(
+                OPS[op_name], shape, opts.dtypes, text, where, name, tuple(dict.fromkeys(notes))
+            )
             if problem not in out:
                 out.append(problem)
     except Unrunnable as u:

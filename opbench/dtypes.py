@@ -15,6 +15,8 @@ from opbench.errors import UsageError
 
 # An array of any dtype, in annotations (bf16 arrays are numpy arrays of ml_dtypes' type).
 Array = NDArray[Any]
+# A case's named input arrays (an op's make_inputs), as every backend is given them.
+Inputs = dict[str, Array]
 
 NUMPY_DTYPES: dict[str, Any] = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 # Unit roundoff u = 2^-p of each format (p = significand bits incl. the implicit one, minus one).

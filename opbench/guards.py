@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from opbench.case import Case, Result, Status
-from opbench.ops import get_op
+from opbench.ops import forward_of
 
 MISTRUST_ZEROS = 0.30
 SUSPECT_PEER_SPEEDUP = 10.0
@@ -53,7 +53,7 @@ def zero_fraction(output: Any) -> float | None:
 def zeros_guard(case: Case, output: Any, guards: dict[str, Any]) -> None:
     """Count the output's zeros into `guards`; a reason starting 'mistrusted' when there are too many."""
     fraction = zero_fraction(output)
-    expected_of = getattr(get_op(case.key), "expected_zero_fraction", None)
+    expected_of = case.op.expected_zero_fraction
     expected = float(expected_of(case.shape)) if expected_of else 0.0
     guards.update(zero_fraction=fraction, expected_zero_fraction=expected)
     if fraction is not None and fraction > expected + MISTRUST_ZEROS:
@@ -66,8 +66,8 @@ def zeros_guard(case: Case, output: Any, guards: dict[str, Any]) -> None:
 def useful_flops(case: Case) -> int:
     """The FLOPs of `case` that a kernel cannot skip: all of them, but for a conv's padded taps
     (ops/conv.py useful_flops, in the same share for its backward pass)."""
-    forward = get_op(case.op)
-    if not hasattr(forward, "useful_flops"):
+    forward = forward_of(case.op)
+    if forward.useful_flops is None:
         return case.flops
     return round(case.flops * forward.useful_flops(case.shape) / forward.flops(case.shape))
 
@@ -95,12 +95,12 @@ def peer_guard(results: list[Result]) -> list[Result]:
     timed: dict[tuple[str, str, str], list[tuple[float, str]]] = {}
     for r in results:
         if r.status is Status.OK and r.time and "slow" not in r.flags:
-            timed.setdefault((r.case.op, r.case.label, r.case.dtype), []).append(
+            timed.setdefault((r.case.op.name, r.case.label, r.case.dtype), []).append(
                 (r.time["median_s"], r.case.backend)
             )
     out = []
     for r in results:
-        group = timed.get((r.case.op, r.case.label, r.case.dtype), [])
+        group = timed.get((r.case.op.name, r.case.label, r.case.dtype), [])
         peers = [p for p in group if p[1] != r.case.backend]
         if r.status is not Status.OK or not r.time or not peers:
             out.append(r)

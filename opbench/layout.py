@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.dtypes import Array
+from opbench.dtypes import Array, Inputs
 
 PAGE = 4096
 LINE = 64
@@ -79,7 +79,7 @@ def place(array: Any, offset: int) -> Any:
     return placed
 
 
-def place_inputs(inputs: dict[str, Any], rng: random.Random | None) -> tuple[dict[str, Any], dict[str, int]]:
+def place_inputs(inputs: Inputs, rng: random.Random | None) -> tuple[Inputs, dict[str, int]]:
     """The inputs each copied to a random line offset within a page (no change without `rng`), and the
     offsets drawn, by input name."""
     if rng is None:

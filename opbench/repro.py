@@ -13,16 +13,17 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from opbench.case import Case
 from opbench.descriptors import describe, problem_options
 from opbench.secrets import mask_argv
 
 DEFAULT_ROUNDS = 3  # the sweep command's default --rounds: left out of a repro
 
 
-def sweep_command(case: Any, cfg: Any, shape_index: int, backend: Any, details: dict[str, Any]) -> str:
-    """`case` (case.Case) of sweep `cfg` (sweep.SweepConfig), the shape_index-th shape, run by `backend`."""
+def sweep_command(case: Case, cfg: Any, shape_index: int, backend: Any, details: dict[str, Any]) -> str:
+    """`case` of sweep `cfg` (sweep.SweepConfig), the shape_index-th shape, run by `backend`."""
     program, backend_args = backend.repro_args(dict(case.params), details)
-    return command(program, "sweep", case.op, case.shape, case.dtype, case.pass_name, cfg, shape_index,
+    return command(program, "sweep", case.op.name, case.shape, case.dtype, case.pass_name, cfg, shape_index,
                    backend_args)  # fmt: skip
 
 

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import AbstractContextManager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
+from opbench import gpu, machine, peak, sweep, visits
+from opbench import history as earlier
 from opbench.errors import UsageError
+from opbench.machine import utc_stamp
+from opbench.ops import pass_of
+from opbench.reference import THROTTLED_SPEED, apart_warning
+from opbench.results import ResultsWriter
+from opbench.sweep import SweepConfig
 
 
 class Observer(Protocol):
@@ -27,7 +35,7 @@ class Observer(Protocol):
 
 
 def run_sweeps(
-    configs: list[Any],
+    configs: list[SweepConfig],
     meta: dict[str, Any],
     out_dir: Path,
     formats: list[str],
@@ -35,10 +43,6 @@ def run_sweeps(
     writers: list[Any],
 ) -> None:
     """Run every config into its own results file (appended to `writers` as it is created)."""
-    from opbench import history as earlier
-    from opbench import machine, peak, sweep, visits
-    from opbench.machine import utc_stamp
-    from opbench.results import ResultsWriter
 
     first = configs[0]
     all_dtypes = tuple(dict.fromkeys(d for c in configs for d in c.dtypes))
@@ -61,10 +65,10 @@ def run_sweeps(
         prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
         for index, cfg in enumerate(configs):
             header = sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
-            writer = ResultsWriter(out_dir, f"{prefix}{cfg.op}-{stamp}", formats, header)
+            writer = ResultsWriter(out_dir, f"{prefix}{cfg.op.name}-{stamp}", formats, header)
             writers.append(writer)
             bench = sweep.make_bench(cfg, cpus, reference)
-            with observer.sweep_started(cfg.op, cfg.n_cases * cfg.rounds):
+            with observer.sweep_started(cfg.op.name, cfg.n_cases * cfg.rounds):
                 try:
                     sweep.run_sweep(
                         cfg, states, peak_table, writer.put, observer.visit_started, history, bench
@@ -74,8 +78,6 @@ def run_sweeps(
                 finally:
                     environment(writer, bench)
             if "accelerator" in writer.doc["machine"]:
-                from opbench import gpu
-
                 writer.doc["machine"]["accelerator"]["smi_end"] = gpu.clocks(cfg.device)  # clocks at the end
             writer.finish()
             observer.sweep_finished(writer.doc, writer.paths)
@@ -87,7 +89,7 @@ def run_sweeps(
 
 
 def sweep_header(
-    cfg: Any,
+    cfg: SweepConfig,
     meta: dict[str, Any],
     states: dict[str, Any],
     peak_table: dict[str, Any],
@@ -95,18 +97,13 @@ def sweep_header(
     index: int,
     bandwidth: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    from dataclasses import asdict
 
-    from opbench import machine, sweep
-    from opbench.ops import get_op, op_key
-
-    op = get_op(cfg.op)
     return {
-        "op": cfg.op,
+        "op": cfg.op.name,
         "passes": list(cfg.passes),
-        "shape_fields": list(op.SHAPE_FIELDS),
+        "shape_fields": list(cfg.op.shape_fields),
         "command": meta["command"],
-        "flop_note": "; ".join(get_op(op_key(cfg.op, p)).FLOP_NOTE for p in cfg.passes),
+        "flop_note": "; ".join(pass_of(cfg.op, p).flop_note for p in cfg.passes),
         "suite": meta["suite"],
         "scale": meta["scale"],
         "mode": meta["modes"][index],
@@ -136,7 +133,6 @@ def sweep_header(
 
 def accelerator_block(device: str) -> dict[str, Any]:
     """GPU provenance at the start of a run on a cuda device (name, CUDA, driver, clocks); empty on CPU."""
-    from opbench import gpu
 
     info = gpu.provenance(device)
     return {"accelerator": info} if info is not None else {}
@@ -145,9 +141,6 @@ def accelerator_block(device: str) -> dict[str, Any]:
 def environment(writer: Any, bench: Any) -> None:
     """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
     and this run's best probes into the machine's cache; also after an interrupt."""
-    from opbench import history as earlier
-    from opbench import peak
-    from opbench.reference import THROTTLED_SPEED, apart_warning
 
     flagged = Counter(f for r in writer.doc["records"] for f in r.get("flags", []))
     env = bench.monitor.finish(contended_cases=flagged["contended"])

@@ -4,14 +4,16 @@ factor at a time (as the operator study varies them) or as a full cross product.
 from __future__ import annotations
 
 import itertools
-from types import ModuleType
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from opbench.ops.base import Op
 
 MODES = ("one-factor", "product")
 MAX_SHAPES = 10_000  # per sweep: the command line's axes, and each [[sweep]] of a spec or suite
 
 
-def count(axes: dict[str, list[int]], mode: str) -> int:
+def count(axes: Mapping[str, Sequence[Any]], mode: str) -> int:
     """How many points expand() would visit, computed without expanding (duplicates included)."""
     if mode == "one-factor":
         return 1 + sum(len(v) for v in axes.values() if len(v) > 1)
@@ -22,9 +24,9 @@ def count(axes: dict[str, list[int]], mode: str) -> int:
 
 
 def expand(
-    op: ModuleType, axes: dict[str, list[int]], base: dict[str, Any], params: dict[str, Any], mode: str
+    op: Op[Any], axes: Mapping[str, Sequence[Any]], base: dict[str, Any], params: dict[str, Any], mode: str
 ) -> list[Any]:
-    """Shapes for `axes` (a subset of op.AXES) around `base` (every axis set) with fixed `params`.
+    """Shapes for `axes` (a subset of op.axes) around `base` (every axis set) with fixed `params`.
 
     one-factor: the base point, then each axis's values with every other axis at its base value; an axis
     given a single value is not varied but moves the base point (so `--input-size 6` fixes it).
@@ -38,7 +40,7 @@ def expand(
     if mode == "one-factor":
         base = {**base, **{a: v[0] for a, v in axes.items() if len(v) == 1}}
         axes = {a: v for a, v in axes.items() if len(v) > 1}
-    order = [a for a in op.AXES if a in axes]
+    order = [a for a in op.axes if a in axes]
     points: list[dict[str, Any]] = []
     if mode == "one-factor":
         points.append(dict(base))
@@ -54,14 +56,14 @@ def expand(
             shape = op.make_shape({**params, **point})
         except ValueError as e:
             described = ", ".join(f"{k}={v}" for k, v in point.items())
-            raise ValueError(f"{op.NAME} point ({described}): {e}") from None
+            raise ValueError(f"{op.name} point ({described}): {e}") from None
         if shape not in seen:
             seen.add(shape)
             shapes.append(shape)
     return shapes
 
 
-def scale_shapes(op: ModuleType, shapes: list[Any], factor: float) -> tuple[list[Any], list[Any]]:
+def scale_shapes(op: Op[Any], shapes: list[Any], factor: float) -> tuple[list[Any], list[Any]]:
     """Shrink batch and input size of every shape by factor (op.scale). Returns the scaled shapes, duplicates
     dropped, and beside each the shape it came from (the first, where two shrink to the same)."""
     scaled: list[Any] = []

@@ -27,6 +27,7 @@ from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
 from opbench.files import MAX_SPEC_BYTES, read_input
 from opbench.ops import OPS
+from opbench.ops.base import Op
 from opbench.ranges import parse_sizes
 from opbench.space import MAX_SHAPES, MODES, expand
 
@@ -44,7 +45,7 @@ SWEEP_KEYS = {"op", "mode", "dtypes", "backends", "base", "params", "axes", "cas
 class SweepPlan:
     """One operator's shapes from a spec; dtypes/backends None mean 'from the command line'."""
 
-    op: str
+    op: Op[Any]
     shapes: tuple[Any, ...]
     mode: str  # "one-factor", "product", or "cases" for an explicit list
     dtypes: tuple[str, ...] | None
@@ -109,7 +110,7 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
     if not isinstance(op_name, str) or op_name not in OPS:
         raise where.error(f"{prefix}.op", f"expected one of {', '.join(OPS)}, got {op_name!r}")
     op = OPS[op_name]
-    mode = table.get("mode", op.DEFAULT_MODE)
+    mode = table.get("mode", op.default_mode)
     if mode not in MODES:
         raise where.error(f"{prefix}.mode", f"expected {' or '.join(MODES)}, got {mode!r}")
 
@@ -130,27 +131,27 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
         except UsageError as e:
             raise where.error(f"{prefix}.backends", str(e)) from None
 
-    base = dict(op.BASE)
+    base = dict(op.base)
     for key in ("base", "axes", "params"):
         if key in table and not isinstance(table[key], dict):
             raise where.error(f"{prefix}.{key}", f"expected a table, got {table[key]!r}")
     for axis, value in table.get("base", {}).items():
-        if axis not in op.AXES:
+        if axis not in op.axes:
             raise where.error(
-                f"{prefix}.base.{axis}", f"not an axis of {op_name} (axes: {', '.join(op.AXES)})"
+                f"{prefix}.base.{axis}", f"not an axis of {op_name} (axes: {', '.join(op.axes)})"
             )
         values = _int_list(value, f"{prefix}.base.{axis}", where)
         if len(values) != 1:
             raise where.error(f"{prefix}.base.{axis}", f"expected one integer, got {value!r}")
         base[axis] = values[0]
-    params = dict(op.PARAMS)
+    params = dict(op.params)
     for name, value in table.get("params", {}).items():
-        if name not in op.PARAMS:
-            allowed = ", ".join(op.PARAMS) or "none"
+        if name not in op.params:
+            allowed = ", ".join(op.params) or "none"
             raise where.error(
                 f"{prefix}.params.{name}", f"not a parameter of {op_name} (parameters: {allowed})"
             )
-        choices = getattr(op, "PARAM_CHOICES", {}).get(name)
+        choices = op.param_choices.get(name)
         if choices is not None:
             if value not in choices:
                 raise where.error(
@@ -171,9 +172,9 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
             params[name] = value
     axes: dict[str, list[int]] = {}
     for axis, value in table.get("axes", {}).items():
-        if axis not in op.AXES:
+        if axis not in op.axes:
             raise where.error(
-                f"{prefix}.axes.{axis}", f"not an axis of {op_name} (axes: {', '.join(op.AXES)})"
+                f"{prefix}.axes.{axis}", f"not an axis of {op_name} (axes: {', '.join(op.axes)})"
             )
         axes[axis] = _int_list(value, f"{prefix}.axes.{axis}", where)
 
@@ -194,14 +195,14 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
             raise where.error(f"{prefix}.cases[{j}]", str(e)) from None
     if axes or not cases:
         try:
-            shapes.extend(expand(op, axes or getattr(op, "DEFAULT_AXES", {}), base, params, mode))
+            shapes.extend(expand(op, axes or op.default_axes, base, params, mode))
         except ValueError as e:
             raise where.error(f"{prefix}.axes", str(e)) from None
     unique = list(dict.fromkeys(shapes))
     if len(unique) > MAX_SHAPES:
         raise where.error(prefix, f"{len(unique)} shapes (limit {MAX_SHAPES})")
     label = mode if axes or not cases else "cases"  # a plain list of shapes is neither mode
-    return SweepPlan(op_name, tuple(unique), label, dtypes, backends, str(table.get("description", "")))
+    return SweepPlan(op, tuple(unique), label, dtypes, backends, str(table.get("description", "")))
 
 
 def load_spec(path: Path | str) -> Spec:
@@ -235,14 +236,14 @@ def load_spec(path: Path | str) -> Spec:
 def plans_from_problems(problems: list[Any], description: str = "") -> tuple[SweepPlan, ...]:
     """Descriptors (descriptors.Problem) as sweep plans: one per (op, dtypes), in the order each first
     appears, each listing its shapes once."""
-    groups: dict[tuple[str, tuple[str, ...] | None], list[Any]] = {}
+    groups: dict[tuple[Op[Any], tuple[str, ...] | None], list[Any]] = {}
     for p in problems:
         shapes = groups.setdefault((p.op, p.dtypes), [])
         if p.shape not in shapes:
             shapes.append(p.shape)
     for (op, _), shapes in groups.items():
         if len(shapes) > MAX_SHAPES:
-            raise UsageError(f"{len(shapes)} {op} problems (limit {MAX_SHAPES})")
+            raise UsageError(f"{len(shapes)} {op.name} problems (limit {MAX_SHAPES})")
     return tuple(
         SweepPlan(op, tuple(shapes), "cases", dtypes, None, description or "problem descriptors")
         for (op, dtypes), shapes in groups.items()

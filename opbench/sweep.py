@@ -23,7 +23,8 @@ from opbench.errors import BackendUnavailable, UsageError
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
-from opbench.ops import get_op, op_key
+from opbench.ops import pass_of
+from opbench.ops.base import Op
 from opbench.reference import InRunReference
 from opbench.repro import sweep_command
 from opbench.timing import Timer, TimerConfig
@@ -50,7 +51,7 @@ KEEP_PREPARED_BYTES = 1 << 30
 
 @dataclass(frozen=True)
 class SweepConfig:
-    op: str
+    op: Op[Any]  # the forward's; each of `passes` is measured (ops.pass_of)
     shapes: tuple[Any, ...]
     dtypes: tuple[str, ...]
     backends: tuple[str, ...]
@@ -228,7 +229,7 @@ def check_memory(configs: list[Any], budget: int) -> None:
     """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
     smallest = None
     for cfg in configs:
-        for op in (get_op(op_key(cfg.op, p)) for p in cfg.passes):
+        for op in (pass_of(cfg.op, p) for p in cfg.passes):
             for shape in cfg.shapes:
                 verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
                 for d in cfg.dtypes:
@@ -307,7 +308,7 @@ def run_sweep(
     def start(case: CaseRun, r: int) -> None:
         if on_case_start:
             suffix = f" (round {r + 1}/{cfg.rounds})" if cfg.rounds > 1 else ""
-            on_case_start(f"{cfg.op} {case.case.label} {case.dtype} {case.backend}{suffix}")
+            on_case_start(f"{cfg.op.name} {case.case.label} {case.dtype} {case.backend}{suffix}")
 
     order = visit_order(groups, cfg.rounds, cfg.seed, [c.backend for c in cases], cfg.paired)
     keep_budget = KEEP_PREPARED_BYTES if cfg.rounds > 1 else 0
@@ -318,11 +319,11 @@ def run_sweep(
     prepared_group: tuple[int, dict[str, Any], Any] | None = None
     for index in order[0]:
         case = cases[index]
-        op = get_op(case.case.key)
+        op = case.case.op
         start(case, 0)
         will_verify = cfg.verify and op.verify_cost_flops(case.shape) <= cfg.verify_max_gflop * 1e9
         need = op.memory_bytes(case.shape, case.dtype, reference=will_verify)
-        unsupported = getattr(op, "unsupported", lambda shape: None)(case.shape)
+        unsupported = op.unsupported(case.shape)
         if unsupported is not None or (cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes):
             case.end(Outcome(Reason.UNSUPPORTED, unsupported) if unsupported else _memory_skip(cfg, need))
             case.repro = sweep_command(case.case, cfg, case.shape_index, states[case.backend].backend, {})

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opbench.dtypes import Inputs
 from opbench.errors import UsageError
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -119,7 +120,7 @@ def load_function(kernel: dict[str, Any]) -> Callable[..., Any]:
     return fn
 
 
-def call(op: str, fn: Callable[..., Any], shape: Any, inputs: dict[str, Any], params: dict[str, Any]) -> Any:
+def call(op: str, fn: Callable[..., Any], shape: Any, inputs: Inputs, params: dict[str, Any]) -> Any:
     """One call of the user's kernel on the op's inputs, in the op's documented order."""
     if op == "gemm":
         return fn(inputs["a"], inputs["b"], **params)

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from opbench.case import Outcome, Reason
-from opbench.ops import get_op
+from opbench.dtypes import Inputs
+from opbench.ops.base import Op
 from opbench.ops.spot import refreshed
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class Expected:
     its bounds per accumulation, each computed when first asked and then shared: the bound's magnitudes cost
     as much as the reference, once per group instead of once per backend."""
 
-    def __init__(self, op: Any, shape: Any, inputs: dict[str, Any], dtype: str) -> None:
+    def __init__(self, op: Op[Any], shape: Any, inputs: Inputs, dtype: str) -> None:
         self.op, self.shape, self.inputs, self.dtype = op, shape, inputs, dtype
         self._bounds: dict[str, Any] = {}
 
@@ -91,7 +92,7 @@ def check_first(cfg: SweepConfig, case: CaseRun, output: Any, expected: Expected
     """Check a case's first call against the full float64 reference (None: verification is off, or over
     its cost cap, which case.verify then says) with the bound of what it is assumed to sum in; False (and the
     case ended as a wrong answer) if wrong."""
-    op, shape = get_op(case.case.key), case.shape
+    op, shape = case.case.op, case.shape
     if expected is None:
         if cfg.verify:
             cost = op.verify_cost_flops(shape) / 1e9
@@ -102,6 +103,7 @@ def check_first(cfg: SweepConfig, case: CaseRun, output: Any, expected: Expected
         return True
     with verify_threads(op.verify_cost_flops(shape)):
         reference, bounds = expected.reference, expected.bounds(case.accumulate)
+        assert case.inputs is not None  # made for the case's group, with its Expected
         result = op.check(shape, output, case.inputs, reference, case.dtype, case.accumulate, bounds)
     case.verify = {**result, "accumulate_assumed": case.accumulate}
     if not result["ok"]:
@@ -140,8 +142,8 @@ def _spot_part(cfg: SweepConfig, case: CaseRun, visit: int, refilled: bool) -> A
     seed = visit_seed(cfg, case, visit if refilled else 1)  # the first values: the same rows each visit
     key = (cfg.seed, case.shape_index, case.case.key, case.shape, case.dtype, case.accumulate, seed, refilled)
     if key not in _parts:
-        op = get_op(case.case.key)
-        _parts[key] = op.spot_part(case.shape, case.inputs, case.dtype, case.accumulate, seed)
+        assert case.inputs is not None  # a visit's values, checked after it
+        _parts[key] = case.case.op.spot_part(case.shape, case.inputs, case.dtype, case.accumulate, seed)
         if len(_parts) > SHARED_PARTS:
             _parts.popitem(last=False)
     return _parts[key]
@@ -151,7 +153,7 @@ def check_timed(cfg: SweepConfig, case: CaseRun, prepared: Any, refilled: bool) 
     """Check the output of the visit just timed on the values it computed on (the op's spot check), record
     it in case.timed, and end the case as a wrong answer if it is wrong. Skipped (and said) where the spot
     check would cost more than --verify-max-gflop."""
-    op = get_op(case.case.key)
+    op = case.case.op
     visit = len(case.visits)
     cost = op.spot_cost_flops(case.shape)
     if cost > cfg.verify_max_gflop * 1e9:

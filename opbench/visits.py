@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any
 from opbench import verification
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.caseresult import case_result
+from opbench.dtypes import Inputs
 from opbench.guards import zeros_guard
 from opbench.measure import Bench, Visit
-from opbench.ops import get_op, op_key
+from opbench.ops import pass_of
+from opbench.ops.base import Op
 from opbench.ops.spot import refreshed
 from opbench.repro import sweep_command
 from opbench.timing import Timer
@@ -79,24 +81,23 @@ def host_flush_note() -> str:
 
 def case_factors(cfg: SweepConfig, shape: Any) -> dict[str, Any]:
     """Axis values of the case as the spec gave them (before --scale)."""
-    op = get_op(cfg.op)
     if cfg.unscaled is None:
-        return dict(op.factors(shape))
-    return dict(op.factors(cfg.unscaled[cfg.shapes.index(shape)]))
+        return dict(cfg.op.factors(shape))
+    return dict(cfg.op.factors(cfg.unscaled[cfg.shapes.index(shape)]))
 
 
 def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: str, pass_name: str = "fwd") -> Case:
     """The Case of (shape, pass, dtype, backend) in this sweep, with the backend parameters it runs with."""
+    op = pass_of(cfg.op, pass_name)
     return Case(
-        op=cfg.op,
+        op=op,
         shape=shape,
         dtype=dtype,
         backend=backend,
         threads=cfg.threads,
         device=cfg.device,
-        params=_params(cfg, backend, shape, dtype, op_key(cfg.op, pass_name)),
+        params=_params(cfg, backend, shape, dtype, op.key),
         factors=case_factors(cfg, shape),
-        pass_name=pass_name,
     )
 
 
@@ -116,11 +117,11 @@ def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str, key: str) ->
     return params
 
 
-def probe_gflops(cfg: SweepConfig, st: BackendState, shape: Any, dtype: str, key: str) -> float | None:
-    """GFLOPS of one warm call of op key `key` on a scaled-down copy of `shape` (batch and input size shrunk
+def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dtype: str) -> float | None:
+    """GFLOPS of one warm call of `op` on a scaled-down copy of `shape` (batch and input size shrunk
     until it costs about PROBE_TARGET_FLOPS), or None if the shape cannot be shrunk enough or the probe
     fails."""
-    op = get_op(key)
+    key = op.key
     small, factor = shape, 1.0
     for _ in range(20):
         if op.flops(small) <= PROBE_TARGET_FLOPS:
@@ -162,8 +163,8 @@ class CaseRun:
     guards: dict[str, Any] = field(default_factory=dict)  # what the guards saw (zero_fraction: first visit)
     repro: str | None = None  # the command that measures this case again (repro.py)
     accumulate: str = ""  # what its verification bounds assume (Backend.accumulation, or its details)
-    inputs: dict[str, Any] | None = None  # the values its prepared case computes on (between checks)
-    first_inputs: dict[str, Any] | None = None  # the values it was prepared on, which refills move
+    inputs: Inputs | None = None  # the values its prepared case computes on (between checks)
+    first_inputs: Inputs | None = None  # the values it was prepared on, which refills move
     # each visit's check of its timed output
     timed: list[verification.TimedCheck] = field(default_factory=list)
 
@@ -196,7 +197,7 @@ def processes(st: BackendState) -> int:
     return st.backend.processes if isinstance(st.backend, RemoteBackend) else 0
 
 
-def prepare(st: BackendState, case: CaseRun, inputs: dict[str, Any], process: int) -> Any:
+def prepare(st: BackendState, case: CaseRun, inputs: Inputs, process: int) -> Any:
     """The case prepared by its backend, in worker `process` where it runs in several."""
     from opbench.backends.remote import RemoteBackend
 
@@ -272,7 +273,7 @@ def first_visit(
     cfg: SweepConfig,
     st: BackendState,
     case: CaseRun,
-    inputs: dict[str, Any],
+    inputs: Inputs,
     expected: verification.Expected | None,
     bench: Bench,
     timer: Timer,
@@ -296,7 +297,7 @@ def first_visit(
     flops = case.case.flops
     known = history.best(name, key, dtype)
     if known is None and flops > PROBE_MIN_FLOPS:
-        probed = probe_gflops(cfg, st, shape, dtype, key)
+        probed = probe_gflops(cfg, st, case.case.op, shape, dtype)
         if probed is not None:
             history.record(name, key, dtype, probed, "a scaled-down probe of this case")
             known = history.best(name, key, dtype)
@@ -345,7 +346,7 @@ def first_visit(
         case.inputs = case.first_inputs = None  # a later visit prepares it again, on new values
     gflops = flops / m.median_s / 1e9
     if math.isfinite(gflops):
-        history.record(name, key, dtype, gflops, f"{cfg.op} {case.case.label} earlier in this run")
+        history.record(name, key, dtype, gflops, f"{cfg.op.name} {case.case.label} earlier in this run")
 
 
 def later_visit(cfg: SweepConfig, st: BackendState, case: CaseRun, bench: Bench, timer: Timer) -> None:
@@ -355,7 +356,7 @@ def later_visit(cfg: SweepConfig, st: BackendState, case: CaseRun, bench: Bench,
     new values and prepared again; timed and its timed output checked (timed_visit). A failure now ends the
     case's visits and is noted; the rounds already measured stay (a wrong timed output ends the case as a
     wrong answer)."""
-    op = get_op(case.case.key)
+    op = case.case.op
     process = case.process(st)
     try:
         prepared, fresh = case.prepared.get(process), False
@@ -388,7 +389,7 @@ def measure_case(
     st: BackendState,
     shape: Any,
     dtype: str,
-    inputs: dict[str, Any],
+    inputs: Inputs,
     expected: verification.Expected | None,
     peak: dict[str, Any] | None,
     bench: Bench,

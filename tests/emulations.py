@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import NUMPY_DTYPES
-from opbench.ops import gru, lstm
 
 
 def emulated(a: np.ndarray, b: np.ndarray, kind: str, precision: str, block: int = 0) -> np.ndarray:
@@ -57,13 +56,13 @@ def recurrent_emulated(module: Any, shape: Any, inputs: dict[str, np.ndarray], c
     for step in range(shape.seq_len):
         gx = r(r(f["x"][step].astype(np.float32) @ f["w_ih"].T.astype(np.float32)) + f["b_ih"])
         gh = r(r(h.astype(np.float32) @ f["w_hh"].T.astype(np.float32)) + f["b_hh"])
-        if module is lstm:
+        if module.name == "lstm":
             z = r(gx + gh)
             i, fg, o = sig(z[:, :hid]), sig(z[:, hid : 2 * hid]), sig(z[:, 3 * hid :])
             g = r(np.tanh(z[:, 2 * hid : 3 * hid]))
             c = r(r(fg * c) + r(i * g))
             h = r(o * r(np.tanh(c)))
-        elif module is gru:
+        elif module.name == "gru":
             rz = sig(r(gx[:, : 2 * hid] + gh[:, : 2 * hid]))
             n = r(np.tanh(r(gx[:, 2 * hid :] + r(rz[:, :hid] * gh[:, 2 * hid :]))))
             h = r(n + r(rz[:, hid:] * r(h - n)))
@@ -71,6 +70,6 @@ def recurrent_emulated(module: Any, shape: Any, inputs: dict[str, np.ndarray], c
             h = r(np.tanh(r(gx + gh)))
         ys.append(h)
     y = np.stack(ys).astype(t)
-    if module is lstm:
+    if module.name == "lstm":
         return y, (y[-1], np.asarray(c).astype(t))
     return y, y[-1]

@@ -113,7 +113,7 @@ def _ab_on_fake_clock(a: FakeBackend, b: FakeBackend, threshold: float | None = 
     for side in (a, b):
         backends.register(side.name, lambda side=side: side)
     cfg = sweep.SweepConfig(
-        op="gemm",
+        op=gemm.OP,
         shapes=tuple(gemm.GemmShape(m, 16, 16) for m in (3, 8, 13, 16, 31)),
         dtypes=("fp32",),
         backends=(a.name, b.name),

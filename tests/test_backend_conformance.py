@@ -21,45 +21,45 @@ from conftest import missing
 
 from opbench.backends import BACKENDS, Backend
 from opbench.errors import BackendUnavailable
-from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, op_key, rnn, rnn_bwd
+from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, rnn, rnn_bwd
 from opbench.ops.spot import refreshed
 from opbench.visits import UNSUPPORTED
 
 NAMES = list(BACKENDS)
-# Odd sizes: 1, primes, non-multiples of every tile. Each case: (op module, shape).
+# Odd sizes: 1, primes, non-multiples of every tile. Each case: (its Op, shape).
 CASES: dict[str, tuple[Any, Any]] = {
-    "gemm": (gemm, gemm.GemmShape(17, 31, 13)),
-    "gemm-batched": (gemm, gemm.GemmShape(17, 31, 13, batch=5)),
-    "conv": (conv, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
+    "gemm": (gemm.OP, gemm.GemmShape(17, 31, 13)),
+    "gemm-batched": (gemm.OP, gemm.GemmShape(17, 31, 13, batch=5)),
+    "conv": (conv.OP, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
     # padding per side (benchdnn's implied padding): top 2, bottom 1, left 0, right 2
-    "conv-sides": (conv, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=2, pad_w=0, pad_h_end=1, pad_w_end=2)),
+    "conv-sides": (conv.OP, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=2, pad_w=0, pad_h_end=1, pad_w_end=2)),
     "conv-sides-s2": (
-        conv,
+        conv.OP,
         conv.ConvShape(1, 4, 9, 13, 6, 3, 2, 2, 2, pad_h=0, pad_w=1, groups=2, pad_h_end=1, pad_w_end=0),
     ),
-    "rnn": (rnn, rnn.RnnShape(3, 2, 7, 5)),
-    "rnn-relu": (rnn, rnn.RnnShape(3, 2, 7, 5, relu=1)),
+    "rnn": (rnn.OP, rnn.RnnShape(3, 2, 7, 5)),
+    "rnn-relu": (rnn.OP, rnn.RnnShape(3, 2, 7, 5, relu=1)),
     # one hidden unit: weights of +-1, saturated tanh (MindSpore's approximate tanh, derivative cancellation)
-    "rnn-h1": (rnn, rnn.RnnShape(3, 5, 64, 1)),
-    "gru": (gru, gru.GruShape(3, 2, 7, 5)),
-    "lstm": (lstm, lstm.LstmShape(3, 2, 7, 5)),
-    "gemm:bwd": (gemm_bwd, gemm.GemmShape(17, 31, 13)),
-    "conv:bwd": (conv_bwd, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
+    "rnn-h1": (rnn.OP, rnn.RnnShape(3, 5, 64, 1)),
+    "gru": (gru.OP, gru.GruShape(3, 2, 7, 5)),
+    "lstm": (lstm.OP, lstm.LstmShape(3, 2, 7, 5)),
+    "gemm:bwd": (gemm_bwd.OP, gemm.GemmShape(17, 31, 13)),
+    "conv:bwd": (conv_bwd.OP, conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=1, pad_w=1)),
     "conv:bwd-sides": (
-        conv_bwd,
+        conv_bwd.OP,
         conv.ConvShape(2, 3, 11, 7, 5, 3, 3, pad_h=2, pad_w=0, pad_h_end=1, pad_w_end=2),
     ),
     "conv:bwd-sides-s2": (
-        conv_bwd,
+        conv_bwd.OP,
         conv.ConvShape(1, 4, 9, 13, 6, 3, 2, 2, 2, pad_h=0, pad_w=1, pad_h_end=1, pad_w_end=0),
     ),
-    "rnn:bwd": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5)),
-    "rnn:bwd-relu": (rnn_bwd, rnn.RnnShape(3, 2, 7, 5, relu=1)),
-    "rnn:bwd-h1": (rnn_bwd, rnn.RnnShape(3, 5, 64, 1)),
-    "gru:bwd": (gru_bwd, gru.GruShape(3, 2, 7, 5)),
-    "lstm:bwd": (lstm_bwd, lstm.LstmShape(3, 2, 7, 5)),
+    "rnn:bwd": (rnn_bwd.OP, rnn.RnnShape(3, 2, 7, 5)),
+    "rnn:bwd-relu": (rnn_bwd.OP, rnn.RnnShape(3, 2, 7, 5, relu=1)),
+    "rnn:bwd-h1": (rnn_bwd.OP, rnn.RnnShape(3, 5, 64, 1)),
+    "gru:bwd": (gru_bwd.OP, gru.GruShape(3, 2, 7, 5)),
+    "lstm:bwd": (lstm_bwd.OP, lstm.LstmShape(3, 2, 7, 5)),
     "conv:bwd-s2-g": (
-        conv_bwd,
+        conv_bwd.OP,
         conv.ConvShape(2, 4, 9, 8, 6, 3, 3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=2),
     ),
 }
@@ -94,7 +94,7 @@ def test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason(
     backend: Backend, case_name: str, dtype: str
 ) -> None:
     op, shape = CASES[case_name]
-    op_name = op_key(op.NAME, getattr(op, "PASS", "fwd"))
+    op_name = op.key
     reason = backend.unsupported_reason(op_name, dtype)
     if reason is not None:
         assert isinstance(reason, str) and reason

@@ -190,7 +190,7 @@ RECURRENT_TILES = [{}, {"tile_m": 5, "tile_n": 40, "tile_k": 7}]
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("op", [lstm, gru, rnn], ids=lambda m: m.NAME)
+@pytest.mark.parametrize("op", [lstm.OP, gru.OP, rnn.OP], ids=lambda m: m.name)
 def test_bf16_recurrent_layers_are_within_the_float64_bound(isa: str, op: Any) -> None:
     """h and c come back in bf16; the gates and the state stay fp32 in our kernels ("fp32" cells), W_hh is
     packed once in pairs for all steps (an odd tile_k pads every K block to a pair)."""
@@ -292,10 +292,10 @@ plan = kernels.prepare_conv2d(i["x"], i["w"], padding=1, threads=2)
 assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
 assert conv.check(c, plan.output(), i, conv.reference(c, i), "bf16", "fp32")["ok"]
 r = lstm.shape_from_case(dict(seq_len=3, batch=5, input_size=7, hidden=13))
-i = lstm.make_inputs(r, "bf16", 3)
+i = lstm.OP.make_inputs(r, "bf16", 3)
 plan = lstm.plan(r, i, {}, 2)
 assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
-assert lstm.check(r, plan.output(), i, lstm.reference(r, i), "bf16", "fp32")["ok"]
+assert lstm.OP.check(r, plan.output(), i, lstm.reference(r, i), "bf16", "fp32")["ok"]
 """.replace("ISA", repr(isa))
     script = "KERNELS = set()\n" + script.replace(
         'print(plan.tiles()["kernel"])',
@@ -351,7 +351,7 @@ def test_the_tuner_names_the_bf16_register_tile_and_its_element_size() -> None:
         assert fp32["elem_bytes"] == 4
     # bf16 conv: the GEMM its way runs (here pixels of both images as rows, the filters as columns)
     shape = conv.shape_from_case(dict(n=2, c=64, h=14, w=14, k=128, r=3, s=3, pad_h=1, pad_w=1))
-    names = _names(TuneConfig(shape, "bf16", 1, "s", "sqlite://", op="conv"))
+    names = _names(TuneConfig(shape, "bf16", 1, "s", "sqlite://", op=conv.OP))
     assert (names["m"], names["n"], names["k"]) == (2 * 14 * 14, 128, 64 * 9)
 
 

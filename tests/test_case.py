@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
-from opbench.ops import conv, gemm, lstm
+from opbench.ops import conv, gemm, get_op, lstm
 from opbench.sweep import SweepConfig, _memory_skip
 from opbench.tune.isolation import describe_exit
 from opbench.visits import _failure
@@ -20,8 +20,9 @@ TIME = Reason.TIME
 
 def _case(shape: object = None, **kw: object) -> Case:
     shape = shape or gemm.GemmShape(3, 5, 7)
-    fields = {"op": "gemm", "dtype": "fp32", "backend": "cpp", "threads": 2, "device": "cpu"}
-    return Case(shape=shape, **{**fields, **kw})  # type: ignore[arg-type]
+    fields = {"op": "gemm", "dtype": "fp32", "backend": "cpp", "threads": 2, "device": "cpu", **kw}
+    fields["op"] = get_op(str(fields["op"]))
+    return Case(shape=shape, **fields)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -100,7 +101,7 @@ def test_an_outcome_refuses_a_text_that_reads_back_as_another_kind() -> None:
 
 def test_the_producers_write_texts_of_their_own_kind() -> None:
     shapes = (gemm.GemmShape(8, 8, 8),)
-    cfg = SweepConfig("gemm", shapes, ("fp32",), ("cpp",), threads=1, max_memory_bytes=1 << 30)
+    cfg = SweepConfig(gemm.OP, shapes, ("fp32",), ("cpp",), threads=1, max_memory_bytes=1 << 30)
     assert _memory_skip(cfg, 3 << 30).reason is Reason.MEMORY
     assert (
         _failure("torch", RuntimeError("\"addmm\" not implemented for 'Half'")).reason is Reason.UNSUPPORTED
@@ -114,3 +115,16 @@ def test_the_producers_write_texts_of_their_own_kind() -> None:
 def test_any_exception_message_is_an_error_or_unsupported_never_a_mismatch(message: str) -> None:
     outcome = _failure("torch", RuntimeError(message))  # an Outcome that did not read back would raise
     assert outcome.reason in (Reason.ERROR, Reason.UNSUPPORTED)
+
+
+def test_a_record_of_an_op_this_version_does_not_run_keeps_its_name_and_refuses_to_measure() -> None:
+    from opbench.errors import UsageError
+
+    rec = Result.of(_case()).to_record()
+    for op, pass_name in (("gemm2", "fwd"), ("gemm", "sideways")):
+        back = Result.from_record({**rec, "op": op, "pass": pass_name})
+        assert (back.case.op.name, back.case.pass_name) == (op, pass_name)
+        assert back.to_record()["op"] == op and back.flops == rec["flops"]  # what the record said
+        with pytest.raises(UsageError, match=f"op '{op}' .* is not one this version of opbench runs"):
+            back.case.min_bytes()
+    assert Result.from_record(rec).case.op is gemm.OP  # a known op is the registry's own

@@ -18,7 +18,7 @@ from opbench.specs import load_batch_spec, load_suite
 
 def test_conv_descriptor_with_every_entry() -> None:
     p = descriptors.parse('g2mb4_ic8ih9iw11_oc6oh5ow6_kh3kw2_sh2sw2_ph1pw1_dh0dw1_n"my:conv"')
-    assert p.op == "conv" and p.name == "my:conv" and p.dtypes is None
+    assert p.op.name == "conv" and p.name == "my:conv" and p.dtypes is None
     assert p.shape == conv.ConvShape(4, 8, 9, 11, 6, 3, 2, 2, 2, 1, 1, 1, 2, 2)
 
 
@@ -87,8 +87,8 @@ def test_batched_matmul_descriptors() -> None:
 def test_matmul_and_recurrent_descriptors() -> None:
     assert descriptors.parse("1024x768:768x3072").shape == gemm.GemmShape(1024, 3072, 768)
     assert descriptors.parse('3x5:5x7_n"fc"').shape == gemm.GemmShape(3, 7, 5)
-    p = descriptors.parse("l1t50mb64sic512slc256dhc512dic512")
-    assert p.op == "rnn" and p.shape == rnn.RnnShape(50, 64, 256, 512, relu=1)  # VANILLA_RNN's RELU default
+    p = descriptors.parse("l1t50mb64sic512slc256dhc512dic512")  # VANILLA_RNN's RELU default
+    assert p.op.name == "rnn" and p.shape == rnn.RnnShape(50, 64, 256, 512, relu=1)
     assert descriptors.parse("sic16").shape == rnn.RnnShape(1, 2, 16, 16, relu=1)  # t 1, mb 2, slc = sic
     assert descriptors.parse("t3mb2sic16", "lstm").shape == lstm.LstmShape(3, 2, 16, 16)  # the command's op
     tanh = descriptors.parse("t3sic16", "rnn", opts=descriptors.options("tanh"))
@@ -184,11 +184,11 @@ def test_batch_file_option_lists_run_every_value(tmp_path: Path) -> None:
         "   --direction=left2right,concat --t=2,3 sic8\n",
     )
     batch = batchfiles.read_batch(path)
-    conv_problems = [p for p in batch.problems if p.op == "conv"]
+    conv_problems = [p for p in batch.problems if p.op.name == "conv"]
     assert [p.shape.n for p in conv_problems] == [1, 4] and conv_problems[0].dtypes == ("fp32", "bf16")
     kinds = sorted(s.kind for s in batch.skipped)
     assert kinds == ["activation", "alg", "backward", "direction", "dtype"], batch.skipped
-    rnn_ops = sorted((p.op, p.shape.seq_len, getattr(p.shape, "relu", None)) for p in batch.problems[2:])
+    rnn_ops = sorted((p.op.name, p.shape.seq_len, getattr(p.shape, "relu", None)) for p in batch.problems[2:])
     assert rnn_ops == [("gru", 2, None), ("gru", 3, None), ("rnn", 2, 0), ("rnn", 2, 1), ("rnn", 3, 0),
                        ("rnn", 3, 1)]  # fmt: skip
     assert all(p.where.endswith(":2") for p in batch.problems[2:])  # a continued line keeps its number
@@ -219,7 +219,7 @@ def test_a_line_that_cannot_run_does_not_sink_the_file(tmp_path: Path) -> None:
     assert summary["ignored_options"] == {"--stag": 1}
     assert "--zzz is in force" in batch.skipped[3].reason
     spec = load_batch_spec(path)
-    assert spec.lines == summary and [pl.op for pl in spec.plans] == ["conv", "gemm"]
+    assert spec.lines == summary and [pl.op.name for pl in spec.plans] == ["conv", "gemm"]
     with pytest.raises(UsageError) as e:
         load_batch_spec(path, strict=True)
     assert ":3: 'ic3id4ih5oc4kh3': id4 makes it a 3-D convolution" in str(e.value) and "--strict" in str(
@@ -240,14 +240,14 @@ def test_batch_file_options_comments_and_includes(tmp_path: Path) -> None:
         "--batch=more.batch\n",
     )
     problems = batchfiles.load_batch(path)
-    assert [p.op for p in problems] == ["conv", "conv", "conv", "gru", "lstm", "gemm"]
+    assert [p.op.name for p in problems] == ["conv", "conv", "conv", "gru", "lstm", "gemm"]
     assert problems[0].dtypes == ("bf16",) and problems[3].dtypes is None  # --reset
     assert problems[2].shape.n == 16 and problems[2].name == "pointwise"
     assert problems[3].shape == gru.GruShape(3, 2, 8, 8)
     assert problems[5].where.endswith("more.batch:1")
     spec = load_batch_spec(path)
     assert spec.description == "my layers"
-    assert [(pl.op, len(pl.shapes), pl.dtypes) for pl in spec.plans] == [
+    assert [(pl.op.name, len(pl.shapes), pl.dtypes) for pl in spec.plans] == [
         ("conv", 3, ("bf16",)), ("gru", 1, None), ("lstm", 1, None), ("gemm", 1, None),
     ]  # fmt: skip
 
@@ -293,7 +293,7 @@ def test_malformed_batch_files_name_the_line(tmp_path: Path, text: str, message:
 
 def test_resnet50_suite_is_a_descriptor_file() -> None:
     spec = load_suite("resnet50")
-    assert [(pl.op, len(pl.shapes)) for pl in spec.plans] == [("conv", 20), ("gemm", 1)]
+    assert [(pl.op.name, len(pl.shapes)) for pl in spec.plans] == [("conv", 20), ("gemm", 1)]
     stem = spec.plans[0].shapes[0]
     assert (stem.c, stem.h, stem.k, stem.r, stem.stride_h, stem.pad_h, stem.out_h) == (
         3,

@@ -275,9 +275,9 @@ for dtype in ("fp32", "fp16"):
     c = kernels.gemm(i["a"], i["b"], threads=2)
     assert gemm.check(s, c, i, gemm.reference(s, i), dtype, "fp32")["ok"]
     s = lstm.LstmShape(4, 3, 7, 9)
-    i = lstm.make_inputs(s, dtype, 3)
+    i = lstm.OP.make_inputs(s, dtype, 3)
     out = kernels.lstm(i["x"], i["w_ih"], i["w_hh"], i["b_ih"], i["b_hh"], i["h0"], i["c0"])
-    assert lstm.check(s, out, i, lstm.reference(s, i), dtype, "fp32")["ok"]
+    assert lstm.OP.check(s, out, i, lstm.reference(s, i), dtype, "fp32")["ok"]
     small = {
         "gemm": {"m": 19, "n": 23, "k": 17},
         "conv": {"n": 2, "c": 4, "h": 9, "w": 8, "k": 6, "r": 3, "s": 3, "stride_h": 2, "groups": 2},

@@ -12,6 +12,7 @@ from conftest import import_or_skip
 
 from opbench import kernels
 from opbench.ops import gru, lstm, rnn
+from opbench.ops.recurrent import input_names
 
 ISAS = kernels.available_isas()
 SHAPES = [(1, 1, 1, 1), (5, 3, 7, 9), (4, 2, 16, 33), (3, 5, 8, 20), (25, 4, 61, 67), (2, 17, 130, 257)]
@@ -21,10 +22,10 @@ TORCH_CLASS = {"rnn_tanh": "RNN", "rnn_relu": "RNN", "gru": "GRU", "lstm": "LSTM
 
 def op_and_shape(cell: str, dims: tuple[int, ...]) -> tuple[Any, Any]:
     if cell == "lstm":
-        return lstm, lstm.LstmShape(*dims)
+        return lstm.OP, lstm.LstmShape(*dims)
     if cell == "gru":
-        return gru, gru.GruShape(*dims)
-    return rnn, rnn.RnnShape(*dims, relu=int(cell == "rnn_relu"))
+        return gru.OP, gru.GruShape(*dims)
+    return rnn.OP, rnn.RnnShape(*dims, relu=int(cell == "rnn_relu"))
 
 
 def run(inp: dict[str, np.ndarray], **kw: Any) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
@@ -129,7 +130,7 @@ def test_the_bound_grows_with_k_and_depends_on_the_unit(cell: str) -> None:
 
 def test_the_tolerance_catches_a_wrong_gate_order() -> None:
     shape = lstm.LstmShape(5, 3, 12, 10)
-    inp = lstm.make_inputs(shape, "fp32", seed=10)
+    inp = lstm.OP.make_inputs(shape, "fp32", seed=10)
     ref = lstm.reference(shape, inp)
     h = shape.hidden
     swapped = dict(inp)
@@ -137,12 +138,12 @@ def test_the_tolerance_catches_a_wrong_gate_order() -> None:
         v = inp[name].copy()
         v[:h], v[h : 2 * h] = inp[name][h : 2 * h], inp[name][:h]
         swapped[name] = v
-    assert lstm.check(shape, run(inp), inp, ref, "fp32", "fp32")["ok"]
-    assert not lstm.check(shape, run(swapped), inp, ref, "fp32", "fp32")["ok"]
+    assert lstm.OP.check(shape, run(inp), inp, ref, "fp32", "fp32")["ok"]
+    assert not lstm.OP.check(shape, run(swapped), inp, ref, "fp32", "fp32")["ok"]
 
 
 def test_invalid_input_raises_value_error() -> None:
-    inp = lstm.make_inputs(lstm.LstmShape(3, 2, 5, 4), "fp32", seed=0)
+    inp = lstm.OP.make_inputs(lstm.LstmShape(3, 2, 5, 4), "fp32", seed=0)
     cases = [
         ({"x": inp["x"][0]}, "x must be a 3-D array, got 2-D"),
         ({"w_hh": np.ones((15, 4), np.float32)}, "dimension 0 must be 4 \\* hidden"),
@@ -171,18 +172,18 @@ def _swap_blocks(inp: dict[str, np.ndarray], h: int, a: int, b: int) -> dict[str
 
 def test_the_tolerance_catches_a_wrong_gru_gate_order_and_a_wrong_activation() -> None:
     shape = gru.GruShape(5, 3, 12, 10)
-    inp = gru.make_inputs(shape, "fp32", seed=10)
+    inp = gru.OP.make_inputs(shape, "fp32", seed=10)
     ref = gru.reference(shape, inp)
-    assert gru.check(shape, run_cell(gru, shape, inp), inp, ref, "fp32", "fp32")["ok"]
+    assert gru.OP.check(shape, run_cell(gru, shape, inp), inp, ref, "fp32", "fp32")["ok"]
     swapped = _swap_blocks(inp, shape.hidden, 0, 1)  # r and z exchanged
-    assert not gru.check(shape, run_cell(gru, shape, swapped), inp, ref, "fp32", "fp32")["ok"]
+    assert not gru.OP.check(shape, run_cell(gru, shape, swapped), inp, ref, "fp32", "fp32")["ok"]
 
     tanh_shape = rnn.RnnShape(5, 3, 12, 10)
     relu_shape = rnn.RnnShape(5, 3, 12, 10, relu=1)
-    inp = rnn.make_inputs(tanh_shape, "fp32", seed=10)
+    inp = rnn.OP.make_inputs(tanh_shape, "fp32", seed=10)
     relu_out = run_cell(rnn, relu_shape, inp)
-    assert rnn.check(relu_shape, relu_out, inp, rnn.reference(relu_shape, inp), "fp32", "fp32")["ok"]
-    assert not rnn.check(tanh_shape, relu_out, inp, rnn.reference(tanh_shape, inp), "fp32", "fp32")["ok"]
+    assert rnn.OP.check(relu_shape, relu_out, inp, rnn.reference(relu_shape, inp), "fp32", "fp32")["ok"]
+    assert not rnn.OP.check(tanh_shape, relu_out, inp, rnn.reference(tanh_shape, inp), "fp32", "fp32")["ok"]
 
 
 @pytest.mark.parametrize("cell", ["rnn_tanh", "gru"])
@@ -202,7 +203,7 @@ def test_invalid_input_to_the_rnn_and_gru_raises_value_error(cell: str) -> None:
     for change, match in cases:
         args = {**inp, **change}
         with pytest.raises(ValueError, match=match):
-            fn(*(args[n] for n in op.INPUT_NAMES))  # type: ignore[operator]
+            fn(*(args[n] for n in input_names(shape)))  # type: ignore[operator]
     if cell != "gru":
         with pytest.raises(ValueError, match="nonlinearity must be 'tanh' or 'relu', got 'sigmoid'"):
-            kernels.rnn(*(inp[n] for n in op.INPUT_NAMES), nonlinearity="sigmoid")
+            kernels.rnn(*(inp[n] for n in input_names(shape)), nonlinearity="sigmoid")

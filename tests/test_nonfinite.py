@@ -67,7 +67,7 @@ for dtype in ("fp32", "fp16"):
     s = lstm.LstmShape(5, 3, 7, 19)
     for value, where, at in ((np.nan, "x", (1, 0, 2)), (np.inf, "x", (2, 1, 3)), (-np.inf, "x", (0, 2, 0)),
                              (np.nan, "h0", (1, 4)), (np.nan, "w_hh", (30, 5))):
-        i = lstm.make_inputs(s, dtype, 3)
+        i = lstm.OP.make_inputs(s, dtype, 3)
         i[where][at] = value
         y, (h_n, c_n) = kernels.lstm(i["x"], i["w_ih"], i["w_hh"], i["b_ih"], i["b_hh"], i["h0"], i["c0"])
         ref = lstm.reference(s, i)

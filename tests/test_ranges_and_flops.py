@@ -114,5 +114,5 @@ def test_lstm_flops_count_both_gemms_per_step_and_row() -> None:
 
     s = lstm.LstmShape(seq_len=25, batch=64, input_size=512, hidden=256)
     # Input GEMM (T*B x I) @ (I x 4H) plus recurrent GEMM (B x H) @ (H x 4H) per step; gates excluded.
-    assert lstm.flops(s) == 2 * (25 * 64) * 512 * 1024 + 25 * 2 * 64 * 256 * 1024
-    assert lstm.flops(s) == 2 * 4 * 256 * (512 + 256) * 25 * 64
+    assert lstm.OP.flops(s) == 2 * (25 * 64) * 512 * 1024 + 25 * 2 * 64 * 256 * 1024
+    assert lstm.OP.flops(s) == 2 * 4 * 256 * (512 + 256) * 25 * 64

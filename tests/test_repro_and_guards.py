@@ -17,7 +17,7 @@ from opbench import caseresult, guards, visits
 from opbench.case import Case, Outcome, Result
 from opbench.measure import Visit
 from opbench.measurement import Measurement
-from opbench.ops import conv, conv_bwd, gemm
+from opbench.ops import conv, conv_bwd, gemm, get_op, op_key
 from tests.conftest import FAST_TIMER, run_cli
 
 
@@ -134,13 +134,15 @@ def test_a_convs_structural_zeros_are_expected(shape: conv.ConvShape) -> None:
     # the guard asks the op of the case's pass; gradients with a further 31% of zeros are mistrusted
     for pass_name, output in (("fwd", conv.reference(shape, inputs)), ("bwd", ref)):
         seen: dict = {}
-        guards.zeros_guard(Case("conv", shape, "fp32", "cpp", 1, "cpu", pass_name=pass_name), output, seen)
+        guards.zeros_guard(
+            Case(get_op(op_key("conv", pass_name)), shape, "fp32", "cpp", 1, "cpu"), output, seen
+        )
         assert "reasons" not in seen, seen
     lazy = {"dx": ref["dx"], "dw": np.zeros_like(ref["dw"])}
     dx_share = ref["dx"].size / (ref["dx"].size + ref["dw"].size)
     if (1 - dx_share) - conv_bwd.expected_zero_fraction(shape) * (1 - dx_share) > guards.MISTRUST_ZEROS:
         seen = {}
-        guards.zeros_guard(Case("conv", shape, "fp32", "cpp", 1, "cpu", pass_name="bwd"), lazy, seen)
+        guards.zeros_guard(Case(conv_bwd.OP, shape, "fp32", "cpp", 1, "cpu"), lazy, seen)
         assert seen["reasons"][0].startswith("mistrusted"), seen
 
 
@@ -153,7 +155,7 @@ def test_zero_fraction_reads_nested_outputs() -> None:
 
 def _fake_case(shape: object, op: str, seconds: float) -> visits.CaseRun:
     """A case timed with a fake clock: every sample took `seconds` per call."""
-    case = visits.CaseRun(0, 0, Case(op, shape, "fp32", "cpp", 1, "cpu"))
+    case = visits.CaseRun(0, 0, Case(get_op(op), shape, "fp32", "cpp", 1, "cpu"))
     case.visits.append(Visit(Measurement((seconds,) * 5, 1)))
     return case
 
@@ -183,7 +185,7 @@ def test_a_padding_skipping_conv_is_judged_on_the_flops_it_must_do() -> None:
 
 
 def _timed(backend: str, seconds: float) -> Result:
-    case = Case("gemm", gemm.GemmShape(8, 8, 8), "fp32", backend, 1, "cpu")
+    case = Case(gemm.OP, gemm.GemmShape(8, 8, 8), "fp32", backend, 1, "cpu")
     return Result.of(case, Outcome(), time={"median_s": seconds})
 
 
@@ -195,7 +197,7 @@ def test_ten_times_the_best_peer_is_suspect() -> None:
     assert "suspect" not in by["cpp"].flags and "suspect" not in by["torch"].flags
     assert [r.case.backend for r in guards.peer_guard([_timed("alone", 1e-9)])] == ["alone"]
     # a peer that leaves the hardware idle (flagged slow) is no measure of what is plausible
-    idle = Result.of(Case("gemm", gemm.GemmShape(8, 8, 8), "fp32", "idle", 1, "cpu"), Outcome(),
+    idle = Result.of(Case(gemm.OP, gemm.GemmShape(8, 8, 8), "fp32", "idle", 1, "cpu"), Outcome(),
                      time={"median_s": 1.0}, flags=("slow",))  # fmt: skip
     fine = {r.case.backend: r for r in guards.peer_guard([_timed("fast", 1e-3), idle])}
     assert "suspect" not in fine["fast"].flags

@@ -545,7 +545,7 @@ def test_a_missing_dtype_path_is_unsupported_not_a_failure(message: str, status:
             raise RuntimeError(message)
 
     shape = gemm.GemmShape(4, 4, 4)
-    cfg = SweepConfig(op="gemm", shapes=(shape,), dtypes=("fp16",), backends=("nohalf",), threads=1)
+    cfg = SweepConfig(op=gemm.OP, shapes=(shape,), dtypes=("fp16",), backends=("nohalf",), threads=1)
     result = measure_case(
         cfg,
         BackendState(NoHalf()),

@@ -67,19 +67,19 @@ def test_conv2d_layouts(backend: Any, dtype: str, shape: conv.ConvShape) -> None
 @pytest.mark.parametrize("dims", [(1, 1, 1, 1), (5, 3, 7, 9), (25, 4, 61, 67)], ids=str)
 def test_keras_lstm_takes_pytorchs_weights(backend: Any, dtype: str, dims: tuple[int, int, int, int]) -> None:
     shape = lstm.LstmShape(*dims)
-    inp = lstm.make_inputs(shape, dtype, seed=5)
+    inp = lstm.OP.make_inputs(shape, dtype, seed=5)
     case = backend.prepare("lstm", shape, inp, {})
     y, (h, c) = case.output()
     assert y.shape == (shape.seq_len, shape.batch, shape.hidden)
     assert h.shape == c.shape == (shape.batch, shape.hidden)
     acc = "fp16" if dtype == "fp16" else "fp32"
-    assert lstm.check(shape, (y, (h, c)), inp, lstm.reference(shape, inp), dtype, acc)["ok"]
+    assert lstm.OP.check(shape, (y, (h, c)), inp, lstm.reference(shape, inp), dtype, acc)["ok"]
 
 
 def test_a_wrong_gate_order_would_be_caught(backend: Any) -> None:
     # Exchanging the i and f blocks of every weight must fail the check (the tolerance can fail).
     shape = lstm.LstmShape(4, 3, 6, 8)
-    inp = lstm.make_inputs(shape, "fp32", seed=6)
+    inp = lstm.OP.make_inputs(shape, "fp32", seed=6)
     h = shape.hidden
     swapped = dict(inp)
     for name in ("w_ih", "w_hh", "b_ih", "b_hh"):
@@ -87,7 +87,7 @@ def test_a_wrong_gate_order_would_be_caught(backend: Any) -> None:
         v[:h], v[h : 2 * h] = inp[name][h : 2 * h], inp[name][:h]
         swapped[name] = v
     out = backend.prepare("lstm", shape, swapped, {}).output()
-    assert not lstm.check(shape, out, inp, lstm.reference(shape, inp), "fp32", "fp32")["ok"]
+    assert not lstm.OP.check(shape, out, inp, lstm.reference(shape, inp), "fp32", "fp32")["ok"]
 
 
 def test_device_names() -> None:

@@ -302,7 +302,7 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
 
     shapes = (gemm.GemmShape(8, 8, 8), gemm.GemmShape(9, 7, 5))
     cfg = SweepConfig(
-        op="gemm",
+        op=gemm.OP,
         shapes=shapes,
         dtypes=("fp32",),
         backends=("cpp",),

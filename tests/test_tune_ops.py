@@ -17,7 +17,7 @@ import pytest
 from conftest import import_or_skip, quick_sweep, run_cli
 
 from opbench import kernels
-from opbench.ops import conv, gru, lstm, rnn
+from opbench.ops import conv, get_op, gru, lstm, rnn
 
 optuna = import_or_skip("optuna")
 sqlalchemy_exc = import_or_skip("sqlalchemy.exc")
@@ -48,7 +48,9 @@ def _study(out: Path, name: str) -> Any:
 def _space(op: str) -> Any:
     from opbench.tune.config import TuneConfig, build_space
 
-    cfg = TuneConfig(shape=SHAPES[op][1], dtype="fp32", threads=1, study_name="x", storage_url="", op=op)
+    cfg = TuneConfig(
+        shape=SHAPES[op][1], dtype="fp32", threads=1, study_name="x", storage_url="", op=get_op(op)
+    )
     return build_space(cfg)[0]
 
 
@@ -60,7 +62,9 @@ def test_the_space_file_gives_valid_tilings_up_to_the_padded_dimensions(op: str)
     shape = SHAPES[op][1]
     from opbench.tune.config import TuneConfig
 
-    names = _names(TuneConfig(shape=shape, dtype="fp32", threads=1, study_name="x", storage_url="", op=op))
+    names = _names(
+        TuneConfig(shape=shape, dtype="fp32", threads=1, study_name="x", storage_url="", op=get_op(op))
+    )
     mr, nr = names["mr"], names["nr"]
     assert space.param_names == ("tile_m", "tile_n", "tile_k")
     for name, multiple, dim in (("tile_m", mr, names["m"]), ("tile_n", nr, names["n"])):
@@ -268,13 +272,13 @@ def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path,
     none, none_note = records.tuned_conv2d_tiles(x, w, padding=0, threads=1)
     assert none == {} and "no tuned record for conv fp32" in none_note
 
-    lstm_in = lstm.make_inputs(lstm_shape, "fp32", 0)
+    lstm_in = lstm.OP.make_inputs(lstm_shape, "fp32", 0)
     tiles, note = records.tuned_lstm_tiles(lstm_in["x"], lstm_in["w_hh"], threads=1)
     assert tiles["tile_n"] == 32 and "exact" in note
     out = kernels.lstm(*(lstm_in[n] for n in lstm.INPUT_NAMES), threads=1, tiles=tiles)
-    assert lstm.check(lstm_shape, out, lstm_in, lstm.reference(lstm_shape, lstm_in), "fp32", "fp32")["ok"]
+    assert lstm.OP.check(lstm_shape, out, lstm_in, lstm.reference(lstm_shape, lstm_in), "fp32", "fp32")["ok"]
     # A ReLU RNN's record never stands for the tanh RNN of the same sizes.
-    rnn_in = rnn.make_inputs(SHAPES["rnn"][1], "fp32", 0)
+    rnn_in = rnn.OP.make_inputs(SHAPES["rnn"][1], "fp32", 0)
     relu_tiles, note = records.tuned_recurrent_tiles("rnn", rnn_in["x"], rnn_in["w_hh"], 1, "relu")
     assert relu_tiles["tile_k"] == 16 and "exact" in note
     assert records.tuned_recurrent_tiles("rnn", rnn_in["x"], rnn_in["w_hh"], 1, "tanh")[0] == {}
@@ -282,7 +286,7 @@ def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path,
         *(rnn_in[n] for n in rnn.INPUT_NAMES), nonlinearity="relu", threads=1, tiles=relu_tiles
     )
     relu_ref = rnn.reference(SHAPES["rnn"][1], rnn_in)
-    assert rnn.check(SHAPES["rnn"][1], (y, h_n), rnn_in, relu_ref, "fp32", "fp32")["ok"]
+    assert rnn.OP.check(SHAPES["rnn"][1], (y, h_n), rnn_in, relu_ref, "fp32", "fp32")["ok"]
 
     env = {**os.environ, "OPBENCH_RECORDS_DIR": str(tmp_path / "records")}
     for op, (flags, _) in SHAPES.items():

@@ -35,7 +35,7 @@ def conv_shape(c: int) -> conv.ConvShape:
 
 
 def recurrent(module: Any, i: int) -> Any:
-    extra = {"relu": 0} if module is rnn else {}
+    extra = {"relu": 0} if module is rnn.OP else {}
     return module.shape_from_case({"seq_len": 4, "batch": 3, "input_size": i, "hidden": 32, **extra})
 
 
@@ -43,9 +43,9 @@ def recurrent(module: Any, i: int) -> Any:
 SHAPES = {
     "gemm": (gemm.GemmShape(48, 40, 64), gemm.GemmShape(48, 40, 16384)),
     "conv": (conv_shape(7), conv_shape(1820)),
-    "lstm": (recurrent(lstm, 30), recurrent(lstm, 16350)),
-    "gru": (recurrent(gru, 30), recurrent(gru, 16350)),
-    "rnn": (recurrent(rnn, 30), recurrent(rnn, 16350)),
+    "lstm": (recurrent(lstm.OP, 30), recurrent(lstm.OP, 16350)),
+    "gru": (recurrent(gru.OP, 30), recurrent(gru.OP, 16350)),
+    "rnn": (recurrent(rnn.OP, 30), recurrent(rnn.OP, 16350)),
 }
 
 
@@ -163,11 +163,17 @@ def test_a_sequential_fp16_sum_fails_the_fp32_bound_it_does_not_declare() -> Non
 
 
 @pytest.mark.parametrize("cells", ["fp16", "bf16"])
-@pytest.mark.parametrize("module", [lstm, gru, rnn], ids=lambda m: m.NAME)
+@pytest.mark.parametrize("module", [lstm.OP, gru.OP, rnn.OP], ids=lambda m: m.name)
 def test_recurrent_layers_with_half_precision_cells_pass_their_bound(module: Any, cells: str) -> None:
     for seed, (i, h) in enumerate(((8, 16), (64, 64), (256, 128))):
         shape = module.shape_from_case(
-            {"seq_len": 6, "batch": 3, "input_size": i, "hidden": h, **({"relu": 0} if module is rnn else {})}
+            {
+                "seq_len": 6,
+                "batch": 3,
+                "input_size": i,
+                "hidden": h,
+                **({"relu": 0} if module is rnn.OP else {}),
+            }
         )
         inputs = module.make_inputs(shape, cells, seed)
         out = recurrent_emulated(module, shape, inputs, cells)
@@ -199,11 +205,11 @@ SPOT_CASES = {
     "conv:bwd": conv.make_shape(
         {"batch": 3, "input_size": 7, "in_channels": 4, "out_channels": 5, "filter_size": 3}
     ),
-    "lstm": recurrent(lstm, 9),
-    "gru": recurrent(gru, 9),
-    "rnn": recurrent(rnn, 9),
-    "lstm:bwd": recurrent(lstm, 9),
-    "gru:bwd": recurrent(gru, 9),
+    "lstm": recurrent(lstm.OP, 9),
+    "gru": recurrent(gru.OP, 9),
+    "rnn": recurrent(rnn.OP, 9),
+    "lstm:bwd": recurrent(lstm.OP, 9),
+    "gru:bwd": recurrent(gru.OP, 9),
 }
 
 
@@ -322,7 +328,7 @@ def test_every_op_and_pass_has_the_whole_verification_interface() -> None:
     names = ("reference", "check", "error_bounds", "spot_check", "spot_cost_flops", "verify_cost_flops")
     for module in (*OPS.values(), *BACKWARD.values()):
         for name in names:
-            assert callable(getattr(module, name, None)), f"{module.__name__} lacks {name}"
+            assert callable(getattr(module, name, None)), f"{module.key} lacks {name}"
 
 
 def test_units_name_an_activation_allowance_and_refuse_unknown_ones() -> None:

@@ -13,6 +13,7 @@ from opbench.backends.mindspore_backend import MindSporeBackend
 from opbench.backends.numpy_backend import NumpyBackend
 from opbench.backends.tensorflow_backend import TensorFlowBackend, TensorFlowEagerBackend
 from opbench.backends.torch_backend import TorchBackend
+from opbench.dtypes import Inputs
 from opbench.errors import UsageError
 
 BACKENDS: dict[str, type[Backend]] = {
@@ -78,7 +79,7 @@ class _Broken(Backend):
     def setup(self, threads: int, device: str) -> None:
         raise AssertionError("an unavailable backend is never set up")
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Any], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: Inputs, params: dict[str, Any]) -> Prepared:
         raise AssertionError("an unavailable backend is never asked to prepare")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.backends.base import Backend, Prepared
+from opbench.dtypes import Inputs
 from opbench.errors import BackendUnavailable
 from opbench.files import json_line
 
@@ -191,7 +192,7 @@ class _RemoteCase(Prepared):
         finally:
             path.unlink(missing_ok=True)
 
-    def refill(self, inputs: dict[str, Any]) -> bool:
+    def refill(self, inputs: Inputs) -> bool:
         path = self._worker.path("refill")
         with path.open("wb") as f:
             pickle.dump(inputs, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -287,11 +288,11 @@ class RemoteBackend(Backend):
             self._unsupported[(op, dtype)] = self._worker.ask({"unsupported": [op, dtype]})["value"]
         return self._unsupported[(op, dtype)]
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Any], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Any, inputs: Inputs, params: dict[str, Any]) -> Prepared:
         return self.prepare_in(0, op, shape, inputs, params)
 
     def prepare_in(
-        self, process: int, op: str, shape: Any, inputs: dict[str, Any], params: dict[str, Any]
+        self, process: int, op: str, shape: Any, inputs: Inputs, params: dict[str, Any]
     ) -> Prepared:
         """The case prepared in worker `process` (its own copy of the inputs, placed by its layout)."""
         worker = self._workers[process % len(self._workers)]

@@ -107,7 +107,7 @@ def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
 
 def cmd_ab(args: argparse.Namespace) -> int:
     from opbench.backends import register
-    from opbench.cli.sweep import _plans_from_args, nothing_to_run, sweep_configs
+    from opbench.cli.sweep import nothing_to_run, plans_from_args, sweep_configs
     from opbench.display.ab import AbObserver, print_ab
     from opbench.report import ab as verdicts
     from opbench.runs import run_sweeps
@@ -118,7 +118,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
         raise UsageError("--kernel-accumulate applies to a kernel side (FILE.py:FUNC)")
     register(a_name, make_a)
     register(b_name, make_b)
-    plans, suite = _plans_from_args(args)
+    plans, suite = plans_from_args(args)
     if not plans:
         return nothing_to_run(suite)
     configs, out_dir, formats, meta = sweep_configs(args, plans, suite, lambda plan, op: (a_name, b_name), {})
@@ -153,11 +153,10 @@ def exit_code(summary: dict[str, Any], fail_on: frozenset[str]) -> int:
 
 def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]) -> str:
     """The `opbench ab` command that runs this one case again, both sides, with the run's settings."""
-    from opbench.ops import get_op
     from opbench.repro import command
 
-    shape = get_op(row["op"]).shape_from_case(row["shape"])
-    cfg = next(c for c in configs if c.op == row["op"])
+    cfg = next(c for c in configs if c.op.name == row["op"])
+    shape = cfg.op.shape_from_case(row["shape"])
     index = next((i for i, s in enumerate(cfg.shapes) if s == shape), 0)
     sides = ["--a", args.a, "--b", args.b]
     if args.kernel_accumulate:

@@ -14,8 +14,8 @@ def check_flags_apply(op_name: str, op: Any, given: dict[str, Any]) -> None:
     from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
 
     for dest in given:
-        if dest not in op.AXES and dest not in op.PARAMS:
-            options = [AXIS_FLAGS[a] for a in op.AXES] + [PARAM_FLAGS[p] for p in op.PARAMS]
+        if dest not in op.axes and dest not in op.params:
+            options = [AXIS_FLAGS[a] for a in op.axes] + [PARAM_FLAGS[p] for p in op.params]
             flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
             raise UsageError(f"{flag} does not apply to {op_name} (its options: {' '.join(options)})")
 

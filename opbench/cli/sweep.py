@@ -11,9 +11,10 @@ from typing import Any
 from opbench.cli.common import check_flags_apply, check_out_dir
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.errors import UsageError
+from opbench.ops.base import Op
 
 
-def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
+def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
     """The sweep plans this command asks for, and the suite/spec it came from (None for the command line)."""
     from opbench.ops import get_op
     from opbench.ranges import parse_sizes
@@ -28,6 +29,7 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
         raise UsageError(
             f"give one of --spec, --suite, --problem and --batch-file, not {' and '.join(sources)}"
         )
+    op = get_op(args.op) if args.op else None  # an unknown op: a UsageError naming those there are
     if args.problem or args.batch_file:
         return problem_plans(args, given_axes, given_params)
     if args.spec or args.suite:
@@ -36,36 +38,34 @@ def _plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any
         )
         spec = load_spec(args.spec) if args.spec else load_suite(args.suite)
         plans = list(spec.plans)
-        if args.op:
-            get_op(args.op)
-            plans = [pl for pl in plans if pl.op == args.op]
+        if op is not None:
+            plans = [pl for pl in plans if pl.op is op]
             if not plans:
                 raise UsageError(
-                    f"{spec.name} has no {args.op} sweep (it has: {', '.join(p.op for p in spec.plans)})"
+                    f"{spec.name} has no {args.op} sweep (it has: {', '.join(p.op.name for p in spec.plans)})"
                 )
         meta = {"name": spec.name, "description": spec.description, "source": spec.source, "path": spec.path}
         return plans, meta
 
-    if not args.op:
+    if op is None:
         raise UsageError(
             f"opbench {args.command}: name an op (gemm, conv, rnn, gru, lstm) or give --spec/--suite, or "
             "--problem/--batch-file"
         )
-    op = get_op(args.op)
     check_flags_apply(args.op, op, {**given_axes, **given_params})
     axes = {d: parse_sizes(v, AXIS_FLAGS[d]) for d, v in given_axes.items()}
-    mode = args.mode or op.DEFAULT_MODE
-    params = {**op.PARAMS, **given_params}
+    mode = args.mode or op.default_mode
+    params = {**op.params, **given_params}
     try:
         if axes:
-            shapes = expand(op, axes, dict(op.BASE), params, mode)
-        elif given_params and hasattr(op, "DEFAULT_AXES"):
-            shapes = expand(op, op.DEFAULT_AXES, dict(op.BASE), params, mode)
+            shapes = expand(op, axes, dict(op.base), params, mode)
+        elif given_params and op.default_axes:
+            shapes = expand(op, op.default_axes, dict(op.base), params, mode)
         else:
             shapes = op.default_cases()
     except ValueError as e:
         raise UsageError(str(e)) from None
-    return [SweepPlan(args.op, tuple(shapes), mode, None, None, "")], None
+    return [SweepPlan(op, tuple(shapes), mode, None, None, "")], None
 
 
 def _refuse_shape_flags(given: dict[str, Any], mode: str | None, source: str) -> None:
@@ -84,10 +84,6 @@ def problem_plans(
 
     extra = {**given_axes, **{k: v for k, v in given_params.items() if k != "nonlinearity"}}
     _refuse_shape_flags(extra, args.mode, "--problem/--batch-file (the descriptor sets it)")
-    if args.op:
-        from opbench.ops import get_op
-
-        get_op(args.op)
     start = descriptors.options(given_params.get("nonlinearity"))
     if args.batch_file:
         spec = load_batch_spec(args.batch_file, args.op, start, args.strict)
@@ -121,7 +117,7 @@ def nothing_to_run(suite: dict[str, Any] | None) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from opbench.backends import parse_backends
 
-    plans, suite = _plans_from_args(args)
+    plans, suite = plans_from_args(args)
     if not plans:
         return nothing_to_run(suite)
     extra = _user_kernel(args)  # ("kernel:FUNC",) with --kernel, else ()
@@ -148,7 +144,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         args,
         plans,
         suite,
-        lambda plan, op: (*(cli_backends or plan.backends or op.DEFAULT_BACKENDS), *extra),
+        lambda plan, op: (*(cli_backends or plan.backends or op.default_backends), *extra),
         cpp_params,
     )
     return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet, verbose=args.verbose)
@@ -166,7 +162,6 @@ def sweep_configs(
     from opbench.dtypes import parse_dtypes
     from opbench.kernels import default_threads
     from opbench.machine import available_memory_bytes
-    from opbench.ops import get_op
     from opbench.results import parse_formats
     from opbench.space import scale_shapes
     from opbench.sweep import SweepConfig, check_memory
@@ -189,14 +184,14 @@ def sweep_configs(
     budget = args.max_memory or int(available_memory_bytes() * 0.8)
     configs = []
     for plan in plans:
-        op = get_op(plan.op)
+        op = plan.op
         if args.scale:
             shapes, unscaled = scale_shapes(op, list(plan.shapes), args.scale)
         else:
             shapes, unscaled = list(plan.shapes), []
         configs.append(
             SweepConfig(
-                op=plan.op,
+                op=op,
                 shapes=tuple(shapes),
                 dtypes=tuple(cli_dtypes or plan.dtypes or ("fp32", "fp16")),
                 backends=tuple(backends_of(plan, op)),
@@ -226,9 +221,9 @@ def sweep_configs(
     return configs, out_dir, formats, meta
 
 
-def _passes(text: str | None, ops: list[str]) -> tuple[str, ...]:
+def _passes(text: str | None, ops: list[Op[Any]]) -> tuple[str, ...]:
     """--pass fwd,bwd: the passes in the order given (duplicates dropped); each op must have every one."""
-    from opbench.ops import PASSES, get_op, op_key
+    from opbench.ops import PASSES, pass_of
 
     if text is None:
         return ("fwd",)
@@ -238,7 +233,7 @@ def _passes(text: str | None, ops: list[str]) -> tuple[str, ...]:
             raise UsageError(f"--pass: unknown pass '{p}' (expected {', '.join(PASSES)}, comma-separated)")
     for op in ops:
         for p in passes:
-            get_op(op_key(op, p))  # a UsageError naming the ops that have this pass
+            pass_of(op, p)  # a UsageError naming the ops that have this pass
     return passes
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from opbench.cli.common import check_flags_apply, storage_url
 from opbench.errors import UsageError
+from opbench.ops.base import Op
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -15,15 +16,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from opbench.display import tune as show
     from opbench.kernels import default_threads
-    from opbench.ops import get_op, op_key
+    from opbench.ops import get_op, pass_of
     from opbench.tune import study as tuner
     from opbench.tune.config import TUNABLE_OPS, default_study_name
     from opbench.userkernel import parse_kernel, parse_params
 
     if args.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
-    key = op_key(args.op, args.pass_name)
-    get_op(key)  # a pass this op lacks is a UsageError naming the ops that have it
+    forward = get_op(args.op)
+    op = pass_of(forward, args.pass_name)  # a pass it lacks: a UsageError naming those that have it
+    key = op.key
     if key != args.op and args.kernel:
         raise UsageError("--pass bwd tunes opbench's own backward kernels; it does not apply to --kernel")
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
@@ -47,12 +49,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--show needs --study NAME (or --m, --n and --k, or --problem, to name the default study)"
             )
-        name = args.study or default_study_name(key, _shape(args), args.dtype, threads, kernel=kernel)
+        name = args.study or default_study_name(
+            key, _shape(args, forward), args.dtype, threads, kernel=kernel
+        )
         return _show_study(console, tuner.load_existing(name, storage))
-    shape = _shape(args)
+    shape = _shape(args, forward)
     from opbench.machine import available_memory_bytes
 
-    need = get_op(key).memory_bytes(shape, args.dtype)
+    need = op.memory_bytes(shape, args.dtype)
     if need > available_memory_bytes() * 0.8:
         raise UsageError(
             f"shape {shape.label()} ({args.dtype}) needs about {need / 2**30:.1f} GiB, more than 80% of "
@@ -82,7 +86,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         heartbeat_s=args.heartbeat_s,
         grace_s=args.grace_s,
         command=tuple(args.command_line),
-        op=key,
+        op=op,
         kernel=kernel,
         baseline_params=baseline,
     )
@@ -139,14 +143,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shape(args: argparse.Namespace) -> Any:
+def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
     """The one shape `opbench tune OP` names: gemm from --m, --n and --k (all required); the others from
     their sweep axes and parameters, one value each, the rest at the op's base point."""
     from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
-    from opbench.ops import get_op
     from opbench.space import expand
 
-    op = get_op(args.op)
     given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
     if args.problem is not None:
         from opbench import descriptors
@@ -162,18 +164,18 @@ def _shape(args: argparse.Namespace) -> Any:
             raise UsageError(f"opbench tune gemm needs {', '.join(missing)} (or --problem MxK:KxN)")
         return op.make_shape({"m": args.m, "n": args.n, "k": args.k, "batch_count": args.batch_count or 1})
     check_flags_apply(args.op, op, given)
-    axes = {d: [v] for d, v in given.items() if d in op.AXES}
-    params = {**op.PARAMS, **{d: v for d, v in given.items() if d in op.PARAMS}}
+    axes = {d: [v] for d, v in given.items() if d in op.axes}
+    params = {**op.params, **{d: v for d, v in given.items() if d in op.params}}
     try:
-        (shape,) = expand(op, axes, dict(op.BASE), params, "product")
+        (shape,) = expand(op, axes, dict(op.base), params, "product")
     except ValueError as e:
         raise UsageError(str(e)) from None
     return shape
 
 
 def _show_study(console: Any, study: Any) -> int:
-    from opbench.display import tiles_text
     from opbench.display.tune import history_table
+    from opbench.texts import tiles_text
     from opbench.tune.study import trial_rows
 
     fp = study.user_attrs.get("fingerprint", {})

@@ -9,8 +9,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from opbench.display import format_seconds
 from opbench.display.sweep import RichObserver
+from opbench.texts import format_seconds, speedup_text, summary_text
 
 STYLES = {"FASTER": "bold green", "SLOWER": "bold red", "SAME": "", "AMBIGUOUS": "yellow", "FAILED": "red"}
 
@@ -23,7 +23,6 @@ class AbObserver(RichObserver):
 
 
 def ab_table(result: dict[str, Any]) -> Table:
-    from opbench.report.ab import speedup_text
 
     table = Table(
         title=f"A = {result['a']}, B = {result['b']}: speed-up = time A / time B",
@@ -57,7 +56,6 @@ def ab_table(result: dict[str, Any]) -> Table:
 
 
 def print_ab(console: Any, result: dict[str, Any], paths: dict[str, Path]) -> None:
-    from opbench.report.ab import summary_text
 
     console.print(ab_table(result))
     console.print(summary_text(result), soft_wrap=True)

@@ -7,14 +7,13 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from opbench.display import format_seconds, ratio_text, util_text
+from opbench.texts import change_text, format_seconds, ratio_text, util_text
 
 VERDICT_STYLES = {"regression": "bold red", "improvement": "bold green"}
 
 
 def compare_table(result: dict[str, Any], old: str, new: str, threshold: float) -> Table:
     """One row per case of a comparison (report/compare.py), its verdict coloured."""
-    from opbench.report.compare import change_text
 
     table = Table(
         title=f"{old} -> {new} (significant: over {100 * threshold:.0f}% and outside both runs' IQRs)",
@@ -63,6 +62,6 @@ def suites_table(suites: list[Any]) -> Table:
     for col in ("suite", "sweeps", "description"):
         table.add_column(col)
     for name, spec in suites:
-        sweeps = "\n".join(f"{p.op}: {len(p.shapes)} shapes ({p.mode})" for p in spec.plans)
+        sweeps = "\n".join(f"{p.op.name}: {len(p.shapes)} shapes ({p.mode})" for p in spec.plans)
         table.add_row(name, sweeps, spec.description + (f"\nsource: {spec.source}" if spec.source else ""))
     return table

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from opbench.display import format_seconds, spread
+from opbench.texts import format_seconds, spread
 
 
 def _best_per_group(records: list[dict[str, Any]]) -> set[int]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from opbench.display import tiles_text
+from opbench.texts import tiles_text
 
 
 def trial_line(info: dict[str, Any]) -> str:

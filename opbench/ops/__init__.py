@@ -1,36 +1,26 @@
-"""Registry of operators opbench can sweep; each module owns shapes, FLOPs, inputs and its reference.
+"""Registry of the operators opbench can sweep: one Op (ops/base.py) per pass of each op, keyed by the op
+key ("gemm", "gemm:bwd"). Each op module owns its shapes, FLOPs, inputs, reference and check, and our
+kernel's plan and tile names, and binds them into its `OP`; the fields are documented on Op.
 
-An op module provides: NAME, FLOP_NOTE, SHAPE_FIELDS, AXES (sweep axis -> shape fields), PARAMS, BASE,
-DEFAULT_MODE, DEFAULT_BACKENDS, default_cases(), make_shape(point), shape_from_case(fields), scale(shape, f),
-flops, min_bytes, memory_bytes(shape, dtype, reference), verify_cost_flops, make_inputs, reference, check,
-spot_check(shape, output, inputs, dtype, accumulate, seed) and spot_cost_flops (ops/spot.py: the check of a
-timed call's output on a seeded part);
-and for opbench's own kernel (the cpp backend and the tuner): plan(shape, inputs, tiles, threads, isa,
-accumulate) -> kernels.Plan, and tile_names(shape, isa), what a tuning space's rules may name (mr, nr, and
-the m, n, k that tile_m, tile_n and tile_k block).
-"""
+`get_op` turns a name written by a person or a file (the command line, a spec, a record, a worker's
+request) into an Op; past that boundary code holds the Op itself (a Case's `op`)."""
 
 from __future__ import annotations
 
-from types import ModuleType
 from typing import Any
 
 from opbench.errors import UsageError
 from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, rnn, rnn_bwd
+from opbench.ops.base import Op, foreign
 
-OPS: dict[str, ModuleType] = {"gemm": gemm, "conv": conv, "rnn": rnn, "gru": gru, "lstm": lstm}
+OPS: dict[str, Op[Any]] = {op.name: op for op in (gemm.OP, conv.OP, rnn.OP, gru.OP, lstm.OP)}
 
-# Training passes. A backward pass is a module with the op interface of its own (FLOPs, inputs with the
-# upstream gradient, reference gradients, check, plan) that re-exports the forward's shape interface; it
-# is reached by the op key "OP:bwd", which is also what backends are asked for (a backend lists the keys
-# it runs in `ops`).
+# Training passes. A backward pass is an Op of its own (FLOPs, inputs with the upstream gradient, reference
+# gradients, check, plan) with its forward's shape interface; it is reached by the op key "OP:bwd", which
+# is also what backends are asked for (a backend lists the keys it runs in `ops`).
 PASSES = ("fwd", "bwd")
-BACKWARD: dict[str, ModuleType] = {
-    "gemm": gemm_bwd,
-    "conv": conv_bwd,
-    "rnn": rnn_bwd,
-    "gru": gru_bwd,
-    "lstm": lstm_bwd,
+BACKWARD: dict[str, Op[Any]] = {
+    op.name: op for op in (gemm_bwd.OP, conv_bwd.OP, rnn_bwd.OP, gru_bwd.OP, lstm_bwd.OP)
 }
 
 
@@ -45,11 +35,31 @@ def split_key(key: str) -> tuple[str, str]:
     return op, pass_name or "fwd"
 
 
-def get_op(name: str) -> ModuleType:
-    """The module of an op (or of one of its passes: 'gemm:bwd'); UsageError naming what exists."""
+def get_op(name: str) -> Op[Any]:
+    """The Op of an op key ('gemm', or one of its passes: 'gemm:bwd'); UsageError naming what exists."""
     op, pass_name = split_key(name)
     if op not in OPS:
         raise UsageError(f"unknown op '{op}' (available: {', '.join(OPS)})")
+    return pass_of(OPS[op], pass_name)
+
+
+def recorded(name: Any, pass_name: str = "fwd") -> Op[Any]:
+    """The Op a record names: the registry's, or, for one this version does not run (another version's, a
+    poisoned file's), a foreign Op that carries the name for the tables and refuses to measure."""
+    try:
+        return get_op(op_key(str(name), pass_name))
+    except UsageError:
+        return foreign(str(name), pass_name)
+
+
+def forward_of(op: Op[Any]) -> Op[Any]:
+    """The forward pass of `op`'s operator (a backward's FLOPs and padded taps are counted on it)."""
+    return OPS[op.name]
+
+
+def pass_of(forward: Op[Any], pass_name: str) -> Op[Any]:
+    """`forward`'s operator in a pass: UsageError for a pass it lacks, naming the ops that have it."""
+    op = forward.name
     if pass_name == "fwd":
         return OPS[op]
     if pass_name not in PASSES:

@@ -3,17 +3,19 @@ reference and error bound."""
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
-from opbench.ops.conv_taps import axis_hits, expected_zero_fraction, useful_flops  # noqa: F401 (the op's)
+from opbench.ops.base import Op
+from opbench.ops.conv_shape import SHAPE_FIELDS, ConvShape
+from opbench.ops.conv_taps import expected_zero_fraction, useful_flops
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound, squares_bound
+from opbench.space import expand
 
 NAME = "conv"
 FLOP_NOTE = (
@@ -22,90 +24,6 @@ FLOP_NOTE = (
 )
 
 
-@dataclass(frozen=True, order=True)
-class ConvShape:
-    n: int  # batch
-    c: int  # input channels
-    h: int  # input height
-    w: int  # input width
-    k: int  # output channels
-    r: int  # filter height
-    s: int  # filter width
-    stride_h: int = 1
-    stride_w: int = 1
-    pad_h: int = 0
-    pad_w: int = 0
-    dil_h: int = 1
-    dil_w: int = 1
-    groups: int = 1
-    # pad_h / pad_w pad the top and the left; the bottom and the right by pad_h_end / pad_w_end, which are
-    # pad_h / pad_w unless given (benchdnn's padding_r, implied by an output size)
-    pad_h_end: int = -1
-    pad_w_end: int = -1
-
-    def __post_init__(self) -> None:
-        if self.pad_h_end < 0:
-            object.__setattr__(self, "pad_h_end", self.pad_h)
-        if self.pad_w_end < 0:
-            object.__setattr__(self, "pad_w_end", self.pad_w)
-
-    @property
-    def symmetric(self) -> bool:
-        return (self.pad_h, self.pad_w) == (self.pad_h_end, self.pad_w_end)
-
-    @property
-    def padding(self) -> tuple[int, int, int, int]:
-        """(top, bottom, left, right)."""
-        return self.pad_h, self.pad_h_end, self.pad_w, self.pad_w_end
-
-    @property
-    def padded_h(self) -> int:
-        return self.h + self.pad_h + self.pad_h_end
-
-    @property
-    def padded_w(self) -> int:
-        return self.w + self.pad_w + self.pad_w_end
-
-    @property
-    def out_h(self) -> int:
-        return (self.padded_h - self.dil_h * (self.r - 1) - 1) // self.stride_h + 1
-
-    @property
-    def out_w(self) -> int:
-        return (self.padded_w - self.dil_w * (self.s - 1) - 1) // self.stride_w + 1
-
-    def label(self) -> str:
-        def pair(a: int, b: int) -> str:
-            return str(a) if a == b else f"{a}x{b}"
-
-        text = f"N{self.n} C{self.c} {pair(self.h, self.w)} K{self.k} f{pair(self.r, self.s)}"
-        if (self.stride_h, self.stride_w) != (1, 1):
-            text += f" s{pair(self.stride_h, self.stride_w)}"
-        if not self.symmetric:
-            text += f" p{self.pad_h},{self.pad_h_end},{self.pad_w},{self.pad_w_end}"
-        elif (self.pad_h, self.pad_w) != (0, 0):
-            text += f" p{pair(self.pad_h, self.pad_w)}"
-        if (self.dil_h, self.dil_w) != (1, 1):
-            text += f" d{pair(self.dil_h, self.dil_w)}"
-        if self.groups != 1:
-            text += f" g{self.groups}"
-        return text
-
-    def to_dict(self) -> dict[str, int]:
-        """Every field; the padding's far sides only where they differ (records of symmetric shapes are as
-        they were before padding per side)."""
-        out = {f: getattr(self, f) for f in SHAPE_FIELDS}
-        if out["pad_h_end"] == self.pad_h:
-            del out["pad_h_end"]
-        if out["pad_w_end"] == self.pad_w:
-            del out["pad_w_end"]
-        return out
-
-
-SHAPE_FIELDS = (
-    "n", "c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "pad_h", "pad_w", "dil_h", "dil_w", "groups",
-    "pad_h_end", "pad_w_end",
-)  # fmt: skip
 # Sweep axes (the operator study's factors) and the shape fields each sets.
 AXES: dict[str, tuple[str, ...]] = {
     "batch": ("n",),
@@ -211,9 +129,7 @@ def scale(shape: ConvShape, factor: float) -> ConvShape:
 
 
 def default_cases() -> list[ConvShape]:
-    from opbench.space import expand
-
-    return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
+    return expand(OP, DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
 
 
 def flops(shape: ConvShape) -> int:
@@ -426,3 +342,39 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
         "n": t["gemm_n"],
         "k": t["gemm_k"],
     }
+
+
+OP: Op[ConvShape] = Op(
+    name=NAME,
+    flop_note=FLOP_NOTE,
+    shape_fields=SHAPE_FIELDS,
+    axes=AXES,
+    base=BASE,
+    params=PARAMS,
+    default_mode=DEFAULT_MODE,
+    default_backends=DEFAULT_BACKENDS,
+    batch_fields=BATCH_FIELDS,
+    spatial_fields=SPATIAL_FIELDS,
+    default_cases=default_cases,
+    make_shape=make_shape,
+    shape_from_case=shape_from_case,
+    factors=factors,
+    scale=scale,
+    flops=flops,
+    min_bytes=min_bytes,
+    memory_bytes=memory_bytes,
+    verify_cost_flops=verify_cost_flops,
+    make_inputs=make_inputs,
+    reference=reference,
+    error_bounds=error_bounds,
+    check=check,
+    named_outputs=named_outputs,
+    spot_part=spot_part,
+    spot_check=spot_check,
+    spot_cost_flops=spot_cost_flops,
+    plan=plan,
+    tile_names=tile_names,
+    default_axes=DEFAULT_AXES,
+    expected_zero_fraction=expected_zero_fraction,
+    useful_flops=useful_flops,
+)

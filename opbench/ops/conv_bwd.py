@@ -14,31 +14,13 @@ from typing import Any
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
-from opbench.ops import spot
-from opbench.ops.conv import (  # noqa: F401  (the forward's shape interface, shared)
-    AXES,
-    BASE,
-    BATCH_FIELDS,
-    DEFAULT_AXES,
-    DEFAULT_BACKENDS,
-    DEFAULT_MODE,
-    NAME,
-    PARAMS,
-    SHAPE_FIELDS,
-    SPATIAL_FIELDS,
-    ConvShape,
-    axis_hits,
-    default_cases,
-    factors,
-    filters_of,
-    make_shape,
-    padded64,
-    scale,
-    shape_from_case,
-    spot_pick,
-)
+from opbench.ops import conv, spot
+from opbench.ops.base import Op
+from opbench.ops.conv import filters_of, padded64, spot_pick
 from opbench.ops.conv import flops as forward_flops
 from opbench.ops.conv import make_inputs as forward_inputs
+from opbench.ops.conv_shape import ConvShape
+from opbench.ops.conv_taps import axis_hits
 from opbench.ops.numerics import compare, dot_bound, squares_bound
 
 PASS = "bwd"
@@ -260,3 +242,26 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
         "n": pixels,
         "k": pixels,
     }
+
+
+OP: Op[ConvShape] = replace(
+    conv.OP,
+    pass_name=PASS,
+    flop_note=FLOP_NOTE,
+    space=SPACE,
+    flops=flops,
+    min_bytes=min_bytes,
+    memory_bytes=memory_bytes,
+    verify_cost_flops=verify_cost_flops,
+    make_inputs=make_inputs,
+    reference=reference,
+    error_bounds=error_bounds,
+    check=check,
+    named_outputs=named_outputs,
+    spot_part=spot_part,
+    spot_check=spot_check,
+    spot_cost_flops=spot_cost_flops,
+    plan=plan,
+    tile_names=tile_names,
+    expected_zero_fraction=expected_zero_fraction,
+)

@@ -6,10 +6,8 @@ interface; conv_bwd reads axis_hits."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from opbench.ops.conv import ConvShape
+from opbench.ops.conv_shape import ConvShape
 
 
 @functools.lru_cache(maxsize=1024)  # asked after every visit of a case (guards.peak_guard, zeros_guard)

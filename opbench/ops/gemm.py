@@ -11,6 +11,7 @@ import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
+from opbench.ops.base import Op
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound, squares_bound
 
@@ -255,3 +256,36 @@ def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[s
 
     info = kernels.register_tile(isa, dtype, shape.n)
     return {**info, "m": shape.m, "n": shape.n, "k": shape.k}
+
+
+OP: Op[GemmShape] = Op(
+    name=NAME,
+    flop_note=FLOP_NOTE,
+    shape_fields=SHAPE_FIELDS,
+    axes=AXES,
+    base=BASE,
+    params=PARAMS,
+    default_mode=DEFAULT_MODE,
+    default_backends=DEFAULT_BACKENDS,
+    batch_fields=BATCH_FIELDS,
+    spatial_fields=SPATIAL_FIELDS,
+    default_cases=default_cases,
+    make_shape=make_shape,
+    shape_from_case=shape_from_case,
+    factors=factors,
+    scale=scale,
+    flops=flops,
+    min_bytes=min_bytes,
+    memory_bytes=memory_bytes,
+    verify_cost_flops=verify_cost_flops,
+    make_inputs=make_inputs,
+    reference=reference,
+    error_bounds=error_bounds,
+    check=check,
+    named_outputs=named_outputs,
+    spot_part=spot_part,
+    spot_check=spot_check,
+    spot_cost_flops=spot_cost_flops,
+    plan=plan,
+    tile_names=tile_names,
+)

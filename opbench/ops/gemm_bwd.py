@@ -7,30 +7,15 @@ FLOPs = 4*M*N*K: two products of 2*M*N*K each (the convention of DeepBench and b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
-from opbench.ops import spot
-from opbench.ops.gemm import (  # noqa: F401  (the forward's shape interface, shared)
-    AXES,
-    BASE,
-    BATCH_FIELDS,
-    DEFAULT_BACKENDS,
-    DEFAULT_MODE,
-    NAME,
-    PARAMS,
-    SHAPE_FIELDS,
-    SPATIAL_FIELDS,
-    GemmShape,
-    default_cases,
-    factors,
-    make_shape,
-    product_bound,
-    scale,
-    shape_from_case,
-)
+from opbench.ops import gemm, spot
+from opbench.ops.base import Op
+from opbench.ops.gemm import GemmShape, product_bound
 from opbench.ops.gemm import make_inputs as forward_inputs
 from opbench.ops.numerics import compare
 
@@ -181,3 +166,26 @@ def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[s
 
     m, n, k = shape.m, shape.n, shape.k
     return {**kernels.register_tile(isa, dtype), "m": max(m, k), "n": max(k, n), "k": max(n, m)}
+
+
+OP: Op[GemmShape] = replace(
+    gemm.OP,
+    pass_name=PASS,
+    flop_note=FLOP_NOTE,
+    space=SPACE,
+    flops=flops,
+    min_bytes=min_bytes,
+    memory_bytes=memory_bytes,
+    verify_cost_flops=verify_cost_flops,
+    make_inputs=make_inputs,
+    reference=reference,
+    error_bounds=error_bounds,
+    check=check,
+    named_outputs=named_outputs,
+    spot_part=spot_part,
+    spot_check=spot_check,
+    spot_cost_flops=spot_cost_flops,
+    plan=plan,
+    tile_names=tile_names,
+    unsupported=unsupported,
+)

@@ -6,50 +6,27 @@ propagated scale of a correct answer's error; the rest is shared with the other 
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from opbench.dtypes import UNIT_ROUNDOFF, Array
-from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
-    AXES,
-    BASE,
-    BATCH_FIELDS,
-    DEFAULT_AXES,
-    DEFAULT_BACKENDS,
-    DEFAULT_MODE,
-    SPACE,
-    SPATIAL_FIELDS,
-    UNITS,
+from opbench.ops.recurrent import (
     RecurrentReference,
-    RecurrentShape,
     Unit,
     absolute_projection,
     activation_error,
-    check,
     dot_scale,
-    error_bounds,
-    factors,
-    flops,
     input_projection,
-    make_inputs,
-    memory_bytes,
-    min_bytes,
-    named_outputs,
     operand_maxima,
     recurrent_magnitude,
-    scale,
-    sizes_from_case,
-    spot_cost_flops,
-    spot_of,
+    recurrent_op,
     store_of,
     store_roundoff,
     tile_args,
-    tile_names,
-    verify_cost_flops,
 )
+from opbench.ops.recurrent_shape import RecurrentShape, sizes_from_case
 
 NAME = "gru"
 FLOP_NOTE = (
@@ -75,12 +52,6 @@ def shape_from_case(fields: dict[str, Any]) -> GruShape:
 
 def make_shape(point: dict[str, Any]) -> GruShape:
     return shape_from_case({f: point[f] for f in SHAPE_FIELDS})
-
-
-def default_cases() -> list[GruShape]:
-    from opbench.space import expand
-
-    return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
 
 
 def _sigmoid(z: Array) -> Array:
@@ -160,9 +131,6 @@ def reference(shape: GruShape, inputs: dict[str, Array]) -> RecurrentReference:
     return RecurrentReference({"y": y, "h_n": y[-1]}, scales)
 
 
-spot_part, spot_check = spot_of(reference)
-
-
 def plan(
     shape: GruShape,
     inputs: dict[str, Array],
@@ -175,3 +143,14 @@ def plan(
     from opbench import kernels
 
     return kernels.prepare_gru(*(inputs[n] for n in INPUT_NAMES), **tile_args(tiles, threads, isa))
+
+
+OP = recurrent_op(
+    NAME,
+    FLOP_NOTE,
+    GruShape,
+    shape_from_case,
+    make_shape,
+    reference,
+    plan,
+)

@@ -7,53 +7,30 @@ gates 1, 3 and 4 for the Elman RNN, GRU and LSTM), activations and elementwise u
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, TypeVar
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs
 from opbench.ops import spot
-from opbench.ops.fields import int_field, reject_unknown
+from opbench.ops.base import Op, Plan
 from opbench.ops.numerics import LAMBDA, accumulation_error, compare, squares_bound, tiny
-
-
-@dataclass(frozen=True, order=True)
-class RecurrentShape:
-    seq_len: int
-    batch: int
-    input_size: int
-    hidden: int
-
-    GATES: ClassVar[int] = 4  # rows of W_ih and W_hh per hidden unit
-    STATES: ClassVar[int] = 2  # h (and c for the LSTM)
-
-    def label(self) -> str:
-        return f"T{self.seq_len} B{self.batch} I{self.input_size} H{self.hidden}"
-
-    def to_dict(self) -> dict[str, int]:
-        return {f: int(getattr(self, f)) for f in self.fields()}
-
-    @classmethod
-    def fields(cls) -> tuple[str, ...]:
-        return ("seq_len", "batch", "input_size", "hidden")
-
-
-SIZE_FIELDS = ("seq_len", "batch", "input_size", "hidden")
-AXES: dict[str, tuple[str, ...]] = {f: (f,) for f in ("batch", "seq_len", "input_size", "hidden")}
-BASE = {"batch": 16, "seq_len": 25, "input_size": 256, "hidden": 256}
-DEFAULT_AXES = {
-    "batch": [4, 16, 64],
-    "seq_len": [10, 25, 50],
-    "input_size": [128, 256, 512],
-    "hidden": [128, 256, 512],
-}
-DEFAULT_MODE = "one-factor"
-SPACE = "recurrent"  # the tuning space all three share (tuning/spaces/recurrent.toml)
-DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "tensorflow")
-BATCH_FIELDS = ("batch",)
-SPATIAL_FIELDS = ("input_size",)
+from opbench.ops.recurrent_shape import (
+    AXES,
+    BASE,
+    BATCH_FIELDS,
+    DEFAULT_AXES,
+    DEFAULT_BACKENDS,
+    DEFAULT_MODE,
+    SPACE,
+    SPATIAL_FIELDS,
+    RecurrentShape,
+    factors,
+    scale,
+)
+from opbench.space import expand
 
 # Absolute error allowed for one activation (sigmoid, tanh) computed in fp32, in fp32 ulps (vectorised
 # exp-based implementations are within a few), before its rounding to the cells' precision
@@ -87,23 +64,6 @@ UNITS: dict[str, Unit] = {
     "fp16": Unit("fp16", "fp16"),
     "bf16": Unit("bf16", "bf16"),
 }
-
-
-def sizes_from_case(cls: type[RecurrentShape], fields: dict[str, Any], name: str) -> dict[str, int]:
-    reject_unknown(fields, cls.fields(), name)
-    return {f: int_field(fields, f) for f in SIZE_FIELDS}
-
-
-def factors(shape: RecurrentShape) -> dict[str, int]:
-    """The sweep axes' values for this shape."""
-    return {a: getattr(shape, a) for a in AXES}
-
-
-def scale(shape: RecurrentShape, factor: float) -> Any:
-    """Shrink batch and input size by factor (at least 1)."""
-    return replace(
-        shape, batch=max(1, round(shape.batch * factor)), input_size=max(1, round(shape.input_size * factor))
-    )
 
 
 def flops(shape: RecurrentShape) -> int:
@@ -398,3 +358,59 @@ def tile_args(tiles: dict[str, int | None], threads: int, isa: str | None) -> di
         "threads": threads,
         "isa": isa,
     }
+
+
+Shape = TypeVar("Shape", bound=RecurrentShape)
+
+
+def recurrent_op(
+    name: str,
+    flop_note: str,
+    shape_class: type[Shape],
+    shape_from_case: Callable[[dict[str, Any]], Shape],
+    make_shape: Callable[[dict[str, Any]], Shape],
+    reference: Callable[[Shape, Inputs], RecurrentReference],
+    plan: Plan[Shape],
+    params: Mapping[str, Any] | None = None,
+    param_choices: Mapping[str, tuple[str, ...]] | None = None,
+    expected_zero_fraction: Callable[[Shape], float] | None = None,
+) -> Op[Shape]:
+    """A recurrent op's Op: its name, shape class, float64 reference and kernel, and all the rest shared."""
+    spot_part, spot_check = spot_of(reference)
+    params = dict(params or {})
+    op: Op[Shape] = Op(
+        name=name,
+        flop_note=flop_note,
+        shape_fields=shape_class.fields(),
+        axes=AXES,
+        base=BASE,
+        params=params,
+        default_mode=DEFAULT_MODE,
+        default_backends=DEFAULT_BACKENDS,
+        batch_fields=BATCH_FIELDS,
+        spatial_fields=SPATIAL_FIELDS,
+        default_cases=lambda: expand(op, DEFAULT_AXES, dict(BASE), dict(params), DEFAULT_MODE),
+        make_shape=make_shape,
+        shape_from_case=shape_from_case,
+        factors=factors,
+        scale=scale,
+        flops=flops,
+        min_bytes=min_bytes,
+        memory_bytes=memory_bytes,
+        verify_cost_flops=verify_cost_flops,
+        make_inputs=make_inputs,
+        reference=reference,
+        error_bounds=error_bounds,
+        check=check,
+        named_outputs=named_outputs,
+        spot_part=spot_part,
+        spot_check=spot_check,
+        spot_cost_flops=spot_cost_flops,
+        plan=plan,
+        tile_names=tile_names,
+        default_axes=DEFAULT_AXES,
+        param_choices=dict(param_choices or {}),
+        space=SPACE,
+        expected_zero_fraction=expected_zero_fraction,
+    )
+    return op

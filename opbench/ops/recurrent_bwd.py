@@ -1,7 +1,7 @@
 """What the recurrent ops' backward passes (`rnn:bwd`, `gru:bwd`, `lstm:bwd`) share: backpropagation
 through time for upstream gradients dy (T x B x H), dh_n and (LSTM) dc_n, giving (dx, dw_ih, dw_hh, db_ih,
-db_hh, dh0[, dc0]) in PyTorch's layouts. Each pass module (ops/<op>_bwd.py) re-exports its forward's shape
-interface and these.
+db_hh, dh0[, dc0]) in PyTorch's layouts. Each pass module (ops/<op>_bwd.py) binds these onto its forward's Op
+(backward_of).
 
 FLOPs = 2x the forward's (BPTT: the recurrent gradient dZ W_hh per step, and dW_hh, dW_ih and dx over all
 steps, four GEMMs of the forward's two sizes).
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array
 from opbench.ops import recurrent as fwd
 from opbench.ops import rnn, spot
+from opbench.ops.base import Op
 from opbench.ops.numerics import LAMBDA, compare, gamma, tiny
 
 PASS = "bwd"
@@ -347,4 +348,30 @@ def plan(
         inputs["dh_n"],
         inputs.get("dc_n"),
         **fwd.tile_args(tiles, threads, isa),
+    )
+
+
+Shape = TypeVar("Shape", bound=fwd.RecurrentShape)
+
+
+def backward_of(forward: Op[Shape], flop_note: str) -> Op[Shape]:
+    """The backward pass of a recurrent op: the forward's shape interface, these callables."""
+    return replace(
+        forward,
+        pass_name=PASS,
+        flop_note=flop_note,
+        flops=flops,
+        min_bytes=min_bytes,
+        memory_bytes=memory_bytes,
+        verify_cost_flops=verify_cost_flops,
+        make_inputs=make_inputs,
+        reference=reference,
+        error_bounds=error_bounds,
+        check=check,
+        named_outputs=named_outputs,
+        spot_part=spot_part,
+        spot_check=spot_check,
+        spot_cost_flops=spot_cost_flops,
+        plan=plan,
+        expected_zero_fraction=None,  # a ReLU layer's zeros are the forward's, not its gradients'
     )

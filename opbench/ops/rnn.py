@@ -6,7 +6,6 @@ other recurrent ops (ops/recurrent.py)."""
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -15,44 +14,19 @@ import numpy as np
 from opbench.dtypes import Array
 from opbench.ops.fields import int_field
 from opbench.ops.numerics import LAMBDA
-from opbench.ops.recurrent import (  # noqa: F401  (the op interface, shared)
-    AXES,
-    BASE,
-    BATCH_FIELDS,
-    DEFAULT_AXES,
-    DEFAULT_BACKENDS,
-    DEFAULT_MODE,
-    SPACE,
-    SPATIAL_FIELDS,
-    UNITS,
+from opbench.ops.recurrent import (
     RecurrentReference,
-    RecurrentShape,
     Unit,
-    absolute_projection,
     activation_error,
-    check,
     dot_scale,
-    error_bounds,
-    factors,
-    flops,
     input_projection,
-    make_inputs,
-    memory_bytes,
-    min_bytes,
-    named_outputs,
-    operand_maxima,
-    recurrent_magnitude,
-    scale,
+    recurrent_op,
     shared_magnitudes,
-    sizes_from_case,
-    spot_cost_flops,
-    spot_of,
     store_of,
     store_roundoff,
     tile_args,
-    tile_names,
-    verify_cost_flops,
 )
+from opbench.ops.recurrent_shape import RecurrentShape, sizes_from_case
 
 NAME = "rnn"
 FLOP_NOTE = (
@@ -111,12 +85,6 @@ def make_shape(point: dict[str, Any]) -> RnnShape:
     return shape_from_case({**fields, "relu": NONLINEARITIES.index(nonlinearity)})
 
 
-def default_cases() -> list[RnnShape]:
-    from opbench.space import expand
-
-    return expand(sys.modules[__name__], DEFAULT_AXES, dict(BASE), dict(PARAMS), DEFAULT_MODE)
-
-
 def reference(shape: RnnShape, inputs: dict[str, Array]) -> RecurrentReference:
     """float64 forward pass, keeping what the error propagation needs. The scale of a correct
     implementation's error in a unit (ops/recurrent.py: UNITS), first order, independent roundings in
@@ -167,9 +135,6 @@ def reference(shape: RnnShape, inputs: dict[str, Array]) -> RecurrentReference:
     return RecurrentReference({"y": y, "h_n": y[-1]}, scales)
 
 
-spot_part, spot_check = spot_of(reference)
-
-
 def plan(
     shape: RnnShape,
     inputs: dict[str, Array],
@@ -183,3 +148,17 @@ def plan(
 
     args = tile_args(tiles, threads, isa)
     return kernels.prepare_rnn(*(inputs[n] for n in INPUT_NAMES), nonlinearity=shape.nonlinearity, **args)
+
+
+OP = recurrent_op(
+    NAME,
+    FLOP_NOTE,
+    RnnShape,
+    shape_from_case,
+    make_shape,
+    reference,
+    plan,
+    params=PARAMS,
+    param_choices=PARAM_CHOICES,
+    expected_zero_fraction=expected_zero_fraction,
+)

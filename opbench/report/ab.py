@@ -31,10 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from opbench.case import DOUBT_MARK, marked, named_doubts
+from opbench.case import named_doubts
 from opbench.dtypes import Array
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
+from opbench.texts import speedup_text, summary_text
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "FAILED")
 NOISE_FLOOR = 0.02
@@ -252,33 +253,6 @@ def analyse(
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def speedup_text(row: dict[str, Any]) -> str:
-    if row["speedup"] is None:
-        return "-"
-    lo, hi = row["speedup_ci"]
-    return f"{_ratio(row['speedup'])}{marked(row.get('doubts') or ())} [{_ratio(lo)[:-1]}, {_ratio(hi)[:-1]}]"
-
-
-def _ratio(x: float) -> str:
-    """1.014x, 0.881x; three significant digits only far from 1 (0.000372x, 1.24e+03x)."""
-    return f"{x:.3f}x" if 0.01 <= x < 100 else f"{x:.3g}x"
-
-
-def summary_text(result: dict[str, Any]) -> str:
-    s = result["summary"]
-    counts = ", ".join(f"{v} {n}" for v, n in s["counts"].items() if n)
-    geo = "-" if s["geomean_speedup"] is None else _ratio(s["geomean_speedup"])
-    if s.get("geomean_flagged"):
-        geo += f" ({s['geomean_flagged']} of {s['geomean_cases']} flagged {DOUBT_MARK})"
-    fast = ", ".join(f"fast_{p} {100 * v:.0f}%" for p, v in s["fast_p"].items())
-    return (
-        f"B ({result['b']}) against A ({result['a']}), {s['cases']} case(s): geomean speed-up {geo}; "
-        f"{counts}; "
-        f"{fast}; threshold ±{100 * result['threshold']:.1f}% ({result['threshold_source']}; the run's noise "
-        f"{100 * result['noise']:.1f}%)"
-    )
 
 
 def to_markdown(result: dict[str, Any]) -> str:

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from opbench.case import DOUBT_MARK, Result, Status, marked, named_doubts
-from opbench.display import ratio_text, util_text
+from opbench.case import DOUBT_MARK, Result, Status, named_doubts
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
 from opbench.history import process_range
+from opbench.texts import change_text, ratio_text, util_text
 
 # The two runs' in-run references differing by more than this is worth a warning.
 MACHINE_SPEED_WARN = 0.10
@@ -54,7 +54,7 @@ def _apart(r: Result) -> bool:
 
 
 def _key(r: Result) -> tuple[str, str, str, str]:
-    return (r.case.op, r.case.label, r.case.dtype, r.case.backend)
+    return (r.case.op.name, r.case.label, r.case.dtype, r.case.backend)
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[str, Any]:
@@ -177,11 +177,6 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
         "counts": counts,
         "flagged": sum(bool(r.get("doubts")) for r in rows),  # changes measured on a flagged case
     }
-
-
-def change_text(row: dict[str, Any]) -> str:
-    """A compared case's GFLOPS change, marked where either run flagged the case."""
-    return f"{100 * row['gflops_change']:+.1f}%" + marked(row.get("doubts") or "")
 
 
 def to_markdown(result: dict[str, Any]) -> str:

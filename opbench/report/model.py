@@ -199,11 +199,11 @@ def build(
     for doc in docs:
         for rec in doc["records"]:
             r = Result.from_record(rec)
-            key = (r.case.op, r.case.dtype)
+            key = (r.case.op.name, r.case.dtype)
             g = groups.setdefault(
                 key,
                 {
-                    "op": r.case.op,
+                    "op": r.case.op.name,
                     "dtype": r.case.dtype,
                     "rows": [],
                     "modes": Counter(),
@@ -274,7 +274,7 @@ def build(
 
 
 def _ab_section(doc: dict[str, Any]) -> dict[str, Any]:
-    from opbench.report.ab import speedup_text, summary_text
+    from opbench.texts import speedup_text, summary_text
 
     rows = [{**r, "speedup_text": speedup_text(r)} for r in doc["rows"]]
     return {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows, "summary_text": summary_text(doc)}

@@ -15,12 +15,12 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from opbench.case import DOUBT_MARK
-from opbench.display import format_seconds
 from opbench.errors import UsageError
 from opbench.escape import csv_text, md
 from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_dir, current_umask, json_text
 from opbench.report.model import doubt_notes, geomean_text, ratio_cell
 from opbench.report.plots import Plot
+from opbench.texts import format_seconds
 
 FORMATS = ("html", "md", "csv", "json")
 IMAGES = "images"

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import get_op, split_key
+from opbench.ops import gemm
+from opbench.ops.base import Op
 from opbench.tune.space import TileSpace, load_space
 from opbench.userkernel import KernelRef
 
@@ -58,7 +59,8 @@ class TuneConfig:
     grace_s: int = 15
     input_seed: int = 0
     command: tuple[str, ...] = ()  # the command line, credentials masked (recorded with the study and record)
-    op: str = "gemm"  # an op key of TUNABLE_OPS (gemm, or gemm:bwd with --pass bwd): its ops.<op>.plan
+    # The Op of TUNABLE_OPS tuned (gemm, or gemm:bwd with --pass bwd): its plan runs the tiles.
+    op: Op[Any] = field(default_factory=lambda: gemm.OP)
     kernel: KernelRef | None = None  # the user's own kernel instead (userkernel.py), with `space`
     baseline_params: tuple[tuple[str, Any], ...] | None = None  # the user kernel's reference point
 
@@ -70,7 +72,7 @@ def _names(cfg: TuneConfig) -> dict[str, int]:
     from opbench import kernels
 
     caches = kernels.cpu_info()["caches"]
-    problem = cfg.shape.to_dict() if cfg.kernel else get_op(cfg.op).tile_names(cfg.shape, cfg.isa, cfg.dtype)
+    problem = cfg.shape.to_dict() if cfg.kernel else cfg.op.tile_names(cfg.shape, cfg.isa, cfg.dtype)
     return {
         **problem,
         "l1_bytes": caches["l1d"]["size_bytes"],
@@ -89,15 +91,15 @@ def default_study_name(
 
 
 def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
-    if split_key(cfg.op)[0] not in TUNABLE_OPS:
-        raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{cfg.op}')")
+    if cfg.op.name not in TUNABLE_OPS:
+        raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{cfg.op.name}')")
     if cfg.kernel is not None and not cfg.space:
         raise UsageError("--kernel needs --space SPACE.toml (the parameters FUNC takes and their values)")
     space, path = load_space(
-        cfg.op,
+        cfg.op.key,
         _names(cfg),
         cfg.cache_fit,
-        cfg.space or getattr(get_op(cfg.op), "SPACE", None),
+        cfg.space or cfg.op.space,
         enforce_all=cfg.kernel is not None,
     )
     if cfg.params:
@@ -118,7 +120,7 @@ def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
 
     return {
         **machine_fingerprint(cfg.threads),
-        "op": cfg.op,
+        "op": cfg.op.key,
         "shape": cfg.shape.to_dict(),
         "dtype": cfg.dtype,
         "objectives": list(cfg.objectives),

@@ -11,7 +11,6 @@ from typing import Any
 from opbench import sampling
 from opbench.case import Outcome
 from opbench.errors import UsageError
-from opbench.ops import get_op
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.objective import request
@@ -103,7 +102,7 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
         for extra in runners:
             if extra is not runner:
                 extra.close()
-    flops = get_op(cfg.op).flops(cfg.shape)
+    flops = cfg.op.flops(cfg.shape)
     rows: list[dict[str, Any]] = []
     for name, tiles in candidates:
         if name in failures or not nested[name]:
@@ -157,9 +156,9 @@ def _model_tiles(cfg: TuneConfig) -> dict[str, int]:
     LSTM's kernel set's; conv derives its own per problem (shown as "cache-model default")."""
     from opbench import kernels
 
-    if cfg.op in ("conv", "conv:bwd"):
+    if cfg.op.name == "conv":
         return {}
-    info = kernels.default_tiles(cfg.isa, cfg.shape.n if cfg.op == "gemm" else 0)
+    info = kernels.default_tiles(cfg.isa, cfg.shape.n if cfg.op.key == "gemm" else 0)
     return {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
 
 

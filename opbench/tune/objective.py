@@ -9,7 +9,6 @@ from typing import Any
 
 from opbench.case import Outcome
 from opbench.errors import UsageError
-from opbench.ops import get_op
 from opbench.tune.config import TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.space import TileSpace
@@ -44,7 +43,7 @@ class Objective:
         on_trial: Callable[[dict[str, Any]], None],
     ) -> None:
         self.cfg, self.space, self.runner, self.on_trial = cfg, space, runner, on_trial
-        self.flops = get_op(cfg.op).flops(cfg.shape)
+        self.flops = cfg.op.flops(cfg.shape)
 
     def _previous(self, trial: Any, key: str) -> Any | None:
         import optuna

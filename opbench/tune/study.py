@@ -116,7 +116,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         },
     )
     init = {
-        "op": cfg.op,
+        "op": cfg.op.key,
         "shape": cfg.shape.to_dict(),
         "dtype": cfg.dtype,
         "threads": cfg.threads,
@@ -186,7 +186,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
                 kernel = {k: cfg.kernel.to_dict()[k] for k in ("func", "spec", "sha256")}
                 who = {"user_kernel": kernel, "params": best["tiles"]}
             rec = {
-                "op": cfg.op,
+                "op": cfg.op.key,
                 "dtype": cfg.dtype,
                 "shape": cfg.shape.to_dict(),
                 "threads": cfg.threads,

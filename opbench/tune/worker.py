@@ -28,6 +28,8 @@ import sys
 import traceback
 from typing import Any
 
+from opbench.dtypes import Inputs
+
 
 def _serve(proto: Any) -> None:
     from opbench import peak as peaks
@@ -120,7 +122,7 @@ class UserKernel:
     """The user's kernel (userkernel.py), imported at its first use so that an import error is one
     failed trial; each candidate is the sweep backend's prepared case (backends/user_backend.py)."""
 
-    def __init__(self, kernel: dict[str, Any], op: str, shape: Any, inputs: dict[str, Any]) -> None:
+    def __init__(self, kernel: dict[str, Any], op: str, shape: Any, inputs: Inputs) -> None:
         self.kernel, self.op, self.shape, self.inputs = kernel, op, shape, inputs
         self.fn: Any = None
 

@@ -1,0 +1,72 @@
+"""How numbers read, in the terminal's tables (display/) and the report's Markdown and HTML (report/)
+alike: times, spreads, ratios, tilings, and an A/B or compare row's speed-up with its doubt mark."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opbench.case import DOUBT_MARK, marked
+
+
+def format_seconds(s: float | None) -> str:
+    """Three significant digits in the largest unit that keeps the number >= 1 (no '1e+03 us')."""
+    if s is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if float(f"{s / scale:.3g}") >= 1 or unit == "ns":
+            return f"{s / scale:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def spread(t: dict[str, Any]) -> float:
+    """What the stability class rests on: the larger of the within-round IQR and the between-round spread
+    (relative to the median); the IQR of all samples for files without rounds."""
+    if "rel_iqr_within" in t:
+        return float(max(t["rel_iqr_within"], t["rel_spread_rounds"]))
+    return float(t["rel_iqr"])
+
+
+def util_text(r: dict[str, Any]) -> str:
+    """A compare row's utilization, old / new."""
+    o, n = r.get("old_utilization"), r.get("new_utilization")
+    return f"{100 * o:.1f}% / {100 * n:.1f}%" if o is not None and n is not None else "-"
+
+
+def ratio_text(x: float | None) -> str:
+    return f"{100 * x:.0f}%" if x is not None else "-"
+
+
+def tiles_text(tiles: dict[str, int] | None) -> str:
+    return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "cache-model default"
+
+
+def speedup_text(row: dict[str, Any]) -> str:
+    if row["speedup"] is None:
+        return "-"
+    lo, hi = (factor_text(x)[:-1] for x in row["speedup_ci"])
+    return f"{factor_text(row['speedup'])}{marked(row.get('doubts') or ())} [{lo}, {hi}]"
+
+
+def factor_text(x: float) -> str:
+    """1.014x, 0.881x; three significant digits only far from 1 (0.000372x, 1.24e+03x)."""
+    return f"{x:.3f}x" if 0.01 <= x < 100 else f"{x:.3g}x"
+
+
+def summary_text(result: dict[str, Any]) -> str:
+    s = result["summary"]
+    counts = ", ".join(f"{v} {n}" for v, n in s["counts"].items() if n)
+    geo = "-" if s["geomean_speedup"] is None else factor_text(s["geomean_speedup"])
+    if s.get("geomean_flagged"):
+        geo += f" ({s['geomean_flagged']} of {s['geomean_cases']} flagged {DOUBT_MARK})"
+    fast = ", ".join(f"fast_{p} {100 * v:.0f}%" for p, v in s["fast_p"].items())
+    return (
+        f"B ({result['b']}) against A ({result['a']}), {s['cases']} case(s): geomean speed-up {geo}; "
+        f"{counts}; "
+        f"{fast}; threshold ±{100 * result['threshold']:.1f}% ({result['threshold_source']}; the run's noise "
+        f"{100 * result['noise']:.1f}%)"
+    )
+
+
+def change_text(row: dict[str, Any]) -> str:
+    """A compared case's GFLOPS change, marked where either run flagged the case."""
+    return f"{100 * row['gflops_change']:+.1f}%" + marked(row.get("doubts") or "")
