@@ -31,7 +31,7 @@ def main() -> int:
     from opbench.machine import cpu_model, pin_to_cpus
     from opbench.ops import get_op
     from opbench.reference import APART_FACTOR, NativeProber
-    from opbench.sweep import setup_backends
+    from opbench.sweep.config import setup_backends
 
     pin_to_cpus(args.threads)
     prober = NativeProber()

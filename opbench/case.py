@@ -2,7 +2,7 @@
 what it measured (`Result`), with the one conversion between a Result and the versioned JSON record
 (`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v10.json).
 
-The sweep builds Cases and Results (visits.py), the results writer turns Results into records
+The sweep builds Cases and Results (sweep/visits.py), the results writer turns Results into records
 (results.py), the tuner names its failed trials with Outcomes (tune/objective.py) and the report reads
 records back into Results (report/model.py). After Kernel Tuner's failure reasons, a case without a
 measurement was either skipped (never run: memory, unsupported, predicted time) or failed (ran and
@@ -208,7 +208,7 @@ class Result:
     machine_speed: float | None = None
     reference: Mapping[str, Any] | None = None
     verify: Mapping[str, Any] | None = None
-    guards: Mapping[str, Any] | None = None  # what the too-good-to-be-true checks saw (visits.py)
+    guards: Mapping[str, Any] | None = None  # what the too-good-to-be-true checks saw (sweep/visits.py)
     details: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()

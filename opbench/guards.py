@@ -1,8 +1,8 @@
-"""Guards against results too good to be true, after benchdnn (MISTRUSTED: too many zeros in an output)
-and KernelBench (speed-ups that are too large are suspect). visits.py applies the first two to each case,
-sweep.py the third across the backends of a case once every round is done; the flags `mistrusted` and
-`suspect`, with the reasons in the record's notes and `guards`, show in tables, reports, compare and ab
-(where a suspect or mistrusted B is never counted FASTER).
+"""Guards against results too good to be true, after benchdnn (MISTRUSTED: too many zeros in an output) and
+KernelBench (speed-ups that are too large are suspect). sweep/visits.py applies the first two to each case,
+sweep/driver.py the third across the backends of a case once every round is done; the flags `mistrusted` and
+`suspect`, with the reasons in the record's notes and `guards`, show in tables, reports, compare and ab (where
+a suspect or mistrusted B is never counted FASTER).
 
 - zeros_guard: an output with more than MISTRUST_ZEROS exact zeros over the share the op's random inputs
   give (0 for all but a ReLU RNN: ops.rnn.expected_zero_fraction) is `mistrusted`. A kernel that skipped

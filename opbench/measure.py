@@ -83,7 +83,7 @@ class Visit:
 
     @property
     def speed_index(self) -> float | None:
-        """The machine's speed beside the visit that a case's speed is corrected by (caseresult.py): the
+        """The machine's speed beside the visit that a case's speed is corrected by (sweep/caseresult.py): the
         geometric mean of the FMA and cache probes' speeds against their bests (reference.py says why), or
         the FMA probe's alone where no cache probe was taken."""
         if self.fma_speed is None or self.cache_speed is None:

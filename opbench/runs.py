@@ -12,14 +12,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol
 
-from opbench import gpu, machine, peak, sweep, visits
+from opbench import gpu, machine, peak
 from opbench import history as earlier
 from opbench.errors import UsageError
 from opbench.machine import utc_stamp
 from opbench.ops import pass_of
 from opbench.reference import THROTTLED_SPEED, apart_warning
 from opbench.results import ResultsWriter
-from opbench.sweep import SweepConfig
+from opbench.sweep import driver as sweep
+from opbench.sweep import visits
+from opbench.sweep.config import SweepConfig, setup_backends
 
 
 class Observer(Protocol):
@@ -52,7 +54,7 @@ def run_sweeps(
         peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
         bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
     with observer.status("loading backends..."):
-        states = sweep.setup_backends(all_backends, first.threads, first.device, first.processes)
+        states = setup_backends(all_backends, first.threads, first.device, first.processes)
     try:
         if first.device != "cpu" and all(st.reason for st in states.values()):
             reasons = "; ".join(f"{name}: {st.reason}" for name, st in states.items())

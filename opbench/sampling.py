@@ -11,7 +11,7 @@ sample as if independent would give an interval that a fresh run falls outside o
 - `apart()`: two groups whose interquartile ranges do not overlap and whose medians differ by more than
   a floor. This is how rounds are called drifting and processes `process_dependent`.
 - `sensitivity()`: how far a case's speed follows the machine's speed index (the in-run FMA and cache
-  probes, measure.Visit.speed_index) across its visits (caseresult.py corrects each round's utilization
+  probes, measure.Visit.speed_index) across its visits (sweep/caseresult.py corrects each round's utilization
   by that much only).
 """
 

@@ -12,12 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from opbench import backends, sweep
+from opbench import backends
 from opbench.backends.base import Backend, Prepared
 from opbench.cli.ab import exit_code
+from opbench.measure import Bench
 from opbench.ops import gemm
 from opbench.report import ab
-from opbench.timing import TimerConfig
+from opbench.sweep import driver
+from opbench.sweep.config import SweepConfig, setup_backends
+from opbench.timing import Timer, TimerConfig
 from tests.conftest import FAST_TIMER, run_cli
 
 
@@ -112,7 +115,7 @@ class FakeBackend(Backend):
 def _ab_on_fake_clock(a: FakeBackend, b: FakeBackend, threshold: float | None = None) -> dict[str, Any]:
     for side in (a, b):
         backends.register(side.name, lambda side=side: side)
-    cfg = sweep.SweepConfig(
+    cfg = SweepConfig(
         op=gemm.OP,
         shapes=tuple(gemm.GemmShape(m, 16, 16) for m in (3, 8, 13, 16, 31)),
         dtypes=("fp32",),
@@ -122,10 +125,10 @@ def _ab_on_fake_clock(a: FakeBackend, b: FakeBackend, threshold: float | None = 
         rounds=3,
         paired=True,
     )
-    states = sweep.setup_backends(cfg.backends, 1, "cpu")
+    states = setup_backends(cfg.backends, 1, "cpu")
     records: dict[int, dict[str, Any]] = {}
-    bench = sweep.Bench(sweep.Timer(cfg.timer))  # no in-run probes: the clock is fake
-    sweep.run_sweep(
+    bench = Bench(Timer(cfg.timer))  # no in-run probes: the clock is fake
+    driver.run_sweep(
         cfg, states, {}, lambda rs: records.update({i: r.to_record() for i, r in rs}), bench=bench
     )
     return ab.analyse(list(records.values()), a.name, b.name, threshold)

@@ -1,6 +1,7 @@
-"""One conformance suite over every entry of BACKENDS (after Optuna's shared sampler tests): what the sweep
-relies on from any backend, checked the same way for each. A backend added to the registry is covered
-without editing this file.
+"""One conformance suite over every entry of BACKENDS and every installed plug-in (entry points of group
+opbench.backends; tests/test_plugins.py runs it over a demo plug-in), after Optuna's shared sampler tests:
+what the sweep relies on from any backend, checked the same way for each. A backend added to the registry
+or installed as a plug-in is covered without editing this file.
 
 - it says whether it can run here, and its version;
 - setup on the CPU works, and a device it cannot use is BackendUnavailable (a skip, not a crash);
@@ -19,13 +20,13 @@ from typing import Any
 import pytest
 from conftest import missing
 
-from opbench.backends import BACKENDS, Backend
+from opbench.backends import BACKENDS, Backend, make_backend, plugins
 from opbench.errors import BackendUnavailable
 from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, rnn, rnn_bwd
 from opbench.ops.spot import refreshed
-from opbench.visits import UNSUPPORTED
+from opbench.sweep.visits import UNSUPPORTED
 
-NAMES = list(BACKENDS)
+NAMES = [*BACKENDS, *plugins()]
 # Odd sizes: 1, primes, non-multiples of every tile. Each case: (its Op, shape).
 CASES: dict[str, tuple[Any, Any]] = {
     "gemm": (gemm.OP, gemm.GemmShape(17, 31, 13)),
@@ -67,7 +68,7 @@ CASES: dict[str, tuple[Any, Any]] = {
 
 @pytest.fixture(scope="module", params=NAMES)
 def backend(request: pytest.FixtureRequest) -> Backend:
-    be = BACKENDS[request.param]()
+    be = make_backend(request.param)
     reason = be.unavailable_reason()
     if reason is not None:
         assert isinstance(reason, str) and reason, "an unavailable backend must say why"
@@ -77,13 +78,14 @@ def backend(request: pytest.FixtureRequest) -> Backend:
 
 
 def test_it_names_itself_and_its_version(backend: Backend) -> None:
-    assert backend.name in BACKENDS and BACKENDS[backend.name] is type(backend)
+    made_by = BACKENDS.get(backend.name) or plugins()[backend.name].load()
+    assert type(backend) is made_by  # a plug-in is named as it was installed (make_backend)
     version = backend.version()
     assert version is None or (isinstance(version, str) and version)
 
 
 def test_a_device_it_cannot_use_is_unavailable_not_a_crash(backend: Backend) -> None:
-    fresh = BACKENDS[backend.name]()
+    fresh = make_backend(backend.name)
     with pytest.raises(BackendUnavailable):
         fresh.setup(2, "npu:97")
 

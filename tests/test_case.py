@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
 from opbench.ops import conv, gemm, get_op, lstm
-from opbench.sweep import SweepConfig, _memory_skip
+from opbench.sweep.config import SweepConfig
+from opbench.sweep.driver import _memory_skip
+from opbench.sweep.visits import _failure
 from opbench.tune.isolation import describe_exit
-from opbench.visits import _failure
 
 TIME = Reason.TIME
 

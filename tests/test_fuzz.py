@@ -418,6 +418,13 @@ def cli(data):
     count[str(code)] += 1
 
 
+# The base command lines work unchanged (else every fuzzed line would be refused for their sake, and the
+# fuzz would test nothing past the parser); which fuzzed lines still succeed depends on the draws.
+for name in ("sweep", "ab", "report", "compare", "suites", "info"):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(COMMANDS[name]))
+    assert code == 0, (name, err.getvalue()[-3000:])
 cli()
 print("ok", count["0"], count["2"])
 """
@@ -439,4 +446,4 @@ def test_the_command_line(tmp_path: Path, clean_results: dict[str, Any]) -> None
     log = (tmp_path / "argv.log").read_text().splitlines() if (tmp_path / "argv.log").exists() else []
     assert proc.returncode == 0, f"last argv: {log[-1:]}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     _, ok, refused = proc.stdout.split()
-    assert int(ok) >= 2 and int(refused) > 20, proc.stdout  # both outcomes exercised
+    assert int(refused) > 20, proc.stdout  # refusals exercised; the base lines' success is asserted first

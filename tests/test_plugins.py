@@ -32,6 +32,7 @@ MODULE = '''
 """A backend someone else wrote: numpy's matmul, through opbench's Backend interface."""
 import numpy as np
 from opbench.backends.base import Backend, Prepared, host_timed
+from opbench.errors import BackendUnavailable
 
 
 class _Gemm(Prepared):
@@ -49,6 +50,7 @@ class _Gemm(Prepared):
 class DemoBackend(Backend):
     name = "demo"
     ops = ("gemm",)
+    bf16_ops = ()  # numpy's matmul of bfloat16 arrays answers in float32 (the conformance suite saw it)
     accumulate = {"fp32": "fp32", "fp16": "fp16"}
 
     def unavailable_reason(self):
@@ -58,7 +60,8 @@ class DemoBackend(Backend):
         return "0.3"
 
     def setup(self, threads, device):
-        pass
+        if device != "cpu":
+            raise BackendUnavailable(f"demo runs on the CPU only, not {device}")
 
     def prepare(self, op, shape, inputs, params):
         return _Gemm(inputs["a"], inputs["b"])
@@ -120,3 +123,26 @@ def test_an_installed_plugin_is_listed_and_measured(plugin_path: Path, tmp_path:
 def test_without_the_plugin_its_name_is_unknown(tmp_path: Path) -> None:
     proc = run_cli(["sweep", "gemm", "--backend", "demo", "--out", str(tmp_path)])
     assert proc.returncode == 2 and "unknown backend 'demo'" in proc.stderr
+
+
+def test_the_backend_conformance_suite_runs_over_an_installed_plugin(plugin_path: Path) -> None:
+    """tests/test_backend_conformance.py takes its backends from the registry and the installed plug-ins:
+    with the demo installed, every one of its checks runs on it (and the broken one is refused where it is
+    made, as test_an_installed_plugin_is_listed_and_measured shows)."""
+    import os
+
+    tests = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(tests)])}
+    suite = str(tests / "test_backend_conformance.py")
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", suite, "-k", "demo", "-rA"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=tests.parent,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    passed = [line for line in out.stdout.splitlines() if line.startswith("PASSED") and "[demo" in line]
+    names = {line.split("::")[1].split("[")[0] for line in passed}
+    assert {
+        "test_it_names_itself_and_its_version",
+        "test_a_device_it_cannot_use_is_unavailable_not_a_crash",
+        "test_each_op_and_dtype_is_run_and_verified_or_refused_with_a_reason",
+    } <= names, out.stdout[-3000:]

@@ -16,11 +16,11 @@ import pytest
 from conftest import run_cli
 
 from opbench import history, layout, sampling
-from opbench.caseresult import corrected_peak
 from opbench.measure import Visit, combine
 from opbench.measurement import Measurement
 from opbench.report import ab
 from opbench.report.compare import compare
+from opbench.sweep.caseresult import corrected_peak
 
 
 def visit(samples: list[float], process: int | None) -> Visit:

@@ -1,5 +1,5 @@
 """Every record's repro command (repro.py) measures that case again and no other; the guards against
-results too good to be true (visits.py): mistrusted outputs (too many exact zeros) and suspect results
+results too good to be true (sweep/visits.py): mistrusted outputs (too many exact zeros) and suspect results
 (above the unit's peak, counting only the FLOPs a padding-skipping conv must do, or over 10x the best peer).
 """
 
@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opbench import caseresult, guards, visits
+from opbench import guards
 from opbench.case import Case, Outcome, Result
 from opbench.measure import Visit
 from opbench.measurement import Measurement
 from opbench.ops import conv, conv_bwd, gemm, get_op, op_key
+from opbench.sweep import caseresult
+from opbench.sweep.caserun import CaseRun
 from tests.conftest import FAST_TIMER, run_cli
 
 
@@ -153,9 +155,9 @@ def test_zero_fraction_reads_nested_outputs() -> None:
     assert guards.zero_fraction(None) is None
 
 
-def _fake_case(shape: object, op: str, seconds: float) -> visits.CaseRun:
+def _fake_case(shape: object, op: str, seconds: float) -> CaseRun:
     """A case timed with a fake clock: every sample took `seconds` per call."""
-    case = visits.CaseRun(0, 0, Case(get_op(op), shape, "fp32", "cpp", 1, "cpu"))
+    case = CaseRun(0, 0, Case(get_op(op), shape, "fp32", "cpp", 1, "cpu"))
     case.visits.append(Visit(Measurement((seconds,) * 5, 1)))
     return case
 

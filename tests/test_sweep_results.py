@@ -525,9 +525,9 @@ def test_a_missing_dtype_path_is_unsupported_not_a_failure(message: str, status:
     from opbench.backends.base import Backend
     from opbench.measure import Bench
     from opbench.ops import gemm
-    from opbench.sweep import BackendState, SweepConfig
+    from opbench.sweep.config import BackendState, SweepConfig
+    from opbench.sweep.visits import SpeedHistory, measure_case
     from opbench.timing import Timer
-    from opbench.visits import SpeedHistory, measure_case
 
     class NoHalf(Backend):
         name = "nohalf"

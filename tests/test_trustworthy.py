@@ -21,7 +21,7 @@ from opbench.contention import CONTENDED_SHARE, MIN_WINDOW_S, CpuTimes, Monitor,
 from opbench.measure import DRIFT_MIN_REL, Bench, Visit, combine, drifting, rate
 from opbench.measurement import Measurement
 from opbench.reference import APART_FACTOR, PROBE_INTERVAL_S, THROTTLED_SPEED, InRunReference
-from opbench.sweep import round_timer, visit_order
+from opbench.sweep.driver import round_timer, visit_order
 from opbench.timing import FIRST_CALL_BUDGETS, Timer, TimerConfig
 
 
@@ -298,7 +298,8 @@ def test_a_sweep_measures_throttled_cases_again_and_flags_them(tmp_path: Path) -
     """A fake prober whose first probe is the machine's best and every later one is half of it: every round
     of every case is throttled, so each case is visited once more after its rounds, then flagged."""
     from opbench.ops import gemm
-    from opbench.sweep import BackendState, SweepConfig, make_bench, run_sweep, setup_backends
+    from opbench.sweep.config import BackendState, SweepConfig, setup_backends
+    from opbench.sweep.driver import make_bench, run_sweep
 
     shapes = (gemm.GemmShape(8, 8, 8), gemm.GemmShape(9, 7, 5))
     cfg = SweepConfig(

@@ -5,7 +5,7 @@ device)` once before the first case. Per case: `unsupported_reason(op, dtype)`, 
 inputs, params)`, which converts inputs to the backend's own tensors and allocates outputs, all outside any
 timed region. The returned Prepared is verified with `output()`; before each timed visit its inputs are
 given new values with `refill(inputs)`, it is timed with `run(loops)` by the Timer, and the output of its
-timed calls (`timed_output()`) is checked again (visits.py).
+timed calls (`timed_output()`) is checked again (sweep/visits.py).
 
 Outputs come back as numpy arrays in the op's structure: gemm and conv one array, rnn and gru (y, h_n),
 lstm (y, (h_n, c_n)).

@@ -164,7 +164,8 @@ def sweep_configs(
     from opbench.machine import available_memory_bytes
     from opbench.results import parse_formats
     from opbench.space import scale_shapes
-    from opbench.sweep import SweepConfig, check_memory
+    from opbench.sweep.config import SweepConfig
+    from opbench.sweep.driver import check_memory
     from opbench.timing import TimerConfig
 
     passes = _passes(args.passes, [pl.op for pl in plans])

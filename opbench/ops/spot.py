@@ -51,7 +51,7 @@ class Part:
     """What a spot check compares the output of timed calls with (an op's spot_part): per named output, its
     whole shape, the index of the part recomputed, that part's float64 reference and bound; and what was
     recomputed, in words. It depends on the inputs, the seed and the accumulation alone, so the backends of
-    one case can share it (verification.py)."""
+    one case can share it (sweep/verification.py)."""
 
     shapes: Mapping[str, tuple[int, ...]]
     index: dict[str, Any]

@@ -71,7 +71,7 @@ def _serve(proto: Any) -> None:
                 ran: dict[str, Any] = req.get("params") or {}
                 case = user.prepare(ran)
                 result, run, timed_output = case.output(), case.run, case.timed_output
-                if reference is not None:  # the timed calls compute on new values (verification.py)
+                if reference is not None:  # the timed calls compute on new values (sweep/verification.py)
                     moved = refreshed(inputs, init["seed"] * 7919 + trial)
                     timed_inputs = moved if case.refill(moved) else inputs
             else:

@@ -1,5 +1,5 @@
-"""Verification around a case's timing (visits.py calls these): the BLAS thread limit of float64 checks, the
-new input values of each timed visit, and the check of the output of its timed calls.
+"""Verification around a case's timing (sweep/visits.py calls these): the BLAS thread limit of float64
+checks, the new input values of each timed visit, and the check of the output of its timed calls.
 
 The timed kernel is the verified kernel. A case's first call is checked against the full float64 reference
 before any timing; then, before every timed visit, its inputs get new values (ops/spot.py: `refreshed`, the
@@ -16,17 +16,14 @@ import collections
 import contextlib
 import functools
 import zlib
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opbench.case import Outcome, Reason
 from opbench.dtypes import Inputs
 from opbench.ops.base import Op
 from opbench.ops.spot import refreshed
-
-if TYPE_CHECKING:
-    from opbench.sweep import SweepConfig
-    from opbench.visits import CaseRun
+from opbench.sweep.caserun import CaseRun, TimedCheck
+from opbench.sweep.config import SweepConfig
 
 # Verification's float64 BLAS work runs on one thread when it costs at most this many FLOPs: a
 # multi-threaded OpenBLAS call leaves its pool spinning for about 110 ms, which the timing that follows
@@ -70,22 +67,6 @@ class Expected:
                 self.shape, self.inputs, self.reference, self.dtype, accumulate
             )
         return self._bounds[accumulate]
-
-
-@dataclass(frozen=True)
-class TimedCheck:
-    """One visit's check of the output of its timed calls: in the record's verify.timed (to_dict)."""
-
-    round: int
-    skipped: str | None = None  # over --verify-max-gflop: not checked
-    ok: bool | None = None
-    max_err_ratio: float | None = None
-    inputs: str | None = None  # new values, or the first ones where the backend cannot rewrite them
-    checked: str | None = None  # what was recomputed (the op's spot part)
-    reason: str | None = None  # why it is wrong
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 def check_first(cfg: SweepConfig, case: CaseRun, output: Any, expected: Expected | None) -> bool:

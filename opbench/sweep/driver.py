@@ -1,45 +1,39 @@
-"""Sweep: expand (shape x pass x dtype x backend) into cases, set up the backends and peaks, order the
-interleaved rounds and drive each case's visits (visits.py: decide, verify, time, Result).
-
-A case that cannot run (backend missing, dtype unsupported, over the memory budget, predicted to take too
-long, an exception, a wrong answer) becomes a Result with an Outcome saying why; it never ends the sweep.
-"""
+"""The sweep's driver: expand (shape x pass x dtype x backend) into cases, resolve the peaks, order the
+interleaved rounds and drive each case's visits (sweep/visits.py: decide, verify, time, Result)."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from opbench import peak as peaks
 from opbench import sampling
-from opbench.backends import Backend, accelerator_name, make_backend
+from opbench.backends import accelerator_name
 from opbench.case import Outcome, Reason, Result
-from opbench.caseresult import case_result
 from opbench.contention import Monitor
-from opbench.errors import BackendUnavailable, UsageError
+from opbench.errors import UsageError
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
 from opbench.ops import pass_of
-from opbench.ops.base import Op
 from opbench.reference import InRunReference
 from opbench.repro import sweep_command
-from opbench.timing import Timer, TimerConfig
-from opbench.verification import Expected
-from opbench.visits import (
-    CaseRun,
+from opbench.sweep.caseresult import case_result
+from opbench.sweep.caserun import CaseRun
+from opbench.sweep.config import BackendState, SweepConfig, processes
+from opbench.sweep.verification import Expected
+from opbench.sweep.visits import (
     SpeedHistory,
     case_factors,
     first_visit,
     host_flush_bytes,
     later_visit,
     make_case,
-    one_line,
-    processes,
 )
+from opbench.timing import Timer, TimerConfig
 
 # The fewest samples one round of a case takes (round_timer); the record's statistics use every round's.
 ROUND_MIN_SAMPLES = 2
@@ -47,75 +41,6 @@ ROUND_MIN_SAMPLES = 2
 # many bytes in all (and a quarter of --max-memory): preparing again each round costs more than the
 # sampling in conv and LSTM sweeps (TensorFlow traces, Keras layers, MindSpore cells).
 KEEP_PREPARED_BYTES = 1 << 30
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    op: Op[Any]  # the forward's; each of `passes` is measured (ops.pass_of)
-    shapes: tuple[Any, ...]
-    dtypes: tuple[str, ...]
-    backends: tuple[str, ...]
-    threads: int
-    device: str = "cpu"
-    timer: TimerConfig = field(default_factory=TimerConfig)
-    verify: bool = True
-    seed: int = 0
-    cpp_params: dict[str, Any] = field(default_factory=dict)  # tile_m/tile_n/tile_k/isa for our kernels
-    max_memory_bytes: int | None = None  # a case needing more is skipped ('memory')
-    max_call_s: float = 60.0  # a case predicted to take longer per call is skipped ('predicted')
-    verify_max_gflop: float = 60.0  # float64 verification costlier than this is skipped (and said so)
-    # With --scale: the shapes as the spec gave them, parallel to `shapes`; records report their factors.
-    unscaled: tuple[Any, ...] | None = None
-    rounds: int = 1  # visits per case, interleaved over shuffled rounds (the CLI's default is 3)
-    passes: tuple[str, ...] = ("fwd",)  # training passes: fwd, bwd (ops.PASSES)
-    # Every round visits each (shape, pass, dtype)'s backends one after the other (the two sides of an A/B
-    # run: their ratio then rests on moments seconds apart), instead of one backend's cases after another's.
-    paired: bool = False
-    # Worker processes per backend (--processes): round r of a case runs in process r mod N, each process a
-    # fresh one with its own randomized layout (backends/processes.py); 0: every case in this process.
-    processes: int = 0
-
-    @property
-    def n_cases(self) -> int:
-        return len(self.shapes) * len(self.passes) * len(self.dtypes) * len(self.backends)
-
-
-@dataclass
-class BackendState:
-    backend: Backend
-    reason: str | None = None  # why every case of this backend is skipped
-    version: str | None = None
-    in_process: str | None = None  # why its cases run in this process although --processes asked otherwise
-
-
-def setup_backends(
-    names: tuple[str, ...], threads: int, device: str, processes: int = 0
-) -> dict[str, BackendState]:
-    """Each backend made and set up (in `processes` worker processes each where over 0: every worker is
-    started first, so that their imports overlap)."""
-    from opbench.backends.processes import in_processes
-
-    states: dict[str, BackendState] = {}
-    for name in names:
-        st = BackendState(make_backend(name))
-        if processes > 0:
-            st.backend, st.in_process = in_processes(st.backend, processes)
-        states[name] = st
-    for st in states.values():
-        launch = getattr(st.backend, "launch", None)
-        if launch is not None:
-            launch()
-    for st in states.values():
-        st.reason = st.backend.unavailable_reason()
-        if st.reason is None:
-            try:
-                st.backend.setup(threads, device)
-                st.version = st.backend.version()
-            except BackendUnavailable as e:
-                st.reason = str(e)
-            except Exception as e:  # a framework that imports but cannot initialise
-                st.reason = f"setup failed: {one_line(e)}"
-    return states
 
 
 def backend_summary(states: dict[str, BackendState]) -> dict[str, Any]:

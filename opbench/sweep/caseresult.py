@@ -1,23 +1,22 @@
-"""A case's Result (case.py) from its visits (visits.CaseRun): the rounds combined (measure.combine), the
-notes that explain them, the guards, and the utilization: each round's against the machine's best in-run
-FMA probe, slowed by the machine's speed beside that round (its speed index: the geometric mean of the
-FMA and cache probes' speeds, measure.Visit.speed_index) only as far as the case's speed follows that
-index (its sensitivity, sampling.sensitivity; issue 39), and their median; the utilization against the
-FMA probe beside the case (its median over rounds) and against the best stay in the record."""
+"""A case's Result (case.py) from its visits (sweep/caserun.py: CaseRun): the rounds combined
+(measure.combine), the notes that explain them, the guards, and the utilization: each round's against the
+machine's best in-run FMA probe, slowed by the machine's speed beside that round (its speed index: the
+geometric mean of the FMA and cache probes' speeds, measure.Visit.speed_index) only as far as the case's
+speed follows that index (its sensitivity, sampling.sensitivity; issue 39), and their median; the
+utilization against the FMA probe beside the case (its median over rounds) and against the best stay in
+the record."""
 
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opbench.case import Result
 from opbench.guards import peak_guard
 from opbench.measure import QUIET_MAX_WAIT_S, combine
 from opbench.peak import UNIT_PEAKS
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
-
-if TYPE_CHECKING:
-    from opbench.visits import CaseRun
+from opbench.sweep.caserun import CaseRun
 
 # Utilization below this is flagged: the backend leaves the hardware nearly idle (e.g. no fp16 kernel).
 SLOW_UTILIZATION = 0.01

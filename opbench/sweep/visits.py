@@ -1,6 +1,6 @@
 """One case of a sweep and its visits: decide whether it runs (backend, dtype, predicted call time),
 verify it against the float64 reference, time each visit through measure.Bench, and turn its visits into
-a Result (case.py). sweep.py expands the cases, orders the rounds and drives these.
+a Result (case.py). sweep/driver.py expands the cases, orders the rounds and drives these.
 
 The timed kernel is the verified kernel: before every timed visit the case's inputs get new values
 (ops/spot.py: refreshed, written in place by Prepared.refill where the backend can), and after it the output
@@ -16,23 +16,21 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from opbench import verification
-from opbench.case import OK, Case, Outcome, Reason, Result
-from opbench.caseresult import case_result
+from opbench.case import Case, Outcome, Reason, Result
 from opbench.dtypes import Inputs
 from opbench.guards import zeros_guard
-from opbench.measure import Bench, Visit
+from opbench.measure import Bench
 from opbench.ops import pass_of
 from opbench.ops.base import Op
 from opbench.ops.spot import refreshed
 from opbench.repro import sweep_command
+from opbench.sweep import verification
+from opbench.sweep.caseresult import case_result
+from opbench.sweep.caserun import CaseRun
+from opbench.sweep.config import BackendState, SweepConfig, one_line, processes
 from opbench.timing import Timer
-
-if TYPE_CHECKING:
-    from opbench.sweep import BackendState, SweepConfig
 
 # A first visit whose samples took more than this many times the round's --max-time-s share is not
 # visited again (one round: the rounds of a slow case would multiply the sweep's time).
@@ -58,13 +56,6 @@ class SpeedHistory:
 
     def best(self, backend: str, op: str, dtype: str) -> tuple[float, str] | None:
         return self._best.get((backend, op, dtype))
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    msg = text[0] if text else ""
-    msg = msg if len(msg) <= 300 else msg[:297] + "..."
-    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
 @functools.lru_cache(maxsize=1)
@@ -140,63 +131,6 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dt
     return op.flops(small) / seconds / 1e9 if seconds > 0 else None
 
 
-@dataclass
-class CaseRun:
-    """One Case of a sweep and what its visits have found so far: the outcome and verification of its
-    first visit, the details of what ran, notes, and the visits themselves."""
-
-    index: int
-    shape_index: int
-    case: Case
-    outcome: Outcome = OK
-    verify: dict[str, Any] | None = None
-    details: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    visits: list[Visit] = field(default_factory=list)
-    finished: bool = False  # no more visits: skipped, failed or wrong before timing, or a later visit failed
-    method: str = ""
-    slow: bool = False  # its first visit overran the round's time budget: one visit only (round_budget_note)
-    # by process (0 in this process): kept between rounds when it fits the sweep's keep budget
-    # (KEEP_PREPARED_BYTES); `keep` says whether it does
-    prepared: dict[int, Any] = field(default_factory=dict)
-    keep: bool = False
-    guards: dict[str, Any] = field(default_factory=dict)  # what the guards saw (zero_fraction: first visit)
-    repro: str | None = None  # the command that measures this case again (repro.py)
-    accumulate: str = ""  # what its verification bounds assume (Backend.accumulation, or its details)
-    inputs: Inputs | None = None  # the values its prepared case computes on (between checks)
-    first_inputs: Inputs | None = None  # the values it was prepared on, which refills move
-    # each visit's check of its timed output
-    timed: list[verification.TimedCheck] = field(default_factory=list)
-
-    @property
-    def shape(self) -> Any:
-        return self.case.shape
-
-    @property
-    def dtype(self) -> str:
-        return self.case.dtype
-
-    @property
-    def backend(self) -> str:
-        return self.case.backend
-
-    def process(self, st: BackendState) -> int:
-        """The process the next visit runs in: round r in process r mod N (--processes)."""
-        return len(self.visits) % max(1, processes(st))
-
-    def end(self, outcome: Outcome) -> None:
-        """No measurement for this case: it was skipped, failed or answered wrong."""
-        self.outcome = outcome
-        self.finished = True
-
-
-def processes(st: BackendState) -> int:
-    """How many worker processes the backend's cases run in (0: this process)."""
-    from opbench.backends.remote import RemoteBackend
-
-    return st.backend.processes if isinstance(st.backend, RemoteBackend) else 0
-
-
 def prepare(st: BackendState, case: CaseRun, inputs: Inputs, process: int) -> Any:
     """The case prepared by its backend, in worker `process` where it runs in several."""
     from opbench.backends.remote import RemoteBackend
@@ -250,8 +184,8 @@ def timed_visit(
     fresh: bool = False,
     process: int | None = None,
 ) -> None:
-    """One timed visit on new input values, its timed output checked (verification.py). `fresh`: the case
-    was just prepared on new values (no refill needed). `process`: the worker it ran in (--processes)."""
+    """One timed visit on new input values, its timed output checked (sweep/verification.py). `fresh`: the
+    case was just prepared on new values (no refill needed). `process`: the worker it ran in (--processes)."""
     refilled = fresh or (cfg.verify and verification.refill(cfg, case, prepared))
     _visit(cfg, case, prepared, bench, timer, pool, process)
     if cfg.verify:
