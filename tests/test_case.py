@@ -12,8 +12,7 @@ from hypothesis import strategies as st
 from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
 from opbench.ops import conv, gemm, get_op, lstm
 from opbench.sweep.config import SweepConfig
-from opbench.sweep.driver import _memory_skip
-from opbench.sweep.visits import _failure
+from opbench.sweep.visits import _failure, memory_skip
 from opbench.tune.isolation import describe_exit
 
 TIME = Reason.TIME
@@ -103,7 +102,7 @@ def test_an_outcome_refuses_a_text_that_reads_back_as_another_kind() -> None:
 def test_the_producers_write_texts_of_their_own_kind() -> None:
     shapes = (gemm.GemmShape(8, 8, 8),)
     cfg = SweepConfig(gemm.OP, shapes, ("fp32",), ("cpp",), threads=1, max_memory_bytes=1 << 30)
-    assert _memory_skip(cfg, 3 << 30).reason is Reason.MEMORY
+    assert memory_skip(cfg, 3 << 30).reason is Reason.MEMORY
     assert (
         _failure("torch", RuntimeError("\"addmm\" not implemented for 'Half'")).reason is Reason.UNSUPPORTED
     )

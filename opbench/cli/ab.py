@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +120,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
     plans, suite = plans_from_args(args)
     if not plans:
         return nothing_to_run(suite)
-    configs, out_dir, formats, meta = sweep_configs(args, plans, suite, lambda plan, op: (a_name, b_name), {})
-    configs = [replace(cfg, paired=True) for cfg in configs]
+    configs, out_dir, formats, meta = sweep_configs(
+        args, plans, suite, lambda plan: (a_name, b_name), {}, paired=True
+    )
     observer = AbObserver(args.quiet)
     writers: list[Any] = []
     try:

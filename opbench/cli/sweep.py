@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from opbench.cli.common import check_flags_apply, check_out_dir
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.errors import UsageError
 from opbench.ops.base import Op
+from opbench.specs import SweepPlan
 
 
 def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
@@ -144,7 +146,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         args,
         plans,
         suite,
-        lambda plan, op: (*(cli_backends or plan.backends or op.default_backends), *extra),
+        lambda plan: (*(cli_backends or plan.backends or plan.op.default_backends), *extra),
         cpp_params,
     )
     return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet, verbose=args.verbose)
@@ -154,18 +156,18 @@ def sweep_configs(
     args: argparse.Namespace,
     plans: list[Any],
     suite: dict[str, Any] | None,
-    backends_of: Any,
+    backends_of: Callable[[SweepPlan], Sequence[str]],
     cpp_params: dict[str, Any],
+    paired: bool = False,
 ) -> tuple[list[Any], Path, list[str], dict[str, Any]]:
-    """The sweep configs of `plans` with the measurement options both sweep and ab take (`backends_of(plan,
-    op)`: each plan's backends), checked; the output directory, formats and the run's metadata."""
+    """The sweep configs of `plans` with the measurement options both sweep and ab take, mapped from the
+    arguments onto SweepOptions (`backends_of(plan)`: each plan's backends; `paired`: ab's rounds), checked;
+    the output directory, formats and the run's metadata."""
     from opbench.dtypes import parse_dtypes
     from opbench.kernels import default_threads
     from opbench.machine import available_memory_bytes
     from opbench.results import parse_formats
-    from opbench.space import scale_shapes
-    from opbench.sweep.config import SweepConfig
-    from opbench.sweep.driver import check_memory
+    from opbench.sweep.config import SweepOptions, check_memory, configs_for
     from opbench.timing import TimerConfig
 
     passes = _passes(args.passes, [pl.op for pl in plans])
@@ -181,36 +183,25 @@ def sweep_configs(
         call_budget_s=args.call_budget_s,
         cold_cache=args.cold_cache,
     )
-    args.processes = resolve_processes(args.processes, args.rounds, "--processes", "--rounds")
     budget = args.max_memory or int(available_memory_bytes() * 0.8)
-    configs = []
-    for plan in plans:
-        op = plan.op
-        if args.scale:
-            shapes, unscaled = scale_shapes(op, list(plan.shapes), args.scale)
-        else:
-            shapes, unscaled = list(plan.shapes), []
-        configs.append(
-            SweepConfig(
-                op=op,
-                shapes=tuple(shapes),
-                dtypes=tuple(cli_dtypes or plan.dtypes or ("fp32", "fp16")),
-                backends=tuple(backends_of(plan, op)),
-                threads=threads,
-                device=args.device,
-                timer=timer,
-                verify=not args.no_verify,
-                seed=args.seed,
-                cpp_params=cpp_params,
-                max_memory_bytes=budget,
-                max_call_s=args.max_call_s,
-                verify_max_gflop=args.verify_max_gflop,
-                unscaled=tuple(unscaled) if args.scale else None,
-                rounds=args.rounds,
-                processes=args.processes,
-                passes=passes,
-            )
-        )
+    options = SweepOptions(
+        threads=threads,
+        device=args.device,
+        timer=timer,
+        dtypes=tuple(cli_dtypes) if cli_dtypes else None,
+        passes=passes,
+        verify=not args.no_verify,
+        seed=args.seed,
+        cpp_params=cpp_params,
+        max_memory_bytes=budget,
+        max_call_s=args.max_call_s,
+        verify_max_gflop=args.verify_max_gflop,
+        scale=args.scale,
+        rounds=args.rounds,
+        processes=resolve_processes(args.processes, args.rounds, "--processes", "--rounds"),
+        paired=paired,
+    )
+    configs = configs_for(plans, options, backends_of)
     check_memory(configs, budget)
     meta = {
         "suite": suite,

@@ -3,14 +3,18 @@ the measurement settings) and the backends it runs them on (`BackendState`, set 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from opbench.backends import Backend, make_backend
 from opbench.backends.processes import in_processes
 from opbench.backends.remote import RemoteBackend
-from opbench.errors import BackendUnavailable
+from opbench.errors import BackendUnavailable, UsageError
+from opbench.ops import pass_of
 from opbench.ops.base import Op
+from opbench.space import scale_shapes
+from opbench.specs import SweepPlan
 from opbench.timing import TimerConfig
 
 
@@ -43,6 +47,86 @@ class SweepConfig:
     @property
     def n_cases(self) -> int:
         return len(self.shapes) * len(self.passes) * len(self.dtypes) * len(self.backends)
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How to measure, typed (the command line's options, which sweep and ab share): every plan's
+    SweepConfig takes them (configs_for)."""
+
+    threads: int
+    device: str = "cpu"
+    timer: TimerConfig = field(default_factory=TimerConfig)
+    dtypes: tuple[str, ...] | None = None  # None: each plan's own, else fp32 and fp16
+    passes: tuple[str, ...] = ("fwd",)
+    verify: bool = True
+    seed: int = 0
+    cpp_params: dict[str, Any] = field(default_factory=dict)
+    max_memory_bytes: int | None = None
+    max_call_s: float = 60.0
+    verify_max_gflop: float = 60.0
+    scale: float | None = None  # --scale: batch and input size shrunk by this factor
+    rounds: int = 1
+    processes: int = 0
+    paired: bool = False
+
+
+def configs_for(
+    plans: Sequence[SweepPlan], options: SweepOptions, backends_of: Callable[[SweepPlan], Sequence[str]]
+) -> list[SweepConfig]:
+    """One SweepConfig per plan (a spec's sweep, or the command line's op): its shapes (scaled where
+    options.scale asks, the originals kept for the records' factors), dtypes and backends."""
+    configs = []
+    for plan in plans:
+        shapes, unscaled = list(plan.shapes), None
+        if options.scale:
+            shapes, origins = scale_shapes(plan.op, shapes, options.scale)
+            unscaled = tuple(origins)
+        configs.append(
+            SweepConfig(
+                op=plan.op,
+                shapes=tuple(shapes),
+                dtypes=tuple(options.dtypes or plan.dtypes or ("fp32", "fp16")),
+                backends=tuple(backends_of(plan)),
+                threads=options.threads,
+                device=options.device,
+                timer=options.timer,
+                verify=options.verify,
+                seed=options.seed,
+                cpp_params=options.cpp_params,
+                max_memory_bytes=options.max_memory_bytes,
+                max_call_s=options.max_call_s,
+                verify_max_gflop=options.verify_max_gflop,
+                unscaled=unscaled,
+                rounds=options.rounds,
+                processes=options.processes,
+                passes=options.passes,
+                paired=options.paired,
+            )
+        )
+    return configs
+
+
+def check_memory(configs: Sequence[SweepConfig], budget: int) -> None:
+    """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
+    smallest = None
+    for cfg in configs:
+        for op in (pass_of(cfg.op, p) for p in cfg.passes):
+            for shape in cfg.shapes:
+                verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
+                for d in cfg.dtypes:
+                    need = op.memory_bytes(shape, d, reference=verify)
+                    if need <= budget:
+                        return
+                    if smallest is None or need < smallest[0]:
+                        smallest = (need, shape, d)
+    if smallest is not None:
+        need, shape, d = smallest
+        raise UsageError(
+            f"no case fits in memory: the smallest, {shape.label()} ({d}), needs about "
+            f"{need / 2**30:.1f} GiB, "
+            f"more than the {budget / 2**30:.1f} GiB budget (--max-memory; default 80% of available memory)"
+        )
 
 
 @dataclass

@@ -12,13 +12,11 @@ from typing import Any
 from opbench import peak as peaks
 from opbench import sampling
 from opbench.backends import accelerator_name
-from opbench.case import Outcome, Reason, Result
+from opbench.case import Result
 from opbench.contention import Monitor
-from opbench.errors import UsageError
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
-from opbench.ops import pass_of
 from opbench.reference import InRunReference
 from opbench.repro import sweep_command
 from opbench.sweep.caseresult import case_result
@@ -28,6 +26,7 @@ from opbench.sweep.verification import Expected
 from opbench.sweep.visits import (
     SpeedHistory,
     case_factors,
+    decide,
     first_visit,
     host_flush_bytes,
     later_visit,
@@ -141,37 +140,6 @@ def factor_levels(cfg: SweepConfig) -> dict[str, list[Any]]:
     }
 
 
-def _memory_skip(cfg: SweepConfig, need: int) -> Outcome:
-    assert cfg.max_memory_bytes is not None
-    return Outcome(
-        Reason.MEMORY,
-        f"memory: needs about {need / 2**30:.1f} GiB, over the {cfg.max_memory_bytes / 2**30:.1f} GiB "
-        f"budget (--max-memory)",
-    )
-
-
-def check_memory(configs: list[Any], budget: int) -> None:
-    """A case over the budget is skipped when the sweep reaches it; if no case fits, say so up front."""
-    smallest = None
-    for cfg in configs:
-        for op in (pass_of(cfg.op, p) for p in cfg.passes):
-            for shape in cfg.shapes:
-                verify = cfg.verify and op.verify_cost_flops(shape) <= cfg.verify_max_gflop * 1e9
-                for d in cfg.dtypes:
-                    need = op.memory_bytes(shape, d, reference=verify)
-                    if need <= budget:
-                        return
-                    if smallest is None or need < smallest[0]:
-                        smallest = (need, shape, d)
-    if smallest is not None:
-        need, shape, d = smallest
-        raise UsageError(
-            f"no case fits in memory: the smallest, {shape.label()} ({d}), needs about "
-            f"{need / 2**30:.1f} GiB, "
-            f"more than the {budget / 2**30:.1f} GiB budget (--max-memory; default 80% of available memory)"
-        )
-
-
 def make_reference(cfg: SweepConfig) -> InRunReference | None:
     """The in-run FMA/triad reference of a sweep on the CPU; None on an accelerator (no CPU probe there)."""
     from opbench import peak as peaks
@@ -246,12 +214,14 @@ def run_sweep(
         case = cases[index]
         op = case.case.op
         start(case, 0)
+        st = states[case.backend]
         will_verify = cfg.verify and op.verify_cost_flops(case.shape) <= cfg.verify_max_gflop * 1e9
-        need = op.memory_bytes(case.shape, case.dtype, reference=will_verify)
-        unsupported = op.unsupported(case.shape)
-        if unsupported is not None or (cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes):
-            case.end(Outcome(Reason.UNSUPPORTED, unsupported) if unsupported else _memory_skip(cfg, need))
-            case.repro = sweep_command(case.case, cfg, case.shape_index, states[case.backend].backend, {})
+        outcome = decide(
+            cfg, st, case, op.memory_bytes(case.shape, case.dtype, reference=will_verify), history
+        )
+        if not outcome.ok:
+            case.end(outcome)
+            case.repro = sweep_command(case.case, cfg, case.shape_index, st.backend, {})
             report(case)
             continue
         gid = group_of[index][0]
@@ -262,7 +232,6 @@ def run_sweep(
             prepared_group = (gid, inputs, expected)
         _, inputs, expected = prepared_group
         size = op.memory_bytes(case.shape, case.dtype, reference=False)
-        st = states[case.backend]
         kept_bytes = size * max(1, processes(st))  # a copy in each process
         first_visit(cfg, st, case, inputs, expected, bench, timer, history, kept_bytes <= keep_budget)
         case.repro = sweep_command(case.case, cfg, case.shape_index, st.backend, case.details)

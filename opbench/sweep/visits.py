@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from opbench.case import Case, Outcome, Reason, Result
+from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.dtypes import Inputs
 from opbench.guards import zeros_guard
 from opbench.measure import Bench
@@ -203,35 +203,27 @@ def _failure(name: str, e: BaseException) -> Outcome:
     return Outcome(Reason.ERROR, reason)
 
 
-def first_visit(
-    cfg: SweepConfig,
-    st: BackendState,
-    case: CaseRun,
-    inputs: Inputs,
-    expected: verification.Expected | None,
-    bench: Bench,
-    timer: Timer,
-    history: SpeedHistory,
-    keep: bool = False,
-) -> None:
-    """Decide whether the case runs (backend, dtype, predicted time), verify it, then time its first
-    visit. `expected` (the group's float64 reference and bounds) is None when verification is off or over
-    its cost cap. (The caller gives the case its repro command: repro.sweep_command.)"""
-    key = case.case.key
-    name = st.backend.name
-    shape, dtype = case.shape, case.dtype
+def decide(cfg: SweepConfig, st: BackendState, case: CaseRun, need: int, history: SpeedHistory) -> Outcome:
+    """Whether a case runs: every gate, in this order, before its inputs are made. Its op runs the shape
+    (Op.unsupported); its memory (`need`, verification included) is within --max-memory; its backend is
+    there and runs the op in the dtype; its call is not predicted to take over --max-call-s (at the best
+    speed this backend reached on the op and dtype in this process, else on a scaled-down probe). OK, or
+    the Outcome that ends it (a skip)."""
+    op, key, name, dtype = case.case.op, case.case.key, st.backend.name, case.dtype
+    unsupported = op.unsupported(case.shape)
+    if unsupported is not None:
+        return Outcome(Reason.UNSUPPORTED, unsupported)
+    if cfg.max_memory_bytes is not None and need > cfg.max_memory_bytes:
+        return memory_skip(cfg, need)
     if st.reason is not None:
-        case.end(Outcome(Reason.UNSUPPORTED, st.reason))
-        return
+        return Outcome(Reason.UNSUPPORTED, st.reason)
     unsupported = st.backend.unsupported_reason(key, dtype)
     if unsupported is not None:
-        case.end(Outcome(Reason.UNSUPPORTED, unsupported))
-        return
-
+        return Outcome(Reason.UNSUPPORTED, unsupported)
     flops = case.case.flops
     known = history.best(name, key, dtype)
     if known is None and flops > PROBE_MIN_FLOPS:
-        probed = probe_gflops(cfg, st, case.case.op, shape, dtype)
+        probed = probe_gflops(cfg, st, op, case.shape, dtype)
         if probed is not None:
             history.record(name, key, dtype, probed, "a scaled-down probe of this case")
             known = history.best(name, key, dtype)
@@ -243,9 +235,34 @@ def first_visit(
                 f"predicted {predicted_s:.0f} s per call at the {gflops:.2g} GFLOPS {name} reached on {how}, "
                 f"over --max-call-s {cfg.max_call_s:g}"
             )
-            case.end(Outcome(Reason.TIME, text))
-            return
+            return Outcome(Reason.TIME, text)
+    return OK
 
+
+def memory_skip(cfg: SweepConfig, need: int) -> Outcome:
+    assert cfg.max_memory_bytes is not None
+    return Outcome(
+        Reason.MEMORY,
+        f"memory: needs about {need / 2**30:.1f} GiB, over the {cfg.max_memory_bytes / 2**30:.1f} GiB "
+        f"budget (--max-memory)",
+    )
+
+
+def first_visit(
+    cfg: SweepConfig,
+    st: BackendState,
+    case: CaseRun,
+    inputs: Inputs,
+    expected: verification.Expected | None,
+    bench: Bench,
+    timer: Timer,
+    history: SpeedHistory,
+    keep: bool = False,
+) -> None:
+    """Verify a case that decide() let run, then time its first visit. `expected` (the group's float64
+    reference and bounds) is None when verification is off or over its cost cap. (The caller gives the
+    case its repro command: repro.sweep_command.)"""
+    key, name, dtype, flops = case.case.key, st.backend.name, case.dtype, case.case.flops
     case.notes = st.backend.notes(key, dtype)
     case.finished = True  # until the case proves it can be timed
     try:
@@ -329,9 +346,14 @@ def measure_case(
     bench: Bench,
     history: SpeedHistory,
 ) -> Result:
-    """One case, one visit (what a single-round sweep does per case)."""
+    """One case, one visit (what a single-round sweep does per case): decided, then verified and timed."""
     case = CaseRun(0, 0, make_case(cfg, shape, dtype, st.backend.name))
-    first_visit(cfg, st, case, inputs, expected, bench, bench.timer, history)
+    need = case.case.op.memory_bytes(shape, dtype, reference=expected is not None)
+    outcome = decide(cfg, st, case, need, history)
+    if outcome.ok:
+        first_visit(cfg, st, case, inputs, expected, bench, bench.timer, history)
+    else:
+        case.end(outcome)
     case.repro = sweep_command(case.case, cfg, 0, st.backend, case.details)
     bench.finish()
     return case_result(case, peak)
