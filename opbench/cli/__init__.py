@@ -1,32 +1,42 @@
 """Command line: argument parsing and validation -> library calls. One module per command (sweep, peak,
 tune, report); this one dispatches and turns every error into one line on stderr and exit code 2, before
-anything is written."""
+anything is written. A command's module is imported when that command runs (and each imports what it
+uses at its top): `opbench --help` or `opbench suites` does not pay for numpy, the ops and the sweep."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
+from collections.abc import Callable
 
-from opbench.cli.ab import cmd_ab
 from opbench.cli.parser import build_parser
-from opbench.cli.peak import cmd_info, cmd_peak
-from opbench.cli.report import cmd_compare, cmd_report, cmd_suites
-from opbench.cli.sweep import cmd_sweep
-from opbench.cli.tune import cmd_studies, cmd_tune
 from opbench.errors import UsageError, missing_dependency
+from opbench.secrets import mask, mask_argv, register
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
+# command -> (its module under opbench.cli, the function that runs it)
 COMMANDS = {
-    "report": cmd_report,
-    "compare": cmd_compare,
-    "sweep": cmd_sweep,
-    "ab": cmd_ab,
-    "tune": cmd_tune,
-    "studies": cmd_studies,
-    "peak": cmd_peak,
-    "suites": cmd_suites,
-    "info": cmd_info,
+    "report": ("report", "cmd_report"),
+    "compare": ("report", "cmd_compare"),
+    "sweep": ("sweep", "cmd_sweep"),
+    "ab": ("ab", "cmd_ab"),
+    "tune": ("tune", "cmd_tune"),
+    "studies": ("tune", "cmd_studies"),
+    "peak": ("peak", "cmd_peak"),
+    "suites": ("report", "cmd_suites"),
+    "info": ("peak", "cmd_info"),
 }
+
+
+def command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function that runs command `name`, its module imported now."""
+    module, function = COMMANDS[name]
+    run: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"opbench.cli.{module}"), function
+    )
+    return run
 
 
 def _one_line(text: str) -> str:
@@ -40,8 +50,6 @@ def _internal_error(e: BaseException) -> int:
     """A bug, not bad input: the traceback (credentials masked) for a report, and exit status 1."""
     import traceback
 
-    from opbench.secrets import mask
-
     sys.stderr.write(mask("".join(traceback.format_exception(type(e), e, e.__traceback__))))
     print(
         f"opbench: internal error: {mask(e)} (a bug in opbench; please report it with the traceback above)",
@@ -51,7 +59,6 @@ def _internal_error(e: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from opbench.secrets import mask, mask_argv, register
 
     argv = list(sys.argv[1:] if argv is None else argv)
     for token in argv:  # passwords given on the command line are masked in every message from here on
@@ -63,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"argument {i + 1} holds a NUL byte")
         args = build_parser().parse_args(argv)
         args.command_line = ["opbench", *mask_argv(argv)]  # what results, reports and studies record
-        return COMMANDS[args.command](args)
+        return command(args.command)(args)
     except UsageError as e:
         msg = _one_line(mask(e))
         print(msg if msg.startswith("opbench") else f"opbench: error: {msg}", file=sys.stderr)

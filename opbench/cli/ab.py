@@ -13,17 +13,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from opbench.backends import BACKENDS, make_backend, parse_backends, plugins, register
+from opbench.backends.remote import RemoteBackend
+from opbench.backends.side import SIDE_PARAMS, SideBackend
+from opbench.backends.user_backend import UserKernelBackend
+from opbench.cli.sweep import nothing_to_run, plans_from_args, sweep_configs
+from opbench.display.ab import AbObserver, print_ab
 from opbench.errors import UsageError
+from opbench.files import json_text, reserve
+from opbench.kernels import known_isas
+from opbench.machine import utc_stamp
+from opbench.report import ab as verdicts
+from opbench.repro import command
+from opbench.runs import run_sweeps
+from opbench.userkernel import parse_kernel, parse_params
 
 
 def parse_side(text: str, taken: str | None = None, accumulate: str | None = None) -> tuple[str, Any, bool]:
     """A side's record name, a function making its backend, and whether it is a user kernel; `taken`: the
     other side's name (the same backend on both sides is an A/A run, its B named 'NAME (B)'); `accumulate`:
     what a kernel side declares it sums in (--kernel-accumulate)."""
-    from opbench.backends import BACKENDS, make_backend, parse_backends, plugins
-    from opbench.backends.side import SideBackend
-    from opbench.backends.user_backend import UserKernelBackend
-    from opbench.userkernel import parse_kernel, parse_params
 
     text = text.strip()
     head, sep, rest = text.partition(":")
@@ -58,9 +67,6 @@ def _remote_side(name: str, text: str) -> Any:
     import os
     import shutil
 
-    from opbench.backends import BACKENDS
-    from opbench.backends.remote import RemoteBackend
-
     python, sep, backend_spec = text.removeprefix("python=").partition(":")
     backend, _, params = backend_spec.partition(":")
     if not sep or not python or backend not in BACKENDS:
@@ -76,8 +82,6 @@ def _remote_side(name: str, text: str) -> Any:
 
 def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
     """NAME=VALUE,... fixed for every case of a side, checked against what `backend` takes."""
-    from opbench.backends.side import SIDE_PARAMS
-    from opbench.kernels import known_isas
 
     allowed = SIDE_PARAMS.get(backend, ())
     if not allowed:
@@ -105,11 +109,6 @@ def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from opbench.backends import register
-    from opbench.cli.sweep import nothing_to_run, plans_from_args, sweep_configs
-    from opbench.display.ab import AbObserver, print_ab
-    from opbench.report import ab as verdicts
-    from opbench.runs import run_sweeps
 
     a_name, make_a, a_kernel = parse_side(args.a, accumulate=args.kernel_accumulate)
     b_name, make_b, b_kernel = parse_side(args.b, taken=a_name, accumulate=args.kernel_accumulate)
@@ -153,7 +152,6 @@ def exit_code(summary: dict[str, Any], fail_on: frozenset[str]) -> int:
 
 def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]) -> str:
     """The `opbench ab` command that runs this one case again, both sides, with the run's settings."""
-    from opbench.repro import command
 
     cfg = next(c for c in configs if c.op.name == row["op"])
     shape = cfg.op.shape_from_case(row["shape"])
@@ -168,9 +166,6 @@ def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]
 
 def write_ab(result: dict[str, Any], out_dir: Path, formats: list[str]) -> dict[str, Path]:
     """ab-STAMP.json (kind opbench.ab) and .csv beside the results files, each written once, exclusively."""
-    from opbench.files import json_text, reserve
-    from opbench.machine import utc_stamp
-    from opbench.report import ab as verdicts
 
     texts = {}
     if "json" in formats:

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
 from opbench.errors import UsageError
+from opbench.files import check_writable_dir
+from opbench.tune.storage import default_url
 
 
 def check_flags_apply(op_name: str, op: Any, given: dict[str, Any]) -> None:
     """Every given axis or parameter flag (AXIS_FLAGS / PARAM_FLAGS dests) is one `op` has, else a
     UsageError naming the flag and the op's options."""
-    from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
 
     for dest in given:
         if dest not in op.axes and dest not in op.params:
@@ -21,13 +23,11 @@ def check_flags_apply(op_name: str, op: Any, given: dict[str, Any]) -> None:
 
 
 def check_out_dir(out: str) -> Path:
-    from opbench.files import check_writable_dir
 
     return check_writable_dir(Path(out), "--out")
 
 
 def storage_url(storage: str | None, out: str) -> str:
-    from opbench.tune.storage import default_url
 
     if storage:
         if "://" not in storage:

@@ -5,15 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from opbench import gpu, kernels, peak
+from opbench.accelerators import ACCELERATORS
+from opbench.backends import BACKENDS, accelerator_name, make_backend, plugin_origin, plugins
 from opbench.cli.types import threads_within_bound
+from opbench.display.peak import cpu_peak_table, datasheet_table, gpu_peak_table
+from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
+from opbench.kernels import default_threads
+from opbench.machine import cpu_model
+from opbench.ranges import parse_sizes
 
 
 def _print_datasheets() -> int:
     from rich.console import Console
-
-    from opbench.accelerators import ACCELERATORS
-    from opbench.display.peak import datasheet_table
 
     console = Console(markup=False, width=None if sys.stdout.isatty() else 160)
     console.print(datasheet_table(ACCELERATORS))
@@ -26,10 +31,6 @@ def _print_datasheets() -> int:
 
 def _gpu_peak(device: str) -> int:
     from rich.console import Console
-
-    from opbench import gpu, peak
-    from opbench.backends import accelerator_name
-    from opbench.display.peak import gpu_peak_table
 
     if gpu.device_index(device) is None:
         raise UsageError(f"unknown device '{device}' for opbench peak (expected cpu or cuda[:index])")
@@ -53,12 +54,6 @@ def _gpu_peak(device: str) -> int:
 
 def cmd_peak(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from opbench import peak
-    from opbench.display.peak import cpu_peak_table
-    from opbench.dtypes import parse_dtypes
-    from opbench.kernels import default_threads
-    from opbench.ranges import parse_sizes
 
     if args.datasheets:
         return _print_datasheets()
@@ -95,10 +90,6 @@ def cmd_peak(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from opbench import kernels
-    from opbench.backends import BACKENDS, make_backend, plugin_origin, plugins
-    from opbench.machine import cpu_model
 
     console = Console(markup=False, soft_wrap=True)  # one line per fact, however long (logs, grep)
     f = kernels.cpu_features()

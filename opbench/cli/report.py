@@ -8,14 +8,16 @@ from pathlib import Path
 
 from opbench.case import DOUBT_MARK
 from opbench.cli.common import storage_url
+from opbench.display.report import compare_table, suites_table
 from opbench.errors import UsageError
+from opbench.files import atomic_write_text, json_text
+from opbench.report import compare, inputs, model, render
+from opbench.results import parse_formats
+from opbench.specs import load_suite, suite_names
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from opbench.report import inputs, model, plots, render
-    from opbench.results import parse_formats
 
     formats = parse_formats(args.format, render.FORMATS)
     if not args.results and not args.study:
@@ -32,6 +34,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             f"({', '.join(sorted(backends)) or 'none'})"
         )
     m = model.build(docs, studies, args.baseline, args.title, args.command_line, ab_docs)
+    from opbench.report import plots  # matplotlib (about 0.3 s to import): only a report draws
+
     figures = plots.all_plots(m)
     written = render.write(m, figures, target, formats)
     console = Console(markup=False, highlight=False)
@@ -47,11 +51,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from opbench.display.report import compare_table
-    from opbench.files import atomic_write_text, json_text
-    from opbench.report import compare, inputs, render
-    from opbench.results import parse_formats
 
     formats = parse_formats(args.format, ("md", "csv", "json")) if args.out else []
     target = render.output_dir(args.out, args.force) if args.out else None
@@ -84,9 +83,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_suites(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from opbench.display.report import suites_table
-    from opbench.specs import load_suite, suite_names
 
     table = suites_table([(name, load_suite(name)) for name in suite_names()])
     Console(markup=False, width=None if sys.stdout.isatty() else 120).print(table)

@@ -9,19 +9,30 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from opbench import descriptors, kernels
+from opbench.backends import parse_backends, register
+from opbench.backends.user_backend import UserKernelBackend
 from opbench.cli.common import check_flags_apply, check_out_dir
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
+from opbench.display.sweep import RichObserver, print_batch_lines
+from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
+from opbench.kernels import default_threads
+from opbench.machine import available_memory_bytes
+from opbench.ops import PASSES, get_op, pass_of
 from opbench.ops.base import Op
-from opbench.specs import SweepPlan
+from opbench.ranges import parse_sizes
+from opbench.results import parse_formats
+from opbench.runs import run_sweeps
+from opbench.space import expand
+from opbench.specs import SweepPlan, load_batch_spec, load_spec, load_suite, plans_from_problems
+from opbench.sweep.config import SweepOptions, check_memory, configs_for
+from opbench.timing import TimerConfig
+from opbench.userkernel import parse_kernel, parse_params
 
 
 def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
     """The sweep plans this command asks for, and the suite/spec it came from (None for the command line)."""
-    from opbench.ops import get_op
-    from opbench.ranges import parse_sizes
-    from opbench.space import expand
-    from opbench.specs import SweepPlan, load_spec, load_suite
 
     given_axes = {d: getattr(args, d) for d in AXIS_FLAGS if getattr(args, d) is not None}
     given_params = {d: getattr(args, d) for d in PARAM_FLAGS if getattr(args, d) is not None}
@@ -81,8 +92,6 @@ def problem_plans(
     args: argparse.Namespace, given_axes: dict[str, Any], given_params: dict[str, Any]
 ) -> tuple[list[Any], dict[str, Any] | None]:
     """--problem DESC ... or --batch-file FILE: the plans, and the batch file as the run's suite."""
-    from opbench import descriptors
-    from opbench.specs import load_batch_spec, plans_from_problems
 
     extra = {**given_axes, **{k: v for k, v in given_params.items() if k != "nonlinearity"}}
     _refuse_shape_flags(extra, args.mode, "--problem/--batch-file (the descriptor sets it)")
@@ -105,8 +114,6 @@ def nothing_to_run(suite: dict[str, Any] | None) -> int:
     measured or written, and that is not an error (benchdnn passes such a file too)."""
     from rich.console import Console
 
-    from opbench.display.sweep import print_batch_lines
-
     console = Console(stderr=False)
     lines = (suite or {}).get("lines") or {}
     what = "every problem in it is skipped" if lines.get("lines") else "it has no problem descriptors in it"
@@ -117,7 +124,6 @@ def nothing_to_run(suite: dict[str, Any] | None) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from opbench.backends import parse_backends
 
     plans, suite = plans_from_args(args)
     if not plans:
@@ -137,8 +143,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.tuned and (args.tile_m or args.tile_n or args.tile_k):
         raise UsageError("--tuned and --tile-m/--tile-n/--tile-k are exclusive")
     if args.accumulate == "fp16":
-        from opbench import kernels
-
         f16acc = kernels.default_tiles(args.isa)["fp16_accumulate"]
         if not f16acc["available"]:
             raise UsageError(f"--accumulate fp16: {f16acc['reason']}")
@@ -163,12 +167,6 @@ def sweep_configs(
     """The sweep configs of `plans` with the measurement options both sweep and ab take, mapped from the
     arguments onto SweepOptions (`backends_of(plan)`: each plan's backends; `paired`: ab's rounds), checked;
     the output directory, formats and the run's metadata."""
-    from opbench.dtypes import parse_dtypes
-    from opbench.kernels import default_threads
-    from opbench.machine import available_memory_bytes
-    from opbench.results import parse_formats
-    from opbench.sweep.config import SweepOptions, check_memory, configs_for
-    from opbench.timing import TimerConfig
 
     passes = _passes(args.passes, [pl.op for pl in plans])
     cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
@@ -215,7 +213,6 @@ def sweep_configs(
 
 def _passes(text: str | None, ops: list[Op[Any]]) -> tuple[str, ...]:
     """--pass fwd,bwd: the passes in the order given (duplicates dropped); each op must have every one."""
-    from opbench.ops import PASSES, pass_of
 
     if text is None:
         return ("fwd",)
@@ -231,9 +228,6 @@ def _passes(text: str | None, ops: list[Op[Any]]) -> tuple[str, ...]:
 
 def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
     """--kernel FILE.py:FUNC [--kernel-params k=v,...]: the backend kernel:FUNC, registered for this run."""
-    from opbench.backends import register
-    from opbench.backends.user_backend import UserKernelBackend
-    from opbench.userkernel import parse_kernel, parse_params
 
     if args.kernel is None:
         if args.kernel_params is not None:
@@ -251,8 +245,6 @@ def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
 def _run_sweeps(
     configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool, verbose: bool
 ) -> int:
-    from opbench.display.sweep import RichObserver
-    from opbench.runs import run_sweeps
 
     writers: list[Any] = []
     try:

@@ -6,20 +6,27 @@ import argparse
 import sys
 from typing import Any
 
+from opbench import descriptors
 from opbench.cli.common import check_flags_apply, storage_url
+from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
+from opbench.display import tune as show
+from opbench.display.tune import history_table, studies_table
 from opbench.errors import UsageError
+from opbench.kernels import default_threads
+from opbench.machine import available_memory_bytes
+from opbench.ops import get_op, pass_of
 from opbench.ops.base import Op
+from opbench.space import expand
+from opbench.texts import tiles_text
+from opbench.tune import study as tuner
+from opbench.tune.config import TUNABLE_OPS, default_study_name
+from opbench.tune.storage import mask
+from opbench.tune.study import list_studies, trial_rows
+from opbench.userkernel import parse_kernel, parse_params
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from opbench.display import tune as show
-    from opbench.kernels import default_threads
-    from opbench.ops import get_op, pass_of
-    from opbench.tune import study as tuner
-    from opbench.tune.config import TUNABLE_OPS, default_study_name
-    from opbench.userkernel import parse_kernel, parse_params
 
     if args.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
@@ -54,7 +61,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         )
         return _show_study(console, tuner.load_existing(name, storage))
     shape = _shape(args, forward)
-    from opbench.machine import available_memory_bytes
 
     need = op.memory_bytes(shape, args.dtype)
     if need > available_memory_bytes() * 0.8:
@@ -146,13 +152,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
     """The one shape `opbench tune OP` names: gemm from --m, --n and --k (all required); the others from
     their sweep axes and parameters, one value each, the rest at the op's base point."""
-    from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
-    from opbench.space import expand
 
     given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
     if args.problem is not None:
-        from opbench import descriptors
-
         extra = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in given if d != "nonlinearity"]
         if extra:
             raise UsageError(f"{extra[0]} cannot be combined with --problem (the descriptor sets the shape)")
@@ -174,9 +176,6 @@ def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
 
 
 def _show_study(console: Any, study: Any) -> int:
-    from opbench.display.tune import history_table
-    from opbench.texts import tiles_text
-    from opbench.tune.study import trial_rows
 
     fp = study.user_attrs.get("fingerprint", {})
     console.print(
@@ -198,10 +197,6 @@ def _show_study(console: Any, study: Any) -> int:
 def cmd_studies(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from opbench.display.tune import studies_table
-    from opbench.tune.storage import mask
-    from opbench.tune.study import list_studies
-
     storage = storage_url(args.storage, args.out)
     rows = list_studies(storage)
     console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
@@ -212,7 +207,6 @@ def cmd_studies(args: argparse.Namespace) -> int:
 def confirm_processes(args: Any) -> int:
     """--confirm-processes (default: --processes's default, at most --confirm-rounds); at least 1 (the
     trials' own worker)."""
-    from opbench.cli.parser import resolve_processes
 
     given = args.confirm_processes
     return max(1, resolve_processes(given, args.confirm_rounds, "--confirm-processes", "--confirm-rounds"))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from opbench.kernels import MAX_THREADS, default_threads
+
 
 def int_from(text: str, lowest: int) -> int:
     try:
@@ -31,7 +33,6 @@ def threads(text: str) -> int:
 
 
 def threads_within_bound(v: int) -> int:
-    from opbench.kernels import MAX_THREADS, default_threads
 
     cores = default_threads()
     bound = min(MAX_THREADS, THREADS_PER_CORE * cores)

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -19,8 +19,10 @@ from opbench.errors import UsageError
 from opbench.escape import csv_text, md
 from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_dir, current_umask, json_text
 from opbench.report.model import doubt_notes, geomean_text, ratio_cell
-from opbench.report.plots import Plot
 from opbench.texts import format_seconds
+
+if TYPE_CHECKING:  # the type only: plots loads matplotlib, which rendering text does not need
+    from opbench.report.plots import Plot
 
 FORMATS = ("html", "md", "csv", "json")
 IMAGES = "images"
