@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from opbench.errors import UsageError
+
 
 def current_umask() -> int:
     """The process umask, read without changing it where Linux exposes it (os.umask both sets and reads,
@@ -121,7 +123,6 @@ def reserve(out_dir: Path, stem: str, contents: dict[str, str]) -> str:
 def check_writable_dir(path: Path, option: str) -> Path:
     """`path` as an output directory, refused up front (UsageError, nothing created) when it is a file, or
     when its nearest existing directory cannot be written (a probe file is created there and removed)."""
-    from opbench.errors import UsageError
 
     if path.exists() and not path.is_dir():
         raise UsageError(f"{option} {path} exists and is not a directory")
@@ -148,8 +149,6 @@ def read_input(path: str | Path, cap: int, what: str) -> bytes:
     (/dev/zero), a FIFO or a socket is refused without blocking (opened O_NONBLOCK and checked with fstat,
     so the check and the read are of the same file)."""
     import stat
-
-    from opbench.errors import UsageError
 
     p = Path(path)
     try:

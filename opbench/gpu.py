@@ -12,6 +12,11 @@ import subprocess
 from typing import Any
 
 from opbench.accelerators import device_index
+from opbench.backends.base import event_timed
+from opbench.contention import Monitor
+from opbench.machine import allowed_cpus
+from opbench.measure import Bench
+from opbench.timing import Timer, TimerConfig
 
 SMI_FIELDS = (
     "name",
@@ -100,12 +105,6 @@ def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str,
     if index is None or not torch.cuda.is_available() or index >= torch.cuda.device_count():
         raise RuntimeError(f"no CUDA device '{device}' here (torch sees {torch.cuda.device_count()})")
     dev = torch.device("cuda", index)
-
-    from opbench.backends.base import event_timed
-    from opbench.contention import Monitor
-    from opbench.machine import allowed_cpus
-    from opbench.measure import Bench
-    from opbench.timing import Timer, TimerConfig
 
     # The one measurement path (measure.Bench), timed by CUDA events; no CPU probe applies on a GPU.
     bench = Bench(

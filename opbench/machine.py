@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench import __version__
+from opbench.contention import adopted_threads_cpu_ns
 
 LIBRARIES = (
     "numpy",
@@ -166,7 +167,6 @@ def spread_threads(prefixes: tuple[str, ...]) -> dict[str, int]:
 def _other_threads_cpu_ns(me: int) -> int | None:
     """CPU time (ns, from schedstat) of every thread of this process except `me`, and of the worker processes
     it adopted (contention.adopt: sweep processes, A/B sides); None where unavailable."""
-    from opbench.contention import adopted_threads_cpu_ns
 
     try:
         tids = os.listdir("/proc/self/task")

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from opbench import __version__
+from opbench.accelerators import lookup
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, utc_now
+from opbench.reference import InRunReference
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,6 @@ def best_probe(key: str) -> float | None:
 def record_best_probes(values: dict[str, float]) -> None:
     """Raise the cached best probe of each key to `values` where better (higher; lower for a latency such
     as the hand-off), under the cache lock."""
-    from opbench.reference import InRunReference
 
     path = cache_dir() / "peaks.json"
     fp = machine_fingerprint()
@@ -257,7 +258,6 @@ def datasheet(dtype: str, threads: int) -> Peak | None:
 
 def accelerator_datasheet(device_name: str, dtype: str, threads: int) -> Peak | None:
     """The dense datasheet peak of a named accelerator for dtype (accelerators.py), or None if not listed."""
-    from opbench.accelerators import lookup
 
     acc = lookup(device_name)
     if acc is None or dtype not in acc.tflops:

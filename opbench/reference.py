@@ -43,6 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from opbench.machine import allowed_cpus
+
 # A visit whose probe ran below this share of the best probe this machine has shown ran on a slow machine.
 THROTTLED_SPEED = 0.85
 # A visit whose hand-off probe took more than this many times the best one ran with our CPUs placed apart.
@@ -122,7 +124,6 @@ class NativeProber:
         return kernels.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS)
 
     def can_handoff(self) -> bool:
-        from opbench.machine import allowed_cpus
 
         return len(allowed_cpus()) >= 2
 

@@ -60,9 +60,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opbench.errors import UsageError
 from opbench.escape import csv_text
 from opbench.files import atomic_write_text, json_text, reserve
 from opbench.machine import utc_now
+from opbench.ops import get_op
 
 if TYPE_CHECKING:
     from opbench.case import Result
@@ -83,7 +85,6 @@ CSV_COLUMNS = (
 
 def parse_formats(text: str, allowed: tuple[str, ...] = FORMATS) -> list[str]:
     """'json,csv' -> ['json', 'csv'] (any of `allowed`, each once); anything else is a UsageError."""
-    from opbench.errors import UsageError
 
     out = [t.strip().lower() for t in text.split(",") if t.strip()]
     for f in out:
@@ -130,8 +131,6 @@ def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
         row[key] = tiles.get(key)
     shape = record["shape"]
     if any(key not in shape for key in shape_keys):  # a field a record leaves out at its default
-        from opbench.ops import get_op
-
         full = get_op(record["op"]).shape_from_case(shape)
         shape = {key: getattr(full, key) for key in shape_keys}
     for key in shape_keys:

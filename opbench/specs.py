@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opbench.backends import parse_backends
+from opbench.batchfiles import read_batch
 from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
 from opbench.files import MAX_SPEC_BYTES, read_input
 from opbench.ops import OPS
 from opbench.ops.base import Op
+from opbench.ops.space import MAX_SHAPES, MODES, expand
 from opbench.ranges import parse_sizes
-from opbench.space import MAX_SHAPES, MODES, expand
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -122,8 +124,6 @@ def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
             raise where.error(f"{prefix}.dtypes", str(e)) from None
     backends = None
     if "backends" in table:
-        from opbench.backends import parse_backends
-
         try:
             backends = tuple(
                 parse_backends(",".join(_str_list(table["backends"], f"{prefix}.backends", where)))
@@ -255,7 +255,6 @@ def load_batch_spec(
 ) -> Spec:
     """A benchdnn-style batch file (descriptors.py) as a spec; its leading `#` lines are its description, and
     its lines run and skipped are `lines` (`strict`: a line opbench does not run is refused instead)."""
-    from opbench.batchfiles import read_batch
 
     path = Path(path)
     batch = read_batch(path, command_op, start, strict)

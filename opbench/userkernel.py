@@ -31,6 +31,7 @@ from typing import Any
 
 from opbench.dtypes import Inputs
 from opbench.errors import UsageError
+from opbench.ops.recurrent import input_names
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -134,8 +135,6 @@ def call(op: str, fn: Callable[..., Any], shape: Any, inputs: Inputs, params: di
         }
         return fn(inputs["x"], inputs["w"], **geometry, **params)
     if op in ("rnn", "gru", "lstm"):
-        from opbench.ops.recurrent import input_names
-
         extra = {"nonlinearity": shape.nonlinearity} if op == "rnn" else {}
         return fn(*(inputs[n] for n in input_names(shape)), **extra, **params)
     raise ValueError(f"no user-kernel calling convention for op '{op}'")

@@ -174,3 +174,29 @@ def test_the_typed_core_measures_count_what_they_name() -> None:
         "tile_keywords": 2,
         "function_imports": 1,
     }
+
+
+def test_every_module_imports_first_on_its_own() -> None:
+    """A circle through a package's __init__ (ops/__init__ imports every op module) is one grimp cannot see:
+    a module that imports `opbench.ops.base` imports all of opbench.ops first. Each module is imported here
+    as the first opbench module of a clean import state, so such a circle is an ImportError."""
+    modules = sorted(
+        ".".join(("opbench", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__main__.py"
+    )
+    script = (
+        "import importlib, sys, traceback\n"
+        f"failed = []\nfor m in {modules!r}:\n"
+        "    for k in [k for k in sys.modules if k == 'opbench' or k.startswith('opbench.')]:\n"
+        "        if k != 'opbench._core':\n"
+        "            del sys.modules[k]\n"
+        "    try:\n"
+        "        importlib.import_module(m)\n"
+        "    except Exception:\n"
+        "        failed.append(m + ': ' + traceback.format_exc().splitlines()[-1])\n"
+        "print('\\n'.join(failed))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "", out.stdout

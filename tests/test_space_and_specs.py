@@ -10,7 +10,7 @@ from conftest import run_cli
 
 from opbench.errors import UsageError
 from opbench.ops import conv, gemm, lstm
-from opbench.space import expand, scale_shapes
+from opbench.ops.space import expand, scale_shapes
 from opbench.specs import load_spec, load_suite, suite_names
 
 

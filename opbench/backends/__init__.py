@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from opbench.accelerators import device_index
 from opbench.backends.base import Backend, Prepared
 from opbench.backends.cpp_backend import CppBackend
 from opbench.backends.mindspore_backend import MindSporeBackend
@@ -105,7 +106,6 @@ def make_backend(name: str, registered: bool = True) -> Backend:
 def accelerator_name(device: str) -> str | None:
     """The name a framework reports for a cuda[:N] device (torch, then TensorFlow); None when neither can
     see it, or for a device that is not a GPU."""
-    from opbench.accelerators import device_index
 
     index = device_index(device)
     if index is None:

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from opbench.dtypes import Array
+from opbench.ops import assumed_accumulation
 
 
 def host_timed(
@@ -157,7 +158,6 @@ class Backend(ABC):
         """What the verification bound assumes for `op` in `dtype` on `device` (ops.assumed_accumulation: a
         precision for the sums, or a recurrent unit); a case may name its own in its details (opbench's
         fp16 accumulation names its block size)."""
-        from opbench.ops import assumed_accumulation
 
         table = self.accumulate if device == "cpu" else self.accumulate_accelerator
         sums = self.accumulate_ops.get((op, dtype)) if device == "cpu" else None

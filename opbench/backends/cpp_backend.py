@@ -8,9 +8,11 @@ from typing import Any
 
 import numpy as np
 
+from opbench import __version__
 from opbench.backends.base import Backend, Prepared, copied
 from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
+from opbench.ops import get_op
 from opbench.ops.gemm import THRESHOLDS  # passed on only where a case gives them (0 is a value)
 
 TILES = ("tile_m", "tile_n", "tile_k")
@@ -91,7 +93,6 @@ class CppBackend(Backend):
         return None
 
     def version(self) -> str | None:
-        from opbench import __version__
 
         return __version__
 
@@ -117,7 +118,6 @@ class CppBackend(Backend):
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         from opbench import kernels
-        from opbench.ops import get_op
 
         if op not in ALGORITHMS:
             raise ValueError(f"cpp has no {op} adapter")

@@ -20,6 +20,7 @@ import numpy as np
 from opbench.backends.base import Backend, KeptOutput, Prepared, event_timed, host_timed
 from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
+from opbench.machine import spread_threads
 
 # MindSpore 2.10's CPU runtime threads: the actor that runs a PyNative op, and its kernel pool.
 MS_THREADS = ("ActorThread", "KernelThread")
@@ -168,7 +169,6 @@ class MindSporeBackend(Backend):
                 time.sleep(0.01)
 
     def _place_threads(self) -> None:
-        from opbench.machine import spread_threads
 
         placed = spread_threads(MS_THREADS)
         if placed:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from opbench.backends import BACKENDS, make_backend, plugins
 from opbench.backends.base import Backend
 from opbench.backends.remote import RemoteBackend
+from opbench.backends.side import SideBackend
 
 
 class ProcessBackend(RemoteBackend):
@@ -40,7 +42,6 @@ class ProcessBackend(RemoteBackend):
         return []
 
     def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
-        from opbench.backends import make_backend
 
         # the backend's own command and options (this opbench's, not another environment's)
         return make_backend(self.backend, registered=False).repro_args(
@@ -50,8 +51,6 @@ class ProcessBackend(RemoteBackend):
 
 def in_processes(backend: Backend, processes: int) -> tuple[Backend, str | None]:
     """`backend` run in `processes` worker processes, or itself with the reason it stays in this one."""
-    from opbench.backends import BACKENDS, plugins
-    from opbench.backends.side import SideBackend
 
     if isinstance(backend, RemoteBackend):  # an A/B side of another environment: N workers of it
         return (
@@ -69,6 +68,5 @@ def in_processes(backend: Backend, processes: int) -> tuple[Backend, str | None]
 
 
 def _made_type(name: str) -> type:
-    from opbench.backends import make_backend
 
     return type(make_backend(name, registered=False))

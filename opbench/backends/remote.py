@@ -22,10 +22,13 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from opbench import contention
+from opbench.backends import make_backend
 from opbench.backends.base import Backend, Prepared
 from opbench.dtypes import Inputs
 from opbench.errors import BackendUnavailable
 from opbench.files import json_line
+from opbench.layout import draw, worker_environment
 
 WORKER = "opbench.backends.remote_worker"
 START_TIMEOUT_S = 120.0
@@ -67,8 +70,6 @@ class _Worker:
 
     def launch(self) -> None:
         """Start the process (its imports run while other workers start too: greet() waits for it)."""
-        from opbench import contention
-        from opbench.layout import worker_environment
 
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OPBENCH_WORKER_PARENT": str(os.getpid())}
         if self.layout is not None:
@@ -149,7 +150,6 @@ class _Worker:
         return self.dir / f"{stem}-{self._next}.pickle"
 
     def stop(self) -> None:
-        from opbench import contention
 
         if self.proc is not None:
             contention.release(self.proc.pid)
@@ -228,7 +228,6 @@ class RemoteBackend(Backend):
         processes: int = 1,
         layout: bool = False,
     ) -> None:
-        from opbench.layout import draw
 
         self.name = name  # type: ignore[misc]
         self.python, self.backend = python, backend
@@ -316,7 +315,6 @@ class RemoteBackend(Backend):
         return [f"run by {self.python} in a worker process (its {self.backend} and opbench)"]
 
     def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
-        from opbench.backends import make_backend
 
         # this opbench's options for the backend (its tiles and ISA as the worker reported them ran)
         _, args = make_backend(self.backend, registered=False).repro_args(

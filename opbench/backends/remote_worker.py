@@ -26,13 +26,15 @@ import platform
 import sys
 from typing import Any
 
+from opbench import __version__
+from opbench.backends import make_backend
+from opbench.files import json_line
+from opbench.layout import apply, place_inputs
+from opbench.machine import die_with_parent
+from opbench.ops import get_op
+
 
 def _serve(proto: Any) -> None:
-    from opbench import __version__
-    from opbench.backends import make_backend
-    from opbench.files import json_line
-    from opbench.layout import apply, place_inputs
-    from opbench.ops import get_op
 
     offsets_rng = apply()  # a sweep's worker (--processes): its randomized layout (layout.py)
     backend: Any = None
@@ -97,7 +99,6 @@ def _serve(proto: Any) -> None:
 
 
 def main() -> None:
-    from opbench.machine import die_with_parent
 
     die_with_parent()
     # The protocol owns the original stdout; anything a library prints goes to stderr instead.

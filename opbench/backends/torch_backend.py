@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, event_timed, host_timed
-from opbench.dtypes import Array
+from opbench.dtypes import NUMPY_DTYPES, Array
 from opbench.errors import BackendUnavailable
 
 # Calls per captured CUDA graph: enough to hide one replay's launch, few enough to capture quickly.
@@ -28,8 +28,6 @@ def _tensor(torch: Any, v: Array) -> Any:
 def _array(torch: Any, x: Any) -> Array:
     """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16 (the inverse of _tensor)."""
     if x.dtype == torch.bfloat16:
-        from opbench.dtypes import NUMPY_DTYPES
-
         return np.asarray(x.contiguous().view(torch.int16).numpy().view(NUMPY_DTYPES["bf16"]))
     return np.asarray(x.numpy())
 

@@ -18,6 +18,8 @@ import numpy as np
 from opbench.backends.base import Backend, KeptOutput, Prepared, copied, host_timed
 from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
+from opbench.ops import assumed_accumulation
+from opbench.userkernel import as_output, call, load_function
 
 
 class UserCase(KeptOutput, Prepared):
@@ -32,7 +34,6 @@ class UserCase(KeptOutput, Prepared):
         params: dict[str, Any],
         details: dict[str, Any] | None = None,
     ) -> None:
-        from opbench.userkernel import as_output, call
 
         # Its own copy of the inputs, which refill() rewrites in place (the sweep shares one set among the
         # backends of a case).
@@ -68,12 +69,10 @@ class UserKernelBackend(Backend):
     def accumulation(self, op: str, dtype: str, device: str = "cpu") -> str:
         """What the kernel declared it sums in (--kernel-accumulate, default fp32, as every real fp16 and bf16
         kernel on a CPU does); its half-precision recurrent cells are assumed to compute in the dtype."""
-        from opbench.ops import assumed_accumulation
 
         return assumed_accumulation(op, dtype, self.kernel.accumulate, True)
 
     def unavailable_reason(self) -> str | None:
-        from opbench.userkernel import load_function
 
         try:
             self._fn = load_function(self.kernel.to_dict())

@@ -21,10 +21,10 @@ from opbench.kernels import default_threads
 from opbench.machine import available_memory_bytes
 from opbench.ops import PASSES, get_op, pass_of
 from opbench.ops.base import Op
+from opbench.ops.space import expand
 from opbench.ranges import parse_sizes
 from opbench.results import parse_formats
 from opbench.runs import run_sweeps
-from opbench.space import expand
 from opbench.specs import SweepPlan, load_batch_spec, load_spec, load_suite, plans_from_problems
 from opbench.sweep.config import SweepOptions, check_memory, configs_for
 from opbench.timing import TimerConfig

@@ -16,7 +16,7 @@ from opbench.kernels import default_threads
 from opbench.machine import available_memory_bytes
 from opbench.ops import get_op, pass_of
 from opbench.ops.base import Op
-from opbench.space import expand
+from opbench.ops.space import expand
 from opbench.texts import tiles_text
 from opbench.tune import study as tuner
 from opbench.tune.config import TUNABLE_OPS, default_study_name

@@ -75,7 +75,7 @@ class Op(Generic[S]):
     axes: Mapping[str, tuple[str, ...]]  # sweep axis -> the shape fields it sets
     base: Mapping[str, Any]  # every axis's value at the base point
     params: Mapping[str, Any]  # fixed sweep parameters (conv's stride, rnn's nonlinearity) and defaults
-    default_mode: str  # how the command line's axes expand: "one-factor" or "product" (space.py)
+    default_mode: str  # how the command line's axes expand: "one-factor" or "product" (ops/space.py)
     default_backends: tuple[str, ...]
     batch_fields: tuple[str, ...]  # what --scale shrinks: the batch ...
     spatial_fields: tuple[str, ...]  # ... and the input size

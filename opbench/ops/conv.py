@@ -15,7 +15,7 @@ from opbench.ops.conv_shape import SHAPE_FIELDS, ConvShape
 from opbench.ops.conv_taps import expected_zero_fraction, useful_flops
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound, squares_bound
-from opbench.space import expand
+from opbench.ops.space import expand
 
 NAME = "conv"
 FLOP_NOTE = (
@@ -326,7 +326,6 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     n GEMM columns: output pixels, over the padded width at stride 1; k = C/groups x R x S); bf16, the GEMM
     its way runs (csrc/conv/conv2d_bf16.cpp: pixels of all images as rows, or W * x)."""
     from opbench import kernels
-    from opbench.dtypes import NUMPY_DTYPES
 
     dt = NUMPY_DTYPES[dtype]
     one = replace(shape, n=1) if dtype != "bf16" else shape  # bf16's GEMM spans the images

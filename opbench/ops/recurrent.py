@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, dtype_name
 from opbench.ops import spot
 from opbench.ops.base import Op, Plan
 from opbench.ops.numerics import LAMBDA, accumulation_error, compare, squares_bound, tiny
@@ -30,7 +30,7 @@ from opbench.ops.recurrent_shape import (
     factors,
     scale,
 )
-from opbench.space import expand
+from opbench.ops.space import expand
 
 # Absolute error allowed for one activation (sigmoid, tanh) computed in fp32, in fp32 ulps (vectorised
 # exp-based implementations are within a few), before its rounding to the cells' precision
@@ -197,7 +197,6 @@ def store_roundoff(unit: Unit, store: str) -> float:
 
 def store_of(inputs: dict[str, Array]) -> str:
     """The format h and c are stored in: the inputs' dtype (fp32, fp16 or bf16)."""
-    from opbench.dtypes import dtype_name
 
     return dtype_name(inputs["x"].dtype)
 

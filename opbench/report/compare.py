@@ -18,6 +18,7 @@ from opbench.case import DOUBT_MARK, Result, Status, named_doubts
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
 from opbench.history import process_range
+from opbench.machine import identity_label
 from opbench.texts import change_text, ratio_text, util_text
 
 # The two runs' in-run references differing by more than this is worth a warning.
@@ -147,8 +148,6 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
     om, nm = old.get("machine", {}), new.get("machine", {})
     oi, ni = om.get("identity"), nm.get("identity")
     if oi and ni and oi != ni:
-        from opbench.machine import identity_label
-
         diff = sorted(k for k in set(oi) | set(ni) if oi.get(k) != ni.get(k))
         warnings.append(
             f"different machines: {identity_label(oi)} vs {identity_label(ni)} (differ in {', '.join(diff)})"

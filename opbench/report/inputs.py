@@ -13,6 +13,7 @@ from opbench.errors import UsageError
 from opbench.files import MAX_RESULTS_BYTES, read_input
 from opbench.report.ab import VERDICTS
 from opbench.results import SCHEMA_VERSION
+from opbench.tune.study import load_existing
 
 # Every version is a superset of the one before (results.py's history), so the report reads them all.
 READABLE_SCHEMAS = tuple(range(1, SCHEMA_VERSION + 1))
@@ -244,7 +245,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
 def load_study(name: str, storage_url: str) -> dict[str, Any]:
     """A tuning study as plain data: fingerprint, trials (number, state, tiles, GFLOPS), confirmation."""
-    from opbench.tune.study import load_existing
 
     study = load_existing(name, storage_url)
     check = _Check(Path(f"study {name}"))

@@ -11,6 +11,7 @@ from opbench import __version__
 from opbench.case import DOUBT_MARK, Result, doubts, marked, named_doubts
 from opbench.machine import utc_now
 from opbench.ops import shape_label
+from opbench.texts import speedup_text, summary_text
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -274,7 +275,6 @@ def build(
 
 
 def _ab_section(doc: dict[str, Any]) -> dict[str, Any]:
-    from opbench.texts import speedup_text, summary_text
 
     rows = [{**r, "speedup_text": speedup_text(r)} for r in doc["rows"]]
     return {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows, "summary_text": summary_text(doc)}

@@ -18,6 +18,7 @@ from opbench.case import DOUBT_MARK
 from opbench.errors import UsageError
 from opbench.escape import csv_text, md
 from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_dir, current_umask, json_text
+from opbench.report.ab import to_markdown
 from opbench.report.model import doubt_notes, geomean_text, ratio_cell
 from opbench.texts import format_seconds
 
@@ -240,8 +241,6 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
         for p in plots.get(f"study{i}", []):
             out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
     for section in model["ab"]:
-        from opbench.report.ab import to_markdown
-
         out += ["", to_markdown(section).rstrip("\n")]
     return "\n".join(out) + "\n"
 

@@ -13,7 +13,7 @@ from opbench.backends.remote import RemoteBackend
 from opbench.errors import BackendUnavailable, UsageError
 from opbench.ops import pass_of
 from opbench.ops.base import Op
-from opbench.space import scale_shapes
+from opbench.ops.space import scale_shapes
 from opbench.specs import SweepPlan
 from opbench.timing import TimerConfig
 

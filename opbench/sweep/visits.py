@@ -18,6 +18,7 @@ import math
 import re
 from typing import Any
 
+from opbench.backends.remote import RemoteBackend
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.dtypes import Inputs
 from opbench.guards import zeros_guard
@@ -31,6 +32,7 @@ from opbench.sweep.caseresult import case_result
 from opbench.sweep.caserun import CaseRun
 from opbench.sweep.config import BackendState, SweepConfig, one_line, processes
 from opbench.timing import Timer
+from opbench.tune.records import tuned
 
 # A first visit whose samples took more than this many times the round's --max-time-s share is not
 # visited again (one round: the rounds of a slow case would multiply the sweep's time).
@@ -101,8 +103,6 @@ def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str, key: str) ->
         return {}
     params = {k: v for k, v in cfg.cpp_params.items() if k != "tuned"}
     if cfg.cpp_params.get("tuned"):
-        from opbench.tune.records import tuned
-
         tiles, note = tuned(key, shape, dtype, cfg.threads)
         params.update(tiles, tiles_note=note)
     return params
@@ -133,7 +133,6 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dt
 
 def prepare(st: BackendState, case: CaseRun, inputs: Inputs, process: int) -> Any:
     """The case prepared by its backend, in worker `process` where it runs in several."""
-    from opbench.backends.remote import RemoteBackend
 
     params = dict(case.case.params)
     if isinstance(st.backend, RemoteBackend):

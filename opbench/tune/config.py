@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opbench.errors import UsageError
+from opbench.machine import fingerprint as machine_fingerprint
 from opbench.ops import gemm
 from opbench.ops.base import Op
 from opbench.tune.space import TileSpace, load_space
@@ -116,7 +117,6 @@ def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
 
 
 def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
-    from opbench.machine import fingerprint as machine_fingerprint
 
     return {
         **machine_fingerprint(cfg.threads),

@@ -11,6 +11,7 @@ from typing import Any
 from opbench import sampling
 from opbench.case import Outcome
 from opbench.errors import UsageError
+from opbench.layout import draw
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.objective import request
@@ -143,7 +144,6 @@ def confirmation_runners(cfg: TuneConfig, runner: IsolatedRunner) -> list[Isolat
     """The workers the confirmation's rounds run in: the trials' own where one process was asked for,
     else cfg.confirm_processes fresh ones, each with a randomized layout (opbench.layout), so that the
     interval spans how much one fresh process differs from another."""
-    from opbench.layout import draw
 
     if cfg.confirm_processes <= 1:
         return [runner]

@@ -13,6 +13,9 @@ import tempfile
 import time
 from typing import Any
 
+from opbench.backends.remote import module_command
+from opbench.layout import worker_environment
+
 
 def describe_exit(returncode: int) -> str:
     """'crash: SIGSEGV', 'crash: SIGKILL (killed from outside; out of memory?)', 'exit status 3'."""
@@ -30,7 +33,6 @@ def describe_exit(returncode: int) -> str:
 def worker_command() -> list[str]:
     """The worker's command line: this interpreter running opbench.tune.worker with the working directory
     off the import path (backends.remote.module_command: an `opbench/` folder there is never imported)."""
-    from opbench.backends.remote import module_command
 
     return module_command(sys.executable, "opbench.tune.worker")
 
@@ -48,7 +50,6 @@ class IsolatedRunner:
         self.spawned = 0
 
     def _start(self) -> None:
-        from opbench.layout import worker_environment
 
         if self._stderr is not None:
             self._stderr.close()

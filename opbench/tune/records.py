@@ -18,10 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from opbench.dtypes import dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
-from opbench.ops import shape_label
-from opbench.ops.gemm import THRESHOLDS
+from opbench.ops import get_op, shape_label
+from opbench.ops.conv import ConvShape
+from opbench.ops.gemm import THRESHOLDS, GemmShape
 
 SCHEMA_VERSION = 1
 
@@ -255,7 +257,6 @@ def tuned_tiles(
     m: int, n: int, k: int, dtype: str, threads: int | None = None, batch: int = 1
 ) -> tuple[dict[str, int], str]:
     """tuned() for a GEMM of m x k by k x n (batch of them: a batched GEMM)."""
-    from opbench.ops.gemm import GemmShape
 
     return tuned("gemm", GemmShape(m, n, k, batch), dtype, threads)
 
@@ -266,8 +267,6 @@ def tuned_conv2d_tiles(
 ) -> tuple[dict[str, int], str]:  # fmt: skip
     """tuned() for kernels.conv2d(x, w, stride=..., padding=..., dilation=..., groups=...)'s problem."""
     from opbench import kernels
-    from opbench.dtypes import dtype_name
-    from opbench.ops.conv import ConvShape
 
     def pair(v: Any) -> tuple[int, int]:
         return (int(v[0]), int(v[1])) if isinstance(v, (tuple, list)) else (int(v), int(v))
@@ -286,8 +285,6 @@ def tuned_recurrent_tiles(
 ) -> tuple[dict[str, int], str]:
     """tuned() for kernels.rnn / gru / lstm(x, w_ih, w_hh, ...)'s problem (op "rnn", "gru" or "lstm"; x is
     T x B x I, w_hh gates*H x H)."""
-    from opbench.dtypes import dtype_name
-    from opbench.ops import get_op
 
     t, b, i = x.shape
     h = int(w_hh.shape[1])

@@ -18,6 +18,7 @@ from typing import Any
 
 from opbench.errors import UsageError
 from opbench.ops import shape_label
+from opbench.tune import records
 from opbench.tune.config import (
     CONFIRM_TIMER,
     OBJECTIVES,
@@ -179,8 +180,6 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         verdict = record_verdict(confirmation)
         summary["record_verdict"] = verdict
         if best is not None and verdict is None:
-            from opbench.tune import records
-
             who: dict[str, Any] = {"tiles": best["tiles"], "isa": cfg.isa or ""}
             if cfg.kernel is not None:  # a user kernel's record: its parameters, keyed by name and content
                 kernel = {k: cfg.kernel.to_dict()[k] for k in ("func", "spec", "sha256")}

@@ -28,21 +28,23 @@ import sys
 import traceback
 from typing import Any
 
+from opbench import peak as peaks
+from opbench.backends.base import copied
+from opbench.backends.user_backend import UserCase
+from opbench.contention import Monitor
 from opbench.dtypes import Inputs
+from opbench.layout import apply, place_inputs
+from opbench.machine import die_with_parent, pin_to_cpus
+from opbench.measure import Bench, combine
+from opbench.ops import assumed_accumulation, get_op
+from opbench.ops.gemm import THRESHOLDS
+from opbench.ops.spot import refreshed
+from opbench.reference import InRunReference
+from opbench.timing import Timer, TimerConfig
+from opbench.userkernel import load_function
 
 
 def _serve(proto: Any) -> None:
-    from opbench import peak as peaks
-    from opbench.backends.base import copied
-    from opbench.contention import Monitor
-    from opbench.layout import apply, place_inputs
-    from opbench.machine import pin_to_cpus
-    from opbench.measure import Bench, combine
-    from opbench.ops import assumed_accumulation, get_op
-    from opbench.ops.gemm import THRESHOLDS
-    from opbench.ops.spot import refreshed
-    from opbench.reference import InRunReference
-    from opbench.timing import Timer, TimerConfig
 
     init = json.loads(sys.stdin.readline())
     op = get_op(init["op"])
@@ -127,8 +129,6 @@ class UserKernel:
         self.fn: Any = None
 
     def prepare(self, params: dict[str, Any]) -> Any:
-        from opbench.backends.user_backend import UserCase
-        from opbench.userkernel import load_function
 
         if self.fn is None:
             self.fn = load_function(self.kernel)
@@ -136,7 +136,6 @@ class UserKernel:
 
 
 def main() -> None:
-    from opbench.machine import die_with_parent
 
     die_with_parent()
     # The protocol owns the original stdout; anything a library prints goes to stderr instead.
