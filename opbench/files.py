@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,6 @@ def read_input(path: str | Path, cap: int, what: str) -> bytes:
     """The bytes of a regular file of at most `cap` bytes, else UsageError naming it: a directory, a device
     (/dev/zero), a FIFO or a socket is refused without blocking (opened O_NONBLOCK and checked with fstat,
     so the check and the read are of the same file)."""
-    import stat
 
     p = Path(path)
     try:

@@ -28,6 +28,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import utc_now
 
@@ -125,7 +127,6 @@ def _judged(record: dict[str, Any]) -> bool:
 def apply(doc: dict[str, Any], cache_dir: Path) -> int:
     """Flag the records of a finished sweep document whose median differs from an earlier run's, then add
     this run's medians to the machine's history. Returns the number of records flagged."""
-    from filelock import FileLock, Timeout
 
     machine = (doc.get("machine") or {}).get("identity_key") or "unknown"
     path = _path(cache_dir)

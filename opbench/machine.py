@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
+import json
 import os
 import platform
 import re
@@ -231,8 +233,6 @@ def identity() -> dict[str, Any]:
 
 def identity_key() -> str:
     """A short stable hash of identity(): the name of this machine in caches and records."""
-    import hashlib
-    import json
 
     return hashlib.sha256(json.dumps(identity(), sort_keys=True).encode()).hexdigest()[:16]
 

@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from opbench import __version__
 from opbench.accelerators import lookup
 from opbench.files import atomic_write_text, json_text
@@ -104,7 +106,6 @@ def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict
 
     if not refresh and (found := lookup()) is not None:
         return found
-    from filelock import FileLock, Timeout
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,7 +147,6 @@ def record_best_probes(values: dict[str, float]) -> None:
 
     path = cache_dir() / "peaks.json"
     fp = machine_fingerprint()
-    from filelock import FileLock, Timeout
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from opbench.dtypes import Inputs
 from opbench.errors import UsageError
 from opbench.ops.recurrent import input_names
@@ -142,7 +144,6 @@ def call(op: str, fn: Callable[..., Any], shape: Any, inputs: Inputs, params: di
 
 def as_output(op: str, result: Any) -> Any:
     """The kernel's result as numpy arrays in the op's structure (array-likes are converted)."""
-    import numpy as np
 
     if op == "lstm":
         y, (h_n, c_n) = result

@@ -5,6 +5,7 @@ run registers (`opbench sweep --kernel`: kernel:FUNC)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from typing import Any
 
 from opbench.accelerators import device_index
@@ -51,7 +52,6 @@ ENTRY_POINT_GROUP = "opbench.backends"
 def plugins() -> dict[str, Any]:
     """Entry points of group `opbench.backends` (name -> entry point), built-in names excluded (never
     shadowed). Nothing is imported until a backend is made."""
-    from importlib.metadata import entry_points
 
     found = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from opbench.backends.base import Backend, Prepared
 from opbench.dtypes import Array
@@ -59,7 +60,6 @@ class NumpyBackend(Backend):
     def setup(self, threads: int, device: str) -> None:
         if device != "cpu":
             raise BackendUnavailable(f"numpy runs on the CPU only, not on {device}")
-        from threadpoolctl import threadpool_info, threadpool_limits
 
         # Kept for the whole process: the limit stays in force until the object is restored or dropped.
         self._limiter = threadpool_limits(limits=threads, user_api="blas")

@@ -4,6 +4,7 @@ device, under inference_mode; threads via torch.set_num_threads."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -168,7 +169,6 @@ class _TorchCase(KeptOutput, Prepared):
 def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
     """Keep the GPU busy for about `seconds` before the first case: an idle GPU sits at a low clock (345 MHz
     on the H100 seen here, boost 1980 MHz) and the first case's samples would catch it ramping up."""
-    import time
 
     a = torch.ones((2048, 2048), device=device)
     end = time.perf_counter() + seconds

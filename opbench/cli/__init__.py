@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 from collections.abc import Callable
 
 from opbench.cli.parser import build_parser
@@ -48,7 +49,6 @@ def _one_line(text: str) -> str:
 
 def _internal_error(e: BaseException) -> int:
     """A bug, not bad input: the traceback (credentials masked) for a report, and exit status 1."""
-    import traceback
 
     sys.stderr.write(mask("".join(traceback.format_exception(type(e), e, e.__traceback__))))
     print(

@@ -9,6 +9,8 @@ record per case with its verdict, speedup and speedup_ci, and the summary."""
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -64,8 +66,6 @@ def parse_side(text: str, taken: str | None = None, accumulate: str | None = Non
 
 def _remote_side(name: str, text: str) -> Any:
     """python=PATH:BACKEND[:NAME=VALUE,...]: the backend as another installed environment runs it."""
-    import os
-    import shutil
 
     python, sep, backend_spec = text.removeprefix("python=").partition(":")
     backend, _, params = backend_spec.partition(":")

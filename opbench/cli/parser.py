@@ -4,6 +4,7 @@ cli/types.py)."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, NoReturn
 
 from opbench.cli.types import (
@@ -30,7 +31,6 @@ PUBLISH_ROUNDS = 10
 def default_processes() -> int:
     """--processes when not given: OPBENCH_PROCESSES where set (0: in the sweep's own process), else
     DEFAULT_PROCESSES."""
-    import os
 
     text = os.environ.get("OPBENCH_PROCESSES")
     if text is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rich.console import Console
+
 from opbench import gpu, kernels, peak
 from opbench.accelerators import ACCELERATORS
 from opbench.backends import BACKENDS, accelerator_name, make_backend, plugin_origin, plugins
@@ -18,7 +20,6 @@ from opbench.ranges import parse_sizes
 
 
 def _print_datasheets() -> int:
-    from rich.console import Console
 
     console = Console(markup=False, width=None if sys.stdout.isatty() else 160)
     console.print(datasheet_table(ACCELERATORS))
@@ -30,7 +31,6 @@ def _print_datasheets() -> int:
 
 
 def _gpu_peak(device: str) -> int:
-    from rich.console import Console
 
     if gpu.device_index(device) is None:
         raise UsageError(f"unknown device '{device}' for opbench peak (expected cpu or cuda[:index])")
@@ -53,7 +53,6 @@ def _gpu_peak(device: str) -> int:
 
 
 def cmd_peak(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     if args.datasheets:
         return _print_datasheets()
@@ -89,7 +88,6 @@ def cmd_peak(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     console = Console(markup=False, soft_wrap=True)  # one line per fact, however long (logs, grep)
     f = kernels.cpu_features()

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rich.console import Console
+
 from opbench.case import DOUBT_MARK
 from opbench.cli.common import storage_url
 from opbench.display.report import compare_table, suites_table
@@ -17,7 +19,6 @@ from opbench.specs import load_suite, suite_names
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     formats = parse_formats(args.format, render.FORMATS)
     if not args.results and not args.study:
@@ -50,7 +51,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     formats = parse_formats(args.format, ("md", "csv", "json")) if args.out else []
     target = render.output_dir(args.out, args.force) if args.out else None
@@ -82,7 +82,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_suites(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     table = suites_table([(name, load_suite(name)) for name in suite_names()])
     Console(markup=False, width=None if sys.stdout.isatty() else 120).print(table)

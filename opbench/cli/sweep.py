@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from opbench import descriptors, kernels
 from opbench.backends import parse_backends, register
 from opbench.backends.user_backend import UserKernelBackend
@@ -112,7 +114,6 @@ def problem_plans(
 def nothing_to_run(suite: dict[str, Any] | None) -> int:
     """A batch file whose every problem is skipped: its lines said (what was skipped and why); nothing is
     measured or written, and that is not an error (benchdnn passes such a file too)."""
-    from rich.console import Console
 
     console = Console(stderr=False)
     lines = (suite or {}).get("lines") or {}

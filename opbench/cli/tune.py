@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from rich.console import Console
+
 from opbench import descriptors
 from opbench.cli.common import check_flags_apply, storage_url
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
@@ -26,7 +28,6 @@ from opbench.userkernel import parse_kernel, parse_params
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     if args.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
@@ -195,7 +196,6 @@ def _show_study(console: Any, study: Any) -> int:
 
 
 def cmd_studies(args: argparse.Namespace) -> int:
-    from rich.console import Console
 
     storage = storage_url(args.storage, args.out)
     rows = list_studies(storage)

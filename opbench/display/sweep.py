@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -171,7 +172,6 @@ class RichObserver:
     """Progress on stderr while a sweep runs, the table on stdout when it ends (paths only with --quiet)."""
 
     def __init__(self, quiet: bool, verbose: bool = False) -> None:
-        from rich.console import Console
 
         # Rich assumes 80 columns when stdout is not a terminal; the table needs about 110.
         self.console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
@@ -184,7 +184,6 @@ class RichObserver:
 
     @contextmanager
     def sweep_started(self, op: str, visits: int) -> Iterator[None]:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         progress = Progress(
             TextColumn("{task.description}"),

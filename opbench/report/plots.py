@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # no display: files only
 # Labels come from results files: text, never mathtext ('$' in a backend name would be parsed, and fail).
@@ -287,7 +288,6 @@ def study_plots(study: dict[str, Any], index: int) -> list[Plot]:
     hm = study["heatmap"]
     if hm:
         fig, ax = plt.subplots(figsize=(5.6, 3.8))
-        import numpy as np
 
         data = np.array([[np.nan if v is None else v for v in row] for row in hm["values"]], dtype=float)
         im = ax.imshow(data, origin="lower", aspect="auto", cmap="viridis")

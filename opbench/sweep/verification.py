@@ -18,6 +18,8 @@ import functools
 import zlib
 from typing import Any
 
+from threadpoolctl import ThreadpoolController
+
 from opbench.case import Outcome, Reason
 from opbench.dtypes import Inputs
 from opbench.ops.base import Op
@@ -43,7 +45,6 @@ def _blas() -> Any:
     """The process's BLAS pools, found once (threadpool_limits scans every loaded library each time: 3 ms with
     the frameworks loaded, at every check of every visit). numpy's OpenBLAS, which verification runs on, is
     loaded before any case."""
-    from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
 

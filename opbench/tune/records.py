@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from opbench.dtypes import dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
@@ -137,7 +139,6 @@ def load() -> list[dict[str, Any]]:
 
 
 def _lock(path: Path) -> Any:
-    from filelock import FileLock
 
     return FileLock(str(path) + ".lock", timeout=60)
 
