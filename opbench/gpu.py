@@ -74,6 +74,7 @@ def provenance(device: str) -> dict[str, Any] | None:
         return None
     info: dict[str, Any] = {"device": device, "smi": smi_query(index)}
     try:
+        # torch, asked only about a cuda device (a CPU run never imports it)
         import torch
 
         if torch.cuda.is_available() and index < torch.cuda.device_count():
@@ -99,6 +100,7 @@ def clocks(device: str) -> dict[str, Any] | None:
 def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str, Any]:
     """Achieved GEMM GFLOPS per dtype (torch.matmul of size^3, best of `repeats` timed by CUDA events after
     warm-up) and device copy bandwidth (1 GiB, read + write counted). Raises RuntimeError without CUDA."""
+    # torch, asked only about a cuda device (a CPU run never imports it)
     import torch
 
     index = device_index(device)

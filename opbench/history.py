@@ -44,6 +44,7 @@ DISTURBED = frozenset({"contended", "throttled", "apart"})
 def kernels_build() -> str:
     """A short hash of our compiled kernels (the _core extension's file), so that a rebuilt kernel is a new
     case rather than a change of the machine."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     digest = hashlib.sha256()

@@ -3,6 +3,7 @@ process-wide settings that make backends comparable (CPU affinity, available mem
 
 from __future__ import annotations
 
+import ctypes
 import datetime as _dt
 import functools
 import hashlib
@@ -10,6 +11,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -51,6 +53,7 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     return kernels.cpu_info()["brand"] or platform.processor() or "unknown"
@@ -213,6 +216,7 @@ def identity() -> dict[str, Any]:
     """What tells one machine from another for peaks, tuned records, studies and compare: vendor, CPUID
     family/model/stepping, the micro-architecture they name, cache sizes, CPU count, ISA flags and the
     hypervisor. Two VMs both called "AMD EPYC" differ here when one is a Zen 4 and the other a Zen 5."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels, microarch
 
     info = kernels.cpu_info()
@@ -252,6 +256,7 @@ def identity_label(ident: dict[str, Any] | None) -> str:
 def fingerprint(threads: int) -> dict[str, Any]:
     """What a tuning result depends on: the machine's identity, the kernel that ran and its version, the
     threads."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     feats = kernels.cpu_features()
@@ -268,6 +273,7 @@ def fingerprint(threads: int) -> dict[str, Any]:
 
 def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:
     """The machine block of a results file."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     feats = kernels.cpu_features()
@@ -299,9 +305,6 @@ def die_with_parent() -> None:
     killed with -9 must not leave a hung candidate running forever); exit at once if the parent is already
     gone (OPBENCH_WORKER_PARENT names it)."""
     try:
-        import ctypes
-        import signal
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

@@ -49,6 +49,7 @@ def machine_fingerprint() -> str:
 
 
 def _unit(dtype: str) -> str:
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     return kernels.compute_unit(dtype)
@@ -71,6 +72,7 @@ def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5)
     """Run the loop of the unit that computes dtype now: native fp16 FMAs for fp16 and AVX512-BF16 dot
     products for bf16 where the CPU has them; elsewhere a 2-byte dtype runs on the fp32 units, so the fp32
     FMA peak is its peak too, and the name says so."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     unit = _unit(dtype)
@@ -187,6 +189,7 @@ class Bandwidth:
 
 def measure_bandwidth(threads: int, repeats: int = 5) -> Bandwidth:
     """STREAM-like triad on arrays four times the last-level cache (at least 16 Mi doubles each)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     l3 = kernels.l3_bytes()
@@ -233,6 +236,7 @@ def clock_ghz() -> tuple[float, str] | None:
 def datasheet(dtype: str, threads: int) -> Peak | None:
     """cores x clock x FLOP/cycle of this micro-architecture (microarch.py, which names its source); None
     when the clock cannot be found or the table has no row for this CPU (no guess from the ISA alone)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels, microarch
 
     clock = clock_ghz()

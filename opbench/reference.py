@@ -89,6 +89,7 @@ class NativeProber:
     """Probes with the C++ loops of the peak measurement, shortened."""
 
     def fma_key(self, dtype: str) -> str:
+        # the compiled extension, loaded when a kernel runs: reading commands run without it
         from opbench import kernels
 
         return kernels.compute_unit(dtype)
@@ -97,6 +98,7 @@ class NativeProber:
         """The median of FMA_PROBE_REPEATS short loops. Not the best: on a VM that loses a vCPU in bursts,
         4 ms windows read 540 or 270 GFLOPS by turns; the best said "full speed" while a case ran at half
         (a 12 ms window read 270)."""
+        # the compiled extension, loaded when a kernel runs: reading commands run without it
         from opbench import kernels
 
         key = self.fma_key(dtype)
@@ -104,12 +106,14 @@ class NativeProber:
         return float(statistics.median(values))
 
     def triad(self, threads: int) -> float:
+        # the compiled extension, loaded when a kernel runs: reading commands run without it
         from opbench import kernels
 
         elements = min(TRIAD_PROBE_MAX_ELEMENTS, max(TRIAD_PROBE_MIN_ELEMENTS, 2 * kernels.l3_bytes() // 8))
         return kernels.stream_triad(threads, elements, TRIAD_PROBE_REPEATS)
 
     def cache(self, threads: int) -> float:
+        # the compiled extension, loaded when a kernel runs: reading commands run without it
         from opbench import kernels
 
         elements = CACHE_PROBE_ELEMENTS_PER_THREAD * max(1, threads)
@@ -119,6 +123,7 @@ class NativeProber:
         return float(statistics.median(values))
 
     def handoff(self) -> float:
+        # the compiled extension, loaded when a kernel runs: reading commands run without it
         from opbench import kernels
 
         return kernels.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS)

@@ -42,6 +42,7 @@ def _rendered_masked(url: str) -> str | None:
     """SQLAlchemy's rendering of the URL with its password hidden; None where it cannot be trusted: not a
     URL it parses, or a password with an unescaped '@' (parsed as a shorter password and a host with '@')."""
     try:
+        # SQLAlchemy comes with optuna (opbench[tune]): a URL is masked without it too
         from sqlalchemy.engine import make_url
 
         parsed = make_url(url)

@@ -117,6 +117,7 @@ class CppBackend(Backend):
         return ["opbench"], args
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+        # the compiled extension, loaded when a kernel runs: reading commands run without it
         from opbench import kernels
 
         if op not in ALGORITHMS:

@@ -120,11 +120,13 @@ class MindSporeBackend(Backend):
         return None
 
     def version(self) -> str | None:
+        # the framework, imported only where its backend runs (pyproject.toml: no framework below)
         import mindspore
 
         return str(mindspore.__version__)
 
     def setup(self, threads: int, device: str) -> None:
+        # the framework, imported only where its backend runs (pyproject.toml: no framework below)
         import mindspore as ms
 
         target, index = ms_device(device)

@@ -114,6 +114,7 @@ class TensorFlowBackend(Backend):
     def device_name(self, index: int) -> str | None:
         try:
             with native_stderr_captured():
+                # the framework, imported only where its backend runs (pyproject.toml: no framework below)
                 import tensorflow as tf
 
                 gpus = tf.config.list_physical_devices("GPU")
@@ -135,11 +136,13 @@ class TensorFlowBackend(Backend):
         return None
 
     def version(self) -> str | None:
+        # the framework, imported only where its backend runs (pyproject.toml: no framework below)
         import tensorflow as tf
 
         return str(tf.__version__)
 
     def setup(self, threads: int, device: str) -> None:
+        # the framework, imported only where its backend runs (pyproject.toml: no framework below)
         import tensorflow as tf
 
         with native_stderr_captured():

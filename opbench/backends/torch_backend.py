@@ -198,6 +198,7 @@ class TorchBackend(Backend):
 
     def device_name(self, index: int) -> str | None:
         try:
+            # the framework, imported only where its backend runs (pyproject.toml: no framework below)
             import torch
         except ImportError:
             return None
@@ -206,11 +207,13 @@ class TorchBackend(Backend):
         return None
 
     def version(self) -> str | None:
+        # the framework, imported only where its backend runs (pyproject.toml: no framework below)
         import torch
 
         return str(torch.__version__)
 
     def setup(self, threads: int, device: str) -> None:
+        # the framework, imported only where its backend runs (pyproject.toml: no framework below)
         import torch
 
         if device.startswith("cuda") and not torch.cuda.is_available():

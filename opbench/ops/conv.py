@@ -302,6 +302,7 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our implicit-GEMM conv prepared for this case (kernels.Plan; tiles left None are derived)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     return kernels.prepare_conv2d(
@@ -325,6 +326,7 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     side reports it: fp32 and fp16, the implicit GEMM of one image and group (m output channels per group,
     n GEMM columns: output pixels, over the padded width at stride 1; k = C/groups x R x S); bf16, the GEMM
     its way runs (csrc/conv/conv2d_bf16.cpp: pixels of all images as rows, or W * x)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     dt = NUMPY_DTYPES[dtype]

@@ -209,6 +209,7 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our conv backward prepared for this case (kernels.Plan): its two products use the tiles."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     if accumulate != "fp32":
@@ -233,6 +234,7 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names), m =
     C/groups x R x S (the im2col tile's rows, the weight-gradient product's M) and n = k = P x Q (the pixels
     a block and a rank-k update take at most)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     pixels = shape.out_h * shape.out_w

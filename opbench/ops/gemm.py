@@ -231,6 +231,7 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our GEMM prepared for this case (kernels.Plan; tiles left None come from the cache model)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     return kernels.prepare_gemm(
@@ -252,6 +253,7 @@ def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[s
     """What the tuning space's rules may name: the register tile (mr, nr) that runs for this N and dtype
     (bf16: the bf16 kernels'), the bytes of a packed panel element (elem_bytes: bf16 pairs 2, fp32 panels
     4, fp16 too since it is widened), and the dimensions tile_m, tile_n and tile_k block (m, n, k)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     info = kernels.register_tile(isa, dtype, shape.n)

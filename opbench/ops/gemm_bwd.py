@@ -143,6 +143,7 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our backward prepared for this case (kernels.Plan): both products use the tiles."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     if accumulate != "fp32":
@@ -162,6 +163,7 @@ def plan(
 def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:
     """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names) and the
     largest of the two products' dimensions the tiles block: dA is M x K deep N, dB K x N deep M."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     m, n, k = shape.m, shape.n, shape.k

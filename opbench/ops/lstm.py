@@ -130,6 +130,7 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our LSTM prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     return kernels.prepare_lstm(*(inputs[n] for n in INPUT_NAMES), **tile_args(tiles, threads, isa))

@@ -333,6 +333,7 @@ def plan(
 ) -> Any:
     """Our BPTT prepared for this case (kernels.Plan): the training forward runs once when it is prepared,
     every call is the backward."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     return kernels.prepare_rnn_backward(

@@ -144,6 +144,7 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our RNN prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     args = tile_args(tiles, threads, isa)

@@ -284,6 +284,7 @@ def load_study(name: str, storage_url: str) -> dict[str, Any]:
         check.number(conf.get("speedup"), "confirmation.speedup")
     importances: dict[str, float] = {}
     try:
+        # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
         import optuna
 
         if len(study.directions) == 1 and sum(t["gflops"] is not None for t in trials) >= 3:

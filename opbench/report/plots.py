@@ -18,6 +18,7 @@ matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from opbench.case import DOUBT_MARK  # noqa: E402
 from opbench.report.model import geomean_text  # noqa: E402
@@ -69,8 +70,6 @@ def _color(backend: str) -> str:
 
 def _plain_log(ax: Any, axis: str = "y", suffix: str = "") -> None:
     """Log scale with tick labels as plain numbers (0.3, 2, 500) instead of powers of ten."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
     target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))

@@ -150,6 +150,7 @@ def make_bench(cfg: SweepConfig, cpus: list[int], reference: InRunReference | No
     """The sweep's Bench: the in-run FMA/triad reference on CPU (`reference`, else a new one; none on an
     accelerator), contention watched on the CPUs this process runs on, caches flushed before each sample
     with --cold-cache."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     flush = None

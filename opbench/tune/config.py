@@ -70,6 +70,7 @@ def _names(cfg: TuneConfig) -> dict[str, int]:
     """What the space file's rules may name: the op's register tile and blocked dimensions
     (ops.<op>.tile_names) for our kernels, the problem's shape fields for a user kernel (gemm: m, n, k),
     and this CPU's caches."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     caches = kernels.cpu_info()["caches"]
@@ -134,6 +135,7 @@ def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
 
 
 def _sampler(cfg: TuneConfig, space: TileSpace) -> Any:
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     s = cfg.sampler

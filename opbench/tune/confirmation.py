@@ -18,6 +18,7 @@ from opbench.tune.objective import request
 
 
 def _measured_keys(study: Any) -> set[str]:
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     return {
@@ -56,6 +57,7 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
     """Re-measure the top-k distinct points and the baseline (our kernels: the cache-model default),
     interleaved over rounds with a stricter timer; medians with 95% bootstrap intervals, and the best's
     speed-up over the baseline."""
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     base, base_name = baseline(cfg, space)
@@ -154,6 +156,7 @@ def confirmation_runners(cfg: TuneConfig, runner: IsolatedRunner) -> list[Isolat
 def _model_tiles(cfg: TuneConfig) -> dict[str, int]:
     """The cache model's tiles, when the default never ran (it failed at once): GEMM's for its N, the
     LSTM's kernel set's; conv derives its own per problem (shown as "cache-model default")."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     if cfg.op.name == "conv":

@@ -46,6 +46,7 @@ class Objective:
         self.flops = cfg.op.flops(cfg.shape)
 
     def _previous(self, trial: Any, key: str) -> Any | None:
+        # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
         import optuna
 
         for t in trial.study.get_trials(deepcopy=False):

@@ -44,6 +44,7 @@ def machine() -> dict[str, Any]:
     """The part of the fingerprint a tuned tiling belongs to: the machine's identity (vendor, family, model,
     stepping, caches, ISA flags, hypervisor: a Zen 4 and a Zen 5 both called "AMD EPYC" differ) and the
     kernel set that ran."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     f = kernels.cpu_features()
@@ -238,6 +239,7 @@ def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[
     for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
     decides, as it does untuned) and a note saying so (and naming other machines' records, never applied).
     For kernels.gemm / conv2d / rnn / gru / lstm(..., tiles=...)."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     nthreads = kernels.default_threads() if threads is None else threads
@@ -267,6 +269,7 @@ def tuned_conv2d_tiles(
     threads: int | None = None,
 ) -> tuple[dict[str, int], str]:  # fmt: skip
     """tuned() for kernels.conv2d(x, w, stride=..., padding=..., dilation=..., groups=...)'s problem."""
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     def pair(v: Any) -> tuple[int, int]:

@@ -234,6 +234,7 @@ def spaces_dirs() -> list[Path]:
     if os.environ.get("OPBENCH_SPACES_DIR"):
         dirs.append(Path(os.environ["OPBENCH_SPACES_DIR"]))
     dirs.append(Path(__file__).resolve().parents[2] / "tuning" / "spaces")
+    # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
     dirs.append(Path(kernels.extension_dir()) / "tuning_spaces")

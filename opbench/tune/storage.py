@@ -27,6 +27,7 @@ def open_storage(url: str, heartbeat_s: int, grace_s: int) -> Any:
     """An Optuna RDB storage with heartbeats (a worker that dies leaves a RUNNING trial that is failed
     and retried with the same parameters once its heartbeat is grace_s old)."""
     register(url)  # from here on, its password is masked wherever it appears
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 

@@ -61,6 +61,7 @@ __all__ = [
 
 def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> Any:
     """Create or resume the study; refuse to resume one recorded for a different machine or problem."""
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -98,6 +99,7 @@ def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> Any:
 def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dict[str, Any]:
     """Tune: open/resume the study, run trials, confirm the winner, save the record. Events go to on_event
     ('space', 'trial', 'exhausted', 'confirm'); returns a summary."""
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     if cfg.sampler not in SAMPLERS:
@@ -228,6 +230,7 @@ def trial_rows(study: Any) -> list[dict[str, Any]]:
 
 def _existing_storage(storage_url: str) -> Any:
     """Open a storage only to read it: a SQLite file that is not there is an error, never created."""
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -239,6 +242,7 @@ def _existing_storage(storage_url: str) -> Any:
 
 
 def load_existing(name: str, storage_url: str) -> Any:
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     storage = _existing_storage(storage_url)
@@ -249,6 +253,7 @@ def load_existing(name: str, storage_url: str) -> Any:
 
 
 def list_studies(storage_url: str) -> list[dict[str, Any]]:
+    # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     storage = _existing_storage(storage_url)
