@@ -124,7 +124,6 @@ def reserve(out_dir: Path, stem: str, contents: dict[str, str]) -> str:
 def check_writable_dir(path: Path, option: str) -> Path:
     """`path` as an output directory, refused up front (UsageError, nothing created) when it is a file, or
     when its nearest existing directory cannot be written (a probe file is created there and removed)."""
-
     if path.exists() and not path.is_dir():
         raise UsageError(f"{option} {path} exists and is not a directory")
     probe = path
@@ -149,7 +148,6 @@ def read_input(path: str | Path, cap: int, what: str) -> bytes:
     """The bytes of a regular file of at most `cap` bytes, else UsageError naming it: a directory, a device
     (/dev/zero), a FIFO or a socket is refused without blocking (opened O_NONBLOCK and checked with fstat,
     so the check and the read are of the same file)."""
-
     p = Path(path)
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

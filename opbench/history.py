@@ -128,7 +128,6 @@ def _judged(record: dict[str, Any]) -> bool:
 def apply(doc: dict[str, Any], cache_dir: Path) -> int:
     """Flag the records of a finished sweep document whose median differs from an earlier run's, then add
     this run's medians to the machine's history. Returns the number of records flagged."""
-
     machine = (doc.get("machine") or {}).get("identity_key") or "unknown"
     path = _path(cache_dir)
     flagged = 0

@@ -172,7 +172,6 @@ def spread_threads(prefixes: tuple[str, ...]) -> dict[str, int]:
 def _other_threads_cpu_ns(me: int) -> int | None:
     """CPU time (ns, from schedstat) of every thread of this process except `me`, and of the worker processes
     it adopted (contention.adopt: sweep processes, A/B sides); None where unavailable."""
-
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
@@ -237,7 +236,6 @@ def identity() -> dict[str, Any]:
 
 def identity_key() -> str:
     """A short stable hash of identity(): the name of this machine in caches and records."""
-
     return hashlib.sha256(json.dumps(identity(), sort_keys=True).encode()).hexdigest()[:16]
 
 

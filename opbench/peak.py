@@ -146,7 +146,6 @@ def best_probe(key: str) -> float | None:
 def record_best_probes(values: dict[str, float]) -> None:
     """Raise the cached best probe of each key to `values` where better (higher; lower for a latency such
     as the hand-off), under the cache lock."""
-
     path = cache_dir() / "peaks.json"
     fp = machine_fingerprint()
 
@@ -262,7 +261,6 @@ def datasheet(dtype: str, threads: int) -> Peak | None:
 
 def accelerator_datasheet(device_name: str, dtype: str, threads: int) -> Peak | None:
     """The dense datasheet peak of a named accelerator for dtype (accelerators.py), or None if not listed."""
-
     acc = lookup(device_name)
     if acc is None or dtype not in acc.tflops:
         return None

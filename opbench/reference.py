@@ -129,7 +129,6 @@ class NativeProber:
         return kernels.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS)
 
     def can_handoff(self) -> bool:
-
         return len(allowed_cpus()) >= 2
 
 

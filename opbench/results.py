@@ -85,7 +85,6 @@ CSV_COLUMNS = (
 
 def parse_formats(text: str, allowed: tuple[str, ...] = FORMATS) -> list[str]:
     """'json,csv' -> ['json', 'csv'] (any of `allowed`, each once); anything else is a UsageError."""
-
     out = [t.strip().lower() for t in text.split(",") if t.strip()]
     for f in out:
         if f not in allowed:

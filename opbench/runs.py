@@ -45,7 +45,6 @@ def run_sweeps(
     writers: list[Any],
 ) -> None:
     """Run every config into its own results file (appended to `writers` as it is created)."""
-
     first = configs[0]
     all_dtypes = tuple(dict.fromkeys(d for c in configs for d in c.dtypes))
     all_backends = tuple(dict.fromkeys(b for c in configs for b in c.backends))
@@ -99,7 +98,6 @@ def sweep_header(
     index: int,
     bandwidth: dict[str, Any] | None,
 ) -> dict[str, Any]:
-
     return {
         "op": cfg.op.name,
         "passes": list(cfg.passes),
@@ -135,7 +133,6 @@ def sweep_header(
 
 def accelerator_block(device: str) -> dict[str, Any]:
     """GPU provenance at the start of a run on a cuda device (name, CUDA, driver, clocks); empty on CPU."""
-
     info = gpu.provenance(device)
     return {"accelerator": info} if info is not None else {}
 
@@ -143,7 +140,6 @@ def accelerator_block(device: str) -> dict[str, Any]:
 def environment(writer: Any, bench: Any) -> None:
     """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
     and this run's best probes into the machine's cache; also after an interrupt."""
-
     flagged = Counter(f for r in writer.doc["records"] for f in r.get("flags", []))
     env = bench.monitor.finish(contended_cases=flagged["contended"])
     if bench.reference is not None:

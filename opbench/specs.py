@@ -255,7 +255,6 @@ def load_batch_spec(
 ) -> Spec:
     """A benchdnn-style batch file (descriptors.py) as a spec; its leading `#` lines are its description, and
     its lines run and skipped are `lines` (`strict`: a line opbench does not run is refused instead)."""
-
     path = Path(path)
     batch = read_batch(path, command_op, start, strict)
     plans = plans_from_problems(batch.problems)

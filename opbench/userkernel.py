@@ -144,7 +144,6 @@ def call(op: str, fn: Callable[..., Any], shape: Any, inputs: Inputs, params: di
 
 def as_output(op: str, result: Any) -> Any:
     """The kernel's result as numpy arrays in the op's structure (array-likes are converted)."""
-
     if op == "lstm":
         y, (h_n, c_n) = result
         return np.asarray(y), (np.asarray(h_n), np.asarray(c_n))

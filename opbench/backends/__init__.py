@@ -52,7 +52,6 @@ ENTRY_POINT_GROUP = "opbench.backends"
 def plugins() -> dict[str, Any]:
     """Entry points of group `opbench.backends` (name -> entry point), built-in names excluded (never
     shadowed). Nothing is imported until a backend is made."""
-
     found = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name not in BACKENDS and ep.name not in found:
@@ -106,7 +105,6 @@ def make_backend(name: str, registered: bool = True) -> Backend:
 def accelerator_name(device: str) -> str | None:
     """The name a framework reports for a cuda[:N] device (torch, then TensorFlow); None when neither can
     see it, or for a device that is not a GPU."""
-
     index = device_index(device)
     if index is None:
         return None

@@ -158,7 +158,6 @@ class Backend(ABC):
         """What the verification bound assumes for `op` in `dtype` on `device` (ops.assumed_accumulation: a
         precision for the sums, or a recurrent unit); a case may name its own in its details (opbench's
         fp16 accumulation names its block size)."""
-
         table = self.accumulate if device == "cpu" else self.accumulate_accelerator
         sums = self.accumulate_ops.get((op, dtype)) if device == "cpu" else None
         return assumed_accumulation(

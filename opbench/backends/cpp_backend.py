@@ -93,7 +93,6 @@ class CppBackend(Backend):
         return None
 
     def version(self) -> str | None:
-
         return __version__
 
     def setup(self, threads: int, device: str) -> None:

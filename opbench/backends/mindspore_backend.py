@@ -171,7 +171,6 @@ class MindSporeBackend(Backend):
                 time.sleep(0.01)
 
     def _place_threads(self) -> None:
-
         placed = spread_threads(MS_THREADS)
         if placed:
             self._details["thread_placement"] = {

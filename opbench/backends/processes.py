@@ -51,7 +51,6 @@ class ProcessBackend(RemoteBackend):
 
 def in_processes(backend: Backend, processes: int) -> tuple[Backend, str | None]:
     """`backend` run in `processes` worker processes, or itself with the reason it stays in this one."""
-
     if isinstance(backend, RemoteBackend):  # an A/B side of another environment: N workers of it
         return (
             RemoteBackend(backend.name, backend.python, backend.backend, backend._worker.fixed, processes),
@@ -68,5 +67,4 @@ def in_processes(backend: Backend, processes: int) -> tuple[Backend, str | None]
 
 
 def _made_type(name: str) -> type:
-
     return type(make_backend(name, registered=False))

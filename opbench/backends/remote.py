@@ -70,7 +70,6 @@ class _Worker:
 
     def launch(self) -> None:
         """Start the process (its imports run while other workers start too: greet() waits for it)."""
-
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "OPBENCH_WORKER_PARENT": str(os.getpid())}
         if self.layout is not None:
             env.update(worker_environment(self.layout))
@@ -150,7 +149,6 @@ class _Worker:
         return self.dir / f"{stem}-{self._next}.pickle"
 
     def stop(self) -> None:
-
         if self.proc is not None:
             contention.release(self.proc.pid)
             if self.proc.poll() is None:
@@ -228,7 +226,6 @@ class RemoteBackend(Backend):
         processes: int = 1,
         layout: bool = False,
     ) -> None:
-
         self.name = name  # type: ignore[misc]
         self.python, self.backend = python, backend
         self._workers = [

@@ -35,7 +35,6 @@ from opbench.ops import get_op
 
 
 def _serve(proto: Any) -> None:
-
     offsets_rng = apply()  # a sweep's worker (--processes): its randomized layout (layout.py)
     backend: Any = None
     device = "cpu"
@@ -99,7 +98,6 @@ def _serve(proto: Any) -> None:
 
 
 def main() -> None:
-
     die_with_parent()
     # The protocol owns the original stdout; anything a library prints goes to stderr instead.
     proto = os.fdopen(os.dup(1), "w")

@@ -169,7 +169,6 @@ class _TorchCase(KeptOutput, Prepared):
 def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
     """Keep the GPU busy for about `seconds` before the first case: an idle GPU sits at a low clock (345 MHz
     on the H100 seen here, boost 1980 MHz) and the first case's samples would catch it ramping up."""
-
     a = torch.ones((2048, 2048), device=device)
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:

@@ -69,11 +69,9 @@ class UserKernelBackend(Backend):
     def accumulation(self, op: str, dtype: str, device: str = "cpu") -> str:
         """What the kernel declared it sums in (--kernel-accumulate, default fp32, as every real fp16 and bf16
         kernel on a CPU does); its half-precision recurrent cells are assumed to compute in the dtype."""
-
         return assumed_accumulation(op, dtype, self.kernel.accumulate, True)
 
     def unavailable_reason(self) -> str | None:
-
         try:
             self._fn = load_function(self.kernel.to_dict())
         except Exception as e:  # the user's module: any error while importing it

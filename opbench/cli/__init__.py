@@ -49,7 +49,6 @@ def _one_line(text: str) -> str:
 
 def _internal_error(e: BaseException) -> int:
     """A bug, not bad input: the traceback (credentials masked) for a report, and exit status 1."""
-
     sys.stderr.write(mask("".join(traceback.format_exception(type(e), e, e.__traceback__))))
     print(
         f"opbench: internal error: {mask(e)} (a bug in opbench; please report it with the traceback above)",
@@ -59,7 +58,6 @@ def _internal_error(e: BaseException) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     argv = list(sys.argv[1:] if argv is None else argv)
     for token in argv:  # passwords given on the command line are masked in every message from here on
         if "://" in token or "password" in token.lower():

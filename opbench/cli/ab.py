@@ -35,7 +35,6 @@ def parse_side(text: str, taken: str | None = None, accumulate: str | None = Non
     """A side's record name, a function making its backend, and whether it is a user kernel; `taken`: the
     other side's name (the same backend on both sides is an A/A run, its B named 'NAME (B)'); `accumulate`:
     what a kernel side declares it sums in (--kernel-accumulate)."""
-
     text = text.strip()
     head, sep, rest = text.partition(":")
     name = text if text != taken else f"{text} (B)"
@@ -66,7 +65,6 @@ def parse_side(text: str, taken: str | None = None, accumulate: str | None = Non
 
 def _remote_side(name: str, text: str) -> Any:
     """python=PATH:BACKEND[:NAME=VALUE,...]: the backend as another installed environment runs it."""
-
     python, sep, backend_spec = text.removeprefix("python=").partition(":")
     backend, _, params = backend_spec.partition(":")
     if not sep or not python or backend not in BACKENDS:
@@ -82,7 +80,6 @@ def _remote_side(name: str, text: str) -> Any:
 
 def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
     """NAME=VALUE,... fixed for every case of a side, checked against what `backend` takes."""
-
     allowed = SIDE_PARAMS.get(backend, ())
     if not allowed:
         raise UsageError(f"side '{side}': {backend} takes no parameters (only cpp does: tiles, isa)")
@@ -109,7 +106,6 @@ def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-
     a_name, make_a, a_kernel = parse_side(args.a, accumulate=args.kernel_accumulate)
     b_name, make_b, b_kernel = parse_side(args.b, taken=a_name, accumulate=args.kernel_accumulate)
     if args.kernel_accumulate and not (a_kernel or b_kernel):
@@ -152,7 +148,6 @@ def exit_code(summary: dict[str, Any], fail_on: frozenset[str]) -> int:
 
 def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]) -> str:
     """The `opbench ab` command that runs this one case again, both sides, with the run's settings."""
-
     cfg = next(c for c in configs if c.op.name == row["op"])
     shape = cfg.op.shape_from_case(row["shape"])
     index = next((i for i, s in enumerate(cfg.shapes) if s == shape), 0)
@@ -166,7 +161,6 @@ def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]
 
 def write_ab(result: dict[str, Any], out_dir: Path, formats: list[str]) -> dict[str, Path]:
     """ab-STAMP.json (kind opbench.ab) and .csv beside the results files, each written once, exclusively."""
-
     texts = {}
     if "json" in formats:
         texts["json"] = json_text({"kind": "opbench.ab", "schema_version": 1, **result})

@@ -14,7 +14,6 @@ from opbench.tune.storage import default_url
 def check_flags_apply(op_name: str, op: Any, given: dict[str, Any]) -> None:
     """Every given axis or parameter flag (AXIS_FLAGS / PARAM_FLAGS dests) is one `op` has, else a
     UsageError naming the flag and the op's options."""
-
     for dest in given:
         if dest not in op.axes and dest not in op.params:
             options = [AXIS_FLAGS[a] for a in op.axes] + [PARAM_FLAGS[p] for p in op.params]
@@ -23,12 +22,10 @@ def check_flags_apply(op_name: str, op: Any, given: dict[str, Any]) -> None:
 
 
 def check_out_dir(out: str) -> Path:
-
     return check_writable_dir(Path(out), "--out")
 
 
 def storage_url(storage: str | None, out: str) -> str:
-
     if storage:
         if "://" not in storage:
             raise UsageError(

@@ -31,7 +31,6 @@ PUBLISH_ROUNDS = 10
 def default_processes() -> int:
     """--processes when not given: OPBENCH_PROCESSES where set (0: in the sweep's own process), else
     DEFAULT_PROCESSES."""
-
     text = os.environ.get("OPBENCH_PROCESSES")
     if text is None:
         return DEFAULT_PROCESSES

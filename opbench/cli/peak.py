@@ -20,7 +20,6 @@ from opbench.ranges import parse_sizes
 
 
 def _print_datasheets() -> int:
-
     console = Console(markup=False, width=None if sys.stdout.isatty() else 160)
     console.print(datasheet_table(ACCELERATORS))
     console.print(
@@ -31,7 +30,6 @@ def _print_datasheets() -> int:
 
 
 def _gpu_peak(device: str) -> int:
-
     if gpu.device_index(device) is None:
         raise UsageError(f"unknown device '{device}' for opbench peak (expected cpu or cuda[:index])")
     try:
@@ -53,7 +51,6 @@ def _gpu_peak(device: str) -> int:
 
 
 def cmd_peak(args: argparse.Namespace) -> int:
-
     if args.datasheets:
         return _print_datasheets()
     if args.device != "cpu":
@@ -88,7 +85,6 @@ def cmd_peak(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-
     console = Console(markup=False, soft_wrap=True)  # one line per fact, however long (logs, grep)
     f = kernels.cpu_features()
     console.print(

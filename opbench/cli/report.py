@@ -19,7 +19,6 @@ from opbench.specs import load_suite, suite_names
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-
     formats = parse_formats(args.format, render.FORMATS)
     if not args.results and not args.study:
         raise UsageError("opbench report needs results files and/or --study NAME")
@@ -51,7 +50,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-
     formats = parse_formats(args.format, ("md", "csv", "json")) if args.out else []
     target = render.output_dir(args.out, args.force) if args.out else None
     result = compare.compare(inputs.load_results(args.old), inputs.load_results(args.new), args.threshold)
@@ -82,7 +80,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_suites(args: argparse.Namespace) -> int:
-
     table = suites_table([(name, load_suite(name)) for name in suite_names()])
     Console(markup=False, width=None if sys.stdout.isatty() else 120).print(table)
     return 0

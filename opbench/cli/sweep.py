@@ -35,7 +35,6 @@ from opbench.userkernel import parse_kernel, parse_params
 
 def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
     """The sweep plans this command asks for, and the suite/spec it came from (None for the command line)."""
-
     given_axes = {d: getattr(args, d) for d in AXIS_FLAGS if getattr(args, d) is not None}
     given_params = {d: getattr(args, d) for d in PARAM_FLAGS if getattr(args, d) is not None}
     sources = [f for f, v in (("--spec", args.spec), ("--suite", args.suite), ("--problem", args.problem),
@@ -94,7 +93,6 @@ def problem_plans(
     args: argparse.Namespace, given_axes: dict[str, Any], given_params: dict[str, Any]
 ) -> tuple[list[Any], dict[str, Any] | None]:
     """--problem DESC ... or --batch-file FILE: the plans, and the batch file as the run's suite."""
-
     extra = {**given_axes, **{k: v for k, v in given_params.items() if k != "nonlinearity"}}
     _refuse_shape_flags(extra, args.mode, "--problem/--batch-file (the descriptor sets it)")
     start = descriptors.options(given_params.get("nonlinearity"))
@@ -114,7 +112,6 @@ def problem_plans(
 def nothing_to_run(suite: dict[str, Any] | None) -> int:
     """A batch file whose every problem is skipped: its lines said (what was skipped and why); nothing is
     measured or written, and that is not an error (benchdnn passes such a file too)."""
-
     console = Console(stderr=False)
     lines = (suite or {}).get("lines") or {}
     what = "every problem in it is skipped" if lines.get("lines") else "it has no problem descriptors in it"
@@ -125,7 +122,6 @@ def nothing_to_run(suite: dict[str, Any] | None) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-
     plans, suite = plans_from_args(args)
     if not plans:
         return nothing_to_run(suite)
@@ -168,7 +164,6 @@ def sweep_configs(
     """The sweep configs of `plans` with the measurement options both sweep and ab take, mapped from the
     arguments onto SweepOptions (`backends_of(plan)`: each plan's backends; `paired`: ab's rounds), checked;
     the output directory, formats and the run's metadata."""
-
     passes = _passes(args.passes, [pl.op for pl in plans])
     cli_dtypes = parse_dtypes(args.dtype) if args.dtype is not None else None
     formats = parse_formats(args.format)
@@ -214,7 +209,6 @@ def sweep_configs(
 
 def _passes(text: str | None, ops: list[Op[Any]]) -> tuple[str, ...]:
     """--pass fwd,bwd: the passes in the order given (duplicates dropped); each op must have every one."""
-
     if text is None:
         return ("fwd",)
     passes = tuple(dict.fromkeys(p.strip() for p in text.split(",")))
@@ -229,7 +223,6 @@ def _passes(text: str | None, ops: list[Op[Any]]) -> tuple[str, ...]:
 
 def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
     """--kernel FILE.py:FUNC [--kernel-params k=v,...]: the backend kernel:FUNC, registered for this run."""
-
     if args.kernel is None:
         if args.kernel_params is not None:
             raise UsageError("--kernel-params applies to --kernel")
@@ -246,7 +239,6 @@ def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
 def _run_sweeps(
     configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool, verbose: bool
 ) -> int:
-
     writers: list[Any] = []
     try:
         run_sweeps(configs, meta, out_dir, formats, RichObserver(quiet, verbose), writers)

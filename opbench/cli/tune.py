@@ -28,7 +28,6 @@ from opbench.userkernel import parse_kernel, parse_params
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-
     if args.op not in TUNABLE_OPS:
         raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
     forward = get_op(args.op)
@@ -153,7 +152,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
     """The one shape `opbench tune OP` names: gemm from --m, --n and --k (all required); the others from
     their sweep axes and parameters, one value each, the rest at the op's base point."""
-
     given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
     if args.problem is not None:
         extra = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in given if d != "nonlinearity"]
@@ -177,7 +175,6 @@ def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
 
 
 def _show_study(console: Any, study: Any) -> int:
-
     fp = study.user_attrs.get("fingerprint", {})
     console.print(
         f"study {study.study_name}: {fp.get('op')} {fp.get('shape')} {fp.get('dtype')}, "
@@ -196,7 +193,6 @@ def _show_study(console: Any, study: Any) -> int:
 
 
 def cmd_studies(args: argparse.Namespace) -> int:
-
     storage = storage_url(args.storage, args.out)
     rows = list_studies(storage)
     console = Console(markup=False, width=None if sys.stdout.isatty() else 120)
@@ -207,6 +203,5 @@ def cmd_studies(args: argparse.Namespace) -> int:
 def confirm_processes(args: Any) -> int:
     """--confirm-processes (default: --processes's default, at most --confirm-rounds); at least 1 (the
     trials' own worker)."""
-
     given = args.confirm_processes
     return max(1, resolve_processes(given, args.confirm_rounds, "--confirm-processes", "--confirm-rounds"))

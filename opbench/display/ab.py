@@ -23,7 +23,6 @@ class AbObserver(RichObserver):
 
 
 def ab_table(result: dict[str, Any]) -> Table:
-
     table = Table(
         title=f"A = {result['a']}, B = {result['b']}: speed-up = time A / time B",
         title_justify="left",
@@ -56,7 +55,6 @@ def ab_table(result: dict[str, Any]) -> Table:
 
 
 def print_ab(console: Any, result: dict[str, Any], paths: dict[str, Path]) -> None:
-
     console.print(ab_table(result))
     console.print(summary_text(result), soft_wrap=True)
     for path in [*result["results"], *map(str, paths.values())]:

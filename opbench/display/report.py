@@ -14,7 +14,6 @@ VERDICT_STYLES = {"regression": "bold red", "improvement": "bold green"}
 
 def compare_table(result: dict[str, Any], old: str, new: str, threshold: float) -> Table:
     """One row per case of a comparison (report/compare.py), its verdict coloured."""
-
     table = Table(
         title=f"{old} -> {new} (significant: over {100 * threshold:.0f}% and outside both runs' IQRs)",
         title_justify="left",

@@ -184,7 +184,6 @@ class RichObserver:
 
     @contextmanager
     def sweep_started(self, op: str, visits: int) -> Iterator[None]:
-
         progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

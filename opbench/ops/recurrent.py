@@ -197,7 +197,6 @@ def store_roundoff(unit: Unit, store: str) -> float:
 
 def store_of(inputs: dict[str, Array]) -> str:
     """The format h and c are stored in: the inputs' dtype (fp32, fp16 or bf16)."""
-
     return dtype_name(inputs["x"].dtype)
 
 

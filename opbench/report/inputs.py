@@ -245,7 +245,6 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
 def load_study(name: str, storage_url: str) -> dict[str, Any]:
     """A tuning study as plain data: fingerprint, trials (number, state, tiles, GFLOPS), confirmation."""
-
     study = load_existing(name, storage_url)
     check = _Check(Path(f"study {name}"))
     trials = []

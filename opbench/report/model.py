@@ -275,7 +275,6 @@ def build(
 
 
 def _ab_section(doc: dict[str, Any]) -> dict[str, Any]:
-
     rows = [{**r, "speedup_text": speedup_text(r)} for r in doc["rows"]]
     return {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows, "summary_text": summary_text(doc)}
 

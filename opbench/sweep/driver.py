@@ -142,7 +142,6 @@ def factor_levels(cfg: SweepConfig) -> dict[str, list[Any]]:
 
 def make_reference(cfg: SweepConfig) -> InRunReference | None:
     """The in-run FMA/triad reference of a sweep on the CPU; None on an accelerator (no CPU probe there)."""
-
     return InRunReference(cfg.threads, load_best=peaks.best_probe) if cfg.device == "cpu" else None
 
 

@@ -45,7 +45,6 @@ def _blas() -> Any:
     """The process's BLAS pools, found once (threadpool_limits scans every loaded library each time: 3 ms with
     the frameworks loaded, at every check of every visit). numpy's OpenBLAS, which verification runs on, is
     loaded before any case."""
-
     return ThreadpoolController()
 
 

@@ -134,7 +134,6 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dt
 
 def prepare(st: BackendState, case: CaseRun, inputs: Inputs, process: int) -> Any:
     """The case prepared by its backend, in worker `process` where it runs in several."""
-
     params = dict(case.case.params)
     if isinstance(st.backend, RemoteBackend):
         return st.backend.prepare_in(process, case.case.key, case.shape, inputs, params)

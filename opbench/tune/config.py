@@ -118,7 +118,6 @@ def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
 
 
 def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
-
     return {
         **machine_fingerprint(cfg.threads),
         "op": cfg.op.key,

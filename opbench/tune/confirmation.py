@@ -146,7 +146,6 @@ def confirmation_runners(cfg: TuneConfig, runner: IsolatedRunner) -> list[Isolat
     """The workers the confirmation's rounds run in: the trials' own where one process was asked for,
     else cfg.confirm_processes fresh ones, each with a randomized layout (opbench.layout), so that the
     interval spans how much one fresh process differs from another."""
-
     if cfg.confirm_processes <= 1:
         return [runner]
     runner.close()  # its process (the trials') would measure alongside the fresh ones

@@ -33,7 +33,6 @@ def describe_exit(returncode: int) -> str:
 def worker_command() -> list[str]:
     """The worker's command line: this interpreter running opbench.tune.worker with the working directory
     off the import path (backends.remote.module_command: an `opbench/` folder there is never imported)."""
-
     return module_command(sys.executable, "opbench.tune.worker")
 
 
@@ -50,7 +49,6 @@ class IsolatedRunner:
         self.spawned = 0
 
     def _start(self) -> None:
-
         if self._stderr is not None:
             self._stderr.close()
         # Lives as long as the worker (its stderr, read back for crash reports); closed on respawn/close.

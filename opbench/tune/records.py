@@ -140,7 +140,6 @@ def load() -> list[dict[str, Any]]:
 
 
 def _lock(path: Path) -> Any:
-
     return FileLock(str(path) + ".lock", timeout=60)
 
 
@@ -260,7 +259,6 @@ def tuned_tiles(
     m: int, n: int, k: int, dtype: str, threads: int | None = None, batch: int = 1
 ) -> tuple[dict[str, int], str]:
     """tuned() for a GEMM of m x k by k x n (batch of them: a batched GEMM)."""
-
     return tuned("gemm", GemmShape(m, n, k, batch), dtype, threads)
 
 
@@ -289,7 +287,6 @@ def tuned_recurrent_tiles(
 ) -> tuple[dict[str, int], str]:
     """tuned() for kernels.rnn / gru / lstm(x, w_ih, w_hh, ...)'s problem (op "rnn", "gru" or "lstm"; x is
     T x B x I, w_hh gates*H x H)."""
-
     t, b, i = x.shape
     h = int(w_hh.shape[1])
     fields = {"seq_len": t, "batch": b, "input_size": i, "hidden": h}

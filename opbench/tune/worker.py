@@ -45,7 +45,6 @@ from opbench.userkernel import load_function
 
 
 def _serve(proto: Any) -> None:
-
     init = json.loads(sys.stdin.readline())
     op = get_op(init["op"])
     shape = op.shape_from_case(init["shape"])
@@ -129,14 +128,12 @@ class UserKernel:
         self.fn: Any = None
 
     def prepare(self, params: dict[str, Any]) -> Any:
-
         if self.fn is None:
             self.fn = load_function(self.kernel)
         return UserCase(self.fn, self.op, self.shape, self.inputs, params)
 
 
 def main() -> None:
-
     die_with_parent()
     # The protocol owns the original stdout; anything a library prints goes to stderr instead.
     proto = os.fdopen(os.dup(1), "w")
