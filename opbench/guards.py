@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from opbench.case import Case, Result, Status
-from opbench.ops import forward_of
+from opbench.ops import pass_of
 
 MISTRUST_ZEROS = 0.30
 SUSPECT_PEER_SPEEDUP = 10.0
@@ -66,7 +66,7 @@ def zeros_guard(case: Case, output: Any, guards: dict[str, Any]) -> None:
 def useful_flops(case: Case) -> int:
     """The FLOPs of `case` that a kernel cannot skip: all of them, but for a conv's padded taps
     (ops/conv.py useful_flops, in the same share for its backward pass)."""
-    forward = forward_of(case.op)
+    forward = pass_of(case.op, "fwd")
     if forward.useful_flops is None:
         return case.flops
     return round(case.flops * forward.useful_flops(case.shape) / forward.flops(case.shape))

@@ -8,17 +8,18 @@ from typing import Any
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
 from opbench.errors import UsageError
 from opbench.files import check_writable_dir
+from opbench.ops.base import Op
 from opbench.tune.storage import default_url
 
 
-def check_flags_apply(op_name: str, op: Any, given: dict[str, Any]) -> None:
+def check_flags_apply(op: Op[Any], given: dict[str, Any]) -> None:
     """Every given axis or parameter flag (AXIS_FLAGS / PARAM_FLAGS dests) is one `op` has, else a
     UsageError naming the flag and the op's options."""
     for dest in given:
         if dest not in op.axes and dest not in op.params:
             options = [AXIS_FLAGS[a] for a in op.axes] + [PARAM_FLAGS[p] for p in op.params]
             flag = AXIS_FLAGS.get(dest) or PARAM_FLAGS[dest]
-            raise UsageError(f"{flag} does not apply to {op_name} (its options: {' '.join(options)})")
+            raise UsageError(f"{flag} does not apply to {op.name} (its options: {' '.join(options)})")
 
 
 def check_out_dir(out: str) -> Path:

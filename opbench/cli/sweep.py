@@ -66,7 +66,7 @@ def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]
             f"opbench {args.command}: name an op (gemm, conv, rnn, gru, lstm) or give --spec/--suite, or "
             "--problem/--batch-file"
         )
-    check_flags_apply(args.op, op, {**given_axes, **given_params})
+    check_flags_apply(op, {**given_axes, **given_params})
     axes = {d: parse_sizes(v, AXIS_FLAGS[d]) for d, v in given_axes.items()}
     mode = args.mode or op.default_mode
     params = {**op.params, **given_params}

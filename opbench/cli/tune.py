@@ -164,7 +164,7 @@ def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
         if missing:
             raise UsageError(f"opbench tune gemm needs {', '.join(missing)} (or --problem MxK:KxN)")
         return op.make_shape({"m": args.m, "n": args.n, "k": args.k, "batch_count": args.batch_count or 1})
-    check_flags_apply(args.op, op, given)
+    check_flags_apply(op, given)
     axes = {d: [v] for d, v in given.items() if d in op.axes}
     params = {**op.params, **{d: v for d, v in given.items() if d in op.params}}
     try:

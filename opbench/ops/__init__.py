@@ -52,23 +52,19 @@ def recorded(name: Any, pass_name: str = "fwd") -> Op[Any]:
         return foreign(str(name), pass_name)
 
 
-def forward_of(op: Op[Any]) -> Op[Any]:
-    """The forward pass of `op`'s operator (a backward's FLOPs and padded taps are counted on it)."""
-    return OPS[op.name]
-
-
-def pass_of(forward: Op[Any], pass_name: str) -> Op[Any]:
-    """`forward`'s operator in a pass: UsageError for a pass it lacks, naming the ops that have it."""
-    op = forward.name
+def pass_of(op: Op[Any], pass_name: str) -> Op[Any]:
+    """`op`'s operator in a pass ("fwd": its forward, on which a backward's padded taps are counted);
+    UsageError for a pass it lacks, naming the ops that have it."""
+    name = op.name
     if pass_name == "fwd":
-        return OPS[op]
+        return OPS[name]
     if pass_name not in PASSES:
         raise UsageError(f"unknown pass '{pass_name}' (expected {' or '.join(PASSES)})")
-    if op not in BACKWARD:
+    if name not in BACKWARD:
         raise UsageError(
-            f"no backward pass for {op} in this version (--pass bwd runs: {', '.join(BACKWARD)})"
+            f"no backward pass for {name} in this version (--pass bwd runs: {', '.join(BACKWARD)})"
         )
-    return BACKWARD[op]
+    return BACKWARD[name]
 
 
 RECURRENT = ("rnn", "gru", "lstm")
