@@ -4,7 +4,8 @@ arrays. For a change that must not move the kernels' speed (a refactor), or one 
 
 Prints per case the median per-call time of each build and the median and quartiles of the per-round
 ratio new / old. Builds before the prepared-call binding (commit 5d0e73a and earlier) are driven through
-their time_gemm / time_conv2d / time_lstm entry points, later ones through prepare_*(...).run.
+their time_gemm / time_conv2d / time_lstm entry points, later ones through prepare_*(...).run (with one
+_core.Tiles argument since issue 40).
 
     cmake -S <old checkout> -B /tmp/old-build -DCMAKE_BUILD_TYPE=Release \\
         -Dpybind11_DIR=$(python -m pybind11 --cmakedir) && cmake --build /tmp/old-build -j2
@@ -38,6 +39,13 @@ def load_build(path: str) -> Any:
 
 def timed_calls(core: Any, threads: int) -> dict[str, Callable[..., Callable[[int], float]]]:
     """Per op, a function from the case's arrays to run(loops) -> seconds, for either binding."""
+    if hasattr(core, "Tiles"):  # one Tiles argument since issue 40
+        tiles = core.Tiles(threads=threads)
+        return {
+            "gemm": lambda a, b, out: core.prepare_gemm(a, b, out, tiles).run,
+            "conv": lambda x, w, y: core.prepare_conv2d(x, w, y, (1, 1), (1, 1, 1, 1), (1, 1), 1, tiles).run,
+            "lstm": lambda *arrays: core.prepare_rnn("lstm", *arrays, tiles).run,
+        }
     if hasattr(core, "prepare_gemm"):
         # padding: (top, bottom, left, right) since padding per side (issue 44), (h, w) before
         pad = (1, 1, 1, 1) if "FixedSize(4)" in (core.prepare_conv2d.__doc__ or "") else (1, 1)

@@ -19,6 +19,7 @@ import numpy as np
 from opbench import kernels
 from opbench.ops import gemm
 from opbench.ops.numerics import compare
+from opbench.tiles import Tiles
 
 
 def main() -> int:
@@ -42,9 +43,14 @@ def main() -> int:
         rows = [("fp32", kernels.gemm(inp["a"], inp["b"]), "fp32")]
         for text in args.tile_k.split(","):
             tk = k if text == "K" else min(int(text), k)
-            c = kernels.gemm(inp["a"], inp["b"], isa="ref", accumulate="fp16", tile_k=tk)
+            c = kernels.gemm(
+                inp["a"],
+                inp["b"],
+                tiles=Tiles(isa="ref", k=tk),
+                accumulate="fp16",
+            )
             if fast["available"]:
-                c_fast = kernels.gemm(inp["a"], inp["b"], accumulate="fp16", tile_k=tk)
+                c_fast = kernels.gemm(inp["a"], inp["b"], accumulate="fp16", tiles=Tiles(k=tk))
                 if not np.array_equal(c, c_fast):
                     print(f"MISMATCH: the AVX512-FP16 kernel differs from the emulation at tile_k={tk}")
                     return 1

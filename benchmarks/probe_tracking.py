@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from opbench.tiles import Tiles
+
 
 def timed(fn: Callable[[], Any], target_s: float = 0.01, samples: int = 5) -> float:
     fn()
@@ -50,8 +52,8 @@ def cases(threads: int) -> dict[str, Callable[[], Any]]:
     a2, b2 = a[:256, :256].copy(), b[:256, :256].copy()
     o, o2 = np.empty_like(a), np.empty_like(a2)
     out: dict[str, Callable[[], Any]] = {
-        "ours gemm 512": lambda: kernels.gemm(a, b, out=o, threads=threads),
-        "ours gemm 256": lambda: kernels.gemm(a2, b2, out=o2, threads=threads),
+        "ours gemm 512": lambda: kernels.gemm(a, b, out=o, tiles=Tiles(threads=threads)),
+        "ours gemm 256": lambda: kernels.gemm(a2, b2, out=o2, tiles=Tiles(threads=threads)),
     }
     try:
         import torch

@@ -40,6 +40,7 @@ from opbench.dtypes import NUMPY_DTYPES
 from opbench.machine import cpu_model
 from opbench.ops import assumed_accumulation, conv, conv_bwd, gemm, get_op, gru, lstm, recurrent_bwd, rnn
 from opbench.ops.numerics import LAMBDA, tiny
+from opbench.tiles import Tiles
 from opbench.userkernel import as_output, call
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
@@ -197,7 +198,12 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
             for seed in range(3 if quick else 10):
                 shape = gemm.GemmShape(int(rng.integers(1, 24)), int(rng.integers(1, 24)), k)
                 inputs = gemm.make_inputs(shape, "fp16", seed)
-                out = kernels.gemm(inputs["a"], inputs["b"], isa="ref", accumulate="fp16", tile_k=tile_k)
+                out = kernels.gemm(
+                    inputs["a"],
+                    inputs["b"],
+                    tiles=Tiles(isa="ref", k=tile_k),
+                    accumulate="fp16",
+                )
                 acc = f"fp16:{min(tile_k, k)}"
                 r = gemm.check(shape, out, inputs, gemm.reference(shape, inputs), "fp16", acc)
                 alarms.add(

@@ -13,6 +13,24 @@ class Plan:
     def tiles(self) -> dict[str, Any]: ...
     def saved(self) -> dict[str, Any]: ...
 
+class Tiles:
+    """How a kernel runs (csrc/bindings/common.hpp, struct Tiles): tile sizes (0: from the cache model),
+    threads, kernel set ("": the default)."""
+
+    m: int
+    n: int
+    k: int
+    threads: int
+    isa: str
+    def __init__(
+        self,
+        m: int | None = None,
+        n: int | None = None,
+        k: int | None = None,
+        threads: int = 1,
+        isa: str = "",
+    ) -> None: ...
+
 fault_injection: bool
 stream_m_max: int
 
@@ -20,11 +38,7 @@ def prepare_gemm(
     a: Array,
     b: Array,
     out: Array | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
+    tiles: Tiles = ...,
     accumulate: str = "fp32",
     small_m: int | None = None,
     parallel_flops: int | None = None,
@@ -38,11 +52,7 @@ def prepare_conv2d(
     padding: tuple[int, int, int, int] = (0, 0, 0, 0),  # top, bottom, left, right
     dilation: tuple[int, int] = (1, 1),
     groups: int = 1,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
+    tiles: Tiles = ...,
 ) -> Plan: ...
 def prepare_rnn(
     cell: str,
@@ -56,11 +66,7 @@ def prepare_rnn(
     y: Array | None = None,
     h_n: Array | None = None,
     c_n: Array | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
+    tiles: Tiles = ...,
 ) -> Plan: ...
 def prepare_gemm_backward(
     a: Array,
@@ -68,11 +74,7 @@ def prepare_gemm_backward(
     dc: Array,
     da: Array | None = None,
     db: Array | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
+    tiles: Tiles = ...,
 ) -> Plan: ...
 def prepare_conv2d_backward(
     x: Array,
@@ -84,11 +86,7 @@ def prepare_conv2d_backward(
     groups: int = 1,
     dx: Array | None = None,
     dw: Array | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
+    tiles: Tiles = ...,
 ) -> Plan: ...
 def prepare_rnn_backward(
     cell: str,
@@ -102,11 +100,7 @@ def prepare_rnn_backward(
     dy: Array,
     dh_n: Array,
     dc_n: Array | None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int = 1,
-    isa: str = "",
+    tiles: Tiles = ...,
 ) -> Plan: ...
 def known_isas() -> list[str]: ...
 def kernel_info(isa: str = "", n: int = 0) -> dict[str, Any]: ...

@@ -19,6 +19,7 @@ from opbench import _core, kernels
 from opbench.dtypes import parse_dtypes
 from opbench.ops import conv, gemm, gru, lstm, rnn
 from opbench.ops.numerics import compare
+from opbench.tiles import Tiles
 
 BF16 = ml_dtypes.bfloat16
 ISAS = kernels.available_isas()
@@ -45,7 +46,7 @@ def _ternary(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
 def test_bf16_gemm_is_within_the_float64_bound(isa: str, mnk: tuple[int, int, int]) -> None:
     shape = gemm.GemmShape(*mnk)
     inputs = gemm.make_inputs(shape, "bf16", 11)
-    plan = kernels.prepare_gemm(inputs["a"], inputs["b"], isa=isa, threads=2)
+    plan = kernels.prepare_gemm(inputs["a"], inputs["b"], tiles=Tiles(isa=isa, threads=2))
     out = plan.output()
     assert out.dtype == np.dtype(BF16) and out.shape == (shape.m, shape.n)
     assert plan.tiles()["path"].startswith("blocked, bf16 pairs")
@@ -76,20 +77,20 @@ def test_bf16_gemm_is_exact_on_small_integers(isa: str, mnk_tiles: tuple[tuple[i
     exact = a.astype(np.float64) @ b.astype(np.float64)
     assert np.abs(exact).max() <= 256
     for threads in (1, 3):
-        out = kernels.gemm(a, b, isa=isa, threads=threads, **tiles)
+        out = kernels.gemm(a, b, tiles=Tiles.of(tiles, isa=isa, threads=threads))
         np.testing.assert_array_equal(out.astype(np.float64), exact)
     # The AVX512-BF16 kernel reads A in place (its own rows are the pairs layout) for K blocks of up to 1024,
     # and with K in one block rounds bf16 C itself; A's rows then start anywhere: here an odd column of a
     # wider array, whose other columns are NaN, so that a kernel reading the pair past an odd K's last element
     # (times B's zero pad) writes NaN.
-    plan = kernels.prepare_gemm(a, b, isa=isa, **tiles)
+    plan = kernels.prepare_gemm(a, b, tiles=Tiles.of(tiles, isa=isa))
     kc = plan.tiles()["tile_k"]
     in_place = kernels.default_tiles(isa)["bf16"]["isa"] == "avx512bf16" and min(kc, k) <= 1024
     assert ("A read in place" in plan.tiles()["path"]) == in_place, plan.tiles()["path"]
     assert ("C rounded in the kernel" in plan.tiles()["path"]) == (in_place and kc >= k), plan.tiles()["path"]
     wider = np.full((m, k + 4), np.nan, BF16)
     wider[:, 3 : 3 + k] = a
-    out = kernels.gemm(wider[:, 3 : 3 + k], b, isa=isa, threads=2, **tiles)
+    out = kernels.gemm(wider[:, 3 : 3 + k], b, tiles=Tiles.of(tiles, isa=isa, threads=2))
     np.testing.assert_array_equal(out.astype(np.float64), exact)
 
 
@@ -139,7 +140,7 @@ def test_bf16_conv2d_is_within_the_float64_bound(isa: str, fields: dict[str, int
     for tiles in ({}, {"tile_m": 5, "tile_n": 40, "tile_k": 7}):
         for threads in (1, 2):
             plan = kernels.prepare_conv2d(
-                inputs["x"], inputs["w"], threads=threads, isa=isa, **tiles, **_conv_args(shape)
+                inputs["x"], inputs["w"], tiles=Tiles.of(tiles, threads=threads, isa=isa), **_conv_args(shape)
             )
             out = plan.output()
             assert out.dtype == np.dtype(BF16)
@@ -154,7 +155,7 @@ def test_bf16_conv2d_writes_patches_in_chunks_across_images(k: int) -> None:
     Y^T's rows are transposed into y across image boundaries."""
     shape = conv.shape_from_case(dict(n=3, c=64, h=50, w=50, k=k, r=3, s=3, pad_h=1, pad_w=1))
     inputs = conv.make_inputs(shape, "bf16", 2)
-    out = kernels.conv2d(inputs["x"], inputs["w"], padding=1, threads=2)
+    out = kernels.conv2d(inputs["x"], inputs["w"], padding=1, tiles=Tiles(threads=2))
     result = conv.check(shape, out, inputs, conv.reference(shape, inputs), "bf16", "fp32")
     assert result["ok"], result
 
@@ -172,7 +173,7 @@ def test_bf16_conv2d_is_exact_on_small_integers(isa: str) -> None:
         )
         exact = conv.conv64(shape, x.astype(np.float64), w.astype(np.float64))
         assert np.abs(exact).max() <= 256
-        out = kernels.conv2d(x, w, threads=2, isa=isa, tile_k=7, **_conv_args(shape))
+        out = kernels.conv2d(x, w, tiles=Tiles(threads=2, isa=isa, k=7), **_conv_args(shape))
         np.testing.assert_array_equal(out.astype(np.float64), exact)
 
 
@@ -200,7 +201,7 @@ def test_bf16_recurrent_layers_are_within_the_float64_bound(isa: str, op: Any) -
         ref = op.reference(shape, inputs)
         for tiles in RECURRENT_TILES:
             for threads in (1, 2):
-                out = op.plan(shape, inputs, tiles, threads, isa).output()
+                out = op.plan(shape, inputs, Tiles.of(tiles, threads, isa)).output()
                 result = op.check(shape, out, inputs, ref, "bf16", "fp32")
                 assert result["ok"], (isa, shape, tiles, threads, result)
 
@@ -227,7 +228,9 @@ def test_the_bf16_recurrent_product_is_exact_on_small_integers(isa: str, tiles: 
     assert np.abs(exact).max() <= 256
     args = [a.astype(BF16) for a in (x, w_ih, w_hh, zeros, zeros, h0)]
     for threads in (1, 2):
-        plan = kernels.prepare_rnn(*args, nonlinearity="relu", threads=threads, isa=isa, **tiles)
+        plan = kernels.prepare_rnn(
+            *args, nonlinearity="relu", tiles=Tiles.of(tiles, threads=threads, isa=isa)
+        )
         y, h_n = plan.output()
         np.testing.assert_array_equal(y.astype(np.float64), exact)
         np.testing.assert_array_equal(h_n.astype(np.float64), exact[-1])
@@ -255,7 +258,7 @@ def test_bf16_output_rounds_to_nearest_even_and_keeps_nans_and_infinities(isa: s
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf, and sums past fp32's range
         exact = (a16.astype(np.float64) @ b16.astype(np.float64)).astype(np.float32)
         want = exact.astype(BF16)
-    out = kernels.gemm(a16, b16, isa=isa, threads=1)
+    out = kernels.gemm(a16, b16, tiles=Tiles(isa=isa, threads=1))
     nan = np.isnan(want.astype(np.float32))
     np.testing.assert_array_equal(np.isnan(out.astype(np.float32)), nan)
     np.testing.assert_array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
@@ -268,7 +271,7 @@ def test_subnormal_bf16_products_flush_to_zero_only_on_the_dot_product_unit(isa:
     AVX512-BF16 kernel does; the portable pairs kernel keeps them. 2^-130 is subnormal in bf16 as in fp32."""
     a = np.full((1, 2), 2.0**-130).astype(BF16)
     b = np.ones((2, 1)).astype(BF16)
-    out = float(kernels.gemm(a, b, isa=isa, threads=1)[0, 0])
+    out = float(kernels.gemm(a, b, tiles=Tiles(isa=isa, threads=1))[0, 0])
     dot_unit = kernels.default_tiles(isa)["bf16"]["dot_product_unit"]
     assert out == (0.0 if dot_unit else 2.0**-129)
 
@@ -282,18 +285,18 @@ from opbench.ops import conv, gemm, lstm
 assert kernels.cpu_features()["selected_isa"] == ISA
 s = gemm.GemmShape(37, 45, 99)
 i = gemm.make_inputs(s, "bf16", 3)
-plan = kernels.prepare_gemm(i["a"], i["b"], threads=2)
+plan = kernels.prepare_gemm(i["a"], i["b"], tiles=kernels.Tiles(threads=2))
 assert plan.tiles()["isa"] == ISA
 print(plan.tiles()["kernel"])
 assert gemm.check(s, plan.output(), i, gemm.reference(s, i), "bf16", "fp32")["ok"]
 c = conv.shape_from_case(dict(n=1, c=5, h=9, w=11, k=19, r=3, s=3, pad_h=1, pad_w=1))
 i = conv.make_inputs(c, "bf16", 3)
-plan = kernels.prepare_conv2d(i["x"], i["w"], padding=1, threads=2)
+plan = kernels.prepare_conv2d(i["x"], i["w"], padding=1, tiles=kernels.Tiles(threads=2))
 assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
 assert conv.check(c, plan.output(), i, conv.reference(c, i), "bf16", "fp32")["ok"]
 r = lstm.shape_from_case(dict(seq_len=3, batch=5, input_size=7, hidden=13))
 i = lstm.OP.make_inputs(r, "bf16", 3)
-plan = lstm.plan(r, i, {}, 2)
+plan = lstm.plan(r, i, kernels.Tiles(threads=2))
 assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
 assert lstm.OP.check(r, plan.output(), i, lstm.reference(r, i), "bf16", "fp32")["ok"]
 """.replace("ISA", repr(isa))

@@ -15,6 +15,7 @@ from conftest import run_cli
 from opbench import kernels
 from opbench.ops import gemm as gemm_op
 from opbench.ops.numerics import dot_bound
+from opbench.tiles import Tiles
 
 FAST = kernels.default_tiles()["fp16_accumulate"]
 SHAPES = [(1, 1, 1), (2, 3, 5), (13, 17, 19), (37, 70, 257), (61, 129, 300)]
@@ -33,17 +34,27 @@ def test_the_emulation_rounds_each_fma_once_to_fp16() -> None:
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     first = (a64[:, :1] * b64[:1, :]).astype(np.float16).astype(np.float64)
     want = (a64[:, 1:] * b64[1:, :] + first).astype(np.float16)
-    got = kernels.gemm(a, b, isa="ref", accumulate="fp16", threads=2)
+    got = kernels.gemm(
+        a,
+        b,
+        tiles=Tiles(isa="ref", threads=2),
+        accumulate="fp16",
+    )
     np.testing.assert_array_equal(got, want)
     # ... which differs from fp32 accumulation somewhere, or this test would not tell them apart.
-    assert np.any(kernels.gemm(a, b, isa="ref") != want)
+    assert np.any(kernels.gemm(a, b, tiles=Tiles(isa="ref")) != want)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("tile_k", [1, 16, 100, 1000])
 def test_emulation_within_the_blocked_bound(shape: tuple[int, int, int], tile_k: int) -> None:
     inp = inputs(*shape)
-    c = kernels.gemm(inp["a"], inp["b"], isa="ref", accumulate="fp16", tile_k=tile_k, threads=2)
+    c = kernels.gemm(
+        inp["a"],
+        inp["b"],
+        tiles=Tiles(isa="ref", k=tile_k, threads=2),
+        accumulate="fp16",
+    )
     ref = gemm_op.reference(gemm_op.GemmShape(*shape), inp)
     kc = min(tile_k, shape[2])
     result = gemm_op.check(gemm_op.GemmShape(*shape), c, inp, ref, "fp16", f"fp16:{kc}")
@@ -53,8 +64,24 @@ def test_emulation_within_the_blocked_bound(shape: tuple[int, int, int], tile_k:
 def test_blocking_bounds_the_error_where_plain_fp16_stagnates() -> None:
     # Summing 4096 ones in fp16 stops at 2048 (2048 + 1 rounds back to 2048); blocks of 256 sum exactly.
     a, b = np.ones((3, 4096), np.float16), np.ones((4096, 5), np.float16)
-    assert np.all(kernels.gemm(a, b, isa="ref", accumulate="fp16", tile_k=4096) == 2048)
-    assert np.all(kernels.gemm(a, b, isa="ref", accumulate="fp16", tile_k=256) == 4096)
+    assert np.all(
+        kernels.gemm(
+            a,
+            b,
+            tiles=Tiles(isa="ref", k=4096),
+            accumulate="fp16",
+        )
+        == 2048
+    )
+    assert np.all(
+        kernels.gemm(
+            a,
+            b,
+            tiles=Tiles(isa="ref", k=256),
+            accumulate="fp16",
+        )
+        == 4096
+    )
     # The blocked bound rejects the stagnated answer and admits the blocked one.
     shape, inp = gemm_op.GemmShape(3, 5, 4096), {"a": a, "b": b}
     ref = gemm_op.reference(shape, inp)
@@ -78,8 +105,8 @@ def test_the_blocked_bound_grows_with_the_block() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"accumulate": "bf16", "isa": "ref"}, "accumulate must be 'fp32' or 'fp16'"),
-        ({"accumulate": "fp16", "isa": "ref", "dtype": np.float32}, "needs float16 inputs"),
+        ({"accumulate": "bf16", "tiles": Tiles(isa="ref")}, "accumulate must be 'fp32' or 'fp16'"),
+        ({"accumulate": "fp16", "tiles": Tiles(isa="ref"), "dtype": np.float32}, "needs float16 inputs"),
     ],
 )
 def test_invalid_accumulate_raises(kwargs: dict, match: str) -> None:
@@ -90,12 +117,15 @@ def test_invalid_accumulate_raises(kwargs: dict, match: str) -> None:
 
 @pytest.mark.skipif(FAST["available"], reason="this CPU has AVX512-FP16")
 def test_without_avx512fp16_the_fast_path_says_why() -> None:
-    with pytest.raises(ValueError, match="needs AVX512-FP16.*isa='ref' emulates"):
+    with pytest.raises(ValueError, match=r"needs AVX512-FP16.*Tiles\(isa='ref'\) \(--isa ref\) emulates"):
         kernels.gemm(np.ones((2, 3), np.float16), np.ones((3, 4), np.float16), accumulate="fp16")
     if "avx2" in kernels.available_isas():
         with pytest.raises(ValueError, match="kernel set 'avx2' has none"):
             kernels.gemm(
-                np.ones((2, 3), np.float16), np.ones((3, 4), np.float16), accumulate="fp16", isa="avx2"
+                np.ones((2, 3), np.float16),
+                np.ones((3, 4), np.float16),
+                accumulate="fp16",
+                tiles=Tiles(isa="avx2"),
             )
 
 
@@ -107,8 +137,13 @@ def test_avx512fp16_matches_the_emulation_bit_for_bit(
     shape: tuple[int, int, int], tile_k: int, threads: int
 ) -> None:
     inp = inputs(*shape)
-    fast = kernels.gemm(inp["a"], inp["b"], accumulate="fp16", tile_k=tile_k, threads=threads)
-    emulated = kernels.gemm(inp["a"], inp["b"], isa="ref", accumulate="fp16", tile_k=tile_k, threads=threads)
+    fast = kernels.gemm(inp["a"], inp["b"], accumulate="fp16", tiles=Tiles(k=tile_k, threads=threads))
+    emulated = kernels.gemm(
+        inp["a"],
+        inp["b"],
+        tiles=Tiles(isa="ref", k=tile_k, threads=threads),
+        accumulate="fp16",
+    )
     np.testing.assert_array_equal(fast, emulated)
     ref = gemm_op.reference(gemm_op.GemmShape(*shape), inp)
     kc = min(tile_k, shape[2])

@@ -14,6 +14,7 @@ import pytest
 
 from opbench import kernels
 from opbench.ops import gemm as gemm_op
+from opbench.tiles import Tiles
 
 ISAS = kernels.available_isas()
 DTYPES = {"fp32": np.float32, "fp16": np.float16}
@@ -59,7 +60,9 @@ def assert_close(c: np.ndarray, inp: dict[str, np.ndarray], dtype: str) -> None:
 def test_every_path_matches_float64(isa: str, dtype: str, threads: int, setting: str, shape: tuple) -> None:
     inp = inputs_for(*shape, dtype, seed=threads)
     # parallel_flops 0: every thread takes part however small the product (the default would run these alone)
-    c = kernels.gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, **SETTINGS[setting])
+    c = kernels.gemm(
+        inp["a"], inp["b"], tiles=Tiles(isa=isa, threads=threads, parallel_flops=0, **SETTINGS[setting])
+    )
     assert_close(c, inp, dtype)
 
 
@@ -70,7 +73,7 @@ def test_unpacked_path_with_any_tiles(isa: str, dtype: str, tiles: tuple) -> Non
     """tile_k blocks K and tile_n the columns of the unpacked path too (tile_m does not apply to it)."""
     inp = inputs_for(53, 71, 89, dtype)
     tm, tn, tk = tiles
-    c = kernels.gemm(inp["a"], inp["b"], tile_m=tm, tile_n=tn, tile_k=tk, isa=isa, threads=2, small_m=64)
+    c = kernels.gemm(inp["a"], inp["b"], tiles=Tiles(m=tm, n=tn, k=tk, isa=isa, threads=2, small_m=64))
     assert_close(c, inp, dtype)
 
 
@@ -95,7 +98,9 @@ def test_unpacked_path_at_every_alignment_of_b(isa: str, offset: int) -> None:
         b = at_float_offset(inp["b"], offset)
         assert b.ctypes.data % 64 == 4 * offset
         plan = kernels.prepare_gemm(
-            inp["a"], b, isa=isa, threads=threads, tile_n=tile_n, parallel_flops=0, small_m=10**6, stream_m=0
+            inp["a"],
+            b,
+            tiles=Tiles(isa=isa, threads=threads, n=tile_n, parallel_flops=0, small_m=10**6, stream_m=0),
         )
         assert plan.tiles()["path"].startswith("unpacked"), (m, n, k)
         assert_close(plan.output(), inp, "fp32")
@@ -109,7 +114,7 @@ def test_matrix_vector_product_at_every_alignment_of_a(isa: str, offset: int) ->
     for m, k, threads in ((5, 16, 1), (13, 48, 3), (2, 160, 1), (31, 1024, 2)):
         inp = inputs_for(m, 1, k, "fp32", seed=offset + k)
         a = at_float_offset(inp["a"], offset)
-        plan = kernels.prepare_gemm(a, inp["b"], isa=isa, threads=threads, parallel_flops=0)
+        plan = kernels.prepare_gemm(a, inp["b"], tiles=Tiles(isa=isa, threads=threads, parallel_flops=0))
         assert plan.tiles()["path"].startswith("thin"), (m, k)
         assert_close(plan.output(), inp, "fp32")
 
@@ -122,7 +127,7 @@ def test_one_row_at_every_alignment_of_b(isa: str, offset: int) -> None:
     for n, k, threads in ((48, 9, 1), (80, 67, 3), (2064, 17, 2), (16, 5, 1)):
         inp = inputs_for(1, n, k, "fp32", seed=offset + n)
         b = at_float_offset(inp["b"], offset)
-        plan = kernels.prepare_gemm(inp["a"], b, isa=isa, threads=threads, parallel_flops=0)
+        plan = kernels.prepare_gemm(inp["a"], b, tiles=Tiles(isa=isa, threads=threads, parallel_flops=0))
         assert plan.tiles()["path"].startswith("row"), (n, k)
         assert_close(plan.output(), inp, "fp32")
 
@@ -138,7 +143,9 @@ def test_rows_path_at_every_m(isa: str, dtype: str, m: int) -> None:
     for n, k, threads in ((33, 1, 1), (100, 9, 3), (47, 8, 2), (161, 131, 5), (1000, 23, 2)):
         inp = inputs_for(m, n, k, dtype, seed=m + n)
         plan = kernels.prepare_gemm(
-            inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0, stream_m=32
+            inp["a"],
+            inp["b"],
+            tiles=Tiles(isa=isa, threads=threads, parallel_flops=0, stream_m=32),
         )
         assert plan.tiles()["path"].startswith("row"), (m, n, k)
         assert_close(plan.output(), inp, dtype)
@@ -150,7 +157,7 @@ def test_rows_path_with_b_past_half_of_l3() -> None:
     k = kernels.cpu_info()["caches"]["l3"]["size_bytes"] // (2 * 4 * n) + 3
     for m, threads in ((1, 1), (1, 2), (2, 1), (5, 3), (8, 2)):
         inp = inputs_for(m, n, k, "fp32", seed=m)
-        plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=threads)
+        plan = kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=threads))
         assert plan.tiles()["path"].startswith("rows" if m > 1 else "row (one row"), (m, n, k)
         assert_close(plan.output(), inp, "fp32")
 
@@ -165,7 +172,7 @@ def test_blocked_path_narrows_its_n_block_to_keep_c_in_l3() -> None:
     ref = gemm_op.reference(gemm_op.GemmShape(m, n, k), inp)
     shape = gemm_op.GemmShape(m, n, k)
     for threads, tiles in ((1, {}), (2, {}), (2, {"tile_n": 1000})):
-        plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=threads, **tiles)
+        plan = kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles.of(tiles, threads=threads))
         t = plan.tiles()
         assert t["path"].startswith("blocked"), t
         assert t["tile_n"] == (n if tiles else -(-(n // 2) // t["nr"]) * t["nr"]), t
@@ -184,7 +191,7 @@ def test_blocked_path_keeps_its_b_block_to_a_quarter_of_l3() -> None:
     inp = inputs_for(m, n, k, "fp32", seed=6)
     shape = gemm_op.GemmShape(m, n, k)
     ref = gemm_op.reference(shape, inp)
-    plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=2)
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2))
     t = plan.tiles()
     assert t["path"].startswith("blocked"), t
     half = (n + 1) // 2
@@ -202,7 +209,7 @@ def test_rows_path_reads_a_transposed() -> None:
         shape = gemm_op.GemmShape(m, n, k)
         inp = gemm_op.make_inputs(shape, "fp32", 9)
         dc = np.random.default_rng(10).uniform(-1, 1, (m, n)).astype(np.float32)
-        _, db = kernels.gemm_backward(inp["a"], inp["b"], dc, threads=2)
+        _, db = kernels.gemm_backward(inp["a"], inp["b"], dc, tiles=Tiles(threads=2))
         a64, dc64 = inp["a"].astype(np.float64), dc.astype(np.float64)
         scale = np.abs(a64.T) @ np.abs(dc64) + 1e-30
         assert (np.abs(db - a64.T @ dc64) <= 8 * m * 6e-8 * scale + 1e-6).all()
@@ -222,7 +229,9 @@ THIN_K = [1, 3, 7, 17, 523]
 def test_few_columns_take_the_thin_path_at_every_width(isa: str, dtype: str, n: int, threads: int) -> None:
     for m, k in ((2, 1), (37, 3), (9, 7), (21, 17), (37, 523)):
         inp = inputs_for(m, n, k, dtype, seed=n + k)
-        plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0)
+        plan = kernels.prepare_gemm(
+            inp["a"], inp["b"], tiles=Tiles(isa=isa, threads=threads, parallel_flops=0)
+        )
         assert plan.tiles()["path"].startswith("thin"), (m, n, k)
         assert_close(plan.output(), inp, dtype)
 
@@ -242,14 +251,16 @@ def test_up_to_64_columns_of_a_small_b_take_the_thin_path(isa: str, dtype: str, 
     big_k = quarter_l2 // (4 * n) + 1
     for m, k in ((2, 1), (37, 3), (9, 7), (21, 17), (37, 523), (13, big_k)):
         inp = inputs_for(m, n, k, dtype, seed=n + k)
-        plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads, parallel_flops=0)
+        plan = kernels.prepare_gemm(
+            inp["a"], inp["b"], tiles=Tiles(isa=isa, threads=threads, parallel_flops=0)
+        )
         thin = wide and n in (48, 64) and dtype == "fp32" and k < big_k
         assert plan.tiles()["path"].startswith("thin") == thin, (m, n, k, plan.tiles()["path"])
         assert_close(plan.output(), inp, dtype)
     # B read in place through its leading dimension: 64 columns of a wider array
     inp = inputs_for(29, 80, 41, dtype, seed=5)
     inp["b"] = inp["b"][:, 3 : 3 + n]
-    plan = kernels.prepare_gemm(inp["a"], inp["b"], isa=isa, threads=threads)
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(isa=isa, threads=threads))
     assert_close(plan.output(), inp, dtype)
 
 
@@ -261,7 +272,7 @@ def test_thin_path_reads_b_transposed(isa: str, n: int) -> None:
     shape = gemm_op.GemmShape(m, 53, k)
     inp = gemm_op.make_inputs(shape, "fp32", 7)
     dc = np.random.default_rng(8).uniform(-1, 1, (m, 53)).astype(np.float32)
-    da, _ = kernels.gemm_backward(inp["a"], inp["b"], dc, threads=2, isa=isa)
+    da, _ = kernels.gemm_backward(inp["a"], inp["b"], dc, tiles=Tiles(threads=2, isa=isa))
     want = dc.astype(np.float64) @ inp["b"].astype(np.float64).T
     scale = np.abs(dc.astype(np.float64)) @ np.abs(inp["b"].astype(np.float64).T) + 1e-30
     assert (np.abs(da - want) <= 8 * 53 * 6e-8 * scale + 1e-6).all()
@@ -270,7 +281,9 @@ def test_thin_path_reads_b_transposed(isa: str, n: int) -> None:
 def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     def path(m: int, n: int, k: int, **thresholds: int) -> str:
         inp = inputs_for(m, n, k, "fp32")
-        return str(kernels.prepare_gemm(inp["a"], inp["b"], threads=2, **thresholds).tiles()["path"])
+        return str(
+            kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2, **thresholds)).tiles()["path"]
+        )
 
     small_m = kernels.default_tiles()["small_m"]
     assert path(1, 300, 40).startswith("row")
@@ -307,13 +320,13 @@ def test_thresholds_are_reported_and_checked() -> None:
     info = kernels.default_tiles()
     assert info["small_m"] >= 1 and info["parallel_flops"] >= 1
     inp = inputs_for(9, 10, 11, "fp32")
-    plan = kernels.prepare_gemm(inp["a"], inp["b"], small_m=3, parallel_flops=5)
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(small_m=3, parallel_flops=5))
     assert plan.tiles()["small_m"] == 3 and plan.tiles()["parallel_flops"] == 5
     # a tuned record's tiles carry them like the tiles
     c = kernels.gemm(inp["a"], inp["b"], tiles={"tile_k": 4, "small_m": 0, "parallel_flops": 0})
     assert_close(c, inp, "fp32")
     assert info["stream_m"] == 8 and kernels.STREAM_M_MAX == 32
-    assert kernels.prepare_gemm(inp["a"], inp["b"], stream_m=2).tiles()["stream_m"] == 2
+    assert kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(stream_m=2)).tiles()["stream_m"] == 2
     bad_values = (
         {"small_m": -1},
         {"parallel_flops": -2},
@@ -323,9 +336,13 @@ def test_thresholds_are_reported_and_checked() -> None:
     )
     for bad in bad_values:
         with pytest.raises(ValueError, match=next(iter(bad))):
-            kernels.gemm(inp["a"], inp["b"], **bad)
-    with pytest.raises(ValueError, match="not both"):
-        kernels.gemm(inp["a"], inp["b"], tiles={"small_m": 2}, small_m=3)
+            kernels.gemm(inp["a"], inp["b"], tiles=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            kernels.gemm(inp["a"], inp["b"], tiles=Tiles.of(bad))
+    with pytest.raises(ValueError, match="conv2d takes no small_m"):  # GEMM's thresholds are GEMM's
+        kernels.conv2d(
+            np.ones((1, 1, 3, 3), np.float32), np.ones((1, 1, 1, 1), np.float32), tiles={"small_m": 2}
+        )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -336,7 +353,7 @@ def test_accumulating_and_transposed_operands_on_the_unpacked_path(dtype: str) -
         shape = gemm_op.GemmShape(m, n, k)
         inp = gemm_op.make_inputs(shape, dtype, 5)
         dc = np.random.default_rng(6).uniform(-1, 1, (m, n)).astype(DTYPES[dtype])
-        da, db = kernels.gemm_backward(inp["a"], inp["b"], dc, threads=3)
+        da, db = kernels.gemm_backward(inp["a"], inp["b"], dc, tiles=Tiles(threads=3))
         a64, b64, dc64 = (x.astype(np.float64) for x in (inp["a"], inp["b"], dc))
         tol = 8 * max(m, n, k) * (6e-8 if dtype == "fp32" else 1e-3)
         scale_a = np.abs(dc64) @ np.abs(b64.T) + 1e-30
@@ -364,9 +381,8 @@ for dtype in ("fp32", "fp16"):
         i = gemm.make_inputs(s, dtype, 3)
         stream_m = 8 if m == 5 else None
         rows = max(small_m, 31) if prefix == "unpacked" else None
-        plan = kernels.prepare_gemm(
-            i["a"], i["b"], threads=3, parallel_flops=0, stream_m=stream_m, small_m=rows
-        )
+        tiles = kernels.Tiles(threads=3, parallel_flops=0, stream_m=stream_m, small_m=rows)
+        plan = kernels.prepare_gemm(i["a"], i["b"], tiles=tiles)
         assert plan.tiles()["path"].startswith(prefix), (m, n, k, plan.tiles()["path"])
         assert plan.tiles()["isa"] == ISA
         assert gemm.check(s, plan.output(), i, gemm.reference(s, i), dtype, "fp32")["ok"], (m, n, k, dtype)

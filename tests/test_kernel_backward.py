@@ -11,6 +11,7 @@ from conftest import import_or_skip
 
 from opbench import kernels
 from opbench.ops import conv, conv_bwd, gemm, gemm_bwd
+from opbench.tiles import Tiles
 
 ISAS = kernels.available_isas()
 GEMM_SHAPES = [(1, 1, 1), (17, 31, 13), (64, 3, 5), (3, 2, 200), (130, 257, 67), (5, 1, 3), (256, 128, 64)]
@@ -22,7 +23,7 @@ GEMM_SHAPES = [(1, 1, 1), (17, 31, 13), (64, 3, 5), (3, 2, 200), (130, 257, 67),
 def test_gemm_backward_matches_float64(isa: str, dtype: str, dims: tuple[int, int, int]) -> None:
     shape = gemm.GemmShape(*dims)
     inp = gemm_bwd.make_inputs(shape, dtype, seed=3)
-    da, db = kernels.gemm_backward(inp["a"], inp["b"], inp["dc"], isa=isa, threads=2)
+    da, db = kernels.gemm_backward(inp["a"], inp["b"], inp["dc"], tiles=Tiles(isa=isa, threads=2))
     assert da.shape == (shape.m, shape.k) and db.shape == (shape.k, shape.n)
     assert da.dtype == db.dtype == inp["a"].dtype
     result = gemm_bwd.check(shape, (da, db), inp, gemm_bwd.reference(shape, inp), dtype, "fp32")
@@ -34,7 +35,7 @@ def test_gemm_backward_matches_float64(isa: str, dtype: str, dims: tuple[int, in
 def test_gemm_backward_threads_and_ragged_tiles(isa: str, threads: int) -> None:
     shape = gemm.GemmShape(45, 38, 29)
     inp = gemm_bwd.make_inputs(shape, "fp32", seed=4)
-    out = gemm_bwd.plan(shape, inp, {"tile_m": 7, "tile_n": 9, "tile_k": 5}, threads, isa).output()
+    out = gemm_bwd.plan(shape, inp, Tiles(m=7, n=9, k=5, threads=threads, isa=isa)).output()
     assert gemm_bwd.check(shape, out, inp, gemm_bwd.reference(shape, inp), "fp32", "fp32")["ok"]
 
 
@@ -106,7 +107,7 @@ ASYMMETRIC = [s for s in CONV_SHAPES if not s.symmetric]
 @pytest.mark.parametrize("shape", CONV_SHAPES, ids=lambda s: s.label().replace(" ", "_"))
 def test_conv2d_backward_matches_float64(isa: str, dtype: str, shape: conv.ConvShape) -> None:
     inp = conv_bwd.make_inputs(shape, dtype, seed=7)
-    dx, dw = conv_bwd.plan(shape, inp, {}, 2, isa).output()
+    dx, dw = conv_bwd.plan(shape, inp, Tiles(threads=2, isa=isa)).output()
     assert dx.shape == inp["x"].shape and dw.shape == inp["w"].shape and dx.dtype == inp["x"].dtype
     result = conv_bwd.check(shape, (dx, dw), inp, conv_bwd.reference(shape, inp), dtype, "fp32")
     assert result["ok"], result
@@ -117,7 +118,7 @@ def test_conv2d_backward_matches_float64(isa: str, dtype: str, shape: conv.ConvS
 def test_conv2d_backward_threads_and_pixel_blocks(threads: int, tiles: dict[str, int]) -> None:
     for shape in (CONV_SHAPES[0], CONV_SHAPES[2], CONV_SHAPES[9]):
         inp = conv_bwd.make_inputs(shape, "fp32", seed=8)
-        plan = conv_bwd.plan(shape, inp, dict(tiles), threads)
+        plan = conv_bwd.plan(shape, inp, Tiles.of(tiles, threads))
         if "tile_n" in tiles:
             assert plan.tiles()["tile_n"] == min(tiles["tile_n"], shape.out_h * shape.out_w)
         ref = conv_bwd.reference(shape, inp)
@@ -201,7 +202,7 @@ def _recurrent(cell: str, dims: tuple[int, int, int, int]) -> tuple[Any, Any]:
 def test_recurrent_backward_matches_float64(isa: str, dtype: str, cell: str, dims: tuple[int, ...]) -> None:
     op, shape = _recurrent(cell, dims)
     inp = op.make_inputs(shape, dtype, seed=11)
-    out = op.plan(shape, inp, {}, 2, isa).output()
+    out = op.plan(shape, inp, Tiles(threads=2, isa=isa)).output()
     want = [inp["x"].shape, inp["w_ih"].shape, inp["w_hh"].shape, inp["b_ih"].shape, inp["b_hh"].shape]
     want += [inp["h0"].shape] + ([inp["c0"].shape] if cell == "lstm" else [])
     assert [g.shape for g in out] == want and all(g.dtype == inp["x"].dtype for g in out)
@@ -214,7 +215,7 @@ def test_recurrent_backward_matches_float64(isa: str, dtype: str, cell: str, dim
 def test_recurrent_backward_threads_and_tiles(threads: int, cell: str) -> None:
     op, shape = _recurrent(cell, (6, 7, 24, 40))
     inp = op.make_inputs(shape, "fp32", seed=12)
-    out = op.plan(shape, inp, {"tile_m": 3, "tile_n": 17, "tile_k": 5}, threads).output()
+    out = op.plan(shape, inp, Tiles(m=3, n=17, k=5, threads=threads)).output()
     assert op.check(shape, out, inp, op.reference(shape, inp), "fp32", "fp32")["ok"]
 
 
@@ -250,7 +251,7 @@ def test_recurrent_backward_reference_is_torch_autograd_in_float64(cell: str) ->
 def test_the_training_forward_is_the_forward_and_keeps_its_activations() -> None:
     op, shape = _recurrent("lstm", (4, 3, 6, 5))
     inp = op.make_inputs(shape, "fp32", seed=15)
-    saved = op.plan(shape, inp, {}, 2).saved()
+    saved = op.plan(shape, inp, Tiles(threads=2)).saved()
     y, (h_n, c_n) = kernels.lstm(*(inp[k] for k in ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")))
     assert np.array_equal(saved["y"], y) and np.array_equal(saved["h_n"], h_n)
     assert np.array_equal(saved["c_n"], c_n) and np.array_equal(saved["state"][-1], c_n)
@@ -261,7 +262,7 @@ def test_the_training_forward_is_the_forward_and_keeps_its_activations() -> None
     np.testing.assert_allclose(saved["y"], o * saved["tanh_c"], rtol=1e-5, atol=1e-6)
     gop, gshape = _recurrent("gru", (4, 3, 6, 5))
     g = gop.make_inputs(gshape, "fp32", seed=15)
-    gs = gop.plan(gshape, g, {}, 2).saved()
+    gs = gop.plan(gshape, g, Tiles(threads=2)).saved()
     assert set(gs) == {"y", "h_n", "gates", "state"} and gs["state"].shape == (4, 3, 5)
     assert kernels.prepare_gemm(g["w_ih"].T.copy(), g["w_hh"]).saved() == {}
 
@@ -270,14 +271,16 @@ def test_the_recurrent_bound_catches_a_wrong_gate_order() -> None:
     op, shape = _recurrent("lstm", (4, 3, 6, 5))
     inp = op.make_inputs(shape, "fp32", seed=14)
     ref = op.reference(shape, inp)
-    assert op.check(shape, op.plan(shape, inp, {}, 1).output(), inp, ref, "fp32", "fp32")["ok"]
+    assert op.check(shape, op.plan(shape, inp, Tiles(threads=1)).output(), inp, ref, "fp32", "fp32")["ok"]
     h = shape.hidden
     swapped = dict(inp)
     for name in ("w_ih", "w_hh", "b_ih", "b_hh"):  # exchange the i and f gate blocks
         v = inp[name].copy()
         v[:h], v[h : 2 * h] = inp[name][h : 2 * h], inp[name][:h]
         swapped[name] = v
-    assert not op.check(shape, op.plan(shape, swapped, {}, 1).output(), inp, ref, "fp32", "fp32")["ok"]
+    assert not op.check(shape, op.plan(shape, swapped, Tiles(threads=1)).output(), inp, ref, "fp32", "fp32")[
+        "ok"
+    ]
 
 
 def test_recurrent_backward_invalid_input_raises_value_error() -> None:

@@ -9,6 +9,7 @@ from conftest import import_or_skip
 
 from opbench import kernels
 from opbench.ops import conv
+from opbench.tiles import Tiles
 
 ISAS = kernels.available_isas()
 
@@ -59,7 +60,7 @@ def run(shape: conv.ConvShape, inp: dict[str, np.ndarray], **kw: object) -> np.n
 def test_matches_float64_reference(isa: str, dtype: str, case: tuple[int, ...]) -> None:
     shape = shape_of(case)
     inp = conv.make_inputs(shape, dtype, seed=3)
-    y = run(shape, inp, isa=isa, threads=2)
+    y = run(shape, inp, tiles=Tiles(isa=isa, threads=2))
     assert y.shape == (shape.n, shape.k, shape.out_h, shape.out_w) and y.dtype == inp["x"].dtype
     result = conv.check(shape, y, inp, conv.reference(shape, inp), dtype, "fp32")
     assert result["ok"], result
@@ -95,7 +96,7 @@ def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
         shape = shape_of(case)
         inp = conv.make_inputs(shape, dtype, seed=11)
         for threads, tiles in ((1, {}), (3, {}), (2, {"tile_m": 1, "tile_n": 1, "tile_k": 5})):
-            plan = conv.plan(shape, inp, tiles, threads, isa)
+            plan = conv.plan(shape, inp, Tiles.of(tiles, threads, isa))
             t = plan.tiles()
             if t["path"].startswith(PIXELS_PATH):
                 taken += threads == 1
@@ -114,7 +115,9 @@ def test_pixels_as_rows_is_taken_where_it_wastes_fewer_fmas() -> None:
     # 56x56 at 64 channels: the columns path wastes 4% and reads B in place, where pixels would gather A.
     def path(n: int, c: int, hw: int, k: int) -> str:
         x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, 3, 3), np.float32)
-        return str(kernels.prepare_conv2d(x, w, padding=(1, 1), threads=2, isa="avx512").tiles()["path"])
+        return str(
+            kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2, isa="avx512")).tiles()["path"]
+        )
 
     assert path(4, 512, 7, 512).startswith(PIXELS_PATH)
     assert path(4, 256, 14, 256).startswith(PIXELS_PATH)
@@ -140,7 +143,7 @@ def test_depthwise_3x3_matches_float64_reference(isa: str, stride: int, hw: tupl
             shifted = np.empty(inp["x"].size + 1, inp["x"].dtype)[1:].reshape(inp["x"].shape)
             shifted[...] = inp["x"]
             inp["x"] = shifted
-            plan = conv.plan(shape, inp, {}, threads, isa)
+            plan = conv.plan(shape, inp, Tiles(threads=threads, isa=isa))
             plane_kernel = isa.startswith("avx512")
             assert plan.tiles()["path"].startswith(
                 "direct depthwise, padded plane copies"
@@ -167,20 +170,20 @@ def test_tiles_apply_to_conv_without_changing_the_answer(
     # Several row blocks, column blocks and K blocks (C accumulated across them) on both B paths.
     shape = shape_of(case)
     inp = conv.make_inputs(shape, dtype, seed=4)
-    y = run(shape, inp, tile_m=tiles[0], tile_n=tiles[1], tile_k=tiles[2], threads=threads)
+    y = run(shape, inp, tiles=Tiles(*tiles, threads=threads))
     assert conv.check(shape, y, inp, conv.reference(shape, inp), dtype, "fp32")["ok"]
 
 
 def test_conv_tiles_reports_what_conv2d_uses() -> None:
     x, w = np.zeros((8, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
     info = kernels.default_tiles()
-    t = kernels.prepare_conv2d(x, w, padding=(1, 1), threads=2).tiles()
+    t = kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2)).tiles()
     # kc and mc from this CPU's cache model (clamped to C*R*S and to the 64 output channels, mc rounded up to
     # MR), nc a multiple of NR
     assert t["tile_k"] == min(info["tile_k"], 64 * 9)
     assert t["tile_m"] == -(-min(info["tile_m"], 64) // t["mr"]) * t["mr"]
     assert t["tile_n"] % t["nr"] == 0 and t["tile_n"] <= 56 * 58 + t["nr"]
-    given = kernels.prepare_conv2d(x, w, padding=(1, 1), tile_m=20, tile_n=100, tile_k=50, threads=2).tiles()
+    given = kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(m=20, n=100, k=50, threads=2)).tiles()
     assert (given["tile_m"], given["tile_k"]) == (-(-20 // t["mr"]) * t["mr"], 50)
     assert given["tile_n"] == -(-100 // t["nr"]) * t["nr"]
 
@@ -190,7 +193,7 @@ def test_conv_tiles_report_the_register_tile_that_runs(isa: str) -> None:
     # 5x5 with padding 1: 35 GEMM columns over the padded width, few enough for the narrow tile on AVX-512
     # (it was reported from the 25 output pixels, naming the wide tile while the narrow one ran).
     x, w = np.zeros((1, 2, 5, 5), np.float32), np.zeros((3, 2, 3, 3), np.float32)
-    t = kernels.prepare_conv2d(x, w, padding=(1, 1), threads=1, isa=isa).tiles()
+    t = kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=1, isa=isa)).tiles()
     assert t["tile_n"] % t["nr"] == 0 and t["tile_m"] % t["mr"] == 0, t
     assert t["kernel"] == kernels.default_tiles(isa, 35)["description"]
 
@@ -268,7 +271,7 @@ W = np.ones((2, 4, 3, 3), np.float32)
             {},
             "x must be C-contiguous",
         ),
-        (X, W, {"tile_k": 0}, "tile_k must be >= 1"),
+        (X, W, {"tiles": Tiles(k=0)}, "tile_k must be >= 1"),
     ],
 )
 def test_invalid_input_raises_value_error(x: np.ndarray, w: np.ndarray, kwargs: dict, match: str) -> None:

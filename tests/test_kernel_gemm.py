@@ -13,6 +13,7 @@ import pytest
 
 from opbench import kernels
 from opbench.ops import gemm as gemm_op
+from opbench.tiles import Tiles
 
 ISAS = kernels.available_isas()
 DTYPES = {"fp32": np.float32, "fp16": np.float16}
@@ -59,7 +60,7 @@ def assert_close(c: np.ndarray, inp: dict[str, np.ndarray], dtype: str) -> None:
 )
 def test_matches_float64_reference(isa: str, dtype: str, shape: tuple[int, int, int]) -> None:
     inp = inputs_for(*shape, dtype)
-    c = kernels.gemm(inp["a"], inp["b"], isa=isa)
+    c = kernels.gemm(inp["a"], inp["b"], tiles=Tiles(isa=isa))
     assert c.shape == (shape[0], shape[1]) and c.dtype == DTYPES[dtype]
     assert_close(c, inp, dtype)
 
@@ -84,7 +85,7 @@ def test_batched_gemm_matches_float64_reference(
     inp = gemm_op.make_inputs(shape, dtype, 4)
     if b == 1:  # a stack of one product is a batched GEMM too (a plain GEMM's shape has 2-D operands)
         inp = {name: x[None] for name, x in inp.items()}
-    plan = kernels.prepare_gemm(inp["a"], inp["b"], threads=threads, isa=isa)
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=threads, isa=isa))
     c = plan.output()
     assert c.shape == (b, m, n) and c.dtype == inp["a"].dtype and plan.tiles()["path"].startswith("batched")
     if threads == 2 and m in (129, 101):
@@ -114,7 +115,7 @@ def test_batched_gemm_refuses_mismatched_operands() -> None:
 @pytest.mark.parametrize("shape", ROW_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_one_row_of_a_streams_b(isa: str, dtype: str, threads: int, shape: tuple[int, int, int]) -> None:
     inp = inputs_for(*shape, dtype)
-    assert_close(kernels.gemm(inp["a"], inp["b"], isa=isa, threads=threads), inp, dtype)
+    assert_close(kernels.gemm(inp["a"], inp["b"], tiles=Tiles(isa=isa, threads=threads)), inp, dtype)
     # Accumulating into C (the recurrent layers' per-step product) and B^T (their weights) take it too.
     m, n, k = shape
     a, bt = inp["a"], np.ascontiguousarray(inp["b"].T)
@@ -123,9 +124,13 @@ def test_one_row_of_a_streams_b(isa: str, dtype: str, threads: int, shape: tuple
     h = np.zeros((1, n), a.dtype)
     zero = np.zeros(n, a.dtype)
     w_ih = np.zeros((n, k), a.dtype)
-    (y, _) = kernels.rnn(x, w_ih, np.zeros((n, n), a.dtype), zero, zero, h, isa=isa, threads=threads)
+    (y, _) = kernels.rnn(
+        x, w_ih, np.zeros((n, n), a.dtype), zero, zero, h, tiles=Tiles(isa=isa, threads=threads)
+    )
     assert np.array_equal(y, np.zeros_like(y))
-    (y, _) = kernels.rnn(x, bt, np.zeros((n, n), a.dtype), zero, zero, h, nonlinearity="relu", isa=isa)
+    (y, _) = kernels.rnn(
+        x, bt, np.zeros((n, n), a.dtype), zero, zero, h, nonlinearity="relu", tiles=Tiles(isa=isa)
+    )
     ref = np.maximum(a.astype(np.float64) @ inp["b"].astype(np.float64), 0)
     tol = (
         4 * k * (6e-8 if dtype == "fp32" else 1e-3) * (np.abs(a.astype(np.float64)) @ np.abs(inp["b"])) + 1e-3
@@ -147,14 +152,14 @@ def test_tiles_and_threads_do_not_change_the_answer(
 ) -> None:
     inp = inputs_for(*mnk, dtype, seed=threads)
     tm, tn, tk = tiles
-    c = kernels.gemm(inp["a"], inp["b"], tile_m=tm, tile_n=tn, tile_k=tk, threads=threads, isa=isa)
+    c = kernels.gemm(inp["a"], inp["b"], tiles=Tiles(m=tm, n=tn, k=tk, threads=threads, isa=isa))
     assert_close(c, inp, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_kernel_sets_agree_closely(dtype: str) -> None:
     inp = inputs_for(100, 90, 300, dtype)
-    outs = [kernels.gemm(inp["a"], inp["b"], isa=isa).astype(np.float64) for isa in ISAS]
+    outs = [kernels.gemm(inp["a"], inp["b"], tiles=Tiles(isa=isa)).astype(np.float64) for isa in ISAS]
     for other in outs[1:]:
         # Different summation orders, same fp32 accumulation: within two bounds of each other.
         bound = gemm_op.error_bound(
@@ -202,7 +207,7 @@ def test_repeated_calls_with_varying_threads_never_hang() -> None:
         m, n, k = 1 + i % 37, 1 + (i * 7) % 53, 1 + (i * 3) % 41
         a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
         b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
-        c = kernels.gemm(a, b, threads=1 + i % 5, tile_m=1 + i % 9, tile_n=1 + i % 11, tile_k=1 + i % 13)
+        c = kernels.gemm(a, b, tiles=Tiles(threads=1 + i % 5, m=1 + i % 9, n=1 + i % 11, k=1 + i % 13))
         assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5)
 
 
@@ -212,7 +217,7 @@ def test_a_default_build_ignores_the_fault_switch() -> None:
     tiles = kernels.default_tiles(None, 8)
     env = {**os.environ, "OPBENCH_FAULT_CRASH": "{tile_m}x{tile_n}x{tile_k}".format(**tiles)}
     code = "import numpy as np; from opbench import kernels; a = np.ones((8, 8), np.float32); "
-    code += "assert (kernels.gemm(a, a, threads=1) == 8).all(); print('ok')"
+    code += "assert (kernels.gemm(a, a, tiles=kernels.Tiles(threads=1)) == 8).all(); print('ok')"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
@@ -272,7 +277,7 @@ for dtype in ("fp32", "fp16"):
                       "fp32")["ok"]
     s = gemm.GemmShape(19, 23, 17, 5)
     i = gemm.make_inputs(s, dtype, 3)
-    c = kernels.gemm(i["a"], i["b"], threads=2)
+    c = kernels.gemm(i["a"], i["b"], tiles=kernels.Tiles(threads=2))
     assert gemm.check(s, c, i, gemm.reference(s, i), dtype, "fp32")["ok"]
     s = lstm.LstmShape(4, 3, 7, 9)
     i = lstm.OP.make_inputs(s, dtype, 3)
@@ -289,7 +294,7 @@ for dtype in ("fp32", "fp16"):
         op = get_op(key)
         s = op.shape_from_case(small[key.partition(":")[0]])
         i = op.make_inputs(s, dtype, 3)
-        out = op.plan(s, i, {}, 2).output()
+        out = op.plan(s, i, kernels.Tiles(threads=2)).output()
         assert op.check(s, out, i, op.reference(s, i), dtype, "fp32")["ok"], key
 print("ok")
 """.replace("ISA", repr(isa))
@@ -356,7 +361,7 @@ def test_the_pools_worker_runs_on_another_cpu_than_the_caller() -> None:
     a = np.ones((64, 64), np.float32)
     apart = 0
     for _ in range(5):
-        kernels.gemm(a, a, threads=2)
+        kernels.gemm(a, a, tiles=Tiles(threads=2))
         here = _current_cpu()
         workers = _pool_workers()
         assert workers, "no opbench-pool thread found"

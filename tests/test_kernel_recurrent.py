@@ -13,6 +13,7 @@ from conftest import import_or_skip
 from opbench import kernels
 from opbench.ops import gru, lstm, rnn
 from opbench.ops.recurrent import input_names
+from opbench.tiles import Tiles
 
 ISAS = kernels.available_isas()
 SHAPES = [(1, 1, 1, 1), (5, 3, 7, 9), (4, 2, 16, 33), (3, 5, 8, 20), (25, 4, 61, 67), (2, 17, 130, 257)]
@@ -37,7 +38,7 @@ def run(inp: dict[str, np.ndarray], **kw: Any) -> tuple[np.ndarray, tuple[np.nda
 def run_cell(op: Any, shape: Any, inp: dict[str, np.ndarray], **kw: Any) -> Any:
     """The cell's kernel through its op's plan (the path the cpp backend and the tuner take)."""
     tiles = {k: kw.pop(k) for k in ("tile_m", "tile_n", "tile_k") if k in kw}
-    return op.plan(shape, inp, tiles, kw.pop("threads", 2), kw.pop("isa", None)).output()
+    return op.plan(shape, inp, Tiles.of(tiles, kw.pop("threads", 2), kw.pop("isa", None))).output()
 
 
 @pytest.mark.parametrize("isa", ISAS)

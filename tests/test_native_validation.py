@@ -22,11 +22,11 @@ def vm_bytes():
     for line in open("/proc/self/status"):
         if line.startswith("VmSize:"):
             return int(line.split()[1]) * 1024
-from opbench import _core, kernels
+from opbench import Tiles, _core, kernels
 
 # Warm the thread pool up to the most threads a valid draw uses, then cap the address space.
 a = np.ones((8, 8), np.float32)
-kernels.gemm(a, a, threads=4)
+kernels.gemm(a, a, tiles=Tiles(threads=4))
 margin = 512 << 20
 resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + margin, vm_bytes() + margin))
 
@@ -72,18 +72,20 @@ def conv_core(n, c, h, w, k, r, s, stride, padding, dilation, groups, tm, tn, tk
     x = np.ones((n, c, h, w), np.float32)
     wt = np.ones((k, max(1, c // max(1, min(groups, c))), r, s), np.float32)
     expect_ok_or_value_error(lambda: _core.prepare_conv2d(x, wt, None, stride, padding, dilation, groups,
-                                                          tm, tn, tk, threads, isa).output())
+                                                          _core.Tiles(tm, tn, tk, threads, isa)).output())
 
 
 @SETTINGS
 @given(stride=ANY_INT, padding=ANY_INT, dilation=ANY_INT, groups=ANY_INT, tile=ANY_INT, threads=ANY_INT)
 def conv_facade(stride, padding, dilation, groups, tile, threads):
     x, wt = np.ones((1, 2, 5, 5), np.float32), np.ones((2, 2, 3, 3), np.float32)
+    one = Tiles(threads=1)
     for kwargs in ({"stride": stride}, {"padding": padding}, {"dilation": dilation}, {"groups": groups},
-                   {"tile_m": tile}, {"tile_n": tile}, {"tile_k": tile}, {"padding": (1, padding)}):
-        expect_ok_or_value_error(lambda: kernels.conv2d(x, wt, threads=1, **kwargs))
+                   {"tiles": Tiles(m=tile, threads=1)}, {"tiles": Tiles(n=tile, threads=1)},
+                   {"tiles": Tiles(k=tile, threads=1)}, {"padding": (1, padding)}):
+        expect_ok_or_value_error(lambda: kernels.conv2d(x, wt, **{"tiles": one, **kwargs}))
     if not 1 <= threads <= 4:
-        expect_ok_or_value_error(lambda: kernels.conv2d(x, wt, threads=threads))
+        expect_ok_or_value_error(lambda: kernels.conv2d(x, wt, tiles=Tiles(threads=threads)))
 
 
 @SETTINGS
@@ -94,11 +96,11 @@ def gemm_core(m, n, tm, tn, tk, threads, loops, dtype, isa):
     # K = 1 keeps the inputs small while M x N (the output) can reach terabytes.
     a, b = np.ones((m, 1), dtype), np.ones((1, n), dtype)
     expect_ok_or_value_error(
-        lambda: _core.prepare_gemm(a, b, None, tm, tn, tk, threads, isa, "fp32").output())
+        lambda: _core.prepare_gemm(a, b, None, _core.Tiles(tm, tn, tk, threads, isa), "fp32").output())
     if m * n <= 1 << 16:
         out = np.empty((m, n), dtype)
         expect_ok_or_value_error(
-            lambda: _core.prepare_gemm(a, b, out, tm, tn, tk, threads, isa, "fp32").run(loops))
+            lambda: _core.prepare_gemm(a, b, out, _core.Tiles(tm, tn, tk, threads, isa), "fp32").run(loops))
 
 
 @SETTINGS
@@ -112,7 +114,8 @@ def recurrent_core(t, b, i, hid, tm, tn, tk, threads, isa, cell):
         return  # the inputs themselves would be the big allocation
     args = [np.full(s, 0.01, np.float32) for s in shapes] + ([] if cell == "lstm" else [None])
     expect_ok_or_value_error(
-        lambda: _core.prepare_rnn(cell, *args, None, None, None, tm, tn, tk, threads, isa).output())
+        lambda: _core.prepare_rnn(cell, *args, None, None, None,
+                                  _core.Tiles(tm, tn, tk, threads, isa)).output())
 
 
 @SETTINGS

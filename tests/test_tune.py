@@ -281,11 +281,11 @@ def test_the_winner_is_recorded_and_used(tmp_path: Path) -> None:
     from opbench.tune.records import tuned_tiles
 
     tiles, note = tuned_tiles(64, 64, 64, "fp32", 1)
-    assert "exact" in note and set(tiles) == {"tile_m", "tile_n", "tile_k"}
+    assert "exact" in note and set(tiles.record()) == {"tile_m", "tile_n", "tile_k"} and tiles.threads == 1
     near, near_note = tuned_tiles(64, 64, 128, "fp32", 1)
     assert near == tiles and "nearest tuned shape 64x64x64" in near_note
     a = __import__("numpy").ones((64, 64), "float32")
-    assert (kernels.gemm(a, a, tiles=tiles, threads=1) == 64).all()
+    assert (kernels.gemm(a, a, tiles=tiles) == 64).all()
     with pytest.raises(ValueError, match="tuned_tiles"):  # the facade does not read the tuner's records
         kernels.gemm(a, a, tiles="tuned")  # type: ignore[arg-type]
     sweep_out = tmp_path / "sweep"
@@ -315,7 +315,7 @@ def test_the_winner_is_recorded_and_used(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (doc,) = [json.loads(p.read_text()) for p in sweep_out.glob("*.json")]
     details = doc["records"][0]["details"]
-    assert "tuned record (exact)" in details["tiles_source"] and details["tiles"] == tiles
+    assert "tuned record (exact)" in details["tiles_source"] and details["tiles"] == tiles.record()
 
 
 def test_show_and_studies_print_without_running(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import import_or_skip, quick_sweep, run_cli
 
-from opbench import kernels
+from opbench import Tiles, kernels
 from opbench.ops import conv, get_op, gru, lstm, rnn
 
 optuna = import_or_skip("optuna")
@@ -260,8 +260,8 @@ def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path,
     inputs = conv.make_inputs(conv_shape, "fp32", 0)
     x, w = inputs["x"], inputs["w"]
     tiles, note = records.tuned_conv2d_tiles(x, w, padding=1, threads=1)
-    assert tiles == {"tile_m": 14, "tile_n": 32, "tile_k": 16} and "exact" in note
-    y = kernels.conv2d(x, w, padding=1, threads=1, tiles=tiles)
+    assert tiles == Tiles(m=14, n=32, k=16, threads=1) and "exact" in note
+    y = kernels.conv2d(x, w, padding=1, tiles=tiles)
     assert conv.check(conv_shape, y, inputs, conv.reference(conv_shape, inputs), "fp32", "fp32")["ok"]
     with pytest.raises(ValueError, match="tuned_conv2d_tiles"):  # the facade does not read the records
         kernels.conv2d(x, w, padding=1, tiles="tuned")  # type: ignore[arg-type]
@@ -270,21 +270,19 @@ def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path,
     near, near_note = records.tuned_conv2d_tiles(bigger, w, padding=1, threads=1)
     assert near == tiles and "nearest tuned shape N1 C8 8 K8 f3 p1" in near_note
     none, none_note = records.tuned_conv2d_tiles(x, w, padding=0, threads=1)
-    assert none == {} and "no tuned record for conv fp32" in none_note
+    assert none == Tiles(threads=1) and "no tuned record for conv fp32" in none_note
 
     lstm_in = lstm.OP.make_inputs(lstm_shape, "fp32", 0)
     tiles, note = records.tuned_lstm_tiles(lstm_in["x"], lstm_in["w_hh"], threads=1)
-    assert tiles["tile_n"] == 32 and "exact" in note
-    out = kernels.lstm(*(lstm_in[n] for n in lstm.INPUT_NAMES), threads=1, tiles=tiles)
+    assert tiles.n == 32 and tiles.threads == 1 and "exact" in note
+    out = kernels.lstm(*(lstm_in[n] for n in lstm.INPUT_NAMES), tiles=tiles)
     assert lstm.OP.check(lstm_shape, out, lstm_in, lstm.reference(lstm_shape, lstm_in), "fp32", "fp32")["ok"]
     # A ReLU RNN's record never stands for the tanh RNN of the same sizes.
     rnn_in = rnn.OP.make_inputs(SHAPES["rnn"][1], "fp32", 0)
     relu_tiles, note = records.tuned_recurrent_tiles("rnn", rnn_in["x"], rnn_in["w_hh"], 1, "relu")
-    assert relu_tiles["tile_k"] == 16 and "exact" in note
-    assert records.tuned_recurrent_tiles("rnn", rnn_in["x"], rnn_in["w_hh"], 1, "tanh")[0] == {}
-    y, h_n = kernels.rnn(
-        *(rnn_in[n] for n in rnn.INPUT_NAMES), nonlinearity="relu", threads=1, tiles=relu_tiles
-    )
+    assert relu_tiles.k == 16 and "exact" in note
+    assert records.tuned_recurrent_tiles("rnn", rnn_in["x"], rnn_in["w_hh"], 1, "tanh")[0] == Tiles(threads=1)
+    y, h_n = kernels.rnn(*(rnn_in[n] for n in rnn.INPUT_NAMES), nonlinearity="relu", tiles=relu_tiles)
     relu_ref = rnn.reference(SHAPES["rnn"][1], rnn_in)
     assert rnn.OP.check(SHAPES["rnn"][1], (y, h_n), rnn_in, relu_ref, "fp32", "fp32")["ok"]
 

@@ -97,6 +97,9 @@ def _print(current: dict[str, dict[str, int]]) -> None:
     print("ALLOWED: dict[str, dict[str, int]] = {")
     for name, per_file in current.items():
         print(f"    # {sum(per_file.values())} in all")
+        if not per_file:  # paid in full: nothing may come back
+            print(f"    {json.dumps(name)}: {{}},")
+            continue
         print(f"    {json.dumps(name)}: {{")
         for rel, n in per_file.items():
             print(f"        {json.dumps(rel)}: {n},")

@@ -1,7 +1,7 @@
 """What each file of opbench/ may hold of what tests/typed_core.py counts; may only shrink."""
 
 ALLOWED: dict[str, dict[str, int]] = {
-    # 366 in all
+    # 365 in all
     "dict_any": {
         "backends/__init__.py": 2,
         "backends/base.py": 4,
@@ -46,7 +46,7 @@ ALLOWED: dict[str, dict[str, int]] = {
         "ops/gru.py": 3,
         "ops/lstm.py": 3,
         "ops/numerics.py": 1,
-        "ops/recurrent.py": 5,
+        "ops/recurrent.py": 4,
         "ops/recurrent_bwd.py": 9,
         "ops/recurrent_shape.py": 1,
         "ops/rnn.py": 3,
@@ -82,7 +82,7 @@ ALLOWED: dict[str, dict[str, int]] = {
         "tune/worker.py": 4,
         "userkernel.py": 5,
     },
-    # 296 in all
+    # 290 in all
     "any_annotations": {
         "backends/__init__.py": 2,
         "backends/base.py": 8,
@@ -111,8 +111,7 @@ ALLOWED: dict[str, dict[str, int]] = {
         "gpu.py": 1,
         "guards.py": 2,
         "history.py": 1,
-        "kernels/_args.py": 14,
-        "kernels/recurrent.py": 1,
+        "kernels/_args.py": 9,
         "layout.py": 3,
         "ops/__init__.py": 2,
         "ops/base.py": 6,
@@ -159,17 +158,8 @@ ALLOWED: dict[str, dict[str, int]] = {
         "tune/records.py": 1,
         "tune/worker.py": 1,
     },
-    # 29 in all
-    "tile_keywords": {
-        "kernels/__init__.py": 6,
-        "kernels/_args.py": 2,
-        "kernels/recurrent.py": 10,
-        "kernels/training.py": 7,
-        "ops/conv.py": 1,
-        "ops/conv_bwd.py": 1,
-        "ops/gemm.py": 1,
-        "ops/gemm_bwd.py": 1,
-    },
+    # 0 in all
+    "tile_keywords": {},
     # 67 in all
     "function_imports": {
         "backends/cpp_backend.py": 2,

@@ -185,9 +185,22 @@ inline void check_threads(int64_t threads) {
   }
 }
 
-inline Blocking blocking_for(const KernelSet& ks, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
-                      std::optional<int64_t> tile_k) {
-  return resolve_blocking(ks, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")});
+// How a kernel runs (the Python facade's opbench.tiles.Tiles, bound as _core.Tiles): the cache-blocking
+// sizes (0: from the cache model), threads and the kernel set's name ("": this CPU's best or $OPBENCH_ISA).
+// Built only by make_tiles, which checks every value, so the plans read it as it is.
+struct Tiles {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t threads = 1;
+  std::string isa;
+
+  const KernelSet& kernels() const { return kernel_set(isa); }
+  Blocking blocking(const KernelSet& ks) const { return resolve_blocking(ks, {m, n, k}); }
+};
+
+inline Tiles make_tiles(std::optional<int64_t> m, std::optional<int64_t> n, std::optional<int64_t> k, int64_t threads,
+                        std::string isa) {
+  check_threads(threads);
+  return {tile_value(m, "tile_m"), tile_value(n, "tile_n"), tile_value(k, "tile_k"), threads, std::move(isa)};
 }
 
 using Pair = std::pair<int64_t, int64_t>;

@@ -39,19 +39,15 @@ Blocking bf16_pairs_blocking(Blocking blk, bool bf16_in) {
 }
 
 Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Padding padding,
-               Pair dilation, int64_t groups, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
-               std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
+               Pair dilation, int64_t groups, const Tiles& tiles) {
   const Tensor tx = tensor(x, "x", 4, true), tw = tensor(w, "w", 4, true);
   ConvProblem p = conv_problem(tx, tw, w, stride, padding, dilation, groups);
-  check_threads(threads);
-  const KernelSet& ks = kernel_set(isa);
+  const int64_t threads = tiles.threads;
+  const KernelSet& ks = tiles.kernels();
   const bool bf16_in = p.dtype == Dtype::bf16;
   // bf16 runs the bf16 GEMM on a written-out im2col (conv2d_bf16.cpp): the GEMM's blocking.
-  const Blocking blk =
-      bf16_in ? bf16_pairs_blocking(blocking_for(ks, tile_m, tile_n, tile_k), true)
-              : resolve_conv_blocking(
-                    ks, p, {tile_value(tile_m, "tile_m"), tile_value(tile_n, "tile_n"), tile_value(tile_k, "tile_k")},
-                    threads);
+  const Blocking blk = bf16_in ? bf16_pairs_blocking(tiles.blocking(ks), true)
+                               : resolve_conv_blocking(ks, p, {tiles.m, tiles.n, tiles.k}, threads);
   const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
   const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.itemsize, "output size");
   const int64_t workspace =
@@ -96,17 +92,16 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
 Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih, const py::array& w_hh,
               const py::array& b_ih, const py::array& b_hh, const py::array& h0, std::optional<py::array> c0,
               std::optional<py::array> y, std::optional<py::array> h_n, std::optional<py::array> c_n,
-              std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
-              int64_t threads, const std::string& isa) {
+              const Tiles& tiles) {
   RnnProblem p = rnn_problem(cell, x, w_ih, w_hh, b_ih, b_hh, h0, c0, true);
   const bool lstm = p.mode == RnnMode::lstm;
   const Tensor tx = tensor(x, "x", 3, true);
   const int64_t T = p.seq_len, B = p.batch, H = p.hidden;
   if (!lstm && c_n) throw py::value_error("c_n is the LSTM's final cell state; a " + cell + " cell has none");
-  check_threads(threads);
-  const KernelSet& ks = kernel_set(isa);
+  const int64_t threads = tiles.threads;
+  const KernelSet& ks = tiles.kernels();
   const bool bf16_in = p.dtype == Dtype::bf16;
-  const Blocking blk = bf16_pairs_blocking(blocking_for(ks, tile_m, tile_n, tile_k), bf16_in);
+  const Blocking blk = bf16_pairs_blocking(tiles.blocking(ks), bf16_in);
   const int64_t item = tx.itemsize;
   const int64_t outputs = checked::add(y ? 0 : array_bytes({T, B, H}, item, "y size"),
                                        (h_n ? 0 : B * H * item) + (c_n || !lstm ? 0 : B * H * item), "outputs");
@@ -153,8 +148,7 @@ Operand operand(const py::array& x, const char* name) {
   return {{t.dtype, t.data, t.shape[1], t.shape[2], t.shape[2], t.itemsize}, t.shape[0]};
 }
 
-Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, std::optional<int64_t> tile_m,
-               std::optional<int64_t> tile_n, std::optional<int64_t> tile_k, int64_t threads, const std::string& isa,
+Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, const Tiles& tiles,
                const std::string& accumulate, std::optional<int64_t> small_m,
                std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m) {
   const Operand oa = operand(a, "a"), ob = operand(b, "b");
@@ -172,8 +166,8 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
     throw py::value_error("inner dimensions differ: a is " + shape_str(a) + " and b is " + shape_str(b) +
                           (batch ? " (a.shape[2] must equal b.shape[1])" : " (a.shape[1] must equal b.shape[0])"));
   }
-  check_threads(threads);
-  const KernelSet& ks = kernel_set(isa);
+  const int64_t threads = tiles.threads;
+  const KernelSet& ks = tiles.kernels();
   if (accumulate != "fp32" && accumulate != "fp16") {
     throw py::value_error("accumulate must be 'fp32' or 'fp16', got '" + accumulate + "'");
   }
@@ -189,7 +183,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   const Bf16Kernels* bf16 = bf16_in ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  Blocking blocking = bf16_pairs_blocking(blocking_for(tk, tile_m, tile_n, tile_k), bf16_in);
+  Blocking blocking = bf16_pairs_blocking(tiles.blocking(tk), bf16_in);
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = *small_m;
@@ -355,25 +349,31 @@ PYBIND11_MODULE(_core, m) {
       .def("saved", [](const Plan& p) { return p.saved; },
            "A recurrent backward plan's training forward, run once when prepared: y, h_n (c_n) and the "
            "fp32 activations kept for BPTT (gates, state, tanh_c); empty for other plans.");
+  py::class_<Tiles>(m, "Tiles", py::module_local(),
+                    "How a kernel runs: tile sizes (0: from the cache model), threads, kernel set ('': default).")
+      .def(py::init(&make_tiles), py::arg("m") = py::none(), py::arg("n") = py::none(), py::arg("k") = py::none(),
+           py::arg("threads") = 1, py::arg("isa") = "")
+      .def_readonly("m", &Tiles::m)
+      .def_readonly("n", &Tiles::n)
+      .def_readonly("k", &Tiles::k)
+      .def_readonly("threads", &Tiles::threads)
+      .def_readonly("isa", &Tiles::isa);
   m.attr("fault_injection") = kFaultInjection;
   m.attr("stream_m_max") = thin::kMaxStreamM;
 
   m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
-        py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(),
-        py::arg("threads") = 1, py::arg("isa") = "", py::arg("accumulate") = "fp32", py::arg("small_m") = py::none(),
+        py::arg("tiles") = Tiles{}, py::arg("accumulate") = "fp32", py::arg("small_m") = py::none(),
         py::arg("parallel_flops") = py::none(), py::arg("stream_m") = py::none());
 
   m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Padding{0, 0, 0, 0}, py::arg("dilation") = Pair{1, 1},
-        py::arg("groups") = 1, py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
-        py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "");
+        py::arg("groups") = 1, py::arg("tiles") = Tiles{});
 
   define_training(m);
 
   m.def("prepare_rnn", &rnn_plan, py::arg("cell"), py::arg("x"), py::arg("w_ih"), py::arg("w_hh"),
         py::arg("b_ih"), py::arg("b_hh"), py::arg("h0"), py::arg("c0") = py::none(), py::arg("y") = py::none(),
-        py::arg("h_n") = py::none(), py::arg("c_n") = py::none(), py::arg("tile_m") = py::none(),
-        py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "");
+        py::arg("h_n") = py::none(), py::arg("c_n") = py::none(), py::arg("tiles") = Tiles{});
 
   m.def(
       "kernel_info",

@@ -30,8 +30,7 @@ py::array gradient_out(std::optional<py::array> given, const char* name, const M
 }
 
 Plan gemm_backward_plan(const py::array& a, const py::array& b, const py::array& dc, std::optional<py::array> da,
-                        std::optional<py::array> db, std::optional<int64_t> tile_m, std::optional<int64_t> tile_n,
-                        std::optional<int64_t> tile_k, int64_t threads, const std::string& isa) {
+                        std::optional<py::array> db, const Tiles& tiles) {
   const Matrix ma = matrix(a, "a"), mb = matrix(b, "b"), mdc = matrix(dc, "dc");
   if (mb.dtype != ma.dtype || mdc.dtype != ma.dtype) throw py::value_error("a, b and dc must have one dtype");
   if (ma.cols != mb.rows) {
@@ -45,9 +44,9 @@ Plan gemm_backward_plan(const py::array& a, const py::array& b, const py::array&
   for (const Matrix* in : {&ma, &mb, &mdc}) {
     if (in->ld != in->cols) throw py::value_error("a, b and dc must be C-contiguous");
   }
-  check_threads(threads);
-  const KernelSet& ks = kernel_set(isa);
-  const Blocking blk = blocking_for(ks, tile_m, tile_n, tile_k);
+  const int64_t threads = tiles.threads;
+  const KernelSet& ks = tiles.kernels();
+  const Blocking blk = tiles.blocking(ks);
   GemmBackwardProblem p;
   p.dtype = ma.dtype;
   p.m = ma.rows;
@@ -76,20 +75,19 @@ Plan gemm_backward_plan(const py::array& a, const py::array& b, const py::array&
 
 Plan conv2d_backward_plan(const py::array& x, const py::array& w, const py::array& dy, Pair stride, Padding padding,
                           Pair dilation, int64_t groups, std::optional<py::array> dx, std::optional<py::array> dw,
-                          std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
-                          int64_t threads, const std::string& isa) {
+                          const Tiles& tiles) {
   const Tensor tx = tensor(x, "x", 4), tw = tensor(w, "w", 4), tdy = tensor(dy, "dy", 4);
   ConvBackwardProblem p;
   p.conv = conv_problem(tx, tw, w, stride, padding, dilation, groups);
   const ConvProblem& c = p.conv;
   expect_dtype(tdy, tx, "dy", "x");
   expect_shape(tdy, dy, "dy", {c.n, c.k, c.out_h(), c.out_w()}, "the forward's output shape");
-  check_threads(threads);
-  const KernelSet& ks = kernel_set(isa);
+  const int64_t threads = tiles.threads;
+  const KernelSet& ks = tiles.kernels();
   // tile_n is the pixel block (the products' columns and depth over output pixels); tile_m and tile_k
   // block the products as in a GEMM.
-  const Blocking blk = blocking_for(ks, tile_m, std::nullopt, tile_k);
-  p.pixel_block = tile_value(tile_n, "tile_n");
+  const Blocking blk = resolve_blocking(ks, {tiles.m, 0, tiles.k});
+  p.pixel_block = tiles.n;
   const std::vector<int64_t> dx_shape(tx.shape), dw_shape(tw.shape);
   const int64_t out_bytes = checked::add(dx ? 0 : array_bytes(dx_shape, tx.itemsize, "dx size"),
                                          dw ? 0 : array_bytes(dw_shape, tx.itemsize, "dw size"), "gradients");
@@ -121,8 +119,7 @@ py::array f32_array(int64_t n) { return py::array_t<float>(std::vector<int64_t>{
 Plan rnn_backward_plan(const std::string& cell, const py::array& x, const py::array& w_ih, const py::array& w_hh,
                        const py::array& b_ih, const py::array& b_hh, const py::array& h0, std::optional<py::array> c0,
                        const py::array& dy, const py::array& dh_n, std::optional<py::array> dc_n,
-                       std::optional<int64_t> tile_m, std::optional<int64_t> tile_n, std::optional<int64_t> tile_k,
-                       int64_t threads, const std::string& isa) {
+                       const Tiles& tiles) {
   RnnBackwardProblem p;
   p.fwd = rnn_problem(cell, x, w_ih, w_hh, b_ih, b_hh, h0, c0);
   RnnProblem& f = p.fwd;
@@ -143,9 +140,9 @@ Plan rnn_backward_plan(const std::string& cell, const py::array& x, const py::ar
     expect_shape(*tdc, *dc_n, "dc_n", {B, H}, "batch x hidden");
     expect_dtype(*tdc, tx, "dc_n", "x");
   }
-  check_threads(threads);
-  const KernelSet& ks = kernel_set(isa);
-  const Blocking blk = blocking_for(ks, tile_m, tile_n, tile_k);
+  const int64_t threads = tiles.threads;
+  const KernelSet& ks = tiles.kernels();
+  const Blocking blk = tiles.blocking(ks);
   const RnnSavedSizes sizes = rnn_saved_floats(f);
   const int64_t item = tx.itemsize;
   const int64_t saved = checked::mul(checked::add(checked::add(sizes.gates, sizes.state, "saved"), sizes.tanh_c, "saved"),
@@ -222,18 +219,15 @@ Plan rnn_backward_plan(const std::string& cell, const py::array& x, const py::ar
 void define_training(py::module_& m) {
   m.def("prepare_rnn_backward", &rnn_backward_plan, py::arg("cell"), py::arg("x"), py::arg("w_ih"), py::arg("w_hh"),
         py::arg("b_ih"), py::arg("b_hh"), py::arg("h0"), py::arg("c0"), py::arg("dy"), py::arg("dh_n"),
-        py::arg("dc_n"), py::arg("tile_m") = py::none(), py::arg("tile_n") = py::none(),
-        py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
+        py::arg("dc_n"), py::arg("tiles") = Tiles{},
         "The recurrent layer's forward with its activations saved, run once here, and its backward (BPTT) "
         "prepared: output() is (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]).");
   m.def("prepare_conv2d_backward", &conv2d_backward_plan, py::arg("x"), py::arg("w"), py::arg("dy"),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Padding{0, 0, 0, 0}, py::arg("dilation") = Pair{1, 1},
-        py::arg("groups") = 1, py::arg("dx") = py::none(), py::arg("dw") = py::none(), py::arg("tile_m") = py::none(),
-        py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
+        py::arg("groups") = 1, py::arg("dx") = py::none(), py::arg("dw") = py::none(), py::arg("tiles") = Tiles{},
         "dX and dW of conv2d(x, w) for the upstream gradient dy, prepared once (output() is (dx, dw)).");
   m.def("prepare_gemm_backward", &gemm_backward_plan, py::arg("a"), py::arg("b"), py::arg("dc"),
-        py::arg("da") = py::none(), py::arg("db") = py::none(), py::arg("tile_m") = py::none(),
-        py::arg("tile_n") = py::none(), py::arg("tile_k") = py::none(), py::arg("threads") = 1, py::arg("isa") = "",
+        py::arg("da") = py::none(), py::arg("db") = py::none(), py::arg("tiles") = Tiles{},
         "dA = dC B^T and dB = A^T dC for C = A B, prepared once (a Plan whose output() is (da, db)).");
 }
 

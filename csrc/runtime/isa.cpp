@@ -88,7 +88,7 @@ const F16AccKernels& f16acc_kernels(const KernelSet& ks) {
   } else {
     why += "instructions, which this CPU lacks";
   }
-  throw std::invalid_argument(why + "; isa='ref' emulates fp16 accumulation (slowly) to study its error");
+  throw std::invalid_argument(why + "; Tiles(isa='ref') (--isa ref) emulates fp16 accumulation (slowly) to study its error");
 }
 
 const Bf16Kernels& bf16_kernels(const KernelSet& ks) {

@@ -13,9 +13,9 @@ from opbench.backends.base import Backend, Prepared, copied
 from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 from opbench.ops import get_op
-from opbench.ops.gemm import THRESHOLDS  # passed on only where a case gives them (0 is a value)
+from opbench.tiles import THRESHOLDS, TILE_KEYS, Tiles
 
-TILES = ("tile_m", "tile_n", "tile_k")
+TILES = tuple(TILE_KEYS)
 
 
 class _CppCase(Prepared):
@@ -31,15 +31,16 @@ class _CppCase(Prepared):
 
     def __init__(
         self,
-        plan: Callable[[dict[str, int | None]], Any],
+        plan: Callable[[Tiles], Any],
         params: dict[str, Any],
         dims: dict[str, int] | None,
         algorithm: str,
         inputs: dict[str, Array] | None = None,
     ) -> None:
         given: dict[str, int | None] = {t: params.get(t) or None for t in TILES}
+        # the path thresholds are passed on only where a case gives them (0 is a value)
         given.update({t: params[t] for t in THRESHOLDS if params.get(t) is not None})
-        self._plan = plan(given)
+        self._plan = plan(Tiles.of({k: v for k, v in given.items() if v is not None}))
         self._inputs = inputs  # what the plan reads at every call, or None where it cannot be refilled
         self._timed = False
         info = self._plan.tiles()
@@ -137,7 +138,7 @@ class CppBackend(Backend):
         # shares one set among a case's backends). A backward plan ran its training forward when prepared.
         own = {k: np.array(v, copy=True) for k, v in inputs.items()}
         case = _CppCase(
-            lambda tiles: ours.plan(shape, own, tiles, threads, isa, accumulate),
+            lambda tiles: ours.plan(shape, own, tiles.running(threads, isa), accumulate),
             params,
             _clamp_dims(op, shape),
             algorithm,

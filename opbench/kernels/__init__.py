@@ -15,13 +15,13 @@ from opbench.kernels._args import (
     MAX_TILE,
     Padding,
     Plan,
+    TilesArg,
     _arrays,
-    _call_tail,
+    _as_tiles,
     _optional_count,
     _padding,
     _pair,
     _positive_int,
-    _threads,
     _tiles,
     default_threads,
 )
@@ -36,11 +36,13 @@ from opbench.kernels.training import (
     prepare_rnn_backward,
     rnn_backward,
 )
+from opbench.tiles import Tiles
 
 # The most rows of A the streaming path takes (kernels.gemm's stream_m).
 STREAM_M_MAX: int = _core.stream_m_max
 
 __all__ = [
+    "Tiles",
     "register_tile",
     "Plan",
     "gemm",
@@ -85,20 +87,7 @@ __all__ = [
 
 
 def gemm(
-    a: Array,
-    b: Array,
-    *,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int | None = None,
-    out: Array | None = None,
-    isa: str | None = None,
-    tiles: dict[str, int] | None = None,
-    accumulate: str = "fp32",
-    small_m: int | None = None,
-    parallel_flops: int | None = None,
-    stream_m: int | None = None,
+    a: Array, b: Array, *, tiles: TilesArg = None, out: Array | None = None, accumulate: str = "fp32"
 ) -> Array:
     """C = A @ B with opbench's tiled C++ kernel.
 
@@ -107,79 +96,45 @@ def gemm(
     N; the threads split the batch, or each product where the products are few and large); float16 is
     accumulated in float32 and rounded once at the end, and so is bfloat16 (its products, exact in float32,
     by AVX512-BF16's dot products where the CPU has them: default_tiles()["bf16"] says which kernel runs).
-    tile_m / tile_n / tile_k are the cache-blocking sizes (None: derived from this CPU's caches); threads
-    defaults to the cores this process may use.
-    isa forces a kernel set ("avx512", "avx2", "ref"; default: the best this CPU runs, or $OPBENCH_ISA).
-    tiles, a dict {tile_m, tile_n, tile_k}, gives them explicitly: opbench.tune.records.tuned_tiles(m, n, k,
-    dtype, threads) returns the ones `opbench tune` recorded for this problem on this machine (or for the
-    nearest tuned shape) with a note saying which.
+    tiles, an opbench.Tiles (or a record's tile dict), says how it runs (None: every default): m / n / k,
+    the cache-blocking sizes (None: derived from this CPU's caches); threads (None: the cores this process
+    may use); isa, a kernel set ("avx512", "avx2", "ref"; None: the best this CPU runs, or $OPBENCH_ISA).
+    opbench.tune.records.tuned_tiles(m, n, k, dtype, threads) returns the Tiles `opbench tune` recorded for
+    this problem on this machine (or for the nearest tuned shape) with a note saying which.
     accumulate="fp16" (float16 inputs only, opt-in) sums each tile_k block of products in fp16 with an
     fp16-accumulating kernel and the blocks in fp32: twice the FMA rate on AVX512-FP16, with an error that
     grows with tile_k (see ops.numerics.dot_bound). It needs AVX512-FP16; isa="ref" emulates it on any CPU
     (slowly), to study the error. default_tiles()["fp16_accumulate"] says whether it can run here.
     The driver's path thresholds (csrc/gemm/README.md, "Paths by shape"; None: the defaults that
-    default_tiles() lists), which a tiles dict (a tuned record's) may carry too: small_m (>= 0), the most rows
-    of A for which B is read in place instead of packed (0: never), parallel_flops (>= 0), the FLOPs
-    under which one thread runs the whole product, and stream_m (0 to default_tiles()["stream_m_max"]), the
-    most rows of A for which B is streamed row by row (0 or 1: never for M >= 2; M = 1 always streams; the
-    default, 16, streams only a B past half of L2 for up to 8 rows and past L3 for more).
+    default_tiles() lists) are Tiles' too: small_m (>= 0), the most rows of A for which B is read in place
+    instead of packed (0: never), parallel_flops (>= 0), the FLOPs under which one thread runs the whole
+    product, and stream_m (0 to default_tiles()["stream_m_max"]), the most rows of A for which B is
+    streamed row by row (0 or 1: never for M >= 2; M = 1 always streams; the default, 16, streams only a B
+    past half of L2 for up to 8 rows and past L3 for more).
     prepare_gemm(...).tiles()["path"] says which path runs.
     Raises ValueError naming the problem for any invalid input.
     """
-    _arrays(a=a, b=b, **({} if out is None else {"out": out}))
-    _threads(threads)
-    thresholds = {"small_m": small_m, "parallel_flops": parallel_flops, "stream_m": stream_m}
-    if isinstance(tiles, dict) and set(thresholds) & set(tiles):
-        tiles = dict(tiles)
-        for name in thresholds:
-            if name in tiles:
-                if thresholds[name] is not None:
-                    raise ValueError(f"give {name} in tiles=... or as an argument, not both")
-                thresholds[name] = tiles.pop(name)
-    tile_m, tile_n, tile_k = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_tiles(m, n, k, dtype, threads)")
-    plan = prepare_gemm(
-        a,
-        b,
-        out=out,
-        tile_m=tile_m,
-        tile_n=tile_n,
-        tile_k=tile_k,
-        threads=threads,
-        isa=isa,
-        accumulate=accumulate,
-        **thresholds,
-    )
-    return plan.output()
+    return prepare_gemm(a, b, out=out, tiles=tiles, accumulate=accumulate).output()
 
 
 def prepare_gemm(
-    a: Array,
-    b: Array,
-    *,
-    out: Array | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int | None = None,
-    isa: str | None = None,
-    accumulate: str = "fp32",
-    small_m: int | None = None,
-    parallel_flops: int | None = None,
-    stream_m: int | None = None,
+    a: Array, b: Array, *, out: Array | None = None, tiles: TilesArg = None, accumulate: str = "fp32"
 ) -> Plan:
     """gemm(...) prepared once and called many times: `plan.run(loops)` times calls inside C++ (no Python
     between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
     None) is where every call writes."""
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
+    given = _as_tiles(tiles, "tuned_tiles(m, n, k, dtype, threads)")
+    paths = given.thresholds()
     return _core.prepare_gemm(
         a,
         b,
         out,
-        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
+        _core.Tiles(*_tiles(given, "")),
         accumulate,
-        _optional_count(small_m, "small_m", MAX_TILE),
-        _optional_count(parallel_flops, "parallel_flops"),
-        _optional_count(stream_m, "stream_m", STREAM_M_MAX),
+        _optional_count(paths.get("small_m"), "small_m", MAX_TILE),
+        _optional_count(paths.get("parallel_flops"), "parallel_flops"),
+        _optional_count(paths.get("stream_m"), "stream_m", STREAM_M_MAX),
     )
 
 
@@ -191,39 +146,20 @@ def conv2d(
     padding: Padding = 0,
     dilation: int | tuple[int, int] = 1,
     groups: int = 1,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int | None = None,
+    tiles: TilesArg = None,
     out: Array | None = None,
-    isa: str | None = None,
-    tiles: dict[str, int] | None = None,
 ) -> Array:
     """Conv2d forward with opbench's kernels: x is N x C x H x W, w is K x C/groups x R x S (PyTorch's
     layouts), both C-contiguous float32 or float16; returns N x K x H_out x W_out. Computed as an implicit
-    GEMM (Y = W * im2col(x) per image and group, the im2col matrix never written out): tile_m is output
-    channels and tile_n output pixels per work unit, tile_k the depth of a rank-k update (None: from the
-    cache model; `prepare_conv2d(...).tiles()` reports what is used); fp16 accumulates in fp32. stride and
-    dilation are an int or an (h, w) pair; padding too, or (top, bottom, left, right). tiles, a dict {tile_m,
-    tile_n, tile_k}, gives them explicitly: opbench.tune.records.tuned_conv2d_tiles(x, w, stride, padding,
-    dilation, groups, threads) returns the ones `opbench tune conv` recorded (exact or nearest shape) with a
-    note saying which. Raises ValueError on invalid input."""
-    tile_m, tile_n, tile_k = _tiles(
-        tiles, tile_m, tile_n, tile_k, "tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)"
-    )
+    GEMM (Y = W * im2col(x) per image and group, the im2col matrix never written out): tiles.m is output
+    channels and tiles.n output pixels per work unit, tiles.k the depth of a rank-k update (None: from the
+    cache model; `prepare_conv2d(...).tiles()` reports what is used), with tiles.threads and tiles.isa as
+    in gemm; fp16 accumulates in fp32. stride and dilation are an int or an (h, w) pair; padding too, or
+    (top, bottom, left, right). opbench.tune.records.tuned_conv2d_tiles(x, w, stride, padding, dilation,
+    groups, threads) returns the Tiles `opbench tune conv` recorded (exact or nearest shape) with a note
+    saying which. Raises ValueError on invalid input."""
     plan = prepare_conv2d(
-        x,
-        w,
-        stride=stride,
-        padding=padding,
-        dilation=dilation,
-        groups=groups,
-        tile_m=tile_m,
-        tile_n=tile_n,
-        tile_k=tile_k,
-        threads=threads,
-        out=out,
-        isa=isa,
+        x, w, stride=stride, padding=padding, dilation=dilation, groups=groups, tiles=tiles, out=out
     )
     return plan.output()
 
@@ -236,16 +172,13 @@ def prepare_conv2d(
     padding: Padding = 0,
     dilation: int | tuple[int, int] = 1,
     groups: int = 1,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    threads: int | None = None,
+    tiles: TilesArg = None,
     out: Array | None = None,
-    isa: str | None = None,
 ) -> Plan:
     """conv2d(...) prepared once (see prepare_gemm); `plan.tiles()` reports the tiles conv2d uses for this
     problem (given ones clamped and rounded to the register tile, the rest derived) and its register tile."""
     _arrays(x=x, w=w, **({} if out is None else {"out": out}))
+    lookup = "tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)"
     return _core.prepare_conv2d(
         x,
         w,
@@ -254,7 +187,7 @@ def prepare_conv2d(
         _padding(padding),
         _pair(dilation, "dilation", 1),
         _positive_int(groups, "groups"),
-        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
+        _core.Tiles(*_tiles(tiles, lookup, "conv2d")),
     )
 
 

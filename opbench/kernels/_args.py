@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import operator
 import os
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
+
+from opbench.tiles import Tiles
 
 
 class Plan(Protocol):
@@ -82,37 +85,44 @@ def _optional_count(value: Any, name: str, maximum: int = _INT64_MAX) -> int | N
     return None if value is None else _int_at_least(value, name, 0, maximum=maximum)
 
 
-def _call_tail(
-    tile_m: Any, tile_n: Any, tile_k: Any, threads: Any, isa: str | None
-) -> tuple[int | None, int | None, int | None, int, str]:
-    """The arguments every _core.prepare_* ends with, checked: tile_m, tile_n, tile_k, threads, isa."""
-    return (
-        _optional_positive(tile_m, "tile_m"),
-        _optional_positive(tile_n, "tile_n"),
-        _optional_positive(tile_k, "tile_k"),
-        _threads(threads),
-        isa or "",
-    )
+# What the facade's tiles= takes: a Tiles, a record's tile dict ({tile_m, tile_n, tile_k, ...}), or None.
+TilesArg = Tiles | Mapping[str, int] | None
 
 
-def _tiles(
-    tiles: Any, tile_m: int | None, tile_n: int | None, tile_k: int | None, lookup: str
-) -> tuple[int | None, int | None, int | None]:
-    """tile_m, tile_n, tile_k from a tiles={...} dict (a tuned record's) or the separate arguments."""
-    if tiles is None:
-        return tile_m, tile_n, tile_k
-    if tile_m is not None or tile_n is not None or tile_k is not None:
-        raise ValueError("give tiles=... or tile_m/tile_n/tile_k, not both")
-    if tiles == "tuned":
+def _as_tiles(tiles: object, lookup: str) -> Tiles:
+    """A Tiles from what tiles= was given: a Tiles, a record's tile dict, or None (every one its default);
+    lookup names the records function that finds tuned tiles."""
+    if isinstance(tiles, str) and tiles == "tuned":
         # The facade does not read the tuner's records (that would make the kernels depend on the tuner);
         # the caller looks them up.
         raise ValueError(f"tiles='tuned': pass tiles=opbench.tune.records.{lookup}[0]")
-    if not isinstance(tiles, dict):
-        raise ValueError(f"tiles must be a dict of tile_m/tile_n/tile_k, got {tiles!r}")
-    unknown = set(tiles) - {"tile_m", "tile_n", "tile_k"}
-    if unknown:
-        raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
-    return tiles.get("tile_m"), tiles.get("tile_n"), tiles.get("tile_k")
+    if tiles is None:
+        return Tiles()
+    if isinstance(tiles, Mapping):
+        return Tiles.of(tiles)
+    if not isinstance(tiles, Tiles):
+        raise ValueError(f"tiles must be an opbench.Tiles or a dict of tile_m/tile_n/tile_k, got {tiles!r}")
+    return tiles
+
+
+def _tiles(
+    tiles: object, lookup: str, kernel: str = ""
+) -> tuple[int | None, int | None, int | None, int, str]:
+    """What every _core.Tiles is built from, checked: tile_m, tile_n, tile_k, threads, isa (see _as_tiles).
+    `kernel` names a kernel that takes no GEMM path thresholds (they are then a ValueError)."""
+    tiles = _as_tiles(tiles, lookup)
+    if kernel and tiles.thresholds():
+        names = ", ".join(tiles.thresholds())
+        raise ValueError(f"{kernel} takes no {names} (GEMM path thresholds; kernels.gemm's tiles only)")
+    if tiles.isa is not None and not isinstance(tiles.isa, str):
+        raise ValueError(f"isa must be a kernel set's name, got {tiles.isa!r}")
+    return (
+        _optional_positive(tiles.m, "tile_m"),
+        _optional_positive(tiles.n, "tile_n"),
+        _optional_positive(tiles.k, "tile_k"),
+        _threads(tiles.threads),
+        tiles.isa or "",
+    )
 
 
 def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:

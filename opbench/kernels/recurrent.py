@@ -4,31 +4,26 @@ and the states are carried in fp32 between steps).
 
 Each is built the same way: the input projection of all steps is one GEMM, each step's recurrent product
 a second GEMM (W_hh packed once per call), and the gate activations are fused in a vectorised cell per
-ISA. tile_m / tile_n / tile_k (or tiles={...}, e.g. a record `opbench tune` saved:
-opbench.tune.records.tuned_recurrent_tiles(op, x, w_hh, threads)[0]) block both GEMMs; isa forces a
-kernel set. Invalid input raises ValueError naming the problem."""
+ISA. tiles (an opbench.Tiles, or a record `opbench tune` saved:
+opbench.tune.records.tuned_recurrent_tiles(op, x, w_hh, threads)[0]) block both GEMMs and say the threads
+and kernel set. Invalid input raises ValueError naming the problem."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from opbench import _core
 from opbench.dtypes import Array
-from opbench.kernels._args import Plan, _arrays, _call_tail, _tiles
+from opbench.kernels._args import Plan, TilesArg, _arrays, _tiles
 
 NONLINEARITIES = ("tanh", "relu")
+# Where each layer's tuned tiles are looked up (named when tiles="tuned" is given).
+_LOOKUP = {
+    "rnn": "tuned_recurrent_tiles('rnn', x, w_hh, threads, nonlinearity)",
+    "gru": "tuned_recurrent_tiles('gru', x, w_hh, threads)",
+    "lstm": "tuned_lstm_tiles(x, w_hh, threads)",
+}
 
 
-def _prepare(
-    cell: str,
-    arrays: dict[str, Array],
-    outs: tuple[Array, ...] | None,
-    tile_m: int | None,
-    tile_n: int | None,
-    tile_k: int | None,
-    threads: int | None,
-    isa: str | None,
-) -> Plan:
+def _prepare(cell: str, arrays: dict[str, Array], outs: tuple[Array, ...] | None, tiles: TilesArg) -> Plan:
     _arrays(**arrays)
     lstm = "c0" in arrays
     want = 3 if lstm else 2
@@ -36,6 +31,7 @@ def _prepare(
         raise ValueError(f"outs must be a tuple ({'y, h_n, c_n' if lstm else 'y, h_n'}), got {outs!r}")
     y, h_n, c_n = (*outs, None)[:3] if outs is not None else (None, None, None)
     a = arrays
+    op = "lstm" if lstm else "gru" if cell == "gru" else "rnn"
     return _core.prepare_rnn(
         cell,
         a["x"],
@@ -48,11 +44,11 @@ def _prepare(
         y,
         h_n,
         c_n,
-        *_call_tail(tile_m, tile_n, tile_k, threads, isa),
+        _core.Tiles(*_tiles(tiles, _LOOKUP[op], op)),
     )
 
 
-def _rnn_cell(nonlinearity: Any) -> str:
+def _rnn_cell(nonlinearity: object) -> str:
     if nonlinearity not in NONLINEARITIES:
         raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
     return f"rnn_{nonlinearity}"
@@ -68,16 +64,12 @@ def prepare_rnn(
     *,
     nonlinearity: str = "tanh",
     outs: tuple[Array, Array] | None = None,
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
+    tiles: TilesArg = None,
 ) -> Plan:
     """rnn(...) prepared once (see kernels.prepare_gemm); outs = (y, h_n) are written by every call
     (allocated when None)."""
     arrays = {"x": x, "w_ih": w_ih, "w_hh": w_hh, "b_ih": b_ih, "b_hh": b_hh, "h0": h0}
-    return _prepare(_rnn_cell(nonlinearity), arrays, outs, tile_m, tile_n, tile_k, threads, isa)
+    return _prepare(_rnn_cell(nonlinearity), arrays, outs, tiles)
 
 
 def prepare_gru(
@@ -89,15 +81,11 @@ def prepare_gru(
     h0: Array,
     *,
     outs: tuple[Array, Array] | None = None,
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
+    tiles: TilesArg = None,
 ) -> Plan:
     """gru(...) prepared once (see kernels.prepare_gemm); outs = (y, h_n)."""
     arrays = {"x": x, "w_ih": w_ih, "w_hh": w_hh, "b_ih": b_ih, "b_hh": b_hh, "h0": h0}
-    return _prepare("gru", arrays, outs, tile_m, tile_n, tile_k, threads, isa)
+    return _prepare("gru", arrays, outs, tiles)
 
 
 def prepare_lstm(
@@ -110,15 +98,11 @@ def prepare_lstm(
     c0: Array,
     *,
     outs: tuple[Array, Array, Array] | None = None,
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
+    tiles: TilesArg = None,
 ) -> Plan:
     """lstm(...) prepared once (see kernels.prepare_gemm); outs = (y, h_n, c_n)."""
     arrays = {"x": x, "w_ih": w_ih, "w_hh": w_hh, "b_ih": b_ih, "b_hh": b_hh, "h0": h0, "c0": c0}
-    return _prepare("lstm", arrays, outs, tile_m, tile_n, tile_k, threads, isa)
+    return _prepare("lstm", arrays, outs, tiles)
 
 
 def rnn(
@@ -130,50 +114,22 @@ def rnn(
     h0: Array,
     *,
     nonlinearity: str = "tanh",
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
-    tiles: dict[str, int] | None = None,
+    tiles: TilesArg = None,
 ) -> tuple[Array, Array]:
     """Elman RNN forward: h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh), act tanh or relu; w_ih is
     H x I, w_hh H x H, biases H, h0 B x H. Returns (y, h_n), y T x B x H, like torch.nn.RNN (without its
     leading num_layers dimension on h_n)."""
-    tm, tn, tk = _tiles(
-        tiles, tile_m, tile_n, tile_k, "tuned_recurrent_tiles('rnn', x, w_hh, threads, nonlinearity)"
-    )
-    plan = prepare_rnn(
-        x, w_ih, w_hh, b_ih, b_hh, h0, nonlinearity=nonlinearity, threads=threads, tile_m=tm, tile_n=tn,
-        tile_k=tk, isa=isa,
-    )  # fmt: skip
-    y, h_n = plan.output()
+    y, h_n = prepare_rnn(x, w_ih, w_hh, b_ih, b_hh, h0, nonlinearity=nonlinearity, tiles=tiles).output()
     return y, h_n
 
 
 def gru(
-    x: Array,
-    w_ih: Array,
-    w_hh: Array,
-    b_ih: Array,
-    b_hh: Array,
-    h0: Array,
-    *,
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
-    tiles: dict[str, int] | None = None,
+    x: Array, w_ih: Array, w_hh: Array, b_ih: Array, b_hh: Array, h0: Array, *, tiles: TilesArg = None
 ) -> tuple[Array, Array]:
     """GRU forward, gates r, z, n as torch.nn.GRU: r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
     n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h; w_ih is 3H x I, w_hh 3H x H,
     biases 3H, h0 B x H. Returns (y, h_n)."""
-    tm, tn, tk = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_recurrent_tiles('gru', x, w_hh, threads)")
-    plan = prepare_gru(
-        x, w_ih, w_hh, b_ih, b_hh, h0, threads=threads, tile_m=tm, tile_n=tn, tile_k=tk, isa=isa
-    )
-    y, h_n = plan.output()
+    y, h_n = prepare_gru(x, w_ih, w_hh, b_ih, b_hh, h0, tiles=tiles).output()
     return y, h_n
 
 
@@ -186,18 +142,9 @@ def lstm(
     h0: Array,
     c0: Array,
     *,
-    threads: int | None = None,
-    tile_m: int | None = None,
-    tile_n: int | None = None,
-    tile_k: int | None = None,
-    isa: str | None = None,
-    tiles: dict[str, int] | None = None,
+    tiles: TilesArg = None,
 ) -> tuple[Array, tuple[Array, Array]]:
     """LSTM forward, gates i, f, g, o as torch.nn.LSTM: w_ih is 4H x I, w_hh 4H x H, biases 4H, h0 and c0
     B x H. Returns (y, (h_n, c_n)). tiles: opbench.tune.records.tuned_lstm_tiles(x, w_hh, threads)[0]."""
-    tm, tn, tk = _tiles(tiles, tile_m, tile_n, tile_k, "tuned_lstm_tiles(x, w_hh, threads)")
-    plan = prepare_lstm(
-        x, w_ih, w_hh, b_ih, b_hh, h0, c0, threads=threads, tile_m=tm, tile_n=tn, tile_k=tk, isa=isa
-    )
-    y, (h_n, c_n) = plan.output()
+    y, (h_n, c_n) = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, tiles=tiles).output()
     return y, (h_n, c_n)

@@ -18,6 +18,7 @@ from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from opbench.dtypes import Array, Inputs
 from opbench.errors import UsageError
+from opbench.tiles import Tiles
 
 S = TypeVar("S")
 S_contra = TypeVar("S_contra", contravariant=True)
@@ -47,9 +48,7 @@ class Plan(Protocol[S_contra]):
         self,
         shape: S_contra,
         inputs: Inputs,
-        tiles: dict[str, int | None],
-        threads: int,
-        isa: str | None = None,
+        tiles: Tiles,
         accumulate: str = "fp32",
     ) -> Any: ...
 

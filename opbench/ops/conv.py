@@ -16,6 +16,7 @@ from opbench.ops.conv_taps import expected_zero_fraction, useful_flops
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound, squares_bound
 from opbench.ops.space import expand
+from opbench.tiles import Tiles
 
 NAME = "conv"
 FLOP_NOTE = (
@@ -296,9 +297,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 def plan(
     shape: ConvShape,
     inputs: dict[str, Array],
-    tiles: dict[str, int | None],
-    threads: int,
-    isa: str | None = None,
+    tiles: Tiles,
     accumulate: str = "fp32",
 ) -> Any:
     """Our implicit-GEMM conv prepared for this case (kernels.Plan; tiles left None are derived)."""
@@ -312,11 +311,7 @@ def plan(
         padding=shape.padding,
         dilation=(shape.dil_h, shape.dil_w),
         groups=shape.groups,
-        tile_m=tiles.get("tile_m"),
-        tile_n=tiles.get("tile_n"),
-        tile_k=tiles.get("tile_k"),
-        threads=threads,
-        isa=isa,
+        tiles=tiles,
     )
 
 
@@ -333,7 +328,7 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     one = replace(shape, n=1) if dtype != "bf16" else shape  # bf16's GEMM spans the images
     x = np.zeros((one.n, shape.c, shape.h, shape.w), dt)
     w = np.zeros((shape.k, shape.c // shape.groups, shape.r, shape.s), dt)
-    t = plan(one, {"x": x, "w": w}, {}, 1, isa).tiles()
+    t = plan(one, {"x": x, "w": w}, Tiles(threads=1, isa=isa)).tiles()
     elem = kernels.register_tile(isa, dtype)["elem_bytes"]
     return {
         "mr": t["mr"],

@@ -22,6 +22,7 @@ from opbench.ops.conv import make_inputs as forward_inputs
 from opbench.ops.conv_shape import ConvShape
 from opbench.ops.conv_taps import axis_hits
 from opbench.ops.numerics import compare, dot_bound, squares_bound
+from opbench.tiles import Tiles
 
 PASS = "bwd"
 SPACE = "conv_bwd"  # tuning/spaces/conv_bwd.toml
@@ -203,9 +204,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 def plan(
     shape: ConvShape,
     inputs: dict[str, Array],
-    tiles: dict[str, int | None],
-    threads: int,
-    isa: str | None = None,
+    tiles: Tiles,
     accumulate: str = "fp32",
 ) -> Any:
     """Our conv backward prepared for this case (kernels.Plan): its two products use the tiles."""
@@ -222,11 +221,7 @@ def plan(
         padding=shape.padding,
         dilation=(shape.dil_h, shape.dil_w),
         groups=shape.groups,
-        tile_m=tiles.get("tile_m"),
-        tile_n=tiles.get("tile_n"),
-        tile_k=tiles.get("tile_k"),
-        threads=threads,
-        isa=isa,
+        tiles=tiles,
     )
 
 

@@ -14,6 +14,7 @@ from opbench.ops import spot
 from opbench.ops.base import Op
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import compare, dot_bound, squares_bound
+from opbench.tiles import Tiles
 
 NAME = "gemm"
 FLOP_NOTE = "GEMM FLOPs = 2*batch*M*N*K (one multiply and one add per term; FLOPs, not MACs)"
@@ -216,37 +217,18 @@ spot_check = spot.checker(spot_part, named_outputs)
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
 
-# The driver's path thresholds (kernels.gemm's small_m, parallel_flops and stream_m, csrc/gemm/README.md
-# "Paths by shape"), which plan() takes among the tiles and a tuned record may carry: 0 is a value (a tile is
-# >= 1).
-THRESHOLDS = ("small_m", "parallel_flops", "stream_m")
-
 
 def plan(
     shape: GemmShape,
     inputs: dict[str, Array],
-    tiles: dict[str, int | None],
-    threads: int,
-    isa: str | None = None,
+    tiles: Tiles,
     accumulate: str = "fp32",
 ) -> Any:
     """Our GEMM prepared for this case (kernels.Plan; tiles left None come from the cache model)."""
     # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
-    return kernels.prepare_gemm(
-        inputs["a"],
-        inputs["b"],
-        tile_m=tiles.get("tile_m"),
-        tile_n=tiles.get("tile_n"),
-        tile_k=tiles.get("tile_k"),
-        threads=threads,
-        isa=isa,
-        accumulate=accumulate,
-        small_m=tiles.get("small_m"),
-        parallel_flops=tiles.get("parallel_flops"),
-        stream_m=tiles.get("stream_m"),
-    )
+    return kernels.prepare_gemm(inputs["a"], inputs["b"], tiles=tiles, accumulate=accumulate)
 
 
 def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:

@@ -18,6 +18,7 @@ from opbench.ops.base import Op
 from opbench.ops.gemm import GemmShape, product_bound
 from opbench.ops.gemm import make_inputs as forward_inputs
 from opbench.ops.numerics import compare
+from opbench.tiles import Tiles
 
 PASS = "bwd"
 SPACE = "gemm_bwd"  # tuning/spaces/gemm_bwd.toml
@@ -137,9 +138,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 def plan(
     shape: GemmShape,
     inputs: dict[str, Array],
-    tiles: dict[str, int | None],
-    threads: int,
-    isa: str | None = None,
+    tiles: Tiles,
     accumulate: str = "fp32",
 ) -> Any:
     """Our backward prepared for this case (kernels.Plan): both products use the tiles."""
@@ -148,16 +147,7 @@ def plan(
 
     if accumulate != "fp32":
         raise ValueError("the GEMM backward accumulates in fp32 only")
-    return kernels.prepare_gemm_backward(
-        inputs["a"],
-        inputs["b"],
-        inputs["dc"],
-        tile_m=tiles.get("tile_m"),
-        tile_n=tiles.get("tile_n"),
-        tile_k=tiles.get("tile_k"),
-        threads=threads,
-        isa=isa,
-    )
+    return kernels.prepare_gemm_backward(inputs["a"], inputs["b"], inputs["dc"], tiles=tiles)
 
 
 def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:

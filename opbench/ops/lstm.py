@@ -21,9 +21,9 @@ from opbench.ops.recurrent import (
     shared_magnitudes,
     store_of,
     store_roundoff,
-    tile_args,
 )
 from opbench.ops.recurrent_shape import RecurrentShape, sizes_from_case
+from opbench.tiles import Tiles
 
 NAME = "lstm"
 FLOP_NOTE = (
@@ -124,16 +124,14 @@ def reference(shape: LstmShape, inputs: dict[str, Array]) -> RecurrentReference:
 def plan(
     shape: LstmShape,
     inputs: dict[str, Array],
-    tiles: dict[str, int | None],
-    threads: int,
-    isa: str | None = None,
+    tiles: Tiles,
     accumulate: str = "fp32",
 ) -> Any:
     """Our LSTM prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
     # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
-    return kernels.prepare_lstm(*(inputs[n] for n in INPUT_NAMES), **tile_args(tiles, threads, isa))
+    return kernels.prepare_lstm(*(inputs[n] for n in INPUT_NAMES), tiles=tiles)
 
 
 OP = recurrent_op(

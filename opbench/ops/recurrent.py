@@ -348,17 +348,6 @@ def tile_names(shape: RecurrentShape, isa: str | None, dtype: str = "fp32") -> d
     }
 
 
-def tile_args(tiles: dict[str, int | None], threads: int, isa: str | None) -> dict[str, Any]:
-    """The keyword arguments every kernels.prepare_<cell> takes from a plan's tiles."""
-    return {
-        "tile_m": tiles.get("tile_m"),
-        "tile_n": tiles.get("tile_n"),
-        "tile_k": tiles.get("tile_k"),
-        "threads": threads,
-        "isa": isa,
-    }
-
-
 Shape = TypeVar("Shape", bound=RecurrentShape)
 
 

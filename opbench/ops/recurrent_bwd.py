@@ -29,6 +29,7 @@ from opbench.ops import recurrent as fwd
 from opbench.ops import rnn, spot
 from opbench.ops.base import Op
 from opbench.ops.numerics import LAMBDA, compare, gamma, tiny
+from opbench.tiles import Tiles
 
 PASS = "bwd"
 SAFETY = 2.0
@@ -326,9 +327,7 @@ spot_check = spot.checker(spot_part, named_outputs)
 def plan(
     shape: fwd.RecurrentShape,
     inputs: dict[str, Array],
-    tiles: dict[str, int | None],
-    threads: int,
-    isa: str | None = None,
+    tiles: Tiles,
     accumulate: str = "fp32",
 ) -> Any:
     """Our BPTT prepared for this case (kernels.Plan): the training forward runs once when it is prepared,
@@ -348,7 +347,7 @@ def plan(
         inputs["dy"],
         inputs["dh_n"],
         inputs.get("dc_n"),
-        **fwd.tile_args(tiles, threads, isa),
+        tiles=tiles,
     )
 
 

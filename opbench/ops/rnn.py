@@ -24,9 +24,9 @@ from opbench.ops.recurrent import (
     shared_magnitudes,
     store_of,
     store_roundoff,
-    tile_args,
 )
 from opbench.ops.recurrent_shape import RecurrentShape, sizes_from_case
+from opbench.tiles import Tiles
 
 NAME = "rnn"
 FLOP_NOTE = (
@@ -138,17 +138,16 @@ def reference(shape: RnnShape, inputs: dict[str, Array]) -> RecurrentReference:
 def plan(
     shape: RnnShape,
     inputs: dict[str, Array],
-    tiles: dict[str, int | None],
-    threads: int,
-    isa: str | None = None,
+    tiles: Tiles,
     accumulate: str = "fp32",
 ) -> Any:
     """Our RNN prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
     # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
-    args = tile_args(tiles, threads, isa)
-    return kernels.prepare_rnn(*(inputs[n] for n in INPUT_NAMES), nonlinearity=shape.nonlinearity, **args)
+    return kernels.prepare_rnn(
+        *(inputs[n] for n in INPUT_NAMES), nonlinearity=shape.nonlinearity, tiles=tiles
+    )
 
 
 OP = recurrent_op(

@@ -25,7 +25,8 @@ from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
 from opbench.ops import get_op, shape_label
 from opbench.ops.conv import ConvShape
-from opbench.ops.gemm import THRESHOLDS, GemmShape
+from opbench.ops.gemm import GemmShape
+from opbench.tiles import THRESHOLDS, Tiles
 
 SCHEMA_VERSION = 1
 
@@ -236,8 +237,8 @@ def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[di
 def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
     """The tiles `opbench tune` recorded for this op and shape (the op's shape dataclass) on this machine, or
     for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
-    decides, as it does untuned) and a note saying so (and naming other machines' records, never applied).
-    For kernels.gemm / conv2d / rnn / gru / lstm(..., tiles=...)."""
+    decides, as it does untuned) and a note saying so (and naming other machines' records, never applied):
+    a record's tile dict, as `sweep --tuned` passes it on; tuned_tiles and its siblings give it as Tiles."""
     # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
 
@@ -255,17 +256,24 @@ def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[
     return dict(record["tiles"]), note
 
 
+def _as_tiles(found: tuple[dict[str, int], str], threads: int | None) -> tuple[Tiles, str]:
+    """tuned()'s tiles as the Tiles kernels.gemm / conv2d / rnn / gru / lstm(..., tiles=...) take, run on
+    `threads` (None: the kernels' default)."""
+    tiles, note = found
+    return Tiles.of(tiles, threads), note
+
+
 def tuned_tiles(
     m: int, n: int, k: int, dtype: str, threads: int | None = None, batch: int = 1
-) -> tuple[dict[str, int], str]:
+) -> tuple[Tiles, str]:
     """tuned() for a GEMM of m x k by k x n (batch of them: a batched GEMM)."""
-    return tuned("gemm", GemmShape(m, n, k, batch), dtype, threads)
+    return _as_tiles(tuned("gemm", GemmShape(m, n, k, batch), dtype, threads), threads)
 
 
 def tuned_conv2d_tiles(
     x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1,
     threads: int | None = None,
-) -> tuple[dict[str, int], str]:  # fmt: skip
+) -> tuple[Tiles, str]:  # fmt: skip
     """tuned() for kernels.conv2d(x, w, stride=..., padding=..., dilation=..., groups=...)'s problem."""
     # the compiled extension, loaded when a kernel runs: reading commands run without it
     from opbench import kernels
@@ -279,12 +287,12 @@ def tuned_conv2d_tiles(
     shape = ConvShape(
         n, c, h, wd, w.shape[0], w.shape[2], w.shape[3], sh, sw, ph, pw, dh, dw, int(groups), pb, pr
     )
-    return tuned("conv", shape, dtype_name(x.dtype), threads)
+    return _as_tiles(tuned("conv", shape, dtype_name(x.dtype), threads), threads)
 
 
 def tuned_recurrent_tiles(
     op: str, x: Any, w_hh: Any, threads: int | None = None, nonlinearity: str = "tanh"
-) -> tuple[dict[str, int], str]:
+) -> tuple[Tiles, str]:
     """tuned() for kernels.rnn / gru / lstm(x, w_ih, w_hh, ...)'s problem (op "rnn", "gru" or "lstm"; x is
     T x B x I, w_hh gates*H x H)."""
     t, b, i = x.shape
@@ -292,9 +300,9 @@ def tuned_recurrent_tiles(
     fields = {"seq_len": t, "batch": b, "input_size": i, "hidden": h}
     if op == "rnn":
         fields["relu"] = int(nonlinearity == "relu")
-    return tuned(op, get_op(op).shape_from_case(fields), dtype_name(x.dtype), threads)
+    return _as_tiles(tuned(op, get_op(op).shape_from_case(fields), dtype_name(x.dtype), threads), threads)
 
 
-def tuned_lstm_tiles(x: Any, w_hh: Any, threads: int | None = None) -> tuple[dict[str, int], str]:
+def tuned_lstm_tiles(x: Any, w_hh: Any, threads: int | None = None) -> tuple[Tiles, str]:
     """tuned_recurrent_tiles for kernels.lstm(x, w_ih, w_hh, ...)."""
     return tuned_recurrent_tiles("lstm", x, w_hh, threads)

@@ -37,9 +37,9 @@ from opbench.layout import apply, place_inputs
 from opbench.machine import die_with_parent, pin_to_cpus
 from opbench.measure import Bench, combine
 from opbench.ops import assumed_accumulation, get_op
-from opbench.ops.gemm import THRESHOLDS
 from opbench.ops.spot import refreshed
 from opbench.reference import InRunReference
+from opbench.tiles import THRESHOLDS, TILE_KEYS, Tiles
 from opbench.timing import Timer, TimerConfig
 from opbench.userkernel import load_function
 
@@ -77,12 +77,12 @@ def _serve(proto: Any) -> None:
                     timed_inputs = moved if case.refill(moved) else inputs
             else:
                 asked = req.get("tiles") or {}
-                plan = op.plan(shape, inputs, asked, threads, req.get("isa") or None)
+                plan = op.plan(shape, inputs, Tiles.of(asked, threads, req.get("isa") or None))
                 result, run = copied(plan.output()), plan.run
                 timed_output = functools.partial(lambda p: copied(p.last()), plan)
                 info = plan.tiles()
                 # the tiles that ran, and the path thresholds where the space searches them (gemm_paths)
-                ran = {k: info[k] for k in ("tile_m", "tile_n", "tile_k")}
+                ran = {k: info[k] for k in TILE_KEYS}
                 ran.update({k: info[k] for k in THRESHOLDS if k in asked and k in info})
             verify = None
             if reference is not None:

@@ -1,0 +1,67 @@
+"""How one of our C++ kernels runs a problem: its cache-blocking tiles, threads and kernel set, and GEMM's
+path thresholds. One value from the command line (--tile-m, cpp:tile_m=...) and the tuner's records to the
+kernel facade and its one pybind11 struct (`_core.Tiles`); records keep the keys as they always were
+(tile_m, tile_n, tile_k, small_m, parallel_flops, stream_m). No compiled code here: the reading commands
+and the tuner's records use it without the extension."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+# The keys a record (a tuned one, a results file's cpp block) gives the tile sizes under, and Tiles' fields.
+TILE_KEYS = {"tile_m": "m", "tile_n": "n", "tile_k": "k"}
+# GEMM's path thresholds (csrc/gemm/README.md, "Paths by shape"): 0 is a value, where a tile is >= 1.
+THRESHOLDS = ("small_m", "parallel_flops", "stream_m")
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """m, n, k: the cache-blocking sizes (None: derived from this CPU's caches; what each blocks is the
+    kernel's docstring's to say); threads (None: the cores this process may run on); isa, a kernel set
+    ("avx512", "avx2", "ref"; None: the best this CPU runs, or $OPBENCH_ISA); small_m, parallel_flops,
+    stream_m: GEMM's path thresholds (None: the defaults; other kernels refuse them). The kernel facade
+    checks every value and says which one is wrong."""
+
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
+    threads: int | None = None
+    isa: str | None = None
+    small_m: int | None = None
+    parallel_flops: int | None = None
+    stream_m: int | None = None
+
+    @classmethod
+    def of(
+        cls, record: Mapping[str, object] | None, threads: int | None = None, isa: str | None = None
+    ) -> Tiles:
+        """The Tiles a record's tile dict names (tile_m, tile_n, tile_k and the thresholds; unknown keys are
+        a ValueError naming them), run on `threads` with `isa`."""
+        given = dict(record or {})
+        unknown = set(given) - set(TILE_KEYS) - set(THRESHOLDS)
+        if unknown:
+            raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
+        named = {TILE_KEYS.get(key, key): value for key, value in given.items()}
+        return cls(threads=threads, isa=isa, **named)  # type: ignore[arg-type]  # checked by the facade
+
+    def record(self) -> dict[str, int]:
+        """The tile sizes and thresholds that are set, under a record's keys (threads and isa are a record's
+        own fields)."""
+        keys = {**{field: key for key, field in TILE_KEYS.items()}, **{t: t for t in THRESHOLDS}}
+        return {
+            keys[f.name]: v
+            for f in fields(self)
+            if f.name in keys and (v := getattr(self, f.name)) is not None
+        }
+
+    def sizes(self) -> tuple[int | None, int | None, int | None]:
+        return self.m, self.n, self.k
+
+    def thresholds(self) -> dict[str, int]:
+        """The path thresholds that are set."""
+        return {t: v for t in THRESHOLDS if (v := getattr(self, t)) is not None}
+
+    def running(self, threads: int | None, isa: str | None) -> Tiles:
+        """These tiles on `threads` with `isa`."""
+        return replace(self, threads=threads, isa=isa)
