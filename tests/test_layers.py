@@ -200,3 +200,40 @@ def test_every_module_imports_first_on_its_own() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "", out.stdout
+
+
+CSRC = Path(__file__).resolve().parent.parent / "csrc"
+
+
+def csrc_upward_includes(root: Path = CSRC) -> list[str]:
+    """Each `#include "..."` in csrc/ that reaches outside its own folder other than down into the shared
+    headers (csrc/include/opbench/, included as "opbench/..."): a folder's private header used by another
+    folder, or a relative path out of the folder."""
+    bad = []
+    for path in sorted(root.rglob("*.[ch]pp")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.startswith('#include "'):
+                continue
+            target = line.split('"')[1]
+            shared = target.startswith("opbench/") and (root / "include" / target).exists()
+            own = not target.startswith("opbench/") and (path.parent / target).resolve().parent == path.parent
+            if shared or own:
+                continue
+            bad.append(f"{path.relative_to(root)}:{n}: {target}")
+    return bad
+
+
+def test_csrc_includes_point_down_or_within_their_folder(tmp_path: Path) -> None:
+    assert csrc_upward_includes() == []
+    # what it catches: a relative path out of the folder, another folder's private header, a missing one
+    (tmp_path / "include" / "opbench").mkdir(parents=True)
+    (tmp_path / "include" / "opbench" / "gemm.hpp").write_text("#pragma once\n")
+    (tmp_path / "conv").mkdir()
+    (tmp_path / "conv" / "padded.hpp").write_text("#pragma once\n")
+    (tmp_path / "gemm").mkdir()
+    (tmp_path / "gemm" / "ok.cpp").write_text('#include "opbench/gemm.hpp"\n#include <vector>\n')
+    (tmp_path / "gemm" / "up.cpp").write_text('#include "../conv/padded.hpp"\n#include "opbench/nope.hpp"\n')
+    assert csrc_upward_includes(tmp_path) == [
+        "gemm/up.cpp:1: ../conv/padded.hpp",
+        "gemm/up.cpp:2: opbench/nope.hpp",
+    ]

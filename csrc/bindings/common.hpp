@@ -194,7 +194,7 @@ struct Tiles {
   std::string isa;
 
   const KernelSet& kernels() const { return kernel_set(isa); }
-  Blocking blocking(const KernelSet& ks) const { return resolve_blocking(ks, {m, n, k}); }
+  Blocking blocking(const KernelSet& ks, Dtype dtype = Dtype::f32) const { return resolve_blocking(ks, {m, n, k}, dtype); }
 };
 
 inline Tiles make_tiles(std::optional<int64_t> m, std::optional<int64_t> n, std::optional<int64_t> k, int64_t threads,

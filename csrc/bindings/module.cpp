@@ -32,60 +32,28 @@ namespace {
 using namespace opbench::bind;
 
 
-// A k pair of bf16 panels takes the bytes of one k of fp32 panels: the model's K block holds twice the k.
-Blocking bf16_pairs_blocking(Blocking blk, bool bf16_in) {
-  if (bf16_in && blk.kc_from_model) blk.kc *= 2;
-  return blk;
-}
-
 Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Padding padding,
                Pair dilation, int64_t groups, const Tiles& tiles) {
   const Tensor tx = tensor(x, "x", 4, true), tw = tensor(w, "w", 4, true);
   ConvProblem p = conv_problem(tx, tw, w, stride, padding, dilation, groups);
-  const int64_t threads = tiles.threads;
   const KernelSet& ks = tiles.kernels();
-  const bool bf16_in = p.dtype == Dtype::bf16;
-  // bf16 runs the bf16 GEMM on a written-out im2col (conv2d_bf16.cpp): the GEMM's blocking.
-  const Blocking blk = bf16_in ? bf16_pairs_blocking(tiles.blocking(ks), true)
-                               : resolve_conv_blocking(ks, p, {tiles.m, tiles.n, tiles.k}, threads);
+  const ConvPlan conv = plan_conv2d(ks, p, {tiles.m, tiles.n, tiles.k}, static_cast<int>(tiles.threads));
   const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
   const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.itemsize, "output size");
-  const int64_t workspace =
-      bf16_in ? conv2d_bf16_workspace_bytes(ks, p, blk, threads) : conv2d_workspace_bytes(ks, p, blk, threads);
-  check_alloc(checked::add(workspace, y_bytes, "conv2d"), "conv2d");
+  check_alloc(checked::add(conv.workspace_bytes, y_bytes, "conv2d"), "conv2d");
   py::array y = output_like(x, y_shape, std::move(out), "out", p.dtype);
   p.x = tx.data;
   p.w = tw.data;
   p.y = y.mutable_data();
-  const KernelSet& tk = conv_tile_kernels(ks, p);
   Plan plan;
   plan.keep = py::make_tuple(x, w, y);
   plan.result = y;
-  plan.call = [&ks, p, blk, threads] { conv2d(ks, p, blk, static_cast<int>(threads)); };
-  if (bf16_in) {
-    const Bf16Kernels& bk = bf16_kernels(ks);
-    plan.tiles = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
-    const ConvGemmDims dims = conv2d_bf16_gemm_dims(p);
-    plan.tiles["gemm_m"] = dims.m;
-    plan.tiles["gemm_n"] = dims.n;
-    plan.tiles["gemm_k"] = dims.k;
-    plan.tiles["path"] = conv2d_bf16_path(p);
-    return plan;
-  }
-  plan.tiles = tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blk);
-  const ConvGemmDims dims = conv_gemm_dims(ks, p);
-  plan.tiles["gemm_m"] = dims.m;
-  plan.tiles["gemm_n"] = dims.n;
-  plan.tiles["gemm_k"] = dims.k;
-  plan.tiles["path"] = conv2d_is_depthwise(p)
-                           ? (depthwise_reads_planes_in_place(ks, p)
-                                  ? "direct depthwise, planes read in place (tiles do not apply)"
-                                  : depthwise_widens_planes(ks, p)
-                                        ? "direct depthwise, fp16 planes widened whole to fp32 (tiles do not apply)"
-                                        : "direct depthwise, padded plane copies (tiles do not apply)")
-                       : conv_pixels_as_rows(ks, p) ? "implicit GEMM, output pixels as rows (A gathered, W^T packed, padding taps skipped)"
-                       : (p.stride_h == 1 && p.stride_w == 1 ? "implicit GEMM, B rows read in place"
-                                                           : "implicit GEMM, B micro-panels gathered");
+  plan.call = [&ks, p, conv] { conv2d(ks, p, conv); };
+  plan.tiles = tile_dict(ks.isa, conv.kernel, conv.mr, conv.nr, conv.blocking);
+  plan.tiles["gemm_m"] = conv.gemm.m;
+  plan.tiles["gemm_n"] = conv.gemm.n;
+  plan.tiles["gemm_k"] = conv.gemm.k;
+  plan.tiles["path"] = conv.describe(p.dtype);
   return plan;
 }
 
@@ -101,7 +69,7 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   const int64_t threads = tiles.threads;
   const KernelSet& ks = tiles.kernels();
   const bool bf16_in = p.dtype == Dtype::bf16;
-  const Blocking blk = bf16_pairs_blocking(tiles.blocking(ks), bf16_in);
+  const Blocking blk = tiles.blocking(ks, p.dtype);
   const int64_t item = tx.itemsize;
   const int64_t outputs = checked::add(y ? 0 : array_bytes({T, B, H}, item, "y size"),
                                        (h_n ? 0 : B * H * item) + (c_n || !lstm ? 0 : B * H * item), "outputs");
@@ -183,7 +151,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   const Bf16Kernels* bf16 = bf16_in ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  Blocking blocking = bf16_pairs_blocking(tiles.blocking(tk), bf16_in);
+  Blocking blocking = tiles.blocking(tk, ma.dtype);
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = *small_m;

@@ -26,6 +26,7 @@
 #include "opbench/aligned.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/conv.hpp"
+#include "opbench/isa.hpp"
 #include "opbench/thread_pool.hpp"
 #include "padded.hpp"
 
@@ -97,23 +98,13 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
 
 }  // namespace
 
-ConvGemmDims conv_gemm_dims(const KernelSet& ks, const ConvProblem& p) {
-  const int64_t crs = (p.c / p.groups) * p.r * p.s;
-  if (conv_pixels_as_rows(ks, p)) return {p.n * p.out_h() * p.out_w(), p.k / p.groups, crs};
-  return {p.k / p.groups, columns_of(p).count(), crs};
-}
+namespace {
 
-const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p) {
-  return tile_kernels(ks, conv_pixels_as_rows(ks, p) ? p.k / p.groups : columns_of(p).count());
-}
-
-Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, Blocking requested, int threads) {
-  if (conv_pixels_as_rows(ks_main, p)) {
-    return resolve_conv_pixels_blocking(conv_tile_kernels(ks_main, p), p, requested, threads);
-  }
+// The blocking of the implicit GEMM with output pixels as columns, on the register tile ks that runs.
+Blocking resolve_columns_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads) {
   const Columns cols = columns_of(p);
   const int64_t ncols = cols.count(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
-  const KernelSet& ks = conv_tile_kernels(ks_main, p);
+
   const int64_t MR = ks.mr, NR = ks.nr;
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
   Blocking b;
@@ -145,6 +136,8 @@ Blocking resolve_conv_blocking(const KernelSet& ks_main, const ConvProblem& p, B
   return b;
 }
 
+}  // namespace
+
 void validate_conv2d(const ConvProblem& p) {
   for (auto [v, name] : {std::pair{p.stride_h, "stride"}, {p.stride_w, "stride"}, {p.dil_h, "dilation"},
                          {p.dil_w, "dilation"}}) {
@@ -173,12 +166,16 @@ void validate_conv2d(const ConvProblem& p) {
   checked::mul(checked::mul(p.c, p.r, "filter size"), p.s, "filter size");
 }
 
-int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {
+namespace {
+
+// The bytes an fp32 or fp16 plan allocates as workspace (overflow-checked). The implicit GEMM's buffers are
+// sized whatever the path: the direct depthwise loop uses none of them, but their sizes are its overflow checks.
+int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
+                        ConvPath path, int threads) {
   using checked::add;
   using checked::mul;
   const Columns cols = columns_of(p);
   [[maybe_unused]] const int64_t ncols = mul(cols.rows, cols.row_w, "conv columns");  // overflow check
-  const KernelSet& ks = conv_tile_kernels(ks_main, p);
   const int64_t MR = ks.mr, NR = ks.nr, kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   const int64_t Hp = p.padded_h(), Wp = p.padded_w();
   const int64_t padded = add(mul(mul(p.n, p.c, "padded input"), mul(Hp, Wp, "padded input"), "padded input"),
@@ -190,14 +187,78 @@ int64_t conv2d_workspace_bytes(const KernelSet& ks_main, const ConvProblem& p, c
   const int64_t floats = add(add(padded, packed_w, "conv workspace"), mul(per_thread, threads, "conv scratch"),
                              "conv workspace");
   const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
-  if (conv_pixels_as_rows(ks_main, p)) {
+  if (path == ConvPath::pixels_as_rows) {
     return add(mul(add(padded, conv_pixels_workspace_floats(ks, p, blk, threads), "conv workspace"),
                    int64_t(sizeof(float)), "conv workspace"),
                mul(crs, 8, "conv offsets"), "conv workspace");
   }
-  if (!conv2d_is_depthwise(p)) return bytes;
-  // The direct depthwise loop uses none of the implicit GEMM's buffers (their sizes above are overflow checks).
-  return mul(depthwise_workspace_floats(ks_main, p, threads), int64_t(sizeof(float)), "depthwise scratch");
+  if (!is_depthwise(path)) return bytes;
+  return mul(depthwise_workspace_floats(ks_main, p, path, threads), int64_t(sizeof(float)), "depthwise scratch");
+}
+
+}  // namespace
+
+ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads) {
+  ConvPlan plan;
+  plan.threads = threads;
+  const int64_t kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
+  if (p.dtype == Dtype::bf16) {
+    // the bf16 GEMM on patch rows, or a direct depthwise loop: the GEMM's blocking either way
+    plan.path = conv2d_is_depthwise(p) ? depthwise_way(ks, p) : conv2d_bf16_way(p);
+    const Bf16Kernels& bk = bf16_kernels(ks);
+    plan.tile = &ks;
+    plan.kernel = bk.description;
+    plan.mr = bk.mr;
+    plan.nr = bk.nr;
+    plan.blocking = resolve_blocking(ks, requested, Dtype::bf16);
+    plan.gemm = conv2d_bf16_gemm_dims(p, plan.path);
+    plan.workspace_bytes = conv2d_bf16_workspace_bytes(ks, p, plan.blocking, plan.path, threads);
+    return plan;
+  }
+  const bool pixels = conv_pixels_as_rows(ks, p);
+  const Columns cols = columns_of(p);
+  plan.path = conv2d_is_depthwise(p) ? depthwise_way(ks, p)
+              : pixels               ? ConvPath::pixels_as_rows
+              : cols.in_place        ? ConvPath::columns_in_place
+                                     : ConvPath::columns_gathered;
+  // the register tile: few GEMM columns (output pixels, or channels with pixels as rows) pick the narrow one
+  const KernelSet& tile = tile_kernels(ks, pixels ? kg : cols.count());
+  plan.tile = &tile;
+  plan.kernel = tile.description;
+  plan.mr = tile.mr;
+  plan.nr = tile.nr;
+  plan.blocking = pixels ? resolve_conv_pixels_blocking(tile, p, requested, threads)
+                         : resolve_columns_blocking(tile, p, requested, threads);
+  plan.gemm = pixels ? ConvGemmDims{p.n * p.out_h() * p.out_w(), kg, crs} : ConvGemmDims{kg, cols.count(), crs};
+  plan.workspace_bytes = workspace_bytes(ks, tile, p, plan.blocking, plan.path, threads);
+  return plan;
+}
+
+const char* ConvPlan::describe(Dtype dtype) const {
+  if (depthwise() && dtype == Dtype::bf16) {
+    return "depthwise: a direct loop in fp32 (bf16 widened, each output rounded once)";
+  }
+  switch (path) {
+    case ConvPath::depthwise_in_place:
+      return "direct depthwise, planes read in place (tiles do not apply)";
+    case ConvPath::depthwise_widened:
+      return "direct depthwise, fp16 planes widened whole to fp32 (tiles do not apply)";
+    case ConvPath::depthwise_padded:
+      return "direct depthwise, padded plane copies (tiles do not apply)";
+    case ConvPath::pixels_as_rows:
+      return "implicit GEMM, output pixels as rows (A gathered, W^T packed, padding taps skipped)";
+    case ConvPath::columns_in_place:
+      return "implicit GEMM, B rows read in place";
+    case ConvPath::columns_gathered:
+      return "implicit GEMM, B micro-panels gathered";
+    case ConvPath::bf16_x_as_col:
+      return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
+    case ConvPath::bf16_patches_w_order:
+      return "bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x, Y^T transposed";
+    case ConvPath::bf16_patches_nhwc:
+      return "bf16 GEMM patches * W^T, patch rows (r, s, c) from x in NHWC, W reordered, Y^T transposed";
+  }
+  return "";
 }
 
 int64_t pixel_columns(const ConvProblem& p) { return columns_of(p).count(); }
@@ -241,17 +302,19 @@ void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order) {
   }
 }
 
-void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk, int threads) {
-  if (conv2d_is_depthwise(p)) {  // every dtype: a direct loop in fp32
-    conv2d_depthwise(ks_main, p, threads);
+void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan) {
+  const int threads = plan.threads;
+  const Blocking& blk = plan.blocking;
+  if (plan.depthwise()) {  // every dtype: a direct loop in fp32
+    conv2d_depthwise(ks_main, p, plan.path, threads);
     return;
   }
-  if (p.dtype == Dtype::bf16) {
-    conv2d_bf16(ks_main, p, blk, threads);
+  if (plan.bf16_gemm()) {
+    conv2d_bf16(ks_main, p, blk, plan.path, threads);
     return;
   }
-  if (conv_pixels_as_rows(ks_main, p)) {
-    conv2d_pixels(conv_tile_kernels(ks_main, p), p, blk, threads);
+  if (plan.path == ConvPath::pixels_as_rows) {
+    conv2d_pixels(*plan.tile, p, blk, threads);
     return;
   }
   static thread_local AlignedBuffer padded_buffer, a_buffer;
@@ -259,7 +322,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const Blocking& blk,
   const int64_t ncols = cols.count(), PQ = p.out_h() * p.out_w();
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
   const bool f16 = p.dtype == Dtype::f16;
-  const KernelSet& ks = conv_tile_kernels(ks_main, p);
+  const KernelSet& ks = *plan.tile;
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
 

@@ -131,8 +131,7 @@ int64_t conv2d_backward_workspace_bytes(const KernelSet& ks, const ConvBackwardP
   int64_t as_conv = 0;
   if (data_gradient_as_conv(p.conv)) {
     const ConvProblem q = data_gradient_conv(p.conv, nullptr, nullptr, nullptr);
-    as_conv = add(conv2d_workspace_bytes(ks, q, resolve_conv_blocking(ks, q, Blocking{}, threads), threads),
-                  mul(dw32, int64_t(sizeof(float)), "flipped filter"), "conv backward");
+    as_conv = add(plan_conv2d(ks, q, Blocking{}, threads).workspace_bytes, mul(dw32, int64_t(sizeof(float)), "flipped filter"), "conv backward");
   }
   return add(add(mul(add(add(tile, dwt, "conv backward"), f16, "conv backward"), int64_t(sizeof(float)),
                      "conv backward"),
@@ -159,7 +158,7 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
     float* flipped = static_cast<float*>(flip_buffer.reserve(static_cast<size_t>(g.K * g.CRS) * sizeof(float)));
     flip_filter(g, w, flipped);
     const ConvProblem q = data_gradient_conv(cp, dy, flipped, dx);
-    conv2d(ks, q, resolve_conv_blocking(ks, q, Blocking{}, threads), threads);
+    conv2d(ks, q, plan_conv2d(ks, q, Blocking{}, threads));
   } else {
     std::memset(dx, 0, static_cast<size_t>(N * g.C * HW) * sizeof(float));
   }

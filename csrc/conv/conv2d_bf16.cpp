@@ -126,43 +126,38 @@ void parallel_rows(int threads, int64_t n, F&& f) {
   ThreadPool::instance().run(t, [&](int tid) { f(n * tid / t, n * (tid + 1) / t); });
 }
 
-}  // namespace
-
-bool conv2d_bf16_reads_x_as_col(const ConvProblem& p) {
+// A 1x1 convolution at stride 1 without padding on a large plane: x itself is the GEMM's B (nothing copied).
+bool reads_x_as_col(const ConvProblem& p) {
   return p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.padded_h() == p.h && p.padded_w() == p.w_in &&
          p.h * p.w_in >= kInPlacePixels;
 }
-
-namespace {
 
 // Patch rows in W's order (c, r, s), read from x in place, instead of x in NHWC and W reordered.
 bool patches_in_w_order(const ConvProblem& p) { return p.r * p.s > 1 && p.n * p.out_h() * p.out_w() <= p.k; }
 
 }  // namespace
 
-ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p) {
+ConvPath conv2d_bf16_way(const ConvProblem& p) {
+  if (reads_x_as_col(p)) return ConvPath::bf16_x_as_col;
+  return patches_in_w_order(p) ? ConvPath::bf16_patches_w_order : ConvPath::bf16_patches_nhwc;
+}
+
+ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p, ConvPath path) {
   const int64_t PQ = p.out_h() * p.out_w(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
-  if (conv2d_bf16_reads_x_as_col(p)) return {kg, PQ, crs};
+  if (path == ConvPath::bf16_x_as_col) return {kg, PQ, crs};
   return {chunk_rows(p), kg, crs};
 }
 
-const char* conv2d_bf16_path(const ConvProblem& p) {
-  if (conv2d_is_depthwise(p)) return "depthwise: a direct loop in fp32 (bf16 widened, each output rounded once)";
-  if (conv2d_bf16_reads_x_as_col(p)) return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
-  return patches_in_w_order(p)
-             ? "bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x, Y^T transposed"
-             : "bf16 GEMM patches * W^T, patch rows (r, s, c) from x in NHWC, W reordered, Y^T transposed";
-}
-
-int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
+int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, ConvPath path,
+                                    int threads) {
   using checked::add;
   using checked::mul;
   const int64_t PQ = mul(p.out_h(), p.out_w(), "output pixels"), cg = p.c / p.groups, kg = p.k / p.groups;
   const int64_t crs = mul(cg, p.r * p.s, "patch width");
-  if (conv2d_is_depthwise(p)) {  // the direct fp32 loop (depthwise.cpp), not the bf16 GEMM
-    return mul(depthwise_workspace_floats(ks, p, threads), int64_t(sizeof(float)), "depthwise scratch");
+  if (is_depthwise(path)) {  // the direct fp32 loop (depthwise.cpp), not the bf16 GEMM
+    return mul(depthwise_workspace_floats(ks, p, path, threads), int64_t(sizeof(float)), "depthwise scratch");
   }
-  if (conv2d_bf16_reads_x_as_col(p)) {
+  if (path == ConvPath::bf16_x_as_col) {
     const GemmProblem per_image = gemm_product(Dtype::bf16, Dtype::bf16, nullptr, crs, false, nullptr, PQ, false,
                                                nullptr, PQ, kg, PQ, crs, false);
     return gemm_workspace_bytes(ks, per_image, blk, threads);
@@ -178,13 +173,13 @@ int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
   return add(mul(buffers, 2, "bf16 conv workspace"), gemm, "bf16 conv workspace");
 }
 
-void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
+void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, ConvPath path, int threads) {
   const int64_t P = p.out_h(), Q = p.out_w(), PQ = P * Q, HW = p.h * p.w_in;
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups, RS = p.r * p.s, crs = cg * RS;
   const auto* x = static_cast<const uint16_t*>(p.x);
   const auto* w = static_cast<const uint16_t*>(p.w);
   auto* y = static_cast<uint16_t*>(p.y);
-  if (conv2d_bf16_reads_x_as_col(p)) {
+  if (path == ConvPath::bf16_x_as_col) {
     for (int64_t img = 0; img < p.n; ++img) {
       for (int64_t g = 0; g < p.groups; ++g) {
         gemm(ks,
@@ -198,7 +193,7 @@ void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
 
   static thread_local AlignedBuffer nhwc_buffer, w_buffer, patch_buffer, yt_buffer;
   const int64_t rows_per_chunk = chunk_rows(p), total = p.n * PQ;
-  const bool w_order = patches_in_w_order(p);
+  const bool w_order = path == ConvPath::bf16_patches_w_order;
   uint16_t* nhwc = nullptr;
   // (1x1 filters are (k, c) already.)
   // Patch rows (and W reordered) an even number of halves apart: the pairs packing of A and of B^T moves

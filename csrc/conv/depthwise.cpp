@@ -10,7 +10,7 @@
 // per ISA, csrc/conv/depthwise_row.hpp), written once per row with no intermediate.
 //
 // Where the kernel set has depthwise_plane (AVX-512) the common case, fp32 3x3 at stride 1 or 2, skips the
-// copy: the kernel reads the plane in place with masked loads (depthwise_reads_planes_in_place).
+// copy: the kernel reads the plane in place with masked loads (ConvPath::depthwise_in_place).
 //
 // fp16 and bf16 planes are widened to fp32 in the copy, the taps summed in fp32, and each output rounded
 // once to the dtype (bf16 has no depthwise GEMM worth the name either: the bf16 implicit GEMM ran a 3x3
@@ -103,19 +103,16 @@ bool plane_kernel_fits(const KernelSet& ks, const ConvProblem& p) {
 
 }  // namespace
 
-bool depthwise_reads_planes_in_place(const KernelSet& ks, const ConvProblem& p) {
-  return plane_kernel_fits(ks, p) && p.dtype == Dtype::f32;
+ConvPath depthwise_way(const KernelSet& ks, const ConvProblem& p) {
+  if (!plane_kernel_fits(ks, p)) return ConvPath::depthwise_padded;
+  return p.dtype == Dtype::f32 ? ConvPath::depthwise_in_place : ConvPath::depthwise_widened;
 }
 
-bool depthwise_widens_planes(const KernelSet& ks, const ConvProblem& p) {
-  return plane_kernel_fits(ks, p) && p.dtype != Dtype::f32;
-}
-
-int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, int threads) {
-  if (depthwise_reads_planes_in_place(ks, p)) return 0;
+int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, ConvPath path, int threads) {
+  if (path == ConvPath::depthwise_in_place) return 0;
   using checked::add;
   using checked::mul;
-  if (depthwise_widens_planes(ks, p)) {  // a 16-bit plane widened to fp32, its output plane in fp32
+  if (path == ConvPath::depthwise_widened) {  // a 16-bit plane widened to fp32, its output plane in fp32
     const int64_t per_thread = add(mul(p.h, p.w_in, "plane"), mul(p.out_h(), p.out_w(), "output plane"), "planes");
     return mul(per_thread, threads, "depthwise scratch");
   }
@@ -126,7 +123,7 @@ int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, in
   return mul(per_thread, threads, "depthwise scratch");
 }
 
-void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
+void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, ConvPath path, int threads) {
   const Phases g = phases_of(p);
   const int64_t P = p.out_h(), Q = p.out_w(), PQ = P * Q;
   const int64_t mult = p.k / p.groups, taps = p.r * p.s;
@@ -136,7 +133,7 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
   const StoreF16 store = bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16;
   const int64_t elem = half ? 2 : 4;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
-  if (depthwise_reads_planes_in_place(ks, p)) {
+  if (path == ConvPath::depthwise_in_place) {
     ThreadPool::instance().run(threads, [&](int tid) {
       for (int64_t pl = planes * tid / threads; pl < planes * (tid + 1) / threads; ++pl) {
         const int64_t img = pl / p.c, ch = pl % p.c;
@@ -151,7 +148,7 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads) {
     });
     return;
   }
-  if (depthwise_widens_planes(ks, p)) {
+  if (path == ConvPath::depthwise_widened) {
     // 16-bit planes: widened whole into the thread's fp32 plane, the plane kernel's output rounded in one call.
     const WidenF16 widen = widen_of(ks, p.dtype);
     ThreadPool::instance().run(threads, [&](int tid) {

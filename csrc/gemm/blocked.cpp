@@ -77,6 +77,12 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   return requested;
 }
 
+Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype) {
+  Blocking blk = resolve_blocking(ks, requested);
+  if (dtype == Dtype::bf16 && blk.kc_from_model) blk.kc *= 2;
+  return blk;
+}
+
 namespace {
 
 // A narrower register tile of the same ISA pays off when it pads N at least a quarter less (N <= 16 on

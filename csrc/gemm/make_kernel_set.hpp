@@ -4,7 +4,7 @@
 #pragma once
 
 #include "opbench/kernel_set.hpp"
-#include "../conv/depthwise_row.hpp"
+#include "depthwise_row.hpp"
 #include "pack.hpp"
 #include "pack_pairs.hpp"
 #include "thin.hpp"

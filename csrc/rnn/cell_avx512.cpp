@@ -5,7 +5,7 @@
 #include <immintrin.h>
 
 #include "cell_body.hpp"
-#include "cells.hpp"
+#include "opbench/rnn_cells.hpp"
 
 namespace opbench {
 

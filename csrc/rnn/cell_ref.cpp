@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "cell_body.hpp"
-#include "cells.hpp"
+#include "opbench/rnn_cells.hpp"
 #include "opbench/fp16.hpp"
 
 namespace opbench {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "../rnn/cells.hpp"
+#include "opbench/rnn_cells.hpp"
 #include "opbench/peak.hpp"
 
 namespace opbench {

@@ -27,41 +27,65 @@ struct ConvProblem {
   int64_t out_w() const { return (padded_w() - dil_w * (s - 1) - 1) / stride_w + 1; }
 };
 
-// Per image and group: Y[k_g, P*Q] = W[k_g, C_g*R*S] * col[C_g*R*S, P*Q], as an implicit GEMM (the col
-// matrix is gathered micro-panel by micro-panel from a zero-padded copy of x, never written out whole).
-// `blk` is what resolve_conv_blocking returned for this problem, kernel set and thread count (resolved once by
-// the caller, not at every call).
-void conv2d(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
-
 // Checks the problem before anything is derived from it (std::invalid_argument naming the argument): stride,
 // padding and dilation within limits.hpp's bounds, groups dividing the channels, a non-empty output, and the
 // output and padded-input sizes within 64 bits. After it, out_h() and out_w() cannot overflow.
 void validate_conv2d(const ConvProblem& p);
 
-// The bytes conv2d allocates as workspace for this problem, blocking and thread count (overflow-checked).
-int64_t conv2d_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
+// The ways conv2d runs a problem, one of which plan_conv2d picks.
+enum class ConvPath {
+  depthwise_in_place,    // direct depthwise loop, fp32 3x3 planes read in place (depthwise.cpp)
+  depthwise_widened,     // direct depthwise loop, 16-bit planes widened whole to fp32
+  depthwise_padded,      // direct depthwise loop on padded plane copies
+  pixels_as_rows,        // implicit GEMM, output pixels of all images as rows (conv2d_pixels.cpp)
+  columns_in_place,      // implicit GEMM per image and group, stride 1: B rows read in place (conv2d.cpp)
+  columns_gathered,      // implicit GEMM per image and group: B micro-panels gathered
+  bf16_x_as_col,         // bf16 GEMM W * x per image and group, a 1x1 x read in place (conv2d_bf16.cpp)
+  bf16_patches_w_order,  // bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x
+  bf16_patches_nhwc,     // bf16 GEMM patches * W^T, patch rows (r, s, c) from x in NHWC
+};
 
-// The blocking conv2d uses: tile_k = kc (depth of a rank-kc update, from the cache model), tile_m = mc (output
-// channels per work unit, rounded up to MR), tile_n = nc (output pixels per work unit, rounded up to NR;
-// by default the widest that keeps a unit's C block and W block within half of L2 and the threads evenly
-// loaded). Given fields are kept (clamped to the problem); rows are split further only when a default
-// tile_m leaves threads idle. With output pixels as rows (conv_pixels_as_rows) tile_m counts pixels of all
-// images and tile_n output channels.
-// The implicit GEMM of one image and group: m output channels, n GEMM columns (output pixels, over the padded
-// width on the stride-1 path), k = input channels x filter taps; with output pixels as rows, m = the pixels
-// of all images and n = the group's output channels. What tile_m, tile_n and tile_k block.
+constexpr bool is_depthwise(ConvPath path) { return path <= ConvPath::depthwise_padded; }
+
+// The GEMM the tiles block: per image and group, m output channels, n GEMM columns (output pixels, over the
+// padded width on the stride-1 path), k = input channels x filter taps; with output pixels as rows, m = the
+// pixels of all images and n = the group's output channels; bf16, the GEMM its way runs.
 struct ConvGemmDims {
   int64_t m, n, k;
 };
-ConvGemmDims conv_gemm_dims(const KernelSet& ks, const ConvProblem& p);
 
-// The register tile conv2d runs for this problem: its GEMM columns are the output pixels (over the padded
-// width on the stride-1 path), or the output channels with pixels as rows, and few of them pick the kernel
-// set's narrow tile.
-const KernelSet& conv_tile_kernels(const KernelSet& ks, const ConvProblem& p);
+// Everything conv2d needs to know about a problem, decided once by plan_conv2d: the way, the register tile
+// that runs (its kernel set, or the bf16 kernels'), the blocking, the GEMM it blocks and the workspace.
+struct ConvPlan {
+  ConvPath path = ConvPath::columns_gathered;
+  const KernelSet* tile = nullptr;  // the kernel set whose register tile the implicit GEMM runs
+  const char* kernel = "";          // that register tile's description (bf16: the bf16 kernels')
+  int mr = 0, nr = 0;
+  Blocking blocking;
+  ConvGemmDims gemm{0, 0, 0};
+  int64_t workspace_bytes = 0;
+  int threads = 1;
 
-Blocking resolve_conv_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
+  bool depthwise() const { return is_depthwise(path); }
+  bool bf16_gemm() const { return path >= ConvPath::bf16_x_as_col; }
+  // Which way runs, for provenance (plan.tiles()["path"] and the records' details.path).
+  const char* describe(Dtype dtype) const;
+};
 
+// The plan for a validated problem on kernel set ks: `requested` blocking fields (0: from the model) are
+// kept, clamped to the problem. tile_k = kc (depth of a rank-kc update), tile_m = mc (output channels per
+// work unit, rounded up to MR), tile_n = nc (output pixels per work unit, rounded up to NR; by default the
+// widest that keeps a unit's C block and W block within half of L2 and the threads evenly loaded); rows are
+// split further only when a default tile_m leaves threads idle. With output pixels as rows tile_m counts
+// pixels of all images and tile_n output channels; bf16 blocks the bf16 GEMM (its k pairs).
+ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
+
+// Runs the plan: per image and group, Y[k_g, P*Q] = W[k_g, C_g*R*S] * col[C_g*R*S, P*Q] as an implicit GEMM
+// (the col matrix gathered micro-panel by micro-panel from a zero-padded copy of x, never written out
+// whole), or the plan's other way.
+void conv2d(const KernelSet& ks, const ConvProblem& p, const ConvPlan& plan);
+
+// The planner's parts, each in the file of its way.
 // Output pixels as the GEMM's rows (csrc/conv/conv2d_pixels.cpp): Y^T = im2col^T W^T over all images at
 // once, taken when it wastes at least a tenth fewer FMAs than pixels as columns (small planes: 7x7, 14x14).
 // ks is the kernel set's main tile; the blocking's mc then counts pixels and nc output channels.
@@ -72,25 +96,22 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
 
 // Depthwise convolutions (one input channel per group, at most kDepthwiseMaxMultiplier output channels per
 // group) run as a direct vectorised loop (csrc/conv/depthwise.cpp) instead of the implicit GEMM; the tiles do
-// not apply to them. conv2d() takes that path by itself.
+// not apply to them. depthwise_way: in place (fp32 3x3 at stride 1 or 2 on a kernel set with
+// depthwise_plane), widened (fp16 and bf16 planes that kernel serves) or padded copies.
 constexpr int64_t kDepthwiseMaxMultiplier = 4;
 bool conv2d_is_depthwise(const ConvProblem& p);
-void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, int threads);
-// fp32 3x3 at stride 1 or 2 on a kernel set with depthwise_plane: the planes are read in place, no scratch.
-bool depthwise_reads_planes_in_place(const KernelSet& ks, const ConvProblem& p);
-// fp16 and bf16 planes the plane kernel serves: widened whole to fp32 per plane, the output rounded once.
-bool depthwise_widens_planes(const KernelSet& ks, const ConvProblem& p);
+ConvPath depthwise_way(const KernelSet& ks, const ConvProblem& p);
+int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, ConvPath path, int threads);
+void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, ConvPath path, int threads);
 
 // bf16 (csrc/conv/conv2d_bf16.cpp): im2col written out in bf16 per image and group, then the bf16 GEMM
-// (blk: the GEMM's blocking for the bf16 kernels, not resolve_conv_blocking's). conv2d() takes it by itself.
-int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
-void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
-// A 1x1 convolution at stride 1 without padding on a large plane: x itself is the GEMM's B (nothing copied).
-bool conv2d_bf16_reads_x_as_col(const ConvProblem& p);
-// Which of its ways conv2d_bf16 takes for this problem, for provenance, and the GEMM the tiles block (the
+// (blk: the GEMM's blocking for the bf16 kernels); a 1x1 at stride 1 without padding on a large plane
+// multiplies x in place. conv2d_bf16_way says which, conv2d_bf16_gemm_dims the GEMM the tiles block (the
 // largest: a chunk of patch rows).
-const char* conv2d_bf16_path(const ConvProblem& p);
-ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p);
-int64_t depthwise_workspace_floats(const KernelSet& ks, const ConvProblem& p, int threads);
+ConvPath conv2d_bf16_way(const ConvProblem& p);
+ConvGemmDims conv2d_bf16_gemm_dims(const ConvProblem& p, ConvPath path);
+int64_t conv2d_bf16_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, ConvPath path,
+                                    int threads);
+void conv2d_bf16(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, ConvPath path, int threads);
 
 }  // namespace opbench

@@ -58,6 +58,9 @@ inline GemmProblem gemm_product(Dtype in, Dtype out, const void* a, int64_t lda,
 
 // Fill zero fields of `requested` from the analytical model for this kernel set; clamp nothing.
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested);
+// The same for a GEMM of `dtype`: bf16 packs k in pairs, which take the bytes of one fp32 k, so a K block
+// from the model holds twice the k (a given tile_k is kept).
+Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype);
 
 // The kernel set whose register tile the blocked path uses for n columns: ks, or its narrow variant when
 // that pads n at least a quarter less.
