@@ -26,19 +26,15 @@ LoopChoice choose(const std::string& dtype, const std::string& isa_in) {
   const std::string isa = isa_in.empty() ? supported_isas().front() : isa_in;
   if (!isa_supported(isa)) throw std::invalid_argument("isa '" + isa + "' is not supported by this CPU");
   if (dtype == "fp32") {
-    const IsaEntry& e = isa_entry(isa);
-    return {e.fma_f32, e.fma_f32_name};
+    const PeakLoop& loop = isa_entry(isa).fma_f32;
+    return {loop.run, loop.name};
   }
   if (dtype == "fp16") {
-#ifdef OPBENCH_HAVE_AVX512FP16
-    if (native_fp16_fma_available()) return {fma_chains_f16_avx512fp16, "avx512fp16 FMA (zmm, 32 lanes), 16 chains"};
-#endif
+    if (const PeakLoop* loop = peak_loop(&IsaEntry::fma_f16)) return {loop->run, loop->name};
     throw std::invalid_argument("this CPU (or build) has no native fp16 FMA");
   }
   if (dtype == "bf16") {
-#ifdef OPBENCH_HAVE_AVX512BF16
-    if (bf16_dot_available()) return {dot_chains_bf16_avx512bf16, "avx512bf16 dot product (vdpbf16ps, zmm), 16 chains"};
-#endif
+    if (const PeakLoop* loop = peak_loop(&IsaEntry::dot_bf16)) return {loop->run, loop->name};
     throw std::invalid_argument("this CPU (or build) has no AVX512-BF16 dot product");
   }
   throw std::invalid_argument("unknown dtype '" + dtype + "' (expected fp32, fp16 or bf16)");
@@ -46,21 +42,9 @@ LoopChoice choose(const std::string& dtype, const std::string& isa_in) {
 
 }  // namespace
 
-bool native_fp16_fma_available() {
-#ifdef OPBENCH_HAVE_AVX512FP16
-  return cpu_info().avx512fp16;
-#else
-  return false;
-#endif
-}
+bool native_fp16_fma_available() { return peak_loop(&IsaEntry::fma_f16) != nullptr; }
 
-bool bf16_dot_available() {
-#ifdef OPBENCH_HAVE_AVX512BF16
-  return cpu_info().avx512bf16;
-#else
-  return false;
-#endif
-}
+bool bf16_dot_available() { return peak_loop(&IsaEntry::dot_bf16) != nullptr; }
 
 PeakMeasurement measure_fma_peak(const std::string& dtype, const std::string& isa, int threads, double min_time_s,
                                  int repeats) {

@@ -23,17 +23,66 @@ const Bf16Kernels* bf16_avx512bf16() { return &kernels_bf16_avx512bf16(); }
 const Bf16Kernels* bf16_avx512bf16() { return nullptr; }
 #endif
 
+#ifdef OPBENCH_HAVE_AVX512FP16
+constexpr double (*kFmaF16)(int64_t) = fma_chains_f16_avx512fp16;
+#else
+constexpr double (*kFmaF16)(int64_t) = nullptr;
+#endif
+#ifdef OPBENCH_HAVE_AVX512BF16
+constexpr double (*kDotBf16)(int64_t) = dot_chains_bf16_avx512bf16;
+#else
+constexpr double (*kDotBf16)(int64_t) = nullptr;
+#endif
+
+namespace {
+
+bool always(const CpuInfo&) { return true; }
+bool has_avx512fp16(const CpuInfo& c) { return c.avx512fp16; }
+bool has_avx512bf16(const CpuInfo& c) { return c.avx512bf16; }
+const F16AccKernels* f16acc_emulated() { return &f16acc_ref(); }
+constexpr PeakLoop kNoLoop{nullptr, "", always};
+
+}  // namespace
+
 const std::vector<IsaEntry>& isa_table() {
   static const std::vector<IsaEntry> table = {
       {"avx512",
        [](const CpuInfo& c) { return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c; },
-       kernels_avx512, {lstm_cell_avx512, gru_cell_avx512, rnn_cell_avx512}, fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains"},
-      {"avx2", [](const CpuInfo& c) { return c.avx2 && c.fma && c.f16c; }, kernels_avx2, {lstm_cell_avx2, gru_cell_avx2, rnn_cell_avx2},
-       fma_chains_f32_avx2, "avx2 fp32 FMA (ymm), 12 chains"},
-      {"ref", [](const CpuInfo&) { return true; }, kernels_ref, {lstm_cell_ref, gru_cell_ref, rnn_cell_ref}, fma_chains_f32_ref,
-       "portable fp32 multiply+add, 32 chains"},
+       kernels_avx512,
+       {lstm_cell_avx512, gru_cell_avx512, rnn_cell_avx512},
+       {fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains", always},
+       {f16acc_avx512fp16, has_avx512fp16},
+       {bf16_avx512bf16, has_avx512bf16},
+       {kFmaF16, "avx512fp16 FMA (zmm, 32 lanes), 16 chains", has_avx512fp16},
+       {kDotBf16, "avx512bf16 dot product (vdpbf16ps, zmm), 16 chains", has_avx512bf16}},
+      {"avx2",
+       [](const CpuInfo& c) { return c.avx2 && c.fma && c.f16c; },
+       kernels_avx2,
+       {lstm_cell_avx2, gru_cell_avx2, rnn_cell_avx2},
+       {fma_chains_f32_avx2, "avx2 fp32 FMA (ymm), 12 chains", always},
+       {nullptr, always},
+       {nullptr, always},
+       kNoLoop,
+       kNoLoop},
+      {"ref",
+       always,
+       kernels_ref,
+       {lstm_cell_ref, gru_cell_ref, rnn_cell_ref},
+       {fma_chains_f32_ref, "portable fp32 multiply+add, 32 chains", always},
+       {f16acc_emulated, always},
+       {nullptr, always},
+       kNoLoop,
+       kNoLoop},
   };
   return table;
+}
+
+const PeakLoop* peak_loop(PeakLoop IsaEntry::*column) {
+  for (const IsaEntry& e : isa_table()) {
+    const PeakLoop& loop = e.*column;
+    if (loop.run != nullptr && e.supported(cpu_info()) && loop.runs(cpu_info())) return &loop;
+  }
+  return nullptr;
 }
 
 const IsaEntry& isa_entry(const std::string& isa) {
@@ -76,14 +125,13 @@ const KernelSet& default_kernels() {
 const RnnKernels& rnn_kernels(const KernelSet& ks) { return isa_entry(ks.isa).rnn; }
 
 const F16AccKernels& f16acc_kernels(const KernelSet& ks) {
-  const std::string isa = ks.isa;
-  if (isa == "ref") return f16acc_ref();
-  const F16AccKernels* fast = f16acc_avx512fp16();
-  if (isa == "avx512" && fast != nullptr && cpu_info().avx512fp16) return *fast;
+  const IsaEntry& e = isa_entry(ks.isa);
+  const F16AccKernels* k = e.f16acc.kernels != nullptr ? e.f16acc.kernels() : nullptr;
+  if (k != nullptr && e.f16acc.runs(cpu_info())) return *k;
   std::string why = "accumulate='fp16' needs AVX512-FP16 ";
-  if (isa != "avx512") {
-    why += "kernels, which kernel set '" + isa + "' has none of";
-  } else if (fast == nullptr) {
+  if (e.f16acc.kernels == nullptr) {
+    why += std::string("kernels, which kernel set '") + ks.isa + "' has none of";
+  } else if (k == nullptr) {
     why += "kernels, which this build's compiler could not produce (-mavx512fp16)";
   } else {
     why += "instructions, which this CPU lacks";
@@ -92,15 +140,16 @@ const F16AccKernels& f16acc_kernels(const KernelSet& ks) {
 }
 
 const Bf16Kernels& bf16_kernels(const KernelSet& ks) {
-  const Bf16Kernels* fast = bf16_avx512bf16();
-  if (std::string(ks.isa) == "avx512" && fast != nullptr && cpu_info().avx512bf16) return *fast;
-  return ks.bf16;
+  const IsaEntry& e = isa_entry(ks.isa);
+  const Bf16Kernels* fast = e.bf16.kernels != nullptr ? e.bf16.kernels() : nullptr;
+  return fast != nullptr && e.bf16.runs(cpu_info()) ? *fast : ks.bf16;
 }
 
 std::string bf16_fast_unavailable(const KernelSet& ks) {
-  if (std::string(ks.isa) != "avx512") return std::string("kernel set '") + ks.isa + "' has no AVX512-BF16 kernel";
-  if (bf16_avx512bf16() == nullptr) return "this build's compiler could not produce AVX512-BF16 code (-mavx512bf16)";
-  if (!cpu_info().avx512bf16) return "this CPU lacks AVX512-BF16";
+  const IsaEntry& e = isa_entry(ks.isa);
+  if (e.bf16.kernels == nullptr) return std::string("kernel set '") + ks.isa + "' has no AVX512-BF16 kernel";
+  if (e.bf16.kernels() == nullptr) return "this build's compiler could not produce AVX512-BF16 code (-mavx512bf16)";
+  if (!e.bf16.runs(cpu_info())) return "this CPU lacks AVX512-BF16";
   return "";
 }
 

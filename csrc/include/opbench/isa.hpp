@@ -1,6 +1,7 @@
 // The one table of ISAs (after BLIS's cntx_init). Each row says what an ISA needs from the CPU and what it
 // brings: the GEMM and conv kernel set (register tile, narrow tile, panel home: make_kernel_set<>), the RNN,
-// GRU and LSTM cells and the fp32 FMA-throughput loop. CPU dispatch, the kernel lookup, the peak loops and kernel_info()
+// GRU and LSTM cells, the fp16-accumulating and bf16 dot-product kernels beside them, and the peak loops
+// (fp32 FMA, fp16 FMA, bf16 dot product). CPU dispatch, the kernel lookup, the peak loops and kernel_info()
 // all read it, so a new ISA is one row in csrc/runtime/isa.cpp (docs/architecture.md, "A new ISA").
 #pragma once
 
@@ -13,13 +14,34 @@
 
 namespace opbench {
 
+// A throughput loop for the peak (peak.hpp): `run` runs iters iterations of independent chains on one thread
+// and returns the FLOPs; nullptr where this build has none (the compiler lacked the flags). `runs`: whether
+// this CPU executes it.
+struct PeakLoop {
+  double (*run)(int64_t iters);
+  const char* name;
+  bool (*runs)(const CpuInfo& c);
+};
+
+// Kernels an ISA brings beside its kernel set. `kernels` is nullptr where the ISA has none of them at all;
+// it returns nullptr where this build has none (the compiler lacked the flags). `runs`: whether this CPU
+// executes them.
+template <class K>
+struct Beside {
+  const K* (*kernels)();
+  bool (*runs)(const CpuInfo& c);
+};
+
 struct IsaEntry {
   const char* name;                      // "avx512", "avx2", "ref": what OPBENCH_ISA and isa= take
   bool (*supported)(const CpuInfo& c);   // the CPU features (and OS state) the kernels need
   const KernelSet& (*kernels)();         // GEMM and conv
   RnnKernels rnn;                        // the RNN, GRU and LSTM cells
-  double (*fma_f32)(int64_t iters);      // the fp32 FMA peak loop (peak.hpp)
-  const char* fma_f32_name;              // what that loop is, for provenance
+  PeakLoop fma_f32;                      // the fp32 FMA peak loop
+  Beside<F16AccKernels> f16acc;          // accumulate='fp16' (AVX512-FP16's, or ref's exact emulation)
+  Beside<Bf16Kernels> bf16;              // dot-product bf16 kernels, preferred to the set's portable ones
+  PeakLoop fma_f16;                      // the native fp16 FMA loop (the fp16 unit's peak)
+  PeakLoop dot_bf16;                     // the bf16 dot-product loop (the bf16 unit's peak)
 };
 
 // Every ISA this build knows, best first.
@@ -51,5 +73,9 @@ const F16AccKernels& f16acc_kernels(const KernelSet& ks);
 // ("" when they are).
 const Bf16Kernels& bf16_kernels(const KernelSet& ks);
 std::string bf16_fast_unavailable(const KernelSet& ks);
+
+// The first row's loop (best first) of that column that this build has and this CPU runs, or nullptr: the
+// fp16 and bf16 units' peaks do not depend on the kernel set asked for.
+const PeakLoop* peak_loop(PeakLoop IsaEntry::*column);
 
 }  // namespace opbench
