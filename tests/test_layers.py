@@ -237,3 +237,21 @@ def test_csrc_includes_point_down_or_within_their_folder(tmp_path: Path) -> None
         "gemm/up.cpp:1: ../conv/padded.hpp",
         "gemm/up.cpp:2: opbench/nope.hpp",
     ]
+
+
+def test_every_module_has_a_tier() -> None:
+    """The global layers contract has four to six tiers, and every part of opbench is in one of them or among
+    the leaves: a new module must be placed."""
+    import tomllib
+
+    contracts = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+    (tiers,) = [c["layers"] for c in contracts if c["type"] == "layers" and "containers" not in c]
+    leaves = next(c["source_modules"] for c in contracts if c["name"].startswith("The leaves"))
+    placed = {m.strip() for tier in tiers for m in tier.replace("|", ":").split(":")} | set(leaves)
+    assert 4 <= len(tiers) <= 6, tiers
+    parts = {f"opbench.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    parts |= {f"opbench.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    assert parts - placed == set(), "modules in no tier"
+    assert placed - parts == set(), "tiers naming no module"
