@@ -30,6 +30,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from opbench import kernels
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import utc_now
 
@@ -44,9 +45,6 @@ DISTURBED = frozenset({"contended", "throttled", "apart"})
 def kernels_build() -> str:
     """A short hash of our compiled kernels (the _core extension's file), so that a rebuilt kernel is a new
     case rather than a change of the machine."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     digest = hashlib.sha256()
     with open(kernels.extension_file(), "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

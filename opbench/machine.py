@@ -20,7 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from opbench import __version__
+from opbench import __version__, kernels, microarch
 from opbench.contention import adopted_threads_cpu_ns
 
 LIBRARIES = (
@@ -53,8 +53,6 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
 
     return kernels.cpu_info()["brand"] or platform.processor() or "unknown"
 
@@ -215,9 +213,6 @@ def identity() -> dict[str, Any]:
     """What tells one machine from another for peaks, tuned records, studies and compare: vendor, CPUID
     family/model/stepping, the micro-architecture they name, cache sizes, CPU count, ISA flags and the
     hypervisor. Two VMs both called "AMD EPYC" differ here when one is a Zen 4 and the other a Zen 5."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels, microarch
-
     info = kernels.cpu_info()
     arch = microarch.lookup(info["vendor"], info["family"], info["model"])
     return {
@@ -254,9 +249,6 @@ def identity_label(ident: dict[str, Any] | None) -> str:
 def fingerprint(threads: int) -> dict[str, Any]:
     """What a tuning result depends on: the machine's identity, the kernel that ran and its version, the
     threads."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     feats = kernels.cpu_features()
     return {
         "machine": identity(),
@@ -271,9 +263,6 @@ def fingerprint(threads: int) -> dict[str, Any]:
 
 def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:
     """The machine block of a results file."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     feats = kernels.cpu_features()
     return {
         "identity": identity(),

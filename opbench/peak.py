@@ -14,7 +14,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from opbench import __version__
+from opbench import __version__, kernels, microarch
 from opbench.accelerators import lookup
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, utc_now
@@ -49,9 +49,6 @@ def machine_fingerprint() -> str:
 
 
 def _unit(dtype: str) -> str:
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return kernels.compute_unit(dtype)
 
 
@@ -72,9 +69,6 @@ def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5)
     """Run the loop of the unit that computes dtype now: native fp16 FMAs for fp16 and AVX512-BF16 dot
     products for bf16 where the CPU has them; elsewhere a 2-byte dtype runs on the fp32 units, so the fp32
     FMA peak is its peak too, and the name says so."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     unit = _unit(dtype)
     gflops, kernel = kernels.fma_peak(unit, threads, min_time_s, repeats)
     name = UNIT_PEAKS[unit] if unit == dtype or dtype == "fp32" else f"{UNIT_PEAKS[unit]} ({NO_UNIT[dtype]})"
@@ -188,9 +182,6 @@ class Bandwidth:
 
 def measure_bandwidth(threads: int, repeats: int = 5) -> Bandwidth:
     """STREAM-like triad on arrays four times the last-level cache (at least 16 Mi doubles each)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     l3 = kernels.l3_bytes()
     elements = max(1 << 24, 4 * l3 // 8)
     gbs = kernels.stream_triad(threads, elements, repeats)
@@ -235,9 +226,6 @@ def clock_ghz() -> tuple[float, str] | None:
 def datasheet(dtype: str, threads: int) -> Peak | None:
     """cores x clock x FLOP/cycle of this micro-architecture (microarch.py, which names its source); None
     when the clock cannot be found or the table has no row for this CPU (no guess from the ISA alone)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels, microarch
-
     clock = clock_ghz()
     info = kernels.cpu_info()
     arch = microarch.lookup(info["vendor"], info["family"], info["model"])

@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from opbench import kernels
 from opbench.machine import allowed_cpus
 
 # A visit whose probe ran below this share of the best probe this machine has shown ran on a slow machine.
@@ -89,33 +90,21 @@ class NativeProber:
     """Probes with the C++ loops of the peak measurement, shortened."""
 
     def fma_key(self, dtype: str) -> str:
-        # the compiled extension, loaded when a kernel runs: reading commands run without it
-        from opbench import kernels
-
         return kernels.compute_unit(dtype)
 
     def fma(self, dtype: str, threads: int) -> float:
         """The median of FMA_PROBE_REPEATS short loops. Not the best: on a VM that loses a vCPU in bursts,
         4 ms windows read 540 or 270 GFLOPS by turns; the best said "full speed" while a case ran at half
         (a 12 ms window read 270)."""
-        # the compiled extension, loaded when a kernel runs: reading commands run without it
-        from opbench import kernels
-
         key = self.fma_key(dtype)
         values = [kernels.fma_peak(key, threads, FMA_PROBE_MIN_S, 1)[0] for _ in range(FMA_PROBE_REPEATS)]
         return float(statistics.median(values))
 
     def triad(self, threads: int) -> float:
-        # the compiled extension, loaded when a kernel runs: reading commands run without it
-        from opbench import kernels
-
         elements = min(TRIAD_PROBE_MAX_ELEMENTS, max(TRIAD_PROBE_MIN_ELEMENTS, 2 * kernels.l3_bytes() // 8))
         return kernels.stream_triad(threads, elements, TRIAD_PROBE_REPEATS)
 
     def cache(self, threads: int) -> float:
-        # the compiled extension, loaded when a kernel runs: reading commands run without it
-        from opbench import kernels
-
         elements = CACHE_PROBE_ELEMENTS_PER_THREAD * max(1, threads)
         values = [
             kernels.stream_triad(threads, elements, CACHE_PROBE_PASSES) for _ in range(CACHE_PROBE_REPEATS)
@@ -123,9 +112,6 @@ class NativeProber:
         return float(statistics.median(values))
 
     def handoff(self) -> float:
-        # the compiled extension, loaded when a kernel runs: reading commands run without it
-        from opbench import kernels
-
         return kernels.handoff_ns(HANDOFF_ROUND_TRIPS, HANDOFF_REPEATS)
 
     def can_handoff(self) -> bool:

@@ -15,7 +15,7 @@ from conftest import import_or_skip
 PACKAGE = Path(__file__).resolve().parent.parent / "opbench"
 
 # The one module that imports the compiled extension (docs/architecture.md): everything else goes through it.
-CORE_IMPORTERS = {"kernels/__init__.py", "kernels/recurrent.py", "kernels/training.py"}
+CORE_IMPORTERS = {"kernels/_native.py"}
 
 
 def _imports_core(path: Path) -> bool:
@@ -30,6 +30,8 @@ def _imports_core(path: Path) -> bool:
         if isinstance(node, ast.ImportFrom) and node.module == "opbench._core":
             return True
         if isinstance(node, ast.Import) and any(a.name == "opbench._core" for a in node.names):
+            return True
+        if isinstance(node, ast.Constant) and node.value == "opbench._core":  # importlib.import_module
             return True
     return False
 

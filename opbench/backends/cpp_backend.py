@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench import __version__
+from opbench import __version__, kernels
 from opbench.backends.base import Backend, Prepared, copied
 from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
@@ -87,10 +87,9 @@ class CppBackend(Backend):
         self._threads = 1
 
     def unavailable_reason(self) -> str | None:
-        try:
-            from opbench import kernels  # noqa: F401  (imports the extension)
-        except ImportError as e:
-            return f"the C++ extension is not built ({e}); reinstall with: pip install -e ."
+        error = kernels.load_error()
+        if error is not None:
+            return f"the C++ extension is not built ({error}); reinstall with: pip install -e ."
         return None
 
     def version(self) -> str | None:
@@ -117,9 +116,6 @@ class CppBackend(Backend):
         return ["opbench"], args
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
-        # the compiled extension, loaded when a kernel runs: reading commands run without it
-        from opbench import kernels
-
         if op not in ALGORITHMS:
             raise ValueError(f"cpp has no {op} adapter")
         isa, threads, accumulate = params.get("isa") or None, self._threads, "fp32"

@@ -7,6 +7,7 @@ import argparse
 import os
 from typing import Any, NoReturn
 
+from opbench import kernels
 from opbench.cli.types import (
     at_most,
     bytes_size,
@@ -61,11 +62,9 @@ class _Parser(argparse.ArgumentParser):
 def _isas() -> tuple[str, ...] | None:
     """The kernel sets `--isa` takes: the C++ ISA table's names (None, any, where the extension is not
     built: the cpp backend then says why it cannot run)."""
-    try:
-        from opbench.kernels import known_isas
-    except ImportError:
+    if kernels.load_error() is not None:
         return None
-    return known_isas()
+    return kernels.known_isas()
 
 
 # Sweep axes on the command line, per op: option dest -> flag (the op module's AXES names the dests).

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from opbench.kernels import MAX_THREADS, default_threads
+
 
 def int_from(text: str, lowest: int) -> int:
     try:
@@ -31,10 +33,6 @@ def threads(text: str) -> int:
 
 
 def threads_within_bound(v: int) -> int:
-    # Here, not at the top: every command parses its arguments with these types, and report, compare and
-    # suites run where the compiled extension is missing (tests/test_cli_errors.py).
-    from opbench.kernels import MAX_THREADS, default_threads
-
     cores = default_threads()
     bound = min(MAX_THREADS, THREADS_PER_CORE * cores)
     if v > bound:

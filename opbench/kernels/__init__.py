@@ -1,13 +1,13 @@
 """Python facade over opbench._core: our tiled C++ kernels and what CPU dispatch found. This package is the
-only importer of the compiled extension (recurrent.py holds the RNN, GRU and LSTM entry points,
-training.py the backward passes)."""
+only user of the compiled extension, which _native.py loads on first use, so that importing the facade
+never needs it (recurrent.py holds the RNN, GRU and LSTM entry points, training.py the backward passes).
+load_error() says whether it loads here."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from opbench import _core
 from opbench.dtypes import Array
 from opbench.kernels._args import (
     MAX_CONV_PARAM,
@@ -25,6 +25,8 @@ from opbench.kernels._args import (
     _tiles,
     default_threads,
 )
+from opbench.kernels._native import core as _core
+from opbench.kernels._native import load_error
 from opbench.kernels.recurrent import gru, lstm, prepare_gru, prepare_lstm, prepare_rnn, rnn
 from opbench.kernels.training import (
     conv2d_backward,
@@ -38,8 +40,14 @@ from opbench.kernels.training import (
 )
 from opbench.tiles import Tiles
 
-# The most rows of A the streaming path takes (kernels.gemm's stream_m).
-STREAM_M_MAX: int = _core.stream_m_max
+
+def __getattr__(name: str) -> int:
+    """STREAM_M_MAX, the most rows of A the streaming path takes (Tiles.stream_m), read from the extension
+    when first asked for (the facade imports without it)."""
+    if name == "STREAM_M_MAX":
+        return int(_core.stream_m_max)
+    raise AttributeError(f"module 'opbench.kernels' has no attribute {name!r}")
+
 
 __all__ = [
     "Tiles",
@@ -83,6 +91,7 @@ __all__ = [
     "flush_cache",
     "extension_dir",
     "extension_file",
+    "load_error",
 ]
 
 
@@ -134,7 +143,7 @@ def prepare_gemm(
         accumulate,
         _optional_count(paths.get("small_m"), "small_m", MAX_TILE),
         _optional_count(paths.get("parallel_flops"), "parallel_flops"),
-        _optional_count(paths.get("stream_m"), "stream_m", STREAM_M_MAX),
+        _optional_count(paths.get("stream_m"), "stream_m", int(_core.stream_m_max)),
     )
 
 

@@ -10,9 +10,9 @@ and kernel set. Invalid input raises ValueError naming the problem."""
 
 from __future__ import annotations
 
-from opbench import _core
 from opbench.dtypes import Array
 from opbench.kernels._args import Plan, TilesArg, _arrays, _tiles
+from opbench.kernels._native import core as _core
 
 NONLINEARITIES = ("tanh", "relu")
 # Where each layer's tuned tiles are looked up (named when tiles="tuned" is given).

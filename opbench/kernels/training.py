@@ -5,7 +5,6 @@ they run. Invalid input raises ValueError naming the problem."""
 
 from __future__ import annotations
 
-from opbench import _core
 from opbench.dtypes import Array
 from opbench.kernels._args import (
     MAX_CONV_PARAM,
@@ -18,6 +17,7 @@ from opbench.kernels._args import (
     _positive_int,
     _tiles,
 )
+from opbench.kernels._native import core as _core
 
 
 def _outs(outs: object, names: str) -> tuple[Array | None, Array | None]:

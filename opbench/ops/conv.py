@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.base import Op
@@ -301,9 +302,6 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our implicit-GEMM conv prepared for this case (kernels.Plan; tiles left None are derived)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return kernels.prepare_conv2d(
         inputs["x"],
         inputs["w"],
@@ -321,9 +319,6 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     side reports it: fp32 and fp16, the implicit GEMM of one image and group (m output channels per group,
     n GEMM columns: output pixels, over the padded width at stride 1; k = C/groups x R x S); bf16, the GEMM
     its way runs (csrc/conv/conv2d_bf16.cpp: pixels of all images as rows, or W * x)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     dt = NUMPY_DTYPES[dtype]
     one = replace(shape, n=1) if dtype != "bf16" else shape  # bf16's GEMM spans the images
     x = np.zeros((one.n, shape.c, shape.h, shape.w), dt)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import conv, spot
 from opbench.ops.base import Op
@@ -208,9 +209,6 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our conv backward prepared for this case (kernels.Plan): its two products use the tiles."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     if accumulate != "fp32":
         raise ValueError("the conv backward accumulates in fp32 only")
     return kernels.prepare_conv2d_backward(
@@ -229,9 +227,6 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names), m =
     C/groups x R x S (the im2col tile's rows, the weight-gradient product's M) and n = k = P x Q (the pixels
     a block and a rank-k update take at most)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     pixels = shape.out_h * shape.out_w
     return {
         **kernels.register_tile(isa, dtype),

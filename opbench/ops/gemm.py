@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.base import Op
@@ -225,9 +226,6 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our GEMM prepared for this case (kernels.Plan; tiles left None come from the cache model)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return kernels.prepare_gemm(inputs["a"], inputs["b"], tiles=tiles, accumulate=accumulate)
 
 
@@ -235,9 +233,6 @@ def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[s
     """What the tuning space's rules may name: the register tile (mr, nr) that runs for this N and dtype
     (bf16: the bf16 kernels'), the bytes of a packed panel element (elem_bytes: bf16 pairs 2, fp32 panels
     4, fp16 too since it is widened), and the dimensions tile_m, tile_n and tile_k block (m, n, k)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     info = kernels.register_tile(isa, dtype, shape.n)
     return {**info, "m": shape.m, "n": shape.n, "k": shape.k}
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import gemm, spot
 from opbench.ops.base import Op
@@ -142,9 +143,6 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our backward prepared for this case (kernels.Plan): both products use the tiles."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     if accumulate != "fp32":
         raise ValueError("the GEMM backward accumulates in fp32 only")
     return kernels.prepare_gemm_backward(inputs["a"], inputs["b"], inputs["dc"], tiles=tiles)
@@ -153,9 +151,6 @@ def plan(
 def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[str, int]:
     """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names) and the
     largest of the two products' dimensions the tiles block: dA is M x K deep N, dB K x N deep M."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     m, n, k = shape.m, shape.n, shape.k
     return {**kernels.register_tile(isa, dtype), "m": max(m, k), "n": max(k, n), "k": max(n, m)}
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import UNIT_ROUNDOFF, Array
 from opbench.ops.recurrent import (
     RecurrentReference,
@@ -128,9 +129,6 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our LSTM prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return kernels.prepare_lstm(*(inputs[n] for n in INPUT_NAMES), tiles=tiles)
 
 

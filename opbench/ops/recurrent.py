@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, dtype_name
 from opbench.ops import spot
 from opbench.ops.base import Op, Plan
@@ -336,9 +337,6 @@ def tile_names(shape: RecurrentShape, isa: str | None, dtype: str = "fp32") -> d
     """What the tuning space's rules may name: the register tile (and elem_bytes, as gemm.tile_names) and the
     dimensions the tiles block in the two GEMMs, the input projection (T*B x G x I) and each step's
     recurrent product (B x G x H), G = gates * H: m = T*B rows at most, n = G columns, k = max(I, H)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return {
         **kernels.register_tile(isa, dtype),
         "m": shape.seq_len * shape.batch,

@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array
 from opbench.ops import recurrent as fwd
 from opbench.ops import rnn, spot
@@ -332,9 +333,6 @@ def plan(
 ) -> Any:
     """Our BPTT prepared for this case (kernels.Plan): the training forward runs once when it is prepared,
     every call is the backward."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return kernels.prepare_rnn_backward(
         fwd.cell_of(shape),
         inputs["x"],

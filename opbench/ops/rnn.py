@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from opbench import kernels
 from opbench.dtypes import Array
 from opbench.ops.fields import int_field
 from opbench.ops.numerics import LAMBDA
@@ -142,9 +143,6 @@ def plan(
     accumulate: str = "fp32",
 ) -> Any:
     """Our RNN prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return kernels.prepare_rnn(
         *(inputs[n] for n in INPUT_NAMES), nonlinearity=shape.nonlinearity, tiles=tiles
     )

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from opbench import kernels, sampling
 from opbench import peak as peaks
-from opbench import sampling
 from opbench.backends import accelerator_name
 from opbench.case import Result
 from opbench.contention import Monitor
@@ -149,9 +149,6 @@ def make_bench(cfg: SweepConfig, cpus: list[int], reference: InRunReference | No
     """The sweep's Bench: the in-run FMA/triad reference on CPU (`reference`, else a new one; none on an
     accelerator), contention watched on the CPUs this process runs on, caches flushed before each sample
     with --cold-cache."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     flush = None
     if cfg.timer.cold_cache:
         flush_bytes = host_flush_bytes()

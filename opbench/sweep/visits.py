@@ -18,6 +18,7 @@ import math
 import re
 from typing import Any
 
+from opbench import kernels
 from opbench.backends.remote import RemoteBackend
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.dtypes import Inputs
@@ -63,9 +64,6 @@ class SpeedHistory:
 @functools.lru_cache(maxsize=1)
 def host_flush_bytes() -> int:
     """What a cold-cache sample writes first on the host: twice the L3, at least 64 MiB."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     return int(max(2 * kernels.l3_bytes(), 64 << 20))
 
 
@@ -144,8 +142,6 @@ def _is_memory_bound(bench: Bench, case: Case) -> bool:
     ref = bench.reference
     if ref is None:
         return False
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
 
     min_bytes = case.min_bytes()
     return ref.memory_bound(case.flops / min_bytes, min_bytes, kernels.l3_bytes(), case.dtype)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from opbench import kernels
 from opbench.errors import UsageError
 from opbench.machine import fingerprint as machine_fingerprint
 from opbench.ops import gemm
@@ -70,9 +71,6 @@ def _names(cfg: TuneConfig) -> dict[str, int]:
     """What the space file's rules may name: the op's register tile and blocked dimensions
     (ops.<op>.tile_names) for our kernels, the problem's shape fields for a user kernel (gemm: m, n, k),
     and this CPU's caches."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     caches = kernels.cpu_info()["caches"]
     problem = cfg.shape.to_dict() if cfg.kernel else cfg.op.tile_names(cfg.shape, cfg.isa, cfg.dtype)
     return {

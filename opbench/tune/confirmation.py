@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from opbench import sampling
+from opbench import kernels, sampling
 from opbench.case import Outcome
 from opbench.errors import UsageError
 from opbench.layout import draw
@@ -155,9 +155,6 @@ def confirmation_runners(cfg: TuneConfig, runner: IsolatedRunner) -> list[Isolat
 def _model_tiles(cfg: TuneConfig) -> dict[str, int]:
     """The cache model's tiles, when the default never ran (it failed at once): GEMM's for its N, the
     LSTM's kernel set's; conv derives its own per problem (shown as "cache-model default")."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     if cfg.op.name == "conv":
         return {}
     info = kernels.default_tiles(cfg.isa, cfg.shape.n if cfg.op.key == "gemm" else 0)

@@ -20,6 +20,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from opbench import kernels
 from opbench.dtypes import dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
@@ -45,9 +46,6 @@ def machine() -> dict[str, Any]:
     """The part of the fingerprint a tuned tiling belongs to: the machine's identity (vendor, family, model,
     stepping, caches, ISA flags, hypervisor: a Zen 4 and a Zen 5 both called "AMD EPYC" differ) and the
     kernel set that ran."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     f = kernels.cpu_features()
     return {
         "identity": identity(),
@@ -239,9 +237,6 @@ def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[
     for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
     decides, as it does untuned) and a note saying so (and naming other machines' records, never applied):
     a record's tile dict, as `sweep --tuned` passes it on; tuned_tiles and its siblings give it as Tiles."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
-
     nthreads = kernels.default_threads() if threads is None else threads
     found = lookup(op, dtype, shape.to_dict(), nthreads)
     if found is None:
@@ -275,8 +270,6 @@ def tuned_conv2d_tiles(
     threads: int | None = None,
 ) -> tuple[Tiles, str]:  # fmt: skip
     """tuned() for kernels.conv2d(x, w, stride=..., padding=..., dilation=..., groups=...)'s problem."""
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
 
     def pair(v: Any) -> tuple[int, int]:
         return (int(v[0]), int(v[1])) if isinstance(v, (tuple, list)) else (int(v), int(v))

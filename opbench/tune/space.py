@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opbench import kernels
 from opbench.errors import UsageError
 from opbench.files import MAX_SPEC_BYTES, read_input
 
@@ -234,8 +235,6 @@ def spaces_dirs() -> list[Path]:
     if os.environ.get("OPBENCH_SPACES_DIR"):
         dirs.append(Path(os.environ["OPBENCH_SPACES_DIR"]))
     dirs.append(Path(__file__).resolve().parents[2] / "tuning" / "spaces")
-    # the compiled extension, loaded when a kernel runs: reading commands run without it
-    from opbench import kernels
 
     dirs.append(Path(kernels.extension_dir()) / "tuning_spaces")
     return dirs
