@@ -3,7 +3,7 @@
     opbench tune gemm --m 1024 --n 1024 --k 1024        # records the winner under tuning/records/
     python benchmarks/tuned_vs_default.py --m 1024 --n 1024 --k 1024 --rounds 7
 
-The tuned tiles come from the record for this shape (opbench.tune.records.tuned_tiles says which record);
+The tuned tiles come from the record for this shape (opbench.tuned.tuned_tiles says which record);
 both variants use the same inputs, are verified against float64 and are timed alternately over the rounds.
 """
 
@@ -19,7 +19,7 @@ from opbench.kernels import default_threads, default_tiles
 from opbench.machine import cpu_model
 from opbench.ops.gemm import GemmShape
 from opbench.timing import Timer, TimerConfig
-from opbench.tune.records import tuned_tiles
+from opbench.tuned import tuned_tiles
 
 
 def main() -> int:

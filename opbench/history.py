@@ -22,15 +22,13 @@ compare every new median with them:
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
-from opbench import kernels
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import utc_now
 
@@ -41,19 +39,9 @@ FLAG = "unlike_earlier_runs"
 DISTURBED = frozenset({"contended", "throttled", "apart"})
 
 
-@functools.lru_cache(maxsize=1)
-def kernels_build() -> str:
-    """A short hash of our compiled kernels (the _core extension's file), so that a rebuilt kernel is a new
-    case rather than a change of the machine."""
-    digest = hashlib.sha256()
-    with open(kernels.extension_file(), "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-def case_key(doc: dict[str, Any], record: dict[str, Any]) -> str:
-    """What must match for two medians to be the same case measured again."""
+def case_key(doc: dict[str, Any], record: dict[str, Any], builds: Mapping[str, str | None]) -> str:
+    """What must match for two medians to be the same case measured again (`builds`: per backend name, what
+    identifies its own compiled code, Backend.build(): a rebuilt kernel is a new case)."""
     backend = record["backend"]
     version = ((doc.get("backends") or {}).get(backend) or {}).get("version")
     details = record.get("details") or {}
@@ -64,7 +52,7 @@ def case_key(doc: dict[str, Any], record: dict[str, Any]) -> str:
             record["dtype"],
             backend,
             version,
-            kernels_build() if backend == "cpp" else None,
+            builds.get(backend),
             record.get("threads"),
             record.get("device"),
             details.get("tiles_effective") or details.get("tiles"),
@@ -123,9 +111,9 @@ def _judged(record: dict[str, Any]) -> bool:
     )
 
 
-def apply(doc: dict[str, Any], cache_dir: Path) -> int:
+def apply(doc: dict[str, Any], cache_dir: Path, builds: Mapping[str, str | None] | None = None) -> int:
     """Flag the records of a finished sweep document whose median differs from an earlier run's, then add
-    this run's medians to the machine's history. Returns the number of records flagged."""
+    this run's medians to the machine's history (`builds`: see case_key). Returns the number flagged."""
     machine = (doc.get("machine") or {}).get("identity_key") or "unknown"
     path = _path(cache_dir)
     flagged = 0
@@ -140,7 +128,7 @@ def apply(doc: dict[str, Any], cache_dir: Path) -> int:
             for record in doc.get("records", []):
                 if not _judged(record):
                     continue
-                key = case_key(doc, record)
+                key = case_key(doc, record, builds or {})
                 median = float(record["time"]["median_s"])
                 low, high = process_range(record)
                 earlier = _earlier(cases.get(key))

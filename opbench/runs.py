@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from opbench import gpu, machine, peak
 from opbench import history as earlier
+from opbench.backends import BACKENDS
 from opbench.errors import UsageError
 from opbench.machine import utc_stamp
 from opbench.ops import pass_of
@@ -74,7 +75,8 @@ def run_sweeps(
                     sweep.run_sweep(
                         cfg, states, peak_table, writer.put, observer.visit_started, history, bench
                     )
-                    if earlier.apply(writer.doc, peak.cache_dir()):  # flags cases unlike earlier runs
+                    builds = {name: st.backend.build() for name, st in states.items()}
+                    if earlier.apply(writer.doc, peak.cache_dir(), builds):  # flags cases unlike earlier runs
                         writer.refresh()
                 finally:
                     environment(writer, bench)
@@ -122,7 +124,12 @@ def sweep_header(
             "timer": asdict(cfg.timer),
             "max_memory_bytes": cfg.max_memory_bytes,
             "max_call_s": cfg.max_call_s,
-            "cpp": {k: v for k, v in cfg.cpp_params.items() if v is not None},
+            # each backend's options, for every backend that takes any (a file format: "cpp" always there)
+            **{
+                name: {k: v for k, v in cfg.backend_options.get(name, {}).items() if v is not None}
+                for name, backend in BACKENDS.items()
+                if backend.param_names
+            },
         },
         "machine": {**machine.provenance(cfg.threads, cpus), **accelerator_block(cfg.device)},
         "peaks": {d: peak_table[d] for d in cfg.dtypes},

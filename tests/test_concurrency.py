@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import FAST_TIMER
 
-from opbench.tune import records
+from opbench import tuned as records
 from opbench.tune.study import record_verdict
 
 
@@ -58,7 +58,7 @@ def test_eight_concurrent_sweeps_into_one_out_keep_eight_results(tmp_path: Path)
 
 SAVE = """
 import sys
-from opbench.tune import records
+from opbench import tuned as records
 i = int(sys.argv[1])
 records.save({"op": "gemm", "dtype": "fp32", "shape": {"m": 100 + i, "n": 64, "k": 64}, "threads": 1,
               "tiles": {"tile_m": 14, "tile_n": 32, "tile_k": 16}, "study": f"s{i}"})

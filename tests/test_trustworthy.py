@@ -603,7 +603,7 @@ def test_the_identity_names_family_model_and_hypervisor() -> None:
 
 
 def test_records_tuned_on_another_machine_are_not_applied(tmp_path: Path, monkeypatch: Any) -> None:
-    from opbench.tune import records
+    from opbench import tuned as records
 
     monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(tmp_path))
     other = {

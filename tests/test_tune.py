@@ -278,7 +278,7 @@ def test_the_winner_is_recorded_and_used(tmp_path: Path) -> None:
     assert "confirmation" in proc.stdout and "the cache-model default" in proc.stdout
     assert "tuned record saved" in proc.stdout
     from opbench import kernels
-    from opbench.tune.records import tuned_tiles
+    from opbench.tuned import tuned_tiles
 
     tiles, note = tuned_tiles(64, 64, 64, "fp32", 1)
     assert "exact" in note and set(tiles.record()) == {"tile_m", "tile_n", "tile_k"} and tiles.threads == 1
@@ -506,8 +506,8 @@ def test_the_path_thresholds_are_searched_recorded_and_applied(tmp_path: Path) -
     }
     assert searched == {(0, 0), (0, 131072), (1048576, 0), (1048576, 131072)}
 
+    from opbench import tuned as records
     from opbench.ops import gemm
-    from opbench.tune import records
 
     shape = gemm.GemmShape(8, 96, 64)
     record = {

@@ -146,7 +146,7 @@ def test_shape_options_are_checked_per_op(tmp_path: Path) -> None:
 
 
 def _record(op: str, shape: Any, tiles: dict[str, int]) -> None:
-    from opbench.tune import records
+    from opbench import tuned as records
 
     records.save(
         {
@@ -248,7 +248,7 @@ def test_the_backward_pass_is_tuned_and_its_record_reaches_sweep_tuned(
 
 
 def test_tuned_conv_and_lstm_records_reach_the_facade_and_sweeps(tmp_path: Path, monkeypatch: Any) -> None:
-    from opbench.tune import records
+    from opbench import tuned as records
 
     monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(tmp_path / "records"))
     conv_shape, lstm_shape = SHAPES["conv"][1], SHAPES["lstm"][1]

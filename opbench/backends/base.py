@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -176,6 +176,27 @@ class Backend(ABC):
     @abstractmethod
     def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         """Build a Prepared for one case; raises on failure (the sweep records the reason)."""
+
+    # The parameters a case of this backend may be given besides the case (the run's options for it, an A/B
+    # side's NAME=VALUE): none unless a backend names them.
+    param_names: ClassVar[tuple[str, ...]] = ()
+
+    def parse_param(self, name: str, text: str) -> Any:
+        """NAME=VALUE of an A/B side (`cpp:tile_m=56`): the value, checked and converted; ValueError naming
+        what is wrong."""
+        raise ValueError(f"{self.name} takes no parameters")
+
+    def case_params(
+        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
+    ) -> dict[str, Any]:
+        """What one case is prepared with (`prepare`'s params), from the run's options for this backend
+        (SweepConfig.backend_options; a lookup such as --tuned is the backend's own). None by default."""
+        return {}
+
+    def build(self) -> str | None:
+        """What identifies this backend's compiled code beyond version() (history.py: a rebuilt kernel is a
+        new case, not a change of the machine); None where the backend has none of its own."""
+        return None
 
     def notes(self, op: str, dtype: str) -> list[str]:
         """Known caveats worth printing beside this backend's numbers."""

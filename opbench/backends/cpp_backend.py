@@ -3,7 +3,9 @@ with the GIL released."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import hashlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -14,8 +16,20 @@ from opbench.dtypes import Array
 from opbench.errors import BackendUnavailable
 from opbench.ops import get_op
 from opbench.tiles import THRESHOLDS, TILE_KEYS, Tiles
+from opbench.tuned import tuned
 
 TILES = tuple(TILE_KEYS)
+
+
+@functools.lru_cache(maxsize=1)
+def extension_hash() -> str:
+    """A short hash of our compiled kernels (the _core extension's file), so that a rebuilt kernel is a new
+    case rather than a change of the machine (history.py)."""
+    digest = hashlib.sha256()
+    with open(kernels.extension_file(), "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 class _CppCase(Prepared):
@@ -82,6 +96,7 @@ class CppBackend(Backend):
     # fp16 is widened in packing and accumulated in fp32, bf16 pairs multiplied exactly and summed in fp32
     # (the base class's assumption); the recurrent cells' gates and state stay fp32, only h and c rounded
     half_cells = False
+    param_names = ("tile_m", "tile_n", "tile_k", "isa", "accumulate")
 
     def __init__(self) -> None:
         self._threads = 1
@@ -99,6 +114,35 @@ class CppBackend(Backend):
         if device != "cpu":
             raise BackendUnavailable(f"cpp kernels run on the CPU only, not on {device}")
         self._threads = threads
+
+    def parse_param(self, name: str, text: str) -> Any:
+        if name.startswith("tile_"):
+            if not text.isdigit() or int(text) < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got '{text}'")
+            return int(text)
+        if name == "isa":
+            if text not in kernels.known_isas():
+                raise ValueError(f"unknown isa '{text}' (known: {', '.join(kernels.known_isas())})")
+            return text
+        if text not in ("fp32", "fp16"):
+            raise ValueError(f"accumulate must be fp32 or fp16, got '{text}'")
+        return text
+
+    def case_params(
+        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
+    ) -> dict[str, Any]:
+        """The run's tiles, ISA and accumulation for our kernels. With --tuned (options["tuned"]) the tiles
+        `opbench tune` recorded for this case on this machine are looked up here, once per case when it is
+        built (the kernels do not read the tuner's records), and named in the record's tiles_source."""
+        params = {k: v for k, v in options.items() if k != "tuned"}
+        if options.get("tuned"):
+            tiles, note = tuned(op, shape, dtype, threads)
+            params.update(tiles, tiles_note=note)
+        return params
+
+    def build(self) -> str | None:
+        """A short hash of our compiled kernels (the _core extension's file)."""
+        return extension_hash()
 
     def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
         """The tiles and kernel set that ran (as the record's details name them), so that the repro does not

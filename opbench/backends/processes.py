@@ -13,6 +13,7 @@ only) stays in this process, and its records say so.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from opbench.backends import BACKENDS, make_backend, plugins
@@ -41,8 +42,16 @@ class ProcessBackend(RemoteBackend):
     def notes(self, op: str, dtype: str) -> list[str]:
         return []
 
-    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
+    def case_params(
+        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
+    ) -> dict[str, Any]:
+        # what the backend asks for is decided here, as in a sweep without workers (a --tuned lookup)
+        return make_backend(self.backend, registered=False).case_params(options, op, shape, dtype, threads)
 
+    def build(self) -> str | None:
+        return make_backend(self.backend, registered=False).build()  # this opbench's, as the workers'
+
+    def repro_args(self, params: dict[str, Any], details: dict[str, Any]) -> tuple[list[str], list[str]]:
         # the backend's own command and options (this opbench's, not another environment's)
         return make_backend(self.backend, registered=False).repro_args(
             {**params, **self._worker.fixed}, details

@@ -6,13 +6,11 @@ both share the library's thread pool (`pool`), so that switching between them co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from opbench.backends.base import Backend, Prepared
 from opbench.dtypes import Array
-
-# The parameters a side may fix, per backend (what the sweep's options give that backend).
-SIDE_PARAMS = {"cpp": ("tile_m", "tile_n", "tile_k", "isa", "accumulate")}
 
 
 class SideBackend(Backend):
@@ -43,6 +41,14 @@ class SideBackend(Backend):
 
     def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
         return self.inner.prepare(op, shape, inputs, {**params, **self.fixed})
+
+    def parse_param(self, name: str, text: str) -> Any:
+        return self.inner.parse_param(name, text)
+
+    def case_params(
+        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
+    ) -> dict[str, Any]:
+        return self.inner.case_params(options, op, shape, dtype, threads)
 
     def notes(self, op: str, dtype: str) -> list[str]:
         return self.inner.notes(op, dtype)

@@ -17,13 +17,12 @@ from typing import Any
 
 from opbench.backends import BACKENDS, make_backend, parse_backends, plugins, register
 from opbench.backends.remote import RemoteBackend
-from opbench.backends.side import SIDE_PARAMS, SideBackend
+from opbench.backends.side import SideBackend
 from opbench.backends.user_backend import UserKernelBackend
 from opbench.cli.sweep import nothing_to_run, plans_from_args, sweep_configs
 from opbench.display.ab import AbObserver, print_ab
 from opbench.errors import UsageError
 from opbench.files import json_text, reserve
-from opbench.kernels import known_isas
 from opbench.machine import utc_stamp
 from opbench.report import ab as verdicts
 from opbench.repro import command
@@ -79,10 +78,13 @@ def _remote_side(name: str, text: str) -> Any:
 
 
 def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
-    """NAME=VALUE,... fixed for every case of a side, checked against what `backend` takes."""
-    allowed = SIDE_PARAMS.get(backend, ())
+    """NAME=VALUE,... fixed for every case of a side, checked by `backend` (what it takes:
+    Backend.param_names; each value: Backend.parse_param)."""
+    made = make_backend(backend, registered=False)
+    allowed = made.param_names
     if not allowed:
-        raise UsageError(f"side '{side}': {backend} takes no parameters (only cpp does: tiles, isa)")
+        takers = ", ".join(name for name, cls in BACKENDS.items() if cls.param_names)
+        raise UsageError(f"side '{side}': {backend} takes no parameters (only {takers} does)")
     out: dict[str, Any] = {}
     for item in (t.strip() for t in text.split(",") if t.strip()):
         key, sep, value = item.partition("=")
@@ -90,18 +92,10 @@ def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
             raise UsageError(
                 f"side '{side}': expected NAME=VALUE with NAME one of {', '.join(allowed)}, got '{item}'"
             )
-        if key.startswith("tile_"):
-            if not value.isdigit() or int(value) < 1:
-                raise UsageError(f"side '{side}': {key} must be an integer >= 1, got '{value}'")
-            out[key] = int(value)
-        elif key == "isa":
-            if value not in known_isas():
-                raise UsageError(f"side '{side}': unknown isa '{value}' (known: {', '.join(known_isas())})")
-            out[key] = value
-        else:
-            if value not in ("fp32", "fp16"):
-                raise UsageError(f"side '{side}': accumulate must be fp32 or fp16, got '{value}'")
-            out[key] = value
+        try:
+            out[key] = made.parse_param(key, value)
+        except ValueError as e:
+            raise UsageError(f"side '{side}': {e}") from None
     return out
 
 

@@ -129,7 +129,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cli_backends = parse_backends(args.backend) if args.backend is not None else None
     if cli_backends and extra and extra[0] in cli_backends:
         extra = ()  # --backend names the kernel itself (a repro command does)
-    cpp_params = {
+    ours = {  # the cpp backend's options (its flags; CppBackend.case_params reads them)
         "tile_m": args.tile_m,
         "tile_n": args.tile_n,
         "tile_k": args.tile_k,
@@ -148,7 +148,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         plans,
         suite,
         lambda plan: (*(cli_backends or plan.backends or plan.op.default_backends), *extra),
-        cpp_params,
+        {"cpp": ours},
     )
     return _run_sweeps(configs, meta, out_dir, formats, quiet=args.quiet, verbose=args.verbose)
 
@@ -158,7 +158,7 @@ def sweep_configs(
     plans: list[Any],
     suite: dict[str, Any] | None,
     backends_of: Callable[[SweepPlan], Sequence[str]],
-    cpp_params: dict[str, Any],
+    backend_options: dict[str, dict[str, Any]],
     paired: bool = False,
 ) -> tuple[list[Any], Path, list[str], dict[str, Any]]:
     """The sweep configs of `plans` with the measurement options both sweep and ab take, mapped from the
@@ -186,7 +186,7 @@ def sweep_configs(
         passes=passes,
         verify=not args.no_verify,
         seed=args.seed,
-        cpp_params=cpp_params,
+        backend_options=backend_options,
         max_memory_bytes=budget,
         max_call_s=args.max_call_s,
         verify_max_gflop=args.verify_max_gflop,

@@ -108,7 +108,7 @@ def gemm(
     tiles, an opbench.Tiles (or a record's tile dict), says how it runs (None: every default): m / n / k,
     the cache-blocking sizes (None: derived from this CPU's caches); threads (None: the cores this process
     may use); isa, a kernel set ("avx512", "avx2", "ref"; None: the best this CPU runs, or $OPBENCH_ISA).
-    opbench.tune.records.tuned_tiles(m, n, k, dtype, threads) returns the Tiles `opbench tune` recorded for
+    opbench.tuned.tuned_tiles(m, n, k, dtype, threads) returns the Tiles `opbench tune` recorded for
     this problem on this machine (or for the nearest tuned shape) with a note saying which.
     accumulate="fp16" (float16 inputs only, opt-in) sums each tile_k block of products in fp16 with an
     fp16-accumulating kernel and the blocks in fp32: twice the FMA rate on AVX512-FP16, with an error that
@@ -164,7 +164,7 @@ def conv2d(
     channels and tiles.n output pixels per work unit, tiles.k the depth of a rank-k update (None: from the
     cache model; `prepare_conv2d(...).tiles()` reports what is used), with tiles.threads and tiles.isa as
     in gemm; fp16 accumulates in fp32. stride and dilation are an int or an (h, w) pair; padding too, or
-    (top, bottom, left, right). opbench.tune.records.tuned_conv2d_tiles(x, w, stride, padding, dilation,
+    (top, bottom, left, right). opbench.tuned.tuned_conv2d_tiles(x, w, stride, padding, dilation,
     groups, threads) returns the Tiles `opbench tune conv` recorded (exact or nearest shape) with a note
     saying which. Raises ValueError on invalid input."""
     plan = prepare_conv2d(

@@ -95,7 +95,7 @@ def _as_tiles(tiles: object, lookup: str) -> Tiles:
     if isinstance(tiles, str) and tiles == "tuned":
         # The facade does not read the tuner's records (that would make the kernels depend on the tuner);
         # the caller looks them up.
-        raise ValueError(f"tiles='tuned': pass tiles=opbench.tune.records.{lookup}[0]")
+        raise ValueError(f"tiles='tuned': pass tiles=opbench.tuned.{lookup}[0]")
     if tiles is None:
         return Tiles()
     if isinstance(tiles, Mapping):

@@ -5,7 +5,7 @@ and the states are carried in fp32 between steps).
 Each is built the same way: the input projection of all steps is one GEMM, each step's recurrent product
 a second GEMM (W_hh packed once per call), and the gate activations are fused in a vectorised cell per
 ISA. tiles (an opbench.Tiles, or a record `opbench tune` saved:
-opbench.tune.records.tuned_recurrent_tiles(op, x, w_hh, threads)[0]) block both GEMMs and say the threads
+opbench.tuned.tuned_recurrent_tiles(op, x, w_hh, threads)[0]) block both GEMMs and say the threads
 and kernel set. Invalid input raises ValueError naming the problem."""
 
 from __future__ import annotations
@@ -145,6 +145,6 @@ def lstm(
     tiles: TilesArg = None,
 ) -> tuple[Array, tuple[Array, Array]]:
     """LSTM forward, gates i, f, g, o as torch.nn.LSTM: w_ih is 4H x I, w_hh 4H x H, biases 4H, h0 and c0
-    B x H. Returns (y, (h_n, c_n)). tiles: opbench.tune.records.tuned_lstm_tiles(x, w_hh, threads)[0]."""
+    B x H. Returns (y, (h_n, c_n)). tiles: opbench.tuned.tuned_lstm_tiles(x, w_hh, threads)[0]."""
     y, (h_n, c_n) = prepare_lstm(x, w_ih, w_hh, b_ih, b_hh, h0, c0, tiles=tiles).output()
     return y, (h_n, c_n)

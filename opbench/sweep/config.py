@@ -29,7 +29,8 @@ class SweepConfig:
     timer: TimerConfig = field(default_factory=TimerConfig)
     verify: bool = True
     seed: int = 0
-    cpp_params: dict[str, Any] = field(default_factory=dict)  # tile_m/tile_n/tile_k/isa for our kernels
+    # per backend name, the run's options for it (Backend.case_params makes a case's parameters of them)
+    backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_memory_bytes: int | None = None  # a case needing more is skipped ('memory')
     max_call_s: float = 60.0  # a case predicted to take longer per call is skipped ('predicted')
     verify_max_gflop: float = 60.0  # float64 verification costlier than this is skipped (and said so)
@@ -61,7 +62,7 @@ class SweepOptions:
     passes: tuple[str, ...] = ("fwd",)
     verify: bool = True
     seed: int = 0
-    cpp_params: dict[str, Any] = field(default_factory=dict)
+    backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_memory_bytes: int | None = None
     max_call_s: float = 60.0
     verify_max_gflop: float = 60.0
@@ -93,7 +94,7 @@ def configs_for(
                 timer=options.timer,
                 verify=options.verify,
                 seed=options.seed,
-                cpp_params=options.cpp_params,
+                backend_options=options.backend_options,
                 max_memory_bytes=options.max_memory_bytes,
                 max_call_s=options.max_call_s,
                 verify_max_gflop=options.verify_max_gflop,

@@ -185,7 +185,9 @@ def run_sweep(
                 group = []
                 for name in cfg.backends:
                     group.append(len(cases))
-                    cases.append(CaseRun(len(cases), i, make_case(cfg, shape, dtype, name, pass_name)))
+                    cases.append(
+                        CaseRun(len(cases), i, make_case(cfg, shape, dtype, states[name].backend, pass_name))
+                    )
                 groups.append(group)
 
     def peak_of(case: CaseRun) -> dict[str, Any] | None:

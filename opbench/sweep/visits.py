@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from opbench import kernels
+from opbench.backends.base import Backend
 from opbench.backends.remote import RemoteBackend
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.dtypes import Inputs
@@ -33,7 +34,6 @@ from opbench.sweep.caseresult import case_result
 from opbench.sweep.caserun import CaseRun
 from opbench.sweep.config import BackendState, SweepConfig, one_line, processes
 from opbench.timing import Timer
-from opbench.tune.records import tuned
 
 # A first visit whose samples took more than this many times the round's --max-time-s share is not
 # visited again (one round: the rounds of a slow case would multiply the sweep's time).
@@ -78,14 +78,15 @@ def case_factors(cfg: SweepConfig, shape: Any) -> dict[str, Any]:
     return dict(cfg.op.factors(cfg.unscaled[cfg.shapes.index(shape)]))
 
 
-def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: str, pass_name: str = "fwd") -> Case:
-    """The Case of (shape, pass, dtype, backend) in this sweep, with the backend parameters it runs with."""
+def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: Backend, pass_name: str = "fwd") -> Case:
+    """The Case of (shape, pass, dtype, backend) in this sweep, with the parameters the backend makes of the
+    run's options for it (Backend.case_params: our kernels' tiles, ISA, accumulation and --tuned lookup)."""
     op = pass_of(cfg.op, pass_name)
     return Case(
         op=op,
         shape=shape,
         dtype=dtype,
-        backend=backend,
+        backend=backend.name,
         threads=cfg.threads,
         device=cfg.device,
         params=_params(cfg, backend, shape, dtype, op.key),
@@ -93,18 +94,9 @@ def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: str, pass_name:
     )
 
 
-def _params(cfg: SweepConfig, backend: str, shape: Any, dtype: str, key: str) -> dict[str, Any]:
-    """What the backend is asked for besides the case: our kernels' tiles, ISA and accumulation. With
-    --tuned, the tiles `opbench tune` recorded for this case on this machine are looked up here, once
-    per case when it is built (the kernels do not read the tuner's records), and named in the record's
-    tiles_source."""
-    if backend != "cpp":
-        return {}
-    params = {k: v for k, v in cfg.cpp_params.items() if k != "tuned"}
-    if cfg.cpp_params.get("tuned"):
-        tiles, note = tuned(key, shape, dtype, cfg.threads)
-        params.update(tiles, tiles_note=note)
-    return params
+def _params(cfg: SweepConfig, backend: Backend, shape: Any, dtype: str, key: str) -> dict[str, Any]:
+    options = cfg.backend_options.get(backend.name, {})
+    return backend.case_params(options, key, shape, dtype, cfg.threads)
 
 
 def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dtype: str) -> float | None:
@@ -122,7 +114,7 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dt
         return None
     try:
         inputs = op.make_inputs(small, dtype, cfg.seed)
-        prepared = st.backend.prepare(key, small, inputs, _params(cfg, st.backend.name, small, dtype, key))
+        prepared = st.backend.prepare(key, small, inputs, _params(cfg, st.backend, small, dtype, key))
         prepared.run(1)
         seconds = prepared.run(1)
     except Exception:
@@ -343,7 +335,7 @@ def measure_case(
     history: SpeedHistory,
 ) -> Result:
     """One case, one visit (what a single-round sweep does per case): decided, then verified and timed."""
-    case = CaseRun(0, 0, make_case(cfg, shape, dtype, st.backend.name))
+    case = CaseRun(0, 0, make_case(cfg, shape, dtype, st.backend))
     need = case.case.op.memory_bytes(shape, dtype, reference=expected is not None)
     outcome = decide(cfg, st, case, need, history)
     if outcome.ok:

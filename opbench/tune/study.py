@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from opbench import tuned as records
 from opbench.errors import UsageError
 from opbench.ops import shape_label
-from opbench.tune import records
 from opbench.tune.config import (
     CONFIRM_TIMER,
     OBJECTIVES,
