@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from opbench.blocks import GuardsBlock, PeakBlock, ReferenceBlock, TimeBlock, VerifyBlock
 from opbench.ops import recorded
 from opbench.ops.base import Op
 
@@ -194,21 +195,22 @@ RECORD_FIELDS = (
 @dataclass(frozen=True)
 class Result:
     """What became of a Case: its outcome and, when it was timed, the measurement. The nested blocks
-    (time, peak, reference, verify, details) keep the record's own layout."""
+    (time, peak, reference, verify, guards: blocks.py) are typed in the record's own layout; details are
+    the backend's own."""
 
     case: Case
     outcome: Outcome = OK
     flops: int = 0
     min_bytes: int = 0
-    time: Mapping[str, Any] | None = None
+    time: TimeBlock | None = None
     gflops: float | None = None
     gflops_best: float | None = None
-    peak: Mapping[str, Any] | None = None
+    peak: PeakBlock | None = None
     utilization: float | None = None
     machine_speed: float | None = None
-    reference: Mapping[str, Any] | None = None
-    verify: Mapping[str, Any] | None = None
-    guards: Mapping[str, Any] | None = None  # what the too-good-to-be-true checks saw (sweep/visits.py)
+    reference: ReferenceBlock | None = None
+    verify: VerifyBlock | None = None
+    guards: GuardsBlock | None = None  # what the too-good-to-be-true checks saw (sweep/visits.py)
     details: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()

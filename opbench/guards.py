@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from opbench.blocks import GuardsBlock, PeakBlock
 from opbench.case import Case, Result, Status
 from opbench.ops import pass_of
 
@@ -50,12 +51,13 @@ def zero_fraction(output: Any) -> float | None:
     return zeros / size if size else None
 
 
-def zeros_guard(case: Case, output: Any, guards: dict[str, Any]) -> None:
+def zeros_guard(case: Case, output: Any, guards: GuardsBlock) -> None:
     """Count the output's zeros into `guards`; a reason starting 'mistrusted' when there are too many."""
     fraction = zero_fraction(output)
     expected_of = case.op.expected_zero_fraction
     expected = float(expected_of(case.shape)) if expected_of else 0.0
-    guards.update(zero_fraction=fraction, expected_zero_fraction=expected)
+    guards["zero_fraction"] = fraction
+    guards["expected_zero_fraction"] = expected
     if fraction is not None and fraction > expected + MISTRUST_ZEROS:
         guards.setdefault("reasons", []).append(
             f"mistrusted: {100 * fraction:.0f}% of the output is exactly zero, where the inputs give "
@@ -72,12 +74,13 @@ def useful_flops(case: Case) -> int:
     return round(case.flops * forward.useful_flops(case.shape) / forward.flops(case.shape))
 
 
-def peak_guard(case: Case, median_s: float, peak: dict[str, Any], guards: dict[str, Any]) -> list[str]:
+def peak_guard(case: Case, median_s: float, peak: PeakBlock, guards: GuardsBlock) -> list[str]:
     """The necessary work's GFLOPS into `guards`; a 'suspect' reason when it is above `peak` (the unit's,
     as utilization uses it: name, gflops)."""
     useful = useful_flops(case)
     useful_gflops = useful / median_s / 1e9
-    guards.update(useful_flops=useful, useful_gflops=useful_gflops)
+    guards["useful_flops"] = useful
+    guards["useful_gflops"] = useful_gflops
     if useful_gflops <= peak["gflops"]:
         return []
     return [
@@ -107,7 +110,7 @@ def peer_guard(results: list[Result]) -> list[Result]:
             continue
         peer_s, peer = min(peers)
         speedup = peer_s / r.time["median_s"]
-        guards = {**(r.guards or {}), "peer": peer, "peer_speedup": speedup}
+        guards: GuardsBlock = {**(r.guards or {}), "peer": peer, "peer_speedup": speedup}
         if speedup > SUSPECT_PEER_SPEEDUP:
             reason = (
                 f"suspect: {speedup:.0f}x faster than {peer}, the best other backend on this case (over "

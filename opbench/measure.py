@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opbench import sampling
+from opbench.blocks import ReferenceBlock, RoundBlock, TimeBlock
 from opbench.contention import Monitor, pooled
 from opbench.machine import wait_until_quiet
 from opbench.measurement import Measurement, stability_class
@@ -107,7 +108,7 @@ class Visit:
     def contended(self) -> bool:
         return bool(self.contention.get("contended"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> RoundBlock:
         m = self.measurement
         return {
             "n_samples": m.n,
@@ -239,7 +240,7 @@ def drifting(visits: list[Visit]) -> bool:
     return sampling.apart([v.measurement.samples_s for v in visits], DRIFT_MIN_REL)
 
 
-def _processes(kept: list[Visit], median_s: float) -> dict[str, Any]:
+def _processes(kept: list[Visit], median_s: float) -> TimeBlock:
     """The time block's process fields (sampling.py): the interval of the median over processes, then
     rounds, then samples (rounds, then samples, without processes), and with several processes, each one's
     median and the relative spread between them."""
@@ -248,15 +249,13 @@ def _processes(kept: list[Visit], median_s: float) -> dict[str, Any]:
         groups.setdefault(v.process if v.process is not None else -1 - i, []).append(v.measurement.samples_s)
     lo, hi = sampling.interval(list(groups.values()))
     named = {p: g for p, g in groups.items() if p >= 0}
-    out: dict[str, Any] = {"interval_s": [lo, hi], "interval_over": "processes" if named else "rounds"}
+    out: TimeBlock = {"interval_s": [lo, hi], "interval_over": "processes" if named else "rounds"}
     if named:
         per = sampling.by_process(named)
         medians = [float(x["median_s"]) for x in per]
-        out.update(
-            processes=len(per),
-            per_process=per,
-            between_processes=(max(medians) - min(medians)) / median_s if median_s > 0 else 0.0,
-        )
+        out["processes"] = len(per)
+        out["per_process"] = per
+        out["between_processes"] = (max(medians) - min(medians)) / median_s if median_s > 0 else 0.0
     return out
 
 
@@ -265,10 +264,10 @@ class Combined:
     """What the rounds of a case add up to."""
 
     measurement: Measurement
-    time: dict[str, Any]  # the record's time block
+    time: TimeBlock  # the record's time block
     flags: list[str]
     machine_speed: float | None
-    reference: dict[str, Any] | None  # in-run reference values (None without probes)
+    reference: ReferenceBlock | None  # in-run reference values (None without probes)
     kept: list[Visit] = field(default_factory=list)  # the rounds whose samples it holds
 
 
@@ -297,7 +296,7 @@ def combine(visits: list[Visit]) -> Combined:
     medians = [v.measurement.median_s for v in kept]
     within = statistics.median(v.measurement.rel_iqr for v in kept)
     spread = (max(medians) - min(medians)) / m.median_s if len(kept) > 1 and m.median_s > 0 else 0.0
-    time = {
+    time: TimeBlock = {
         **m.to_dict(),
         "rounds": len(kept),
         "rel_iqr_within": within,
@@ -335,7 +334,7 @@ def combine(visits: list[Visit]) -> Combined:
     fma_speeds = [v.fma_speed for v in kept if v.fma_speed is not None]
     cache_speeds = [v.cache_speed for v in kept if v.cache_speed is not None]
     indices = [x for v in kept if (x := v.speed_index) is not None]
-    reference = None
+    reference: ReferenceBlock | None = None
     if any(v.basis for v in kept):
         fma = [x for v in kept if (x := v.reference("fma")) is not None]
         triad = [x for v in kept if (x := v.reference("triad")) is not None]

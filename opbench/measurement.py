@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
+
+from opbench.blocks import MeasurementBlock
 
 # Relative IQR (IQR / median) above which a result is flagged, as torch.utils.benchmark warns.
 UNSTABLE_REL_IQR = 0.10
@@ -83,7 +84,7 @@ class Measurement:
         """stability_class of IQR/median over the samples."""
         return stability_class(self.rel_iqr, self.n)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MeasurementBlock:
         return {
             "n_samples": self.n,
             "loops": self.loops,

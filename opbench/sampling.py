@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from opbench.blocks import ProcessBlock
+
 BOOTSTRAP_DRAWS = 1000
 LEVEL = 0.95
 # A case's sensitivity to the speed index starts from the prior that the index explains it fully (1.0, what
@@ -91,10 +93,10 @@ def apart(groups: Sequence[Sequence[float]], floor: float) -> bool:
     return False
 
 
-def by_process(groups: Mapping[int, Sequence[Sequence[float]]]) -> list[dict[str, float | int]]:
+def by_process(groups: Mapping[int, Sequence[Sequence[float]]]) -> list[ProcessBlock]:
     """Per process: its median over its rounds' samples, its rounds, and its spread (the larger of the
     relative IQR of its samples and the relative spread of its round medians)."""
-    out: list[dict[str, float | int]] = []
+    out: list[ProcessBlock] = []
     for p in sorted(groups):
         rounds = [r for r in groups[p] if len(r)]
         pooled = [x for r in rounds for x in r]

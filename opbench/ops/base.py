@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import Array, Inputs
 from opbench.errors import UsageError
 from opbench.tiles import Tiles
@@ -38,7 +39,7 @@ class Check(Protocol[S_contra]):
         dtype: str,
         accumulate: str,
         bounds: dict[str, Array] | None = None,
-    ) -> dict[str, Any]: ...
+    ) -> VerifyBlock: ...
 
 
 class Plan(Protocol[S_contra]):

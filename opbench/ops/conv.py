@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from opbench import kernels
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.base import Op
@@ -243,7 +244,7 @@ def check(
     dtype: str,
     accumulate: str,
     bounds: dict[str, Array] | None = None,
-) -> dict[str, Any]:
+) -> VerifyBlock:
     bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
     return compare({"y": np.asarray(output)}, {"y": ref}, bounds, dtype)
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from opbench import kernels
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import conv, spot
 from opbench.ops.base import Op
@@ -152,7 +153,7 @@ def check(
     dtype: str,
     accumulate: str,
     bounds: dict[str, Array] | None = None,
-) -> dict[str, Any]:
+) -> VerifyBlock:
     """output = (dx, dw), against the float64 gradients within gradient_bounds."""
     dx, dw = output
     bounds = bounds or gradient_bounds(shape, inputs, ref, accumulate, dtype)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from opbench import kernels
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import spot
 from opbench.ops.base import Op
@@ -166,7 +167,7 @@ def check(
     dtype: str,
     accumulate: str,
     bounds: dict[str, Array] | None = None,
-) -> dict[str, Any]:
+) -> VerifyBlock:
     """Compare an output with the float64 reference against the bound for that accumulation precision
     (`bounds`: error_bounds, if already computed)."""
     bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from opbench import kernels
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
 from opbench.ops import gemm, spot
 from opbench.ops.base import Op
@@ -92,7 +93,7 @@ def check(
     dtype: str,
     accumulate: str,
     bounds: dict[str, Array] | None = None,
-) -> dict[str, Any]:
+) -> VerifyBlock:
     """output = (da, db), within error_bounds."""
     da, db = output
     bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)

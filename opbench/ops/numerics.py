@@ -26,10 +26,9 @@ outputs pass 10% errors).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF, Array, finfo
 
 # Standard deviations (in Hoeffding's scale u * sqrt(V)) a correct sum's error may reach.
@@ -118,7 +117,7 @@ def dot_bound(
 
 def compare(
     outputs: dict[str, Array], refs: dict[str, Array], bounds: dict[str, Array], dtype: str
-) -> dict[str, Any]:
+) -> VerifyBlock:
     """Check each named output against its reference and bound. Returns {'ok', 'max_err_ratio' (largest
     |err| / bound; <= 1 passes), 'max_rel_err' (largest |err| / max |ref|), 'worst' (which output)}.
     Every output must be in the case's dtype: one in another format was computed in another precision (a

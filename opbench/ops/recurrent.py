@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from opbench import kernels
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, dtype_name
 from opbench.ops import spot
 from opbench.ops.base import Op, Plan
@@ -276,7 +277,7 @@ def check(
     dtype: str,
     accumulate: str,
     bounds: dict[str, Array] | None = None,
-) -> dict[str, Any]:
+) -> VerifyBlock:
     """output as numpy arrays in PyTorch's return structure: (y, h_n), or (y, (h_n, c_n)) for the LSTM;
     `accumulate` names the unit (UNITS). The bound is LAMBDA times the propagated scale, plus the dtype's
     smallest rounding."""

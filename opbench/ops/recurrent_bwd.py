@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from opbench import kernels
+from opbench.blocks import VerifyBlock
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array
 from opbench.ops import recurrent as fwd
 from opbench.ops import rnn, spot
@@ -283,7 +284,7 @@ def check(
     dtype: str,
     accumulate: str,
     bounds: dict[str, Array] | None = None,
-) -> dict[str, Any]:
+) -> VerifyBlock:
     """output = (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]) in that order."""
     names = GRAD_NAMES[: len(ref["grads"])]
     outs = {n: np.asarray(v) for n, v in zip(names, output, strict=True)}

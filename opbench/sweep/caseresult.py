@@ -9,8 +9,10 @@ the record."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
+from opbench.blocks import PeakBlock, ReferenceBlock, TimeBlock
 from opbench.case import Result
 from opbench.guards import peak_guard
 from opbench.measure import QUIET_MAX_WAIT_S, combine
@@ -30,6 +32,11 @@ def _probe_name(key: str) -> str:
     )
 
 
+def _peak_block(peak: Mapping[str, Any]) -> PeakBlock:
+    """The peak a utilization is against, as the record names it (a peak table's entry holds more)."""
+    return {"gflops": peak["gflops"], "source": peak["source"], "name": peak["name"]}
+
+
 def case_result(
     case: CaseRun, peak: dict[str, Any] | None, sensitivity: dict[str, Any] | None = None
 ) -> Result:
@@ -38,7 +45,7 @@ def case_result(
     visits of the case's backend, op and dtype) says how far its speed follows the in-run FMA probe: its
     utilization is against the machine's best probe, slowed by the probe beside it only that far."""
     notes, flags = list(case.notes), []
-    guards = dict(case.guards)
+    guards = case.guards.copy()
     reasons = list(guards.get("reasons", []))
     verify = case.verify
     if case.timed:
@@ -52,7 +59,7 @@ def case_result(
                          guards=guards or None, **base)  # fmt: skip
     c = combine(case.visits)
     m = c.measurement
-    time = {**c.time, "method": case.method}
+    time: TimeBlock = {**c.time, "method": case.method}
     if time["settle_s"] >= QUIET_MAX_WAIT_S:
         notes.append(
             f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
@@ -77,7 +84,7 @@ def case_result(
     gflops = flops / m.median_s / 1e9 if m.median_s > 0 else None
     gflops_best = flops / m.min_s / 1e9 if m.min_s > 0 else None
     flags += c.flags
-    used = beside = peak
+    used = beside = None if peak is None else _peak_block(peak)
     reference = c.reference
     if reference is not None and reference["fma_gflops"]:
         name = _probe_name(case.visits[0].before["fma"].key)
@@ -89,7 +96,7 @@ def case_result(
             used = {"gflops": corrected["gflops"], "source": "in-run", "name": f"{name}; {corrected['how']}"}
     peak_used, utilization = None, None
     if used is not None and beside is not None and gflops is not None:
-        peak_used = {k: used[k] for k in ("gflops", "source", "name")}
+        peak_used = used
         utilization = gflops / used["gflops"]
         if reference is not None and reference is not c.reference:
             reference["utilization_beside"] = gflops / beside["gflops"]
@@ -119,7 +126,7 @@ def case_result(
 
 
 def corrected_peak(
-    reference: dict[str, Any],
+    reference: ReferenceBlock,
     sensitivity: dict[str, Any] | None,
     rounds: list[tuple[tuple[float, ...], float | None]],
 ) -> dict[str, Any] | None:
@@ -130,10 +137,10 @@ def corrected_peak(
     median against the best probe: a round on a slow machine is corrected by its own probe, not by the
     run's median one. Returned as the peak that gives that utilization for the case's GFLOPS (at most the
     best: a probe is never faster than its best). None without an FMA probe beside it."""
-    speed = reference.get("fma_speed")
-    if not speed or not reference.get("fma_gflops"):
+    speed, beside = reference.get("fma_speed"), reference.get("fma_gflops")
+    if not speed or not beside:
         return None
-    best = reference["fma_gflops"] / speed
+    best = beside / speed
     known = sensitivity is not None
     sens = sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}
     s = float(sens["value"]) if sens.get("value") is not None else 1.0

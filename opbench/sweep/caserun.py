@@ -4,8 +4,9 @@ its timed output (`TimedCheck`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
+from opbench.blocks import GuardsBlock, TimedCheckBlock, VerifyBlock
 from opbench.case import OK, Case, Outcome
 from opbench.dtypes import Inputs
 from opbench.measure import Visit
@@ -24,8 +25,8 @@ class TimedCheck:
     checked: str | None = None  # what was recomputed (the op's spot part)
     reason: str | None = None  # why it is wrong
 
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+    def to_dict(self) -> TimedCheckBlock:
+        return cast(TimedCheckBlock, {k: v for k, v in asdict(self).items() if v is not None})
 
 
 @dataclass
@@ -37,7 +38,7 @@ class CaseRun:
     shape_index: int
     case: Case
     outcome: Outcome = OK
-    verify: dict[str, Any] | None = None
+    verify: VerifyBlock | None = None
     details: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     visits: list[Visit] = field(default_factory=list)
@@ -48,7 +49,8 @@ class CaseRun:
     # (KEEP_PREPARED_BYTES); `keep` says whether it does
     prepared: dict[int, Any] = field(default_factory=dict)
     keep: bool = False
-    guards: dict[str, Any] = field(default_factory=dict)  # what the guards saw (zero_fraction: first visit)
+    # what the guards saw (zero_fraction: the first visit's)
+    guards: GuardsBlock = field(default_factory=GuardsBlock)
     repro: str | None = None  # the command that measures this case again (repro.py)
     accumulate: str = ""  # what its verification bounds assume (Backend.accumulation, or its details)
     inputs: Inputs | None = None  # the values its prepared case computes on (between checks)

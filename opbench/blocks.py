@@ -1,0 +1,153 @@
+"""The nested blocks of a result record, typed: each is the record's own JSON layout (results files keep it,
+schema v10), declared as a TypedDict so that mypy checks every key that is written or read. They are built
+by the measurement path (time, reference), the sweep (peak, verify, guards) and read back from any readable
+file by case.Result.from_record; `details` stays the backend's own (what it ran with, by its names)."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+
+class MeasurementBlock(TypedDict):
+    """One set of timed samples (measurement.Measurement.to_dict)."""
+
+    n_samples: int
+    loops: int
+    median_s: float
+    iqr_s: float
+    min_s: float
+    mean_s: float
+    std_s: float
+    rel_iqr: float
+    stability: str
+    single_sample: bool
+    cold_cache: bool
+    first_call: bool
+    samples_s: list[float]
+
+
+class RoundBlock(TypedDict, total=False):
+    """One visit of a case (measure.Visit.to_dict), and whether the combined time kept it."""
+
+    n_samples: int
+    loops: int
+    median_s: float
+    rel_iqr: float
+    fma_gflops: float | None
+    cache_gbs: float | None
+    triad_gbs: float | None
+    machine_speed: float | None
+    speed_index: float | None
+    throttled: bool
+    handoff_ns: float | None
+    apart: bool
+    probes: dict[str, dict[str, Any]]
+    settle_s: float
+    contention: dict[str, Any] | None
+    process: int
+    offsets: dict[str, int]
+    kept: bool
+
+
+class ProcessBlock(TypedDict):
+    """One worker process's share of a case's rounds (--processes; sampling.by_process)."""
+
+    process: int
+    median_s: float
+    rounds: int
+    n_samples: int
+    rel_spread: float
+
+
+class TimeBlock(TypedDict, total=False):
+    """A case's time over its kept rounds (measure.combine), and how it was taken (`method`)."""
+
+    n_samples: int
+    loops: int
+    median_s: float
+    iqr_s: float
+    min_s: float
+    mean_s: float
+    std_s: float
+    rel_iqr: float
+    stability: str
+    single_sample: bool
+    cold_cache: bool
+    first_call: bool
+    samples_s: list[float]
+    rounds: int
+    rel_iqr_within: float
+    rel_spread_rounds: float
+    dropped_rounds: int
+    per_round: list[RoundBlock]
+    settle_s: float
+    interval_s: list[float]
+    interval_over: str
+    processes: int
+    per_process: list[ProcessBlock]
+    between_processes: float
+    method: str
+
+
+class ReferenceBlock(TypedDict, total=False):
+    """The in-run reference beside a case: its probes' medians over the kept rounds and how its
+    utilization was corrected (caseresult.corrected_peak)."""
+
+    basis: str | None
+    fma_gflops: float | None
+    triad_gbs: float | None
+    handoff_ns: float | None
+    fma_speed: float | None
+    cache_gbs: float | None
+    cache_speed: float | None
+    speed_index: float | None
+    fma_best_gflops: float
+    sensitivity: dict[str, Any]
+    utilization_beside: float
+    utilization_best: float
+
+
+class PeakBlock(TypedDict):
+    """The peak a case's utilization is against: its GFLOPS, where it came from, and its name."""
+
+    gflops: float
+    source: str
+    name: str
+
+
+class TimedCheckBlock(TypedDict, total=False):
+    """The check of one visit's timed output (sweep/caserun.TimedCheck)."""
+
+    round: int
+    ok: bool
+    max_err_ratio: float | None
+    inputs: str
+    checked: str | None
+    reason: str
+    skipped: str
+
+
+class VerifyBlock(TypedDict, total=False):
+    """The float64 check of a case's first call (ops.numerics.compare and the assumption it was checked
+    under), or why it was skipped, and the checks of its timed calls."""
+
+    ok: bool
+    reason: str
+    max_err_ratio: float | None
+    max_rel_err: float | None
+    worst: str
+    accumulate_assumed: str
+    skipped: str
+    timed: list[TimedCheckBlock]
+
+
+class GuardsBlock(TypedDict, total=False):
+    """What the too-good-to-be-true checks saw (guards.py), and the reasons they give."""
+
+    zero_fraction: float | None
+    expected_zero_fraction: float
+    useful_flops: int
+    useful_gflops: float | None
+    reasons: list[str]
+    peer: str
+    peer_speedup: float
