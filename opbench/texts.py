@@ -3,6 +3,7 @@ alike: times, spreads, ratios, tilings, and an A/B or compare row's speed-up wit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from opbench.case import DOUBT_MARK, marked
@@ -40,7 +41,7 @@ def tiles_text(tiles: dict[str, int] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "cache-model default"
 
 
-def speedup_text(row: dict[str, Any]) -> str:
+def speedup_text(row: Mapping[str, Any]) -> str:
     if row["speedup"] is None:
         return "-"
     lo, hi = (factor_text(x)[:-1] for x in row["speedup_ci"])
@@ -52,7 +53,7 @@ def factor_text(x: float) -> str:
     return f"{x:.3f}x" if 0.01 <= x < 100 else f"{x:.3g}x"
 
 
-def summary_text(result: dict[str, Any]) -> str:
+def summary_text(result: Mapping[str, Any]) -> str:
     s = result["summary"]
     counts = ", ".join(f"{v} {n}" for v, n in s["counts"].items() if n)
     geo = "-" if s["geomean_speedup"] is None else factor_text(s["geomean_speedup"])

@@ -14,6 +14,7 @@ import pytest
 
 from opbench import backends
 from opbench.backends.base import Backend, Prepared
+from opbench.case import Result
 from opbench.cli.ab import exit_code
 from opbench.measure import Bench
 from opbench.ops import gemm
@@ -126,12 +127,10 @@ def _ab_on_fake_clock(a: FakeBackend, b: FakeBackend, threshold: float | None = 
         paired=True,
     )
     states = setup_backends(cfg.backends, 1, "cpu")
-    records: dict[int, dict[str, Any]] = {}
+    results: dict[int, Result] = {}
     bench = Bench(Timer(cfg.timer))  # no in-run probes: the clock is fake
-    driver.run_sweep(
-        cfg, states, {}, lambda rs: records.update({i: r.to_record() for i, r in rs}), bench=bench
-    )
-    return ab.analyse(list(records.values()), a.name, b.name, threshold)
+    driver.run_sweep(cfg, states, {}, lambda rs: results.update(rs), bench=bench)
+    return ab.analyse(list(results.values()), a.name, b.name, threshold)
 
 
 def test_a_faster_b_is_faster_every_time_on_a_noisy_fake_clock() -> None:
@@ -434,18 +433,19 @@ def test_a_killed_worker_fails_one_case_and_the_next_gets_a_new_one() -> None:
     backend._worker.stop()
 
 
-def _record(backend: str, per_call: float, speeds: tuple[float, ...]) -> dict[str, Any]:
-    """A sweep record of a gemm case whose rounds ran at `per_call` s, with the machine at `speeds`."""
+def _record(backend: str, per_call: float, speeds: tuple[float, ...]) -> Result:
+    """A sweep record of a gemm case whose rounds ran at `per_call` s, with the machine at `speeds`, read
+    back as a Result."""
     rng = np.random.default_rng(len(backend))
     rounds = [list(per_call * (1 + 0.002 * rng.standard_normal(5))) for _ in speeds]
     samples = [s for r in rounds for s in r]
-    return {
+    return Result.from_record({
         "op": "gemm", "pass": "fwd", "label": "8x8x8", "dtype": "fp32", "backend": backend, "status": "ok",
         "shape": {"m": 8, "n": 8, "k": 8}, "flags": [], "verify": {"ok": True},
         "time": {"median_s": float(np.median(samples)), "samples_s": samples, "rel_iqr": 0.003,
                  "rel_spread_rounds": 0.003,
                  "per_round": [{"n_samples": 5, "kept": True, "machine_speed": s} for s in speeds]},
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def test_a_machine_that_moved_between_the_sides_makes_a_verdict_ambiguous_only_if_it_explains_it() -> None:

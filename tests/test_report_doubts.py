@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import tiny_gemm_results
 
-from opbench.case import DOUBT_MARK, doubts
+from opbench.case import DOUBT_MARK, Result, doubts
 from opbench.report import ab, compare, inputs, model, plots, render
 
 
@@ -136,7 +136,7 @@ def test_compare_marks_a_change_measured_on_a_flagged_case(doc: dict[str, Any], 
 def test_ab_marks_its_speedups_and_counts_them_in_the_geomean(doc: dict[str, Any]) -> None:
     label = doc["records"][0]["label"]
     records = _flag(doc, "numpy", label, "throttled")["records"]
-    result = ab.analyse(records, "cpp", "numpy", 0.05)
+    result = ab.analyse([Result.from_record(r) for r in records], "cpp", "numpy", 0.05)
     rows = {r["label"]: r for r in result["rows"]}
     assert rows[label]["doubts"] == ["B: throttled"]
     other = next(k for k in rows if k != label)

@@ -19,6 +19,7 @@ from opbench.backends import BACKENDS, make_backend, parse_backends, plugins, re
 from opbench.backends.remote import RemoteBackend
 from opbench.backends.side import SideBackend
 from opbench.backends.user_backend import UserKernelBackend
+from opbench.case import Result
 from opbench.cli.sweep import nothing_to_run, plans_from_args, sweep_configs
 from opbench.display.ab import AbObserver, print_ab
 from opbench.errors import UsageError
@@ -120,17 +121,18 @@ def cmd_ab(args: argparse.Namespace) -> int:
         kept = ", ".join(str(p) for w in writers for p in w.paths.values()) or "nothing"
         print(f"opbench: interrupted; the finished cases are kept in {kept} (no verdicts)", file=sys.stderr)
         return 130
-    records = [r for w in writers for r in w.doc["records"]]
-    result = verdicts.analyse(records, a_name, b_name, args.threshold, seed=args.seed)
+    results = [Result.from_record(r) for w in writers for r in w.doc["records"]]
+    result = verdicts.analyse(results, a_name, b_name, args.threshold, seed=args.seed)
     for row in result["rows"]:
         row["repro"] = ab_command(args, row, configs)
-    result.update(command=args.command_line, results=[str(p) for w in writers for p in w.paths.values()])
+    result["command"] = args.command_line
+    result["results"] = [str(p) for w in writers for p in w.paths.values()]
     paths = write_ab(result, out_dir, formats)
     print_ab(observer.console, result, paths)
     return exit_code(result["summary"], args.fail_on or frozenset())
 
 
-def exit_code(summary: dict[str, Any], fail_on: frozenset[str]) -> int:
+def exit_code(summary: verdicts.AbSummary, fail_on: frozenset[str]) -> int:
     """--fail-on: 1 when a case is SLOWER (slower) or side B has no correct measurement of a case (failed:
     a wrong answer, a crash, a skip), else 0."""
     if "slower" in fail_on and summary["counts"]["SLOWER"]:
@@ -140,7 +142,7 @@ def exit_code(summary: dict[str, Any], fail_on: frozenset[str]) -> int:
     return 0
 
 
-def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]) -> str:
+def ab_command(args: argparse.Namespace, row: verdicts.AbRow, configs: list[Any]) -> str:
     """The `opbench ab` command that runs this one case again, both sides, with the run's settings."""
     cfg = next(c for c in configs if c.op.name == row["op"])
     shape = cfg.op.shape_from_case(row["shape"])
@@ -153,7 +155,7 @@ def ab_command(args: argparse.Namespace, row: dict[str, Any], configs: list[Any]
     return command(["opbench"], "ab", row["op"], shape, row["dtype"], row["pass"], cfg, index, sides)
 
 
-def write_ab(result: dict[str, Any], out_dir: Path, formats: list[str]) -> dict[str, Path]:
+def write_ab(result: verdicts.AbResult, out_dir: Path, formats: list[str]) -> dict[str, Path]:
     """ab-STAMP.json (kind opbench.ab) and .csv beside the results files, each written once, exclusively."""
     texts = {}
     if "json" in formats:

@@ -3,6 +3,7 @@ interval and verdict, and the summary."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ class AbObserver(RichObserver):
         return None
 
 
-def ab_table(result: dict[str, Any]) -> Table:
+def ab_table(result: Mapping[str, Any]) -> Table:
     table = Table(
         title=f"A = {result['a']}, B = {result['b']}: speed-up = time A / time B",
         title_justify="left",
@@ -54,7 +55,7 @@ def ab_table(result: dict[str, Any]) -> Table:
     return table
 
 
-def print_ab(console: Any, result: dict[str, Any], paths: dict[str, Path]) -> None:
+def print_ab(console: Any, result: Mapping[str, Any], paths: dict[str, Path]) -> None:
     console.print(ab_table(result))
     console.print(summary_text(result), soft_wrap=True)
     for path in [*result["results"], *map(str, paths.values())]:

@@ -27,23 +27,91 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypedDict
 
 import numpy as np
 
-from opbench.case import named_doubts
+from opbench.blocks import TimeBlock
+from opbench.case import Result, Status, named_doubts
 from opbench.dtypes import Array
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
 from opbench.texts import speedup_text, summary_text
 
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS", "FAILED")
+
+
+class AbSide(TypedDict, total=False):
+    """One side of a case as the A/B document shows it ({"status": "missing"} where it has no record)."""
+
+    backend: str
+    status: str
+    reason: str | None
+    median_s: float | None
+    gflops: float | None
+    utilization: float | None
+    peak: str | None
+    flags: list[str]
+    verify_ok: bool | None
+    repro: str | None
+
+
+# One case of an A/B run: its sides, the speed-up with its interval, the verdict and why ("pass" is a
+# keyword, hence the functional form).
+AbRow = TypedDict(
+    "AbRow",
+    {
+        "op": str,
+        "pass": str,
+        "shape": dict[str, Any],
+        "label": str,
+        "dtype": str,
+        "a": AbSide,
+        "b": AbSide,
+        "speedup": float | None,
+        "speedup_ci": list[float] | None,
+        "machine_b_over_a": float | None,
+        "doubts": list[str],
+        "verdict": str,
+        "reason": str,
+        "repro": str,
+    },
+    total=False,
+)
+
+
+class AbSummary(TypedDict):
+    cases: int
+    geomean_speedup: float | None
+    geomean_flagged: int
+    geomean_cases: int
+    counts: dict[str, int]
+    b_failed: int
+    fast_p: dict[str, float]
+
+
+class AbResult(TypedDict, total=False):
+    """The A/B document (opbench.ab): its sides, threshold, rows and summary; the command adds the command
+    line and the results files it read."""
+
+    a: str
+    b: str
+    threshold: float
+    threshold_source: str
+    noise: float
+    rows: list[AbRow]
+    summary: AbSummary
+    command: str
+    results: list[str]
+
+
 NOISE_FLOOR = 0.02
 BOOTSTRAP_DRAWS = 2000
 FAST_P = (1.0, 1.1, 1.5)
 
 
-def round_samples(time: dict[str, Any]) -> list[Array | None]:
+def round_samples(time: TimeBlock) -> list[Array | None]:
     """A record's per-call samples split by round, in visit order (None for a round the record dropped:
     throttled, or with our CPUs apart, and slower); one pool when the record does not say how they split
     (files before schema 7)."""
@@ -56,7 +124,7 @@ def round_samples(time: dict[str, Any]) -> list[Array | None]:
     return [samples[e - n : e] if n else None for n, e in zip(sizes, ends, strict=True)]
 
 
-def round_processes(time: dict[str, Any]) -> list[int | None]:
+def round_processes(time: TimeBlock) -> list[int | None]:
     """The worker process of each round of a record (--processes), in visit order; None where it ran in the
     sweep's own process."""
     return [r.get("process") for r in time.get("per_round") or []]
@@ -113,7 +181,7 @@ def speedup_interval(
     return point, float(min(lo, point)), float(max(hi, point))
 
 
-def machine_moved(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+def machine_moved(a: TimeBlock, b: TimeBlock) -> float | None:
     """How much faster the machine ran (its in-run reference) during B's visits than during A's of the same
     round, median over rounds (1.0: not at all); None where the records carry no reference."""
     ratios = []
@@ -124,13 +192,13 @@ def machine_moved(a: dict[str, Any], b: dict[str, Any]) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
-def noise(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> float:
+def noise(pairs: list[tuple[Result, Result]]) -> float:
     """The run's noise: median over cases and sides of max(relative IQR, spread of round medians)."""
     values = [
-        max(r["time"].get("rel_iqr") or 0.0, r["time"].get("rel_spread_rounds") or 0.0)
+        max(r.time.get("rel_iqr") or 0.0, r.time.get("rel_spread_rounds") or 0.0)
         for pair in pairs
         for r in pair
-        if r["status"] == "ok" and r.get("time")
+        if r.status is Status.OK and r.time
     ]
     return statistics.median(values) if values else 0.0
 
@@ -147,36 +215,36 @@ def verdict(lo: float, hi: float, threshold: float) -> str:
     return "AMBIGUOUS"
 
 
-def _correct(r: dict[str, Any]) -> bool:
-    v = r.get("verify") or {}
-    return r["status"] == "ok" and v.get("ok", True) and not set(r.get("flags") or ()) & set(DISTRUST_FLAGS)
+def _correct(r: Result) -> bool:
+    verified = r.verify.get("ok", True) if r.verify else True
+    return r.status is Status.OK and verified and not set(r.flags) & set(DISTRUST_FLAGS)
 
 
-def _side(r: dict[str, Any] | None) -> dict[str, Any]:
+def _side(r: Result | None) -> AbSide:
     if r is None:
         return {"status": "missing"}
-    t = r.get("time") or {}
+    t = r.time or {}
     return {
-        "backend": r["backend"],
-        "status": r["status"],
-        "reason": r.get("reason"),
+        "backend": r.case.backend,
+        "status": r.status.value,
+        "reason": r.outcome.text,
         "median_s": t.get("median_s"),
-        "gflops": r.get("gflops"),
-        "utilization": r.get("utilization"),
-        "peak": (r.get("peak") or {}).get("name"),
-        "flags": list(r.get("flags") or ()),
-        "verify_ok": (r.get("verify") or {}).get("ok"),
-        "repro": r.get("repro"),
+        "gflops": r.gflops,
+        "utilization": r.utilization,
+        "peak": r.peak["name"] if r.peak else None,
+        "flags": list(r.flags),
+        "verify_ok": (r.verify or {}).get("ok"),
+        "repro": r.repro,
     }
 
 
 def analyse(
-    records: list[dict[str, Any]], a_name: str, b_name: str, threshold: float | None, seed: int = 0
-) -> dict[str, Any]:
-    """The A/B rows (one per case: op, pass, shape, dtype) of one run's sweep records, and the summary."""
-    cases: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}
-    for r in records:
-        cases.setdefault((r["op"], r["label"], r["dtype"]), {})[r["backend"]] = r
+    results: Sequence[Result], a_name: str, b_name: str, threshold: float | None, seed: int = 0
+) -> AbResult:
+    """The A/B rows (one per case: op, pass, shape, dtype) of one run's results, and the summary."""
+    cases: dict[tuple[str, str, str], dict[str, Result]] = {}
+    for r in results:
+        cases.setdefault((r.case.op.name, r.case.label, r.case.dtype), {})[r.case.backend] = r
     pairs = [(c[a_name], c[b_name]) for c in cases.values() if a_name in c and b_name in c]
     measured = noise(pairs)
     used = threshold if threshold is not None else max(NOISE_FLOOR, measured)
@@ -185,23 +253,23 @@ def analyse(
         a, b = sides.get(a_name), sides.get(b_name)
         base = a or b
         assert base is not None
-        row: dict[str, Any] = {
-            "op": op, "pass": base.get("pass", "fwd"), "shape": base.get("shape"), "label": label,
+        row: AbRow = {
+            "op": op, "pass": base.case.pass_name, "shape": base.case.shape_fields(), "label": label,
             "dtype": dtype, "a": _side(a), "b": _side(b), "speedup": None, "speedup_ci": None,
         }  # fmt: skip
-        if a is None or b is None or a["status"] != "ok" or b["status"] != "ok":
+        if a is None or b is None or a.status is not Status.OK or b.status is not Status.OK:
             failed = [f"{n} {s['status']}" + (f" ({s['reason']})" if s.get("reason") else "")
                       for n, s in (("A", row["a"]), ("B", row["b"])) if s["status"] != "ok"]  # fmt: skip
-            row.update(verdict="FAILED", reason="; ".join(failed))
+            row["verdict"], row["reason"] = "FAILED", "; ".join(failed)
             rows.append(row)
             continue
-        procs = list(zip(round_processes(a["time"]), round_processes(b["time"]), strict=False))
-        point, lo, hi = speedup_interval(
-            round_samples(a["time"]), round_samples(b["time"]), seed, processes=procs or None
-        )
-        moved = machine_moved(a["time"], b["time"])
-        named = named_doubts(("A", a.get("flags") or ()), ("B", b.get("flags") or ()))
-        row.update(speedup=point, speedup_ci=[lo, hi], machine_b_over_a=moved, doubts=named)
+        ta, tb = a.time or {}, b.time or {}
+        procs = list(zip(round_processes(ta), round_processes(tb), strict=False))
+        point, lo, hi = speedup_interval(round_samples(ta), round_samples(tb), seed, processes=procs or None)
+        moved = machine_moved(ta, tb)
+        named = named_doubts(("A", a.flags), ("B", b.flags))
+        row["speedup"], row["speedup_ci"] = point, [lo, hi]
+        row["machine_b_over_a"], row["doubts"] = moved, named
         v, reason = verdict(lo, hi, used), ""
         # The machine ran faster or slower during B's visits than during A's, by more than the threshold,
         # and at equal machine speed (the interval divided by that ratio) the verdict would differ.
@@ -216,21 +284,19 @@ def analyse(
                 "of the same rounds",
             )
         elif v == "FASTER" and not _correct(b):
-            flags = (
-                ", ".join(sorted(set(b.get("flags") or ()) & set(DISTRUST_FLAGS))) or "not verified correct"
-            )
+            flags = ", ".join(sorted(set(b.flags) & set(DISTRUST_FLAGS))) or "not verified correct"
             v, reason = "AMBIGUOUS", f"B is flagged {flags}: never counted as FASTER"
-        row.update(verdict=v, reason=reason)
+        row["verdict"], row["reason"] = v, reason
         rows.append(row)
     timed = [r["speedup"] for r in rows if r["speedup"]]
     counts = {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
     b_records = [cases[(r["op"], r["label"], r["dtype"])].get(b_name) for r in rows]
     # B correct and timed beside a timed A: a case whose A failed has no speed-up to count
     correct_b = [
-        r for r, b in zip(rows, b_records, strict=True)
-        if b is not None and _correct(b) and r["speedup"] is not None
+        s for r, b in zip(rows, b_records, strict=True)
+        if b is not None and _correct(b) and (s := r["speedup"]) is not None
     ]  # fmt: skip
-    fast_p = {f"{p:g}": sum(r["speedup"] > p for r in correct_b) / len(rows) if rows else 0.0 for p in FAST_P}
+    fast_p = {f"{p:g}": sum(s > p for s in correct_b) / len(rows) if rows else 0.0 for p in FAST_P}
     return {
         "a": a_name,
         "b": b_name,
@@ -255,7 +321,7 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def to_markdown(result: dict[str, Any]) -> str:
+def to_markdown(result: AbResult) -> str:
     out = [f"## A/B: {md(result['b'])} (B) against {md(result['a'])} (A)", "", md(summary_text(result)), ""]
     out += [
         "| op | shape | dtype | A median (s) | B median (s) | speed-up B/A [95% CI] | verdict | flags A / B "
@@ -281,7 +347,7 @@ CSV_COLUMNS = (
 )
 
 
-def to_csv(result: dict[str, Any]) -> str:
+def to_csv(result: AbResult) -> str:
     rows = []
     for r in result["rows"]:
         a, b = r["a"], r["b"]
