@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 
-class MeasurementBlock(TypedDict):
+class MeasurementBlock(TypedDict, total=False):
     """One set of timed samples (measurement.Measurement.to_dict)."""
 
     n_samples: int
@@ -59,22 +59,10 @@ class ProcessBlock(TypedDict):
     rel_spread: float
 
 
-class TimeBlock(TypedDict, total=False):
-    """A case's time over its kept rounds (measure.combine), and how it was taken (`method`)."""
+class CombinedBlock(TypedDict, total=False):
+    """What measure.combine adds to the kept rounds' samples: how the rounds and processes agree, and how
+    the case was timed (`method`)."""
 
-    n_samples: int
-    loops: int
-    median_s: float
-    iqr_s: float
-    min_s: float
-    mean_s: float
-    std_s: float
-    rel_iqr: float
-    stability: str
-    single_sample: bool
-    cold_cache: bool
-    first_call: bool
-    samples_s: list[float]
     rounds: int
     rel_iqr_within: float
     rel_spread_rounds: float
@@ -87,6 +75,10 @@ class TimeBlock(TypedDict, total=False):
     per_process: list[ProcessBlock]
     between_processes: float
     method: str
+
+
+class TimeBlock(MeasurementBlock, CombinedBlock):
+    """A case's time: the samples of its kept rounds (MeasurementBlock) and how they were combined."""
 
 
 class ReferenceBlock(TypedDict, total=False):

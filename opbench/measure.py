@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opbench import sampling
-from opbench.blocks import ReferenceBlock, RoundBlock, TimeBlock
+from opbench.blocks import CombinedBlock, ReferenceBlock, RoundBlock, TimeBlock
 from opbench.contention import Monitor, pooled
 from opbench.machine import wait_until_quiet
 from opbench.measurement import Measurement, stability_class
@@ -240,7 +240,7 @@ def drifting(visits: list[Visit]) -> bool:
     return sampling.apart([v.measurement.samples_s for v in visits], DRIFT_MIN_REL)
 
 
-def _processes(kept: list[Visit], median_s: float) -> TimeBlock:
+def _processes(kept: list[Visit], median_s: float) -> CombinedBlock:
     """The time block's process fields (sampling.py): the interval of the median over processes, then
     rounds, then samples (rounds, then samples, without processes), and with several processes, each one's
     median and the relative spread between them."""
@@ -249,7 +249,7 @@ def _processes(kept: list[Visit], median_s: float) -> TimeBlock:
         groups.setdefault(v.process if v.process is not None else -1 - i, []).append(v.measurement.samples_s)
     lo, hi = sampling.interval(list(groups.values()))
     named = {p: g for p, g in groups.items() if p >= 0}
-    out: TimeBlock = {"interval_s": [lo, hi], "interval_over": "processes" if named else "rounds"}
+    out: CombinedBlock = {"interval_s": [lo, hi], "interval_over": "processes" if named else "rounds"}
     if named:
         per = sampling.by_process(named)
         medians = [float(x["median_s"]) for x in per]

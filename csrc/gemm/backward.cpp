@@ -6,32 +6,11 @@
 namespace opbench {
 
 GemmProblem gemm_backward_part(const GemmBackwardProblem& p, int which) {
-  GemmProblem g;
-  g.in_dtype = g.out_dtype = p.dtype;
   if (which == 0) {  // dA (m x k) = dC (m x n) * B^T: B (k x n) is B^T's transpose, read with trans_b
-    g.a = p.dc;
-    g.lda = p.n;
-    g.b = p.b;
-    g.ldb = p.n;
-    g.trans_b = true;
-    g.c = p.da;
-    g.ldc = p.k;
-    g.m = p.m;
-    g.n = p.k;
-    g.k = p.n;
-  } else {  // dB (k x n) = A^T (k x m) * dC (m x n): A (m x k) read with trans_a
-    g.a = p.a;
-    g.lda = p.k;
-    g.trans_a = true;
-    g.b = p.dc;
-    g.ldb = p.n;
-    g.c = p.db;
-    g.ldc = p.n;
-    g.m = p.k;
-    g.n = p.n;
-    g.k = p.m;
+    return gemm_product(p.dtype, p.dtype, p.dc, p.n, false, p.b, p.n, true, p.da, p.k, p.m, p.k, p.n, false);
   }
-  return g;
+  // dB (k x n) = A^T (k x m) * dC (m x n): A (m x k) read with trans_a
+  return gemm_product(p.dtype, p.dtype, p.a, p.k, true, p.dc, p.n, false, p.db, p.n, p.k, p.n, p.m, false);
 }
 
 void gemm_backward(const KernelSet& ks, const GemmBackwardProblem& p, const Blocking& blk, int threads) {

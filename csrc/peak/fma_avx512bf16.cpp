@@ -2,27 +2,24 @@
 // FLOP per instruction): 16 independent chains.
 #include <immintrin.h>
 
+#include "chains.hpp"
 #include "opbench/peak.hpp"
 
 namespace opbench {
 
 double dot_chains_bf16_avx512bf16(int64_t iters) {
   constexpr int kChains = 16;
-  __m512 acc[kChains];
-#pragma GCC unroll 16
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
   // bf16 1.0 (0x3f80) and a small value (0x3800, 2^-15): the sums stay finite and normal.
   const __m512bh x = (__m512bh)_mm512_set1_epi16(static_cast<short>(0x3f80));
   const __m512bh y = (__m512bh)_mm512_set1_epi16(static_cast<short>(0x3800));
-  for (int64_t it = 0; it < iters; ++it) {
-#pragma GCC unroll 16
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-  }
-  __m512 sum = acc[0];
-  for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  volatile float sink = _mm512_reduce_add_ps(sum);
-  (void)sink;
-  return static_cast<double>(iters) * kChains * 16 * 4;
+  return peak::run_chains<kChains, __m512>(
+      iters, 16 * 4, [](int i) { return _mm512_set1_ps(0.001f * static_cast<float>(i)); },
+      [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); },
+      [](const __m512* acc) {
+        __m512 sum = acc[0];
+        for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+        return _mm512_reduce_add_ps(sum);
+      });
 }
 
 }  // namespace opbench
