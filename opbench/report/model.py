@@ -1,17 +1,135 @@
 """The report's data model, built from sweep documents and studies: plain dicts and lists (JSON-serialisable)
-that the plots and every output format are drawn from, so all formats show the same numbers."""
+that the plots and every output format are drawn from, so all formats show the same numbers. Each part is a
+TypedDict (Report, Section, ReportRow, ...), so that mypy checks the keys the renderers and plots read."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any
+from typing import Any, TypedDict
 
 from opbench import __version__
 from opbench.case import DOUBT_MARK, Result, doubts, marked, named_doubts
 from opbench.machine import utc_now
 from opbench.ops import shape_label
 from opbench.texts import speedup_text, summary_text
+
+# A row of a speed-up table: its shape, each backend's ratio to the baseline under the backend's name, and
+# `doubts` per backend: the table's keys are the run's backends, so it stays a plain dict.
+ComparisonRow = dict[str, Any]
+
+
+# One case of a section, as every format shows it ("pass" is a keyword, hence the functional form).
+ReportRow = TypedDict(
+    "ReportRow",
+    {
+        "shape": str,
+        "pass": str,
+        "backend": str,
+        "status": str,
+        "reason": str | None,
+        "why": str | None,
+        "median_s": float | None,
+        "rel_iqr": float | None,
+        "gflops": float | None,
+        "process_gflops": list[float],
+        "utilization": float | None,
+        "stability": str | None,
+        "flags": list[str],
+        "doubts": list[str],
+        "factors": dict[str, Any],
+        "arithmetic_intensity": float | None,
+        "repro": str | None,
+        "best": bool,
+    },
+    total=False,
+)
+
+
+class SeriesLine(TypedDict):
+    x: list[Any]
+    gflops: list[float | None]
+    utilization: list[float | None]
+    doubts: list[list[str]]
+
+
+class Series(TypedDict):
+    """One axis of a one-factor sweep: its levels and a line per backend and pass."""
+
+    axis: str
+    levels: list[Any]
+    lines: dict[str, SeriesLine]
+
+
+class Comparison(TypedDict):
+    """Each backend's GFLOPS over the baseline's, per shape, and their geometric means."""
+
+    baseline: str
+    backends: list[str]
+    table: list[ComparisonRow]
+    geomean: dict[str, float | None]
+    cases: dict[str, int]
+    flagged: dict[str, int]
+
+
+PassRow = TypedDict(
+    "PassRow",
+    {
+        "shape": str,
+        "backend": str,
+        "pass": str,
+        "fwd_s": float,
+        "bwd_s": float,
+        "ratio": float,
+        "fwd_gflops": float | None,
+        "bwd_gflops": float | None,
+    },
+)
+
+
+class Section(TypedDict):
+    """One (op, dtype) across every input file."""
+
+    id: str
+    op: str
+    dtype: str
+    mode: str
+    flop_note: str | None
+    rows: list[ReportRow]
+    series: list[Series]
+    comparison: Comparison | None
+    passes: list[PassRow]
+
+
+class RooflinePoint(TypedDict):
+    op: str
+    dtype: str
+    backend: str
+    shape: str
+    intensity: float
+    gflops: float
+    doubts: list[str]
+
+
+class Roofline(TypedDict):
+    points: list[RooflinePoint]
+    peaks: dict[str, float]
+    bandwidth: float | None
+
+
+class Report(TypedDict):
+    """The whole report: what every format renders."""
+
+    title: str
+    generated_utc: str
+    opbench_version: str
+    command: list[str]
+    baseline: str | None
+    provenance: list[dict[str, Any]]
+    sections: list[Section]
+    roofline: Roofline
+    studies: list[dict[str, Any]]
+    ab: list[dict[str, Any]]
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -26,13 +144,13 @@ def geomean_text(g: float | None, flagged: int, cases: int) -> str:
     return f"{g:.2f}x" + (f" ({flagged} of {cases} flagged {DOUBT_MARK})" if flagged else "")
 
 
-def ratio_cell(row: dict[str, Any], backend: str) -> str:
+def ratio_cell(row: ComparisonRow, backend: str) -> str:
     """A speed-up table's cell: the ratio, marked where it was built from a flagged case."""
     value = row.get(backend)
     return "-" if value is None else f"{value:.2f}x" + marked(row["doubts"].get(backend) or ())
 
 
-def doubt_notes(comparison: dict[str, Any]) -> list[str]:
+def doubt_notes(comparison: Comparison) -> list[str]:
     """One line per marked ratio of a speed-up table: its shape and backend, and the flags behind it."""
     return [
         f"{row['shape']} {b}: {', '.join(row['doubts'][b])}"
@@ -67,7 +185,7 @@ def provenance(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _row(r: Result) -> dict[str, Any]:
+def _row(r: Result) -> ReportRow:
     t = r.time or {}
     return {
         "shape": r.case.label,
@@ -95,7 +213,7 @@ def _row(r: Result) -> dict[str, Any]:
     }
 
 
-def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+def _factor_series(rows: list[ReportRow], mode: str) -> list[Series]:
     """For one-factor sweeps: per axis with several levels, the backends' GFLOPS and utilization along that
     axis with every other factor at the base point (the first record's factors), one line per backend and
     pass."""
@@ -103,12 +221,12 @@ def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]
     if mode != "one-factor" or not ok:
         return []
     base = rows[0]["factors"]
-    series = []
+    series: list[Series] = []
     for axis in base:
         levels = sorted({r["factors"][axis] for r in ok}, key=lambda v: (isinstance(v, str), v))
         if len(levels) < 2:
             continue
-        lines: dict[str, dict[str, list[Any]]] = defaultdict(
+        lines: dict[str, SeriesLine] = defaultdict(
             lambda: {"x": [], "gflops": [], "utilization": [], "doubts": []}
         )
         for r in sorted(ok, key=lambda r: (isinstance(r["factors"][axis], str), r["factors"][axis])):
@@ -123,7 +241,7 @@ def _factor_series(rows: list[dict[str, Any]], mode: str) -> list[dict[str, Any]
     return series
 
 
-def _comparison(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any] | None:
+def _comparison(rows: list[ReportRow], baseline: str) -> Comparison | None:
     """Each backend's GFLOPS over the baseline's, per shape and as a geometric mean. A ratio built from a
     flagged case (the backend's or the baseline's) lists its doubts (`doubts[backend]`: "torch: noisy"),
     and each geometric mean counts the ratios it took that have some (`flagged` of `cases`)."""
@@ -134,12 +252,12 @@ def _comparison(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any] | N
     if not any(baseline in v for v in by_shape.values()):
         return None
     backends = sorted({b for v in by_shape.values() for b in v})
-    table: list[dict[str, Any]] = []
+    table: list[ComparisonRow] = []
     for shape, vals in by_shape.items():
         if baseline not in vals:
             continue
         base_gflops, base_doubts = vals[baseline]
-        row: dict[str, Any] = {"shape": shape, "doubts": {}}
+        row: ComparisonRow = {"shape": shape, "doubts": {}}
         for b in backends:
             row[b] = vals[b][0] / base_gflops if b in vals else None
             if b in vals and b != baseline:  # the baseline's own 1.00x is exact
@@ -160,11 +278,11 @@ def _comparison(rows: list[dict[str, Any]], baseline: str) -> dict[str, Any] | N
     }
 
 
-def _passes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _passes(rows: list[ReportRow]) -> list[PassRow]:
     """Forward and backward side by side: per shape and backend measured in both passes, the two median
     times and the backward / forward time ratio (a backward costs about twice the forward in FLOPs)."""
     fwd = {(r["shape"], r["backend"]): r for r in rows if r["pass"] == "fwd" and r["status"] == "ok"}
-    table = []
+    table: list[PassRow] = []
     for r in rows:
         if r["pass"] == "fwd" or r["status"] != "ok":
             continue
@@ -193,7 +311,7 @@ def build(
     title: str,
     command: list[str],
     ab_docs: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+) -> Report:
     """The whole report. Sections are per (op, dtype) across all input files; an A/B section per `opbench
     ab` file (report/ab.py's rows, with their verdicts)."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
@@ -215,7 +333,7 @@ def build(
             g["modes"][doc.get("mode") or "product"] += 1
     backends_seen = Counter(r["backend"] for g in groups.values() for r in g["rows"] if r["status"] == "ok")
     base = baseline or ("torch" if "torch" in backends_seen else (next(iter(backends_seen), None)))
-    sections = []
+    sections: list[Section] = []
     for (op, dtype), g in groups.items():
         rows = g["rows"]
         best: dict[str, tuple[float, str]] = {}
@@ -238,7 +356,7 @@ def build(
                 "passes": _passes(rows),
             }
         )
-    roofline: dict[str, Any] = {"points": [], "peaks": {}, "bandwidth": None}
+    roofline: Roofline = {"points": [], "peaks": {}, "bandwidth": None}
     for doc in docs:
         prov = provenance(doc)
         for d, p in prov["peaks"].items():
@@ -247,17 +365,17 @@ def build(
         if prov["bandwidth"]:
             roofline["bandwidth"] = max(roofline["bandwidth"] or 0.0, prov["bandwidth"]["gbs"])
     for s in sections:
-        for r in s["rows"]:
-            if r["status"] == "ok" and r["gflops"] and r["arithmetic_intensity"]:
+        for row in s["rows"]:
+            if row["status"] == "ok" and row["gflops"] and row["arithmetic_intensity"]:
                 roofline["points"].append(
                     {
                         "op": s["op"],
                         "dtype": s["dtype"],
-                        "backend": r["backend"],
-                        "shape": r["shape"],
-                        "intensity": r["arithmetic_intensity"],
-                        "gflops": r["gflops"],
-                        "doubts": r["doubts"],
+                        "backend": row["backend"],
+                        "shape": row["shape"],
+                        "intensity": row["arithmetic_intensity"],
+                        "gflops": row["gflops"],
+                        "doubts": row["doubts"],
                     }
                 )
     return {

@@ -21,7 +21,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from opbench.case import DOUBT_MARK  # noqa: E402
-from opbench.report.model import geomean_text  # noqa: E402
+from opbench.report.model import Report, Roofline, Section, geomean_text  # noqa: E402
 
 COLORS = {
     "cpp": "#1f77b4",
@@ -89,7 +89,7 @@ def _legend(ax: Any, flagged: bool, **kw: Any) -> None:
     ax.legend(**kw)
 
 
-def factor_plots(section: dict[str, Any]) -> list[Plot]:
+def factor_plots(section: Section) -> list[Plot]:
     """GFLOPS and utilization against each swept factor, one line per backend (the study's figures); a
     backward pass dashed in its backend's colour."""
     plots = []
@@ -99,7 +99,8 @@ def factor_plots(section: dict[str, Any]) -> list[Plot]:
             flagged = False
             for name, line in s["lines"].items():
                 scale = 100.0 if metric == "utilization" else 1.0
-                ys = [float("nan") if v is None else scale * v for v in line[metric]]
+                values = line["gflops"] if metric == "gflops" else line["utilization"]
+                ys = [float("nan") if v is None else scale * v for v in values]
                 backend, _, pass_name = name.partition(" ")  # "torch bwd": torch's colour, dashed
                 style = "--" if pass_name else "-"
                 xs = [str(x) for x in line["x"]]
@@ -119,7 +120,7 @@ def factor_plots(section: dict[str, Any]) -> list[Plot]:
     return plots
 
 
-def cases_plot(section: dict[str, Any], limit: int = 24) -> Plot | None:
+def cases_plot(section: Section, limit: int = 24) -> Plot | None:
     """For a list of cases (not one-factor): GFLOPS per shape, bars grouped by backend."""
     ok = [r for r in section["rows"] if r["status"] == "ok" and r["gflops"]]
     shapes = list(dict.fromkeys(r["shape"] for r in ok))[:limit]
@@ -131,7 +132,7 @@ def cases_plot(section: dict[str, Any], limit: int = 24) -> Plot | None:
     for i, backend in enumerate(backends):
         vals = {r["shape"]: r for r in ok if r["backend"] == backend}
         xs = [j + i * width for j in range(len(shapes))]
-        heights = [vals[s]["gflops"] if s in vals else 0.0 for s in shapes]
+        heights = [(vals[s]["gflops"] or 0.0) if s in vals else 0.0 for s in shapes]
         hatches = [FLAGGED_HATCH if s in vals and vals[s]["doubts"] else "" for s in shapes]
         ax.bar(xs, heights, width=width, color=_color(backend), hatch=hatches)
     ax.set_xticks(
@@ -149,7 +150,7 @@ def cases_plot(section: dict[str, Any], limit: int = 24) -> Plot | None:
     return _render(fig, f"{section['id']}-cases", ax.get_title())
 
 
-def process_plot(section: dict[str, Any], limit: int = 40) -> Plot | None:
+def process_plot(section: Section, limit: int = 40) -> Plot | None:
     """Each case measured in several processes (--processes): its processes' GFLOPS as a strip (one dot per
     process) beside its median (a bar), so that a case whose processes disagree shows it."""
     rows = [r for r in section["rows"] if r["status"] == "ok" and len(r.get("process_gflops") or []) > 1]
@@ -165,7 +166,7 @@ def process_plot(section: dict[str, Any], limit: int = 40) -> Plot | None:
             _hollow(ax, xs, ys, color, "o")
         else:
             ax.scatter(xs, ys, color=color, s=14, zorder=3)
-        ax.plot([j - 0.3, j + 0.3], [r["gflops"]] * 2, color=color, linewidth=1.2)
+        ax.plot([j - 0.3, j + 0.3], [r["gflops"] or 0.0] * 2, color=color, linewidth=1.2)
     labels = [f"{r['shape']} {r['backend']}" for r in rows]
     ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=6)
     ax.set_ylabel("GFLOPS per process (dots), median (bar)")
@@ -180,7 +181,7 @@ def process_plot(section: dict[str, Any], limit: int = 40) -> Plot | None:
     return _render(fig, f"{section['id']}-processes", ax.get_title())
 
 
-def comparison_plot(section: dict[str, Any]) -> Plot | None:
+def comparison_plot(section: Section) -> Plot | None:
     c = section["comparison"]
     if not c:
         return None
@@ -202,7 +203,7 @@ def comparison_plot(section: dict[str, Any]) -> Plot | None:
     return _render(fig, f"{section['id']}-speedup", ax.get_title())
 
 
-def roofline_plot(roofline: dict[str, Any]) -> Plot | None:
+def roofline_plot(roofline: Roofline) -> Plot | None:
     points = roofline["points"]
     if not points:
         return None
@@ -314,7 +315,7 @@ def study_plots(study: dict[str, Any], index: int) -> list[Plot]:
     return plots
 
 
-def all_plots(model: dict[str, Any]) -> dict[str, list[Plot]]:
+def all_plots(model: Report) -> dict[str, list[Plot]]:
     """Plots keyed by where they go: a section id, 'roofline', or 'studyN'."""
     out: dict[str, list[Plot]] = {}
     for section in model["sections"]:

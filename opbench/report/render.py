@@ -10,7 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -18,8 +18,8 @@ from opbench.case import DOUBT_MARK
 from opbench.errors import UsageError
 from opbench.escape import csv_text, md
 from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_dir, current_umask, json_text
-from opbench.report.ab import to_markdown
-from opbench.report.model import doubt_notes, geomean_text, ratio_cell
+from opbench.report.ab import AbResult, to_markdown
+from opbench.report.model import Report, doubt_notes, geomean_text, ratio_cell
 from opbench.texts import format_seconds
 
 if TYPE_CHECKING:  # the type only: plots loads matplotlib, which rendering text does not need
@@ -100,7 +100,7 @@ def _tiles(tiles: dict[str, int] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "-"
 
 
-def render_html(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
+def render_html(model: Report, plots: dict[str, list[Plot]]) -> str:
     env = Environment(
         loader=PackageLoader("opbench.report", "templates"),
         # Always on: every text in a report comes from results files, which may come from anyone.
@@ -123,7 +123,7 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
+def render_markdown(model: Report, plots: dict[str, list[Plot]]) -> str:
     out = [
         f"# {md(model['title'])}",
         "",
@@ -199,14 +199,14 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
                 "| shape | backend | fwd median | bwd median | bwd / fwd | fwd GFLOPS | bwd GFLOPS |",
                 "|---|---|---|---|---|---|---|",
             ]
-            for row in s["passes"]:
+            for both in s["passes"]:
                 out.append(
-                    f"| {md(row['shape'])} | {md(row['backend'])} | {format_seconds(row['fwd_s'])} "
-                    f"| {format_seconds(row['bwd_s'])} | {row['ratio']:.2f} | {row['fwd_gflops']:.1f} "
-                    f"| {row['bwd_gflops']:.1f} |"
+                    f"| {md(both['shape'])} | {md(both['backend'])} | {format_seconds(both['fwd_s'])} "
+                    f"| {format_seconds(both['bwd_s'])} | {both['ratio']:.2f} | {both['fwd_gflops']:.1f} "
+                    f"| {both['bwd_gflops']:.1f} |"
                 )
-        for p in plots.get(s["id"], []):
-            out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
+        for plot in plots.get(s["id"], []):
+            out += ["", f"![{md(plot.title)}]({IMAGES}/{plot.name}.png)"]
     if plots.get("roofline"):
         out += [
             "",
@@ -238,10 +238,10 @@ def render_markdown(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
             if conf.get("speedup"):
                 mark = f"{DOUBT_MARK} ({md(', '.join(st['speedup_doubts']))})" if st["speedup_doubts"] else ""
                 out += ["", f"Best tiling: **{conf['speedup']:.3f}x**{mark} the cache-model default."]
-        for p in plots.get(f"study{i}", []):
-            out += ["", f"![{md(p.title)}]({IMAGES}/{p.name}.png)"]
+        for plot in plots.get(f"study{i}", []):
+            out += ["", f"![{md(plot.title)}]({IMAGES}/{plot.name}.png)"]
     for section in model["ab"]:
-        out += ["", to_markdown(section).rstrip("\n")]
+        out += ["", to_markdown(cast(AbResult, section)).rstrip("\n")]  # an ab file's document
     return "\n".join(out) + "\n"
 
 
@@ -266,10 +266,10 @@ CSV_COLUMNS = (
 )
 
 
-def render_csv(model: dict[str, Any]) -> str:
+def render_csv(model: Report) -> str:
     rows = []
     for s in model["sections"]:
-        speed = {row["shape"]: row for row in (s["comparison"] or {}).get("table", [])}
+        speed = {row["shape"]: row for row in (s["comparison"]["table"] if s["comparison"] else [])}
         for r in s["rows"]:
             rows.append(
                 {
@@ -297,14 +297,12 @@ def render_csv(model: dict[str, Any]) -> str:
     return csv_text(CSV_COLUMNS, rows)
 
 
-def render_json(model: dict[str, Any], plots: dict[str, list[Plot]]) -> str:
+def render_json(model: Report, plots: dict[str, list[Plot]]) -> str:
     images = {k: [f"{IMAGES}/{p.name}.png" for p in v] for k, v in plots.items()}
     return json_text({"kind": "opbench.report", "schema_version": 1, **model, "images": images})
 
 
-def write(
-    model: dict[str, Any], plots: dict[str, list[Plot]], target: Path, formats: list[str]
-) -> dict[str, Path]:
+def write(model: Report, plots: dict[str, list[Plot]], target: Path, formats: list[str]) -> dict[str, Path]:
     """Write the chosen formats as the directory target (replacing a previous report whole); returns
     format -> path."""
     renderers = {
