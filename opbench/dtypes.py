@@ -22,8 +22,6 @@ NUMPY_DTYPES: dict[str, Any] = {"fp32": np.float32, "fp16": np.float16, "bf16": 
 # Unit roundoff u = 2^-p of each format (p = significand bits incl. the implicit one, minus one).
 UNIT_ROUNDOFF: dict[str, float] = {"fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}
 ITEMSIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
-# The 2-byte formats, each widened to fp32 where our kernels compute.
-HALF_DTYPES = ("fp16", "bf16")
 
 
 def finfo(dtype: str) -> Any:

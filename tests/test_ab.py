@@ -484,3 +484,22 @@ def test_report_adds_an_ab_section_and_refuses_a_broken_ab_file(tmp_path: Path) 
     refused = run_cli(["report", str(bad), "--out", str(tmp_path / "r2")])
     assert refused.returncode == 2 and "rows[0].verdict: expected one of FASTER" in refused.stderr
     assert not (tmp_path / "r2").exists()
+
+
+def test_a_worker_that_never_answers_its_hello_is_stopped(tmp_path: Path, monkeypatch: Any) -> None:
+    """A worker whose imports hang (here: an interpreter that only sleeps) is a WorkerError after
+    START_TIMEOUT_S, its process stopped, instead of a sweep that hangs."""
+    import time
+
+    from opbench.backends import remote
+
+    sleeper = tmp_path / "python"
+    sleeper.write_text("#!/bin/sh\nexec sleep 60\n")
+    sleeper.chmod(0o755)
+    monkeypatch.setattr(remote, "START_TIMEOUT_S", 1.0)
+    worker = remote._Worker(str(sleeper), "cpp", {})
+    t0 = time.monotonic()
+    with pytest.raises(remote.WorkerError, match="did not answer its hello within 1 s"):
+        worker.start()
+    assert time.monotonic() - t0 < 30
+    assert worker.proc is not None and worker.proc.poll() is not None  # stopped, not left sleeping

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import select
 import subprocess
 import tempfile
 import weakref
@@ -31,6 +32,8 @@ from opbench.files import json_line
 from opbench.layout import draw, worker_environment
 
 WORKER = "opbench.backends.remote_worker"
+# How long a worker may take to answer its hello (its imports: a framework takes seconds; one that hangs
+# would hang the sweep).
 START_TIMEOUT_S = 120.0
 
 
@@ -91,7 +94,7 @@ class _Worker:
         """The worker's answer to its hello, sent by launch() (the imports of several workers overlap)."""
         if self._greeting:
             self._greeting = False
-            self.info = self._receive()
+            self.info = self._receive(START_TIMEOUT_S)
         else:
             self.info = self.ask(self._hello())
         return self.info
@@ -117,7 +120,7 @@ class _Worker:
                 raise WorkerError(f"worker exited: {self.proc.returncode if self.proc else None}")
             self.start()  # a fresh worker, set up as the last one was, for the next case
         self._send(request)
-        return self._receive()
+        return self._receive(START_TIMEOUT_S if "hello" in request else None)
 
     def _send(self, request: dict[str, Any]) -> None:
         proc = self.proc
@@ -128,9 +131,14 @@ class _Worker:
         except (BrokenPipeError, OSError):
             pass  # _receive() finds the worker gone
 
-    def _receive(self) -> dict[str, Any]:
+    def _receive(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """The worker's next answer; where `timeout_s` is given (a hello), a WorkerError when none comes by
+        then (the worker stopped)."""
         proc = self.proc
         assert proc is not None and proc.stdout is not None
+        if timeout_s is not None and not select.select([proc.stdout], [], [], timeout_s)[0]:
+            self.stop()
+            raise WorkerError(f"worker did not answer its hello within {timeout_s:g} s (its imports hang?)")
         try:
             line = proc.stdout.readline()
         except OSError:
