@@ -246,16 +246,24 @@ def identity_label(ident: dict[str, Any] | None) -> str:
     return f"{ident.get('vendor')} family {family:#x} model {model:#x}{arch}"
 
 
-def fingerprint(threads: int) -> dict[str, Any]:
-    """What a tuning result depends on: the machine's identity, the kernel that ran and its version, the
-    threads."""
+def kernel_ran_on() -> dict[str, Any]:
+    """The CPU's name and logical CPUs, and the kernel set of ours that runs here (what a tuned tiling and a
+    tuning study belong to, beside the machine's identity)."""
     feats = kernels.cpu_features()
     return {
-        "machine": identity(),
         "cpu_model": cpu_model(),
         "logical_cpus": feats["logical_cpus"],
         "isa": feats["selected_isa"],
         "kernel": feats["kernel"]["description"],
+    }
+
+
+def fingerprint(threads: int) -> dict[str, Any]:
+    """What a tuning result depends on: the machine's identity, the kernel that ran and its version, the
+    threads."""
+    return {
+        "machine": identity(),
+        **kernel_ran_on(),
         "opbench_version": __version__,
         "threads": threads,
     }

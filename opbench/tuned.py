@@ -23,7 +23,7 @@ from filelock import FileLock
 from opbench import kernels
 from opbench.dtypes import dtype_name
 from opbench.files import atomic_write_text, json_text
-from opbench.machine import cpu_model, identity, identity_label, utc_now, utc_stamp
+from opbench.machine import identity, identity_label, kernel_ran_on, utc_now, utc_stamp
 from opbench.ops import get_op, shape_label
 from opbench.ops.conv import ConvShape
 from opbench.ops.gemm import GemmShape
@@ -46,14 +46,7 @@ def machine() -> dict[str, Any]:
     """The part of the fingerprint a tuned tiling belongs to: the machine's identity (vendor, family, model,
     stepping, caches, ISA flags, hypervisor: a Zen 4 and a Zen 5 both called "AMD EPYC" differ) and the
     kernel set that ran."""
-    f = kernels.cpu_features()
-    return {
-        "identity": identity(),
-        "cpu_model": cpu_model(),
-        "logical_cpus": f["logical_cpus"],
-        "isa": f["selected_isa"],
-        "kernel": f["kernel"]["description"],
-    }
+    return {"identity": identity(), **kernel_ran_on()}
 
 
 def _path() -> Path:
