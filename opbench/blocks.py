@@ -1,7 +1,8 @@
-"""The nested blocks of a result record, typed: each is the record's own JSON layout (results files keep it,
-schema v10), declared as a TypedDict so that mypy checks every key that is written or read. They are built
-by the measurement path (time, reference), the sweep (peak, verify, guards) and read back from any readable
-file by case.Result.from_record; `details` stays the backend's own (what it ran with, by its names)."""
+"""The nested blocks of a result record and the results header's environment block, typed: each is the
+file's own JSON layout (results files keep it, schema v10), declared as a TypedDict so that mypy checks
+every key that is written or read. They are built by the measurement path (time, reference, contention),
+the sweep (peak, verify, guards) and read back from any readable file by case.Result.from_record; `details`
+stays the backend's own (what it ran with, by its names)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,49 @@ class MeasurementBlock(TypedDict, total=False):
     samples_s: list[float]
 
 
+class WindowBlock(TypedDict, total=False):
+    """Contention over one window (a visit, or the whole run): other processes' and steal's share of our
+    CPUs, and whether that contended (contention.shares); `available` False where /proc could not say."""
+
+    available: bool
+    wall_s: float
+    others_cpu_s: float
+    others_share: float
+    steal_share: float
+    contended: bool
+    cpu_mhz: float | None
+
+
+class SnapshotBlock(TypedDict, total=False):
+    """The machine at one moment: our CPUs, load average, run queue, frequency, governor."""
+
+    cpus: list[int]
+    loadavg: list[float] | None
+    procs_running: int
+    cpu_mhz: float | None
+    governor: str | None
+
+
+class ProcessUseBlock(TypedDict):
+    """Another process's CPU time during the run."""
+
+    pid: int
+    name: str
+    cpu_s: float
+
+
+class EnvironmentBlock(TypedDict, total=False):
+    """A results file's environment block: snapshots at the start and end, the run's contention, the
+    busiest other processes, the in-run reference's summary and the run's warnings."""
+
+    start: SnapshotBlock
+    end: SnapshotBlock
+    warnings: list[str]
+    run: WindowBlock
+    other_processes: list[ProcessUseBlock]
+    reference: dict[str, Any]
+
+
 class RoundBlock(TypedDict, total=False):
     """One visit of a case (measure.Visit.to_dict), and whether the combined time kept it."""
 
@@ -43,7 +87,7 @@ class RoundBlock(TypedDict, total=False):
     apart: bool
     probes: dict[str, dict[str, Any]]
     settle_s: float
-    contention: dict[str, Any] | None
+    contention: WindowBlock | None
     process: int
     offsets: dict[str, int]
     kept: bool
@@ -81,6 +125,22 @@ class TimeBlock(MeasurementBlock, CombinedBlock):
     """A case's time: the samples of its kept rounds (MeasurementBlock) and how they were combined."""
 
 
+class SensitivityBlock(TypedDict, total=False):
+    """How far a group's speed follows the machine's speed index (sampling.sensitivity): the slope
+    `estimate` with its standard error, the `value` used (shrunk towards the prior, clipped to [0, 1]),
+    over how many visits and cases."""
+
+    value: float | None
+    estimate: float | None
+    se: float | None
+    weight: float
+    visits: int
+    probe_spread: float
+    prior: float
+    over: str
+    used: float
+
+
 class ReferenceBlock(TypedDict, total=False):
     """The in-run reference beside a case: its probes' medians over the kept rounds and how its
     utilization was corrected (caseresult.corrected_peak)."""
@@ -94,7 +154,7 @@ class ReferenceBlock(TypedDict, total=False):
     cache_speed: float | None
     speed_index: float | None
     fma_best_gflops: float
-    sensitivity: dict[str, Any]
+    sensitivity: SensitivityBlock
     utilization_beside: float
     utilization_best: float
 

@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from opbench.blocks import EnvironmentBlock, ProcessUseBlock, SnapshotBlock, WindowBlock
 
 CONTENDED_SHARE = 0.10
 MIN_WINDOW_S = 0.05
@@ -159,9 +160,9 @@ def _process_cpu_s() -> dict[int, tuple[str, float]]:
     return out
 
 
-def snapshot(cpus: list[int]) -> dict[str, Any]:
+def snapshot(cpus: list[int]) -> SnapshotBlock:
     """The machine now: load average, run queue, frequency and governor of our CPUs."""
-    out: dict[str, Any] = {"cpus": cpus}
+    out: SnapshotBlock = {"cpus": cpus}
     try:
         load = Path("/proc/loadavg").read_text().split()
         out["loadavg"] = [float(x) for x in load[:3]]
@@ -185,12 +186,12 @@ class Monitor:
         self._used: dict[int, tuple[str, float]] = {}  # other processes' CPU seconds during the run
         self.contended_visits = 0
         self.visits = 0
-        self.worst: dict[str, Any] | None = None
+        self.worst: WindowBlock | None = None
 
     def begin(self) -> CpuTimes | None:
         return self._read(self.cpus)
 
-    def end(self, start: CpuTimes | None) -> dict[str, Any]:
+    def end(self, start: CpuTimes | None) -> WindowBlock:
         """Contention over the window since `start`: others' CPU share, steal share, flag."""
         stop = self._read(self.cpus)
         if start is None or stop is None:
@@ -217,16 +218,16 @@ class Monitor:
                 self._used[pid] = (name, self._used.get(pid, (name, 0.0))[1] + delta)
         self._procs_last = now
 
-    def finish(self, contended_cases: int | None = None) -> dict[str, Any]:
+    def finish(self, contended_cases: int | None = None) -> EnvironmentBlock:
         """The run's environment block: start and end snapshots, the run's shares, the busiest other
         processes and the warnings. `contended_cases`: how many cases the caller flagged contended (their
         visits judged together too, so there can be some where no single visit was)."""
         stop = self._read(self.cpus)
-        env: dict[str, Any] = {"start": self.start_snapshot, "end": snapshot(self.cpus), "warnings": []}
+        env: EnvironmentBlock = {"start": self.start_snapshot, "end": snapshot(self.cpus), "warnings": []}
         if self._run_start is not None and stop is not None:
             env["run"] = shares(self._run_start, stop, len(self.cpus))
         self._scan()
-        used: list[dict[str, Any]] = [
+        used: list[ProcessUseBlock] = [
             {"pid": pid, "name": name, "cpu_s": round(cpu, 2)}
             for pid, (name, cpu) in self._used.items()
             if cpu >= 0.05
@@ -255,7 +256,7 @@ class Monitor:
         return env
 
 
-def pooled(windows: list[dict[str, Any]]) -> dict[str, Any] | None:
+def pooled(windows: list[WindowBlock]) -> WindowBlock | None:
     """The shares over several windows of the same CPUs together (their wall-weighted means), judged like
     one window; None when no window was measured."""
     got = [w for w in windows if w.get("wall_s")]
@@ -272,12 +273,12 @@ def pooled(windows: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def shares(start: CpuTimes, stop: CpuTimes, ncpus: int) -> dict[str, Any]:
+def shares(start: CpuTimes, stop: CpuTimes, ncpus: int) -> WindowBlock:
     wall = max(stop.wall_s - start.wall_s, 1e-9)
     capacity = wall * max(ncpus, 1)
     others = max(0.0, (stop.busy_s - start.busy_s) - (stop.own_s - start.own_s))
     steal = max(0.0, stop.steal_s - start.steal_s)
-    out = {
+    out: WindowBlock = {
         "wall_s": round(wall, 4),
         "others_cpu_s": round(others, 4),
         "others_share": round(others / capacity, 4),

@@ -40,10 +40,9 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from opbench import sampling
-from opbench.blocks import CombinedBlock, ReferenceBlock, RoundBlock, TimeBlock
+from opbench.blocks import CombinedBlock, ReferenceBlock, RoundBlock, TimeBlock, WindowBlock
 from opbench.contention import Monitor, pooled
 from opbench.machine import wait_until_quiet
 from opbench.measurement import Measurement, stability_class
@@ -68,7 +67,7 @@ class Visit:
     basis: str | None = None  # which probe machine_speed rests on: "fma" or "triad"
     machine_speed: float | None = None
     handoff_ratio: float | None = None  # the hand-off probe over its best (>= 1; None without that probe)
-    contention: dict[str, Any] = field(default_factory=dict)
+    contention: WindowBlock = field(default_factory=WindowBlock)
     started_s: float = 0.0  # the reference clock when timing began and ended (for probe ages)
     ended_s: float = 0.0
     dtype: str = "fp32"
@@ -174,7 +173,7 @@ class Bench:
         started = ref.clock() if ref else 0.0
         m = (timer or self.timer).measure(run, flush)
         ended = ref.clock() if ref else 0.0
-        contention = self.monitor.end(window) if self.monitor else {}
+        contention = self.monitor.end(window) if self.monitor else WindowBlock()
         visit = Visit(
             m, settle_s, before, contention=contention, started_s=started, ended_s=ended, dtype=dtype
         )

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from opbench.blocks import ProcessBlock
+from opbench.blocks import ProcessBlock, SensitivityBlock
 
 BOOTSTRAP_DRAWS = 1000
 LEVEL = 0.95
@@ -111,7 +111,7 @@ def by_process(groups: Mapping[int, Sequence[Sequence[float]]]) -> list[ProcessB
     return out
 
 
-def sensitivity(points: Sequence[tuple[float, float, str]]) -> dict[str, float | int | None]:
+def sensitivity(points: Sequence[tuple[float, float, str]]) -> SensitivityBlock:
     """How far speed follows the probe: `points` are (probe speed against its best, time, case) per
     visit; each case's values are taken relative to its own mean (in logs), so that the cases of a group
     pool. `estimate`: the slope of -log(time) on log(probe speed) (1 for a case that slows exactly as much
@@ -132,7 +132,7 @@ def sensitivity(points: Sequence[tuple[float, float, str]]) -> dict[str, float |
         ys += [p[1] - my for p in pairs]
     n = len(xs)
     sxx = sum(x * x for x in xs)
-    out: dict[str, float | int | None] = {
+    out: SensitivityBlock = {
         "value": SENSITIVITY_PRIOR, "estimate": None, "se": None, "weight": 0.0, "visits": n,
         "probe_spread": math.sqrt(sxx / n) if n else 0.0, "prior": SENSITIVITY_PRIOR,
     }  # fmt: skip
@@ -143,5 +143,6 @@ def sensitivity(points: Sequence[tuple[float, float, str]]) -> dict[str, float |
     se = math.sqrt(sum(r * r for r in resid) / max(1, n - 2) / sxx)
     weight = SENSITIVITY_PRIOR_SD**2 / (SENSITIVITY_PRIOR_SD**2 + se**2)
     value = weight * slope + (1 - weight) * SENSITIVITY_PRIOR
-    out.update(estimate=slope, se=se, weight=weight, value=min(1.0, max(0.0, value)))
+    out["estimate"], out["se"], out["weight"] = slope, se, weight
+    out["value"] = min(1.0, max(0.0, value))
     return out

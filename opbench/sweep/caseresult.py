@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from opbench.blocks import PeakBlock, ReferenceBlock, TimeBlock
+from opbench.blocks import PeakBlock, ReferenceBlock, SensitivityBlock, TimeBlock
 from opbench.case import Result
 from opbench.guards import peak_guard
 from opbench.measure import QUIET_MAX_WAIT_S, combine
@@ -38,7 +38,7 @@ def _peak_block(peak: Mapping[str, Any]) -> PeakBlock:
 
 
 def case_result(
-    case: CaseRun, peak: dict[str, Any] | None, sensitivity: dict[str, Any] | None = None
+    case: CaseRun, peak: dict[str, Any] | None, sensitivity: SensitivityBlock | None = None
 ) -> Result:
     """The Result of a case from its first visit and all its visits. `peak` is the fallback peak (a GPU's
     datasheet) used where no in-run reference was taken. `sensitivity` (sampling.sensitivity, over the
@@ -127,7 +127,7 @@ def case_result(
 
 def corrected_peak(
     reference: ReferenceBlock,
-    sensitivity: dict[str, Any] | None,
+    sensitivity: SensitivityBlock | None,
     rounds: list[tuple[tuple[float, ...], float | None]],
 ) -> dict[str, Any] | None:
     """The peak a case's utilization is against. Every sample of a kept round (`rounds`: its samples, and
@@ -142,8 +142,8 @@ def corrected_peak(
         return None
     best = beside / speed
     known = sensitivity is not None
-    sens = sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}
-    s = float(sens["value"]) if sens.get("value") is not None else 1.0
+    sens: SensitivityBlock = sensitivity or {"value": None, "visits": 0, "over": "not yet estimated"}
+    s = float(v) if (v := sens.get("value")) is not None else 1.0
     raw = [(t, sp) for samples, sp in rounds if sp for t in samples]
     median = statistics.median(t for t, _ in raw) if raw else 0.0
     if median <= 0:

@@ -12,6 +12,7 @@ from typing import Any
 from opbench import kernels, sampling
 from opbench import peak as peaks
 from opbench.backends import accelerator_name
+from opbench.blocks import SensitivityBlock
 from opbench.case import Result
 from opbench.contention import Monitor
 from opbench.guards import peer_guard
@@ -271,7 +272,7 @@ def _group(case: CaseRun) -> tuple[str, str, str]:
     return (case.backend, case.case.key, case.dtype)
 
 
-def sensitivities(cases: list[CaseRun]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def sensitivities(cases: list[CaseRun]) -> dict[tuple[str, str, str], SensitivityBlock]:
     """How far the speed of each (backend, op, dtype)'s cases followed the machine's speed index (the FMA
     and cache probes, measure.Visit.speed_index) across their visits (sampling.sensitivity, pooled over the
     group's cases, each relative to its own mean)."""
