@@ -16,12 +16,12 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from filelock import FileLock
 
 from opbench import kernels
-from opbench.dtypes import dtype_name
+from opbench.dtypes import Array, dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import identity, identity_label, kernel_ran_on, utc_now, utc_stamp
 from opbench.ops import get_op, shape_label
@@ -225,7 +225,13 @@ def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[di
     return best, f"tuned record ({how}) from study {best['study']}"
 
 
-def tuned(op: str, shape: Any, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
+class _Shape(Protocol):
+    """An op's shape dataclass (ops: GemmShape, ConvShape, the recurrent shapes)."""
+
+    def to_dict(self) -> dict[str, int]: ...
+
+
+def tuned(op: str, shape: _Shape, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
     """The tiles `opbench tune` recorded for this op and shape (the op's shape dataclass) on this machine, or
     for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
     decides, as it does untuned) and a note saying so (and naming other machines' records, never applied):
@@ -259,12 +265,12 @@ def tuned_tiles(
 
 
 def tuned_conv2d_tiles(
-    x: Any, w: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1, groups: int = 1,
-    threads: int | None = None,
+    x: Array, w: Array, stride: int | tuple[int, int] = 1, padding: kernels.Padding = 0,
+    dilation: int | tuple[int, int] = 1, groups: int = 1, threads: int | None = None,
 ) -> tuple[Tiles, str]:  # fmt: skip
     """tuned() for kernels.conv2d(x, w, stride=..., padding=..., dilation=..., groups=...)'s problem."""
 
-    def pair(v: Any) -> tuple[int, int]:
+    def pair(v: int | tuple[int, int]) -> tuple[int, int]:
         return (int(v[0]), int(v[1])) if isinstance(v, (tuple, list)) else (int(v), int(v))
 
     (sh, sw), (dh, dw) = pair(stride), pair(dilation)
@@ -277,7 +283,7 @@ def tuned_conv2d_tiles(
 
 
 def tuned_recurrent_tiles(
-    op: str, x: Any, w_hh: Any, threads: int | None = None, nonlinearity: str = "tanh"
+    op: str, x: Array, w_hh: Array, threads: int | None = None, nonlinearity: str = "tanh"
 ) -> tuple[Tiles, str]:
     """tuned() for kernels.rnn / gru / lstm(x, w_ih, w_hh, ...)'s problem (op "rnn", "gru" or "lstm"; x is
     T x B x I, w_hh gates*H x H)."""
@@ -289,6 +295,6 @@ def tuned_recurrent_tiles(
     return _as_tiles(tuned(op, get_op(op).shape_from_case(fields), dtype_name(x.dtype), threads), threads)
 
 
-def tuned_lstm_tiles(x: Any, w_hh: Any, threads: int | None = None) -> tuple[Tiles, str]:
+def tuned_lstm_tiles(x: Array, w_hh: Array, threads: int | None = None) -> tuple[Tiles, str]:
     """tuned_recurrent_tiles for kernels.lstm(x, w_ih, w_hh, ...)."""
     return tuned_recurrent_tiles("lstm", x, w_hh, threads)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
@@ -51,14 +51,14 @@ _INT64_MAX = 2**63 - 1
 
 
 def _int_at_least(
-    value: Any, name: str, minimum: int, what: str = "an integer", maximum: int = _INT64_MAX
+    value: object, name: str, minimum: int, what: str = "an integer", maximum: int = _INT64_MAX
 ) -> int:
     """value as an int (not a bool, not a float) in [minimum, maximum], else ValueError naming `name`."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
         raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}")
     try:
         ivalue = operator.index(value)
-    except TypeError:
+    except TypeError:  # an __index__ that refuses
         raise ValueError(f"{name} must be {what} >= {minimum}, got {value!r}") from None
     if ivalue < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
@@ -67,20 +67,20 @@ def _int_at_least(
     return ivalue
 
 
-def _positive_int(value: Any, name: str, maximum: int = _INT64_MAX) -> int:
+def _positive_int(value: object, name: str, maximum: int = _INT64_MAX) -> int:
     return _int_at_least(value, name, 1, maximum=maximum)
 
 
-def _threads(value: Any) -> int:
+def _threads(value: object) -> int:
     return default_threads() if value is None else _positive_int(value, "threads", MAX_THREADS)
 
 
-def _optional_positive(value: Any, name: str) -> int | None:
+def _optional_positive(value: object, name: str) -> int | None:
     """A tile: None (from the cache model) or 1..MAX_TILE."""
     return None if value is None else _positive_int(value, name, MAX_TILE)
 
 
-def _optional_count(value: Any, name: str, maximum: int = _INT64_MAX) -> int | None:
+def _optional_count(value: object, name: str, maximum: int = _INT64_MAX) -> int | None:
     """A path threshold: None (the default) or 0..maximum."""
     return None if value is None else _int_at_least(value, name, 0, maximum=maximum)
 
@@ -125,7 +125,7 @@ def _tiles(
     )
 
 
-def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:
+def _pair(value: object, name: str, minimum: int) -> tuple[int, int]:
     """An int or an (h, w) pair of ints, each >= minimum."""
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) != 2:
@@ -140,7 +140,7 @@ def _pair(value: Any, name: str, minimum: int) -> tuple[int, int]:
 Padding = int | tuple[int, int] | tuple[int, int, int, int]
 
 
-def _padding(value: Any) -> tuple[int, int, int, int]:
+def _padding(value: object) -> tuple[int, int, int, int]:
     """An int, an (h, w) pair (both sides alike) or (top, bottom, left, right): the four sides."""
     if isinstance(value, (tuple, list)) and len(value) == 4:
         sides = tuple(
@@ -154,7 +154,7 @@ def _padding(value: Any) -> tuple[int, int, int, int]:
     return h, h, w, w
 
 
-def _arrays(**named: Any) -> None:
+def _arrays(**named: object) -> None:
     for name, arr in named.items():
         if not isinstance(arr, np.ndarray):
             raise ValueError(f"{name} must be a numpy.ndarray, got {type(arr).__name__}")
