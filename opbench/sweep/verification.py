@@ -20,8 +20,10 @@ from typing import Any
 
 from threadpoolctl import ThreadpoolController
 
+from opbench.backends.base import Prepared
 from opbench.case import Outcome, Reason
-from opbench.dtypes import Inputs
+from opbench.dtypes import Array, Inputs
+from opbench.ops import spot
 from opbench.ops.base import Op
 from opbench.ops.spot import refreshed
 from opbench.sweep.caserun import CaseRun, TimedCheck
@@ -61,7 +63,7 @@ class Expected:
     def reference(self) -> Any:
         return self.op.reference(self.shape, self.inputs)
 
-    def bounds(self, accumulate: str) -> Any:
+    def bounds(self, accumulate: str) -> dict[str, Array]:
         if accumulate not in self._bounds:
             self._bounds[accumulate] = self.op.error_bounds(
                 self.shape, self.inputs, self.reference, self.dtype, accumulate
@@ -99,7 +101,7 @@ def visit_seed(cfg: SweepConfig, case: CaseRun, visit: int) -> int:
     return zlib.crc32(text.encode())
 
 
-def refill(cfg: SweepConfig, case: CaseRun, prepared: Any) -> bool:
+def refill(cfg: SweepConfig, case: CaseRun, prepared: Prepared) -> bool:
     """Give the next visit new input values (the first ones moved, with that visit's seed: the same for
     every backend of the case), written into the prepared case's own buffers; False (the case keeps
     computing on its first values) where its backend cannot rewrite them."""
@@ -117,7 +119,7 @@ SHARED_PARTS = 128
 _parts: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
 
 
-def _spot_part(cfg: SweepConfig, case: CaseRun, visit: int, refilled: bool) -> Any:
+def _spot_part(cfg: SweepConfig, case: CaseRun, visit: int, refilled: bool) -> spot.Part:
     """The op's spot part for the values the visit computed on (the first ones, or those of the visit), the
     same for every backend of the case."""
     seed = visit_seed(cfg, case, visit if refilled else 1)  # the first values: the same rows each visit
@@ -130,7 +132,7 @@ def _spot_part(cfg: SweepConfig, case: CaseRun, visit: int, refilled: bool) -> A
     return _parts[key]
 
 
-def check_timed(cfg: SweepConfig, case: CaseRun, prepared: Any, refilled: bool) -> None:
+def check_timed(cfg: SweepConfig, case: CaseRun, prepared: Prepared, refilled: bool) -> None:
     """Check the output of the visit just timed on the values it computed on (the op's spot check), record
     it in case.timed, and end the case as a wrong answer if it is wrong. Skipped (and said) where the spot
     check would cost more than --verify-max-gflop."""

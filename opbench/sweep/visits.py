@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from opbench import kernels
-from opbench.backends.base import Backend
+from opbench.backends.base import Backend, Prepared
 from opbench.backends.remote import RemoteBackend
 from opbench.case import OK, Case, Outcome, Reason, Result
 from opbench.dtypes import Inputs
@@ -122,7 +122,7 @@ def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dt
     return op.flops(small) / seconds / 1e9 if seconds > 0 else None
 
 
-def prepare(st: BackendState, case: CaseRun, inputs: Inputs, process: int) -> Any:
+def prepare(st: BackendState, case: CaseRun, inputs: Inputs, process: int) -> Prepared:
     """The case prepared by its backend, in worker `process` where it runs in several."""
     params = dict(case.case.params)
     if isinstance(st.backend, RemoteBackend):
@@ -140,7 +140,13 @@ def _is_memory_bound(bench: Bench, case: Case) -> bool:
 
 
 def _visit(
-    cfg: SweepConfig, case: CaseRun, prepared: Any, bench: Bench, timer: Timer, pool: str, process: int | None
+    cfg: SweepConfig,
+    case: CaseRun,
+    prepared: Prepared,
+    bench: Bench,
+    timer: Timer,
+    pool: str,
+    process: int | None,
 ) -> None:
     device_flush = prepared.cache_flush() if cfg.timer.cold_cache else None
     visit = bench.measure(
@@ -165,7 +171,7 @@ def _visit(
 def timed_visit(
     cfg: SweepConfig,
     case: CaseRun,
-    prepared: Any,
+    prepared: Prepared,
     bench: Bench,
     timer: Timer,
     pool: str,
