@@ -55,9 +55,6 @@ class Tiles:
             if f.name in keys and (v := getattr(self, f.name)) is not None
         }
 
-    def sizes(self) -> tuple[int | None, int | None, int | None]:
-        return self.m, self.n, self.k
-
     def thresholds(self) -> dict[str, int]:
         """The path thresholds that are set."""
         return {t: v for t in THRESHOLDS if (v := getattr(self, t)) is not None}

@@ -21,7 +21,7 @@ from opbench import Tiles
 def test_a_record_round_trips(record: dict[str, int]) -> None:
     tiles = Tiles.of(record, threads=3, isa="avx2")
     assert tiles.record() == record and (tiles.threads, tiles.isa) == (3, "avx2")
-    assert tiles.sizes() == (record.get("tile_m"), record.get("tile_n"), record.get("tile_k"))
+    assert (tiles.m, tiles.n, tiles.k) == (record.get("tile_m"), record.get("tile_n"), record.get("tile_k"))
     assert tiles.thresholds() == {k: v for k, v in record.items() if not k.startswith("tile_")}
     assert tiles.running(1, None) == Tiles.of(record, 1)
 

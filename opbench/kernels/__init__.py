@@ -133,13 +133,14 @@ def prepare_gemm(
     between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
     None) is where every call writes."""
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
-    given = _as_tiles(tiles, "tuned_tiles(m, n, k, dtype, threads)")
+    lookup = "tuned_tiles(m, n, k, dtype, threads)"
+    given = _as_tiles(tiles, lookup)
     paths = given.thresholds()
     return _core.prepare_gemm(
         a,
         b,
         out,
-        _core.Tiles(*_tiles(given, "")),
+        _tiles(given, lookup),
         accumulate,
         _optional_count(paths.get("small_m"), "small_m", MAX_TILE),
         _optional_count(paths.get("parallel_flops"), "parallel_flops"),
@@ -196,7 +197,7 @@ def prepare_conv2d(
         _padding(padding),
         _pair(dilation, "dilation", 1),
         _positive_int(groups, "groups"),
-        _core.Tiles(*_tiles(tiles, lookup, "conv2d")),
+        _tiles(tiles, lookup, "conv2d"),
     )
 
 

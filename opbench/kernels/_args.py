@@ -1,5 +1,5 @@
-"""Argument checks shared by the kernel facade's entry points (no compiled code here): each turns a bad
-value into a ValueError naming it before C++ sees it."""
+"""Argument checks shared by the kernel facade's entry points: each turns a bad value into a ValueError
+naming it before C++ sees it (the compiled extension is touched only to build the checked _core.Tiles)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
+from opbench.kernels._native import core as _core
 from opbench.tiles import Tiles
 
 
@@ -105,18 +106,16 @@ def _as_tiles(tiles: object, lookup: str) -> Tiles:
     return tiles
 
 
-def _tiles(
-    tiles: object, lookup: str, kernel: str = ""
-) -> tuple[int | None, int | None, int | None, int, str]:
-    """What every _core.Tiles is built from, checked: tile_m, tile_n, tile_k, threads, isa (see _as_tiles).
-    `kernel` names a kernel that takes no GEMM path thresholds (they are then a ValueError)."""
+def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
+    """The _core.Tiles every prepare_* takes, each field checked: tile_m, tile_n, tile_k, threads, isa (see
+    _as_tiles). `kernel` names a kernel that takes no GEMM path thresholds (they are then a ValueError)."""
     tiles = _as_tiles(tiles, lookup)
     if kernel and tiles.thresholds():
         names = ", ".join(tiles.thresholds())
         raise ValueError(f"{kernel} takes no {names} (GEMM path thresholds; kernels.gemm's tiles only)")
     if tiles.isa is not None and not isinstance(tiles.isa, str):
         raise ValueError(f"isa must be a kernel set's name, got {tiles.isa!r}")
-    return (
+    return _core.Tiles(
         _optional_positive(tiles.m, "tile_m"),
         _optional_positive(tiles.n, "tile_n"),
         _optional_positive(tiles.k, "tile_k"),

@@ -44,7 +44,7 @@ def _prepare(cell: str, arrays: dict[str, Array], outs: tuple[Array, ...] | None
         y,
         h_n,
         c_n,
-        _core.Tiles(*_tiles(tiles, _LOOKUP[op], op)),
+        _tiles(tiles, _LOOKUP[op], op),
     )
 
 

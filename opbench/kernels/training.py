@@ -36,9 +36,7 @@ def prepare_gemm_backward(
     call (allocated when None)."""
     _arrays(a=a, b=b, dc=dc)
     da, db = _outs(outs, "da, db")
-    return _core.prepare_gemm_backward(
-        a, b, dc, da, db, _core.Tiles(*_tiles(tiles, "tuned(...)", "gemm_backward"))
-    )
+    return _core.prepare_gemm_backward(a, b, dc, da, db, _tiles(tiles, "tuned(...)", "gemm_backward"))
 
 
 def gemm_backward(a: Array, b: Array, dc: Array, *, tiles: TilesArg = None) -> tuple[Array, Array]:
@@ -76,7 +74,7 @@ def prepare_conv2d_backward(
         _positive_int(groups, "groups", MAX_CONV_PARAM),
         dx,
         dw,
-        _core.Tiles(*_tiles(tiles, "tuned(...)", "conv2d_backward")),
+        _tiles(tiles, "tuned(...)", "conv2d_backward"),
     )
 
 
@@ -148,7 +146,7 @@ def prepare_rnn_backward(
         dy,
         dh_n,
         dc_n,
-        _core.Tiles(*_tiles(tiles, "tuned(...)", f"{cell} backward")),
+        _tiles(tiles, "tuned(...)", f"{cell} backward"),
     )
 
 
