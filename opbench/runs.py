@@ -65,6 +65,8 @@ def run_sweeps(
         reference = sweep.make_reference(first)
         stamp = utc_stamp()
         prefix = f"{meta['suite']['name']}-" if meta["suite"] else ""
+        # what history keys cases by: the builds of the backends that run (one that cannot has no cases)
+        builds = {name: st.backend.build() for name, st in states.items() if st.reason is None}
         for index, cfg in enumerate(configs):
             header = sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
             writer = ResultsWriter(out_dir, f"{prefix}{cfg.op.name}-{stamp}", formats, header)
@@ -75,7 +77,6 @@ def run_sweeps(
                     sweep.run_sweep(
                         cfg, states, peak_table, writer.put, observer.visit_started, history, bench
                     )
-                    builds = {name: st.backend.build() for name, st in states.items()}
                     if earlier.apply(writer.doc, peak.cache_dir(), builds):  # flags cases unlike earlier runs
                         writer.refresh()
                 finally:
