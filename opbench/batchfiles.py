@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench.descriptors import DRIVERS, DTYPES, Options, Problem, Skipped, expand
+from opbench.documents import BatchLines
 from opbench.errors import UsageError
 from opbench.files import read_input
 
@@ -104,7 +105,7 @@ class Batch:
     description: str = ""
     lines: dict[str, bool] = field(default_factory=dict)  # FILE:LINE of each descriptor -> something runs
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> BatchLines:
         """Counts for the results file and the table: lines measured and skipped, skips by kind."""
         skipped_lines = [w for w, runs in self.lines.items() if not runs]
         return {

@@ -6,7 +6,7 @@ stays the backend's own (what it ran with, by its names)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 
 class MeasurementBlock(TypedDict, total=False):
@@ -67,7 +67,35 @@ class EnvironmentBlock(TypedDict, total=False):
     warnings: list[str]
     run: WindowBlock
     other_processes: list[ProcessUseBlock]
-    reference: dict[str, Any]
+    reference: ReferenceSummary
+
+
+class ProbeBlock(TypedDict):
+    """One in-run reference probe beside a visit (reference.Probe.to_dict): its value, how long before or
+    after the visit it was taken, and whether an earlier probe's value was reused."""
+
+    value: float
+    age_s: float
+    reused: bool
+
+
+class ReferenceSummary(TypedDict):
+    """The in-run reference over a whole run (reference.InRunReference.summary): its probes and their cost,
+    the best values known and seen, and how each probe is taken."""
+
+    probes: int
+    reused: int
+    probe_s: float
+    share_of_run: float | None
+    best: dict[str, float]
+    best_this_run: dict[str, float]
+    throttled_below: float
+    fma_probe: str
+    cache_probe: str
+    triad_probe: str
+    handoff_probe: str | None
+    apart_above: float
+    handoff_apart: dict[str, int]
 
 
 class RoundBlock(TypedDict, total=False):
@@ -85,7 +113,7 @@ class RoundBlock(TypedDict, total=False):
     throttled: bool
     handoff_ns: float | None
     apart: bool
-    probes: dict[str, dict[str, Any]]
+    probes: dict[str, dict[str, ProbeBlock]]  # "before" and "after" the visit, by probe key
     settle_s: float
     contention: WindowBlock | None
     process: int

@@ -17,9 +17,10 @@ import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from opbench.blocks import GuardsBlock, PeakBlock, ReferenceBlock, TimeBlock, VerifyBlock
+from opbench.documents import Record
 from opbench.ops import recorded
 from opbench.ops.base import Op
 
@@ -239,7 +240,7 @@ class Result:
         value = f / b
         return value if math.isfinite(value) else None
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> Record:
         """The versioned JSON record (the one place a Result becomes one)."""
         c = self.case
         return {
@@ -309,5 +310,9 @@ class Result:
         )
 
 
-def _plain(block: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if block is None else dict(block)
+_B = TypeVar("_B", TimeBlock, PeakBlock, ReferenceBlock, VerifyBlock, GuardsBlock)
+
+
+def _plain(block: _B | None) -> _B | None:
+    """A copy of a block for a record (the Result's own stays as it is)."""
+    return None if block is None else block.copy()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
+from opbench.documents import SkippedDict
 from opbench.errors import UsageError
 from opbench.ops import OPS, conv, gemm
 from opbench.ops.base import Op
@@ -84,7 +85,7 @@ class Skipped:
     reason: str
     family: str = ""  # conv, gemm or recurrent: the descriptor's form
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> SkippedDict:
         return {
             "where": self.where,
             "text": self.text,

@@ -25,10 +25,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from filelock import FileLock, Timeout
 
+from opbench.blocks import TimeBlock
+from opbench.documents import BackendSummary, MachineBlock, Record, ResultsDoc
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import utc_now
 
@@ -39,11 +41,11 @@ FLAG = "unlike_earlier_runs"
 DISTURBED = frozenset({"contended", "throttled", "apart"})
 
 
-def case_key(doc: dict[str, Any], record: dict[str, Any], builds: Mapping[str, str | None]) -> str:
+def case_key(doc: ResultsDoc, record: Record, builds: Mapping[str, str | None]) -> str:
     """What must match for two medians to be the same case measured again (`builds`: per backend name, what
     identifies its own compiled code, Backend.build(): a rebuilt kernel is a new case)."""
     backend = record["backend"]
-    version = ((doc.get("backends") or {}).get(backend) or {}).get("version")
+    version = (doc.get("backends") or {}).get(backend, BackendSummary()).get("version")
     details = record.get("details") or {}
     return json.dumps(
         [
@@ -56,7 +58,7 @@ def case_key(doc: dict[str, Any], record: dict[str, Any], builds: Mapping[str, s
             record.get("threads"),
             record.get("device"),
             details.get("tiles_effective") or details.get("tiles"),
-            (record.get("time") or {}).get("cold_cache"),
+            (record.get("time") or TimeBlock()).get("cold_cache"),
         ],
         sort_keys=True,
     )
@@ -66,7 +68,16 @@ def _path(cache_dir: Path) -> Path:
     return cache_dir / "history.json"
 
 
-def _read(path: Path) -> dict[str, Any]:
+class Entry(TypedDict):
+    """One earlier median of a case: the median, the range of its process medians, and when."""
+
+    median_s: float
+    low_s: float
+    high_s: float
+    utc: str
+
+
+def _read(path: Path) -> dict[str, Any]:  # the history file as read: each entry checked by _earlier
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -74,22 +85,24 @@ def _read(path: Path) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _earlier(entries: Any) -> list[dict[str, Any]]:
+def _earlier(entries: object) -> list[Entry]:
     if not isinstance(entries, list):
         return []
-    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("median_s"), (int, float))]
+    return [
+        cast(Entry, e) for e in entries if isinstance(e, dict) and isinstance(e.get("median_s"), (int, float))
+    ]
 
 
-def process_range(record: dict[str, Any]) -> tuple[float, float]:
+def process_range(record: Record) -> tuple[float, float]:
     """The lowest and highest of a record's process medians (--processes), or its median twice."""
-    t = record["time"]
+    t = record.get("time") or TimeBlock()
     medians = [float(p["median_s"]) for p in t.get("per_process") or [] if p.get("median_s")]
     if len(medians) < 2:
         return float(t["median_s"]), float(t["median_s"])
     return min(medians), max(medians)
 
 
-def _gap(low: float, high: float, earlier: dict[str, Any]) -> float:
+def _gap(low: float, high: float, earlier: Entry) -> float:
     """How far (relative, + slower) this run's process medians lie from an earlier run's; 0 where the two
     ranges overlap."""
     e_low = float(earlier.get("low_s") or earlier["median_s"])
@@ -101,8 +114,8 @@ def _gap(low: float, high: float, earlier: dict[str, Any]) -> float:
     return 0.0
 
 
-def _judged(record: dict[str, Any]) -> bool:
-    t = record.get("time") or {}
+def _judged(record: Record) -> bool:
+    t = record.get("time") or TimeBlock()
     return (
         record.get("status") == "ok"
         and isinstance(t.get("median_s"), (int, float))
@@ -111,10 +124,10 @@ def _judged(record: dict[str, Any]) -> bool:
     )
 
 
-def apply(doc: dict[str, Any], cache_dir: Path, builds: Mapping[str, str | None] | None = None) -> int:
+def apply(doc: ResultsDoc, cache_dir: Path, builds: Mapping[str, str | None] | None = None) -> int:
     """Flag the records of a finished sweep document whose median differs from an earlier run's, then add
     this run's medians to the machine's history (`builds`: see case_key). Returns the number flagged."""
-    machine = (doc.get("machine") or {}).get("identity_key") or "unknown"
+    machine = doc.get("machine", MachineBlock()).get("identity_key") or "unknown"
     path = _path(cache_dir)
     flagged = 0
     try:
@@ -129,7 +142,7 @@ def apply(doc: dict[str, Any], cache_dir: Path, builds: Mapping[str, str | None]
                 if not _judged(record):
                     continue
                 key = case_key(doc, record, builds or {})
-                median = float(record["time"]["median_s"])
+                median = float((record.get("time") or TimeBlock())["median_s"])
                 low, high = process_range(record)
                 earlier = _earlier(cases.get(key))
                 worst = max(earlier, key=lambda e: abs(_gap(low, high, e)), default=None)
@@ -144,7 +157,7 @@ def apply(doc: dict[str, Any], cache_dir: Path, builds: Mapping[str, str | None]
                         "reproduce across processes here"
                     )
                 cases.pop(key, None)  # re-inserted last: the dict's order is the order of use
-                entry = {"median_s": median, "low_s": low, "high_s": high, "utc": when}
+                entry: Entry = {"median_s": median, "low_s": low, "high_s": high, "utc": when}
                 cases[key] = [*earlier, entry][-HISTORY_KEEP:]
             while len(cases) > HISTORY_MAX_CASES:
                 cases.pop(next(iter(cases)))

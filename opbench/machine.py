@@ -16,12 +16,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 from opbench import __version__, kernels, microarch
 from opbench.contention import adopted_threads_cpu_ns
+from opbench.documents import Fingerprint, GitSha, Identity, KernelRanOn, MachineBlock
 
 LIBRARIES = (
     "numpy",
@@ -68,7 +69,7 @@ def library_versions() -> dict[str, str | None]:
 
 
 @functools.lru_cache(maxsize=1)
-def git_sha() -> dict[str, Any] | None:
+def git_sha() -> GitSha | None:
     """Commit of the source tree opbench runs from (editable installs), with a dirty flag; None elsewhere."""
     root = Path(__file__).resolve().parent.parent
     if not (root / ".git").exists():
@@ -209,7 +210,7 @@ def wait_until_quiet(max_wait_s: float = 1.0, window_s: float = 0.005, busy_frac
 
 
 @functools.lru_cache(maxsize=1)
-def identity() -> dict[str, Any]:
+def identity() -> Identity:
     """What tells one machine from another for peaks, tuned records, studies and compare: vendor, CPUID
     family/model/stepping, the micro-architecture they name, cache sizes, CPU count, ISA flags and the
     hypervisor. Two VMs both called "AMD EPYC" differ here when one is a Zen 4 and the other a Zen 5."""
@@ -234,19 +235,18 @@ def identity_key() -> str:
     return hashlib.sha256(json.dumps(identity(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def identity_label(ident: dict[str, Any] | None) -> str:
+def identity_label(ident: Mapping[str, object] | None) -> str:
     """'AuthenticAMD family 0x19 model 0x11 (Zen 4)' for messages."""
     if not ident:
         return "an unidentified machine"
-    try:
-        family, model = int(ident["family"]), int(ident["model"])
-    except (KeyError, TypeError, ValueError):
+    family, model = ident.get("family"), ident.get("model")
+    if not isinstance(family, int) or not isinstance(model, int):
         return "an unidentified machine"
     arch = f" ({ident['microarch']})" if ident.get("microarch") else ""
     return f"{ident.get('vendor')} family {family:#x} model {model:#x}{arch}"
 
 
-def kernel_ran_on() -> dict[str, Any]:
+def kernel_ran_on() -> KernelRanOn:
     """The CPU's name and logical CPUs, and the kernel set of ours that runs here (what a tuned tiling and a
     tuning study belong to, beside the machine's identity)."""
     feats = kernels.cpu_features()
@@ -258,7 +258,7 @@ def kernel_ran_on() -> dict[str, Any]:
     }
 
 
-def fingerprint(threads: int) -> dict[str, Any]:
+def fingerprint(threads: int) -> Fingerprint:
     """What a tuning result depends on: the machine's identity, the kernel that ran and its version, the
     threads."""
     return {
@@ -269,7 +269,7 @@ def fingerprint(threads: int) -> dict[str, Any]:
     }
 
 
-def provenance(threads: int, cpus: list[int]) -> dict[str, Any]:
+def provenance(threads: int, cpus: list[int]) -> MachineBlock:
     """The machine block of a results file."""
     feats = kernels.cpu_features()
     return {

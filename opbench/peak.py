@@ -8,14 +8,15 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from filelock import FileLock, Timeout
 
 from opbench import __version__, kernels, microarch
 from opbench.accelerators import lookup
+from opbench.documents import BandwidthDict, PeakDict
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import cpu_model, identity, utc_now
 from opbench.reference import InRunReference
@@ -30,8 +31,19 @@ class Peak:
     name: str  # which peak, in words
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> PeakDict:
+        return PeakDict(
+            dtype=self.dtype,
+            threads=self.threads,
+            gflops=self.gflops,
+            source=self.source,
+            name=self.name,
+            detail=self.detail,
+        )
+
+
+# What the per-machine cache holds under a key: a peak's or a bandwidth's record.
+_Entry = TypeVar("_Entry", PeakDict, BandwidthDict)
 
 
 def cache_dir() -> Path:
@@ -77,7 +89,7 @@ def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5)
     )
 
 
-def _read_cache(path: Path) -> dict[str, Any]:
+def _read_cache(path: Path) -> dict[str, Any]:  # JSON read back: checked where used
     try:
         cache = json.loads(path.read_text())
         return cache if isinstance(cache, dict) else {}
@@ -85,7 +97,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _cached(key: str, refresh: bool, make: Callable[[], _Entry]) -> _Entry:
     """A measurement from this machine's cache (keyed by machine fingerprint and `key`), else make() it now
     and store it. An unreadable or damaged cache is measured again; an unwritable one is only not saved.
     Measuring holds a lock beside the cache: processes started together measure one at a time (several
@@ -94,11 +106,10 @@ def _cached(key: str, refresh: bool, make: Callable[[], dict[str, Any]]) -> dict
     path = cache_dir() / "peaks.json"
     fp = machine_fingerprint()
 
-    def lookup() -> dict[str, Any] | None:
+    def lookup() -> _Entry | None:  # an entry of another format: the caller's TypeError measures again
         entry = _read_cache(path).get(fp, {}).get(key)
-        return (
-            dict(entry["value"]) if isinstance(entry, dict) and isinstance(entry.get("value"), dict) else None
-        )
+        ok = isinstance(entry, dict) and isinstance(entry.get("value"), dict)
+        return cast(_Entry, dict(entry["value"])) if ok else None
 
     if not refresh and (found := lookup()) is not None:
         return found
@@ -176,8 +187,8 @@ class Bandwidth:
     source: str  # "measured"
     detail: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> BandwidthDict:
+        return BandwidthDict(threads=self.threads, gbs=self.gbs, source=self.source, detail=self.detail)
 
 
 def measure_bandwidth(threads: int, repeats: int = 5) -> Bandwidth:

@@ -41,9 +41,10 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from opbench import kernels
+from opbench.blocks import ProbeBlock, ReferenceSummary
 from opbench.machine import allowed_cpus
 
 # A visit whose probe ran below this share of the best probe this machine has shown ran on a slow machine.
@@ -126,7 +127,7 @@ class Probe:
     at_s: float  # clock time it was taken
     reused: bool = False  # an earlier probe's value, reused to keep probes under PROBE_SHARE
 
-    def to_dict(self, visit_s: float, before: bool) -> dict[str, Any]:
+    def to_dict(self, visit_s: float, before: bool) -> ProbeBlock:
         """age_s: seconds from this probe to the start of the visit it precedes (before), or from the end of
         the visit it follows to this probe (after)."""
         age = visit_s - self.at_s if before else self.at_s - visit_s
@@ -258,7 +259,7 @@ class InRunReference:
         seen = [p.value for p in self.history if p.kind == "handoff"]
         return sum(1 for v in seen if best and v > APART_FACTOR * best), len(seen)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ReferenceSummary:
         elapsed = self.clock() - self.started_s
         return {
             "probes": self.probes,

@@ -57,9 +57,11 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from opbench.documents import Record, ResultsDoc
 from opbench.errors import UsageError
 from opbench.escape import csv_text
 from opbench.files import atomic_write_text, json_text, reserve
@@ -98,7 +100,7 @@ def schema_path() -> Path:
     return Path(__file__).parent / "schemas" / f"sweep-results.v{SCHEMA_VERSION}.json"
 
 
-def csv_row(record: dict[str, Any], shape_keys: list[str]) -> dict[str, Any]:
+def csv_row(record: Mapping[str, Any], shape_keys: list[str]) -> dict[str, Any]:
     t = record.get("time") or {}
     peak = record.get("peak") or {}
     details = record.get("details") or {}
@@ -144,11 +146,11 @@ class ResultsWriter:
     it changes and kept, so a rewrite costs one record's serialisation, not the whole document's (a
     conv sweep's 0.5 MB file was serialised 300 times, 6 s of the run)."""
 
-    def __init__(self, out_dir: Path, stem: str, formats: list[str], header: dict[str, Any]) -> None:
+    def __init__(self, out_dir: Path, stem: str, formats: list[str], header: ResultsDoc) -> None:
         self.paths: dict[str, Path] = {}
-        self._slots: dict[int, dict[str, Any]] = {}
+        self._slots: dict[int, Record] = {}
         self._record_json: dict[int, str] = {}
-        self.doc: dict[str, Any] = {
+        self.doc: ResultsDoc = {
             "schema_version": SCHEMA_VERSION,
             "kind": "opbench.sweep",
             **header,
@@ -172,7 +174,7 @@ class ResultsWriter:
         """Write again after records were changed in place (history.apply flags them at the end)."""
         self._store(sorted(self._slots.items()))
 
-    def _store(self, records: list[tuple[int, dict[str, Any]]]) -> None:
+    def _store(self, records: list[tuple[int, Record]]) -> None:
         for index, record in records:
             self._slots[index] = record
             self._record_json[index] = _indented(json_text(record), RECORD_INDENT)

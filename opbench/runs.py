@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from opbench import gpu, machine, peak
 from opbench import history as earlier
 from opbench.backends import BACKENDS
+from opbench.documents import BandwidthDict, MachineBlock, PeakTable, ResultsDoc, SweepMeta
 from opbench.errors import UsageError
 from opbench.machine import utc_stamp
 from opbench.ops import pass_of
@@ -22,7 +23,7 @@ from opbench.reference import THROTTLED_SPEED, apart_warning
 from opbench.results import ResultsWriter
 from opbench.sweep import driver as sweep
 from opbench.sweep import visits
-from opbench.sweep.config import SweepConfig, setup_backends
+from opbench.sweep.config import BackendState, SweepConfig, setup_backends
 
 
 class Observer(Protocol):
@@ -34,16 +35,16 @@ class Observer(Protocol):
 
     def visit_started(self, description: str) -> None: ...
 
-    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None: ...
+    def sweep_finished(self, doc: ResultsDoc, paths: dict[str, Path]) -> None: ...
 
 
 def run_sweeps(
     configs: list[SweepConfig],
-    meta: dict[str, Any],
+    meta: SweepMeta,
     out_dir: Path,
     formats: list[str],
     observer: Observer,
-    writers: list[Any],
+    writers: list[ResultsWriter],
 ) -> None:
     """Run every config into its own results file (appended to `writers` as it is created)."""
     first = configs[0]
@@ -94,13 +95,13 @@ def run_sweeps(
 
 def sweep_header(
     cfg: SweepConfig,
-    meta: dict[str, Any],
-    states: dict[str, Any],
-    peak_table: dict[str, Any],
+    meta: SweepMeta,
+    states: dict[str, BackendState],
+    peak_table: PeakTable,
     cpus: list[int],
     index: int,
-    bandwidth: dict[str, Any] | None,
-) -> dict[str, Any]:
+    bandwidth: BandwidthDict | None,
+) -> ResultsDoc:
     return {
         "op": cfg.op.name,
         "passes": list(cfg.passes),
@@ -139,10 +140,10 @@ def sweep_header(
     }
 
 
-def accelerator_block(device: str) -> dict[str, Any]:
+def accelerator_block(device: str) -> MachineBlock:
     """GPU provenance at the start of a run on a cuda device (name, CUDA, driver, clocks); empty on CPU."""
     info = gpu.provenance(device)
-    return {"accelerator": info} if info is not None else {}
+    return MachineBlock(accelerator=info) if info is not None else MachineBlock()
 
 
 def environment(writer: Any, bench: Any) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from opbench.backends import parse_backends
 from opbench.batchfiles import read_batch
+from opbench.documents import BatchLines
 from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
 from opbench.files import MAX_SPEC_BYTES, read_input
@@ -62,7 +63,7 @@ class Spec:
     source: str | None
     path: str
     plans: tuple[SweepPlan, ...]
-    lines: dict[str, Any] | None = None  # a batch file's: lines run and skipped (batchfiles.Batch.summary)
+    lines: BatchLines | None = None  # a batch file's: lines run and skipped (batchfiles.Batch.summary)
 
 
 class _Where:

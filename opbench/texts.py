@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from opbench.blocks import TimeBlock
 from opbench.case import DOUBT_MARK, marked
 
 
@@ -19,11 +20,11 @@ def format_seconds(s: float | None) -> str:
     raise AssertionError("unreachable")
 
 
-def spread(t: dict[str, Any]) -> float:
+def spread(t: TimeBlock) -> float:
     """What the stability class rests on: the larger of the within-round IQR and the between-round spread
     (relative to the median); the IQR of all samples for files without rounds."""
     if "rel_iqr_within" in t:
-        return float(max(t["rel_iqr_within"], t["rel_spread_rounds"]))
+        return float(max(t["rel_iqr_within"], t.get("rel_spread_rounds", 0.0)))
     return float(t["rel_iqr"])
 
 

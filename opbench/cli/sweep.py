@@ -17,6 +17,7 @@ from opbench.backends.user_backend import UserKernelBackend
 from opbench.cli.common import check_flags_apply, check_out_dir
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.display.sweep import RichObserver, print_batch_lines
+from opbench.documents import Fields, Params, Scalar, SuiteInfo, SweepMeta
 from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
 from opbench.kernels import default_threads
@@ -25,15 +26,15 @@ from opbench.ops import PASSES, get_op, pass_of
 from opbench.ops.base import Op
 from opbench.ops.space import expand
 from opbench.ranges import parse_sizes
-from opbench.results import parse_formats
+from opbench.results import ResultsWriter, parse_formats
 from opbench.runs import run_sweeps
 from opbench.specs import SweepPlan, load_batch_spec, load_spec, load_suite, plans_from_problems
-from opbench.sweep.config import SweepOptions, check_memory, configs_for
+from opbench.sweep.config import SweepConfig, SweepOptions, check_memory, configs_for
 from opbench.timing import TimerConfig
 from opbench.userkernel import parse_kernel, parse_params
 
 
-def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any] | None]:
+def plans_from_args(args: argparse.Namespace) -> tuple[list[SweepPlan], SuiteInfo | None]:
     """The sweep plans this command asks for, and the suite/spec it came from (None for the command line)."""
     given_axes = {d: getattr(args, d) for d in AXIS_FLAGS if getattr(args, d) is not None}
     given_params = {d: getattr(args, d) for d in PARAM_FLAGS if getattr(args, d) is not None}
@@ -58,8 +59,8 @@ def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]
                 raise UsageError(
                     f"{spec.name} has no {args.op} sweep (it has: {', '.join(p.op.name for p in spec.plans)})"
                 )
-        meta = {"name": spec.name, "description": spec.description, "source": spec.source, "path": spec.path}
-        return plans, meta
+        suite = SuiteInfo(name=spec.name, description=spec.description, source=spec.source, path=spec.path)
+        return plans, suite
 
     if op is None:
         raise UsageError(
@@ -82,7 +83,7 @@ def plans_from_args(args: argparse.Namespace) -> tuple[list[Any], dict[str, Any]
     return [SweepPlan(op, tuple(shapes), mode, None, None, "")], None
 
 
-def _refuse_shape_flags(given: dict[str, Any], mode: str | None, source: str) -> None:
+def _refuse_shape_flags(given: Fields, mode: str | None, source: str) -> None:
     """A shape flag (or --mode) given beside a source of shapes: 'FLAG cannot be combined with SOURCE'."""
     if given or mode:
         flags = [AXIS_FLAGS.get(d) or PARAM_FLAGS[d] for d in given] or ["--mode"]
@@ -90,16 +91,19 @@ def _refuse_shape_flags(given: dict[str, Any], mode: str | None, source: str) ->
 
 
 def problem_plans(
-    args: argparse.Namespace, given_axes: dict[str, Any], given_params: dict[str, Any]
-) -> tuple[list[Any], dict[str, Any] | None]:
+    args: argparse.Namespace, given_axes: dict[str, str], given_params: dict[str, Scalar]
+) -> tuple[list[SweepPlan], SuiteInfo | None]:
     """--problem DESC ... or --batch-file FILE: the plans, and the batch file as the run's suite."""
     extra = {**given_axes, **{k: v for k, v in given_params.items() if k != "nonlinearity"}}
     _refuse_shape_flags(extra, args.mode, "--problem/--batch-file (the descriptor sets it)")
-    start = descriptors.options(given_params.get("nonlinearity"))
+    nonlinearity = given_params.get("nonlinearity")
+    start = descriptors.options(None if nonlinearity is None else str(nonlinearity))
     if args.batch_file:
         spec = load_batch_spec(args.batch_file, args.op, start, args.strict)
-        meta = {"name": spec.name, "description": spec.description, "source": None, "path": spec.path}
-        return list(spec.plans), {**meta, "lines": spec.lines}
+        suite = SuiteInfo(
+            name=spec.name, description=spec.description, source=None, path=spec.path, lines=spec.lines
+        )
+        return list(spec.plans), suite
     if args.strict:
         raise UsageError("--strict applies to --batch-file")
     problems = [descriptors.parse(text, args.op, "--problem", start) for text in args.problem]
@@ -109,14 +113,16 @@ def problem_plans(
     return list(plans_from_problems(problems)), None
 
 
-def nothing_to_run(suite: dict[str, Any] | None) -> int:
+def nothing_to_run(suite: SuiteInfo | None) -> int:
     """A batch file whose every problem is skipped: its lines said (what was skipped and why); nothing is
     measured or written, and that is not an error (benchdnn passes such a file too)."""
     console = Console(stderr=False)
-    lines = (suite or {}).get("lines") or {}
-    what = "every problem in it is skipped" if lines.get("lines") else "it has no problem descriptors in it"
-    console.print(f"opbench: nothing to run in {(suite or {}).get('path')}: {what}")
-    if lines.get("skipped"):
+    suite = suite or SuiteInfo()
+    lines = suite.get("lines")
+    runs = bool(lines and lines["lines"])
+    what = "every problem in it is skipped" if runs else "it has no problem descriptors in it"
+    console.print(f"opbench: nothing to run in {suite.get('path')}: {what}")
+    if lines and lines["skipped"]:
         print_batch_lines(console, lines, tuple(dict.fromkeys(s["family"] for s in lines["skipped"])))
     return 0
 
@@ -155,12 +161,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def sweep_configs(
     args: argparse.Namespace,
-    plans: list[Any],
-    suite: dict[str, Any] | None,
+    plans: list[SweepPlan],
+    suite: SuiteInfo | None,
     backends_of: Callable[[SweepPlan], Sequence[str]],
-    backend_options: dict[str, dict[str, Any]],
+    backend_options: dict[str, Params],
     paired: bool = False,
-) -> tuple[list[Any], Path, list[str], dict[str, Any]]:
+) -> tuple[list[SweepConfig], Path, list[str], SweepMeta]:
     """The sweep configs of `plans` with the measurement options both sweep and ab take, mapped from the
     arguments onto SweepOptions (`backends_of(plan)`: each plan's backends; `paired`: ab's rounds), checked;
     the output directory, formats and the run's metadata."""
@@ -197,7 +203,7 @@ def sweep_configs(
     )
     configs = configs_for(plans, options, backends_of)
     check_memory(configs, budget)
-    meta = {
+    meta: SweepMeta = {
         "suite": suite,
         "scale": args.scale,
         "plans": [pl.description for pl in plans],
@@ -237,9 +243,9 @@ def _user_kernel(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _run_sweeps(
-    configs: list[Any], meta: dict[str, Any], out_dir: Path, formats: list[str], quiet: bool, verbose: bool
+    configs: list[SweepConfig], meta: SweepMeta, out_dir: Path, formats: list[str], quiet: bool, verbose: bool
 ) -> int:
-    writers: list[Any] = []
+    writers: list[ResultsWriter] = []
     try:
         run_sweeps(configs, meta, out_dir, formats, RichObserver(quiet, verbose), writers)
     except KeyboardInterrupt:

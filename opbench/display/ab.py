@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from opbench.display.sweep import RichObserver
+from opbench.documents import ResultsDoc
 from opbench.texts import format_seconds, speedup_text, summary_text
 
 STYLES = {"FASTER": "bold green", "SLOWER": "bold red", "SAME": "", "AMBIGUOUS": "yellow", "FAILED": "red"}
@@ -19,7 +20,7 @@ STYLES = {"FASTER": "bold green", "SLOWER": "bold red", "SAME": "", "AMBIGUOUS":
 class AbObserver(RichObserver):
     """The sweep's progress; the results files are named at the end with the verdicts, not as tables."""
 
-    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
+    def sweep_finished(self, doc: ResultsDoc, paths: dict[str, Path]) -> None:
         return None
 
 

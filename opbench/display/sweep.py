@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -15,21 +15,24 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from opbench.blocks import TimeBlock
+from opbench.documents import BatchLines, Record, ResultsDoc
 from opbench.texts import format_seconds, spread
 
 
-def _best_per_group(records: list[dict[str, Any]]) -> set[int]:
+def _best_per_group(records: list[Record]) -> set[int]:
     best: dict[tuple[str, str], tuple[float, int]] = {}
     for i, r in enumerate(records):
-        if r["status"] != "ok" or r.get("gflops") is None:
+        gflops = r.get("gflops")
+        if r["status"] != "ok" or gflops is None:
             continue
         key = (r["label"], r["dtype"])
-        if key not in best or r["gflops"] > best[key][0]:
-            best[key] = (r["gflops"], i)
+        if key not in best or gflops > best[key][0]:
+            best[key] = (gflops, i)
     return {i for _, i in best.values()}
 
 
-def results_table(records: list[dict[str, Any]], title: str) -> Table:
+def results_table(records: list[Record], title: str) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     for col, justify in (
         ("shape", "left"),
@@ -66,39 +69,39 @@ def results_table(records: list[dict[str, Any]], title: str) -> Table:
                     Text(f"{r['status']}: {r['reason']}", style="yellow"),
                 )
                 continue
-            t = r["time"]
-            util = r.get("utilization")
+            t, util, gflops = r.get("time") or TimeBlock(), r.get("utilization"), r.get("gflops")
             table.add_row(
                 label,
                 dtype,
                 Text(r["backend"], style=style),
                 format_seconds(t["median_s"]),
                 f"{100 * spread(t):.1f}%",
-                Text(f"{r['gflops']:.1f}", style=style),
+                Text("-" if gflops is None else f"{gflops:.1f}", style=style),
                 "-" if util is None else f"{100 * util:.1f}%",
                 Text(", ".join(r["flags"]), style="magenta") if r["flags"] else "",
             )
     return table
 
 
-def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) -> None:
+def print_summary(console: Console, doc: ResultsDoc, paths: Mapping[str, Path]) -> None:
     records = doc["records"]
     machine = doc["machine"]
     title = f"opbench sweep {doc['op']}"
-    if doc.get("suite"):
-        title += f" — suite {doc['suite']['name']}"
+    suite = doc.get("suite")
+    if suite:
+        title += f" — suite {suite['name']}"
     if doc.get("scale"):
         title += f" (scaled x{doc['scale']:g}: batch and input size)"
     title += (
         f" — {machine['cpu_model']}, {doc['settings']['threads']} thread(s), {doc.get('mode') or 'cases'}"
     )
     console.print(results_table(records, title))
-    in_run = [r for r in records if (r.get("peak") or {}).get("source") == "in-run"]
+    in_run = [(r["dtype"], b["gflops"]) for r in records if (b := r.get("peak")) and b["source"] == "in-run"]
     for dtype, p in doc["peaks"].items():
         used = p.get("used")
         if not used:
             continue
-        probes = sorted(r["peak"]["gflops"] for r in in_run if r["dtype"] == dtype)
+        probes = sorted(gflops for d, gflops in in_run if d == dtype)
         if probes:
             line = (
                 f"peak {dtype}: the best in-run FMA probe, slowed by the machine's speed beside each "
@@ -107,10 +110,10 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
             )
         else:
             line = f"peak {dtype}: {used['gflops']:.1f} GFLOPS {used['source']} — {used['name']}"
-        if p.get("datasheet"):
-            line += f"; datasheet estimate {p['datasheet']['gflops']:.1f} ({p['datasheet']['name']})"
+        if ds := p.get("datasheet"):
+            line += f"; datasheet estimate {ds['gflops']:.1f} ({ds['name']})"
         console.print(line, style="dim")
-    speeds = sorted(r["machine_speed"] for r in records if r.get("machine_speed") is not None)
+    speeds = sorted(s for r in records if (s := r.get("machine_speed")) is not None)
     if speeds:
         console.print(
             f"machine speed while measuring (in-run probe / best this machine has shown): "
@@ -121,13 +124,13 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
     console.print(doc["flop_note"] + f"; utilization = achieved / {used_what}.", style="dim")
     for warning in (doc.get("environment") or {}).get("warnings", []):
         console.print(f"warning: {warning}", style="yellow")
-    for name, b in doc["backends"].items():
-        if not b["available"]:
-            console.print(f"backend {name} skipped: {b['reason']}", style="yellow")
+    for name, summary in doc["backends"].items():
+        if not summary["available"]:
+            console.print(f"backend {name} skipped: {summary['reason']}", style="yellow")
     notes = sorted({(r["backend"], n) for r in records for n in r.get("notes", [])})
     for backend, note in notes:
         console.print(f"note ({backend}): {note}", style="dim")
-    lines = (doc.get("suite") or {}).get("lines")
+    lines = suite.get("lines") if suite else None
     if lines:
         base = doc["op"].split(":")[0]
         print_batch_lines(console, lines, ("recurrent" if base in ("rnn", "gru", "lstm") else base,))
@@ -139,7 +142,7 @@ def print_summary(console: Console, doc: dict[str, Any], paths: dict[str, Any]) 
 MAX_SKIPPED_ROWS = 20
 
 
-def print_batch_lines(console: Console, lines: dict[str, Any], families: tuple[str, ...]) -> None:
+def print_batch_lines(console: Console, lines: BatchLines, families: tuple[str, ...]) -> None:
     """A batch file's lines: how many ran and were skipped (by kind), a table per descriptor form in
     `families` (conv, gemm, recurrent) of the problems of that form that were skipped, the notes and the
     options ignored."""
@@ -204,7 +207,7 @@ class RichObserver:
         if self._advance is not None:
             self._advance(description)
 
-    def sweep_finished(self, doc: dict[str, Any], paths: dict[str, Path]) -> None:
+    def sweep_finished(self, doc: ResultsDoc, paths: dict[str, Path]) -> None:
         print_summary(self.console, doc, paths)
         if self.verbose:
             self.console.print("repro, one command per case:")

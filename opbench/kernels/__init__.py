@@ -6,8 +6,8 @@ load_error() says whether it loads here."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from opbench.documents import CpuFeatures, CpuInfo, KernelInfo
 from opbench.dtypes import Array
 from opbench.kernels._args import (
     MAX_CONV_PARAM,
@@ -216,10 +216,10 @@ def available_isas() -> list[str]:
     return list(_core.cpu_info()["isas"])
 
 
-def default_tiles(isa: str | None = None, n: int = 0) -> dict[str, Any]:
+def default_tiles(isa: str | None = None, n: int = 0) -> KernelInfo:
     """Micro-kernel shape (mr, nr) and the cache-model default tiles of a kernel set (for a GEMM with n
     columns where given: a narrow n may pick the kernel set's narrow tile)."""
-    return dict(_core.kernel_info(isa or "", n))
+    return _core.kernel_info(isa or "", n)
 
 
 def register_tile(isa: str | None, dtype: str, n: int = 0) -> dict[str, int]:
@@ -233,9 +233,9 @@ def register_tile(isa: str | None, dtype: str, n: int = 0) -> dict[str, int]:
     return {"mr": int(info["mr"]), "nr": int(info["nr"]), "elem_bytes": 4}
 
 
-def cpu_info() -> dict[str, Any]:
+def cpu_info() -> CpuInfo:
     """What the C++ runtime detected: vendor, brand, ISA flags, caches (sizes in bytes), kernel sets."""
-    return dict(_core.cpu_info())
+    return _core.cpu_info()
 
 
 def l3_bytes() -> int:
@@ -294,9 +294,6 @@ def extension_dir() -> str:
     return os.path.dirname(extension_file())
 
 
-def cpu_features() -> dict[str, Any]:
+def cpu_features() -> CpuFeatures:
     """What run-time dispatch found: vendor, brand, ISA flags, caches, kernel sets and the one chosen."""
-    info = dict(_core.cpu_info())
-    info["selected_isa"] = _core.kernel_info("")["isa"]
-    info["kernel"] = default_tiles()
-    return info
+    return {**_core.cpu_info(), "selected_isa": _core.kernel_info("")["isa"], "kernel": default_tiles()}

@@ -9,11 +9,11 @@ the record."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 from opbench.blocks import PeakBlock, ReferenceBlock, SensitivityBlock, TimeBlock
 from opbench.case import Result
+from opbench.documents import PeakDict
 from opbench.guards import peak_guard
 from opbench.measure import QUIET_MAX_WAIT_S, combine
 from opbench.peak import UNIT_PEAKS
@@ -32,14 +32,20 @@ def _probe_name(key: str) -> str:
     )
 
 
-def _peak_block(peak: Mapping[str, Any]) -> PeakBlock:
+class CorrectedPeak(TypedDict):
+    """corrected_peak's answer: the peak's GFLOPS, how it was found, and what it adds to the reference."""
+
+    gflops: float
+    how: str
+    reference: ReferenceBlock
+
+
+def _peak_block(peak: PeakDict) -> PeakBlock:
     """The peak a utilization is against, as the record names it (a peak table's entry holds more)."""
     return {"gflops": peak["gflops"], "source": peak["source"], "name": peak["name"]}
 
 
-def case_result(
-    case: CaseRun, peak: dict[str, Any] | None, sensitivity: SensitivityBlock | None = None
-) -> Result:
+def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBlock | None = None) -> Result:
     """The Result of a case from its first visit and all its visits. `peak` is the fallback peak (a GPU's
     datasheet) used where no in-run reference was taken. `sensitivity` (sampling.sensitivity, over the
     visits of the case's backend, op and dtype) says how far its speed follows the in-run FMA probe: its
@@ -129,7 +135,7 @@ def corrected_peak(
     reference: ReferenceBlock,
     sensitivity: SensitivityBlock | None,
     rounds: list[tuple[tuple[float, ...], float | None]],
-) -> dict[str, Any] | None:
+) -> CorrectedPeak | None:
     """The peak a case's utilization is against. Every sample of a kept round (`rounds`: its samples, and
     the speed index beside it, 1.0 with both probes at the machine's best) is brought to the machine's best
     speed: its time times that round's index raised to the case's sensitivity (1: a case that follows the

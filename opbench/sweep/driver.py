@@ -15,6 +15,8 @@ from opbench.backends import accelerator_name
 from opbench.blocks import SensitivityBlock
 from opbench.case import Result
 from opbench.contention import Monitor
+from opbench.documents import BackendSummary, PeakDict, PeakEntry, PeakTable
+from opbench.dtypes import Inputs
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
@@ -43,10 +45,10 @@ ROUND_MIN_SAMPLES = 2
 KEEP_PREPARED_BYTES = 1 << 30
 
 
-def backend_summary(states: dict[str, BackendState]) -> dict[str, Any]:
+def backend_summary(states: dict[str, BackendState]) -> dict[str, BackendSummary]:
     """Per backend: available or why not, its version, and the worker processes its cases ran in (each
     one's randomized layout: layout.py) or why they ran in this process."""
-    out: dict[str, Any] = {}
+    out: dict[str, BackendSummary] = {}
     for name, st in states.items():
         out[name] = {"available": st.reason is None, "reason": st.reason, "version": st.version}
         if processes(st):
@@ -56,9 +58,9 @@ def backend_summary(states: dict[str, BackendState]) -> dict[str, Any]:
     return out
 
 
-def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> dict[str, dict[str, Any]]:
+def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> PeakTable:
     """Per dtype: the peak used for utilization (measured on CPU) and the datasheet estimate beside it."""
-    out: dict[str, dict[str, Any]] = {}
+    out: PeakTable = {}
     name = accelerator_name(device) if device != "cpu" else None
     for d in dtypes:
         if device != "cpu":
@@ -164,7 +166,7 @@ def make_bench(cfg: SweepConfig, cpus: list[int], reference: InRunReference | No
 def run_sweep(
     cfg: SweepConfig,
     states: dict[str, BackendState],
-    peak_table: dict[str, dict[str, Any]],
+    peak_table: PeakTable,
     on_records: Callable[[list[tuple[int, Result]]], None],
     on_case_start: Callable[[str], None] | None = None,
     history: SpeedHistory | None = None,
@@ -191,8 +193,8 @@ def run_sweep(
                     )
                 groups.append(group)
 
-    def peak_of(case: CaseRun) -> dict[str, Any] | None:
-        return peak_table.get(case.dtype, {}).get("used")
+    def peak_of(case: CaseRun) -> PeakDict | None:
+        return peak_table.get(case.dtype, PeakEntry()).get("used")
 
     def report(case: CaseRun) -> None:
         on_records([(case.index, case_result(case, peak_of(case)))])
@@ -208,7 +210,7 @@ def run_sweep(
         keep_budget = min(keep_budget, cfg.max_memory_bytes // 4)
     # Round 1, a (shape, pass, dtype) group at a time: inputs and the float64 reference made once per group.
     group_of = {i: g for g in groups for i in g}
-    prepared_group: tuple[int, dict[str, Any], Any] | None = None
+    prepared_group: tuple[int, Inputs, Expected | None] | None = None
     for index in order[0]:
         case = cases[index]
         op = case.case.op

@@ -22,6 +22,7 @@ from opbench import kernels
 from opbench.backends.base import Backend, Prepared
 from opbench.backends.remote import RemoteBackend
 from opbench.case import OK, Case, Outcome, Reason, Result
+from opbench.documents import PeakDict
 from opbench.dtypes import Inputs
 from opbench.guards import zeros_guard
 from opbench.measure import Bench
@@ -336,7 +337,7 @@ def measure_case(
     dtype: str,
     inputs: Inputs,
     expected: verification.Expected | None,
-    peak: dict[str, Any] | None,
+    peak: PeakDict | None,
     bench: Bench,
     history: SpeedHistory,
 ) -> Result:

@@ -1,0 +1,319 @@
+"""The JSON documents opbench writes and reads back, typed: the results file (its header and records), the
+peak and bandwidth entries, the machine blocks and what the compiled runtime reports about the CPU. Each is
+the file's own layout (schema v10: results.py), declared as a TypedDict so that mypy checks every key that
+is written or read; the nested blocks of a record are in blocks.py. Values a document holds without
+knowing their type (a shape's fields, a backend's parameters) are `Scalar`s."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypedDict
+
+from opbench.blocks import (
+    EnvironmentBlock,
+    GuardsBlock,
+    PeakBlock,
+    ReferenceBlock,
+    TimeBlock,
+    VerifyBlock,
+)
+
+# One value of a shape field, an axis level, a backend parameter or a tile: what a spec, a command line or
+# a record can hold there.
+Scalar = str | int | float | bool | None
+Fields = Mapping[str, Scalar]
+# What a backend prepares a case with (Backend.case_params; our kernels' tiles, ISA and accumulation).
+Params = dict[str, Scalar]
+
+
+class CacheLevel(TypedDict):
+    """One cache level as the runtime detected it (csrc/bindings/module.cpp, cache_dict)."""
+
+    size_bytes: int
+    ways: int
+    sets: int
+    line_bytes: int
+    shared_by_cpus: int
+
+
+class CpuInfo(TypedDict):
+    """What the compiled runtime detected (`_core.cpu_info()`): the CPU, its ISA flags, caches and the kernel
+    sets it runs, best first."""
+
+    vendor: str
+    brand: str
+    logical_cpus: int
+    family: int
+    model: int
+    stepping: int
+    hypervisor: str
+    features: dict[str, bool]
+    caches: dict[str, CacheLevel]
+    cache_source: str
+    isas: list[str]
+    native_fp16_fma: bool
+    bf16_dot: bool
+
+
+class F16AccInfo(TypedDict, total=False):
+    """accumulate='fp16': the kernels it runs, or why it cannot run here."""
+
+    available: bool
+    isa: str
+    description: str
+    mr: int
+    nr: int
+    reason: str
+
+
+class Bf16Info(TypedDict):
+    """The kernels bf16 inputs run on, and why not the AVX512-BF16 ones where those are not used."""
+
+    isa: str
+    description: str
+    mr: int
+    nr: int
+    dot_product_unit: bool
+    reason: str
+
+
+class KernelInfo(TypedDict):
+    """A kernel set's micro-kernel shape and cache-model default tiles (`_core.kernel_info()`; the record
+    keys tile_m / tile_n / tile_k are a file format)."""
+
+    isa: str
+    description: str
+    mr: int
+    nr: int
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    small_m: int
+    parallel_flops: int
+    stream_m: int
+    thin_max_n: int
+    stream_m_max: int
+    fp16_accumulate: F16AccInfo
+    bf16: Bf16Info
+
+
+class CpuFeatures(CpuInfo):
+    """cpu_info() with the kernel set dispatch chose and its defaults (kernels.cpu_features)."""
+
+    selected_isa: str
+    kernel: KernelInfo
+
+
+class Identity(TypedDict):
+    """What tells one machine from another (machine.identity)."""
+
+    vendor: str
+    family: int
+    model: int
+    stepping: int
+    microarch: str | None
+    cpu_model: str
+    caches: dict[str, int]
+    logical_cpus: int
+    isa_flags: list[str]
+    hypervisor: str | None
+
+
+class KernelRanOn(TypedDict):
+    """The CPU's name and logical CPUs, and the kernel set of ours that runs here (machine.kernel_ran_on)."""
+
+    cpu_model: str
+    logical_cpus: int
+    isa: str
+    kernel: str
+
+
+class Fingerprint(KernelRanOn):
+    """What a tuning result depends on (machine.fingerprint)."""
+
+    machine: Identity
+    opbench_version: str
+    threads: int
+
+
+class GitSha(TypedDict):
+    sha: str
+    dirty: bool
+
+
+class MachineBlock(TypedDict, total=False):
+    """A results file's machine block (machine.provenance, and the accelerator's where a GPU ran)."""
+
+    identity: Identity
+    identity_key: str
+    cpu_model: str
+    vendor: str
+    features: dict[str, bool]
+    isas: list[str]
+    selected_isa: str
+    kernel: KernelInfo
+    caches: dict[str, CacheLevel]
+    cache_source: str
+    logical_cpus: int
+    threads: int
+    affinity: list[int]
+    os: str
+    python: str
+    memory_available_bytes: int
+    opbench_version: str
+    git: GitSha | None
+    libraries: dict[str, str | None]
+    accelerator: dict[str, object]
+
+
+class PeakDict(TypedDict):
+    """A peak (peak.Peak): its GFLOPS, where it came from ("measured" or "datasheet"), and which peak."""
+
+    dtype: str
+    threads: int
+    gflops: float
+    source: str
+    name: str
+    detail: str
+
+
+class BandwidthDict(TypedDict):
+    """The measured memory bandwidth (peak.Bandwidth)."""
+
+    threads: int
+    gbs: float
+    source: str
+    detail: str
+
+
+class PeakEntry(TypedDict, total=False):
+    """A dtype's peaks in a results header: the one utilization is against (`used`), the measured one and
+    the datasheet's beside it; an accelerator's also names the device."""
+
+    used: PeakDict | None
+    measured: PeakDict | None
+    datasheet: PeakDict | None
+    device_name: str | None
+
+
+PeakTable = dict[str, PeakEntry]
+
+
+class BackendSummary(TypedDict, total=False):
+    """A backend in a results header: available or why not, its version, and the worker processes its cases
+    ran in (each one's layout) or why they ran in this process."""
+
+    available: bool
+    reason: str | None
+    version: str | None
+    processes: list[dict[str, object]]
+    in_process: str
+
+
+class SkippedDict(TypedDict):
+    """A batch file's problem that opbench does not run, and why (descriptors.Skipped)."""
+
+    where: str
+    text: str
+    family: str
+    kind: str
+    reason: str
+
+
+class BatchLines(TypedDict):
+    """A batch file's lines: how many ran and were skipped, skips by kind, notes and options ignored
+    (batchfiles.Batch.summary)."""
+
+    lines: int
+    lines_run: int
+    lines_skipped: int
+    skipped_by_kind: dict[str, int]
+    skipped: list[SkippedDict]
+    notes: list[str]
+    ignored_options: dict[str, int]
+
+
+class SuiteInfo(TypedDict, total=False):
+    """The named suite, spec or batch file a sweep's shapes came from, as its header keeps it."""
+
+    name: str
+    description: str
+    source: str | None
+    path: str
+    lines: BatchLines | None
+
+
+class SweepMeta(TypedDict):
+    """What the command line adds to every results header of one `opbench sweep`: the command, the suite,
+    the scale, and each config's mode and description (by config index)."""
+
+    command: str
+    suite: SuiteInfo | None
+    scale: float | None
+    modes: list[str | None]
+    plans: list[str]
+
+
+# A results record (case.Result.to_record, schema v10); `pass` is a keyword, hence the functional form.
+# Records read back from an older file may lack fields (results.py's schema history).
+Record = TypedDict(
+    "Record",
+    {
+        "op": str,
+        "pass": str,
+        "shape": dict[str, Scalar],
+        "factors": dict[str, Scalar],
+        "label": str,
+        "dtype": str,
+        "backend": str,
+        "threads": int,
+        "device": str,
+        "status": str,
+        "reason": str | None,
+        "flops": int,
+        "min_bytes": int,
+        "arithmetic_intensity": float | None,
+        "time": TimeBlock | None,
+        "gflops": float | None,
+        "gflops_best": float | None,
+        "peak": PeakBlock | None,
+        "utilization": float | None,
+        "machine_speed": float | None,
+        "reference": ReferenceBlock | None,
+        "verify": VerifyBlock | None,
+        "guards": GuardsBlock | None,
+        "details": dict[str, object],
+        "notes": list[str],
+        "flags": list[str],
+        "repro": str | None,
+    },
+    total=False,
+)
+
+
+class ResultsDoc(TypedDict, total=False):
+    """A results file (results.ResultsWriter): the header runs.sweep_header builds, the records in sweep
+    order, and what the run adds at its end (environment, completion)."""
+
+    schema_version: int
+    kind: str
+    op: str
+    passes: list[str]
+    shape_fields: list[str]
+    command: str
+    flop_note: str
+    suite: SuiteInfo | None
+    scale: float | None
+    mode: str | None
+    description: str
+    factor_levels: dict[str, list[Scalar]]
+    settings: dict[str, object]
+    machine: MachineBlock
+    peaks: PeakTable
+    bandwidth: BandwidthDict | None
+    backends: dict[str, BackendSummary]
+    created_utc: str
+    finished_utc: str | None
+    complete: bool
+    environment: EnvironmentBlock
+    records: list[Record]
