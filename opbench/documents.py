@@ -19,8 +19,8 @@ from opbench.blocks import (
 )
 
 # One value of a shape field, an axis level, a backend parameter or a tile: what a spec, a command line or
-# a record can hold there.
-Scalar = str | int | float | bool | None
+# a record can hold there (a conv's padding may be its four sides).
+Scalar = str | int | float | bool | None | tuple[int, ...]
 Fields = Mapping[str, Scalar]
 # What a backend prepares a case with (Backend.case_params; our kernels' tiles, ISA and accumulation).
 Params = dict[str, Scalar]

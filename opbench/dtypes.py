@@ -17,6 +17,9 @@ from opbench.errors import UsageError
 Array = NDArray[Any]
 # A case's named input arrays (an op's make_inputs), as every backend is given them.
 Inputs = dict[str, Array]
+# What a backend's call returns, as numpy arrays in the op's structure: gemm and conv one array, rnn and gru
+# (y, h_n), lstm (y, (h_n, c_n)); a backward pass its gradients in order.
+Output = Array | tuple["Output", ...]
 
 NUMPY_DTYPES: dict[str, Any] = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
 # Unit roundoff u = 2^-p of each format (p = significand bits incl. the implicit one, minus one).

@@ -43,7 +43,7 @@ def get_op(name: str) -> Op[Any]:
     return pass_of(OPS[op], pass_name)
 
 
-def recorded(name: Any, pass_name: str = "fwd") -> Op[Any]:
+def recorded(name: object, pass_name: str = "fwd") -> Op[Any]:
     """The Op a record names: the registry's, or, for one this version does not run (another version's, a
     poisoned file's), a foreign Op that carries the name for the tables and refuses to measure."""
     try:
@@ -88,10 +88,10 @@ def assumed_accumulation(
     return sums + act
 
 
-def shape_label(op: str, fields: Any) -> str:
+def shape_label(op: str, fields: object) -> str:
     """The op's label for recorded shape fields (a study's fingerprint, a tuned record); the raw numbers
     joined by 'x' for an op or fields this version does not know."""
     try:
-        return str(get_op(op).shape_from_case(dict(fields)).label())
+        return str(get_op(op).shape_from_case(dict(fields)).label())  # type: ignore[call-overload]
     except Exception:
         return "x".join(str(v) for v in (fields or {}).values()) if isinstance(fields, dict) else str(fields)

@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import Array, Inputs
+from opbench.documents import Fields
+from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import UsageError
+from opbench.kernels import Plan as KernelPlan
+from opbench.ops.spot import PartOf, SpotCheck
 from opbench.tiles import Tiles
 
 S = TypeVar("S")
@@ -33,7 +36,7 @@ class Check(Protocol[S_contra]):
     def __call__(
         self,
         shape: S_contra,
-        output: Any,
+        output: Output,
         inputs: Inputs,
         ref: Any,
         dtype: str,
@@ -51,7 +54,7 @@ class Plan(Protocol[S_contra]):
         inputs: Inputs,
         tiles: Tiles,
         accumulate: str = "fp32",
-    ) -> Any: ...
+    ) -> KernelPlan: ...
 
 
 class TileNames(Protocol[S_contra]):
@@ -60,7 +63,7 @@ class TileNames(Protocol[S_contra]):
     def __call__(self, shape: S_contra, isa: str | None, dtype: str = "fp32") -> dict[str, int]: ...
 
 
-def _supported(shape: Any) -> str | None:
+def _supported(shape: object) -> str | None:
     return None
 
 
@@ -73,16 +76,16 @@ class Op(Generic[S]):
     flop_note: str  # how its FLOPs are counted (a run's header)
     shape_fields: tuple[str, ...]  # a shape's fields, as records and specs write them
     axes: Mapping[str, tuple[str, ...]]  # sweep axis -> the shape fields it sets
-    base: Mapping[str, Any]  # every axis's value at the base point
-    params: Mapping[str, Any]  # fixed sweep parameters (conv's stride, rnn's nonlinearity) and defaults
+    base: Fields  # every axis's value at the base point
+    params: Fields  # fixed sweep parameters (conv's stride, rnn's nonlinearity) and defaults
     default_mode: str  # how the command line's axes expand: "one-factor" or "product" (ops/space.py)
     default_backends: tuple[str, ...]
     batch_fields: tuple[str, ...]  # what --scale shrinks: the batch ...
     spatial_fields: tuple[str, ...]  # ... and the input size
     default_cases: Callable[[], list[S]]
-    make_shape: Callable[[dict[str, Any]], S]  # from a sweep point (axes and params)
-    shape_from_case: Callable[[dict[str, Any]], S]  # from explicit shape fields (a record, a spec case)
-    factors: Callable[[S], dict[str, Any]]  # a shape's axis values
+    make_shape: Callable[[Fields], S]  # from a sweep point (axes and params)
+    shape_from_case: Callable[[Fields], S]  # from explicit shape fields (a record, a spec case)
+    factors: Callable[[S], Fields]  # a shape's axis values
     scale: Callable[[S, float], S]  # --scale
     # --- what a case costs and how it is checked
     flops: Callable[[S], int]
@@ -93,9 +96,9 @@ class Op(Generic[S]):
     reference: Callable[[S, Inputs], Any]  # the float64 answer
     error_bounds: Callable[[S, Inputs, Any, str, str], dict[str, Array]]
     check: Check[S]
-    named_outputs: Callable[[S, Any], dict[str, Any]]
-    spot_part: Callable[[S, Inputs, str, str, int], Any]  # ops/spot.py: a timed call's seeded part
-    spot_check: Callable[..., dict[str, Any]]
+    named_outputs: Callable[[S, Output], dict[str, Output]]
+    spot_part: PartOf[S]  # ops/spot.py: a timed call's seeded part
+    spot_check: SpotCheck[S]
     spot_cost_flops: Callable[[S], int]
     # --- opbench's own kernel (the cpp backend and the tuner)
     plan: Plan[S]
@@ -129,7 +132,7 @@ def foreign(name: str, pass_name: str) -> Op[Any]:
     file): its name and pass, for the tables of a report or a comparison, which read what records say; any
     use of it to measure is a UsageError naming it."""
 
-    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
+    def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise UsageError(f"op '{name}' (pass '{pass_name}') is not one this version of opbench runs")
 
     return Op(

@@ -4,13 +4,13 @@ reference and error bound."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from opbench import kernels
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
+from opbench.documents import Fields, Scalar
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
 from opbench.ops import spot
 from opbench.ops.base import Op
 from opbench.ops.conv_shape import SHAPE_FIELDS, ConvShape
@@ -36,7 +36,7 @@ AXES: dict[str, tuple[str, ...]] = {
     "filter_size": ("r", "s"),
 }
 # Fixed parameters of a sweep; padding "same" keeps H_out = H at stride 1 for every filter size.
-PARAMS: dict[str, Any] = {"stride": 1, "padding": "same", "dilation": 1, "groups": 1}
+PARAMS: dict[str, Scalar] = {"stride": 1, "padding": "same", "dilation": 1, "groups": 1}
 BASE = {"batch": 4, "input_size": 28, "in_channels": 32, "out_channels": 32, "filter_size": 3}
 DEFAULT_AXES = {
     "batch": [1, 2, 4, 8, 16],
@@ -51,7 +51,7 @@ BATCH_FIELDS = ("n",)
 SPATIAL_FIELDS = ("h", "w")
 
 
-def shape_from_case(fields: dict[str, Any]) -> ConvShape:
+def shape_from_case(fields: Fields) -> ConvShape:
     """From explicit shape fields (n, c, h, w, k, r, s required; stride_h ... groups optional)."""
     reject_unknown(fields, SHAPE_FIELDS, NAME)
     values = {f: int_field(fields, f) for f in ("n", "c", "h", "w", "k", "r", "s")}
@@ -75,13 +75,15 @@ def shape_from_case(fields: dict[str, Any]) -> ConvShape:
     return shape
 
 
-def make_shape(point: dict[str, Any]) -> ConvShape:
+def make_shape(point: Fields) -> ConvShape:
     """From a sweep point: the axes plus stride, padding ('same', an integer, or (top, bottom, left, right)),
     dilation and groups."""
     r = s = point["filter_size"]
     dil = point.get("dilation", 1)
     padding = point.get("padding", "same")
-    pad = dil * (r - 1) // 2 if padding == "same" else padding
+    pad: Scalar = padding
+    if padding == "same":  # a filter size or dilation that is no integer: shape_from_case names it
+        pad = dil * (r - 1) // 2 if isinstance(r, int) and isinstance(dil, int) else None
     if isinstance(pad, (tuple, list)):
         top, bottom, left, right = pad
         pad, ends = top, {"pad_w": left, "pad_h_end": bottom, "pad_w_end": right}
@@ -108,7 +110,7 @@ def make_shape(point: dict[str, Any]) -> ConvShape:
     )
 
 
-def factors(shape: ConvShape) -> dict[str, Any]:
+def factors(shape: ConvShape) -> dict[str, Scalar]:
     """The sweep axes' values for this shape (an 'HxW' string where height and width differ)."""
 
     def pair(a: int, b: int) -> int | str:
@@ -238,7 +240,7 @@ def error_bounds(
 
 def check(
     shape: ConvShape,
-    output: Any,
+    output: Output,
     inputs: dict[str, Array],
     ref: Array,
     dtype: str,
@@ -286,7 +288,7 @@ def spot_part(
     )  # fmt: skip
 
 
-def named_outputs(shape: ConvShape, output: Any) -> dict[str, Any]:
+def named_outputs(shape: ConvShape, output: Output) -> dict[str, Output]:
     return {"y": output}
 
 
@@ -301,7 +303,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our implicit-GEMM conv prepared for this case (kernels.Plan; tiles left None are derived)."""
     return kernels.prepare_conv2d(
         inputs["x"],

@@ -9,13 +9,12 @@ BWD_D + BWD_W)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from opbench import kernels
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
 from opbench.ops import conv, spot
 from opbench.ops.base import Op
 from opbench.ops.conv import filters_of, padded64, spot_pick
@@ -147,7 +146,7 @@ def error_bounds(
 
 def check(
     shape: ConvShape,
-    output: Any,
+    output: Output,
     inputs: dict[str, Array],
     ref: dict[str, Array],
     dtype: str,
@@ -196,7 +195,7 @@ def spot_part(
     return spot.Part(shapes, {"dx": images, "dw": filters}, refs, bounds, checked)
 
 
-def named_outputs(shape: ConvShape, output: Any) -> dict[str, Any]:
+def named_outputs(shape: ConvShape, output: Output) -> dict[str, Output]:
     return dict(zip(("dx", "dw"), output, strict=True))
 
 
@@ -208,7 +207,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our conv backward prepared for this case (kernels.Plan): its two products use the tiles."""
     if accumulate != "fp32":
         raise ValueError("the conv backward accumulates in fp32 only")

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from opbench.documents import Fields
 
 
-def reject_unknown(fields: dict[str, Any], known: tuple[str, ...], op: str) -> None:
+def reject_unknown(fields: Fields, known: tuple[str, ...], op: str) -> None:
     unknown = set(fields) - set(known)
     if unknown:
         raise ValueError(f"unknown {op} field(s) {', '.join(sorted(unknown))} (expected {', '.join(known)})")
 
 
-def int_field(fields: dict[str, Any], name: str, minimum: int = 1) -> int:
+def int_field(fields: Fields, name: str, minimum: int = 1) -> int:
     """fields[name] as an integer >= minimum (not a bool), else ValueError naming the field."""
     v = fields.get(name)
     if not isinstance(v, int) or isinstance(v, bool) or v < minimum:

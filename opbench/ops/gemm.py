@@ -5,13 +5,13 @@ and error bound."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from opbench import kernels
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
+from opbench.documents import Fields, Scalar
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
 from opbench.ops import spot
 from opbench.ops.base import Op
 from opbench.ops.fields import int_field, reject_unknown
@@ -47,7 +47,7 @@ class GemmShape:
 
 SHAPE_FIELDS = ("m", "n", "k", "batch")
 AXES: dict[str, tuple[str, ...]] = {"m": ("m",), "n": ("n",), "k": ("k",), "batch_count": ("batch",)}
-PARAMS: dict[str, Any] = {}
+PARAMS: dict[str, Scalar] = {}
 BASE = {"m": 1024, "n": 1024, "k": 1024, "batch_count": 1}
 DEFAULT_MODE = "product"  # GEMM sizes are given as a grid, as in the CUTLASS profiler
 DEFAULT_BACKENDS = ("cpp", "torch", "mindspore", "tensorflow", "numpy")
@@ -69,13 +69,13 @@ def default_cases() -> list[GemmShape]:
     return list(DEFAULT_SHAPES)
 
 
-def make_shape(point: dict[str, Any]) -> GemmShape:
+def make_shape(point: Fields) -> GemmShape:
     """From a sweep point (m, n, k set; batch_count 1 unless given); sizes must be >= 1."""
     fields = {f: point[f] for f in ("m", "n", "k")}
     return shape_from_case({**fields, "batch": point.get("batch_count", 1)})
 
 
-def shape_from_case(fields: dict[str, Any]) -> GemmShape:
+def shape_from_case(fields: Fields) -> GemmShape:
     """From explicit shape fields (m, n, k required; batch optional, 1 unless given)."""
     reject_unknown(fields, SHAPE_FIELDS, NAME)
     batch = int_field(fields, "batch") if "batch" in fields else 1
@@ -161,7 +161,7 @@ def error_bounds(
 
 def check(
     shape: GemmShape,
-    output: Any,
+    output: Output,
     inputs: dict[str, Array],
     ref: Array,
     dtype: str,
@@ -210,7 +210,7 @@ def _batched_spot_part(
     )
 
 
-def named_outputs(shape: GemmShape, output: Any) -> dict[str, Any]:
+def named_outputs(shape: GemmShape, output: Output) -> dict[str, Output]:
     return {"c": output}
 
 
@@ -225,7 +225,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our GEMM prepared for this case (kernels.Plan; tiles left None come from the cache model)."""
     return kernels.prepare_gemm(inputs["a"], inputs["b"], tiles=tiles, accumulate=accumulate)
 

@@ -8,13 +8,12 @@ FLOPs = 4*M*N*K: two products of 2*M*N*K each (the convention of DeepBench and b
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from opbench import kernels
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
 from opbench.ops import gemm, spot
 from opbench.ops.base import Op
 from opbench.ops.gemm import GemmShape, product_bound
@@ -87,7 +86,7 @@ def error_bounds(
 
 def check(
     shape: GemmShape,
-    output: Any,
+    output: Output,
     inputs: dict[str, Array],
     ref: dict[str, Array],
     dtype: str,
@@ -119,7 +118,7 @@ def spot_part(
     }
     by_what = (spot.rows_text("rows", rows, shape.m), spot.rows_text("columns", cols, shape.n))
     shapes = {"da": (shape.m, shape.k), "db": (shape.k, shape.n)}
-    index = {"da": rows, "db": (slice(None), cols)}
+    index: dict[str, spot.Index] = {"da": rows, "db": (slice(None), cols)}
     return spot.Part(shapes, index, refs, bounds, f"{by_what[0]} of dA, {by_what[1]} of dB")
 
 
@@ -130,7 +129,7 @@ def unsupported(shape: GemmShape) -> str | None:
     return None
 
 
-def named_outputs(shape: GemmShape, output: Any) -> dict[str, Any]:
+def named_outputs(shape: GemmShape, output: Output) -> dict[str, Output]:
     return dict(zip(OUTPUTS, output, strict=True))
 
 
@@ -142,7 +141,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our backward prepared for this case (kernels.Plan): both products use the tiles."""
     if accumulate != "fp32":
         raise ValueError("the GEMM backward accumulates in fp32 only")

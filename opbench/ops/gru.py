@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from opbench import kernels
+from opbench.documents import Fields, Scalar
 from opbench.dtypes import UNIT_ROUNDOFF, Array
 from opbench.ops.recurrent import (
     RecurrentReference,
@@ -34,7 +35,7 @@ FLOP_NOTE = (
     "GRU FLOPs = 2*3H*(I+H) per time step per batch row (DeepBench's convention: the input and recurrent "
     "GEMMs; the gate activations and state update are excluded)"
 )
-PARAMS: dict[str, Any] = {}
+PARAMS: dict[str, Scalar] = {}
 
 
 @dataclass(frozen=True, order=True)
@@ -47,11 +48,11 @@ SHAPE_FIELDS = GruShape.fields()
 INPUT_NAMES = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0")
 
 
-def shape_from_case(fields: dict[str, Any]) -> GruShape:
+def shape_from_case(fields: Fields) -> GruShape:
     return GruShape(**sizes_from_case(GruShape, fields, NAME))
 
 
-def make_shape(point: dict[str, Any]) -> GruShape:
+def make_shape(point: Fields) -> GruShape:
     return shape_from_case({f: point[f] for f in SHAPE_FIELDS})
 
 
@@ -137,7 +138,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our GRU prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
     return kernels.prepare_gru(*(inputs[n] for n in INPUT_NAMES), tiles=tiles)
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from opbench import kernels
+from opbench.documents import Fields, Scalar
 from opbench.dtypes import UNIT_ROUNDOFF, Array
 from opbench.ops.recurrent import (
     RecurrentReference,
@@ -31,7 +32,7 @@ FLOP_NOTE = (
     "LSTM FLOPs = 2*4H*(I+H) per time step per batch row (DeepBench's convention: the input and recurrent "
     "GEMMs; the gate activations and cell update are excluded)"
 )
-PARAMS: dict[str, Any] = {}
+PARAMS: dict[str, Scalar] = {}
 
 
 @dataclass(frozen=True, order=True)
@@ -44,11 +45,11 @@ SHAPE_FIELDS = LstmShape.fields()
 INPUT_NAMES = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0", "c0")
 
 
-def shape_from_case(fields: dict[str, Any]) -> LstmShape:
+def shape_from_case(fields: Fields) -> LstmShape:
     return LstmShape(**sizes_from_case(LstmShape, fields, NAME))
 
 
-def make_shape(point: dict[str, Any]) -> LstmShape:
+def make_shape(point: Fields) -> LstmShape:
     return shape_from_case({f: point[f] for f in SHAPE_FIELDS})
 
 
@@ -127,7 +128,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our LSTM prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
     return kernels.prepare_lstm(*(inputs[n] for n in INPUT_NAMES), tiles=tiles)
 

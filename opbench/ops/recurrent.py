@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from opbench import kernels
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, dtype_name
+from opbench.documents import Fields
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, Output, dtype_name
 from opbench.ops import spot
 from opbench.ops.base import Op, Plan
 from opbench.ops.numerics import LAMBDA, accumulation_error, compare, squares_bound, tiny
@@ -271,7 +272,7 @@ def error_bounds(
 
 def check(
     shape: RecurrentShape,
-    output: Any,
+    output: Output,
     inputs: dict[str, Array],
     ref: RecurrentReference,
     dtype: str,
@@ -306,10 +307,12 @@ def spot_cost_flops(shape: RecurrentShape) -> int:
     return verify_cost_flops(replace(shape, batch=min(shape.batch, spot.SPOT_ROWS)))
 
 
-def spot_of(reference: Callable[[Any, dict[str, Array]], Any]) -> tuple[Callable[..., Any], ...]:
+def spot_of(
+    reference: Callable[[Shape, Inputs], RecurrentReference],
+) -> tuple[spot.PartOf[Shape], spot.SpotCheck[Shape]]:
     """An op's spot_part and spot_check (ops/spot.py): seeded batch rows, their reference computed alone."""
 
-    def spot_part(shape: Any, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int) -> Any:
+    def spot_part(shape: Shape, inputs: Inputs, dtype: str, accumulate: str, seed: int) -> spot.Part:
         rows = spot.pick(shape.batch, seed)
         sub = replace(shape, batch=len(rows))
         sub_inputs = batch_rows(inputs, rows)
@@ -317,7 +320,7 @@ def spot_of(reference: Callable[[Any, dict[str, Array]], Any]) -> tuple[Callable
         t, b, h = shape.seq_len, shape.batch, shape.hidden
         names = ("y", "h_n", "c_n")[: 1 + shape.STATES]
         shapes = {n: (t, b, h) if n == "y" else (b, h) for n in names}
-        index = {n: (slice(None), rows) if n == "y" else rows for n in names}
+        index: dict[str, spot.Index] = {n: (slice(None), rows) if n == "y" else rows for n in names}
         bounds = error_bounds(sub, sub_inputs, ref, dtype, accumulate)
         checked = spot.rows_text("batch rows", rows, b)
         return spot.Part(shapes, index, {n: ref.outputs[n] for n in names}, bounds, checked)
@@ -325,7 +328,7 @@ def spot_of(reference: Callable[[Any, dict[str, Array]], Any]) -> tuple[Callable
     return spot_part, spot.checker(spot_part, named_outputs)
 
 
-def named_outputs(shape: RecurrentShape, output: Any) -> dict[str, Any]:
+def named_outputs(shape: RecurrentShape, output: Output) -> dict[str, Output]:
     """PyTorch's return structure, (y, h_n) or (y, (h_n, c_n)), by name."""
     y, state = output
     return {"y": y, **({"h_n": state[0], "c_n": state[1]} if shape.STATES == 2 else {"h_n": state})}
@@ -354,11 +357,11 @@ def recurrent_op(
     name: str,
     flop_note: str,
     shape_class: type[Shape],
-    shape_from_case: Callable[[dict[str, Any]], Shape],
-    make_shape: Callable[[dict[str, Any]], Shape],
+    shape_from_case: Callable[[Fields], Shape],
+    make_shape: Callable[[Fields], Shape],
     reference: Callable[[Shape, Inputs], RecurrentReference],
     plan: Plan[Shape],
-    params: Mapping[str, Any] | None = None,
+    params: Fields | None = None,
     param_choices: Mapping[str, tuple[str, ...]] | None = None,
     expected_zero_fraction: Callable[[Shape], float] | None = None,
 ) -> Op[Shape]:

@@ -19,14 +19,15 @@ format is relative to the gradient itself, not to M (which is about sqrt(terms) 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from typing import TypedDict, TypeVar, cast
 
 import numpy as np
 
 from opbench import kernels
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Output
 from opbench.ops import recurrent as fwd
 from opbench.ops import rnn, spot
 from opbench.ops.base import Op
@@ -85,12 +86,24 @@ def make_inputs(shape: fwd.RecurrentShape, dtype: str, seed: int) -> dict[str, A
     return inputs
 
 
+class BpttReference(TypedDict, total=False):
+    """The float64 gradients by name and, beside each, its sums of |terms| and of terms^2 (the bound); the
+    precision the inputs were stored in; for ReLU the terms of units that may switch."""
+
+    grads: dict[str, Array]
+    magnitude: dict[str, Array]
+    squares: dict[str, Array]
+    store: str
+    switching: dict[str, Array]
+
+
 def _sigmoid(z: Array) -> Array:
     return 0.5 * (1.0 + np.tanh(0.5 * z))
 
 
-def _forward64(shape: fwd.RecurrentShape, f64: dict[str, Array]) -> dict[str, Any]:
-    """The float64 forward keeping what BPTT needs: y, h_prev per step, and the cell's activations."""
+def _forward64(shape: fwd.RecurrentShape, f64: dict[str, Array]) -> dict[str, Array]:
+    """The float64 forward keeping what BPTT needs: y, h_prev per step, and the cell's activations (those
+    its cell has)."""
     cell = fwd.cell_of(shape)
     t_len, h = shape.seq_len, shape.hidden
     w_hh = f64["w_hh"]
@@ -124,15 +137,15 @@ def _forward64(shape: fwd.RecurrentShape, f64: dict[str, Array]) -> dict[str, An
             if cell == "rnn_relu":  # the pre-activations: which units may switch
                 saved["z"].append(z)
         saved["y"].append(hs)
-    return {k: np.stack(v) if v else None for k, v in saved.items()}
+    return {k: np.stack(v) for k, v in saved.items() if v}
 
 
 def _bptt(
     shape: fwd.RecurrentShape,
     f64: dict[str, Array],
-    fw: dict[str, Any],
+    fw: dict[str, Array],
     mode: str = "value",
-    margin: Any = 0.0,
+    margin: Array | float = 0.0,
 ) -> dict[str, Array]:
     """BPTT in float64 over the expansion of each gradient into terms (products of factors along a path):
     "value" the gradients; "abs" every product of magnitudes, every difference a sum of them (each
@@ -140,7 +153,8 @@ def _bptt(
     gradient's sum of terms^2 S), for the bound. `margin` (ReLU, T x B x H): a unit counts as active where
     its pre-activation z > -margin (a superset of the active units for margin > 0, a subset for margin < 0:
     the units a correct implementation's own errors may switch)."""
-    a: Any = {"value": lambda v: v, "abs": np.abs, "square": np.square}[mode]
+    ways: dict[str, Callable[[Array], Array]] = {"value": lambda v: v, "abs": np.abs, "square": np.square}
+    a = ways[mode]
 
     def diff(p: Array, q: Array) -> Array:
         return p - q if mode == "value" else a(p) + a(q)
@@ -152,7 +166,7 @@ def _bptt(
     t_len, b, h = shape.seq_len, shape.batch, shape.hidden
     w_hh, w_ih = a(f64["w_hh"]), a(f64["w_ih"])
     dh = a(f64["dh_n"]).copy()
-    dc = a(f64["dc_n"]).copy() if cell == "lstm" else None
+    dc = a(f64["dc_n"]).copy() if cell == "lstm" else np.zeros(0)  # the cell state's (an LSTM's alone)
     g = shape.GATES * h
     dgx = np.zeros((t_len, b, g))
     dgh = np.zeros((t_len, b, g)) if cell == "gru" else dgx
@@ -181,7 +195,7 @@ def _bptt(
         else:
             y = fw["y"][t]
             if cell == "rnn_relu":
-                dgx[t] = d * ((y > 0) if mode == "value" else (fw["z"][t] > -margin[t]))
+                dgx[t] = d * ((y > 0) if mode == "value" else (fw["z"][t] > -np.asarray(margin)[t]))
             else:
                 dgx[t] = d * one_minus(y * y)
             dh = dgx[t] @ w_hh
@@ -201,7 +215,7 @@ def _bptt(
     return out
 
 
-def reference(shape: fwd.RecurrentShape, inputs: dict[str, Array]) -> dict[str, Any]:
+def reference(shape: fwd.RecurrentShape, inputs: dict[str, Array]) -> BpttReference:
     """The float64 gradients and, beside them, the sums of |terms| and of terms^2 behind each (the bound)."""
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     fw = _forward64(shape, f64)
@@ -210,10 +224,10 @@ def reference(shape: fwd.RecurrentShape, inputs: dict[str, Array]) -> dict[str, 
     # its scale, ops/rnn.py, for sums and cells in the stored precision): its terms counted in the
     # magnitudes, and whole in `switching` (an error of a full term, not a rounding of it).
     relu = fwd.cell_of(shape) == "rnn_relu"
-    margin: Any = 0.0
+    margin: Array | float = 0.0
     if relu:  # (the forward's scales: ops/rnn.py's reference, run once more for them)
         margin = LAMBDA * rnn.reference(cast(rnn.RnnShape, shape), inputs).scales(store)["z"]
-    out: dict[str, Any] = {
+    out: BpttReference = {
         "grads": _bptt(shape, f64, fw, "value"),
         "magnitude": _bptt(shape, f64, fw, "abs", margin),
         "squares": _bptt(shape, f64, fw, "square", margin),
@@ -226,7 +240,7 @@ def reference(shape: fwd.RecurrentShape, inputs: dict[str, Array]) -> dict[str, 
 
 
 def grad_bounds(
-    shape: fwd.RecurrentShape, ref: dict[str, Any], dtype: str, accumulate: str, names: tuple[str, ...]
+    shape: fwd.RecurrentShape, ref: BpttReference, dtype: str, accumulate: str, names: tuple[str, ...]
 ) -> dict[str, Array]:
     """The bound of each gradient in `names` (module docstring): the relative error of any term of its sum
     of |terms| M, through at most n = T (G + I + H) + T B + 8 T roundings, plus its rounding to the output
@@ -270,7 +284,7 @@ def term_error(n: int, u: float) -> float:
 
 
 def error_bounds(
-    shape: fwd.RecurrentShape, inputs: dict[str, Array], ref: dict[str, Any], dtype: str, accumulate: str
+    shape: fwd.RecurrentShape, inputs: dict[str, Array], ref: BpttReference, dtype: str, accumulate: str
 ) -> dict[str, Array]:
     """What check() compares with: every gradient's bound."""
     return grad_bounds(shape, ref, dtype, accumulate, GRAD_NAMES[: len(ref["grads"])])
@@ -278,9 +292,9 @@ def error_bounds(
 
 def check(
     shape: fwd.RecurrentShape,
-    output: Any,
+    output: Output,
     inputs: dict[str, Array],
-    ref: dict[str, Any],
+    ref: BpttReference,
     dtype: str,
     accumulate: str,
     bounds: dict[str, Array] | None = None,
@@ -319,7 +333,7 @@ def spot_part(
     )
 
 
-def named_outputs(shape: fwd.RecurrentShape, output: Any) -> dict[str, Any]:
+def named_outputs(shape: fwd.RecurrentShape, output: Output) -> dict[str, Output]:
     return dict(zip(GRAD_NAMES, output, strict=False))
 
 
@@ -331,7 +345,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our BPTT prepared for this case (kernels.Plan): the training forward runs once when it is prepared,
     every call is the backward."""
     return kernels.prepare_rnn_backward(

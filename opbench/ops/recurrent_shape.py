@@ -5,8 +5,9 @@ state counts (and rnn its activation)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import ClassVar, TypeVar
 
+from opbench.documents import Fields
 from opbench.ops.fields import int_field, reject_unknown
 
 
@@ -47,9 +48,12 @@ BATCH_FIELDS = ("batch",)
 SPATIAL_FIELDS = ("input_size",)
 
 
-def sizes_from_case(cls: type[RecurrentShape], fields: dict[str, Any], name: str) -> dict[str, int]:
+def sizes_from_case(cls: type[RecurrentShape], fields: Fields, name: str) -> dict[str, int]:
     reject_unknown(fields, cls.fields(), name)
     return {f: int_field(fields, f) for f in SIZE_FIELDS}
+
+
+R = TypeVar("R", bound=RecurrentShape)
 
 
 def factors(shape: RecurrentShape) -> dict[str, int]:
@@ -57,7 +61,7 @@ def factors(shape: RecurrentShape) -> dict[str, int]:
     return {a: getattr(shape, a) for a in AXES}
 
 
-def scale(shape: RecurrentShape, factor: float) -> Any:
+def scale(shape: R, factor: float) -> R:
     """Shrink batch and input size by factor (at least 1)."""
     return replace(
         shape, batch=max(1, round(shape.batch * factor)), input_size=max(1, round(shape.input_size * factor))

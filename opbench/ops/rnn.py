@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from opbench import kernels
+from opbench.documents import Fields, Scalar
 from opbench.dtypes import Array
 from opbench.ops.fields import int_field
 from opbench.ops.numerics import LAMBDA
@@ -36,7 +37,7 @@ FLOP_NOTE = (
 )
 NONLINEARITIES = ("tanh", "relu")
 # Fixed parameters of a sweep: the activation (--nonlinearity; records keep it as the shape field relu).
-PARAMS: dict[str, Any] = {"nonlinearity": "tanh"}
+PARAMS: dict[str, Scalar] = {"nonlinearity": "tanh"}
 PARAM_CHOICES: dict[str, tuple[str, ...]] = {"nonlinearity": NONLINEARITIES}
 
 
@@ -63,7 +64,7 @@ SHAPE_FIELDS = RnnShape.fields()
 INPUT_NAMES = ("x", "w_ih", "w_hh", "b_ih", "b_hh", "h0")
 
 
-def shape_from_case(fields: dict[str, Any]) -> RnnShape:
+def shape_from_case(fields: Fields) -> RnnShape:
     """From explicit shape fields; relu is optional (0: tanh, the default; 1: ReLU)."""
     sizes = sizes_from_case(RnnShape, fields, NAME)
     relu = int_field(fields, "relu", 0) if "relu" in fields else 0
@@ -78,7 +79,7 @@ def expected_zero_fraction(shape: RnnShape) -> float:
     return 0.5 if shape.relu else 0.0
 
 
-def make_shape(point: dict[str, Any]) -> RnnShape:
+def make_shape(point: Fields) -> RnnShape:
     nonlinearity = point.get("nonlinearity", "tanh")
     if nonlinearity not in NONLINEARITIES:
         raise ValueError(f"nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
@@ -141,7 +142,7 @@ def plan(
     inputs: dict[str, Array],
     tiles: Tiles,
     accumulate: str = "fp32",
-) -> Any:
+) -> kernels.Plan:
     """Our RNN prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
     return kernels.prepare_rnn(
         *(inputs[n] for n in INPUT_NAMES), nonlinearity=shape.nonlinearity, tiles=tiles

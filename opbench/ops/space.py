@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
+from opbench.documents import Fields, Scalar
 from opbench.ops.base import Op
+
+S = TypeVar("S")
 
 MODES = ("one-factor", "product")
 MAX_SHAPES = 10_000  # per sweep: the command line's axes, and each [[sweep]] of a spec or suite
 
 
-def count(axes: Mapping[str, Sequence[Any]], mode: str) -> int:
+def count(axes: Mapping[str, Sequence[Scalar]], mode: str) -> int:
     """How many points expand() would visit, computed without expanding (duplicates included)."""
     if mode == "one-factor":
         return 1 + sum(len(v) for v in axes.values() if len(v) > 1)
@@ -24,8 +27,8 @@ def count(axes: Mapping[str, Sequence[Any]], mode: str) -> int:
 
 
 def expand(
-    op: Op[Any], axes: Mapping[str, Sequence[Any]], base: dict[str, Any], params: dict[str, Any], mode: str
-) -> list[Any]:
+    op: Op[S], axes: Mapping[str, Sequence[Scalar]], base: Fields, params: Fields, mode: str
+) -> list[S]:
     """Shapes for `axes` (a subset of op.axes) around `base` (every axis set) with fixed `params`.
 
     one-factor: the base point, then each axis's values with every other axis at its base value; an axis
@@ -41,7 +44,7 @@ def expand(
         base = {**base, **{a: v[0] for a, v in axes.items() if len(v) == 1}}
         axes = {a: v for a, v in axes.items() if len(v) > 1}
     order = [a for a in op.axes if a in axes]
-    points: list[dict[str, Any]] = []
+    points: list[dict[str, Scalar]] = []
     if mode == "one-factor":
         points.append(dict(base))
         for axis in order:
@@ -49,8 +52,8 @@ def expand(
     else:
         for combo in itertools.product(*(axes[a] for a in order)):
             points.append({**base, **dict(zip(order, combo, strict=True))})
-    shapes: list[Any] = []
-    seen: set[Any] = set()
+    shapes: list[S] = []
+    seen: set[S] = set()
     for point in points:
         try:
             shape = op.make_shape({**params, **point})
@@ -63,11 +66,11 @@ def expand(
     return shapes
 
 
-def scale_shapes(op: Op[Any], shapes: list[Any], factor: float) -> tuple[list[Any], list[Any]]:
+def scale_shapes(op: Op[S], shapes: Sequence[S], factor: float) -> tuple[list[S], list[S]]:
     """Shrink batch and input size of every shape by factor (op.scale). Returns the scaled shapes, duplicates
     dropped, and beside each the shape it came from (the first, where two shrink to the same)."""
-    scaled: list[Any] = []
-    origins: list[Any] = []
+    scaled: list[S] = []
+    origins: list[S] = []
     for shape in shapes:
         s = op.scale(shape, factor)
         if s not in scaled:

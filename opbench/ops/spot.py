@@ -16,12 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import numpy as np
 
-from opbench.dtypes import Array
+from opbench.blocks import VerifyBlock
+from opbench.dtypes import Array, Inputs, Output
 from opbench.ops.numerics import compare
+
+S = TypeVar("S")
+# Which part of an output a spot check takes: rows (an index array), or per dimension an index array or all.
+Index = Array | tuple[Array | slice, ...]
+
+
+class SpotResult(VerifyBlock, total=False):
+    """A spot check's comparison (numerics.compare, or why the output's shape is wrong) and what it
+    recomputed, in words."""
+
+    checked: str
+
 
 # Rows (images, filters, batch rows) a spot check recomputes in float64.
 SPOT_ROWS = 2
@@ -54,12 +67,12 @@ class Part:
     one case can share it (sweep/verification.py)."""
 
     shapes: Mapping[str, tuple[int, ...]]
-    index: dict[str, Any]
+    index: Mapping[str, Index]
     refs: dict[str, Array]
     bounds: dict[str, Array]
     checked: str
 
-    def compare(self, outputs: dict[str, Any], dtype: str) -> dict[str, Any]:
+    def compare(self, outputs: Mapping[str, Output], dtype: str) -> SpotResult:
         """numerics.compare on the part of each output, after checking the whole output's shape."""
         taken = {}
         for name, shape in self.shapes.items():
@@ -76,13 +89,19 @@ class Part:
         return {**compare(taken, self.refs, self.bounds, dtype), "checked": self.checked}
 
 
-def checker(part: Callable[..., Part], named: Callable[[Any, Any], dict[str, Any]]) -> Callable[..., Any]:
+# An op's spot_part(shape, inputs, dtype, accumulate, seed) and spot_check(shape, output, inputs, dtype,
+# accumulate, seed).
+PartOf = Callable[[S, Inputs, str, str, int], Part]
+SpotCheck = Callable[[S, Output, Inputs, str, str, int], SpotResult]
+
+
+def checker(part: PartOf[S], named: Callable[[S, Output], dict[str, Output]]) -> SpotCheck[S]:
     """An op's spot_check(shape, output, inputs, dtype, accumulate, seed) from its spot_part and
     named_outputs: the output's named arrays compared with the part."""
 
     def spot_check(
-        shape: Any, output: Any, inputs: dict[str, Array], dtype: str, accumulate: str, seed: int
-    ) -> dict[str, Any]:
+        shape: S, output: Output, inputs: Inputs, dtype: str, accumulate: str, seed: int
+    ) -> SpotResult:
         return part(shape, inputs, dtype, accumulate, seed).compare(named(shape, output), dtype)
 
     return spot_check
