@@ -20,9 +20,9 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from opbench.blocks import GuardsBlock, PeakBlock, ReferenceBlock, TimeBlock, VerifyBlock
-from opbench.documents import Record
+from opbench.documents import Record, Scalar
 from opbench.ops import recorded
-from opbench.ops.base import Op
+from opbench.ops.base import Op, RecordedShape, Shape
 
 
 class Status(str, Enum):
@@ -124,23 +124,23 @@ class Case:
     passes of one shape apart.
 
     `shape` is the op's frozen shape dataclass (ops/<op>.py) in a Case to measure. A Case read back from a
-    record (Result.from_record) keeps the record's shape fields and label as written, so that reading a
-    file of another version never depends on today's shape classes."""
+    record (Result.from_record) keeps the record's shape fields and label as written (ops.base.RecordedShape),
+    so that reading a file of another version never depends on today's shape classes."""
 
     op: Op[Any]
-    shape: Any
+    shape: Shape
     dtype: str
     backend: str
     threads: int
     device: str
-    params: Mapping[str, Any] = field(default_factory=dict)
-    factors: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, Scalar] = field(default_factory=dict)
+    factors: Mapping[str, Scalar] = field(default_factory=dict)
     label: str = ""
 
     def __post_init__(self) -> None:
         if not self.label:
             suffix = "" if self.pass_name == "fwd" else f" {self.pass_name}"
-            object.__setattr__(self, "label", str(self.shape.label()) + suffix)
+            object.__setattr__(self, "label", self.shape.label() + suffix)
 
     @property
     def pass_name(self) -> str:
@@ -150,8 +150,8 @@ class Case:
     def key(self) -> str:
         return self.op.key
 
-    def shape_fields(self) -> dict[str, Any]:
-        return dict(self.shape) if isinstance(self.shape, Mapping) else dict(self.shape.to_dict())
+    def shape_fields(self) -> dict[str, Scalar]:
+        return dict(self.shape.to_dict())
 
     @property
     def flops(self) -> int:
@@ -280,7 +280,7 @@ class Result:
         pass_name = str(rec.get("pass") or "fwd")  # schema 5 on; every earlier record is a forward
         case = Case(
             op=recorded(rec["op"], pass_name),
-            shape=dict(rec.get("shape") or {}),
+            shape=RecordedShape(dict(rec.get("shape") or {}), str(rec.get("label") or "")),
             label=str(rec.get("label") or ""),
             dtype=rec["dtype"],
             backend=rec["backend"],

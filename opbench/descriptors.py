@@ -31,7 +31,8 @@ from typing import Any
 from opbench.documents import SkippedDict
 from opbench.errors import UsageError
 from opbench.ops import OPS, conv, gemm
-from opbench.ops.base import Op
+from opbench.ops.base import Op, Shape
+from opbench.ops.recurrent_shape import RecurrentShape
 
 RECURRENT_ALGS = {"VANILLA_RNN": "rnn", "VANILLA_LSTM": "lstm", "LBR_GRU": "gru"}
 ALG_OF = {op: alg for alg, op in RECURRENT_ALGS.items()}
@@ -67,7 +68,7 @@ class Problem:
     command line's)."""
 
     op: Op[Any]
-    shape: Any
+    shape: Shape
     dtypes: tuple[str, ...] | None
     text: str
     where: str  # "--problem" or "FILE:LINE"
@@ -418,27 +419,27 @@ def options(activation: str | None = None) -> Options:
     return Options(activations=(activation.upper(),) if activation else None)
 
 
-def describe(op_name: str, shape: Any) -> str:
+def describe(op_name: str, shape: Shape) -> str:
     """The canonical descriptor of a shape: `parse(describe(op, s), op).shape == s`. A conv whose sides are
     padded differently is written with its output size (benchdnn's form): its end padding reads back as the
     least that gives that output, the same computation where a shape pads rows no output reads."""
-    op = op_name.split(":")[0]
-    f = shape.to_dict()
-    if op == "gemm":
-        lead = f"{f['batch']}x" if f.get("batch", 1) > 1 else ""
-        return f"{lead}{f['m']}x{f['k']}:{lead}{f['k']}x{f['n']}"
-    if op == "conv":
-        out = "" if shape.symmetric else f"oh{shape.out_h}ow{shape.out_w}"
+    if isinstance(shape, gemm.GemmShape):
+        lead = f"{shape.batch}x" if shape.batch > 1 else ""
+        return f"{lead}{shape.m}x{shape.k}:{lead}{shape.k}x{shape.n}"
+    if isinstance(shape, conv.ConvShape):
+        s = shape
+        out = "" if s.symmetric else f"oh{s.out_h}ow{s.out_w}"
         return (
-            f"g{f['groups']}mb{f['n']}_ic{f['c']}ih{f['h']}iw{f['w']}_oc{f['k']}{out}_kh{f['r']}kw{f['s']}"
-            f"_sh{f['stride_h']}sw{f['stride_w']}_ph{f['pad_h']}pw{f['pad_w']}"
-            f"_dh{f['dil_h'] - 1}dw{f['dil_w'] - 1}"
+            f"g{s.groups}mb{s.n}_ic{s.c}ih{s.h}iw{s.w}_oc{s.k}{out}_kh{s.r}kw{s.s}"
+            f"_sh{s.stride_h}sw{s.stride_w}_ph{s.pad_h}pw{s.pad_w}_dh{s.dil_h - 1}dw{s.dil_w - 1}"
         )
-    h = f["hidden"]
-    return f"l1t{f['seq_len']}mb{f['batch']}_sic{h}slc{f['input_size']}dhc{h}dic{h}"
+    if isinstance(shape, RecurrentShape):
+        h = shape.hidden
+        return f"l1t{shape.seq_len}mb{shape.batch}_sic{h}slc{shape.input_size}dhc{h}dic{h}"
+    raise ValueError(f"no descriptor for {op_name} shape {shape.label()}")
 
 
-def problem_options(op_name: str, shape: Any) -> str:
+def problem_options(op_name: str, shape: Shape) -> str:
     """What a descriptor alone cannot say and the command line must (the rnn's activation)."""
     if op_name.split(":")[0] == "rnn":
         return f"--nonlinearity {'relu' if shape.to_dict().get('relu') else 'tanh'}"

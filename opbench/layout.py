@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from opbench.documents import LayoutDict
 from opbench.dtypes import Array, Inputs
 
 PAGE = 4096
@@ -36,7 +37,7 @@ ENV_PAD = "OPBENCH_LAYOUT_PAD"
 _KEPT: list[Any] = []  # the heap pad, alive as long as the worker
 
 
-def draw(rng: random.Random | None = None) -> dict[str, Any]:
+def draw(rng: random.Random | None = None) -> LayoutDict:
     """One process's layout: the environment's extra bytes, the heap pad and the seed of its buffer
     offsets. Fresh randomness unless `rng` is given (each run samples new layouts)."""
     r = rng or random.SystemRandom()
@@ -47,7 +48,7 @@ def draw(rng: random.Random | None = None) -> dict[str, Any]:
     }
 
 
-def worker_environment(layout: dict[str, Any]) -> dict[str, str]:
+def worker_environment(layout: LayoutDict) -> dict[str, str]:
     """The environment variables a worker with `layout` starts with."""
     return {ENV_LAYOUT: json.dumps(layout, allow_nan=False), ENV_PAD: "x" * int(layout["env_pad"])}
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from opbench.case import Case
 from opbench.descriptors import describe, problem_options
+from opbench.ops.base import Shape
 from opbench.secrets import mask_argv
 
 DEFAULT_ROUNDS = 3  # the sweep command's default --rounds: left out of a repro
@@ -31,7 +32,7 @@ def command(
     program: list[str],
     verb: str,
     op: str,
-    shape: Any,
+    shape: Shape,
     dtype: str,
     pass_name: str,
     cfg: Any,

@@ -8,6 +8,7 @@ from typing import Any
 
 from opbench.blocks import TimeBlock
 from opbench.case import DOUBT_MARK, marked
+from opbench.documents import Scalar
 
 
 def format_seconds(s: float | None) -> str:
@@ -38,7 +39,7 @@ def ratio_text(x: float | None) -> str:
     return f"{100 * x:.0f}%" if x is not None else "-"
 
 
-def tiles_text(tiles: dict[str, int] | None) -> str:
+def tiles_text(tiles: Mapping[str, Scalar] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "cache-model default"
 
 

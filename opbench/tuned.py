@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from filelock import FileLock
 
 from opbench import kernels
+from opbench.documents import TunedMachine, TunedRecord
 from opbench.dtypes import Array, dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import identity, identity_label, kernel_ran_on, utc_now, utc_stamp
@@ -42,7 +43,7 @@ def records_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "opbench" / "records"
 
 
-def machine() -> dict[str, Any]:
+def machine() -> TunedMachine:
     """The part of the fingerprint a tuned tiling belongs to: the machine's identity (vendor, family, model,
     stepping, caches, ISA flags, hypervisor: a Zen 4 and a Zen 5 both called "AMD EPYC" differ) and the
     kernel set that ran."""
@@ -79,7 +80,7 @@ class Unreadable(Exception):
     """The records file exists but cannot be used (not JSON, not a records document, another schema)."""
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
+def _read(path: Path) -> list[TunedRecord]:
     """The records in `path` ([] when there is no file); Unreadable when the file cannot be used."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -120,7 +121,7 @@ def _well_formed(r: Any) -> bool:
     )
 
 
-def load() -> list[dict[str, Any]]:
+def load() -> list[TunedRecord]:
     """This machine's records. An unreadable file is left alone (a warning on the 'opbench' logger) and
     read as no records; the next save moves it aside."""
     path = _path()
@@ -135,7 +136,7 @@ def _lock(path: Path) -> Any:
     return FileLock(str(path) + ".lock", timeout=60)
 
 
-def _problem(record: dict[str, Any]) -> tuple[Any, ...]:
+def _problem(record: TunedRecord) -> tuple[object, ...]:
     """What a record is for: a save replaces the record of the same (op, dtype, shape, threads) and kernel
     (ours, or a user kernel of the same name and content)."""
     user = record.get("user_kernel") or {}
@@ -149,7 +150,7 @@ def _problem(record: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def save(record: dict[str, Any]) -> tuple[Path, str | None]:
+def save(record: TunedRecord) -> tuple[Path, str | None]:
     """Insert or replace the record for its (op, dtype, shape, threads), under a lock (concurrent tuners on
     one machine never lose each other's records) and atomically (a kill leaves the old or the new file).
     A records file that cannot be read is never overwritten: it is moved aside to
@@ -196,7 +197,7 @@ EXACT_FIELDS = frozenset(
 )
 
 
-def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[dict[str, Any], str] | None:
+def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[TunedRecord, str] | None:
     """The record for exactly this problem, else the nearest tuned shape of the same op and dtype (and, for
     conv, the same stride, padding, dilation and groups; for rnn the same activation; distance: sum of
     |log ratio| over the sizes, same thread count preferred); with a note saying which."""
@@ -214,7 +215,7 @@ def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[di
     if not candidates:
         return None
 
-    def distance(r: dict[str, Any]) -> tuple[float, int]:
+    def distance(r: TunedRecord) -> tuple[float, int]:
         d = sum(abs(math.log(r["shape"][k] / shape[k])) for k in sizes)
         return d, int(r["threads"] != threads)
 

@@ -31,9 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from opbench.documents import UserKernelDict
 from opbench.dtypes import Inputs
 from opbench.errors import UsageError
+from opbench.ops.base import Shape
+from opbench.ops.conv_shape import ConvShape
 from opbench.ops.recurrent import input_names
+from opbench.ops.recurrent_shape import RecurrentShape
+from opbench.ops.rnn import RnnShape
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MODULE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -56,7 +61,7 @@ class KernelRef:
     def name(self) -> str:
         return self.func
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> UserKernelDict:
         return {"spec": self.spec, "func": self.func, "path": self.path, "module": self.module,
                 "sha256": self.sha256, "accumulate": self.accumulate}  # fmt: skip
 
@@ -123,11 +128,12 @@ def load_function(kernel: dict[str, Any]) -> Callable[..., Any]:
     return fn
 
 
-def call(op: str, fn: Callable[..., Any], shape: Any, inputs: Inputs, params: dict[str, Any]) -> Any:
+def call(op: str, fn: Callable[..., Any], shape: Shape, inputs: Inputs, params: dict[str, Any]) -> Any:
     """One call of the user's kernel on the op's inputs, in the op's documented order."""
     if op == "gemm":
         return fn(inputs["a"], inputs["b"], **params)
     if op == "conv":
+        assert isinstance(shape, ConvShape)
         geometry = {
             "stride": (shape.stride_h, shape.stride_w),
             # (h, w), or (top, bottom, left, right) where the sides differ
@@ -137,7 +143,8 @@ def call(op: str, fn: Callable[..., Any], shape: Any, inputs: Inputs, params: di
         }
         return fn(inputs["x"], inputs["w"], **geometry, **params)
     if op in ("rnn", "gru", "lstm"):
-        extra = {"nonlinearity": shape.nonlinearity} if op == "rnn" else {}
+        assert isinstance(shape, RecurrentShape)
+        extra = {"nonlinearity": shape.nonlinearity} if isinstance(shape, RnnShape) else {}
         return fn(*(inputs[n] for n in input_names(shape)), **extra, **params)
     raise ValueError(f"no user-kernel calling convention for op '{op}'")
 

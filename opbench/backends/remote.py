@@ -26,6 +26,7 @@ from typing import Any
 from opbench import contention
 from opbench.backends import make_backend
 from opbench.backends.base import Backend, Prepared
+from opbench.documents import LayoutDict
 from opbench.dtypes import Inputs
 from opbench.errors import BackendUnavailable
 from opbench.files import json_line
@@ -59,7 +60,7 @@ class _Worker:
     each worker is one sample of where memory lands."""
 
     def __init__(
-        self, python: str, backend: str, fixed: dict[str, Any], layout: dict[str, Any] | None = None
+        self, python: str, backend: str, fixed: dict[str, Any], layout: LayoutDict | None = None
     ) -> None:
         self.python, self.backend, self.fixed, self.layout = python, backend, fixed, layout
         self.proc: subprocess.Popen[str] | None = None
@@ -246,7 +247,7 @@ class RemoteBackend(Backend):
     def processes(self) -> int:
         return len(self._workers)
 
-    def layouts(self) -> list[dict[str, Any] | None]:
+    def layouts(self) -> list[LayoutDict | None]:
         """Each worker's randomized layout (None where not randomized), by process index."""
         return [w.layout for w in self._workers]
 

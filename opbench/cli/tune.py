@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 
@@ -13,6 +13,7 @@ from opbench.cli.common import check_flags_apply, storage_url
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.display import tune as show
 from opbench.display.tune import history_table, studies_table
+from opbench.documents import SpaceEvent, TrialEvent, TuneEvent
 from opbench.errors import UsageError
 from opbench.kernels import default_threads
 from opbench.machine import available_memory_bytes
@@ -97,8 +98,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         baseline_params=baseline,
     )
 
-    def on_event(kind: str, info: dict[str, Any]) -> None:
+    def on_event(kind: str, event: TuneEvent) -> None:
         if kind == "space":
+            info = cast(SpaceEvent, event)
             params = ", ".join(f"{n} {len(v)} values ({v[0]}..{v[-1]})" for n, v in info["params"].items())
             rules = ", ".join(info["constraints"]) or "none"
             console.print(
@@ -107,8 +109,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 f"{info['already']} already measured"
             )
         elif kind == "trial":
-            console.print(show.trial_line(info))
+            console.print(show.trial_line(cast(TrialEvent, event)))
         elif kind == "exhausted":
+            info = cast(SpaceEvent, event)
             console.print(
                 f"every one of the {info['valid_points']} valid tilings is measured: the search is done"
             )

@@ -3,14 +3,13 @@ confirmation, a study's history and the list of studies."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 
+from opbench.documents import Confirmation, ParetoRow, StudyRow, TrialEvent, TrialRow
 from opbench.texts import tiles_text
 
 
-def trial_line(info: dict[str, Any]) -> str:
+def trial_line(info: TrialEvent) -> str:
     """One trial as it finishes: its tiles, then GFLOPS (and error), its failure, or the trial it reused."""
     head = f"#{info['number']:<4} {tiles_text(info.get('tiles')):40}"
     if info.get("reused_from") is not None:
@@ -22,7 +21,7 @@ def trial_line(info: dict[str, Any]) -> str:
     return f"{head} {info['gflops']:.1f} GFLOPS{err}"
 
 
-def pareto_table(pareto: list[dict[str, Any]]) -> Table:
+def pareto_table(pareto: list[ParetoRow]) -> Table:
     table = Table(
         title="accuracy/speed front (Pareto-optimal trials)", title_justify="left", header_style="bold"
     )
@@ -35,7 +34,7 @@ def pareto_table(pareto: list[dict[str, Any]]) -> Table:
     return table
 
 
-def confirmation_table(conf: dict[str, Any], top: int, rounds: int) -> Table:
+def confirmation_table(conf: Confirmation, top: int, rounds: int) -> Table:
     table = Table(
         title=f"confirmation: top {top} and the default, re-measured in {rounds} interleaved rounds",
         title_justify="left",
@@ -61,7 +60,7 @@ def confirmation_table(conf: dict[str, Any], top: int, rounds: int) -> Table:
     return table
 
 
-def best_line(conf: dict[str, Any]) -> str | None:
+def best_line(conf: Confirmation) -> str | None:
     """The confirmed best tiling and its speed-up over the cache-model default; None without one."""
     best = conf.get("best")
     if not best:
@@ -74,7 +73,7 @@ def best_line(conf: dict[str, Any]) -> str | None:
     return line
 
 
-def history_table(rows: list[dict[str, Any]]) -> Table:
+def history_table(rows: list[TrialRow]) -> Table:
     """A study's trials (tune/study.py trial_rows)."""
     table = Table(title="history", title_justify="left", header_style="bold")
     for col in ("trial", "state", "tiles", "GFLOPS", "note"):
@@ -90,7 +89,7 @@ def history_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def studies_table(where: str, rows: list[dict[str, Any]]) -> Table:
+def studies_table(where: str, rows: list[StudyRow]) -> Table:
     """The studies in a storage (tune/study.py list_studies); `where` is its URL, password masked."""
     table = Table(title=f"studies in {where}", title_justify="left", header_style="bold")
     for col in ("study", "problem", "trials", "best GFLOPS", "best tiles", "started"):

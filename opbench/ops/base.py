@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from opbench.blocks import VerifyBlock
-from opbench.documents import Fields
+from opbench.documents import Fields, Scalar
 from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import UsageError
 from opbench.kernels import Plan as KernelPlan
@@ -61,6 +61,33 @@ class TileNames(Protocol[S_contra]):
     """What a tuning space's rules may name (mr, nr, elem_bytes and the m, n, k the tiles block)."""
 
     def __call__(self, shape: S_contra, isa: str | None, dtype: str = "fp32") -> dict[str, int]: ...
+
+
+class Shape(Protocol):
+    """What every op's shape class is (GemmShape, ConvShape, RnnShape, ...; frozen, hashable), and a shape
+    read back from a record (RecordedShape): its label and its fields as records write them."""
+
+    def label(self) -> str: ...
+
+    def to_dict(self) -> Mapping[str, Scalar]: ...
+
+
+@dataclass(frozen=True)
+class RecordedShape:
+    """A shape as a record wrote it (case.Result.from_record): its fields and label kept as they are, so
+    that reading a file of another version never depends on today's shape classes."""
+
+    fields: Mapping[str, Scalar]
+    text: str = ""
+
+    def label(self) -> str:
+        return self.text or "x".join(str(v) for v in self.fields.values())
+
+    def to_dict(self) -> Mapping[str, Scalar]:
+        return self.fields
+
+    def __hash__(self) -> int:
+        return hash((self.text, tuple(self.fields.items())))
 
 
 def _supported(shape: object) -> str | None:

@@ -24,7 +24,7 @@ from opbench.backends.base import Prepared
 from opbench.case import Outcome, Reason
 from opbench.dtypes import Array, Inputs
 from opbench.ops import spot
-from opbench.ops.base import Op
+from opbench.ops.base import Op, Shape
 from opbench.ops.spot import refreshed
 from opbench.sweep.caserun import CaseRun, TimedCheck
 from opbench.sweep.config import SweepConfig
@@ -55,7 +55,7 @@ class Expected:
     its bounds per accumulation, each computed when first asked and then shared: the bound's magnitudes cost
     as much as the reference, once per group instead of once per backend."""
 
-    def __init__(self, op: Op[Any], shape: Any, inputs: Inputs, dtype: str) -> None:
+    def __init__(self, op: Op[Any], shape: Shape, inputs: Inputs, dtype: str) -> None:
         self.op, self.shape, self.inputs, self.dtype = op, shape, inputs, dtype
         self._bounds: dict[str, Any] = {}
 

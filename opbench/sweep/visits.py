@@ -27,7 +27,7 @@ from opbench.dtypes import Inputs
 from opbench.guards import zeros_guard
 from opbench.measure import Bench
 from opbench.ops import pass_of
-from opbench.ops.base import Op
+from opbench.ops.base import Op, Shape
 from opbench.ops.spot import refreshed
 from opbench.repro import sweep_command
 from opbench.sweep import verification
@@ -72,14 +72,14 @@ def host_flush_note() -> str:
     return f"{host_flush_bytes() >> 20} MiB written on the host before each sample (one call per sample)"
 
 
-def case_factors(cfg: SweepConfig, shape: Any) -> dict[str, Any]:
+def case_factors(cfg: SweepConfig, shape: Shape) -> dict[str, Any]:
     """Axis values of the case as the spec gave them (before --scale)."""
     if cfg.unscaled is None:
         return dict(cfg.op.factors(shape))
     return dict(cfg.op.factors(cfg.unscaled[cfg.shapes.index(shape)]))
 
 
-def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: Backend, pass_name: str = "fwd") -> Case:
+def make_case(cfg: SweepConfig, shape: Shape, dtype: str, backend: Backend, pass_name: str = "fwd") -> Case:
     """The Case of (shape, pass, dtype, backend) in this sweep, with the parameters the backend makes of the
     run's options for it (Backend.case_params: our kernels' tiles, ISA, accumulation and --tuned lookup)."""
     op = pass_of(cfg.op, pass_name)
@@ -95,12 +95,12 @@ def make_case(cfg: SweepConfig, shape: Any, dtype: str, backend: Backend, pass_n
     )
 
 
-def _params(cfg: SweepConfig, backend: Backend, shape: Any, dtype: str, key: str) -> dict[str, Any]:
+def _params(cfg: SweepConfig, backend: Backend, shape: Shape, dtype: str, key: str) -> dict[str, Any]:
     options = cfg.backend_options.get(backend.name, {})
     return backend.case_params(options, key, shape, dtype, cfg.threads)
 
 
-def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Any, dtype: str) -> float | None:
+def probe_gflops(cfg: SweepConfig, st: BackendState, op: Op[Any], shape: Shape, dtype: str) -> float | None:
     """GFLOPS of one warm call of `op` on a scaled-down copy of `shape` (batch and input size shrunk
     until it costs about PROBE_TARGET_FLOPS), or None if the shape cannot be shrunk enough or the probe
     fails."""
@@ -333,7 +333,7 @@ def _process_or_none(st: BackendState, process: int) -> int | None:
 def measure_case(
     cfg: SweepConfig,
     st: BackendState,
-    shape: Any,
+    shape: Shape,
     dtype: str,
     inputs: Inputs,
     expected: verification.Expected | None,

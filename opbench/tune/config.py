@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opbench import kernels
+from opbench.documents import StudyFingerprint
 from opbench.errors import UsageError
 from opbench.machine import fingerprint as machine_fingerprint
 from opbench.ops import gemm
-from opbench.ops.base import Op
+from opbench.ops.base import Op, Shape
 from opbench.tune.space import TileSpace, load_space
 from opbench.userkernel import KernelRef
 
@@ -36,7 +37,7 @@ CONFIRM_TIMER = {
 
 @dataclass(frozen=True)
 class TuneConfig:
-    shape: Any  # the op's shape (ops/<op>.py)
+    shape: Shape  # the op's shape (ops/<op>.py)
     dtype: str
     threads: int
     study_name: str
@@ -72,7 +73,11 @@ def _names(cfg: TuneConfig) -> dict[str, int]:
     (ops.<op>.tile_names) for our kernels, the problem's shape fields for a user kernel (gemm: m, n, k),
     and this CPU's caches."""
     caches = kernels.cpu_info()["caches"]
-    problem = cfg.shape.to_dict() if cfg.kernel else cfg.op.tile_names(cfg.shape, cfg.isa, cfg.dtype)
+    problem = (
+        {k: v for k, v in cfg.shape.to_dict().items() if isinstance(v, int)}
+        if cfg.kernel
+        else cfg.op.tile_names(cfg.shape, cfg.isa, cfg.dtype)
+    )
     return {
         **problem,
         "l1_bytes": caches["l1d"]["size_bytes"],
@@ -82,7 +87,7 @@ def _names(cfg: TuneConfig) -> dict[str, int]:
 
 
 def default_study_name(
-    op: str, shape: Any, dtype: str, threads: int, suffix: str = "", kernel: KernelRef | None = None
+    op: str, shape: Shape, dtype: str, threads: int, suffix: str = "", kernel: KernelRef | None = None
 ) -> str:
     """gemm-64x64x64-fp32-t2, conv-N4_C32_28_K32_f3_p1-fp32-t2 (the shape's label without spaces); a user
     kernel's name follows the op: gemm-my_gemm-64x64x64-fp32-t2."""
@@ -115,11 +120,11 @@ def build_space(cfg: TuneConfig) -> tuple[TileSpace, str]:
     return space, path
 
 
-def fingerprint(cfg: TuneConfig, space: TileSpace) -> dict[str, Any]:
+def fingerprint(cfg: TuneConfig, space: TileSpace) -> StudyFingerprint:
     return {
         **machine_fingerprint(cfg.threads),
         "op": cfg.op.key,
-        "shape": cfg.shape.to_dict(),
+        "shape": dict(cfg.shape.to_dict()),
         "dtype": cfg.dtype,
         "objectives": list(cfg.objectives),
         "space": {name: list(v) for name, v in space.params},

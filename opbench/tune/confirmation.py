@@ -10,11 +10,14 @@ from typing import Any
 
 from opbench import kernels, sampling
 from opbench.case import Outcome
+from opbench.documents import Confirmation, ConfirmationRow, Params
 from opbench.errors import UsageError
 from opbench.layout import draw
+from opbench.ops.gemm import GemmShape
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.objective import request
+from opbench.tune.space import TileSpace
 
 
 def _measured_keys(study: Any) -> set[str]:
@@ -29,7 +32,7 @@ def _measured_keys(study: Any) -> set[str]:
     }
 
 
-def baseline(cfg: TuneConfig, space: Any) -> tuple[dict[str, Any] | None, str]:
+def baseline(cfg: TuneConfig, space: TileSpace) -> tuple[Params | None, str]:
     """The point the winner is compared with, and what to call it: our kernels' cache-model default (None:
     the kernel derives its tiles); for a user kernel, --baseline-params (every parameter, each a value of
     the space) or the first value of each parameter."""
@@ -53,7 +56,7 @@ def baseline(cfg: TuneConfig, space: Any) -> tuple[dict[str, Any] | None, str]:
     return {name: given[name] for name in names}, "the baseline (--baseline-params)"
 
 
-def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = None) -> dict[str, Any]:
+def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: TileSpace) -> Confirmation:
     """Re-measure the top-k distinct points and the baseline (our kernels: the cache-model default),
     interleaved over rounds with a stricter timer; medians with 95% bootstrap intervals, and the best's
     speed-up over the baseline."""
@@ -68,19 +71,19 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
         for t in study.get_trials(deepcopy=False)
         if t.state == optuna.trial.TrialState.COMPLETE and "gflops" in t.user_attrs
     ]
-    ranked: dict[str, dict[str, int]] = {}
+    ranked: dict[str, Params] = {}
     for t in sorted(done, key=lambda t: -t.user_attrs["gflops"]):
         ranked.setdefault(t.user_attrs["key"], t.user_attrs[attr])
         if len(ranked) == cfg.confirm_top:
             break
-    candidates: list[tuple[str, dict[str, Any] | None]] = [("default", base)]
+    candidates: list[tuple[str, Params | None]] = [("default", base)]
     candidates += [(f"#{i + 1}", tiles) for i, tiles in enumerate(ranked.values())]
     # per candidate, per process: each round's samples (the interval draws processes, then rounds)
     nested: dict[str, dict[int, list[list[float]]]] = {name: {} for name, _ in candidates}
     speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
     flags: dict[str, set[str]] = {name: set() for name, _ in candidates}
     failures: dict[str, str] = {}
-    ran: dict[str, dict[str, int]] = {}  # the tiles each candidate ran with (the default's from the model)
+    ran: dict[str, Params] = {}  # the tiles each candidate ran with (the default's from the model)
     runners = confirmation_runners(cfg, runner)
     try:
         for round_index in range(cfg.confirm_rounds):
@@ -98,15 +101,15 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
                     continue
                 nested[name].setdefault(process, []).append(list(answer["time"]["samples_s"]))
                 ran.setdefault(name, answer.get("tiles") or tiles or {})
-                if answer.get("machine_speed") is not None:
-                    speeds[name].append(answer["machine_speed"])
+                if (speed := answer.get("machine_speed")) is not None:
+                    speeds[name].append(speed)
                 flags[name].update(answer.get("flags") or [])
     finally:
         for extra in runners:
             if extra is not runner:
                 extra.close()
     flops = cfg.op.flops(cfg.shape)
-    rows: list[dict[str, Any]] = []
+    rows: list[ConfirmationRow] = []
     for name, tiles in candidates:
         if name in failures or not nested[name]:
             rows.append({"name": name, "tiles": tiles, "failure": failures.get(name, "no samples")})
@@ -136,7 +139,7 @@ def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: Any = No
     measured = [r for r in rows if "gflops" in r and r["name"] != "default"]
     default = next(r for r in rows if r["name"] == "default")
     best = max(measured, key=lambda r: r["gflops"]) if measured else None
-    result = {"rows": rows, "best": best, "default": default, "baseline_name": base_name}
+    result: Confirmation = {"rows": rows, "best": best, "default": default, "baseline_name": base_name}
     if best is not None and "gflops" in default:
         result["speedup"] = best["gflops"] / default["gflops"]
     return result
@@ -152,16 +155,18 @@ def confirmation_runners(cfg: TuneConfig, runner: IsolatedRunner) -> list[Isolat
     return [IsolatedRunner(runner.init, layout=draw()) for _ in range(cfg.confirm_processes)]
 
 
-def _model_tiles(cfg: TuneConfig) -> dict[str, int]:
+def _model_tiles(cfg: TuneConfig) -> Params:
     """The cache model's tiles, when the default never ran (it failed at once): GEMM's for its N, the
     LSTM's kernel set's; conv derives its own per problem (shown as "cache-model default")."""
     if cfg.op.name == "conv":
         return {}
-    info = kernels.default_tiles(cfg.isa, cfg.shape.n if cfg.op.key == "gemm" else 0)
+    shape = cfg.shape
+    n = shape.n if cfg.op.key == "gemm" and isinstance(shape, GemmShape) else 0
+    info = kernels.default_tiles(cfg.isa, n)
     return {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
 
 
-def record_verdict(confirmation: dict[str, Any]) -> str | None:
+def record_verdict(confirmation: Confirmation) -> str | None:
     """None when the confirmed best may be saved as the tuned record: it was measured faster than the
     baseline (our kernels: the cache-model default) beyond both 95% confidence intervals (or the baseline
     itself failed). Otherwise why the baseline stays."""

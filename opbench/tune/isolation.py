@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from opbench.backends.remote import module_command
+from opbench.documents import LayoutDict, WorkerAnswer, WorkerInit, WorkerRequest
 from opbench.layout import worker_environment
 
 
@@ -40,7 +41,7 @@ class IsolatedRunner:
     """Owns at most one worker process for one problem (`init`, see opbench.tune.worker)."""
 
     def __init__(
-        self, init: dict[str, Any], startup_timeout_s: float = 120.0, layout: dict[str, Any] | None = None
+        self, init: WorkerInit, startup_timeout_s: float = 120.0, layout: LayoutDict | None = None
     ) -> None:
         self.init, self.layout = init, layout  # layout: a randomized memory layout (opbench.layout)
         self.startup_timeout_s = startup_timeout_s
@@ -82,7 +83,7 @@ class IsolatedRunner:
         lines = [ln for ln in self._stderr.read().splitlines() if ln.strip()]
         return lines[-1][:200] if lines else ""
 
-    def _read(self, timeout_s: float) -> tuple[dict[str, Any] | None, str | None]:
+    def _read(self, timeout_s: float) -> tuple[WorkerAnswer | None, str | None]:
         """One answer line, or (None, reason) when the worker dies or stays silent past the deadline."""
         assert self.proc is not None and self.proc.stdout is not None
         deadline = time.monotonic() + timeout_s
@@ -100,7 +101,7 @@ class IsolatedRunner:
                 self.proc = None
                 return None, describe_exit(code)
 
-    def run(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def run(self, request: WorkerRequest, timeout_s: float) -> WorkerAnswer:
         """Measure one candidate; returns the worker's answer, or {"status": "failed", "reason": ...}."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()

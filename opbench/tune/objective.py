@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opbench.case import Outcome
+from opbench.documents import Params, TrialEvent, WorkerRequest
 from opbench.errors import UsageError
 from opbench.tune.config import TuneConfig
 from opbench.tune.isolation import IsolatedRunner
@@ -18,11 +19,11 @@ class CandidateFailed(Exception):
     """A candidate that crashed, hung, failed or gave a wrong answer: the trial fails, the study goes on."""
 
 
-def _key(tiles: dict[str, Any], isa: str) -> str:
+def _key(tiles: Params, isa: str) -> str:
     return json.dumps({"tiles": tiles, "isa": isa}, sort_keys=True)
 
 
-def request(cfg: TuneConfig, point: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+def request(cfg: TuneConfig, point: Params | None) -> tuple[WorkerRequest, str]:
     """What the worker is asked to measure for a point of the space, and the key that names the point in
     the study: our kernel's tiles (and ISA), or the user kernel's parameters."""
     if cfg.kernel is not None:
@@ -40,7 +41,7 @@ class Objective:
         cfg: TuneConfig,
         space: TileSpace,
         runner: IsolatedRunner,
-        on_trial: Callable[[dict[str, Any]], None],
+        on_trial: Callable[[TrialEvent], None],
     ) -> None:
         self.cfg, self.space, self.runner, self.on_trial = cfg, space, runner, on_trial
         self.flops = cfg.op.flops(cfg.shape)
@@ -92,8 +93,8 @@ class Objective:
         if not outcome.ok:
             reason = str(outcome.text)  # "wrong_answer", "crash: SIGSEGV", "timeout: ...", "ValueError: ..."
             trial.set_user_attr("failure", reason)
-            if answer.get("verify"):
-                trial.set_user_attr("max_err_ratio", answer["verify"].get("max_err_ratio"))
+            if verify := answer.get("verify"):
+                trial.set_user_attr("max_err_ratio", verify.get("max_err_ratio"))
             self.on_trial({"number": trial.number, "tiles": tiles, "failure": reason})
             raise CandidateFailed(reason)
         median = answer["time"]["median_s"]

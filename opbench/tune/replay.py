@@ -5,7 +5,8 @@ cache). Used by benchmarks/tuner_efficiency.py and tests."""
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from opbench.documents import WorkerAnswer, WorkerRequest
 
 
 class ReplayRunner:
@@ -16,7 +17,7 @@ class ReplayRunner:
         self.flops = flops
         self.measured: list[str] = []  # keys in the order they were asked for
 
-    def run(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def run(self, request: WorkerRequest, timeout_s: float) -> WorkerAnswer:
         key = json.dumps({"tiles": request["tiles"], "isa": request.get("isa") or ""}, sort_keys=True)
         self.measured.append(key)
         gflops = self.table.get(key)

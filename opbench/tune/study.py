@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench import tuned as records
+from opbench.documents import StudyRow, TrialRow, TunedRecord, TuneEvent, TuneSummary, WorkerInit, int_fields
 from opbench.errors import UsageError
 from opbench.ops import shape_label
 from opbench.tune.config import (
@@ -96,7 +97,7 @@ def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> Any:
     return study
 
 
-def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dict[str, Any]:
+def run(cfg: TuneConfig, on_event: Callable[[str, TuneEvent], None]) -> TuneSummary:
     """Tune: open/resume the study, run trials, confirm the winner, save the record. Events go to on_event
     ('space', 'trial', 'exhausted', 'confirm'); returns a summary."""
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
@@ -118,9 +119,9 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
             "already": len(_measured_keys(study)),
         },
     )
-    init = {
+    init: WorkerInit = {
         "op": cfg.op.key,
-        "shape": cfg.shape.to_dict(),
+        "shape": dict(cfg.shape.to_dict()),
         "dtype": cfg.dtype,
         "threads": cfg.threads,
         "seed": cfg.input_seed,
@@ -153,7 +154,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
                 )
         else:
             on_event("exhausted", {"valid_points": total})
-        summary: dict[str, Any] = {
+        summary: TuneSummary = {
             "study": cfg.study_name,
             "storage": mask(cfg.storage_url),
             "valid_points": total,
@@ -182,14 +183,14 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         verdict = record_verdict(confirmation)
         summary["record_verdict"] = verdict
         if best is not None and verdict is None:
-            who: dict[str, Any] = {"tiles": best["tiles"], "isa": cfg.isa or ""}
+            who: TunedRecord = {"tiles": int_fields(best["tiles"] or {}), "isa": cfg.isa or ""}
             if cfg.kernel is not None:  # a user kernel's record: its parameters, keyed by name and content
                 kernel = {k: cfg.kernel.to_dict()[k] for k in ("func", "spec", "sha256")}
-                who = {"user_kernel": kernel, "params": best["tiles"]}
-            rec = {
+                who = {"user_kernel": kernel, "params": best["tiles"] or {}}
+            rec: TunedRecord = {
                 "op": cfg.op.key,
                 "dtype": cfg.dtype,
-                "shape": cfg.shape.to_dict(),
+                "shape": int_fields(cfg.shape.to_dict()),
                 "threads": cfg.threads,
                 **who,
                 "gflops": best["gflops"],
@@ -209,9 +210,9 @@ def run(cfg: TuneConfig, on_event: Callable[[str, dict[str, Any]], None]) -> dic
         runner.close()
 
 
-def trial_rows(study: Any) -> list[dict[str, Any]]:
+def trial_rows(study: Any) -> list[TrialRow]:
     """History of a study for display: number, state, tiles, value(s), reason."""
-    rows = []
+    rows: list[TrialRow] = []
     for t in study.trials:
         rows.append(
             {
@@ -252,12 +253,12 @@ def load_existing(name: str, storage_url: str) -> Any:
         raise UsageError(f"no study '{name}' in {mask(storage_url)}") from None
 
 
-def list_studies(storage_url: str) -> list[dict[str, Any]]:
+def list_studies(storage_url: str) -> list[StudyRow]:
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     storage = _existing_storage(storage_url)
-    out = []
+    out: list[StudyRow] = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=True):
         fp = s.user_attrs.get("fingerprint", {})
         best = s.best_trial

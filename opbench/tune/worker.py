@@ -37,6 +37,7 @@ from opbench.layout import apply, place_inputs
 from opbench.machine import die_with_parent, pin_to_cpus
 from opbench.measure import Bench, combine
 from opbench.ops import assumed_accumulation, get_op
+from opbench.ops.base import Shape
 from opbench.ops.spot import refreshed
 from opbench.reference import InRunReference
 from opbench.tiles import THRESHOLDS, TILE_KEYS, Tiles
@@ -123,7 +124,7 @@ class UserKernel:
     """The user's kernel (userkernel.py), imported at its first use so that an import error is one
     failed trial; each candidate is the sweep backend's prepared case (backends/user_backend.py)."""
 
-    def __init__(self, kernel: dict[str, Any], op: str, shape: Any, inputs: Inputs) -> None:
+    def __init__(self, kernel: dict[str, Any], op: str, shape: Shape, inputs: Inputs) -> None:
         self.kernel, self.op, self.shape, self.inputs = kernel, op, shape, inputs
         self.fn: Any = None
 
