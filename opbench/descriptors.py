@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Any
 
-from opbench.documents import SkippedDict
+from opbench.documents import Scalar, SkippedDict
 from opbench.errors import UsageError
 from opbench.ops import OPS, conv, gemm
 from opbench.ops.base import Op, Shape
@@ -273,7 +273,7 @@ def _recurrent(
         raise Unrunnable(
             "projection", f"dic{e['dic']} differs from dhc{hidden}: a projection is not an opbench op"
         )
-    fields: dict[str, Any] = {
+    fields: dict[str, Scalar] = {
         "seq_len": e.get("t", 1),
         "batch": e.get("mb", 2),
         "input_size": e.get("slc", e["sic"]),

@@ -12,10 +12,8 @@ from typing import TypedDict
 from opbench.blocks import (
     EnvironmentBlock,
     GuardsBlock,
-    MeasurementBlock,
     PeakBlock,
     ReferenceBlock,
-    RoundBlock,
     TimeBlock,
     VerifyBlock,
 )
@@ -105,6 +103,27 @@ class KernelInfo(TypedDict):
     bf16: Bf16Info
 
 
+class PlanTiles(TypedDict, total=False):
+    """What a prepared kernel runs (`Plan.tiles()`, csrc/bindings tile_dict): the kernel set, the kernel and
+    its register tile, the tiles as used; GEMM's path thresholds and path; a conv's GEMM and path."""
+
+    isa: str
+    kernel: str
+    mr: int
+    nr: int
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    small_m: int
+    parallel_flops: int
+    stream_m: int
+    path: str
+    batch_rows: int
+    gemm_m: int
+    gemm_n: int
+    gemm_k: int
+
+
 class CpuFeatures(CpuInfo):
     """cpu_info() with the kernel set dispatch chose and its defaults (kernels.cpu_features)."""
 
@@ -171,7 +190,36 @@ class MachineBlock(TypedDict, total=False):
     opbench_version: str
     git: GitSha | None
     libraries: dict[str, str | None]
-    accelerator: dict[str, object]
+    accelerator: AcceleratorInfo
+
+
+# nvidia-smi's reading of a GPU (gpu.parse_smi_line), by its query field ("clocks.sm", ...): numbers as
+# floats, text as text, a field it cannot report None.
+SmiReading = dict[str, float | str | None]
+
+
+class AcceleratorInfo(TypedDict, total=False):
+    """A cuda device in a results file's machine block (gpu.provenance), with nvidia-smi's clocks at the
+    start and the end of the run."""
+
+    device: str
+    smi: SmiReading | None
+    smi_end: SmiReading | None
+    name: str
+    capability: str
+    memory_bytes: int
+    multiprocessors: int
+    cuda_runtime: str | None
+
+
+class GpuPeaks(TypedDict):
+    """What `opbench peak --device cuda` measures (gpu.measure_peaks)."""
+
+    gemm_gflops: dict[str, float]
+    gemm_size: int
+    copy_gb_s: float
+    tf32_matmul: bool
+    timing: str
 
 
 class PeakDict(TypedDict):
@@ -325,6 +373,7 @@ class ResultsDoc(TypedDict, total=False):
     complete: bool
     environment: EnvironmentBlock
     records: list[Record]
+    _path: str  # the file it was read from (report/inputs.load_results)
 
 
 class LayoutDict(TypedDict):
@@ -347,216 +396,42 @@ class UserKernelDict(TypedDict):
     accumulate: str
 
 
-# --- tuning: the worker's protocol, a study's events, its confirmation and the tuned records ----------------
-
-# A timer's settings by TimerConfig field (tune/config.py's TRIAL_TIMER, CONFIRM_TIMER).
-TimerDict = dict[str, float]
+# --- comparing two results files (report/compare.py) ----------------------------------------------------
 
 
-class WorkerInit(TypedDict):
-    """The problem a tuning worker serves (its first line: tune/worker.py)."""
+class CompareRow(TypedDict, total=False):
+    """One case of a comparison: its identity, the verdict and why, and for a compared case both runs'
+    medians, spreads, utilizations and flags, the time ratio and the machines' speed ratio."""
 
     op: str
-    shape: dict[str, Scalar]
+    shape: str
     dtype: str
-    threads: int
-    seed: int
-    timer: TimerDict
-    verify: bool
-    kernel: UserKernelDict | None
+    backend: str
+    verdict: str
+    note: str
+    old_median_s: float
+    new_median_s: float
+    time_ratio: float
+    gflops_change: float
+    old_rel_iqr: float
+    new_rel_iqr: float
+    old_utilization: float | None
+    new_utilization: float | None
+    reference_ratio: float | None
+    normalised_time_ratio: float | None
+    old_flags: str
+    new_flags: str
+    doubts: str
 
 
-class WorkerRequest(TypedDict, total=False):
-    """One candidate to measure: our kernel's tiles and ISA, or a user kernel's parameters; the timer's
-    settings that differ from the trials' (the confirmation's)."""
+class CompareResult(TypedDict):
+    """Two results files compared case by case (compare()): the rows, the verdict counts, the warnings."""
 
-    tiles: Params | None
-    isa: str
-    params: Params
-    timer: TimerDict
-
-
-class TrialVerify(TypedDict, total=False):
-    """A trial's check: the first call's (VerifyBlock's fields) or, with `timed`, its timed calls'."""
-
-    ok: bool
-    reason: str
-    max_err_ratio: float | None
-    max_rel_err: float | None
-    worst: str
-    checked: str
-    timed: bool
-
-
-class WorkerAnswer(TypedDict, total=False):
-    """A worker's answer: `ready` once started, then per request its status (a failure's reason), the
-    time, the check, the machine's speed and flags, the round's probes and the tiles that ran."""
-
-    ready: bool
-    pid: int
-    status: str
-    reason: str
-    time: MeasurementBlock
-    verify: TrialVerify | None
-    machine_speed: float | None
-    flags: list[str]
-    round: RoundBlock
-    tiles: Params
-
-
-class SpaceEvent(TypedDict, total=False):
-    """A study's space as it starts ('space'), or that every valid point is measured ('exhausted')."""
-
-    valid_points: int
-    space_file: str
-    params: dict[str, list[Scalar]]
-    constraints: list[str]
-    already: int
-
-
-class TrialEvent(TypedDict, total=False):
-    """A trial as it finishes: its tiles and GFLOPS (and error), its failure, or the trial it reused (with
-    that trial's user attributes)."""
-
-    number: int
-    tiles: Params | None
-    params: Params
-    key: str
-    gflops: float
-    median_s: float
-    rel_iqr: float
-    machine_speed: float | None
-    flags: list[str]
-    max_rel_err: float | None
-    max_err_ratio: float | None
-    failure: str
-    reused_from: int
-
-
-class ConfirmationRow(TypedDict, total=False):
-    """A candidate re-measured by the confirmation (or why it could not be)."""
-
-    name: str
-    tiles: Params | None
-    failure: str
-    n_samples: int
-    median_s: float
-    gflops: float
-    gflops_ci: list[float]
-    machine_speed: float | None
-    flags: list[str]
-    processes: int
-    process_medians_s: list[float]
-
-
-class Confirmation(TypedDict, total=False):
-    """The top candidates and the baseline re-measured in interleaved rounds (tune/confirmation.confirm)."""
-
-    rows: list[ConfirmationRow]
-    best: ConfirmationRow | None
-    default: ConfirmationRow
-    baseline_name: str
-    speedup: float
-
-
-class ParetoRow(TypedDict):
-    number: int
-    tiles: Params | None
-    gflops: float
-    max_rel_err: float
-
-
-class TuneSummary(TypedDict, total=False):
-    """What `opbench tune` did (tune/study.run): the study, its points and trials, the accuracy/speed
-    front or the confirmation, and the record saved (or why not)."""
-
-    study: str
-    storage: str
-    valid_points: int
-    measured_points: int
-    trials: int
-    pareto: list[ParetoRow]
-    confirmation: Confirmation | None
-    record_verdict: str | None
-    record: str
-    record_warning: str
-
-
-class TrialRow(TypedDict, total=False):
-    """One trial of a study, for the history table and the report (tune/study.trial_rows)."""
-
-    number: int
-    state: str
-    tiles: Params | None
-    gflops: float | None
-    max_rel_err: float | None
-    failure: str | None
-    reused_from: int | None
-    retry_of: int | None
-    params: dict[str, int]
-
-
-class StudyRow(TypedDict):
-    """A study in a storage (tune/study.list_studies)."""
-
-    name: str
-    trials: int
-    directions: list[str]
-    shape: dict[str, Scalar] | None
-    label: str | None
-    dtype: str | None
-    threads: int | None
-    best_value: float | None
-    best_tiles: Params | None
-    started: str | None
-
-
-class TunedMachine(KernelRanOn):
-    """The machine a tuned records file belongs to (tuned.machine)."""
-
-    identity: Identity
-
-
-class TunedRecord(TypedDict, total=False):
-    """A tuned tiling (tuned.py's records file): the problem, our kernel's tiles and ISA or a user kernel's
-    parameters, the confirmed speed and speed-up, and where it came from."""
-
-    op: str
-    dtype: str
-    shape: dict[str, int]
-    threads: int
-    tiles: dict[str, int]
-    isa: str
-    user_kernel: dict[str, str]
-    params: Params
-    gflops: float
-    gflops_ci: list[float]
-    default_gflops: float | None
-    speedup: float | None
-    study: str
-    command: list[str]
-    opbench_version: str
-    created_utc: str
-
-
-class StudyFingerprint(TypedDict, total=False):
-    """What a study belongs to (tune/config.fingerprint): machine.fingerprint's keys, the problem, the
-    objectives and the space searched; a user kernel's identity in place of our kernel's description."""
-
-    machine: Identity
-    cpu_model: str
-    logical_cpus: int
-    isa: str
-    kernel: str | dict[str, str | None]
-    opbench_version: str
-    threads: int
-    op: str
-    shape: dict[str, Scalar]
-    dtype: str
-    objectives: list[str]
-    space: dict[str, list[Scalar]]
-
-
-# What tune/study.run tells its caller as it goes: 'space' and 'exhausted' a SpaceEvent, 'trial' a
-# TrialEvent, 'confirm' the Confirmation.
-TuneEvent = SpaceEvent | TrialEvent | Confirmation
+    machine_speed_ratio: float | None
+    old: str | None
+    new: str | None
+    threshold: float
+    rows: list[CompareRow]
+    warnings: list[str]
+    counts: dict[str, int]
+    flagged: int

@@ -7,13 +7,15 @@ On a machine without CUDA every entry point reports that instead of failing.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
-from typing import Any
+from collections.abc import Callable
 
 from opbench.accelerators import device_index
 from opbench.backends.base import event_timed
 from opbench.contention import Monitor
+from opbench.documents import AcceleratorInfo, GpuPeaks, SmiReading
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench
 from opbench.timing import Timer, TimerConfig
@@ -29,13 +31,13 @@ SMI_FIELDS = (
 )
 
 
-def parse_smi_line(line: str) -> dict[str, Any]:
+def parse_smi_line(line: str) -> SmiReading:
     """One `nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits` line -> a dict; numbers
     become floats, '[N/A]' and '[Not Supported]' become None."""
     values = [v.strip() for v in line.split(",")]
     if len(values) != len(SMI_FIELDS):
         raise ValueError(f"expected {len(SMI_FIELDS)} fields from nvidia-smi, got {len(values)}: {line!r}")
-    out: dict[str, Any] = {}
+    out: SmiReading = {}
     for key, value in zip(SMI_FIELDS, values, strict=True):
         if value.startswith("["):
             out[key] = None
@@ -47,7 +49,7 @@ def parse_smi_line(line: str) -> dict[str, Any]:
     return out
 
 
-def smi_query(index: int) -> dict[str, Any] | None:
+def smi_query(index: int) -> SmiReading | None:
     """nvidia-smi's view of GPU `index` (None when nvidia-smi is absent or fails)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
@@ -66,13 +68,13 @@ def smi_query(index: int) -> dict[str, Any] | None:
         return None
 
 
-def provenance(device: str) -> dict[str, Any] | None:
+def provenance(device: str) -> AcceleratorInfo | None:
     """Name, compute capability, memory, CUDA version (torch's build) and nvidia-smi's driver and clocks
     for a cuda device; None for other devices."""
     index = device_index(device)
     if index is None:
         return None
-    info: dict[str, Any] = {"device": device, "smi": smi_query(index)}
+    info: AcceleratorInfo = {"device": device, "smi": smi_query(index)}
     try:
         # torch, asked only about a cuda device (a CPU run never imports it)
         import torch
@@ -80,24 +82,26 @@ def provenance(device: str) -> dict[str, Any] | None:
         if torch.cuda.is_available() and index < torch.cuda.device_count():
             props = torch.cuda.get_device_properties(index)
             info.update(
-                name=props.name,
-                capability=f"{props.major}.{props.minor}",
-                memory_bytes=int(props.total_memory),
-                multiprocessors=int(props.multi_processor_count),
-                cuda_runtime=torch.version.cuda,
+                {
+                    "name": props.name,
+                    "capability": f"{props.major}.{props.minor}",
+                    "memory_bytes": int(props.total_memory),
+                    "multiprocessors": int(props.multi_processor_count),
+                    "cuda_runtime": torch.version.cuda,
+                }
             )
     except ImportError:
         pass
     return info
 
 
-def clocks(device: str) -> dict[str, Any] | None:
+def clocks(device: str) -> SmiReading | None:
     """nvidia-smi's clocks, temperature and power for a cuda device now (for the end of a run)."""
     index = device_index(device)
     return smi_query(index) if index is not None else None
 
 
-def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str, Any]:
+def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> GpuPeaks:
     """Achieved GEMM GFLOPS per dtype (torch.matmul of size^3, best of `repeats` timed by CUDA events after
     warm-up) and device copy bandwidth (1 GiB, read + write counted). Raises RuntimeError without CUDA."""
     # torch, asked only about a cuda device (a CPU run never imports it)
@@ -115,7 +119,7 @@ def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str,
         Monitor(allowed_cpus()),
     )
 
-    def best_seconds(fn: Any) -> float:
+    def best_seconds(fn: Callable[[], object]) -> float:
         return bench.measure(lambda loops: event_timed(torch.cuda.Event, fn, loops)).measurement.min_s
 
     gemm: dict[str, float] = {}
@@ -123,7 +127,7 @@ def measure_peaks(device: str, size: int = 8192, repeats: int = 10) -> dict[str,
         a = torch.randn(size, size, device=dev, dtype=dtype)
         b = torch.randn(size, size, device=dev, dtype=dtype)
         out = torch.empty(size, size, device=dev, dtype=dtype)
-        seconds = best_seconds(lambda a=a, b=b, out=out: torch.matmul(a, b, out=out))
+        seconds = best_seconds(functools.partial(torch.matmul, a, b, out=out))
         gemm[name] = 2 * size**3 / seconds / 1e9
         del a, b, out
     src = torch.empty(1 << 30, dtype=torch.uint8, device=dev)

@@ -11,17 +11,38 @@ temperature. Passwords are masked (secrets.mask_argv), as in every command line 
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import Any, Protocol
 
+from opbench.backends.base import Backend
 from opbench.case import Case
 from opbench.descriptors import describe, problem_options
 from opbench.ops.base import Shape
 from opbench.secrets import mask_argv
+from opbench.timing import TimerConfig
 
 DEFAULT_ROUNDS = 3  # the sweep command's default --rounds: left out of a repro
 
 
-def sweep_command(case: Case, cfg: Any, shape_index: int, backend: Any, details: dict[str, Any]) -> str:
+class Settings(Protocol):
+    """What a repro repeats of the run a case was measured in (sweep.SweepConfig has it)."""
+
+    @property
+    def threads(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def verify(self) -> bool: ...
+    @property
+    def timer(self) -> TimerConfig: ...
+
+
+def sweep_command(
+    case: Case, cfg: Settings, shape_index: int, backend: Backend, details: dict[str, Any]
+) -> str:
     """`case` of sweep `cfg` (sweep.SweepConfig), the shape_index-th shape, run by `backend`."""
     program, backend_args = backend.repro_args(dict(case.params), details)
     return command(program, "sweep", case.op.name, case.shape, case.dtype, case.pass_name, cfg, shape_index,
@@ -35,7 +56,7 @@ def command(
     shape: Shape,
     dtype: str,
     pass_name: str,
-    cfg: Any,
+    cfg: Settings,
     shape_index: int,
     side_args: list[str],
 ) -> str:

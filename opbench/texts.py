@@ -8,7 +8,7 @@ from typing import Any
 
 from opbench.blocks import TimeBlock
 from opbench.case import DOUBT_MARK, marked
-from opbench.documents import Scalar
+from opbench.documents import CompareRow, Scalar
 
 
 def format_seconds(s: float | None) -> str:
@@ -29,7 +29,7 @@ def spread(t: TimeBlock) -> float:
     return float(t["rel_iqr"])
 
 
-def util_text(r: dict[str, Any]) -> str:
+def util_text(r: CompareRow) -> str:
     """A compare row's utilization, old / new."""
     o, n = r.get("old_utilization"), r.get("new_utilization")
     return f"{100 * o:.1f}% / {100 * n:.1f}%" if o is not None and n is not None else "-"
@@ -70,6 +70,6 @@ def summary_text(result: Mapping[str, Any]) -> str:
     )
 
 
-def change_text(row: dict[str, Any]) -> str:
+def change_text(row: CompareRow) -> str:
     """A compared case's GFLOPS change, marked where either run flagged the case."""
     return f"{100 * row['gflops_change']:+.1f}%" + marked(row.get("doubts") or "")

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Literal
 
 # The keys a record (a tuned one, a results file's cpp block) gives the tile sizes under, and Tiles' fields.
 TILE_KEYS = {"tile_m": "m", "tile_n": "n", "tile_k": "k"}
 # GEMM's path thresholds (csrc/gemm/README.md, "Paths by shape"): 0 is a value, where a tile is >= 1.
-THRESHOLDS = ("small_m", "parallel_flops", "stream_m")
+Threshold = Literal["small_m", "parallel_flops", "stream_m"]
+THRESHOLDS: tuple[Threshold, ...] = ("small_m", "parallel_flops", "stream_m")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,10 @@ class Tiles:
     def record(self) -> dict[str, int]:
         """The tile sizes and thresholds that are set, under a record's keys (threads and isa are a record's
         own fields)."""
-        keys = {**{field: key for key, field in TILE_KEYS.items()}, **{t: t for t in THRESHOLDS}}
+        keys: dict[str, str] = {
+            **{field: key for key, field in TILE_KEYS.items()},
+            **{t: t for t in THRESHOLDS},
+        }
         return {
             keys[f.name]: v
             for f in fields(self)

@@ -21,7 +21,6 @@ from typing import Any, Protocol
 from filelock import FileLock
 
 from opbench import kernels
-from opbench.documents import TunedMachine, TunedRecord
 from opbench.dtypes import Array, dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import identity, identity_label, kernel_ran_on, utc_now, utc_stamp
@@ -29,6 +28,7 @@ from opbench.ops import get_op, shape_label
 from opbench.ops.conv import ConvShape
 from opbench.ops.gemm import GemmShape
 from opbench.tiles import THRESHOLDS, Tiles
+from opbench.tuning_documents import TunedMachine, TunedRecord
 
 SCHEMA_VERSION = 1
 

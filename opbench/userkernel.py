@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from opbench.documents import UserKernelDict
+from opbench.documents import Params, Scalar, UserKernelDict
 from opbench.dtypes import Inputs
 from opbench.errors import UsageError
 from opbench.ops.base import Shape
@@ -109,10 +109,10 @@ def parse_kernel(spec: str, accumulate: str = "fp32") -> KernelRef:
     return KernelRef(spec, func, module=where, sha256=digest, accumulate=accumulate)
 
 
-def load_function(kernel: dict[str, Any]) -> Callable[..., Any]:
+def load_function(kernel: UserKernelDict) -> Callable[..., Any]:
     """Import the kernel (in the worker) and return FUNC; any failure raises (the trial's reason)."""
-    if kernel.get("path"):
-        path = Path(kernel["path"])
+    if where := kernel.get("path"):
+        path = Path(where)
         name = f"opbench_user_kernel_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -121,14 +121,14 @@ def load_function(kernel: dict[str, Any]) -> Callable[..., Any]:
         sys.modules[name] = module  # dataclasses and pickling look the module up by name
         spec.loader.exec_module(module)
     else:
-        module = importlib.import_module(kernel["module"])
+        module = importlib.import_module(kernel["module"] or "")  # KernelRef names a path or a module
     fn = getattr(module, kernel["func"], None)
     if not callable(fn):
         raise AttributeError(f"{kernel['spec']}: the module has no function '{kernel['func']}'")
     return fn
 
 
-def call(op: str, fn: Callable[..., Any], shape: Shape, inputs: Inputs, params: dict[str, Any]) -> Any:
+def call(op: str, fn: Callable[..., Any], shape: Shape, inputs: Inputs, params: Params) -> Any:
     """One call of the user's kernel on the op's inputs, in the op's documented order."""
     if op == "gemm":
         return fn(inputs["a"], inputs["b"], **params)
@@ -160,9 +160,9 @@ def as_output(op: str, result: Any) -> Any:
     return np.asarray(result)
 
 
-def parse_params(text: str) -> dict[str, Any]:
+def parse_params(text: str) -> Params:
     """`--baseline-params k=v,...`: integers, floats, true/false, else strings."""
-    out: dict[str, Any] = {}
+    out: Params = {}
     for item in (t.strip() for t in text.split(",")):
         if not item:
             continue
@@ -174,7 +174,7 @@ def parse_params(text: str) -> dict[str, Any]:
     return out
 
 
-def _value(raw: str) -> Any:
+def _value(raw: str) -> Scalar:
     if raw.lower() in ("true", "false"):
         return raw.lower() == "true"
     for kind in (int, float):

@@ -22,6 +22,7 @@ from opbench.backends.user_backend import UserKernelBackend
 from opbench.case import Result
 from opbench.cli.sweep import nothing_to_run, plans_from_args, sweep_configs
 from opbench.display.ab import AbObserver, print_ab
+from opbench.documents import Params
 from opbench.errors import UsageError
 from opbench.files import json_text, reserve
 from opbench.machine import utc_stamp
@@ -78,7 +79,7 @@ def _remote_side(name: str, text: str) -> Any:
     return lambda: RemoteBackend(name, found, backend, fixed)
 
 
-def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
+def _side_params(text: str, backend: str, side: str) -> Params:
     """NAME=VALUE,... fixed for every case of a side, checked by `backend` (what it takes:
     Backend.param_names; each value: Backend.parse_param)."""
     made = make_backend(backend, registered=False)
@@ -86,7 +87,7 @@ def _side_params(text: str, backend: str, side: str) -> dict[str, Any]:
     if not allowed:
         takers = ", ".join(name for name, cls in BACKENDS.items() if cls.param_names)
         raise UsageError(f"side '{side}': {backend} takes no parameters (only {takers} does)")
-    out: dict[str, Any] = {}
+    out: Params = {}
     for item in (t.strip() for t in text.split(",") if t.strip()):
         key, sep, value = item.partition("=")
         if not sep or key not in allowed:

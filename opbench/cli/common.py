@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
+from opbench.documents import Fields
 from opbench.errors import UsageError
 from opbench.files import check_writable_dir
 from opbench.ops.base import Op
 from opbench.tune.storage import default_url
 
 
-def check_flags_apply(op: Op[Any], given: dict[str, Any]) -> None:
+def check_flags_apply(op: Op[Any], given: Fields) -> None:
     """Every given axis or parameter flag (AXIS_FLAGS / PARAM_FLAGS dests) is one `op` has, else a
     UsageError naming the flag and the op's options."""
     for dest in given:

@@ -13,7 +13,6 @@ from opbench.cli.common import check_flags_apply, storage_url
 from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.display import tune as show
 from opbench.display.tune import history_table, studies_table
-from opbench.documents import SpaceEvent, TrialEvent, TuneEvent
 from opbench.errors import UsageError
 from opbench.kernels import default_threads
 from opbench.machine import available_memory_bytes
@@ -25,6 +24,7 @@ from opbench.tune import study as tuner
 from opbench.tune.config import TUNABLE_OPS, default_study_name
 from opbench.tune.storage import mask
 from opbench.tune.study import list_studies, trial_rows
+from opbench.tuning_documents import SpaceEvent, TrialEvent, TuneEvent
 from opbench.userkernel import parse_kernel, parse_params
 
 

@@ -7,12 +7,13 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from opbench.documents import CompareResult
 from opbench.texts import change_text, format_seconds, ratio_text, util_text
 
 VERDICT_STYLES = {"regression": "bold red", "improvement": "bold green"}
 
 
-def compare_table(result: dict[str, Any], old: str, new: str, threshold: float) -> Table:
+def compare_table(result: CompareResult, old: str, new: str, threshold: float) -> Table:
     """One row per case of a comparison (report/compare.py), its verdict coloured."""
     table = Table(
         title=f"{old} -> {new} (significant: over {100 * threshold:.0f}% and outside both runs' IQRs)",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from opbench.documents import Confirmation, ParetoRow, StudyRow, TrialEvent, TrialRow
 from opbench.texts import tiles_text
+from opbench.tuning_documents import Confirmation, ParetoRow, StudyRow, TrialEvent, TrialRow
 
 
 def trial_line(info: TrialEvent) -> str:

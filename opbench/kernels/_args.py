@@ -10,6 +10,8 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
+from opbench.documents import PlanTiles
+from opbench.dtypes import Array
 from opbench.kernels._native import core as _core
 from opbench.tiles import Tiles
 
@@ -25,11 +27,11 @@ class Plan(Protocol):
         """Call the kernel once and return its outputs (the plan's own arrays, overwritten by later calls)."""
         ...
 
-    def tiles(self) -> dict[str, Any]:
+    def tiles(self) -> PlanTiles:
         """What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model)."""
         ...
 
-    def saved(self) -> dict[str, Any]:
+    def saved(self) -> dict[str, Array]:
         """A recurrent backward plan's training forward (run once when it was prepared): y, h_n (and c_n)
         and the fp32 activations BPTT reads (gates, state, tanh_c, by cell); empty for other plans."""
         ...

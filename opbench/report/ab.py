@@ -32,6 +32,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from opbench.documents import Scalar
 from opbench.blocks import TimeBlock
 from opbench.case import Result, Status, named_doubts
 from opbench.dtypes import Array
@@ -64,7 +65,7 @@ AbRow = TypedDict(
     {
         "op": str,
         "pass": str,
-        "shape": dict[str, Any],
+        "shape": dict[str, Scalar],
         "label": str,
         "dtype": str,
         "a": AbSide,

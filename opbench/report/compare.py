@@ -10,11 +10,10 @@ the bootstrap interval over processes) do not overlap either."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from opbench.case import DOUBT_MARK, Result, Status, named_doubts
+from opbench.documents import CompareResult, CompareRow, ResultsDoc
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
 from opbench.history import process_range
@@ -58,7 +57,7 @@ def _key(r: Result) -> tuple[str, str, str, str]:
     return (r.case.op.name, r.case.label, r.case.dtype, r.case.backend)
 
 
-def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[str, Any]:
+def compare(old: ResultsDoc, new: ResultsDoc, threshold: float) -> CompareResult:
     """Rows per case present in either run, with verdict regression / improvement / unchanged /
     not comparable / only in old / only in new; plus warnings about differing machines or settings."""
     olds = {_key(r): r for r in map(Result.from_record, old["records"])}
@@ -66,7 +65,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
     rows = []
     for key in list(dict.fromkeys([*olds, *news])):
         o, n = olds.get(key), news.get(key)
-        row: dict[str, Any] = {"op": key[0], "shape": key[1], "dtype": key[2], "backend": key[3]}
+        row: CompareRow = {"op": key[0], "shape": key[1], "dtype": key[2], "backend": key[3]}
         if o is None or n is None:
             row["verdict"] = "only in new" if o is None else "only in old"
         elif o.status is not Status.OK or n.status is not Status.OK:
@@ -154,7 +153,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
         )
     elif om.get("cpu_model") != nm.get("cpu_model"):
         warnings.append(f"different CPUs: {om.get('cpu_model')} vs {nm.get('cpu_model')}")
-    ratios = sorted(r["reference_ratio"] for r in rows if r.get("reference_ratio") is not None)
+    ratios = sorted(x for r in rows if (x := r.get("reference_ratio")) is not None)
     machine_speed_ratio = ratios[len(ratios) // 2] if ratios else None
     if machine_speed_ratio is not None and abs(machine_speed_ratio - 1.0) > MACHINE_SPEED_WARN:
         warnings.append(
@@ -178,7 +177,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], threshold: float) -> dict[
     }
 
 
-def to_markdown(result: dict[str, Any]) -> str:
+def to_markdown(result: CompareResult) -> str:
     out = [
         f"# opbench compare: {md(result['old'])} -> {md(result['new'])}",
         "",
@@ -234,5 +233,5 @@ CSV_COLUMNS = (
 )
 
 
-def to_csv(result: dict[str, Any]) -> str:
+def to_csv(result: CompareResult) -> str:
     return csv_text(CSV_COLUMNS, result["rows"])

@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from opbench.case import Status
+from opbench.documents import ResultsDoc
 from opbench.errors import UsageError
 from opbench.files import MAX_RESULTS_BYTES, read_input
-from opbench.report.ab import VERDICTS
+from opbench.report.ab import VERDICTS, AbResult
 from opbench.results import SCHEMA_VERSION
 from opbench.tune.study import load_existing
+from opbench.tuning_documents import StudyDoc, TrialRow
 
 # Every version is a superset of the one before (results.py's history), so the report reads them all.
 READABLE_SCHEMAS = tuple(range(1, SCHEMA_VERSION + 1))
@@ -30,7 +32,7 @@ class _Check:
     def fail(self, where: str, message: str) -> UsageError:
         return UsageError(f"{self.path}: {where}: {message}")
 
-    def table(self, value: Any, where: str) -> dict[str, Any]:
+    def table(self, value: object, where: str) -> dict[str, Any]:  # a JSON object, its values unchecked
         if value is None:
             return {}
         if not isinstance(value, dict):
@@ -67,7 +69,7 @@ class _Check:
                 raise self.fail(f"{where}.{k}", f"{v!r} is not a valid value")
 
 
-def _check_document(doc: dict[str, Any], check: _Check) -> None:
+def _check_document(doc: dict[str, Any], check: _Check) -> None:  # JSON as read
     for key in ("op", "flop_note", "mode", "created_utc"):
         check.text(doc.get(key), key)
     check.number(doc.get("scale"), "scale")
@@ -175,7 +177,7 @@ def kind_of(path: str | Path) -> str | None:
     return doc.get("kind") if isinstance(doc, dict) else None
 
 
-def load_ab(path: str | Path) -> dict[str, Any]:
+def load_ab(path: str | Path) -> AbResult:
     """An `opbench ab` document (kind opbench.ab, schema 1), refused with one line naming the file and the
     field when the report cannot use it."""
     p = Path(path)
@@ -209,10 +211,10 @@ def load_ab(path: str | Path) -> dict[str, Any]:
     if not isinstance(summary.get("counts"), dict) or not isinstance(summary.get("fast_p"), dict):
         raise check.fail("summary", "expected counts and fast_p")
     doc["_path"] = str(p)
-    return doc
+    return cast(AbResult, doc)  # checked above, field by field
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
+def load_results(path: str | Path) -> ResultsDoc:
     """A sweep results document, with schema 1 files brought to schema 2's shape (gemm only, no factors).
     Refused with one line naming the file (and the record and field) when it is not a regular file under
     the size cap, not strict JSON, not an opbench sweep, or holds a value the report cannot use (a NaN,
@@ -240,14 +242,14 @@ def load_results(path: str | Path) -> dict[str, Any]:
     doc.setdefault("scale", None)
     doc.setdefault("bandwidth", None)
     doc["_path"] = str(p)
-    return doc
+    return cast(ResultsDoc, doc)  # checked above, and each record again by Result.from_record
 
 
-def load_study(name: str, storage_url: str) -> dict[str, Any]:
+def load_study(name: str, storage_url: str) -> StudyDoc:
     """A tuning study as plain data: fingerprint, trials (number, state, tiles, GFLOPS), confirmation."""
     study = load_existing(name, storage_url)
     check = _Check(Path(f"study {name}"))
-    trials = []
+    trials: list[TrialRow] = []
     for t in study.trials:
         check.number(t.user_attrs.get("gflops"), f"trial {t.number}: gflops")
         tiles = t.user_attrs.get("tiles")

@@ -1,135 +1,47 @@
 """The report's data model, built from sweep documents and studies: plain dicts and lists (JSON-serialisable)
 that the plots and every output format are drawn from, so all formats show the same numbers. Each part is a
-TypedDict (Report, Section, ReportRow, ...), so that mypy checks the keys the renderers and plots read."""
+TypedDict of report/parts.py (Report, Section, ReportRow, ...)."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, TypedDict
+from typing import TypedDict, cast
 
 from opbench import __version__
 from opbench.case import DOUBT_MARK, Result, doubts, marked, named_doubts
+from opbench.documents import MachineBlock, ResultsDoc, Scalar
 from opbench.machine import utc_now
 from opbench.ops import shape_label
+from opbench.report.ab import AbResult
+from opbench.report.parts import (
+    AbSection,
+    Comparison,
+    ComparisonRow,
+    Heatmap,
+    HistoryPoint,
+    PassRow,
+    Provenance,
+    Report,
+    ReportRow,
+    Roofline,
+    Section,
+    Series,
+    SeriesLine,
+    StudySection,
+)
 from opbench.texts import speedup_text, summary_text
-
-# A row of a speed-up table: its shape, each backend's ratio to the baseline under the backend's name, and
-# `doubts` per backend: the table's keys are the run's backends, so it stays a plain dict.
-ComparisonRow = dict[str, Any]
+from opbench.tuning_documents import Confirmation, StudyDoc
 
 
-# One case of a section, as every format shows it ("pass" is a keyword, hence the functional form).
-ReportRow = TypedDict(
-    "ReportRow",
-    {
-        "shape": str,
-        "pass": str,
-        "backend": str,
-        "status": str,
-        "reason": str | None,
-        "why": str | None,
-        "median_s": float | None,
-        "rel_iqr": float | None,
-        "gflops": float | None,
-        "process_gflops": list[float],
-        "utilization": float | None,
-        "stability": str | None,
-        "flags": list[str],
-        "doubts": list[str],
-        "factors": dict[str, Any],
-        "arithmetic_intensity": float | None,
-        "repro": str | None,
-        "best": bool,
-    },
-    total=False,
-)
+class _Group(TypedDict):
+    """One (op, dtype) of the input files while the sections are built."""
 
-
-class SeriesLine(TypedDict):
-    x: list[Any]
-    gflops: list[float | None]
-    utilization: list[float | None]
-    doubts: list[list[str]]
-
-
-class Series(TypedDict):
-    """One axis of a one-factor sweep: its levels and a line per backend and pass."""
-
-    axis: str
-    levels: list[Any]
-    lines: dict[str, SeriesLine]
-
-
-class Comparison(TypedDict):
-    """Each backend's GFLOPS over the baseline's, per shape, and their geometric means."""
-
-    baseline: str
-    backends: list[str]
-    table: list[ComparisonRow]
-    geomean: dict[str, float | None]
-    cases: dict[str, int]
-    flagged: dict[str, int]
-
-
-PassRow = TypedDict(
-    "PassRow",
-    {
-        "shape": str,
-        "backend": str,
-        "pass": str,
-        "fwd_s": float,
-        "bwd_s": float,
-        "ratio": float,
-        "fwd_gflops": float | None,
-        "bwd_gflops": float | None,
-    },
-)
-
-
-class Section(TypedDict):
-    """One (op, dtype) across every input file."""
-
-    id: str
     op: str
     dtype: str
-    mode: str
-    flop_note: str | None
     rows: list[ReportRow]
-    series: list[Series]
-    comparison: Comparison | None
-    passes: list[PassRow]
-
-
-class RooflinePoint(TypedDict):
-    op: str
-    dtype: str
-    backend: str
-    shape: str
-    intensity: float
-    gflops: float
-    doubts: list[str]
-
-
-class Roofline(TypedDict):
-    points: list[RooflinePoint]
-    peaks: dict[str, float]
-    bandwidth: float | None
-
-
-class Report(TypedDict):
-    """The whole report: what every format renders."""
-
-    title: str
-    generated_utc: str
-    opbench_version: str
-    command: list[str]
-    baseline: str | None
-    provenance: list[dict[str, Any]]
-    sections: list[Section]
-    roofline: Roofline
-    studies: list[dict[str, Any]]
-    ab: list[dict[str, Any]]
+    modes: Counter[str]
+    flop_note: str | None
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -160,9 +72,10 @@ def doubt_notes(comparison: Comparison) -> list[str]:
     ]
 
 
-def provenance(doc: dict[str, Any]) -> dict[str, Any]:
-    m = doc.get("machine", {})
-    git = m.get("git") or {}
+def provenance(doc: ResultsDoc) -> Provenance:
+    m = doc.get("machine", MachineBlock())
+    git = m.get("git")
+    threads = (doc.get("settings") or {}).get("threads")
     return {
         "file": doc["_path"],
         "op": doc.get("op"),
@@ -172,8 +85,8 @@ def provenance(doc: dict[str, Any]) -> dict[str, Any]:
         "created_utc": doc.get("created_utc"),
         "cpu_model": m.get("cpu_model"),
         "isa": m.get("selected_isa"),
-        "kernel": (m.get("kernel") or {}).get("description"),
-        "threads": (doc.get("settings") or {}).get("threads"),
+        "kernel": kernel["description"] if (kernel := m.get("kernel")) else None,
+        "threads": threads if isinstance(threads, int) else None,
         "opbench_version": m.get("opbench_version"),
         "git_sha": (git.get("sha") or "")[:12] + ("+dirty" if git.get("dirty") else "") if git else None,
         "libraries": {k: v for k, v in (m.get("libraries") or {}).items() if v},
@@ -305,16 +218,16 @@ def _passes(rows: list[ReportRow]) -> list[PassRow]:
 
 
 def build(
-    docs: list[dict[str, Any]],
-    studies: list[dict[str, Any]],
+    docs: list[ResultsDoc],
+    studies: list[StudyDoc],
     baseline: str | None,
     title: str,
     command: list[str],
-    ab_docs: list[dict[str, Any]] | None = None,
+    ab_docs: list[AbResult] | None = None,
 ) -> Report:
     """The whole report. Sections are per (op, dtype) across all input files; an A/B section per `opbench
     ab` file (report/ab.py's rows, with their verdicts)."""
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    groups: dict[tuple[str, str], _Group] = {}
     for doc in docs:
         for rec in doc["records"]:
             r = Result.from_record(rec)
@@ -337,11 +250,12 @@ def build(
     for (op, dtype), g in groups.items():
         rows = g["rows"]
         best: dict[str, tuple[float, str]] = {}
-        for r in rows:
-            if r["status"] == "ok" and r["gflops"] and r["gflops"] > best.get(r["shape"], (0.0, ""))[0]:
-                best[r["shape"]] = (r["gflops"], r["backend"])
-        for r in rows:
-            r["best"] = best.get(r["shape"], (0.0, None))[1] == r["backend"] and r["status"] == "ok"
+        for row in rows:
+            gflops = row["gflops"]
+            if row["status"] == "ok" and gflops and gflops > best.get(row["shape"], (0.0, ""))[0]:
+                best[row["shape"]] = (gflops, row["backend"])
+        for row in rows:  # (a backend is never named "")
+            row["best"] = best.get(row["shape"], (0.0, ""))[1] == row["backend"] and row["status"] == "ok"
         mode = g["modes"].most_common(1)[0][0]
         sections.append(
             {
@@ -392,33 +306,36 @@ def build(
     }
 
 
-def _ab_section(doc: dict[str, Any]) -> dict[str, Any]:
-    rows = [{**r, "speedup_text": speedup_text(r)} for r in doc["rows"]]
-    return {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows, "summary_text": summary_text(doc)}
+def _ab_section(doc: AbResult) -> AbSection:
+    section = cast(AbSection, {k: v for k, v in doc.items() if k != "rows"})  # the document's other fields
+    section["rows"] = [{**r, "speedup_text": speedup_text(r)} for r in doc.get("rows", [])]
+    section["summary_text"] = summary_text(doc)
+    return section
 
 
-def _study_section(study: dict[str, Any]) -> dict[str, Any]:
-    done = [t for t in study["trials"] if t["state"] == "COMPLETE" and t["gflops"] is not None]
-    history, best_so_far = [], 0.0
-    for t in sorted(done, key=lambda t: t["number"]):
-        best_so_far = max(best_so_far, t["gflops"])
-        history.append({"number": t["number"], "gflops": t["gflops"], "best": best_so_far})
+def _study_section(study: StudyDoc) -> StudySection:
+    done = [(t, g) for t in study["trials"] if t["state"] == "COMPLETE" and (g := t["gflops"]) is not None]
+    history: list[HistoryPoint] = []
+    best_so_far = 0.0
+    for t, g in sorted(done, key=lambda d: d[0]["number"]):
+        best_so_far = max(best_so_far, g)
+        history.append({"number": t["number"], "gflops": g, "best": best_so_far})
     # A 2-D map of the two most varied tile parameters (e.g. tile_n x tile_k), best GFLOPS over the rest.
-    heatmap = None
-    tiles = [t for t in done if t["tiles"]]
-    if tiles:
-        varied = sorted(tiles[0]["tiles"], key=lambda p: -len({t["tiles"][p] for t in tiles}))
-        varied = [p for p in varied if len({t["tiles"][p] for t in tiles}) > 1][:2]
+    heatmap: Heatmap | None = None
+    tiled = [(tiles, g) for t, g in done if (tiles := t["tiles"])]
+    if tiled:
+        varied = sorted(tiled[0][0], key=lambda p: -len({tiles[p] for tiles, _ in tiled}))
+        varied = [p for p in varied if len({tiles[p] for tiles, _ in tiled}) > 1][:2]
         if len(varied) == 2:
             px, py = varied[1], varied[0]
-            xs = sorted({t["tiles"][px] for t in tiles})
-            ys = sorted({t["tiles"][py] for t in tiles})
+            xs = sorted({tiles[px] for tiles, _ in tiled}, key=_ordered)
+            ys = sorted({tiles[py] for tiles, _ in tiled}, key=_ordered)
             grid: list[list[float | None]] = [[None] * len(xs) for _ in ys]
-            for t in tiles:
-                i, j = ys.index(t["tiles"][py]), xs.index(t["tiles"][px])
-                grid[i][j] = max(grid[i][j] or 0.0, t["gflops"])
+            for tiles, g in tiled:
+                i, j = ys.index(tiles[py]), xs.index(tiles[px])
+                grid[i][j] = max(grid[i][j] or 0.0, g)
             heatmap = {"x": px, "y": py, "xs": xs, "ys": ys, "values": grid}
-    failures = Counter(t["failure"] for t in study["trials"] if t.get("failure"))
+    failures = Counter(f for t in study["trials"] if (f := t.get("failure")))
     fp = study["fingerprint"]
     op = fp.get("op") or "gemm"
     return {
@@ -441,7 +358,15 @@ def _study_section(study: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _confirmation_doubts(conf: dict[str, Any] | None) -> list[str]:
+def _ordered(value: Scalar) -> tuple[int, float, str]:
+    """A heatmap axis's order: numbers by value (a space's values are numbers), anything else after them by
+    its text."""
+    if isinstance(value, (int, float)):
+        return 0, float(value), ""
+    return 1, 0.0, str(value)
+
+
+def _confirmation_doubts(conf: Confirmation | None) -> list[str]:
     """The flags of the confirmation's best and default rows, which its speed-up is built from."""
     rows = [conf.get("best"), conf.get("default")] if conf else []
     return named_doubts(*((r["name"], r.get("flags") or ()) for r in rows if r))

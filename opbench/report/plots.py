@@ -21,7 +21,8 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
 from opbench.case import DOUBT_MARK  # noqa: E402
-from opbench.report.model import Report, Roofline, Section, geomean_text  # noqa: E402
+from opbench.report.model import geomean_text  # noqa: E402
+from opbench.report.parts import Report, Roofline, Section, StudySection  # noqa: E402
 
 COLORS = {
     "cpp": "#1f77b4",
@@ -253,7 +254,7 @@ def roofline_plot(roofline: Roofline) -> Plot | None:
     return _render(fig, "roofline", ax.get_title())
 
 
-def study_plots(study: dict[str, Any], index: int) -> list[Plot]:
+def study_plots(study: StudySection, index: int) -> list[Plot]:
     plots = []
     stem = f"study{index}"
     if study["history"]:

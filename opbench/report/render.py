@@ -8,18 +8,20 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from opbench.case import DOUBT_MARK
+from opbench.documents import Scalar
 from opbench.errors import UsageError
 from opbench.escape import csv_text, md
 from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_dir, current_umask, json_text
 from opbench.report.ab import AbResult, to_markdown
-from opbench.report.model import Report, doubt_notes, geomean_text, ratio_cell
+from opbench.report.model import doubt_notes, geomean_text, ratio_cell
+from opbench.report.parts import Report
 from opbench.texts import format_seconds
 
 if TYPE_CHECKING:  # the type only: plots loads matplotlib, which rendering text does not need
@@ -96,7 +98,7 @@ def _inside(root: Path, relative: str) -> Path:
     return target
 
 
-def _tiles(tiles: dict[str, int] | None) -> str:
+def _tiles(tiles: Mapping[str, Scalar] | None) -> str:
     return " ".join(f"{k}={v}" for k, v in (tiles or {}).items()) or "-"
 
 
@@ -229,11 +231,11 @@ def render_markdown(model: Report, plots: dict[str, list[Plot]]) -> str:
         conf = st["confirmation"]
         if conf and conf.get("best"):
             out += ["", "| | tiles | GFLOPS | 95% CI |", "|---|---|---|---|"]
-            for r in conf["rows"]:
-                if "gflops" in r:
+            for cr in conf["rows"]:
+                if "gflops" in cr:
                     out.append(
-                        f"| {md(r['name'])} | {md(_tiles(r['tiles']))} | {r['gflops']:.1f} | "
-                        f"{r['gflops_ci'][0]:.1f} - {r['gflops_ci'][1]:.1f} |"
+                        f"| {md(cr['name'])} | {md(_tiles(cr['tiles']))} | {cr['gflops']:.1f} | "
+                        f"{cr['gflops_ci'][0]:.1f} - {cr['gflops_ci'][1]:.1f} |"
                     )
             if conf.get("speedup"):
                 mark = f"{DOUBT_MARK} ({md(', '.join(st['speedup_doubts']))})" if st["speedup_doubts"] else ""

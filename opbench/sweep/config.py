@@ -10,6 +10,7 @@ from typing import Any
 from opbench.backends import Backend, make_backend
 from opbench.backends.processes import in_processes
 from opbench.backends.remote import RemoteBackend
+from opbench.documents import Params
 from opbench.errors import BackendUnavailable, UsageError
 from opbench.ops import pass_of
 from opbench.ops.base import Op
@@ -30,7 +31,7 @@ class SweepConfig:
     verify: bool = True
     seed: int = 0
     # per backend name, the run's options for it (Backend.case_params makes a case's parameters of them)
-    backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    backend_options: dict[str, Params] = field(default_factory=dict)
     max_memory_bytes: int | None = None  # a case needing more is skipped ('memory')
     max_call_s: float = 60.0  # a case predicted to take longer per call is skipped ('predicted')
     verify_max_gflop: float = 60.0  # float64 verification costlier than this is skipped (and said so)
@@ -62,7 +63,7 @@ class SweepOptions:
     passes: tuple[str, ...] = ("fwd",)
     verify: bool = True
     seed: int = 0
-    backend_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    backend_options: dict[str, Params] = field(default_factory=dict)
     max_memory_bytes: int | None = None
     max_call_s: float = 60.0
     verify_max_gflop: float = 60.0

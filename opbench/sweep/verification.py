@@ -57,7 +57,7 @@ class Expected:
 
     def __init__(self, op: Op[Any], shape: Shape, inputs: Inputs, dtype: str) -> None:
         self.op, self.shape, self.inputs, self.dtype = op, shape, inputs, dtype
-        self._bounds: dict[str, Any] = {}
+        self._bounds: dict[str, dict[str, Array]] = {}
 
     @functools.cached_property
     def reference(self) -> Any:

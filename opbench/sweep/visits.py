@@ -22,7 +22,7 @@ from opbench import kernels
 from opbench.backends.base import Backend, Prepared
 from opbench.backends.remote import RemoteBackend
 from opbench.case import OK, Case, Outcome, Reason, Result
-from opbench.documents import PeakDict
+from opbench.documents import Params, PeakDict, Scalar
 from opbench.dtypes import Inputs
 from opbench.guards import zeros_guard
 from opbench.measure import Bench
@@ -72,7 +72,7 @@ def host_flush_note() -> str:
     return f"{host_flush_bytes() >> 20} MiB written on the host before each sample (one call per sample)"
 
 
-def case_factors(cfg: SweepConfig, shape: Shape) -> dict[str, Any]:
+def case_factors(cfg: SweepConfig, shape: Shape) -> dict[str, Scalar]:
     """Axis values of the case as the spec gave them (before --scale)."""
     if cfg.unscaled is None:
         return dict(cfg.op.factors(shape))
@@ -95,7 +95,7 @@ def make_case(cfg: SweepConfig, shape: Shape, dtype: str, backend: Backend, pass
     )
 
 
-def _params(cfg: SweepConfig, backend: Backend, shape: Shape, dtype: str, key: str) -> dict[str, Any]:
+def _params(cfg: SweepConfig, backend: Backend, shape: Shape, dtype: str, key: str) -> Params:
     options = cfg.backend_options.get(backend.name, {})
     return backend.case_params(options, key, shape, dtype, cfg.threads)
 

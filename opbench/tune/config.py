@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opbench import kernels
-from opbench.documents import StudyFingerprint
 from opbench.errors import UsageError
 from opbench.machine import fingerprint as machine_fingerprint
 from opbench.ops import gemm
 from opbench.ops.base import Op, Shape
 from opbench.tune.space import TileSpace, load_space
+from opbench.tuning_documents import StudyFingerprint
 from opbench.userkernel import KernelRef
 
 SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")

@@ -10,7 +10,7 @@ from typing import Any
 
 from opbench import kernels, sampling
 from opbench.case import Outcome
-from opbench.documents import Confirmation, ConfirmationRow, Params
+from opbench.documents import Params
 from opbench.errors import UsageError
 from opbench.layout import draw
 from opbench.ops.gemm import GemmShape
@@ -18,6 +18,7 @@ from opbench.tune.config import CONFIRM_TIMER, TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.objective import request
 from opbench.tune.space import TileSpace
+from opbench.tuning_documents import Confirmation, ConfirmationRow
 
 
 def _measured_keys(study: Any) -> set[str]:

@@ -14,8 +14,9 @@ import time
 from typing import Any
 
 from opbench.backends.remote import module_command
-from opbench.documents import LayoutDict, WorkerAnswer, WorkerInit, WorkerRequest
+from opbench.documents import LayoutDict
 from opbench.layout import worker_environment
+from opbench.tuning_documents import WorkerAnswer, WorkerInit, WorkerRequest
 
 
 def describe_exit(returncode: int) -> str:

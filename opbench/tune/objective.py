@@ -8,11 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from opbench.case import Outcome
-from opbench.documents import Params, TrialEvent, WorkerRequest
+from opbench.documents import Params
 from opbench.errors import UsageError
 from opbench.tune.config import TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.space import TileSpace
+from opbench.tuning_documents import TrialEvent, WorkerRequest
 
 
 class CandidateFailed(Exception):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from opbench.documents import WorkerAnswer, WorkerRequest
+from opbench.tuning_documents import WorkerAnswer, WorkerRequest
 
 
 class ReplayRunner:

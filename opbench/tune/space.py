@@ -13,11 +13,13 @@ import math
 import operator
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opbench import kernels
+from opbench.documents import Params, Scalar
 from opbench.errors import UsageError
 from opbench.files import MAX_SPEC_BYTES, read_input
 
@@ -45,11 +47,14 @@ _CMP = {
 }
 
 
+# A candidate value of a search parameter (a space file's `values`, or the integers of start/step/stop).
+SpaceValue = int | float | str | bool
+
 MAX_EXPRESSION_CHARS = 1000
 _LIMIT = 2**63  # every intermediate value stays in 64-bit range: no runaway big-integer arithmetic
 
 
-def evaluate(expr: str, names: dict[str, int]) -> Any:
+def evaluate(expr: str, names: Mapping[str, Scalar]) -> Any:
     """Arithmetic and comparisons over `names` only (no calls, attributes or anything else). Raises
     ValueError for anything else, for division by zero and for values outside the 64-bit range."""
     if len(expr) > MAX_EXPRESSION_CHARS:
@@ -114,20 +119,20 @@ class Constraint:
 class TileSpace:
     """Concrete candidates for one problem on one kernel set."""
 
-    params: tuple[tuple[str, tuple[Any, ...]], ...]  # in declaration order
+    params: tuple[tuple[str, tuple[SpaceValue, ...]], ...]  # in declaration order
     constraints: tuple[Constraint, ...]  # the enforced ones
-    names: dict[str, Any]  # mr, nr, m, n, k (or the problem's shape fields), cache sizes
+    names: dict[str, int]  # mr, nr, m, n, k (or the problem's shape fields), cache sizes
 
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p for p, _ in self.params)
 
-    def values(self, name: str) -> tuple[Any, ...]:
+    def values(self, name: str) -> tuple[SpaceValue, ...]:
         return dict(self.params)[name]
 
-    def valid(self, tiles: dict[str, Any]) -> bool:
+    def valid(self, tiles: Mapping[str, Scalar]) -> bool:
         """Whether every constraint whose names are all assigned holds."""
-        scope = {**self.names, **tiles}
+        scope: dict[str, Scalar] = {**self.names, **tiles}
         for c in self.constraints:
             try:
                 if not evaluate(c.rule, scope):
@@ -136,19 +141,19 @@ class TileSpace:
                 continue  # mentions a tile not assigned yet
         return True
 
-    def enumerate(self) -> list[dict[str, Any]]:
+    def enumerate(self) -> list[Params]:
         """Every valid point (the grid)."""
-        points = []
+        points: list[Params] = []
         for combo in itertools.product(*(v for _, v in self.params)):
-            tiles = dict(zip(self.param_names, combo, strict=True))
+            tiles: Params = dict(zip(self.param_names, combo, strict=True))
             if self.valid(tiles):
                 points.append(tiles)
         return points
 
-    def from_indices(self, indices: dict[str, int]) -> dict[str, Any] | None:
+    def from_indices(self, indices: dict[str, int]) -> Params | None:
         """The tiling for ordinal indices, each parameter moved to the nearest index that keeps the
         constraints (smaller first); None if a parameter has no valid value at all."""
-        tiles: dict[str, Any] = {}
+        tiles: Params = {}
         for name, values in self.params:
             want = min(max(indices[name], 0), len(values) - 1)
             order = sorted(range(len(values)), key=lambda i: (abs(i - want), i > want))
@@ -165,7 +170,7 @@ MAX_CANDIDATES = 4096  # per parameter
 MAX_POINTS = 1_000_000  # the grid (product of the parameters' candidates) that enumerate() walks
 
 
-def _listed(values: Any, where: str) -> tuple[Any, ...]:
+def _listed(values: object, where: str) -> tuple[SpaceValue, ...]:
     """`values = [...]`: one to MAX_CANDIDATES distinct integers, floats, strings or booleans."""
     if not isinstance(values, list) or not 1 <= len(values) <= MAX_CANDIDATES:
         raise UsageError(f"{where}.values: expected a list of 1 to {MAX_CANDIDATES} values")
@@ -177,7 +182,9 @@ def _listed(values: Any, where: str) -> tuple[Any, ...]:
     return tuple(values)
 
 
-def _candidates(spec: dict[str, Any], names: dict[str, Any], where: str) -> tuple[Any, ...]:
+def _candidates(
+    spec: Mapping[str, object], names: Mapping[str, Scalar], where: str
+) -> tuple[SpaceValue, ...]:
     if "values" in spec:
         extra = sorted(set(spec) - {"values"})
         if extra:
@@ -241,7 +248,7 @@ def spaces_dirs() -> list[Path]:
 
 
 def load_space(
-    op: str, names: dict[str, Any], cache_fit: bool, space: str | None = None, enforce_all: bool = False
+    op: str, names: dict[str, int], cache_fit: bool, space: str | None = None, enforce_all: bool = False
 ) -> tuple[TileSpace, str]:
     """The concrete space for a problem; `space` is a file path or a name in the spaces directories.
     Constraints are enforced with `cache_fit` (our kernels' optional cache-fit rules) or `enforce_all` (a

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from opbench import tuned as records
-from opbench.documents import StudyRow, TrialRow, TunedRecord, TuneEvent, TuneSummary, WorkerInit, int_fields
+from opbench.documents import int_fields
 from opbench.errors import UsageError
 from opbench.ops import shape_label
 from opbench.tune.config import (
@@ -35,6 +35,7 @@ from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.objective import CandidateFailed, Objective, _key
 from opbench.tune.space import TileSpace
 from opbench.tune.storage import mask, open_storage
+from opbench.tuning_documents import StudyRow, TrialRow, TunedRecord, TuneEvent, TuneSummary, WorkerInit
 
 __all__ = [
     # the tuner's parts, one module per job (config, objective, confirmation), reachable from here

@@ -26,12 +26,13 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, cast
 
 from opbench import peak as peaks
 from opbench.backends.base import copied
 from opbench.backends.user_backend import UserCase
 from opbench.contention import Monitor
+from opbench.documents import Params, UserKernelDict
 from opbench.dtypes import Inputs
 from opbench.layout import apply, place_inputs
 from opbench.machine import die_with_parent, pin_to_cpus
@@ -40,8 +41,9 @@ from opbench.ops import assumed_accumulation, get_op
 from opbench.ops.base import Shape
 from opbench.ops.spot import refreshed
 from opbench.reference import InRunReference
-from opbench.tiles import THRESHOLDS, TILE_KEYS, Tiles
+from opbench.tiles import THRESHOLDS, Tiles
 from opbench.timing import Timer, TimerConfig
+from opbench.tuning_documents import TrialVerify, WorkerAnswer
 from opbench.userkernel import load_function
 
 
@@ -67,10 +69,10 @@ def _serve(proto: Any) -> None:
     for trial, line in enumerate(sys.stdin):
         req = json.loads(line)
         try:
-            answer: dict[str, Any]
+            answer: WorkerAnswer
             timed_inputs = inputs
             if user is not None:
-                ran: dict[str, Any] = req.get("params") or {}
+                ran: Params = req.get("params") or {}
                 case = user.prepare(ran)
                 result, run, timed_output = case.output(), case.run, case.timed_output
                 if reference is not None:  # the timed calls compute on new values (sweep/verification.py)
@@ -83,7 +85,7 @@ def _serve(proto: Any) -> None:
                 timed_output = functools.partial(lambda p: copied(p.last()), plan)
                 info = plan.tiles()
                 # the tiles that ran, and the path thresholds where the space searches them (gemm_paths)
-                ran = {k: info[k] for k in TILE_KEYS}
+                ran = {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
                 ran.update({k: info[k] for k in THRESHOLDS if k in asked and k in info})
             verify = None
             if reference is not None:
@@ -110,7 +112,7 @@ def _serve(proto: Any) -> None:
                     "tiles": ran,
                 }
                 if timed is not None and not timed["ok"]:
-                    answer = {"status": "wrong_answer", "verify": {**timed, "timed": True}}
+                    answer = {"status": "wrong_answer", "verify": cast(TrialVerify, {**timed, "timed": True})}
         except MemoryError:
             answer = {"status": "failed", "reason": "out of memory"}
         except Exception as e:
@@ -124,11 +126,11 @@ class UserKernel:
     """The user's kernel (userkernel.py), imported at its first use so that an import error is one
     failed trial; each candidate is the sweep backend's prepared case (backends/user_backend.py)."""
 
-    def __init__(self, kernel: dict[str, Any], op: str, shape: Shape, inputs: Inputs) -> None:
+    def __init__(self, kernel: UserKernelDict, op: str, shape: Shape, inputs: Inputs) -> None:
         self.kernel, self.op, self.shape, self.inputs = kernel, op, shape, inputs
         self.fn: Any = None
 
-    def prepare(self, params: dict[str, Any]) -> Any:
+    def prepare(self, params: Params) -> UserCase:
         if self.fn is None:
             self.fn = load_function(self.kernel)
         return UserCase(self.fn, self.op, self.shape, self.inputs, params)
