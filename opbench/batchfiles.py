@@ -23,7 +23,6 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from opbench.descriptors import DRIVERS, DTYPES, Options, Problem, Skipped, expand
 from opbench.documents import BatchLines
@@ -179,14 +178,16 @@ def _option(token: str, opts: Options, ignored: Counter[str]) -> Options:
     return replace(opts, unknown=f"--{key}")
 
 
-def load_batch(path: Path | str, command_op: str | None = None, start: Any = None) -> list[Problem]:
+def load_batch(
+    path: Path | str, command_op: str | None = None, start: Options | None = None
+) -> list[Problem]:
     """Every problem of a batch file (and the files it includes), in order; `start`: the options in force
     at its first line (`options()`)."""
     return read_batch(path, command_op, start).problems
 
 
 def read_batch(
-    path: Path | str, command_op: str | None = None, start: Any = None, strict: bool = False,
+    path: Path | str, command_op: str | None = None, start: Options | None = None, strict: bool = False,
     _depth: int = 0, _into: Batch | None = None,
 ) -> Batch:  # fmt: skip
     """A batch file read (Batch); `strict`: a problem opbench does not run, or an option it does not read,

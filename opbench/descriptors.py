@@ -187,7 +187,7 @@ def _padding(axis: str, size: int, k: int, st: int, d: int, o: int | None, p: in
     return start, end
 
 
-def _conv(text: str, mb: int, notes: list[str]) -> Any:
+def _conv(text: str, mb: int, notes: list[str]) -> Shape:
     e = _entries(text, _CONV_KEYS, "convolution", notes)
     for key in ("ic", "oc"):
         if key not in e:
@@ -227,7 +227,7 @@ def _dims(part: str) -> list[int]:
         raise ValueError("expected MxK:KxN with integer sizes") from None
 
 
-def _matmul(text: str) -> Any:
+def _matmul(text: str) -> Shape:
     parts = text.replace("_", "").split(":")
     if len(parts) not in (2, 3):
         raise ValueError("expected MxK:KxN or BxMxK:BxKxN")
@@ -257,7 +257,7 @@ def _matmul(text: str) -> Any:
 
 def _recurrent(
     text: str, op_name: str, sizes: dict[str, int], activation: str | None, notes: list[str]
-) -> Any:
+) -> Shape:
     e = _entries(text, _RNN_KEYS, "rnn", notes)
     e.update({k: v for k, v in sizes.items() if v})  # --mb, --t, --l
     if "sic" not in e:
@@ -325,7 +325,7 @@ def _one(
 
 
 def expand(
-    text: str, command_op: str | None = None, where: str = "--problem", opts: Any = None
+    text: str, command_op: str | None = None, where: str = "--problem", opts: Options | None = None
 ) -> list[Problem | Skipped]:
     """A descriptor under the options in force: a Problem for each combination of their values opbench
     runs, a Skipped for each it does not; UsageError naming `where` if it is malformed."""
@@ -399,7 +399,9 @@ def expand(
     return out
 
 
-def parse(text: str, command_op: str | None = None, where: str = "--problem", opts: Any = None) -> Problem:
+def parse(
+    text: str, command_op: str | None = None, where: str = "--problem", opts: Options | None = None
+) -> Problem:
     """One descriptor that must run (--problem): its first problem; UsageError naming `where` and the
     problem (malformed, or why opbench does not run it) otherwise."""
     items = expand(text, command_op, where, opts)

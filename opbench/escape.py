@@ -33,12 +33,12 @@ _MD = {
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def md(value: Any) -> str:
+def md(value: object) -> str:
     """str(value) safe inside a Markdown table cell or heading."""
     return "".join(_MD.get(ch, ch) for ch in str(value))
 
 
-def csv_cell(value: Any) -> Any:
+def csv_cell(value: object) -> object:
     """A CSV cell that no spreadsheet evaluates: text starting like a formula gets a leading apostrophe."""
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value

@@ -10,6 +10,7 @@ import math
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ def current_umask() -> int:
     return mask
 
 
-def _finite(obj: Any) -> Any:
+def _finite(obj: object) -> object:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
@@ -40,13 +41,13 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def json_text(obj: Any) -> str:
+def json_text(obj: object) -> str:
     """Strict JSON (no NaN or Infinity, which are not JSON): a non-finite number is written as null, the
     value opbench uses for 'missing'. Every JSON file opbench writes goes through here."""
     return json.dumps(_finite(obj), indent=1, allow_nan=False) + "\n"
 
 
-def json_line(obj: Any, default: Any = None) -> str:
+def json_line(obj: object, default: Callable[[Any], object] | None = None) -> str:
     """One line of strict JSON for a pipe protocol (a non-finite number as null, as in json_text)."""
     return json.dumps(_finite(obj), allow_nan=False, default=default) + "\n"
 

@@ -18,12 +18,12 @@ a suspect or mistrusted B is never counted FASTER).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import numpy as np
 
 from opbench.blocks import GuardsBlock, PeakBlock
 from opbench.case import Case, Result, Status
+from opbench.dtypes import Output
 from opbench.ops import pass_of
 
 MISTRUST_ZEROS = 0.30
@@ -32,7 +32,7 @@ SUSPECT_PEER_SPEEDUP = 10.0
 DISTRUST_FLAGS = ("suspect", "mistrusted")
 
 
-def zero_fraction(output: Any) -> float | None:
+def zero_fraction(output: Output) -> float | None:
     """The share of exact zeros in an output (arrays, or tuples, lists and dicts of them); None if it holds
     no array."""
     zeros, size = 0, 0
@@ -51,7 +51,7 @@ def zero_fraction(output: Any) -> float | None:
     return zeros / size if size else None
 
 
-def zeros_guard(case: Case, output: Any, guards: GuardsBlock) -> None:
+def zeros_guard(case: Case, output: Output, guards: GuardsBlock) -> None:
     """Count the output's zeros into `guards`; a reason starting 'mistrusted' when there are too many."""
     fraction = zero_fraction(output)
     expected_of = case.op.expected_zero_fraction

@@ -64,11 +64,11 @@ def apply() -> random.Random | None:
     return random.Random(int(layout["offset_seed"]))
 
 
-def _placeable(value: Any) -> bool:
+def _placeable(value: object) -> bool:
     return isinstance(value, np.ndarray) and value.flags.c_contiguous and value.nbytes > 0
 
 
-def place(array: Any, offset: int) -> Any:
+def place(array: Array, offset: int) -> Array:
     """A copy of `array` whose data starts `offset` bytes into a page (C-contiguous arrays only; anything
     else is returned as it is)."""
     if not _placeable(array):

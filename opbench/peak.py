@@ -116,8 +116,9 @@ def _cached(key: str, refresh: bool, make: Callable[[], _Entry]) -> _Entry:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock: Any = FileLock(str(path) + ".lock", timeout=600)
-        lock.acquire()
+        held = FileLock(str(path) + ".lock", timeout=600)
+        held.acquire()
+        lock: FileLock | None = held
     except (OSError, Timeout):
         lock = None  # no lock to be had: measure anyway
     try:
@@ -136,7 +137,7 @@ def _cached(key: str, refresh: bool, make: Callable[[], _Entry]) -> _Entry:
             lock.release()
 
 
-def _probe_value(entry: Any) -> float | None:
+def _probe_value(entry: object) -> float | None:
     """The value of a cached best-probe entry ({"value": {"value": x}, "measured_utc": ...}), if usable."""
     value = entry.get("value", {}).get("value") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None

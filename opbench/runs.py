@@ -10,7 +10,7 @@ from collections import Counter
 from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from opbench import gpu, machine, peak
 from opbench import history as earlier
@@ -18,6 +18,7 @@ from opbench.backends import BACKENDS
 from opbench.documents import BandwidthDict, MachineBlock, PeakTable, ResultsDoc, SweepMeta
 from opbench.errors import UsageError
 from opbench.machine import utc_stamp
+from opbench.measure import Bench
 from opbench.ops import pass_of
 from opbench.reference import THROTTLED_SPEED, apart_warning
 from opbench.results import ResultsWriter
@@ -29,7 +30,7 @@ from opbench.sweep.config import BackendState, SweepConfig, setup_backends
 class Observer(Protocol):
     """What a caller of run_sweeps() is told. Every method may do nothing."""
 
-    def status(self, text: str) -> AbstractContextManager[None]: ...  # a slow step under way
+    def status(self, text: str) -> AbstractContextManager[object]: ...  # a slow step under way
 
     def sweep_started(self, op: str, visits: int) -> AbstractContextManager[None]: ...  # one results file
 
@@ -146,10 +147,11 @@ def accelerator_block(device: str) -> MachineBlock:
     return MachineBlock(accelerator=info) if info is not None else MachineBlock()
 
 
-def environment(writer: Any, bench: Any) -> None:
+def environment(writer: ResultsWriter, bench: Bench) -> None:
     """The run's environment block (contention, load, frequency, warnings, probe summary) into the header,
     and this run's best probes into the machine's cache; also after an interrupt."""
     flagged = Counter(f for r in writer.doc["records"] for f in r.get("flags", []))
+    assert bench.monitor is not None  # every sweep's Bench watches contention (sweep.make_bench)
     env = bench.monitor.finish(contended_cases=flagged["contended"])
     if bench.reference is not None:
         env["reference"] = bench.reference.summary()

@@ -25,6 +25,7 @@ from typing import Any
 
 from opbench.backends import parse_backends
 from opbench.batchfiles import read_batch
+from opbench.descriptors import Options
 from opbench.documents import BatchLines
 from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
@@ -74,7 +75,7 @@ class _Where:
         return UsageError(f"spec {self.path}: {key}: {message}")
 
 
-def _int_list(value: Any, key: str, where: _Where) -> list[int]:
+def _int_list(value: object, key: str, where: _Where) -> list[int]:
     if isinstance(value, str):
         try:
             return parse_sizes(value, key)
@@ -92,7 +93,7 @@ def _int_list(value: Any, key: str, where: _Where) -> list[int]:
     return list(dict.fromkeys(value))
 
 
-def _str_list(value: Any, key: str, where: _Where) -> list[str]:
+def _str_list(value: object, key: str, where: _Where) -> list[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
@@ -100,7 +101,7 @@ def _str_list(value: Any, key: str, where: _Where) -> list[str]:
     return value
 
 
-def _plan(table: Any, index: int, where: _Where) -> SweepPlan:
+def _plan(table: object, index: int, where: _Where) -> SweepPlan:
     prefix = f"sweep[{index}]"
     if not isinstance(table, dict):
         raise where.error(prefix, "expected a table")
@@ -252,7 +253,7 @@ def plans_from_problems(problems: list[Any], description: str = "") -> tuple[Swe
 
 
 def load_batch_spec(
-    path: Path | str, command_op: str | None = None, start: Any = None, strict: bool = False
+    path: Path | str, command_op: str | None = None, start: Options | None = None, strict: bool = False
 ) -> Spec:
     """A benchdnn-style batch file (descriptors.py) as a spec; its leading `#` lines are its description, and
     its lines run and skipped are `lines` (`strict`: a line opbench does not run is refused instead)."""

@@ -16,7 +16,7 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from filelock import FileLock
 
@@ -102,7 +102,7 @@ def _read(path: Path) -> list[TunedRecord]:
     return good
 
 
-def _well_formed(r: Any) -> bool:
+def _well_formed(r: object) -> bool:
     """Our kernels' records carry positive integer tiles; a user kernel's its parameters (any scalars)."""
     if not (
         isinstance(r, dict)
@@ -132,7 +132,7 @@ def load() -> list[TunedRecord]:
         return []
 
 
-def _lock(path: Path) -> Any:
+def _lock(path: Path) -> FileLock:
     return FileLock(str(path) + ".lock", timeout=60)
 
 

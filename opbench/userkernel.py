@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from opbench.documents import Params, Scalar, UserKernelDict
-from opbench.dtypes import Inputs
+from opbench.dtypes import Inputs, Output
 from opbench.errors import UsageError
 from opbench.ops.base import Shape
 from opbench.ops.conv_shape import ConvShape
@@ -128,7 +128,7 @@ def load_function(kernel: UserKernelDict) -> Callable[..., Any]:
     return fn
 
 
-def call(op: str, fn: Callable[..., Any], shape: Shape, inputs: Inputs, params: Params) -> Any:
+def call(op: str, fn: Callable[..., Any], shape: Shape, inputs: Inputs, params: Params) -> object:
     """One call of the user's kernel on the op's inputs, in the op's documented order."""
     if op == "gemm":
         return fn(inputs["a"], inputs["b"], **params)
@@ -149,7 +149,7 @@ def call(op: str, fn: Callable[..., Any], shape: Shape, inputs: Inputs, params: 
     raise ValueError(f"no user-kernel calling convention for op '{op}'")
 
 
-def as_output(op: str, result: Any) -> Any:
+def as_output(op: str, result: Any) -> Output:
     """The kernel's result as numpy arrays in the op's structure (array-likes are converted)."""
     if op == "lstm":
         y, (h_n, c_n) = result

@@ -12,10 +12,12 @@ import argparse
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from opbench.backends import BACKENDS, make_backend, parse_backends, plugins, register
+from opbench.backends.base import Backend
 from opbench.backends.remote import RemoteBackend
 from opbench.backends.side import SideBackend
 from opbench.backends.user_backend import UserKernelBackend
@@ -56,7 +58,7 @@ def parse_side(text: str, taken: str | None = None, accumulate: str | None = Non
         spec, params = where, parse_params(last)
     kernel = parse_kernel(spec, accumulate or "fp32")
 
-    def make() -> Any:
+    def make() -> Backend:
         backend = UserKernelBackend(kernel, params)
         backend.name = name  # type: ignore[misc]
         return backend
@@ -64,7 +66,7 @@ def parse_side(text: str, taken: str | None = None, accumulate: str | None = Non
     return name, make, True
 
 
-def _remote_side(name: str, text: str) -> Any:
+def _remote_side(name: str, text: str) -> Callable[[], Backend]:
     """python=PATH:BACKEND[:NAME=VALUE,...]: the backend as another installed environment runs it."""
     python, sep, backend_spec = text.removeprefix("python=").partition(":")
     backend, _, params = backend_spec.partition(":")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from opbench import kernels
 from opbench.cli.types import (
@@ -90,7 +90,7 @@ PARAM_FLAGS = {
 }
 
 
-def _op_params(group: Any) -> None:
+def _op_params(group: argparse._ActionsContainer) -> None:
     """The op parameters PARAM_FLAGS names, as `opbench sweep` and `opbench tune` both take them."""
     group.add_argument("--stride", type=positive_int, help="conv stride (default 1)")
     group.add_argument(
@@ -103,7 +103,7 @@ def _op_params(group: Any) -> None:
     group.add_argument("--nonlinearity", choices=("tanh", "relu"), help="rnn activation (default tanh)")
 
 
-def _problem_options(p: Any) -> None:
+def _problem_options(p: argparse._ActionsContainer) -> None:
     """benchdnn-style problems (opbench/descriptors.py), as sweep and ab take them."""
     p.add_argument(
         "--problem",
@@ -122,7 +122,7 @@ def _problem_options(p: Any) -> None:
     )
 
 
-def _case_options(s: Any) -> None:
+def _case_options(s: argparse._ActionsContainer) -> None:
     """What `opbench sweep` and `opbench ab` both take: the shapes (axes, specs, suites, problems), dtypes,
     threads, device, output, seed, rounds, verification, timer and memory limits, training passes."""
     s.add_argument(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 
@@ -17,7 +17,7 @@ from opbench.errors import UsageError
 from opbench.kernels import default_threads
 from opbench.machine import available_memory_bytes
 from opbench.ops import get_op, pass_of
-from opbench.ops.base import Op
+from opbench.ops.base import Op, Shape
 from opbench.ops.space import expand
 from opbench.texts import tiles_text
 from opbench.tune import study as tuner
@@ -26,6 +26,9 @@ from opbench.tune.storage import mask
 from opbench.tune.study import list_studies, trial_rows
 from opbench.tuning_documents import SpaceEvent, TrialEvent, TuneEvent
 from opbench.userkernel import parse_kernel, parse_params
+
+if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
+    import optuna
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -152,7 +155,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
+def _shape(args: argparse.Namespace, op: Op[Any]) -> Shape:
     """The one shape `opbench tune OP` names: gemm from --m, --n and --k (all required); the others from
     their sweep axes and parameters, one value each, the rest at the op's base point."""
     given = {d: getattr(args, d) for d in [*AXIS_FLAGS, *PARAM_FLAGS] if getattr(args, d, None) is not None}
@@ -177,7 +180,7 @@ def _shape(args: argparse.Namespace, op: Op[Any]) -> Any:
     return shape
 
 
-def _show_study(console: Any, study: Any) -> int:
+def _show_study(console: Console, study: optuna.Study) -> int:
     fp = study.user_attrs.get("fingerprint", {})
     console.print(
         f"study {study.study_name}: {fp.get('op')} {fp.get('shape')} {fp.get('dtype')}, "
@@ -203,7 +206,7 @@ def cmd_studies(args: argparse.Namespace) -> int:
     return 0
 
 
-def confirm_processes(args: Any) -> int:
+def confirm_processes(args: argparse.Namespace) -> int:
     """--confirm-processes (default: --processes's default, at most --confirm-rounds); at least 1 (the
     trials' own worker)."""
     given = args.confirm_processes

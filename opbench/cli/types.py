@@ -4,7 +4,7 @@ turns it into a UsageError, exit 2)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
 
 from opbench.kernels import MAX_THREADS, default_threads
 
@@ -55,10 +55,10 @@ def positive_float(text: str) -> float:
     return v
 
 
-def at_most(limit: float, kind: Any = positive_float) -> Any:
+def at_most(limit: float, kind: Callable[[str], float] = positive_float) -> Callable[[str], float]:
     """An argparse type: `kind`, and at most `limit` (a time or a count that would never end otherwise)."""
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> float:
         v = kind(text)
         if v > limit:
             shown = str(int(limit)) if float(limit).is_integer() else f"{limit:g}"

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -56,7 +57,7 @@ def ab_table(result: Mapping[str, Any]) -> Table:
     return table
 
 
-def print_ab(console: Any, result: Mapping[str, Any], paths: dict[str, Path]) -> None:
+def print_ab(console: Console, result: Mapping[str, Any], paths: dict[str, Path]) -> None:
     console.print(ab_table(result))
     console.print(summary_text(result), soft_wrap=True)
     for path in [*result["results"], *map(str, paths.values())]:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 from rich.table import Table
+
+from opbench.accelerators import Accelerator
 
 DATASHEET_DTYPES = ("fp32", "tf32", "fp16", "bf16")
 
 
-def datasheet_table(accelerators: Any) -> Table:
+def datasheet_table(accelerators: Iterable[Accelerator]) -> Table:
     """Every accelerator's datasheet peaks (TFLOPS, dense)."""
     table = Table(
         title="accelerator datasheet peaks (TFLOPS, dense)", title_justify="left", header_style="bold"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -180,9 +179,9 @@ class RichObserver:
         self.console = Console(quiet=quiet, width=None if sys.stdout.isatty() else 120, markup=False)
         self.err_console = Console(stderr=True, quiet=quiet, markup=False)
         self.quiet, self.verbose = quiet, verbose
-        self._advance: Any = None
+        self._advance: Callable[[str], None] | None = None
 
-    def status(self, text: str) -> Any:
+    def status(self, text: str) -> AbstractContextManager[object]:
         return self.err_console.status(text)
 
     @contextmanager

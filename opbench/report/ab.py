@@ -32,9 +32,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from opbench.documents import Scalar
 from opbench.blocks import TimeBlock
 from opbench.case import Result, Status, named_doubts
+from opbench.documents import Scalar
 from opbench.dtypes import Array
 from opbench.escape import csv_text, md
 from opbench.guards import DISTRUST_FLAGS
@@ -155,7 +155,7 @@ def speedup_interval(
     point = float(np.median(np.concatenate(pa)) / np.median(np.concatenate(pb)))
     paired = len(both)
     rng = np.random.default_rng(seed)
-    pick_rounds: Any = rng.integers(0, paired, size=(draws, paired))
+    pick_rounds: Array | list[Array] = rng.integers(0, paired, size=(draws, paired))
     if processes is not None and len(processes) == len(a) and all(None not in p for p in processes):
         members: dict[Any, list[int]] = {}
         for j, i in enumerate(kept):

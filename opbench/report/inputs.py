@@ -39,11 +39,11 @@ class _Check:
             raise self.fail(where, f"expected an object, got {type(value).__name__}")
         return value
 
-    def text(self, value: Any, where: str) -> None:
+    def text(self, value: object, where: str) -> None:
         if value is not None and not isinstance(value, str):
             raise self.fail(where, f"expected a string, got {type(value).__name__}")
 
-    def number(self, value: Any, where: str, *, minimum: float = 0.0, strict: bool = True) -> None:
+    def number(self, value: object, where: str, *, minimum: float = 0.0, strict: bool = True) -> None:
         """None, or a finite number > minimum (>= minimum when not strict)."""
         if value is None:
             return
@@ -53,13 +53,13 @@ class _Check:
             relation = ">" if strict else ">="
             raise self.fail(where, f"{value!r} is not a valid value (a finite number {relation} {minimum:g})")
 
-    def texts(self, value: Any, where: str) -> None:
+    def texts(self, value: object, where: str) -> None:
         if value is None:
             return
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self.fail(where, "expected a list of strings")
 
-    def scalars(self, value: Any, where: str) -> None:
+    def scalars(self, value: object, where: str) -> None:
         for k, v in self.table(value, where).items():
             if v is None:
                 continue

@@ -16,6 +16,7 @@ matplotlib.use("Agg")  # no display: files only
 # Labels come from results files: text, never mathtext ('$' in a backend name would be parsed, and fail).
 matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
@@ -69,7 +70,7 @@ def _color(backend: str) -> str:
     return COLORS.get(backend, "#7f7f7f")
 
 
-def _plain_log(ax: Any, axis: str = "y", suffix: str = "") -> None:
+def _plain_log(ax: Axes, axis: str = "y", suffix: str = "") -> None:
     """Log scale with tick labels as plain numbers (0.3, 2, 500) instead of powers of ten."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
@@ -78,12 +79,12 @@ def _plain_log(ax: Any, axis: str = "y", suffix: str = "") -> None:
     target.set_minor_formatter(NullFormatter())
 
 
-def _hollow(ax: Any, xs: list[Any], ys: list[float], color: str, marker: str) -> None:
+def _hollow(ax: Axes, xs: list[Any], ys: list[float], color: str, marker: str) -> None:
     """Points of flagged cases drawn over as hollow markers (one legend entry per axes: _legend)."""
     ax.scatter(xs, ys, marker=marker, facecolors="white", edgecolors=color, s=30, zorder=3, linewidths=1.2)
 
 
-def _legend(ax: Any, flagged: bool, **kw: Any) -> None:
+def _legend(ax: Axes, flagged: bool, **kw: object) -> None:
     """The axes' legend, with the hollow marker's entry where some point was drawn hollow."""
     if flagged:
         ax.scatter([], [], marker="o", facecolors="white", edgecolors="gray", label=FLAGGED_LABEL)

@@ -10,6 +10,7 @@ from opbench.blocks import GuardsBlock, TimedCheckBlock, VerifyBlock
 from opbench.case import OK, Case, Outcome
 from opbench.dtypes import Inputs
 from opbench.measure import Visit
+from opbench.ops.base import Shape
 from opbench.sweep.config import BackendState, processes
 
 
@@ -59,7 +60,7 @@ class CaseRun:
     timed: list[TimedCheck] = field(default_factory=list)
 
     @property
-    def shape(self) -> Any:
+    def shape(self) -> Shape:
         return self.case.shape
 
     @property

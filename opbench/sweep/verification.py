@@ -22,7 +22,7 @@ from threadpoolctl import ThreadpoolController
 
 from opbench.backends.base import Prepared
 from opbench.case import Outcome, Reason
-from opbench.dtypes import Array, Inputs
+from opbench.dtypes import Array, Inputs, Output
 from opbench.ops import spot
 from opbench.ops.base import Op, Shape
 from opbench.ops.spot import refreshed
@@ -43,7 +43,7 @@ def verify_threads(cost_flops: float) -> contextlib.AbstractContextManager[Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _blas() -> Any:
+def _blas() -> ThreadpoolController:
     """The process's BLAS pools, found once (threadpool_limits scans every loaded library each time: 3 ms with
     the frameworks loaded, at every check of every visit). numpy's OpenBLAS, which verification runs on, is
     loaded before any case."""
@@ -71,7 +71,7 @@ class Expected:
         return self._bounds[accumulate]
 
 
-def check_first(cfg: SweepConfig, case: CaseRun, output: Any, expected: Expected | None) -> bool:
+def check_first(cfg: SweepConfig, case: CaseRun, output: Output, expected: Expected | None) -> bool:
     """Check a case's first call against the full float64 reference (None: verification is off, or over
     its cost cap, which case.verify then says) with the bound of what it is assumed to sum in; False (and the
     case ended as a wrong answer) if wrong."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opbench import kernels
 from opbench.errors import UsageError
@@ -13,6 +13,9 @@ from opbench.ops.base import Op, Shape
 from opbench.tune.space import TileSpace, load_space
 from opbench.tuning_documents import StudyFingerprint
 from opbench.userkernel import KernelRef
+
+if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
+    import optuna
 
 SAMPLERS = ("tpe", "gp", "cmaes", "random", "grid")
 TUNABLE_OPS = ("gemm", "conv", "rnn", "gru", "lstm")
@@ -136,7 +139,7 @@ def fingerprint(cfg: TuneConfig, space: TileSpace) -> StudyFingerprint:
     }
 
 
-def _sampler(cfg: TuneConfig, space: TileSpace) -> Any:
+def _sampler(cfg: TuneConfig, space: TileSpace) -> optuna.samplers.BaseSampler:
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 

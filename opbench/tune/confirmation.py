@@ -6,7 +6,7 @@ default across processes, not in one lucky process."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opbench import kernels, sampling
 from opbench.case import Outcome
@@ -20,8 +20,11 @@ from opbench.tune.objective import request
 from opbench.tune.space import TileSpace
 from opbench.tuning_documents import Confirmation, ConfirmationRow
 
+if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
+    import optuna
 
-def _measured_keys(study: Any) -> set[str]:
+
+def _measured_keys(study: optuna.Study) -> set[str]:
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
@@ -57,7 +60,7 @@ def baseline(cfg: TuneConfig, space: TileSpace) -> tuple[Params | None, str]:
     return {name: given[name] for name in names}, "the baseline (--baseline-params)"
 
 
-def confirm(cfg: TuneConfig, study: Any, runner: IsolatedRunner, space: TileSpace) -> Confirmation:
+def confirm(cfg: TuneConfig, study: optuna.Study, runner: IsolatedRunner, space: TileSpace) -> Confirmation:
     """Re-measure the top-k distinct points and the baseline (our kernels: the cache-model default),
     interleaved over rounds with a stricter timer; medians with 95% bootstrap intervals, and the best's
     speed-up over the baseline."""

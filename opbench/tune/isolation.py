@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import IO
 
 from opbench.backends.remote import module_command
 from opbench.documents import LayoutDict
@@ -47,7 +47,7 @@ class IsolatedRunner:
         self.init, self.layout = init, layout  # layout: a randomized memory layout (opbench.layout)
         self.startup_timeout_s = startup_timeout_s
         self.proc: subprocess.Popen[str] | None = None
-        self._stderr: Any = None
+        self._stderr: IO[str] | None = None
         self.spawned = 0
 
     def _start(self) -> None:

@@ -4,8 +4,8 @@ the isolated worker (a repeat is answered from the study; a failure is a failed 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
 from opbench.case import Outcome
 from opbench.documents import Params
@@ -14,6 +14,9 @@ from opbench.tune.config import TuneConfig
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.space import TileSpace
 from opbench.tuning_documents import TrialEvent, WorkerRequest
+
+if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
+    import optuna
 
 
 class CandidateFailed(Exception):
@@ -47,7 +50,7 @@ class Objective:
         self.cfg, self.space, self.runner, self.on_trial = cfg, space, runner, on_trial
         self.flops = cfg.op.flops(cfg.shape)
 
-    def _previous(self, trial: Any, key: str) -> Any | None:
+    def _previous(self, trial: optuna.Trial, key: str) -> optuna.trial.FrozenTrial | None:
         # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
         import optuna
 
@@ -60,7 +63,7 @@ class Objective:
                 return t
         return None
 
-    def __call__(self, trial: Any) -> Any:
+    def __call__(self, trial: optuna.Trial) -> float | Sequence[float]:
         indices = {
             name: trial.suggest_int(f"{name}_i", 0, len(values) - 1) for name, values in self.space.params
         }
@@ -78,17 +81,19 @@ class Objective:
             for attr in ("gflops", "median_s", "rel_iqr", "max_rel_err", "failure"):
                 if attr in previous.user_attrs:
                     trial.set_user_attr(attr, previous.user_attrs[attr])
-            self.on_trial(
-                {
-                    "number": trial.number,
-                    "tiles": tiles,
-                    "reused_from": previous.number,
-                    **previous.user_attrs,
-                }
-            )
+            reused = {
+                "number": trial.number,
+                "tiles": tiles,
+                "reused_from": previous.number,
+                **previous.user_attrs,
+            }
+            self.on_trial(cast(TrialEvent, reused))  # the attributes this module set on the trial it reuses
             if "failure" in previous.user_attrs:
                 raise CandidateFailed(previous.user_attrs["failure"])
-            return previous.values if len(self.cfg.objectives) > 1 else previous.value
+            if len(self.cfg.objectives) > 1:
+                return previous.values
+            assert previous.value is not None  # a complete trial: a failed one raised above
+            return previous.value
         answer = self.runner.run(asked, self.cfg.trial_timeout_s)
         outcome = Outcome.of(answer["status"], answer.get("reason"))
         if not outcome.ok:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opbench.errors import UsageError
 from opbench.secrets import mask, register
+
+if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
+    import optuna
 
 __all__ = ["default_url", "mask", "open_storage"]
 
@@ -23,7 +26,7 @@ def default_url(out_dir: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def open_storage(url: str, heartbeat_s: int, grace_s: int) -> Any:
+def open_storage(url: str, heartbeat_s: int, grace_s: int) -> optuna.storages.RDBStorage:
     """An Optuna RDB storage with heartbeats (a worker that dies leaves a RUNNING trial that is failed
     and retried with the same parameters once its heartbeat is grace_s old)."""
     register(url)  # from here on, its password is masked wherever it appears

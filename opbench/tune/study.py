@@ -14,7 +14,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opbench import tuned as records
 from opbench.documents import int_fields
@@ -36,6 +36,9 @@ from opbench.tune.objective import CandidateFailed, Objective, _key
 from opbench.tune.space import TileSpace
 from opbench.tune.storage import mask, open_storage
 from opbench.tuning_documents import StudyRow, TrialRow, TunedRecord, TuneEvent, TuneSummary, WorkerInit
+
+if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
+    import optuna
 
 __all__ = [
     # the tuner's parts, one module per job (config, objective, confirmation), reachable from here
@@ -61,7 +64,7 @@ __all__ = [
 ]
 
 
-def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> Any:
+def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> optuna.Study:
     """Create or resume the study; refuse to resume one recorded for a different machine or problem."""
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
@@ -133,7 +136,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, TuneEvent], None]) -> TuneSumm
     runner = IsolatedRunner(init)
     total = len(points)
 
-    def stop_when_exhausted(study: Any, trial: Any) -> None:
+    def stop_when_exhausted(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if len(_measured_keys(study)) >= total:
             on_event("exhausted", {"valid_points": total})
             study.stop()
@@ -211,7 +214,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, TuneEvent], None]) -> TuneSumm
         runner.close()
 
 
-def trial_rows(study: Any) -> list[TrialRow]:
+def trial_rows(study: optuna.Study) -> list[TrialRow]:
     """History of a study for display: number, state, tiles, value(s), reason."""
     rows: list[TrialRow] = []
     for t in study.trials:
@@ -230,7 +233,7 @@ def trial_rows(study: Any) -> list[TrialRow]:
     return rows
 
 
-def _existing_storage(storage_url: str) -> Any:
+def _existing_storage(storage_url: str) -> optuna.storages.RDBStorage:
     """Open a storage only to read it: a SQLite file that is not there is an error, never created."""
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
@@ -243,7 +246,7 @@ def _existing_storage(storage_url: str) -> Any:
     return open_storage(storage_url, 5, 15)
 
 
-def load_existing(name: str, storage_url: str) -> Any:
+def load_existing(name: str, storage_url: str) -> optuna.Study:
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 

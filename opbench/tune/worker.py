@@ -26,7 +26,8 @@ import json
 import os
 import sys
 import traceback
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any, TextIO, cast
 
 from opbench import peak as peaks
 from opbench.backends.base import copied
@@ -47,7 +48,7 @@ from opbench.tuning_documents import TrialVerify, WorkerAnswer
 from opbench.userkernel import load_function
 
 
-def _serve(proto: Any) -> None:
+def _serve(proto: TextIO) -> None:
     init = json.loads(sys.stdin.readline())
     op = get_op(init["op"])
     shape = op.shape_from_case(init["shape"])
@@ -128,7 +129,7 @@ class UserKernel:
 
     def __init__(self, kernel: UserKernelDict, op: str, shape: Shape, inputs: Inputs) -> None:
         self.kernel, self.op, self.shape, self.inputs = kernel, op, shape, inputs
-        self.fn: Any = None
+        self.fn: Callable[..., Any] | None = None
 
     def prepare(self, params: Params) -> UserCase:
         if self.fn is None:
