@@ -16,15 +16,16 @@ import logging
 import math
 import os
 from pathlib import Path
-from typing import Protocol
 
 from filelock import FileLock
 
 from opbench import kernels
+from opbench.documents import int_fields
 from opbench.dtypes import Array, dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import identity, identity_label, kernel_ran_on, utc_now, utc_stamp
 from opbench.ops import get_op, shape_label
+from opbench.ops.base import Shape
 from opbench.ops.conv import ConvShape
 from opbench.ops.gemm import GemmShape
 from opbench.tiles import THRESHOLDS, Tiles
@@ -226,19 +227,13 @@ def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[Tu
     return best, f"tuned record ({how}) from study {best['study']}"
 
 
-class _Shape(Protocol):
-    """An op's shape dataclass (ops: GemmShape, ConvShape, the recurrent shapes)."""
-
-    def to_dict(self) -> dict[str, int]: ...
-
-
-def tuned(op: str, shape: _Shape, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
+def tuned(op: str, shape: Shape, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
     """The tiles `opbench tune` recorded for this op and shape (the op's shape dataclass) on this machine, or
     for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
     decides, as it does untuned) and a note saying so (and naming other machines' records, never applied):
     a record's tile dict, as `sweep --tuned` passes it on; tuned_tiles and its siblings give it as Tiles."""
     nthreads = kernels.default_threads() if threads is None else threads
-    found = lookup(op, dtype, shape.to_dict(), nthreads)
+    found = lookup(op, dtype, int_fields(shape.to_dict()), nthreads)
     if found is None:
         others = other_machines(op, dtype)
         foreign = (

@@ -5,7 +5,7 @@ run registers (`opbench sweep --kernel`: kernel:FUNC)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from opbench.accelerators import device_index
@@ -15,8 +15,10 @@ from opbench.backends.mindspore_backend import MindSporeBackend
 from opbench.backends.numpy_backend import NumpyBackend
 from opbench.backends.tensorflow_backend import TensorFlowBackend, TensorFlowEagerBackend
 from opbench.backends.torch_backend import TorchBackend
+from opbench.documents import Params
 from opbench.dtypes import Inputs
 from opbench.errors import UsageError
+from opbench.ops.base import Shape
 
 BACKENDS: dict[str, type[Backend]] = {
     "cpp": CppBackend,
@@ -59,7 +61,7 @@ def plugins() -> dict[str, Any]:
     return found
 
 
-def plugin_origin(ep: Any) -> str:
+def plugin_origin(ep: EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     return f"{ep.value} from {dist.name} {dist.version}" if dist is not None else str(ep.value)
 
@@ -79,7 +81,7 @@ class _Broken(Backend):
     def setup(self, threads: int, device: str) -> None:
         raise AssertionError("an unavailable backend is never set up")
 
-    def prepare(self, op: str, shape: Any, inputs: Inputs, params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         raise AssertionError("an unavailable backend is never asked to prepare")
 
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from opbench.dtypes import Array
+from opbench.documents import Fields, Params, Scalar
+from opbench.dtypes import Array, Inputs, Output
 from opbench.ops import assumed_accumulation
+from opbench.ops.base import Shape
 
 
 def host_timed(
@@ -45,7 +47,7 @@ def host_timed(
     return elapsed
 
 
-def copied(result: Any) -> Any:
+def copied(result: Output | list[Output]) -> Output:
     """A result (an array, or tuples of arrays: the recurrent ops') copied out of buffers a later call
     overwrites."""
     if isinstance(result, tuple | list):
@@ -83,10 +85,10 @@ class Prepared(ABC):
         """Perform `loops` calls back to back, synchronize, and return the elapsed seconds."""
 
     @abstractmethod
-    def output(self) -> Any:
+    def output(self) -> Output:
         """Perform one call and return its result as numpy arrays (for verification)."""
 
-    def timed_output(self) -> Any:
+    def timed_output(self) -> Output:
         """The result of the last call `run` timed, as numpy arrays the timing will not overwrite, where the
         backend keeps it; else one more call of the same prepared case (`output()`)."""
         return self.output()
@@ -103,13 +105,13 @@ class KeptOutput:
     """A Prepared whose timed loop hands its last result to `keep` (host_timed's keep): timed_output converts
     that result (`_to_numpy`) instead of making one more call."""
 
-    _last: Any = None
-    _to_numpy: Callable[[Any], Any]
+    _last: object = None  # the framework's result of the last timed call
+    _to_numpy: Callable[[Any], Output]
 
-    def keep(self, result: Any) -> None:
+    def keep(self, result: object) -> None:
         self._last = result
 
-    def timed_output(self) -> Any:
+    def timed_output(self) -> Output:
         if self._last is None:
             return self.output()  # type: ignore[attr-defined]
         return self._to_numpy(self._last)
@@ -174,21 +176,19 @@ class Backend(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         """Build a Prepared for one case; raises on failure (the sweep records the reason)."""
 
     # The parameters a case of this backend may be given besides the case (the run's options for it, an A/B
     # side's NAME=VALUE): none unless a backend names them.
     param_names: ClassVar[tuple[str, ...]] = ()
 
-    def parse_param(self, name: str, text: str) -> Any:
+    def parse_param(self, name: str, text: str) -> Scalar:
         """NAME=VALUE of an A/B side (`cpp:tile_m=56`): the value, checked and converted; ValueError naming
         what is wrong."""
         raise ValueError(f"{self.name} takes no parameters")
 
-    def case_params(
-        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
-    ) -> dict[str, Any]:
+    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> dict[str, Any]:
         """What one case is prepared with (`prepare`'s params), from the run's options for this backend
         (SweepConfig.backend_options; a lookup such as --tuned is the backend's own). None by default."""
         return {}

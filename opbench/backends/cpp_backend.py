@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from opbench import __version__, kernels
 from opbench.backends.base import Backend, Prepared, copied
-from opbench.dtypes import Array
+from opbench.documents import Fields, Params, Scalar
+from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import BackendUnavailable
 from opbench.ops import get_op
+from opbench.ops.base import Shape, shape_of
+from opbench.ops.conv_shape import ConvShape
+from opbench.ops.gemm import GemmShape
+from opbench.ops.recurrent_shape import RecurrentShape
 from opbench.tiles import THRESHOLDS, TILE_KEYS, Tiles
 from opbench.tuned import tuned
 
@@ -76,10 +81,10 @@ class _CppCase(Prepared):
         self._timed = True
         return float(self._plan.run(loops))
 
-    def output(self) -> Any:
+    def output(self) -> Output:
         return copied(self._plan.output())
 
-    def timed_output(self) -> Any:
+    def timed_output(self) -> Output:
         return copied(self._plan.last()) if self._timed else self.output()
 
     def refill(self, inputs: dict[str, Array]) -> bool:
@@ -115,7 +120,7 @@ class CppBackend(Backend):
             raise BackendUnavailable(f"cpp kernels run on the CPU only, not on {device}")
         self._threads = threads
 
-    def parse_param(self, name: str, text: str) -> Any:
+    def parse_param(self, name: str, text: str) -> Scalar:
         if name.startswith("tile_"):
             if not text.isdigit() or int(text) < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got '{text}'")
@@ -128,13 +133,11 @@ class CppBackend(Backend):
             raise ValueError(f"accumulate must be fp32 or fp16, got '{text}'")
         return text
 
-    def case_params(
-        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
-    ) -> dict[str, Any]:
+    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> Params:
         """The run's tiles, ISA and accumulation for our kernels. With --tuned (options["tuned"]) the tiles
         `opbench tune` recorded for this case on this machine are looked up here, once per case when it is
         built (the kernels do not read the tuner's records), and named in the record's tiles_source."""
-        params = {k: v for k, v in options.items() if k != "tuned"}
+        params: Params = {k: v for k, v in options.items() if k != "tuned"}
         if options.get("tuned"):
             tiles, note = tuned(op, shape, dtype, threads)
             params.update(tiles, tiles_note=note)
@@ -159,10 +162,11 @@ class CppBackend(Backend):
             args += ["--accumulate", "fp16"]
         return ["opbench"], args
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         if op not in ALGORITHMS:
             raise ValueError(f"cpp has no {op} adapter")
-        isa, threads, accumulate = params.get("isa") or None, self._threads, "fp32"
+        isa = str(params["isa"]) if params.get("isa") else None
+        threads, accumulate = self._threads, "fp32"
         algorithm = ALGORITHMS[op]
         if op == "gemm" and params.get("accumulate") == "fp16" and inputs["a"].dtype == np.float16:
             # accumulate="fp16" applies to fp16 inputs (fp32 inputs always accumulate in fp32).
@@ -171,7 +175,10 @@ class CppBackend(Backend):
                 raise ValueError(f"not supported here: {info['reason']}")
             accumulate = "fp16"
             algorithm += ", fp16 accumulation per tile_k block"
-        elif op == "conv" and not (shape.stride_h == 1 and shape.stride_w == 1):
+        elif op == "conv" and (shape_of(shape, ConvShape).stride_h, shape_of(shape, ConvShape).stride_w) != (
+            1,
+            1,
+        ):
             algorithm = "implicit GEMM, B micro-panels gathered from the padded image"
         ours = get_op(op)
         # The plan holds raw pointers into its inputs: its own copy, which refill() may rewrite (the sweep
@@ -206,14 +213,16 @@ ALGORITHMS = {
 }
 
 
-def _clamp_dims(op: str, shape: Any) -> dict[str, int] | None:
+def _unit_stride(shape: ConvShape) -> bool:
+    return shape.stride_h == 1 and shape.stride_w == 1
+
+
+def _clamp_dims(op: str, shape: Shape) -> dict[str, int] | None:
     """The sizes that bound the tiles reported as effective (conv's plan reports its own)."""
     if op == "gemm":
-        return {"tile_m": shape.m, "tile_n": shape.n, "tile_k": shape.k}
+        g = shape_of(shape, GemmShape)
+        return {"tile_m": g.m, "tile_n": g.n, "tile_k": g.k}
     if op.partition(":")[0] in ("rnn", "gru", "lstm"):
-        return {
-            "tile_m": shape.batch,
-            "tile_n": shape.GATES * shape.hidden,
-            "tile_k": max(shape.input_size, shape.hidden),
-        }
+        r = shape_of(shape, RecurrentShape)
+        return {"tile_m": r.batch, "tile_n": r.GATES * r.hidden, "tile_k": max(r.input_size, r.hidden)}
     return None

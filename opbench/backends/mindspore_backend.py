@@ -13,14 +13,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, event_timed, host_timed
-from opbench.dtypes import Array
+from opbench.documents import Params
+from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import BackendUnavailable
 from opbench.machine import spread_threads
+from opbench.ops.base import Shape, shape_of
+from opbench.ops.conv_shape import ConvShape
+from opbench.ops.gemm import GemmShape
+from opbench.ops.recurrent_shape import RecurrentShape
+from opbench.ops.rnn import RnnShape
 
 # MindSpore 2.10's CPU runtime threads: the actor that runs a PyNative op, and its kernel pool.
 MS_THREADS = ("ActorThread", "KernelThread")
@@ -35,9 +42,10 @@ FWD_AND_BWD = (
 )
 
 
-def _conv(ms: Any, shape: Any) -> tuple[Callable[[Any, Any], Any], str]:
+def _conv(ms: ModuleType, shape: Shape) -> tuple[Callable[[Any, Any], Any], str]:
     """conv(x, w) with the case's geometry, and what it calls: ops.conv2d, which pads both sides alike, or,
     where the sides differ, the ops.Conv2D primitive with its (top, bottom, left, right) padding."""
+    shape = shape_of(shape, ConvShape)
     stride, dilation = (shape.stride_h, shape.stride_w), (shape.dil_h, shape.dil_w)
     if shape.symmetric:
         conv2d, padding = ms.ops.conv2d, (shape.pad_h, shape.pad_w)
@@ -67,7 +75,7 @@ class _MindSporeCase(KeptOutput, Prepared):
         call: Callable[[], Any],
         to_numpy: Callable[[Any], Any],
         details: dict[str, Any],
-        events: Any = None,
+        events: Callable[..., Any] | None = None,
     ) -> None:
         self._call = call
         self._to_numpy = to_numpy
@@ -84,7 +92,7 @@ class _MindSporeCase(KeptOutput, Prepared):
             return event_timed(self._events, self._call, loops)
         return host_timed(self._call, loops, keep=self.keep)
 
-    def output(self) -> Any:
+    def output(self) -> Output:
         return self._to_numpy(self._call())
 
 
@@ -105,9 +113,9 @@ class MindSporeBackend(Backend):
     activation_error = 1.1e-4
 
     def __init__(self) -> None:
-        self._ms: Any = None
+        self._ms: ModuleType = ModuleType("mindspore")  # the framework, once setup() imported it
         self._details: dict[str, Any] = {}
-        self._events: Any = None
+        self._events: Callable[..., Any] | None = None
 
     def unavailable_reason(self) -> str | None:
         os.environ.setdefault("GLOG_v", "3")  # MindSpore logs warnings on import unless told not to
@@ -230,14 +238,14 @@ class MindSporeBackend(Backend):
         # gradients are the fp16 ones widened by that cast's backward, returned as the case's dtype.
         dtype = dy.asnumpy().dtype
 
-        def to_numpy(res: Any) -> Any:
+        def to_numpy(res: Any) -> Output:
             inputs, params = res
             dx, *dstates = (np.asarray(g.asnumpy()) for g in inputs)
             return (dx, *(np.asarray(g.asnumpy()).astype(dtype) for g in params), *(d[0] for d in dstates))
 
         return _MindSporeCase(lambda: grad_fn(x, *starts), to_numpy, details, self._events)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         ms = self._ms
         if self._events is None and "thread_placement" in self._details:
             self._place_threads()  # a runtime thread started since setup is placed too
@@ -250,7 +258,7 @@ class MindSporeBackend(Backend):
         if op == "gemm":
             matmul, a, b = ms.ops.matmul, t["a"], t["b"]
             details["call"] = "ops.matmul (output allocated per call)"
-            if shape.batch > 1:
+            if shape_of(shape, GemmShape).batch > 1:
                 matmul = ms.ops.BatchMatMul()
                 details["call"] = "ops.BatchMatMul() (output allocated per call)"
             return _MindSporeCase(lambda: matmul(a, b), host, details, self._events)
@@ -265,7 +273,7 @@ class MindSporeBackend(Backend):
                 details["call"] = f"mindspore.vjp({called}, x, w)[1](dy)"
             details["timed"] = FWD_AND_BWD
 
-            def grads(res: Any) -> Any:
+            def grads(res: Any) -> Output:
                 return host(res[0]), host(res[1])
 
             return _MindSporeCase(lambda: vjp(fn, *leaves)[1](upstream), grads, details, self._events)
@@ -275,9 +283,10 @@ class MindSporeBackend(Backend):
             return _MindSporeCase(lambda: conv2d(x, w), host, details, self._events)
         base, _, pass_name = op.partition(":")
         if base in RECURRENT:
-            cls, extra = RECURRENT[base], ({"nonlinearity": shape.nonlinearity} if base == "rnn" else {})
+            r, cls = shape_of(shape, RecurrentShape), RECURRENT[base]
+            extra = {"nonlinearity": r.nonlinearity} if isinstance(r, RnnShape) else {}
             layer = getattr(ms.nn, cls)(
-                shape.input_size, shape.hidden, num_layers=1, has_bias=True, batch_first=False, **extra
+                r.input_size, r.hidden, num_layers=1, has_bias=True, batch_first=False, **extra
             )
             if inputs["x"].dtype == np.float16:
                 layer.to_float(ms.float16)
@@ -298,7 +307,7 @@ class MindSporeBackend(Backend):
                 return self._recurrent_backward(base, layer, weights, x, starts, t, details)
             state = tuple(starts) if base == "lstm" else starts[0]
 
-            def to_numpy(res: Any) -> Any:
+            def to_numpy(res: Any) -> Output:
                 y, final = res
                 if base == "lstm":
                     return host(y), (host(final[0])[0], host(final[1])[0])

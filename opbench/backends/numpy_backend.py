@@ -9,8 +9,10 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from opbench.backends.base import Backend, Prepared
-from opbench.dtypes import Array
+from opbench.documents import Params
+from opbench.dtypes import Array, Inputs
 from opbench.errors import BackendUnavailable
+from opbench.ops.base import Shape
 
 
 class _NumpyGemm(Prepared):
@@ -48,7 +50,7 @@ class NumpyBackend(Backend):
     ops = ("gemm",)  # for conv and the recurrent ops numpy is the float64 reference, not a contender
 
     def __init__(self) -> None:
-        self._limiter: Any = None
+        self._limiter: threadpool_limits | None = None
         self._blas: list[dict[str, Any]] = []
 
     def unavailable_reason(self) -> str | None:
@@ -74,7 +76,7 @@ class NumpyBackend(Backend):
             return f"numpy is the float64 reference for {op}, not a backend"
         return super().unsupported_reason(op, dtype)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         return _NumpyGemm(inputs["a"], inputs["b"], {"blas": self._blas})
 
     def notes(self, op: str, dtype: str) -> list[str]:

@@ -13,13 +13,14 @@ only) stays in this process, and its records say so.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from opbench.backends import BACKENDS, make_backend, plugins
 from opbench.backends.base import Backend
 from opbench.backends.remote import RemoteBackend
 from opbench.backends.side import SideBackend
+from opbench.documents import Fields
+from opbench.ops.base import Shape
 
 
 class ProcessBackend(RemoteBackend):
@@ -42,9 +43,7 @@ class ProcessBackend(RemoteBackend):
     def notes(self, op: str, dtype: str) -> list[str]:
         return []
 
-    def case_params(
-        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
-    ) -> dict[str, Any]:
+    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> dict[str, Any]:
         # what the backend asks for is decided here, as in a sweep without workers (a --tuned lookup)
         return make_backend(self.backend, registered=False).case_params(options, op, shape, dtype, threads)
 

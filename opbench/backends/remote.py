@@ -21,16 +21,17 @@ import subprocess
 import tempfile
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from opbench import contention
 from opbench.backends import make_backend
 from opbench.backends.base import Backend, Prepared
-from opbench.documents import LayoutDict
-from opbench.dtypes import Inputs
+from opbench.documents import LayoutDict, Params
+from opbench.dtypes import Inputs, Output
 from opbench.errors import BackendUnavailable
 from opbench.files import json_line
 from opbench.layout import draw, worker_environment
+from opbench.ops.base import Shape
 
 WORKER = "opbench.backends.remote_worker"
 # How long a worker may take to answer its hello (its imports: a framework takes seconds; one that hangs
@@ -69,7 +70,7 @@ class _Worker:
         self.setup_args: dict[str, Any] | None = None
         self.info: dict[str, Any] = {}
         self._next = 0
-        self._stderr: Any = None
+        self._stderr: IO[str] | None = None
         self._greeting = False  # a hello sent and not yet answered
 
     def launch(self) -> None:
@@ -179,10 +180,10 @@ class _RemoteCase(Prepared):
     def run(self, loops: int) -> float:
         return float(self._worker.ask({"run": self._id, "loops": loops})["seconds"])
 
-    def output(self) -> Any:
+    def output(self) -> Output:
         return self._fetch("output")
 
-    def timed_output(self) -> Any:
+    def timed_output(self) -> Output:
         try:
             return self._fetch("timed_output")
         except WorkerError:
@@ -190,7 +191,7 @@ class _RemoteCase(Prepared):
                 raise
             return self.output()  # a worker of an older opbench: one more call
 
-    def _fetch(self, what: str) -> Any:
+    def _fetch(self, what: str) -> Output:
         path = self._worker.path(what)
         self._worker.ask({what: self._id, "path": str(path)})
         try:
@@ -293,12 +294,10 @@ class RemoteBackend(Backend):
             self._unsupported[(op, dtype)] = self._worker.ask({"unsupported": [op, dtype]})["value"]
         return self._unsupported[(op, dtype)]
 
-    def prepare(self, op: str, shape: Any, inputs: Inputs, params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         return self.prepare_in(0, op, shape, inputs, params)
 
-    def prepare_in(
-        self, process: int, op: str, shape: Any, inputs: Inputs, params: dict[str, Any]
-    ) -> Prepared:
+    def prepare_in(self, process: int, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         """The case prepared in worker `process` (its own copy of the inputs, placed by its layout)."""
         worker = self._workers[process % len(self._workers)]
         path = worker.path("inputs")

@@ -24,19 +24,27 @@ import os
 import pickle
 import platform
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from opbench import __version__
 from opbench.backends import make_backend
+from opbench.backends.base import Backend
 from opbench.files import json_line
 from opbench.layout import apply, place_inputs
 from opbench.machine import die_with_parent
 from opbench.ops import get_op
 
 
-def _serve(proto: Any) -> None:
+def _said_hello(backend: Backend | None) -> Backend:
+    """The backend the parent's hello named: a request before it is refused (the parent always greets)."""
+    if backend is None:
+        raise RuntimeError("no hello before this request")
+    return backend
+
+
+def _serve(proto: TextIO) -> None:
     offsets_rng = apply()  # a sweep's worker (--processes): its randomized layout (layout.py)
-    backend: Any = None
+    backend: Backend | None = None
     device = "cpu"
     fixed: dict[str, Any] = {}
     prepared: dict[int, Any] = {}
@@ -58,12 +66,14 @@ def _serve(proto: Any) -> None:
                     backend.setup(hello["threads"], hello["device"])
                     device = hello["device"]
             elif "setup" in req:
-                backend.setup(req["setup"]["threads"], req["setup"]["device"])
+                _said_hello(backend).setup(req["setup"]["threads"], req["setup"]["device"])
                 device = req["setup"]["device"]
             elif "unsupported" in req:
-                answer["value"] = backend.unsupported_reason(*req["unsupported"])
+                op_key, dtype = req["unsupported"]
+                answer["value"] = _said_hello(backend).unsupported_reason(op_key, dtype)
             elif "accumulation" in req:
-                answer["value"] = backend.accumulation(*req["accumulation"], device)
+                op_key, dtype = req["accumulation"]
+                answer["value"] = _said_hello(backend).accumulation(op_key, dtype, device)
             elif "prepare" in req:
                 p = req["prepare"]
                 op = get_op(p["op"])
@@ -71,7 +81,7 @@ def _serve(proto: Any) -> None:
                     inputs = pickle.load(f)
                 inputs, offsets = place_inputs(inputs, offsets_rng)
                 shape = op.shape_from_case(p["shape"])
-                case = backend.prepare(p["op"], shape, inputs, {**p["params"], **fixed})
+                case = _said_hello(backend).prepare(p["op"], shape, inputs, {**p["params"], **fixed})
                 del inputs
                 count += 1
                 prepared[count] = case

@@ -6,11 +6,12 @@ both share the library's thread pool (`pool`), so that switching between them co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from opbench.backends.base import Backend, Prepared
-from opbench.dtypes import Array
+from opbench.documents import Fields, Params, Scalar
+from opbench.dtypes import Inputs
+from opbench.ops.base import Shape
 
 
 class SideBackend(Backend):
@@ -39,15 +40,13 @@ class SideBackend(Backend):
     def unsupported_reason(self, op: str, dtype: str) -> str | None:
         return self.inner.unsupported_reason(op, dtype)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         return self.inner.prepare(op, shape, inputs, {**params, **self.fixed})
 
-    def parse_param(self, name: str, text: str) -> Any:
+    def parse_param(self, name: str, text: str) -> Scalar:
         return self.inner.parse_param(name, text)
 
-    def case_params(
-        self, options: Mapping[str, Any], op: str, shape: Any, dtype: str, threads: int
-    ) -> dict[str, Any]:
+    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> dict[str, Any]:
         return self.inner.case_params(options, op, shape, dtype, threads)
 
     def notes(self, op: str, dtype: str) -> list[str]:

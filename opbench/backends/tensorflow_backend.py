@@ -23,13 +23,18 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, host_timed
-from opbench.dtypes import Array
+from opbench.documents import Params
+from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import BackendUnavailable
+from opbench.ops.base import Shape, shape_of
+from opbench.ops.conv_shape import ConvShape
+from opbench.ops.gemm import GemmShape
 
 
 class _TfCase(KeptOutput, Prepared):
@@ -51,7 +56,7 @@ class _TfCase(KeptOutput, Prepared):
         self._sync()
         return host_timed(self._call, loops, finish=self._sync, keep=self.keep)
 
-    def output(self) -> Any:
+    def output(self) -> Output:
         return self._to_numpy(self._call())
 
 
@@ -107,7 +112,7 @@ class TensorFlowBackend(Backend):
     accumulate_ops: ClassVar[dict[tuple[str, str], str]] = {("conv:bwd", "fp16"): "fp16"}
 
     def __init__(self) -> None:
-        self._tf: Any = None
+        self._tf: ModuleType = ModuleType("tensorflow")  # the framework, once setup() imported it
         self._device = "/CPU:0"
         self._details: dict[str, Any] = {}
 
@@ -167,9 +172,9 @@ class TensorFlowBackend(Backend):
         if note:
             self._details["thread_note"] = note
 
-    def _conv_fn(self, shape: Any) -> Callable[[Any, Any], Any]:
+    def _conv_fn(self, shape: Shape) -> Callable[[Any, Any], Any]:
         """tf.nn.conv2d in NHWC with the case's geometry (RSCK filter)."""
-        tf = self._tf
+        tf, shape = self._tf, shape_of(shape, ConvShape)
         padding = [[0, 0], [shape.pad_h, shape.pad_h_end], [shape.pad_w, shape.pad_w_end], [0, 0]]
         strides = [1, shape.stride_h, shape.stride_w, 1]
         dilations = [1, shape.dil_h, shape.dil_w, 1]
@@ -207,7 +212,7 @@ class TensorFlowBackend(Backend):
 
         grads_fn = self._compile(grads)
 
-        def to_numpy(res: Any) -> Any:
+        def to_numpy(res: Any) -> Output:
             first, second = (np.asarray(r.numpy()) for r in res)
             if op == "conv:bwd":  # NHWC / RSCK back to NCHW / KCRS
                 return first.transpose(0, 3, 1, 2), second.transpose(3, 2, 0, 1)
@@ -232,7 +237,7 @@ class TensorFlowBackend(Backend):
     def _compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         return self._tf.function(fn) if self.compiled else fn
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         tf, dev = self._tf, self._device
         details = dict(self._details)
         sync = tf.test.experimental.sync_devices
@@ -252,7 +257,7 @@ class TensorFlowBackend(Backend):
                 call: Callable[[], Any] = lambda: matmul(a, b)  # noqa: E731
                 to_numpy: Callable[[Any], Any] = host
                 details["call"] = "tf.linalg.matmul (output allocated per call)"
-                if shape.batch > 1:
+                if shape_of(shape, GemmShape).batch > 1:
                     details["call"] = (
                         "tf.linalg.matmul, batch x M x K by batch x K x N (output allocated per call)"
                     )
@@ -264,7 +269,7 @@ class TensorFlowBackend(Backend):
                 conv_fn = self._compile(conv)
                 call = lambda: conv_fn(x, w)  # noqa: E731
 
-                def to_numpy(res: Any) -> Any:
+                def to_numpy(res: Any) -> Output:
                     return host(res).transpose(0, 3, 1, 2)
 
                 details["call"] = "tf.nn.conv2d(data_format='NHWC') (output allocated per call)"
@@ -349,7 +354,7 @@ class TensorFlowBackend(Backend):
 
         fn = self._compile(recurrent)
 
-        def to_numpy(res: Any) -> Any:
+        def to_numpy(res: Any) -> Output:
             y, *final = (np.asarray(t.numpy()) for t in res)
             y = y.transpose(1, 0, 2)
             return (y, (final[0], final[1])) if op == "lstm" else (y, final[0])
@@ -382,7 +387,7 @@ class TensorFlowBackend(Backend):
         fn = self._compile(grads)
         n_states = 2 if op == "lstm" else 1
 
-        def to_numpy(res: Any) -> Any:
+        def to_numpy(res: Any) -> Output:
             arrays = [np.asarray(t.numpy()) for t in res]
             dx, dstates = arrays[0].transpose(1, 0, 2), arrays[1 : 1 + n_states]
             dk, drk, dbias = arrays[1 + n_states :]

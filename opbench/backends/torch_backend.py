@@ -6,19 +6,32 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from contextlib import AbstractContextManager
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, event_timed, host_timed
-from opbench.dtypes import NUMPY_DTYPES, Array
+from opbench.documents import Params
+from opbench.dtypes import NUMPY_DTYPES, Array, Inputs, Output
 from opbench.errors import BackendUnavailable
+from opbench.ops.base import Shape, shape_of
+from opbench.ops.conv_shape import ConvShape
+from opbench.ops.gemm import GemmShape
+from opbench.ops.recurrent_shape import RecurrentShape
+from opbench.ops.rnn import RnnShape
+
+if TYPE_CHECKING:  # the framework's types; the module itself is imported where the backend runs
+    from torch import Tensor
+    from torch.cuda import CUDAGraph
+    from torch.nn import Module
 
 # Calls per captured CUDA graph: enough to hide one replay's launch, few enough to capture quickly.
 GRAPH_CALLS = 16
 
 
-def _tensor(torch: Any, v: Array) -> Any:
+def _tensor(torch: ModuleType, v: Array) -> Tensor:
     """A CPU tensor sharing v's memory. torch.from_numpy knows no ml_dtypes.bfloat16: its bits are viewed as
     int16 and the tensor as torch.bfloat16 (the same format, bit for bit)."""
     if v.dtype.name == "bfloat16":
@@ -26,16 +39,17 @@ def _tensor(torch: Any, v: Array) -> Any:
     return torch.from_numpy(v)
 
 
-def _array(torch: Any, x: Any) -> Array:
+def _array(torch: ModuleType, x: Tensor) -> Array:
     """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16 (the inverse of _tensor)."""
     if x.dtype == torch.bfloat16:
         return np.asarray(x.contiguous().view(torch.int16).numpy().view(NUMPY_DTYPES["bf16"]))
     return np.asarray(x.numpy())
 
 
-def _conv(torch: Any, shape: Any, x: Any, w: Any) -> Any:
+def _conv(torch: ModuleType, shape: Shape, x: Tensor, w: Tensor) -> Tensor:
     """F.conv2d with the case's geometry (no bias). F.conv2d pads both sides alike: where the case's sides
     differ, it pads the smaller of each pair and F.pad the rest first (a copy of x inside the call)."""
+    shape = shape_of(shape, ConvShape)
     top, bottom, left, right = shape.padding
     ph, pw = min(top, bottom), min(left, right)
     if not shape.symmetric:
@@ -60,13 +74,13 @@ class _TorchCase(KeptOutput, Prepared):
 
     def __init__(
         self,
-        torch: Any,
+        torch: ModuleType,
         device: str,
         call: Callable[[], Any],
-        to_numpy: Callable[[Any], Any],
+        to_numpy: Callable[[Any], Output],
         details: dict[str, Any],
         autograd: bool = False,
-        targets: dict[str, Any] | None = None,
+        targets: dict[str, list[Tensor]] | None = None,
     ) -> None:
         self._torch = torch
         # name -> the tensors the op reads that input from (refill); None where it cannot be refilled
@@ -77,11 +91,11 @@ class _TorchCase(KeptOutput, Prepared):
         self._call = call
         self._to_numpy = to_numpy
         self.details = details
-        self._graph: Any = None  # the captured CUDA graph, False once capture failed
+        self._graph: CUDAGraph | Literal[False] | None = None  # captured; False once capture failed
         if self._cuda:
             self.clock = "CUDA events (torch.cuda.Event) recorded on the stream around the calls"
 
-    def _captured(self) -> Any:
+    def _captured(self) -> CUDAGraph | Literal[False]:
         """A CUDA graph of GRAPH_CALLS calls, captured once (after warm-up calls on a side stream, as
         capture requires); False where the op cannot be captured or OPBENCH_CUDA_GRAPHS=0."""
         if self._graph is not None:
@@ -116,7 +130,7 @@ class _TorchCase(KeptOutput, Prepared):
         )
         return graph
 
-    def _mode(self) -> Any:
+    def _mode(self) -> AbstractContextManager[object]:
         return self._torch.enable_grad() if self._autograd else self._torch.inference_mode()
 
     def run(self, loops: int) -> float:
@@ -128,7 +142,7 @@ class _TorchCase(KeptOutput, Prepared):
             # Kernels of a few microseconds are launch-bound when launched one by one from Python (the
             # GPU idles between them and the host's jitter becomes the measurement): whole graphs of calls
             # are replayed instead where the op can be captured.
-            graph: Any = self._captured() if loops >= GRAPH_CALLS else False
+            graph = self._captured() if loops >= GRAPH_CALLS else False
             torch.cuda.synchronize(self._device)
             if not graph:
                 return event_timed(torch.cuda.Event, self._call, loops)
@@ -151,7 +165,7 @@ class _TorchCase(KeptOutput, Prepared):
             lambda: scratch.zero_()
         ), f"{2 * l2 >> 20} MiB zeroed on the device (2x its L2) before each sample"
 
-    def output(self) -> Any:
+    def output(self) -> Output:
         with self._mode():
             return self._to_numpy(self._call())
 
@@ -166,7 +180,7 @@ class _TorchCase(KeptOutput, Prepared):
         return True
 
 
-def _spin_up(torch: Any, device: str, seconds: float = 1.0) -> None:
+def _spin_up(torch: ModuleType, device: str, seconds: float = 1.0) -> None:
     """Keep the GPU busy for about `seconds` before the first case: an idle GPU sits at a low clock (345 MHz
     on the H100 seen here, boost 1980 MHz) and the first case's samples would catch it ramping up."""
     a = torch.ones((2048, 2048), device=device)
@@ -186,7 +200,7 @@ class TorchBackend(Backend):
 
     def __init__(self) -> None:
         self._device = "cpu"
-        self._torch: Any = None
+        self._torch: ModuleType = ModuleType("torch")  # the framework, once setup() imported it
 
     def unavailable_reason(self) -> str | None:
         try:
@@ -235,13 +249,13 @@ class TorchBackend(Backend):
     def _recurrent_backward(
         self,
         op: str,
-        layer: Any,
-        params: list[Any],
-        x: Any,
-        starts: list[Any],
-        t: dict[str, Any],
+        layer: Module,
+        params: list[Tensor],
+        x: Tensor,
+        starts: list[Tensor],
+        t: dict[str, Tensor],
         details: dict[str, Any],
-        cpu: Callable[[Any], Array],
+        cpu: Callable[[Tensor], Array],
     ) -> Prepared:
         """BPTT of a torch.nn recurrent layer: its forward once (graph kept), each call autograd.grad of
         (y, h_n[, c_n]) for (dy, dh_n[, dc_n]) with respect to x, the four parameters and the initial
@@ -256,15 +270,15 @@ class TorchBackend(Backend):
         details["call"] += ", torch.autograd.grad(outputs, (x, weights, biases, states), upstream)"
         details["timed"] = "the backward only (the forward's graph is built once, before timing)"
 
-        def to_numpy(res: Any) -> Any:
+        def to_numpy(res: tuple[Tensor, ...]) -> Output:
             return tuple(cpu(g[0] if k >= 5 else g) for k, g in enumerate(res))
 
-        def backward() -> Any:
+        def backward() -> tuple[Tensor, ...]:
             return grad(outs, leaves, ups, retain_graph=True)
 
         return _TorchCase(torch, self._device, backward, to_numpy, details, True)
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         torch, dev = self._torch, self._device
         t = {k: _tensor(torch, v).to(dev).contiguous() for k, v in inputs.items()}
         if ":" not in op and dev == "cpu":
@@ -287,12 +301,13 @@ class TorchBackend(Backend):
         else:
             details.update(num_threads=torch.get_num_threads(), mkldnn=torch.backends.mkldnn.is_available())
 
-        def cpu(x: Any) -> Array:
+        def cpu(x: Tensor) -> Array:
             return _array(torch, x.detach().cpu())
 
         if op == "gemm":
-            out = torch.empty(shape.operands[2], dtype=t["a"].dtype, device=dev)
-            a, b, mm = t["a"], t["b"], torch.mm if shape.batch == 1 else torch.bmm
+            g = shape_of(shape, GemmShape)
+            out = torch.empty(g.operands[2], dtype=t["a"].dtype, device=dev)
+            a, b, mm = t["a"], t["b"], torch.mm if g.batch == 1 else torch.bmm
             details["call"] = f"torch.{mm.__name__}(a, b, out=c)"
             return _TorchCase(torch, dev, lambda: mm(a, b, out=out), cpu, details, targets=targets)
         if op in ("gemm:bwd", "conv:bwd"):
@@ -303,7 +318,7 @@ class TorchBackend(Backend):
             else:
                 leaves, upstream = (t["x"], t["w"]), t["dy"]
                 details["call"] = "torch.autograd.grad(F.conv2d(x, w, ...), (x, w), dy, retain_graph=True)"
-                if not shape.symmetric:
+                if not shape_of(shape, ConvShape).symmetric:
                     details["padding"] = f"{ASYMMETRIC_NOTE}, a copy of x (its backward timed)"
             for leaf in leaves:
                 leaf.requires_grad_(True)
@@ -312,17 +327,17 @@ class TorchBackend(Backend):
             grad = torch.autograd.grad
             details["timed"] = "the backward only (the forward's graph is built once, before timing)"
 
-            def both(res: Any) -> Any:
+            def both(res: tuple[Tensor, ...]) -> Output:
                 return cpu(res[0]), cpu(res[1])
 
-            def backward() -> Any:
+            def backward() -> tuple[Tensor, ...]:
                 return grad(out, leaves, upstream, retain_graph=True)
 
             return _TorchCase(torch, dev, backward, both, details, True)
         if op == "conv":
             x, w = t["x"], t["w"]
             details["call"] = "torch.nn.functional.conv2d (output allocated per call)"
-            if not shape.symmetric:
+            if not shape_of(shape, ConvShape).symmetric:
                 details["padding"] = f"{ASYMMETRIC_NOTE}, a copy of x inside each timed call"
             if dev == "cpu":
                 details["mkldnn_conv"] = torch.backends.mkldnn.is_available()
@@ -331,8 +346,9 @@ class TorchBackend(Backend):
             return _TorchCase(torch, dev, lambda: _conv(torch, shape, x, w), cpu, details, targets=targets)
         base, _, pass_name = op.partition(":")
         if base in RECURRENT:
-            cls, extra = RECURRENT[base], ({"nonlinearity": shape.nonlinearity} if base == "rnn" else {})
-            layer = getattr(torch.nn, cls)(shape.input_size, shape.hidden, num_layers=1, bias=True, **extra)
+            r, cls = shape_of(shape, RecurrentShape), RECURRENT[base]
+            extra = {"nonlinearity": r.nonlinearity} if isinstance(r, RnnShape) else {}
+            layer = getattr(torch.nn, cls)(r.input_size, r.hidden, num_layers=1, bias=True, **extra)
             layer = layer.to(device=dev, dtype=t["x"].dtype)
             weights = [getattr(layer, f"{n}_l0") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
             with torch.no_grad():
@@ -347,7 +363,7 @@ class TorchBackend(Backend):
                 return self._recurrent_backward(base, layer, weights, x, starts, t, details, cpu)
             state = tuple(starts) if base == "lstm" else starts[0]
 
-            def to_numpy(res: Any) -> Any:
+            def to_numpy(res: tuple[Tensor, Any]) -> Output:  # (y, h_n) or (y, (h_n, c_n))
                 y, final = res
                 if base == "lstm":
                     return cpu(y), (cpu(final[0][0]), cpu(final[1][0]))

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from opbench.backends.base import Backend, KeptOutput, Prepared, copied, host_timed
-from opbench.dtypes import Array
+from opbench.documents import Params
+from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import BackendUnavailable
 from opbench.ops import assumed_accumulation
-from opbench.userkernel import as_output, call, load_function
+from opbench.ops.base import Shape
+from opbench.userkernel import KernelRef, as_output, call, load_function
 
 
 class UserCase(KeptOutput, Prepared):
@@ -29,9 +31,9 @@ class UserCase(KeptOutput, Prepared):
         self,
         fn: Callable[..., Any],
         op: str,
-        shape: Any,
-        inputs: dict[str, Array],
-        params: dict[str, Any],
+        shape: Shape,
+        inputs: Inputs,
+        params: Params,
         details: dict[str, Any] | None = None,
     ) -> None:
 
@@ -46,7 +48,7 @@ class UserCase(KeptOutput, Prepared):
     def run(self, loops: int) -> float:
         return host_timed(self._call, loops, keep=self.keep)
 
-    def output(self) -> Any:
+    def output(self) -> Output:
         return self._to_numpy(self._call())
 
     def refill(self, inputs: dict[str, Array]) -> bool:
@@ -60,7 +62,7 @@ class UserKernelBackend(Backend):
 
     name = "kernel"
 
-    def __init__(self, kernel: Any, params: dict[str, Any]) -> None:
+    def __init__(self, kernel: KernelRef, params: Params) -> None:
         self.kernel, self.params = kernel, dict(params)
         self.name = f"kernel:{kernel.func}"  # type: ignore[misc]
         self._fn: Callable[..., Any] | None = None
@@ -86,7 +88,7 @@ class UserKernelBackend(Backend):
             raise BackendUnavailable(f"{self.name} takes numpy arrays: it runs on the CPU, not on {device}")
         self._threads = threads
 
-    def prepare(self, op: str, shape: Any, inputs: dict[str, Array], params: dict[str, Any]) -> Prepared:
+    def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         fn = self._fn
         assert fn is not None, "unavailable_reason() imports the kernel first"
         details = {

@@ -72,6 +72,17 @@ class Shape(Protocol):
     def to_dict(self) -> Mapping[str, Scalar]: ...
 
 
+ShapeT = TypeVar("ShapeT")
+
+
+def shape_of(shape: Shape, cls: type[ShapeT]) -> ShapeT:
+    """`shape` as the op's own shape class, where code chose an op by its key (a backend's adapter): a
+    TypeError if the two disagree."""
+    if not isinstance(shape, cls):
+        raise TypeError(f"expected a {cls.__name__}, got {type(shape).__name__} ({shape.label()})")
+    return shape
+
+
 @dataclass(frozen=True)
 class RecordedShape:
     """A shape as a record wrote it (case.Result.from_record): its fields and label kept as they are, so
