@@ -151,9 +151,53 @@ def test_a_missing_optional_dependency_gets_an_install_hint(argv: list[str], tmp
     )
 
 
+def test_a_measuring_command_without_our_compiled_kernels_says_so(tmp_path: Path) -> None:
+    """The extension not built (blocked here): `opbench sweep gemm` is one line naming it and how to build
+    it, exit 2, nothing written; a reading command still runs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['opbench._core'] = None\n"
+        "from opbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "sweep",
+            "gemm",
+            "--m",
+            "8",
+            "--n",
+            "8",
+            "--k",
+            "8",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "compiled kernels (opbench._core) do not load here (not built)" in out.stderr
+    assert not list(tmp_path.glob("*.json"))
+    suites = subprocess.run(
+        [sys.executable, "-c", code, "suites"], capture_output=True, text=True, timeout=300
+    )
+    assert suites.returncode == 0, suites.stderr[-2000:]
+
+
 def test_a_missing_module_that_is_not_optional_is_still_a_bug() -> None:
     from opbench.errors import missing_dependency
 
     assert missing_dependency(ModuleNotFoundError("x", name="no_such_module")) is None
+    assert missing_dependency(ImportError("undefined symbol", name="no_such_module")) is None
+    broken = missing_dependency(ImportError("undefined symbol: foo", name="opbench._core"))
+    assert broken is not None and "(undefined symbol: foo)" in str(broken)
     hint = missing_dependency(ModuleNotFoundError("x", name="psycopg.pq"))
     assert hint is not None and "opbench[tune]" in str(hint)

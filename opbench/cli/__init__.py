@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("opbench: error: out of memory (a smaller problem, or --max-memory)", file=sys.stderr)
         return 2
-    except ModuleNotFoundError as e:  # an optional dependency this command needs (opbench[tune], ...)
+    except ImportError as e:  # an optional dependency this command needs (opbench[tune], ...), our kernels
         hint = missing_dependency(e)
         if hint is None:
             return _internal_error(e)
