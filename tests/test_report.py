@@ -492,3 +492,13 @@ def test_a_replaced_report_has_no_leftovers(runs: dict[str, Any], tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     assert not list((out / "images").glob("conv-*.png")) and list((out / "images").glob("lstm-*.png"))
     assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no staging directory left beside it
+
+
+def test_provenance_reads_a_machine_block_without_a_kernel_description() -> None:
+    """A readable file whose machine block names no kernel description, or holds no settings, reads with
+    those fields empty (the loader accepts it: report/inputs checks their types, not their presence)."""
+    from opbench.report.model import provenance
+
+    doc: Any = {"_path": "r.json", "machine": {"kernel": {"isa": "avx512"}}}
+    p = provenance(doc)
+    assert p["file"] == "r.json" and p["kernel"] is None and p["threads"] is None and p["git_sha"] is None

@@ -85,7 +85,7 @@ def provenance(doc: ResultsDoc) -> Provenance:
         "created_utc": doc.get("created_utc"),
         "cpu_model": m.get("cpu_model"),
         "isa": m.get("selected_isa"),
-        "kernel": kernel["description"] if (kernel := m.get("kernel")) else None,
+        "kernel": kernel.get("description") if (kernel := m.get("kernel")) else None,
         "threads": threads if isinstance(threads, int) else None,
         "opbench_version": m.get("opbench_version"),
         "git_sha": (git.get("sha") or "")[:12] + ("+dirty" if git.get("dirty") else "") if git else None,
