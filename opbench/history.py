@@ -45,7 +45,7 @@ def case_key(doc: ResultsDoc, record: Record, builds: Mapping[str, str | None]) 
     """What must match for two medians to be the same case measured again (`builds`: per backend name, what
     identifies its own compiled code, Backend.build(): a rebuilt kernel is a new case)."""
     backend = record["backend"]
-    version = (doc.get("backends") or {}).get(backend, BackendSummary()).get("version")
+    version = ((doc.get("backends") or {}).get(backend) or BackendSummary()).get("version")
     details = record.get("details") or {}
     return json.dumps(
         [
@@ -127,7 +127,7 @@ def _judged(record: Record) -> bool:
 def apply(doc: ResultsDoc, cache_dir: Path, builds: Mapping[str, str | None] | None = None) -> int:
     """Flag the records of a finished sweep document whose median differs from an earlier run's, then add
     this run's medians to the machine's history (`builds`: see case_key). Returns the number flagged."""
-    machine = doc.get("machine", MachineBlock()).get("identity_key") or "unknown"
+    machine = (doc.get("machine") or MachineBlock()).get("identity_key") or "unknown"
     path = _path(cache_dir)
     flagged = 0
     try:

@@ -95,7 +95,8 @@ def print_summary(console: Console, doc: ResultsDoc, paths: Mapping[str, Path]) 
         f" — {machine['cpu_model']}, {doc['settings']['threads']} thread(s), {doc.get('mode') or 'cases'}"
     )
     console.print(results_table(records, title))
-    in_run = [(r["dtype"], b["gflops"]) for r in records if (b := r.get("peak")) and b["source"] == "in-run"]
+    peaks = [(r["dtype"], b) for r in records if (b := r.get("peak"))]
+    in_run = [(dtype, b["gflops"]) for dtype, b in peaks if b.get("source") == "in-run"]
     for dtype, p in doc["peaks"].items():
         used = p.get("used")
         if not used:

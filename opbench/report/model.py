@@ -73,7 +73,7 @@ def doubt_notes(comparison: Comparison) -> list[str]:
 
 
 def provenance(doc: ResultsDoc) -> Provenance:
-    m = doc.get("machine", MachineBlock())
+    m = doc.get("machine") or MachineBlock()
     git = m.get("git")
     threads = (doc.get("settings") or {}).get("threads")
     return {
