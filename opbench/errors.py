@@ -21,22 +21,9 @@ OPTIONAL_MODULES = {
 }
 
 
-# Our compiled kernels (csrc/, built by `pip install`): the reading commands run without them, a measuring
-# command cannot (the peaks, the machine's identity and the cpp backend are theirs).
-EXTENSION = "opbench._core"
-
-
 def missing_dependency(error: ImportError) -> UsageError | None:
-    """A one-line error with the install hint for an optional dependency that is not installed, or for our
-    compiled kernels where they are not built or do not load (None when the module is not one of ours to
-    hint at: a real bug)."""
-    if error.name == EXTENSION:
-        reason = " ".join(str(error).split()) if not isinstance(error, ModuleNotFoundError) else "not built"
-        return UsageError(
-            f"opbench's compiled kernels ({EXTENSION}) do not load here ({reason}); this command measures "
-            "with them: reinstall opbench from its source (pip install ., a C++17 compiler and CMake); "
-            "report, compare and suites run without them"
-        )
+    """A one-line error with the install hint for an optional dependency that is not installed (None when
+    the module is not one of ours to hint at: a real bug; our own compiled kernels: kernels.unloadable)."""
     if not isinstance(error, ModuleNotFoundError):
         return None
     top = (error.name or "").split(".")[0]

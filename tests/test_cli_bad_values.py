@@ -197,7 +197,10 @@ def test_a_missing_module_that_is_not_optional_is_still_a_bug() -> None:
 
     assert missing_dependency(ModuleNotFoundError("x", name="no_such_module")) is None
     assert missing_dependency(ImportError("undefined symbol", name="no_such_module")) is None
-    broken = missing_dependency(ImportError("undefined symbol: foo", name="opbench._core"))
+    from opbench.kernels import unloadable
+
+    assert unloadable(ImportError("undefined symbol", name="no_such_module")) is None
+    broken = unloadable(ImportError("undefined symbol: foo", name="opbench._core"))
     assert broken is not None and "(undefined symbol: foo)" in str(broken)
     hint = missing_dependency(ModuleNotFoundError("x", name="psycopg.pq"))
     assert hint is not None and "opbench[tune]" in str(hint)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from opbench.cli.parser import build_parser
 from opbench.errors import UsageError, missing_dependency
+from opbench.kernels import unloadable
 from opbench.secrets import mask, mask_argv, register
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print("opbench: error: out of memory (a smaller problem, or --max-memory)", file=sys.stderr)
         return 2
     except ImportError as e:  # an optional dependency this command needs (opbench[tune], ...), our kernels
-        hint = missing_dependency(e)
+        hint = missing_dependency(e) or unloadable(e)
         if hint is None:
             return _internal_error(e)
         print(f"opbench: error: {hint}", file=sys.stderr)

@@ -26,7 +26,7 @@ from opbench.kernels._args import (
     default_threads,
 )
 from opbench.kernels._native import core as _core
-from opbench.kernels._native import load_error
+from opbench.kernels._native import load_error, unloadable
 from opbench.kernels.recurrent import gru, lstm, prepare_gru, prepare_lstm, prepare_rnn, rnn
 from opbench.kernels.training import (
     conv2d_backward,
@@ -92,6 +92,7 @@ __all__ = [
     "extension_dir",
     "extension_file",
     "load_error",
+    "unloadable",
 ]
 
 

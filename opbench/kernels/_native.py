@@ -9,6 +9,10 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from opbench.errors import UsageError
+
+NAME = "opbench._core"
+
 
 class _Extension:
     """Stands for opbench._core: the first attribute read imports it, later ones read the module."""
@@ -17,7 +21,7 @@ class _Extension:
 
     def __getattr__(self, name: str) -> Any:
         if _Extension.module is None:
-            _Extension.module = importlib.import_module("opbench._core")
+            _Extension.module = importlib.import_module(NAME)
         return getattr(_Extension.module, name)
 
 
@@ -25,6 +29,20 @@ if TYPE_CHECKING:
     from opbench import _core as core  # the stubs (opbench/_core.pyi) type every use
 else:
     core = _Extension()
+
+
+def unloadable(error: ImportError) -> UsageError | None:
+    """A one-line error where `error` is the extension failing to load (not built, or built for another
+    Python or CPU): a measuring command needs it (the peaks, the machine's identity and the cpp backend are
+    its); the reading commands run without it. None for any other module."""
+    if error.name != NAME:
+        return None
+    reason = "not built" if isinstance(error, ModuleNotFoundError) else " ".join(str(error).split())
+    return UsageError(
+        f"opbench's compiled kernels ({NAME}) do not load here ({reason}); this command measures with them: "
+        "reinstall opbench from its source (pip install ., a C++17 compiler and CMake); report, compare and "
+        "suites run without them"
+    )
 
 
 def load_error() -> ImportError | None:
