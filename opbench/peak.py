@@ -8,7 +8,7 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -32,14 +32,7 @@ class Peak:
     detail: str
 
     def to_dict(self) -> PeakDict:
-        return PeakDict(
-            dtype=self.dtype,
-            threads=self.threads,
-            gflops=self.gflops,
-            source=self.source,
-            name=self.name,
-            detail=self.detail,
-        )
+        return cast(PeakDict, asdict(self))  # the dataclass's fields are PeakDict's keys
 
 
 # What the per-machine cache holds under a key: a peak's or a bandwidth's record.
@@ -189,7 +182,7 @@ class Bandwidth:
     detail: str
 
     def to_dict(self) -> BandwidthDict:
-        return BandwidthDict(threads=self.threads, gbs=self.gbs, source=self.source, detail=self.detail)
+        return cast(BandwidthDict, asdict(self))  # the dataclass's fields are BandwidthDict's keys
 
 
 def measure_bandwidth(threads: int, repeats: int = 5) -> Bandwidth:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,17 @@ def test_report_and_compare_refuse_files_that_are_not_results(
             assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
 
 
+def _cli_without(module: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`opbench ARGV` in a fresh interpreter where importing `module` fails as if it were not installed."""
+    code = (
+        f"import sys; sys.modules[{module!r}] = None\n"
+        "from opbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -130,19 +143,8 @@ def test_report_and_compare_refuse_files_that_are_not_results(
 )
 def test_a_missing_optional_dependency_gets_an_install_hint(argv: list[str], tmp_path: Path) -> None:
     """Optuna not installed (blocked here): one line naming the extra that installs it, exit 2."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys; sys.modules['optuna'] = None\n"
-        "from opbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, *argv, *([] if argv[0] == "report" else ["--out", str(tmp_path)])],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
+    out = _cli_without(
+        "optuna", [*argv, *([] if argv[0] == "report" else ["--out", str(tmp_path)])], tmp_path
     )
     assert out.returncode == 2, out.stderr[-2000:]
     assert (
@@ -154,41 +156,13 @@ def test_a_missing_optional_dependency_gets_an_install_hint(argv: list[str], tmp
 def test_a_measuring_command_without_our_compiled_kernels_says_so(tmp_path: Path) -> None:
     """The extension not built (blocked here): `opbench sweep gemm` is one line naming it and how to build
     it, exit 2, nothing written; a reading command still runs."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys; sys.modules['opbench._core'] = None\n"
-        "from opbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    )
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            "sweep",
-            "gemm",
-            "--m",
-            "8",
-            "--n",
-            "8",
-            "--k",
-            "8",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    argv = ["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--out", str(tmp_path)]
+    out = _cli_without("opbench._core", argv, tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
     assert "compiled kernels (opbench._core) do not load here (not built)" in out.stderr
     assert not list(tmp_path.glob("*.json"))
-    suites = subprocess.run(
-        [sys.executable, "-c", code, "suites"], capture_output=True, text=True, timeout=300
-    )
+    suites = _cli_without("opbench._core", ["suites"], tmp_path)
     assert suites.returncode == 0, suites.stderr[-2000:]
 
 

@@ -71,3 +71,15 @@ def test_memory_bandwidth_is_measured_and_cached(tmp_path: Path, monkeypatch: py
     assert peak.bandwidth(1) == b  # cached
     with pytest.raises(ValueError, match="elements must be >= 1"):
         _core.stream_triad(1, 0, 1)
+
+
+def test_peak_and_bandwidth_records_are_their_typed_dicts() -> None:
+    """Peak.to_dict and Bandwidth.to_dict give their dataclass's fields: exactly the TypedDicts' keys."""
+    from dataclasses import fields
+
+    from opbench.documents import BandwidthDict, PeakDict
+    from opbench.peak import Bandwidth, Peak
+
+    assert [f.name for f in fields(Peak)] == list(PeakDict.__annotations__)
+    assert [f.name for f in fields(Bandwidth)] == list(BandwidthDict.__annotations__)
+    assert list(Peak("fp32", 2, 1.0, "measured", "n", "d").to_dict()) == list(PeakDict.__annotations__)

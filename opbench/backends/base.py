@@ -188,7 +188,7 @@ class Backend(ABC):
         what is wrong."""
         raise ValueError(f"{self.name} takes no parameters")
 
-    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> dict[str, Any]:
+    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> Params:
         """What one case is prepared with (`prepare`'s params), from the run's options for this backend
         (SweepConfig.backend_options; a lookup such as --tuned is the backend's own). None by default."""
         return {}

@@ -19,7 +19,7 @@ from opbench.backends import BACKENDS, make_backend, plugins
 from opbench.backends.base import Backend
 from opbench.backends.remote import RemoteBackend
 from opbench.backends.side import SideBackend
-from opbench.documents import Fields
+from opbench.documents import Fields, Params
 from opbench.ops.base import Shape
 
 
@@ -43,7 +43,7 @@ class ProcessBackend(RemoteBackend):
     def notes(self, op: str, dtype: str) -> list[str]:
         return []
 
-    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> dict[str, Any]:
+    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> Params:
         # what the backend asks for is decided here, as in a sweep without workers (a --tuned lookup)
         return make_backend(self.backend, registered=False).case_params(options, op, shape, dtype, threads)
 

@@ -60,9 +60,7 @@ class _Worker:
     the environment's size and the heap's first allocation, randomized for this process (layout.py), so that
     each worker is one sample of where memory lands."""
 
-    def __init__(
-        self, python: str, backend: str, fixed: dict[str, Any], layout: LayoutDict | None = None
-    ) -> None:
+    def __init__(self, python: str, backend: str, fixed: Params, layout: LayoutDict | None = None) -> None:
         self.python, self.backend, self.fixed, self.layout = python, backend, fixed, layout
         self.proc: subprocess.Popen[str] | None = None
         self._tmp = tempfile.TemporaryDirectory(prefix="opbench-remote-")  # removed with the worker object
@@ -232,7 +230,7 @@ class RemoteBackend(Backend):
         name: str,
         python: str,
         backend: str,
-        fixed: dict[str, Any],
+        fixed: Params,
         processes: int = 1,
         layout: bool = False,
     ) -> None:

@@ -17,7 +17,7 @@ from opbench.ops.base import Shape
 class SideBackend(Backend):
     """`inner` under another name, every case prepared with `fixed` parameters over the sweep's."""
 
-    def __init__(self, name: str, inner: Backend, fixed: dict[str, Any]) -> None:
+    def __init__(self, name: str, inner: Backend, fixed: Params) -> None:
         self.name = name  # type: ignore[misc]
         self.inner, self.fixed = inner, dict(fixed)  # what the side is asked is the inner backend's answer
 
@@ -46,7 +46,7 @@ class SideBackend(Backend):
     def parse_param(self, name: str, text: str) -> Scalar:
         return self.inner.parse_param(name, text)
 
-    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> dict[str, Any]:
+    def case_params(self, options: Fields, op: str, shape: Shape, dtype: str, threads: int) -> Params:
         return self.inner.case_params(options, op, shape, dtype, threads)
 
     def notes(self, op: str, dtype: str) -> list[str]:
