@@ -21,7 +21,11 @@ Inputs = dict[str, Array]
 # (y, h_n), lstm (y, (h_n, c_n)); a backward pass its gradients in order.
 Output = Array | tuple["Output", ...]
 
-NUMPY_DTYPES: dict[str, Any] = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
+NUMPY_DTYPES: dict[str, type[np.generic]] = {
+    "fp32": np.float32,
+    "fp16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
+}
 # Unit roundoff u = 2^-p of each format (p = significand bits incl. the implicit one, minus one).
 UNIT_ROUNDOFF: dict[str, float] = {"fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}
 ITEMSIZE: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}

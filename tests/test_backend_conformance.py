@@ -22,7 +22,7 @@ from conftest import missing
 
 from opbench.backends import BACKENDS, Backend, make_backend, plugins
 from opbench.errors import BackendUnavailable
-from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, rnn, rnn_bwd
+from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, lstm, recurrent_bwd, rnn
 from opbench.ops.spot import refreshed
 from opbench.sweep.visits import UNSUPPORTED
 
@@ -54,11 +54,11 @@ CASES: dict[str, tuple[Any, Any]] = {
         conv_bwd.OP,
         conv.ConvShape(1, 4, 9, 13, 6, 3, 2, 2, 2, pad_h=0, pad_w=1, pad_h_end=1, pad_w_end=0),
     ),
-    "rnn:bwd": (rnn_bwd.OP, rnn.RnnShape(3, 2, 7, 5)),
-    "rnn:bwd-relu": (rnn_bwd.OP, rnn.RnnShape(3, 2, 7, 5, relu=1)),
-    "rnn:bwd-h1": (rnn_bwd.OP, rnn.RnnShape(3, 5, 64, 1)),
-    "gru:bwd": (gru_bwd.OP, gru.GruShape(3, 2, 7, 5)),
-    "lstm:bwd": (lstm_bwd.OP, lstm.LstmShape(3, 2, 7, 5)),
+    "rnn:bwd": (recurrent_bwd.RNN, rnn.RnnShape(3, 2, 7, 5)),
+    "rnn:bwd-relu": (recurrent_bwd.RNN, rnn.RnnShape(3, 2, 7, 5, relu=1)),
+    "rnn:bwd-h1": (recurrent_bwd.RNN, rnn.RnnShape(3, 5, 64, 1)),
+    "gru:bwd": (recurrent_bwd.GRU, gru.GruShape(3, 2, 7, 5)),
+    "lstm:bwd": (recurrent_bwd.LSTM, lstm.LstmShape(3, 2, 7, 5)),
     "conv:bwd-s2-g": (
         conv_bwd.OP,
         conv.ConvShape(2, 4, 9, 8, 6, 3, 3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=2),

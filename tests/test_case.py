@@ -128,3 +128,57 @@ def test_a_record_of_an_op_this_version_does_not_run_keeps_its_name_and_refuses_
         with pytest.raises(UsageError, match=f"op '{op}' .* is not one this version of opbench runs"):
             back.case.min_bytes()
     assert Result.from_record(rec).case.op is gemm.OP  # a known op is the registry's own
+
+
+def test_the_op_module_protocols_name_every_field_bind_reads() -> None:
+    """bind() and backward_of() read Op's fields under a module's names; the protocols mypy checks a module
+    against must name the same ones, or a field would be read unchecked (or not at all)."""
+    import dataclasses
+
+    from opbench.ops import base
+
+    functions = {name for name in base._REQUIRED if name not in base._CONSTANTS}
+    assert {name for name in dir(base.OpModule) if not name.startswith("_")} == functions
+    pass_members = {name for name in dir(base.PassModule) if not name.startswith("_")}
+    assert set(base.PASS_FIELDS) == pass_members
+    optional = {f.name for f in dataclasses.fields(base.Op) if f.name not in base._REQUIRED} - {"pass_name"}
+    assert set(base.OPTIONAL_FIELDS) - {"flop_note", "tile_names"} == optional
+
+
+def test_a_backward_pass_has_its_forwards_shape_interface_and_its_own_pass() -> None:
+    """Every backward is its forward with its own PASS_FIELDS: the same shape interface objects, other
+    FLOPs, inputs, reference, check and plan, and the key 'OP:bwd'."""
+    import dataclasses
+
+    from opbench.ops import BACKWARD, OPS
+    from opbench.ops.base import OPTIONAL_FIELDS, PASS_FIELDS
+
+    for name, backward in BACKWARD.items():
+        forward = OPS[name]
+        assert backward.key == f"{name}:bwd" and backward.pass_name == "bwd"
+        for f in dataclasses.fields(forward):
+            if f.name in PASS_FIELDS:
+                assert getattr(backward, f.name) is not getattr(forward, f.name), (name, f.name)
+            elif f.name not in (*OPTIONAL_FIELDS, "pass_name"):
+                assert getattr(backward, f.name) is getattr(forward, f.name), (name, f.name)
+
+
+def test_every_op_module_constant_has_its_fields_type() -> None:
+    """bind() reads an op module's constants unchecked by mypy (OpModule names its functions only): each
+    registered Op's are checked here, against what Op's fields mean."""
+    from collections.abc import Mapping
+
+    from opbench.ops import BACKWARD, OPS
+
+    def strings(value: object) -> bool:
+        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+
+    for op in (*OPS.values(), *BACKWARD.values()):
+        assert isinstance(op.name, str) and isinstance(op.flop_note, str) and op.flop_note, op
+        assert strings(op.shape_fields) and strings(op.default_backends), op
+        assert set(op.batch_fields) | set(op.spatial_fields) <= set(op.shape_fields), op
+        assert isinstance(op.axes, Mapping) and all(strings(v) for v in op.axes.values()), op
+        assert all(set(v) <= set(op.shape_fields) for v in op.axes.values()), op
+        assert isinstance(op.base, Mapping) and set(op.base) == set(op.axes), op
+        assert isinstance(op.params, Mapping) and op.default_mode in ("one-factor", "product"), op
+        assert op.space is None or isinstance(op.space, str), op

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from opbench.errors import UsageError
-from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, gru_bwd, lstm, lstm_bwd, rnn, rnn_bwd
+from opbench.ops import conv, conv_bwd, gemm, gemm_bwd, gru, lstm, recurrent_bwd, rnn
 from opbench.ops.base import Op, foreign
 
 OPS: dict[str, Op[Any]] = {op.name: op for op in (gemm.OP, conv.OP, rnn.OP, gru.OP, lstm.OP)}
@@ -20,7 +20,7 @@ OPS: dict[str, Op[Any]] = {op.name: op for op in (gemm.OP, conv.OP, rnn.OP, gru.
 # is also what backends are asked for (a backend lists the keys it runs in `ops`).
 PASSES = ("fwd", "bwd")
 BACKWARD: dict[str, Op[Any]] = {
-    op.name: op for op in (gemm_bwd.OP, conv_bwd.OP, rnn_bwd.OP, gru_bwd.OP, lstm_bwd.OP)
+    op.name: op for op in (gemm_bwd.OP, conv_bwd.OP, recurrent_bwd.RNN, recurrent_bwd.GRU, recurrent_bwd.LSTM)
 }
 
 

@@ -13,14 +13,15 @@ instances; a Case holds the Op it measures.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
+from types import SimpleNamespace
 from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
-from opbench.blocks import VerifyBlock
 from opbench.documents import Fields, Scalar
 from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import UsageError
 from opbench.kernels import Plan as KernelPlan
+from opbench.ops.numerics import Check
 from opbench.ops.spot import PartOf, SpotCheck
 from opbench.tiles import Tiles
 
@@ -30,19 +31,6 @@ S_contra = TypeVar("S_contra", contravariant=True)
 
 class MemoryBytes(Protocol[S_contra]):
     def __call__(self, shape: S_contra, dtype: str, reference: bool = True) -> int: ...
-
-
-class Check(Protocol[S_contra]):
-    def __call__(
-        self,
-        shape: S_contra,
-        output: Output,
-        inputs: Inputs,
-        ref: Any,
-        dtype: str,
-        accumulate: str,
-        bounds: dict[str, Array] | None = None,
-    ) -> VerifyBlock: ...
 
 
 class Plan(Protocol[S_contra]):
@@ -165,6 +153,114 @@ class Op(Generic[S]):
         return f"Op({self.key})"
 
 
+# --- binding an op module into its Op ------------------------------------------------------------------
+#
+# An op module defines Op's fields under their own names: constants upper-case (NAME, AXES), functions as
+# the field is named (flops, plan). `bind` reads a forward module, `backward_of` the module of another pass
+# (ops/gemm_bwd.py), each once, at import; mypy checks the module against OpModule or PassModule where it
+# is bound (the module passes itself: `import opbench.ops.gemm as this`). The optional fields are taken
+# where the module defines them (directly or by import), and `changes` set any field outright.
+
+_CONSTANTS = frozenset(
+    {"name", "flop_note", "shape_fields", "axes", "base", "params", "default_mode", "default_backends"}
+    | {"batch_fields", "spatial_fields", "default_axes", "param_choices", "space"}
+)
+# What a pass has of its own; the rest (its shapes, axes and sweep) is its forward's by construction.
+PASS_FIELDS = (
+    "flops",
+    "min_bytes",
+    "memory_bytes",
+    "verify_cost_flops",
+    "make_inputs",
+    "reference",
+    "error_bounds",
+    "check",
+    "named_outputs",
+    "spot_part",
+    "spot_check",
+    "spot_cost_flops",
+    "plan",
+)
+OPTIONAL_FIELDS = (
+    "flop_note",
+    "tile_names",
+    "default_axes",
+    "param_choices",
+    "space",
+    "expected_zero_fraction",
+    "useful_flops",
+    "unsupported",
+)
+
+
+class PassModule(Protocol[S_contra]):
+    """What a module defines for a pass of an op (a backward's: ops/gemm_bwd.py): Op's PASS_FIELDS."""
+
+    def flops(self, shape: S_contra) -> int: ...
+    def min_bytes(self, shape: S_contra, dtype: str) -> int: ...
+    def verify_cost_flops(self, shape: S_contra) -> int: ...
+    def make_inputs(self, shape: S_contra, dtype: str, seed: int) -> Inputs: ...
+    def reference(self, shape: S_contra, inputs: Inputs) -> object: ...
+    def error_bounds(
+        self, shape: S_contra, inputs: Inputs, ref: Any, dtype: str, acc: str
+    ) -> dict[str, Array]: ...
+    def named_outputs(self, shape: S_contra, output: Output) -> dict[str, Output]: ...
+    def spot_cost_flops(self, shape: S_contra) -> int: ...
+
+    @property
+    def memory_bytes(self) -> MemoryBytes[S_contra]: ...
+    @property
+    def check(self) -> Check[S_contra]: ...
+    @property
+    def spot_part(self) -> PartOf[S_contra]: ...
+    @property
+    def spot_check(self) -> SpotCheck[S_contra]: ...
+    @property
+    def plan(self) -> Plan[S_contra]: ...
+
+
+class OpModule(PassModule[S], Protocol[S]):
+    """What an op module defines for its forward pass (ops/gemm.py): the functions of Op's fields without a
+    default. Its constants (NAME, AXES, ...) are read as they are; tests/test_case.py checks their types."""
+
+    def default_cases(self) -> list[S]: ...
+    def make_shape(self, point: Fields) -> S: ...
+    def shape_from_case(self, fields: Fields) -> S: ...
+    def factors(self, shape: S) -> Fields: ...
+    def scale(self, shape: S, factor: float) -> S: ...
+
+    @property
+    def tile_names(self) -> TileNames[S]: ...
+
+
+def _attribute(field_name: str) -> str:
+    return field_name.upper() if field_name in _CONSTANTS else field_name
+
+
+def _defined(
+    module: object, names: tuple[str, ...], changes: Mapping[str, object], optional: bool = False
+) -> dict[str, Any]:
+    """The fields `names` as `module` defines them, and then `changes` (those it lacks left out if
+    `optional`)."""
+    attrs = {name: _attribute(name) for name in names if name not in changes}
+    got = {name: getattr(module, a) for name, a in attrs.items() if not optional or hasattr(module, a)}
+    return {**got, **changes}
+
+
+_REQUIRED = tuple(f.name for f in fields(Op) if f.default is MISSING and f.default_factory is MISSING)
+
+
+def bind(module: OpModule[S], **changes: object) -> Op[S]:
+    """The forward Op of an op module."""
+    return Op(**{**_defined(module, _REQUIRED, changes), **_defined(module, OPTIONAL_FIELDS, changes, True)})
+
+
+def backward_of(forward: Op[S], module: PassModule[S], **changes: object) -> Op[S]:
+    """The backward pass of `forward`: its shape interface, the pass's own fields from `module`."""
+    own = {**_defined(module, PASS_FIELDS, changes), **_defined(module, OPTIONAL_FIELDS, changes, True)}
+    return replace(forward, pass_name="bwd", **own)
+
+
 def foreign(name: str, pass_name: str) -> Op[Any]:
     """An op a file names that this version does not run (a record of another version, or a poisoned
     file): its name and pass, for the tables of a report or a comparison, which read what records say; any
@@ -173,36 +269,9 @@ def foreign(name: str, pass_name: str) -> Op[Any]:
     def refuse(*args: object, **kwargs: object) -> NoReturn:
         raise UsageError(f"op '{name}' (pass '{pass_name}') is not one this version of opbench runs")
 
+    # a module of nothing: each function refuses, each constant is empty
+    nothing = {_attribute(f): () if f.endswith(("fields", "backends")) else refuse for f in _REQUIRED}
+    empty = {"name": name, "flop_note": "", "axes": {}, "base": {}, "params": {}, "default_mode": "product"}
     return Op(
-        name=name,
-        flop_note="",
-        shape_fields=(),
-        axes={},
-        base={},
-        params={},
-        default_mode="product",
-        default_backends=(),
-        batch_fields=(),
-        spatial_fields=(),
-        default_cases=refuse,
-        make_shape=refuse,
-        shape_from_case=refuse,
-        factors=refuse,
-        scale=refuse,
-        flops=refuse,
-        min_bytes=refuse,
-        memory_bytes=refuse,
-        verify_cost_flops=refuse,
-        make_inputs=refuse,
-        reference=refuse,
-        error_bounds=refuse,
-        check=refuse,
-        named_outputs=refuse,
-        spot_part=refuse,
-        spot_check=refuse,
-        spot_cost_flops=refuse,
-        plan=refuse,
-        tile_names=refuse,
-        pass_name=pass_name,
-        unsupported=refuse,
+        **_defined(SimpleNamespace(**nothing), _REQUIRED, empty), pass_name=pass_name, unsupported=refuse
     )

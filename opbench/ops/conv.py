@@ -8,15 +8,13 @@ from dataclasses import replace
 import numpy as np
 
 from opbench import kernels
-from opbench.blocks import VerifyBlock
 from opbench.documents import Fields, Scalar
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
-from opbench.ops import spot
-from opbench.ops.base import Op
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Inputs, Output
+from opbench.ops import conv_taps, spot
+from opbench.ops.base import Op, bind
 from opbench.ops.conv_shape import SHAPE_FIELDS, ConvShape
-from opbench.ops.conv_taps import expected_zero_fraction, useful_flops
 from opbench.ops.fields import int_field, reject_unknown
-from opbench.ops.numerics import compare, dot_bound, squares_bound
+from opbench.ops.numerics import checker, dot_bound, squares_bound
 from opbench.ops.space import expand
 from opbench.tiles import Tiles
 
@@ -238,19 +236,6 @@ def error_bounds(
     return {"y": error_bound(shape, inputs, ref, accumulate, dtype)}
 
 
-def check(
-    shape: ConvShape,
-    output: Output,
-    inputs: dict[str, Array],
-    ref: Array,
-    dtype: str,
-    accumulate: str,
-    bounds: dict[str, Array] | None = None,
-) -> VerifyBlock:
-    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
-    return compare({"y": np.asarray(output)}, {"y": ref}, bounds, dtype)
-
-
 def spot_pick(shape: ConvShape, seed: int) -> tuple[Array, int, Array]:
     """What a spot check recomputes (ops/spot.py): seeded images, and seeded filters of one seeded group."""
     kg = shape.k // shape.groups
@@ -292,18 +277,16 @@ def named_outputs(shape: ConvShape, output: Output) -> dict[str, Output]:
     return {"y": output}
 
 
+check = checker(error_bounds, named_outputs, lambda ref: {"y": ref})
+
+
 spot_check = spot.checker(spot_part, named_outputs)
 
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
 
 
-def plan(
-    shape: ConvShape,
-    inputs: dict[str, Array],
-    tiles: Tiles,
-    accumulate: str = "fp32",
-) -> kernels.Plan:
+def plan(shape: ConvShape, inputs: Inputs, tiles: Tiles, accumulate: str = "fp32") -> kernels.Plan:
     """Our implicit-GEMM conv prepared for this case (kernels.Plan; tiles left None are derived)."""
     return kernels.prepare_conv2d(
         inputs["x"],
@@ -338,37 +321,8 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     }
 
 
-OP: Op[ConvShape] = Op(
-    name=NAME,
-    flop_note=FLOP_NOTE,
-    shape_fields=SHAPE_FIELDS,
-    axes=AXES,
-    base=BASE,
-    params=PARAMS,
-    default_mode=DEFAULT_MODE,
-    default_backends=DEFAULT_BACKENDS,
-    batch_fields=BATCH_FIELDS,
-    spatial_fields=SPATIAL_FIELDS,
-    default_cases=default_cases,
-    make_shape=make_shape,
-    shape_from_case=shape_from_case,
-    factors=factors,
-    scale=scale,
-    flops=flops,
-    min_bytes=min_bytes,
-    memory_bytes=memory_bytes,
-    verify_cost_flops=verify_cost_flops,
-    make_inputs=make_inputs,
-    reference=reference,
-    error_bounds=error_bounds,
-    check=check,
-    named_outputs=named_outputs,
-    spot_part=spot_part,
-    spot_check=spot_check,
-    spot_cost_flops=spot_cost_flops,
-    plan=plan,
-    tile_names=tile_names,
-    default_axes=DEFAULT_AXES,
-    expected_zero_fraction=expected_zero_fraction,
-    useful_flops=useful_flops,
+import opbench.ops.conv as this  # noqa: E402  (the module binds itself: mypy checks it as an OpModule)
+
+OP: Op[ConvShape] = bind(
+    this, expected_zero_fraction=conv_taps.expected_zero_fraction, useful_flops=conv_taps.useful_flops
 )

@@ -13,19 +13,17 @@ from dataclasses import replace
 import numpy as np
 
 from opbench import kernels
-from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Inputs, Output
 from opbench.ops import conv, spot
-from opbench.ops.base import Op
+from opbench.ops.base import Op, backward_of
 from opbench.ops.conv import filters_of, padded64, spot_pick
 from opbench.ops.conv import flops as forward_flops
 from opbench.ops.conv import make_inputs as forward_inputs
 from opbench.ops.conv_shape import ConvShape
 from opbench.ops.conv_taps import axis_hits
-from opbench.ops.numerics import compare, dot_bound, squares_bound
+from opbench.ops.numerics import checker, dot_bound, squares_bound
 from opbench.tiles import Tiles
 
-PASS = "bwd"
 SPACE = "conv_bwd"  # tuning/spaces/conv_bwd.toml
 FLOP_NOTE = (
     "Conv2d backward FLOPs = 2x the forward's (data gradient and weight gradient, one forward's FLOPs each; "
@@ -144,21 +142,6 @@ def error_bounds(
     return gradient_bounds(shape, inputs, ref, accumulate, dtype)
 
 
-def check(
-    shape: ConvShape,
-    output: Output,
-    inputs: dict[str, Array],
-    ref: dict[str, Array],
-    dtype: str,
-    accumulate: str,
-    bounds: dict[str, Array] | None = None,
-) -> VerifyBlock:
-    """output = (dx, dw), against the float64 gradients within gradient_bounds."""
-    dx, dw = output
-    bounds = bounds or gradient_bounds(shape, inputs, ref, accumulate, dtype)
-    return compare({"dx": np.asarray(dx), "dw": np.asarray(dw)}, ref, bounds, dtype)
-
-
 def spot_cost_flops(shape: ConvShape) -> int:
     """float64 work of a spot check: the gradients of SPOT_ROWS images, and of SPOT_ROWS filters of one
     group."""
@@ -199,15 +182,13 @@ def named_outputs(shape: ConvShape, output: Output) -> dict[str, Output]:
     return dict(zip(("dx", "dw"), output, strict=True))
 
 
+check = checker(error_bounds, named_outputs, lambda ref: ref)
+
+
 spot_check = spot.checker(spot_part, named_outputs)
 
 
-def plan(
-    shape: ConvShape,
-    inputs: dict[str, Array],
-    tiles: Tiles,
-    accumulate: str = "fp32",
-) -> kernels.Plan:
+def plan(shape: ConvShape, inputs: Inputs, tiles: Tiles, accumulate: str = "fp32") -> kernels.Plan:
     """Our conv backward prepared for this case (kernels.Plan): its two products use the tiles."""
     if accumulate != "fp32":
         raise ValueError("the conv backward accumulates in fp32 only")
@@ -236,24 +217,6 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
     }
 
 
-OP: Op[ConvShape] = replace(
-    conv.OP,
-    pass_name=PASS,
-    flop_note=FLOP_NOTE,
-    space=SPACE,
-    flops=flops,
-    min_bytes=min_bytes,
-    memory_bytes=memory_bytes,
-    verify_cost_flops=verify_cost_flops,
-    make_inputs=make_inputs,
-    reference=reference,
-    error_bounds=error_bounds,
-    check=check,
-    named_outputs=named_outputs,
-    spot_part=spot_part,
-    spot_check=spot_check,
-    spot_cost_flops=spot_cost_flops,
-    plan=plan,
-    tile_names=tile_names,
-    expected_zero_fraction=expected_zero_fraction,
-)
+import opbench.ops.conv_bwd as this  # noqa: E402  (the module binds itself: mypy checks it as a PassModule)
+
+OP: Op[ConvShape] = backward_of(conv.OP, this)

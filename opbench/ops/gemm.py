@@ -9,13 +9,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from opbench import kernels
-from opbench.blocks import VerifyBlock
 from opbench.documents import Fields, Scalar
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Inputs, Output
 from opbench.ops import spot
-from opbench.ops.base import Op
+from opbench.ops.base import Op, bind
 from opbench.ops.fields import int_field, reject_unknown
-from opbench.ops.numerics import compare, dot_bound, squares_bound
+from opbench.ops.numerics import checker, dot_bound, squares_bound
 from opbench.tiles import Tiles
 
 NAME = "gemm"
@@ -159,21 +158,6 @@ def error_bounds(
     return {"c": error_bound(inputs, ref, accumulate, dtype)}
 
 
-def check(
-    shape: GemmShape,
-    output: Output,
-    inputs: dict[str, Array],
-    ref: Array,
-    dtype: str,
-    accumulate: str,
-    bounds: dict[str, Array] | None = None,
-) -> VerifyBlock:
-    """Compare an output with the float64 reference against the bound for that accumulation precision
-    (`bounds`: error_bounds, if already computed)."""
-    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
-    return compare({"c": np.asarray(output)}, {"c": ref}, bounds, dtype)
-
-
 def spot_cost_flops(shape: GemmShape) -> int:
     """float64 work of a spot check: the check of SPOT_ROWS rows."""
     return verify_cost_flops(GemmShape(min(shape.m * shape.batch, spot.SPOT_ROWS), shape.n, shape.k))
@@ -214,18 +198,16 @@ def named_outputs(shape: GemmShape, output: Output) -> dict[str, Output]:
     return {"c": output}
 
 
+check = checker(error_bounds, named_outputs, lambda ref: {"c": ref})
+
+
 spot_check = spot.checker(spot_part, named_outputs)
 
 
 # --- opbench's own kernel for this op (the cpp backend and the tuner) ---------------------------------------
 
 
-def plan(
-    shape: GemmShape,
-    inputs: dict[str, Array],
-    tiles: Tiles,
-    accumulate: str = "fp32",
-) -> kernels.Plan:
+def plan(shape: GemmShape, inputs: Inputs, tiles: Tiles, accumulate: str = "fp32") -> kernels.Plan:
     """Our GEMM prepared for this case (kernels.Plan; tiles left None come from the cache model)."""
     return kernels.prepare_gemm(inputs["a"], inputs["b"], tiles=tiles, accumulate=accumulate)
 
@@ -238,34 +220,6 @@ def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[s
     return {**info, "m": shape.m, "n": shape.n, "k": shape.k}
 
 
-OP: Op[GemmShape] = Op(
-    name=NAME,
-    flop_note=FLOP_NOTE,
-    shape_fields=SHAPE_FIELDS,
-    axes=AXES,
-    base=BASE,
-    params=PARAMS,
-    default_mode=DEFAULT_MODE,
-    default_backends=DEFAULT_BACKENDS,
-    batch_fields=BATCH_FIELDS,
-    spatial_fields=SPATIAL_FIELDS,
-    default_cases=default_cases,
-    make_shape=make_shape,
-    shape_from_case=shape_from_case,
-    factors=factors,
-    scale=scale,
-    flops=flops,
-    min_bytes=min_bytes,
-    memory_bytes=memory_bytes,
-    verify_cost_flops=verify_cost_flops,
-    make_inputs=make_inputs,
-    reference=reference,
-    error_bounds=error_bounds,
-    check=check,
-    named_outputs=named_outputs,
-    spot_part=spot_part,
-    spot_check=spot_check,
-    spot_cost_flops=spot_cost_flops,
-    plan=plan,
-    tile_names=tile_names,
-)
+import opbench.ops.gemm as this  # noqa: E402  (the module binds itself: mypy checks it as an OpModule)
+
+OP: Op[GemmShape] = bind(this)

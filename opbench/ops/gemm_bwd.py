@@ -7,21 +7,17 @@ FLOPs = 4*M*N*K: two products of 2*M*N*K each (the convention of DeepBench and b
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from opbench import kernels
-from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Output
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Inputs, Output
 from opbench.ops import gemm, spot
-from opbench.ops.base import Op
+from opbench.ops.base import Op, backward_of
 from opbench.ops.gemm import GemmShape, product_bound
 from opbench.ops.gemm import make_inputs as forward_inputs
-from opbench.ops.numerics import compare
+from opbench.ops.numerics import checker
 from opbench.tiles import Tiles
 
-PASS = "bwd"
 SPACE = "gemm_bwd"  # tuning/spaces/gemm_bwd.toml
 FLOP_NOTE = (
     "GEMM backward FLOPs = 4*M*N*K (dA = dC B^T and dB = A^T dC, 2*M*N*K each; the forward is not included)"
@@ -84,21 +80,6 @@ def error_bounds(
     }
 
 
-def check(
-    shape: GemmShape,
-    output: Output,
-    inputs: dict[str, Array],
-    ref: dict[str, Array],
-    dtype: str,
-    accumulate: str,
-    bounds: dict[str, Array] | None = None,
-) -> VerifyBlock:
-    """output = (da, db), within error_bounds."""
-    da, db = output
-    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
-    return compare({"da": np.asarray(da), "db": np.asarray(db)}, ref, bounds, dtype)
-
-
 def spot_cost_flops(shape: GemmShape) -> int:
     """float64 work of a spot check: SPOT_ROWS rows of dA and columns of dB, with their magnitudes."""
     rows, cols = min(shape.m, spot.SPOT_ROWS), min(shape.n, spot.SPOT_ROWS)
@@ -133,15 +114,13 @@ def named_outputs(shape: GemmShape, output: Output) -> dict[str, Output]:
     return dict(zip(OUTPUTS, output, strict=True))
 
 
+check = checker(error_bounds, named_outputs, lambda ref: ref)
+
+
 spot_check = spot.checker(spot_part, named_outputs)
 
 
-def plan(
-    shape: GemmShape,
-    inputs: dict[str, Array],
-    tiles: Tiles,
-    accumulate: str = "fp32",
-) -> kernels.Plan:
+def plan(shape: GemmShape, inputs: Inputs, tiles: Tiles, accumulate: str = "fp32") -> kernels.Plan:
     """Our backward prepared for this case (kernels.Plan): both products use the tiles."""
     if accumulate != "fp32":
         raise ValueError("the GEMM backward accumulates in fp32 only")
@@ -155,24 +134,6 @@ def tile_names(shape: GemmShape, isa: str | None, dtype: str = "fp32") -> dict[s
     return {**kernels.register_tile(isa, dtype), "m": max(m, k), "n": max(k, n), "k": max(n, m)}
 
 
-OP: Op[GemmShape] = replace(
-    gemm.OP,
-    pass_name=PASS,
-    flop_note=FLOP_NOTE,
-    space=SPACE,
-    flops=flops,
-    min_bytes=min_bytes,
-    memory_bytes=memory_bytes,
-    verify_cost_flops=verify_cost_flops,
-    make_inputs=make_inputs,
-    reference=reference,
-    error_bounds=error_bounds,
-    check=check,
-    named_outputs=named_outputs,
-    spot_part=spot_part,
-    spot_check=spot_check,
-    spot_cost_flops=spot_cost_flops,
-    plan=plan,
-    tile_names=tile_names,
-    unsupported=unsupported,
-)
+import opbench.ops.gemm_bwd as this  # noqa: E402  (the module binds itself: mypy checks it as a PassModule)
+
+OP: Op[GemmShape] = backward_of(gemm.OP, this)

@@ -13,7 +13,7 @@ import numpy as np
 
 from opbench import kernels
 from opbench.documents import Fields, Scalar
-from opbench.dtypes import UNIT_ROUNDOFF, Array
+from opbench.dtypes import UNIT_ROUNDOFF, Array, Inputs
 from opbench.ops.recurrent import (
     RecurrentReference,
     Unit,
@@ -133,22 +133,11 @@ def reference(shape: GruShape, inputs: dict[str, Array]) -> RecurrentReference:
     return RecurrentReference({"y": y, "h_n": y[-1]}, scales)
 
 
-def plan(
-    shape: GruShape,
-    inputs: dict[str, Array],
-    tiles: Tiles,
-    accumulate: str = "fp32",
-) -> kernels.Plan:
+def plan(shape: GruShape, inputs: Inputs, tiles: Tiles, accumulate: str = "fp32") -> kernels.Plan:
     """Our GRU prepared for this case (kernels.Plan): both of its GEMMs use the tiles (None: cache model)."""
     return kernels.prepare_gru(*(inputs[n] for n in INPUT_NAMES), tiles=tiles)
 
 
-OP = recurrent_op(
-    NAME,
-    FLOP_NOTE,
-    GruShape,
-    shape_from_case,
-    make_shape,
-    reference,
-    plan,
-)
+import opbench.ops.gru as this  # noqa: E402  (the module binds itself: mypy checks it as a Cell)
+
+OP = recurrent_op(this)

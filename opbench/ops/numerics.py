@@ -26,10 +26,13 @@ outputs pass 10% errors).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
 import numpy as np
 
 from opbench.blocks import VerifyBlock
-from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF, Array, finfo
+from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, Output, finfo
 
 # Standard deviations (in Hoeffding's scale u * sqrt(V)) a correct sum's error may reach.
 LAMBDA = 10.0
@@ -150,3 +153,47 @@ def compare(
         if err.size:
             worst_rel = max(worst_rel, float(np.max(err)) / (float(np.max(np.abs(ref))) or 1.0))
     return {"ok": worst_ratio <= 1.0, "max_err_ratio": worst_ratio, "max_rel_err": worst_rel, "worst": worst}
+
+
+S = TypeVar("S")
+S_contra = TypeVar("S_contra", contravariant=True)
+R = TypeVar("R")
+
+
+class Check(Protocol[S_contra]):
+    def __call__(
+        self,
+        shape: S_contra,
+        output: Output,
+        inputs: Inputs,
+        ref: Any,
+        dtype: str,
+        accumulate: str,
+        bounds: dict[str, Array] | None = None,
+    ) -> VerifyBlock: ...
+
+
+def checker(
+    error_bounds: Callable[[S, Inputs, R, str, str], dict[str, Array]],
+    named_outputs: Callable[[S, Output], dict[str, Output]],
+    answers: Callable[[R], dict[str, Array]],
+) -> Check[S]:
+    """An op's check(shape, output, inputs, ref, dtype, accumulate, bounds=None): the output's named arrays
+    (named_outputs) compared with the float64 reference's (`answers`) within error_bounds for the precision
+    the sums are assumed in (`bounds`: error_bounds, if already computed)."""
+
+    def check(
+        shape: S,
+        output: Output,
+        inputs: Inputs,
+        ref: R,
+        dtype: str,
+        accumulate: str,
+        bounds: dict[str, Array] | None = None,
+    ) -> VerifyBlock:
+        outs = {name: np.asarray(value) for name, value in named_outputs(shape, output).items()}
+        return compare(
+            outs, answers(ref), bounds or error_bounds(shape, inputs, ref, dtype, accumulate), dtype
+        )
+
+    return check

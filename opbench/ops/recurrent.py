@@ -7,31 +7,25 @@ gates 1, 3 and 4 for the Elman RNN, GRU and LSTM), activations and elementwise u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from types import SimpleNamespace
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
 from opbench import kernels
-from opbench.blocks import VerifyBlock
 from opbench.documents import Fields
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, Output, dtype_name
-from opbench.ops import spot
-from opbench.ops.base import Op, Plan
-from opbench.ops.numerics import LAMBDA, accumulation_error, compare, squares_bound, tiny
+from opbench.ops import recurrent_shape, spot
+from opbench.ops.base import Op, OpModule, Plan, bind
+from opbench.ops.numerics import LAMBDA, accumulation_error, checker, squares_bound, tiny
 from opbench.ops.recurrent_shape import (
-    AXES,
     BASE,
-    BATCH_FIELDS,
     DEFAULT_AXES,
-    DEFAULT_BACKENDS,
     DEFAULT_MODE,
-    SPACE,
-    SPATIAL_FIELDS,
     RecurrentShape,
-    factors,
-    scale,
 )
 from opbench.ops.space import expand
 
@@ -270,28 +264,6 @@ def error_bounds(
     return {k: LAMBDA * v + floor for k, v in ref.scales(accumulate).items()}
 
 
-def check(
-    shape: RecurrentShape,
-    output: Output,
-    inputs: dict[str, Array],
-    ref: RecurrentReference,
-    dtype: str,
-    accumulate: str,
-    bounds: dict[str, Array] | None = None,
-) -> VerifyBlock:
-    """output as numpy arrays in PyTorch's return structure: (y, h_n), or (y, (h_n, c_n)) for the LSTM;
-    `accumulate` names the unit (UNITS). The bound is LAMBDA times the propagated scale, plus the dtype's
-    smallest rounding."""
-    y, state = output
-    if shape.STATES == 2:
-        h_n, c_n = state
-        outs = {"y": np.asarray(y), "h_n": np.asarray(h_n), "c_n": np.asarray(c_n)}
-    else:
-        outs = {"y": np.asarray(y), "h_n": np.asarray(state)}
-    bounds = bounds or error_bounds(shape, inputs, ref, dtype, accumulate)
-    return compare(outs, ref.outputs, bounds, dtype)
-
-
 # Inputs with a batch axis: second for the sequences (T x B x .), first for the states.
 _BATCH_AXIS = {"x": 1, "dy": 1, "h0": 0, "c0": 0, "dh_n": 0, "dc_n": 0}
 
@@ -334,6 +306,9 @@ def named_outputs(shape: RecurrentShape, output: Output) -> dict[str, Output]:
     return {"y": y, **({"h_n": state[0], "c_n": state[1]} if shape.STATES == 2 else {"h_n": state})}
 
 
+check = checker(error_bounds, named_outputs, lambda ref: ref.outputs)
+
+
 # --- opbench's own kernel for these ops (the cpp backend and the tuner) -------------------------------------
 
 
@@ -353,54 +328,28 @@ def tile_names(shape: RecurrentShape, isa: str | None, dtype: str = "fp32") -> d
 Shape = TypeVar("Shape", bound=RecurrentShape)
 
 
-def recurrent_op(
-    name: str,
-    flop_note: str,
-    shape_class: type[Shape],
-    shape_from_case: Callable[[Fields], Shape],
-    make_shape: Callable[[Fields], Shape],
-    reference: Callable[[Shape, Inputs], RecurrentReference],
-    plan: Plan[Shape],
-    params: Fields | None = None,
-    param_choices: Mapping[str, tuple[str, ...]] | None = None,
-    expected_zero_fraction: Callable[[Shape], float] | None = None,
-) -> Op[Shape]:
-    """A recurrent op's Op: its name, shape class, float64 reference and kernel, and all the rest shared."""
-    spot_part, spot_check = spot_of(reference)
-    params = dict(params or {})
-    op: Op[Shape] = Op(
-        name=name,
-        flop_note=flop_note,
-        shape_fields=shape_class.fields(),
-        axes=AXES,
-        base=BASE,
-        params=params,
-        default_mode=DEFAULT_MODE,
-        default_backends=DEFAULT_BACKENDS,
-        batch_fields=BATCH_FIELDS,
-        spatial_fields=SPATIAL_FIELDS,
-        default_cases=lambda: expand(op, DEFAULT_AXES, dict(BASE), dict(params), DEFAULT_MODE),
-        make_shape=make_shape,
-        shape_from_case=shape_from_case,
-        factors=factors,
-        scale=scale,
-        flops=flops,
-        min_bytes=min_bytes,
-        memory_bytes=memory_bytes,
-        verify_cost_flops=verify_cost_flops,
-        make_inputs=make_inputs,
-        reference=reference,
-        error_bounds=error_bounds,
-        check=check,
-        named_outputs=named_outputs,
+class Cell(Protocol[Shape]):
+    """What a recurrent op's module (ops/rnn.py) defines: its NAME, FLOP_NOTE, SHAPE_FIELDS and PARAMS, these
+    functions, and PARAM_CHOICES and expected_zero_fraction where it has them."""
+
+    def shape_from_case(self, fields: Fields) -> Shape: ...
+    def make_shape(self, point: Fields) -> Shape: ...
+    def reference(self, shape: Shape, inputs: Inputs) -> RecurrentReference: ...
+
+    @property
+    def plan(self) -> Plan[Shape]: ...
+
+
+def recurrent_op(cell: Cell[Shape]) -> Op[Shape]:
+    """A recurrent op's Op: what its module defines, the shared pass from this module and the shared shape
+    interface from ops/recurrent_shape.py (the first of the three that defines a name gives it)."""
+    spot_part, spot_check = spot_of(cell.reference)
+    layers = (vars(recurrent_shape), vars(sys.modules[__name__]), vars(cell))
+    both = cast(OpModule[Shape], SimpleNamespace(**{k: v for layer in layers for k, v in layer.items()}))
+    op: Op[Shape] = bind(
+        both,
+        default_cases=lambda: expand(op, DEFAULT_AXES, dict(BASE), dict(op.params), DEFAULT_MODE),
         spot_part=spot_part,
         spot_check=spot_check,
-        spot_cost_flops=spot_cost_flops,
-        plan=plan,
-        tile_names=tile_names,
-        default_axes=DEFAULT_AXES,
-        param_choices=dict(param_choices or {}),
-        space=SPACE,
-        expected_zero_fraction=expected_zero_fraction,
     )
     return op

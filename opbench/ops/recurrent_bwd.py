@@ -1,7 +1,7 @@
 """What the recurrent ops' backward passes (`rnn:bwd`, `gru:bwd`, `lstm:bwd`) share: backpropagation
 through time for upstream gradients dy (T x B x H), dh_n and (LSTM) dc_n, giving (dx, dw_ih, dw_hh, db_ih,
-db_hh, dh0[, dc0]) in PyTorch's layouts. Each pass module (ops/<op>_bwd.py) binds these onto its forward's Op
-(backward_of).
+db_hh, dh0[, dc0]) in PyTorch's layouts. This module binds them onto each forward's Op
+(RNN, GRU, LSTM: ops/base.py backward_of).
 
 FLOPs = 2x the forward's (BPTT: the recurrent gradient dZ W_hh per step, and dW_hh, dW_ih and dx over all
 steps, four GEMMs of the forward's two sizes).
@@ -21,20 +21,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TypedDict, TypeVar, cast
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
 from opbench import kernels
-from opbench.blocks import VerifyBlock
-from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Output
+from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, Output
+from opbench.ops import gru, lstm, rnn, spot
 from opbench.ops import recurrent as fwd
-from opbench.ops import rnn, spot
-from opbench.ops.base import Op
-from opbench.ops.numerics import LAMBDA, compare, gamma, tiny
+from opbench.ops.base import Op, backward_of
+from opbench.ops.numerics import LAMBDA, checker, gamma, tiny
 from opbench.tiles import Tiles
 
-PASS = "bwd"
 SAFETY = 2.0
 GRAD_NAMES = ("dx", "dw_ih", "dw_hh", "db_ih", "db_hh", "dh0", "dc0")
 
@@ -290,21 +288,6 @@ def error_bounds(
     return grad_bounds(shape, ref, dtype, accumulate, GRAD_NAMES[: len(ref["grads"])])
 
 
-def check(
-    shape: fwd.RecurrentShape,
-    output: Output,
-    inputs: dict[str, Array],
-    ref: BpttReference,
-    dtype: str,
-    accumulate: str,
-    bounds: dict[str, Array] | None = None,
-) -> VerifyBlock:
-    """output = (dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]) in that order."""
-    names = GRAD_NAMES[: len(ref["grads"])]
-    outs = {n: np.asarray(v) for n, v in zip(names, output, strict=True)}
-    return compare(outs, ref["grads"], bounds or error_bounds(shape, inputs, ref, dtype, accumulate), dtype)
-
-
 # The gradients of each batch row alone (the weights' gradients sum over the rows).
 PER_ROW = {"dx": 1, "dh0": 0, "dc0": 0}
 
@@ -334,18 +317,17 @@ def spot_part(
 
 
 def named_outputs(shape: fwd.RecurrentShape, output: Output) -> dict[str, Output]:
-    return dict(zip(GRAD_NAMES, output, strict=False))
+    """(dx, dw_ih, dw_hh, db_ih, db_hh, dh0[, dc0]) by name, in that order (dc0: the LSTM's)."""
+    return dict(zip(GRAD_NAMES[: 6 + (shape.STATES == 2)], output, strict=True))
+
+
+check = checker(error_bounds, named_outputs, lambda ref: ref["grads"])
 
 
 spot_check = spot.checker(spot_part, named_outputs)
 
 
-def plan(
-    shape: fwd.RecurrentShape,
-    inputs: dict[str, Array],
-    tiles: Tiles,
-    accumulate: str = "fp32",
-) -> kernels.Plan:
+def plan(shape: fwd.RecurrentShape, inputs: Inputs, tiles: Tiles, accumulate: str = "fp32") -> kernels.Plan:
     """Our BPTT prepared for this case (kernels.Plan): the training forward runs once when it is prepared,
     every call is the backward."""
     return kernels.prepare_rnn_backward(
@@ -364,27 +346,18 @@ def plan(
     )
 
 
-Shape = TypeVar("Shape", bound=fwd.RecurrentShape)
-
-
-def backward_of(forward: Op[Shape], flop_note: str) -> Op[Shape]:
-    """The backward pass of a recurrent op: the forward's shape interface, these callables."""
-    return replace(
-        forward,
-        pass_name=PASS,
-        flop_note=flop_note,
-        flops=flops,
-        min_bytes=min_bytes,
-        memory_bytes=memory_bytes,
-        verify_cost_flops=verify_cost_flops,
-        make_inputs=make_inputs,
-        reference=reference,
-        error_bounds=error_bounds,
-        check=check,
-        named_outputs=named_outputs,
-        spot_part=spot_part,
-        spot_check=spot_check,
-        spot_cost_flops=spot_cost_flops,
-        plan=plan,
-        expected_zero_fraction=None,  # a ReLU layer's zeros are the forward's, not its gradients'
+def flop_note(forward: Op[Any]) -> str:
+    return (
+        f"{forward.name.upper()} backward FLOPs = 2x the forward's (BPTT: the recurrent gradient per step "
+        "and the weight and input gradients over all steps; the forward is not included)"
     )
+
+
+import opbench.ops.recurrent_bwd as this  # noqa: E402  (the module binds itself: mypy checks it as a PassModule)
+
+# The passes `rnn:bwd`, `gru:bwd` and `lstm:bwd`: the forward's shape interface, these callables. A ReLU
+# layer's zeros are the forward's, not its gradients'.
+RNN, GRU, LSTM = (
+    backward_of(f, this, flop_note=flop_note(f), expected_zero_fraction=None)
+    for f in (rnn.OP, gru.OP, lstm.OP)
+)
