@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from opbench.blocks import GuardsBlock, PeakBlock, ReferenceBlock, TimeBlock, VerifyBlock
 from opbench.documents import Record, Scalar
-from opbench.ops import recorded
+from opbench.ops import named
 from opbench.ops.base import Op, RecordedShape, Shape
 
 
@@ -276,10 +276,10 @@ class Result:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> Result:
         """A record of any readable schema version (fields a version lacks are None or empty); an op this
-        version does not run keeps its name (ops.recorded)."""
+        version does not run keeps its name (ops.named)."""
         pass_name = str(rec.get("pass") or "fwd")  # schema 5 on; every earlier record is a forward
         case = Case(
-            op=recorded(rec["op"], pass_name),
+            op=named(rec["op"], pass_name),
             shape=RecordedShape(dict(rec.get("shape") or {}), str(rec.get("label") or "")),
             label=str(rec.get("label") or ""),
             dtype=rec["dtype"],

@@ -66,7 +66,7 @@ from opbench.errors import UsageError
 from opbench.escape import csv_text
 from opbench.files import atomic_write_text, json_text, reserve
 from opbench.machine import utc_now
-from opbench.ops import get_op
+from opbench.ops import named
 
 if TYPE_CHECKING:
     from opbench.case import Result
@@ -132,7 +132,7 @@ def csv_row(record: Mapping[str, Any], shape_keys: list[str]) -> dict[str, Any]:
         row[key] = tiles.get(key)
     shape = record["shape"]
     if any(key not in shape for key in shape_keys):  # a field a record leaves out at its default
-        full = get_op(record["op"]).shape_from_case(shape)
+        full = named(record["op"]).shape_from_case(shape)
         shape = {key: getattr(full, key) for key in shape_keys}
     for key in shape_keys:
         row[key] = shape[key]

@@ -24,7 +24,7 @@ from opbench.documents import int_fields
 from opbench.dtypes import Array, dtype_name
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import identity, identity_label, kernel_ran_on, utc_now, utc_stamp
-from opbench.ops import get_op, shape_label
+from opbench.ops import OPS, RECURRENT, shape_label
 from opbench.ops.base import Shape
 from opbench.ops.conv import ConvShape
 from opbench.ops.gemm import GemmShape
@@ -283,12 +283,14 @@ def tuned_recurrent_tiles(
 ) -> tuple[Tiles, str]:
     """tuned() for kernels.rnn / gru / lstm(x, w_ih, w_hh, ...)'s problem (op "rnn", "gru" or "lstm"; x is
     T x B x I, w_hh gates*H x H)."""
+    if op not in RECURRENT:
+        raise ValueError(f"op must be one of {', '.join(RECURRENT)}, got {op!r}")
     t, b, i = x.shape
     h = int(w_hh.shape[1])
     fields = {"seq_len": t, "batch": b, "input_size": i, "hidden": h}
     if op == "rnn":
         fields["relu"] = int(nonlinearity == "relu")
-    return _as_tiles(tuned(op, get_op(op).shape_from_case(fields), dtype_name(x.dtype), threads), threads)
+    return _as_tiles(tuned(op, OPS[op].shape_from_case(fields), dtype_name(x.dtype), threads), threads)
 
 
 def tuned_lstm_tiles(x: Array, w_hh: Array, threads: int | None = None) -> tuple[Tiles, str]:

@@ -135,7 +135,7 @@ def test_shape_options_are_checked_per_op(tmp_path: Path) -> None:
         (["tune", "conv", "--m", "64"], "--m does not apply to conv"),
         (["tune", "lstm", "--padding", "1"], "--padding does not apply to lstm"),
         (["tune", "conv", "--filter-size", "9", "--input-size", "4", "--padding", "0"], "empty"),
-        (["tune", "attention"], "opbench tune supports gemm, conv, rnn, gru, lstm (got 'attention')"),
+        (["tune", "attention"], "unknown op 'attention' (available: gemm, conv, rnn, gru, lstm)"),
         (["tune", "gru", "--nonlinearity", "relu"], "--nonlinearity does not apply to gru"),
         (["tune", "lstm", "--pass", "sideways"], "invalid choice: 'sideways'"),
         (["tune", "lstm", "--hidden", "0"], "--hidden"),

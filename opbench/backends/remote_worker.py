@@ -32,7 +32,7 @@ from opbench.backends.base import Backend
 from opbench.files import json_line
 from opbench.layout import apply, place_inputs
 from opbench.machine import die_with_parent
-from opbench.ops import get_op
+from opbench.ops import named
 
 
 def _said_hello(backend: Backend | None) -> Backend:
@@ -76,7 +76,7 @@ def _serve(proto: TextIO) -> None:
                 answer["value"] = _said_hello(backend).accumulation(op_key, dtype, device)
             elif "prepare" in req:
                 p = req["prepare"]
-                op = get_op(p["op"])
+                op = named(p["op"])
                 with open(p["inputs"], "rb") as f:
                     inputs = pickle.load(f)
                 inputs, offsets = place_inputs(inputs, offsets_rng)

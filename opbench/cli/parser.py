@@ -12,6 +12,7 @@ from opbench.cli.types import (
     at_most,
     bytes_size,
     fail_on,
+    op,
     padding,
     positive_int,
     processes,
@@ -126,7 +127,10 @@ def _case_options(s: argparse._ActionsContainer) -> None:
     """What `opbench sweep` and `opbench ab` both take: the shapes (axes, specs, suites, problems), dtypes,
     threads, device, output, seed, rounds, verification, timer and memory limits, training passes."""
     s.add_argument(
-        "op", nargs="?", help="gemm, conv, rnn, gru or lstm (with --spec/--suite: run only that op's part)"
+        "op",
+        nargs="?",
+        type=op,
+        help="gemm, conv, rnn, gru or lstm (with --spec/--suite: run only that op's part)",
     )
     s.add_argument("--spec", help="a TOML sweep spec (see opbench/specs.py)")
     s.add_argument("--suite", help="a built-in suite (opbench suites lists them)")
@@ -311,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser(
         "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
     )
-    t.add_argument("op", help="gemm, conv, rnn, gru or lstm")
+    t.add_argument("op", type=op, help="gemm, conv, rnn, gru or lstm")
     tg = t.add_argument_group("gemm shape (--m, --n and --k required)")
     tg.add_argument("--m", type=positive_int, help="rows of A and C")
     tg.add_argument("--n", type=positive_int, help="columns of B and C")

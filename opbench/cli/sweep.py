@@ -22,7 +22,7 @@ from opbench.dtypes import parse_dtypes
 from opbench.errors import UsageError
 from opbench.kernels import default_threads
 from opbench.machine import available_memory_bytes
-from opbench.ops import PASSES, get_op, pass_of
+from opbench.ops import PASSES, pass_of
 from opbench.ops.base import Op
 from opbench.ops.space import expand
 from opbench.ranges import parse_sizes
@@ -44,7 +44,7 @@ def plans_from_args(args: argparse.Namespace) -> tuple[list[SweepPlan], SuiteInf
         raise UsageError(
             f"give one of --spec, --suite, --problem and --batch-file, not {' and '.join(sources)}"
         )
-    op = get_op(args.op) if args.op else None  # an unknown op: a UsageError naming those there are
+    op: Op[Any] | None = args.op  # the parser's (an unknown op: a UsageError naming those there are)
     if args.problem or args.batch_file:
         return problem_plans(args, given_axes, given_params)
     if args.spec or args.suite:
@@ -57,7 +57,7 @@ def plans_from_args(args: argparse.Namespace) -> tuple[list[SweepPlan], SuiteInf
             plans = [pl for pl in plans if pl.op is op]
             if not plans:
                 raise UsageError(
-                    f"{spec.name} has no {args.op} sweep (it has: {', '.join(p.op.name for p in spec.plans)})"
+                    f"{spec.name} has no {op.name} sweep (it has: {', '.join(p.op.name for p in spec.plans)})"
                 )
         suite = SuiteInfo(name=spec.name, description=spec.description, source=spec.source, path=spec.path)
         return plans, suite
@@ -98,15 +98,16 @@ def problem_plans(
     _refuse_shape_flags(extra, args.mode, "--problem/--batch-file (the descriptor sets it)")
     nonlinearity = given_params.get("nonlinearity")
     start = descriptors.options(None if nonlinearity is None else str(nonlinearity))
+    op_name = args.op.name if args.op else None
     if args.batch_file:
-        spec = load_batch_spec(args.batch_file, args.op, start, args.strict)
+        spec = load_batch_spec(args.batch_file, op_name, start, args.strict)
         suite = SuiteInfo(
             name=spec.name, description=spec.description, source=None, path=spec.path, lines=spec.lines
         )
         return list(spec.plans), suite
     if args.strict:
         raise UsageError("--strict applies to --batch-file")
-    problems = [descriptors.parse(text, args.op, "--problem", start) for text in args.problem]
+    problems = [descriptors.parse(text, op_name, "--problem", start) for text in args.problem]
     for p in problems:
         for note in p.notes:
             print(f"opbench: note: --problem '{p.text}': {note}", file=sys.stderr)

@@ -16,7 +16,7 @@ from opbench.display.tune import history_table, studies_table
 from opbench.errors import UsageError
 from opbench.kernels import default_threads
 from opbench.machine import available_memory_bytes
-from opbench.ops import get_op, pass_of
+from opbench.ops import pass_of
 from opbench.ops.base import Op, Shape
 from opbench.ops.space import expand
 from opbench.texts import tiles_text
@@ -32,12 +32,12 @@ if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    if args.op not in TUNABLE_OPS:
-        raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{args.op}')")
-    forward = get_op(args.op)
+    forward: Op[Any] = args.op  # the parser's (an unknown op: a UsageError naming those there are)
+    if forward.name not in TUNABLE_OPS:
+        raise UsageError(f"opbench tune supports {', '.join(TUNABLE_OPS)} (got '{forward.name}')")
     op = pass_of(forward, args.pass_name)  # a pass it lacks: a UsageError naming those that have it
     key = op.key
-    if key != args.op and args.kernel:
+    if key != forward.key and args.kernel:
         raise UsageError("--pass bwd tunes opbench's own backward kernels; it does not apply to --kernel")
     objectives = tuple(o.strip() for o in args.objectives.split(",") if o.strip())
     if objectives not in (("gflops",), ("gflops", "error")):
@@ -56,7 +56,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     threads = args.threads or default_threads()
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
     if args.show:
-        if not args.study and args.op == "gemm" and None in (args.m, args.n, args.k) and not args.problem:
+        unnamed = forward.name == "gemm" and None in (args.m, args.n, args.k) and not args.problem
+        if not args.study and unnamed:
             raise UsageError(
                 "--show needs --study NAME (or --m, --n and --k, or --problem, to name the default study)"
             )
@@ -164,8 +165,8 @@ def _shape(args: argparse.Namespace, op: Op[Any]) -> Shape:
         if extra:
             raise UsageError(f"{extra[0]} cannot be combined with --problem (the descriptor sets the shape)")
         start = descriptors.options(given.get("nonlinearity"))
-        return descriptors.parse(args.problem, args.op, "--problem", start).shape
-    if args.op == "gemm":
+        return descriptors.parse(args.problem, op.name, "--problem", start).shape
+    if op.name == "gemm":
         missing = [f"--{d}" for d in ("m", "n", "k") if getattr(args, d) is None]
         if missing:
             raise UsageError(f"opbench tune gemm needs {', '.join(missing)} (or --problem MxK:KxN)")

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from opbench.kernels import MAX_THREADS, default_threads
+from opbench.ops import get_op
+from opbench.ops.base import Op
+
+
+def op(text: str) -> Op[Any]:
+    """An op's name ('gemm'): its Op, which the commands hold from here on (a UsageError naming the ops
+    there are)."""
+    return get_op(text)
 
 
 def int_from(text: str, lowest: int) -> int:

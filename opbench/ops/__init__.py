@@ -2,8 +2,9 @@
 key ("gemm", "gemm:bwd"). Each op module owns its shapes, FLOPs, inputs, reference and check, and our
 kernel's plan and tile names, and binds them into its `OP`; the fields are documented on Op.
 
-`get_op` turns a name written by a person or a file (the command line, a spec, a record, a worker's
-request) into an Op; past that boundary code holds the Op itself (a Case's `op`)."""
+`get_op` turns a name a person wrote (the command line, a spec) into an Op, and `named` one that a file or
+another process wrote (a record, a worker's request); past that boundary code holds the Op itself (a
+Case's `op`)."""
 
 from __future__ import annotations
 
@@ -43,13 +44,15 @@ def get_op(name: str) -> Op[Any]:
     return pass_of(OPS[op], pass_name)
 
 
-def recorded(name: object, pass_name: str = "fwd") -> Op[Any]:
-    """The Op a record names: the registry's, or, for one this version does not run (another version's, a
-    poisoned file's), a foreign Op that carries the name for the tables and refuses to measure."""
+def named(name: object, pass_name: str = "fwd") -> Op[Any]:
+    """The Op a record or a worker's request names: the registry's, or, for one this version does not run
+    (another version's, a poisoned file's), a foreign Op that carries the name for the tables and refuses
+    to measure (a UsageError naming it)."""
+    key = op_key(str(name), pass_name)  # (a worker's request names an op key: 'gemm:bwd')
     try:
-        return get_op(op_key(str(name), pass_name))
+        return get_op(key)
     except UsageError:
-        return foreign(str(name), pass_name)
+        return foreign(*split_key(key))
 
 
 def pass_of(op: Op[Any], pass_name: str) -> Op[Any]:
@@ -92,6 +95,6 @@ def shape_label(op: str, fields: object) -> str:
     """The op's label for recorded shape fields (a study's fingerprint, a tuned record); the raw numbers
     joined by 'x' for an op or fields this version does not know."""
     try:
-        return str(get_op(op).shape_from_case(dict(fields)).label())  # type: ignore[call-overload]
+        return str(named(op).shape_from_case(dict(fields)).label())  # type: ignore[call-overload]
     except Exception:
         return "x".join(str(v) for v in (fields or {}).values()) if isinstance(fields, dict) else str(fields)

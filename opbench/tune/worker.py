@@ -38,7 +38,7 @@ from opbench.dtypes import Inputs
 from opbench.layout import apply, place_inputs
 from opbench.machine import die_with_parent, pin_to_cpus
 from opbench.measure import Bench, combine
-from opbench.ops import assumed_accumulation, get_op
+from opbench.ops import assumed_accumulation, named
 from opbench.ops.base import Shape
 from opbench.ops.spot import refreshed
 from opbench.reference import InRunReference
@@ -50,7 +50,7 @@ from opbench.userkernel import load_function
 
 def _serve(proto: TextIO) -> None:
     init = json.loads(sys.stdin.readline())
-    op = get_op(init["op"])
+    op = named(init["op"])
     shape = op.shape_from_case(init["shape"])
     dtype, threads = init["dtype"], init["threads"]
     cpus = pin_to_cpus(threads)
