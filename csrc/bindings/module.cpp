@@ -25,6 +25,7 @@
 #include "opbench/timed_loop.hpp"
 
 namespace py = pybind11;
+using namespace pybind11::literals;
 using namespace opbench;
 
 namespace {
@@ -248,22 +249,23 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
 }
 
 py::dict cache_dict(const CacheLevel& c) {
-  py::dict d;
-  d["size_bytes"] = c.size_bytes;
-  d["ways"] = c.ways;
-  d["sets"] = c.sets;
-  d["line_bytes"] = c.line_bytes;
-  d["shared_by_cpus"] = c.shared_by_cpus;
+  return py::dict("size_bytes"_a = c.size_bytes, "ways"_a = c.ways, "sets"_a = c.sets,
+                  "line_bytes"_a = c.line_bytes, "shared_by_cpus"_a = c.shared_by_cpus);
+}
+
+// What names a micro-kernel (a KernelSet's, or its fp16-accumulating or bf16 one) in kernel_dict, added to d.
+template <class Kernels>
+py::dict kernel_named(const Kernels& k, py::dict d = py::dict()) {
+  d["isa"] = k.isa;
+  d["description"] = k.description;
+  d["mr"] = k.mr;
+  d["nr"] = k.nr;
   return d;
 }
 
 py::dict kernel_dict(const KernelSet& ks) {
   const Blocking blk = resolve_blocking(ks, Blocking{});
-  py::dict d;
-  d["isa"] = ks.isa;
-  d["description"] = ks.description;
-  d["mr"] = ks.mr;
-  d["nr"] = ks.nr;
+  py::dict d = kernel_named(ks);
   d["tile_m"] = blk.mc;
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
@@ -276,21 +278,13 @@ py::dict kernel_dict(const KernelSet& ks) {
   try {
     const F16AccKernels& k = f16acc_kernels(ks);
     f16acc["available"] = true;
-    f16acc["isa"] = k.isa;
-    f16acc["description"] = k.description;
-    f16acc["mr"] = k.mr;
-    f16acc["nr"] = k.nr;
+    kernel_named(k, f16acc);
   } catch (const std::invalid_argument& e) {
     f16acc["available"] = false;
     f16acc["reason"] = e.what();
   }
   d["fp16_accumulate"] = f16acc;
-  py::dict bf16;  // bf16 inputs: the kernels they run on, and why not the AVX512-BF16 ones where they are not used
-  const Bf16Kernels& bk = bf16_kernels(ks);
-  bf16["isa"] = bk.isa;
-  bf16["description"] = bk.description;
-  bf16["mr"] = bk.mr;
-  bf16["nr"] = bk.nr;
+  py::dict bf16 = kernel_named(bf16_kernels(ks));  // bf16 inputs: the kernels they run on, and why not the AVX512-BF16 ones where they are not used
   const std::string why_not = bf16_fast_unavailable(ks);
   bf16["dot_product_unit"] = why_not.empty();
   bf16["reason"] = why_not;
@@ -364,38 +358,16 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("cpu_info", [] {
     const CpuInfo& c = cpu_info();
-    py::dict d;
-    d["vendor"] = c.vendor;
-    d["brand"] = c.brand;
-    d["logical_cpus"] = c.logical_cpus;
-    d["family"] = c.family;
-    d["model"] = c.model;
-    d["stepping"] = c.stepping;
-    d["hypervisor"] = c.hypervisor;
-    py::dict f;
-    f["sse2"] = c.sse2;
-    f["avx"] = c.avx;
-    f["avx2"] = c.avx2;
-    f["fma"] = c.fma;
-    f["f16c"] = c.f16c;
-    f["avx512f"] = c.avx512f;
-    f["avx512bw"] = c.avx512bw;
-    f["avx512vl"] = c.avx512vl;
-    f["avx512dq"] = c.avx512dq;
-    f["avx512fp16"] = c.avx512fp16;
-    f["avx512bf16"] = c.avx512bf16;
-    f["amx_bf16"] = c.amx_bf16;
-    d["features"] = f;
-    py::dict caches;
-    caches["l1d"] = cache_dict(c.l1d);
-    caches["l2"] = cache_dict(c.l2);
-    caches["l3"] = cache_dict(c.l3);
-    d["caches"] = caches;
-    d["cache_source"] = c.cache_source;
-    d["isas"] = supported_isas();
-    d["native_fp16_fma"] = native_fp16_fma_available();
-    d["bf16_dot"] = bf16_dot_available();
-    return d;
+    const py::dict features("sse2"_a = c.sse2, "avx"_a = c.avx, "avx2"_a = c.avx2, "fma"_a = c.fma, "f16c"_a = c.f16c,
+                            "avx512f"_a = c.avx512f, "avx512bw"_a = c.avx512bw, "avx512vl"_a = c.avx512vl,
+                            "avx512dq"_a = c.avx512dq, "avx512fp16"_a = c.avx512fp16,
+                            "avx512bf16"_a = c.avx512bf16, "amx_bf16"_a = c.amx_bf16);
+    const py::dict caches("l1d"_a = cache_dict(c.l1d), "l2"_a = cache_dict(c.l2), "l3"_a = cache_dict(c.l3));
+    return py::dict("vendor"_a = c.vendor, "brand"_a = c.brand, "logical_cpus"_a = c.logical_cpus,
+                    "family"_a = c.family, "model"_a = c.model, "stepping"_a = c.stepping,
+                    "hypervisor"_a = c.hypervisor, "features"_a = features, "caches"_a = caches,
+                    "cache_source"_a = c.cache_source, "isas"_a = supported_isas(),
+                    "native_fp16_fma"_a = native_fp16_fma_available(), "bf16_dot"_a = bf16_dot_available());
   });
 
   m.def(

@@ -104,20 +104,26 @@ int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc,
   return (jc / nc) * packed_depth(k, kc, step) * round_up(nc, nr) + pc / kc * round_up(kc, step) * round_up(nb, nr);
 }
 
+// One packing call on A or B as the caller stored it: fp16 or fp32 (`dt`), from element `offset` of `base`,
+// by the kernel set's packer for that format (as is or transposed, chosen by the caller).
+template <class F16, class F32>
+void pack_stored(Dtype dt, const void* base, int64_t offset, F16 f16, F32 f32, int64_t ld, int64_t rows,
+                 int64_t cols, float* dst) {
+  if (dt == Dtype::f16) {
+    f16(static_cast<const uint16_t*>(base) + offset, ld, rows, cols, dst);
+  } else {
+    f32(static_cast<const float*>(base) + offset, ld, rows, cols, dst);
+  }
+}
+
 // Where element (pc, col) of B is in p.b (elements), B given as is or as B^T.
 int64_t b_offset(const GemmProblem& p, int64_t pc, int64_t col) { return p.trans_b ? col * p.ldb + pc : pc * p.ldb + col; }
 
 // One NR-column micro-panel of B: columns [col, col + cols) and rows [pc, pc + kb).
 void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols,
                   float* dst) {
-  const int64_t offset = b_offset(p, pc, col);
-  if (p.in_dtype == Dtype::f16) {
-    const auto* src = static_cast<const uint16_t*>(p.b) + offset;
-    (p.trans_b ? ks.gemm.pack_bt_f16 : ks.gemm.pack_b_f16)(src, p.ldb, kb, cols, dst);
-  } else {
-    const auto* src = static_cast<const float*>(p.b) + offset;
-    (p.trans_b ? ks.gemm.pack_bt_f32 : ks.gemm.pack_b_f32)(src, p.ldb, kb, cols, dst);
-  }
+  pack_stored(p.in_dtype, p.b, b_offset(p, pc, col), p.trans_b ? ks.gemm.pack_bt_f16 : ks.gemm.pack_b_f16,
+              p.trans_b ? ks.gemm.pack_bt_f32 : ks.gemm.pack_b_f32, p.ldb, kb, cols, dst);
 }
 
 }  // namespace
@@ -172,13 +178,8 @@ struct F32Tile {
   int64_t depth(int64_t kb) const { return kb; }  // panel rows for kb of K
   void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, float* dst) const {
     const int64_t at = p.trans_a ? pc * p.lda + row : row * p.lda + pc;
-    if (p.in_dtype == Dtype::f16) {
-      const auto* src = static_cast<const uint16_t*>(p.a) + at;
-      (p.trans_a ? ks.gemm.pack_at_f16 : ks.gemm.pack_a_f16)(src, p.lda, mb, kb, dst);
-    } else {
-      const auto* src = static_cast<const float*>(p.a) + at;
-      (p.trans_a ? ks.gemm.pack_at_f32 : ks.gemm.pack_a_f32)(src, p.lda, mb, kb, dst);
-    }
+    pack_stored(p.in_dtype, p.a, at, p.trans_a ? ks.gemm.pack_at_f16 : ks.gemm.pack_a_f16,
+                p.trans_a ? ks.gemm.pack_at_f32 : ks.gemm.pack_a_f32, p.lda, mb, kb, dst);
   }
   void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, float* dst) const {
     pack_b_panel(ks, p, pc, kb, col, cols, dst);

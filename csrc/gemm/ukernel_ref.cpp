@@ -1,7 +1,6 @@
 // Portable reference micro-kernel (plain C++, baseline x86-64 flags): the correctness yardstick for the
 // SIMD kernels and the fallback on CPUs without AVX2+FMA+F16C.
 #include <cmath>
-#include <cstring>
 
 #include "opbench/fp16.hpp"
 #include "opbench/kernel_set.hpp"
@@ -61,11 +60,9 @@ float fma_f16(float a, float b, float c) {
   const double exact = static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c);
   float f = static_cast<float>(exact);
   if (static_cast<double>(f) != exact) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
+    uint32_t bits = bits_of(f);
     if (std::fabs(static_cast<double>(f)) > std::fabs(exact)) bits -= 1u;  // toward zero, then set the odd bit
-    bits |= 1u;
-    std::memcpy(&f, &bits, sizeof f);
+    f = float_of(bits | 1u);
   }
   return half_to_float(float_to_half(f));
 }

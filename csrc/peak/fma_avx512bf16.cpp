@@ -13,13 +13,8 @@ double dot_chains_bf16_avx512bf16(int64_t iters) {
   const __m512bh x = (__m512bh)_mm512_set1_epi16(static_cast<short>(0x3f80));
   const __m512bh y = (__m512bh)_mm512_set1_epi16(static_cast<short>(0x3800));
   return peak::run_chains<kChains, __m512>(
-      iters, 16 * 4, [](int i) { return _mm512_set1_ps(0.001f * static_cast<float>(i)); },
-      [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); },
-      [](const __m512* acc) {
-        __m512 sum = acc[0];
-        for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
-        return _mm512_reduce_add_ps(sum);
-      });
+      iters, 16 * 4, [](float v) { return _mm512_set1_ps(v); }, [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); },
+      [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); }, [](__m512 s) { return _mm512_reduce_add_ps(s); });
 }
 
 }  // namespace opbench

@@ -2,7 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "opbench/bits.hpp"
 
 namespace opbench {
 
@@ -28,14 +29,11 @@ inline float half_to_float(uint16_t h) {
   } else {
     bits = sign | ((exp + 112u) << 23) | (mant << 13);
   }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return float_of(bits);
 }
 
 inline uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
+  const uint32_t x = bits_of(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u) {  // inf stays inf; NaN stays a quiet NaN with its top payload bits
