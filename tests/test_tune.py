@@ -250,7 +250,7 @@ def test_storage_passwords_are_never_printed(tmp_path: Path) -> None:
 
 def test_tune_errors_are_one_line(tmp_path: Path) -> None:
     for args, message in (
-        (["tune", "attention", "--m", "8"], "supports gemm, conv, rnn, gru, lstm"),
+        (["tune", "attention", "--m", "8"], "unknown op 'attention' (available: gemm, conv, rnn, gru, lstm)"),
         (["tune", "conv", "--m", "8"], "--m does not apply to conv"),
         (["tune", "gemm", "--m", "8", "--n", "8"], "needs --k"),
         (

@@ -10,9 +10,13 @@ import numpy as np
 from opbench import kernels
 from opbench.documents import Fields, Scalar
 from opbench.dtypes import ITEMSIZE, NUMPY_DTYPES, Array, Inputs, Output
-from opbench.ops import conv_taps, spot
+from opbench.ops import spot
 from opbench.ops.base import Op, bind
 from opbench.ops.conv_shape import SHAPE_FIELDS, ConvShape
+
+# the conv's optional Op fields, kept with the tap arithmetic they come from
+from opbench.ops.conv_taps import expected_zero_fraction as expected_zero_fraction
+from opbench.ops.conv_taps import useful_flops as useful_flops
 from opbench.ops.fields import int_field, reject_unknown
 from opbench.ops.numerics import checker, dot_bound, squares_bound
 from opbench.ops.space import expand
@@ -323,6 +327,4 @@ def tile_names(shape: ConvShape, isa: str | None, dtype: str = "fp32") -> dict[s
 
 import opbench.ops.conv as this  # noqa: E402  (the module binds itself: mypy checks it as an OpModule)
 
-OP: Op[ConvShape] = bind(
-    this, expected_zero_fraction=conv_taps.expected_zero_fraction, useful_flops=conv_taps.useful_flops
-)
+OP: Op[ConvShape] = bind(this)
