@@ -438,10 +438,19 @@ def test_an_injected_2x_slowdown_is_a_regression(same_build: tuple[Path, Path], 
     slow = _scaled(old, 2.0, tmp_path / "slow.json")
     proc = run_cli(["compare", str(old), str(slow), "--fail-on-regression"])
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "4 regression(s)" in proc.stdout and "-50.0%" in proc.stdout
+    assert "-50.0%" in proc.stdout
+    # Every case is a regression unless its own run was so noisy that a 2x shift stays inside its spread
+    # (q3 >= 2 q1: a shared VM gave one case of this fixture samples from 45 to 113 us); such a case must be
+    # flagged noisy in its run and say why it is not counted. At least one case is caught.
+    rows = compare.compare(inputs.load_results(old), inputs.load_results(slow), threshold=0.10)["rows"]
+    caught = [r for r in rows if r["verdict"] == "regression"]
+    assert caught and f"{len(caught)} regression(s)" in proc.stdout
+    for r in rows:
+        if r["verdict"] != "regression":
+            assert "noisy" in r["old_flags"] and r["note"] == "within the runs' noise (IQRs overlap)", r
     # And the other way round it is an improvement, not a regression.
     proc = run_cli(["compare", str(slow), str(old), "--fail-on-regression"])
-    assert proc.returncode == 0 and "0 regression(s), 4 improvement(s)" in proc.stdout
+    assert proc.returncode == 0 and f"0 regression(s), {len(caught)} improvement(s)" in proc.stdout
 
 
 def test_a_change_inside_the_noise_is_not_a_regression(same_build: tuple[Path, Path]) -> None:
