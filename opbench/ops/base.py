@@ -1,11 +1,12 @@
 """`Op`: one pass of an operator (gemm, or gemm:bwd) as a table of what it provides, after BLIS's context
-tables: data bound once per op module (its `OP`), not a module reached through getattr.
+tables: data bound once per op module (its `OP`, at import), not a module reached through getattr at each
+use.
 
-An op module keeps its functions (tests and benchmarks call them by name) and ends by binding them into its
-`OP`. The three recurrent ops share their functions through `ops/recurrent.py: recurrent_op`, and a
-backward pass is its forward's Op with the callables that differ replaced (`dataclasses.replace`), so the
-shape interface of a pass is its forward's by construction. The registry (ops/__init__.py) holds the
-instances; a Case holds the Op it measures.
+An op module keeps its functions (tests and benchmarks call them by name) and ends by binding itself into
+its `OP` (`bind`, below; mypy checks the module against `OpModule` there). The three recurrent ops share
+their functions through `ops/recurrent.py: recurrent_op`, and a backward pass is its forward's Op with the
+pass's own fields replaced (`backward_of`), so the shape interface of a pass is its forward's by
+construction. The registry (ops/__init__.py) holds the instances; a Case holds the Op it measures.
 
 `S` is the op's frozen shape class (ops/<op>.py): GemmShape, ConvShape, RnnShape, ...
 """
