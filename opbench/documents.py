@@ -83,17 +83,22 @@ class Bf16Info(TypedDict):
     reason: str
 
 
-class KernelInfo(TypedDict):
-    """A kernel set's micro-kernel shape and cache-model default tiles (`_core.kernel_info()`; the record
-    keys tile_m / tile_n / tile_k are a file format)."""
+class RegisterAndTiles(TypedDict):
+    """What every kernel description from C++ holds: the kernel set, the register tile and the cache-blocking
+    tiles (the record keys tile_m / tile_n / tile_k are a file format)."""
 
     isa: str
-    description: str
     mr: int
     nr: int
     tile_m: int
     tile_n: int
     tile_k: int
+
+
+class KernelInfo(RegisterAndTiles):
+    """A kernel set's micro-kernel shape and cache-model default tiles (`_core.kernel_info()`)."""
+
+    description: str
     small_m: int
     parallel_flops: int
     stream_m: int
@@ -103,17 +108,12 @@ class KernelInfo(TypedDict):
     bf16: Bf16Info
 
 
-class PlanTiles(TypedDict, total=False):
-    """What a prepared kernel runs (`Plan.tiles()`, csrc/bindings tile_dict): the kernel set, the kernel and
-    its register tile, the tiles as used; GEMM's path thresholds and path; a conv's GEMM and path."""
+class PlanTiles(RegisterAndTiles, total=False):
+    """What a prepared kernel runs (`Plan.tiles()`, csrc/bindings tile_dict, which always writes the kernel
+    set, the kernel, its register tile and the tiles as used); GEMM's path thresholds and path; a conv's
+    GEMM and path."""
 
-    isa: str
     kernel: str
-    mr: int
-    nr: int
-    tile_m: int
-    tile_n: int
-    tile_k: int
     small_m: int
     parallel_flops: int
     stream_m: int
