@@ -76,8 +76,8 @@ def conv_shape(c: int, size: int = 6, k: int = 8, n: int = 1, f: int = 3, groups
     return conv.make_shape({**point, "groups": groups})
 
 
-def recurrent_shape(module: Any, i: int, h: int = 32, t: int = 4, b: int = 3) -> Any:
-    extra = {"relu": 0} if module is rnn.OP else {}
+def recurrent_shape(module: Any, i: int, h: int = 32, t: int = 4, b: int = 3, relu: int = 0) -> Any:
+    extra = {"relu": relu} if module is rnn.OP else {}
     return module.shape_from_case({"seq_len": t, "batch": b, "input_size": i, "hidden": h, **extra})
 
 
@@ -223,9 +223,9 @@ def section_alarms(found: dict[str, Any], quick: bool) -> int:
         cases.append(("conv", conv_shape(int(rng.choice([1, 3, 17, 64])), int(rng.choice([3, 7, 9])),
                                          int(rng.choice([1, 5, 16])), int(rng.choice([1, 2])))))  # fmt: skip
         cases.append(("conv:bwd", conv_shape(int(rng.choice([1, 3, 17])), int(rng.choice([3, 7])), 5)))
-        for module in (lstm.OP, gru.OP, rnn.OP):
-            shape = recurrent_shape(module, int(rng.choice([1, 7, 64])), int(rng.choice([1, 9, 32])),
-                                    int(rng.choice([1, 3])), int(rng.choice([1, 2, 5])))  # fmt: skip
+        for module, relu in ((lstm.OP, 0), (gru.OP, 0), (rnn.OP, 0), (rnn.OP, 1)):
+            i, h, t, b = (int(rng.choice(c)) for c in ([1, 7, 64], [1, 9, 32], [1, 3, 16], [1, 2, 5]))
+            shape = recurrent_shape(module, i, h, t, b, relu)
             cases += [(module.name, shape), (f"{module.name}:bwd", shape)]
     for key, shape in cases:
         op = get_op(key)
@@ -280,6 +280,7 @@ def power_cases(quick: bool) -> tuple[list[tuple[str, str, Callable[[int], Any]]
         ("gru", "I + H + 2", lambda k: recurrent_shape(gru.OP, max(1, k - 34), 32)),
         ("rnn", "I + H + 2", lambda k: recurrent_shape(rnn.OP, max(1, k - 34), 32)),
         ("lstm:bwd", "I + H + 2", lambda k: recurrent_shape(lstm.OP, max(1, k - 34), 32)),
+        ("rnn:bwd", "ReLU, T 16: I + H + 2", lambda k: recurrent_shape(rnn.OP, max(1, k - 34), 32, 16, 3, 1)),
     ], ks
 
 

@@ -84,6 +84,44 @@ def test_every_wrong_answer_fails_and_the_right_one_passes(
     assert not passed, f"{op} {shape.label()} {dtype}: {passed} passed verification"
 
 
+# The recurrent backward passes at T = 16 (where the ReLU RNN's bound used to be its worst case, which let
+# negated gradients pass even in fp32), each gradient made wrong alone; the bound of a fused kernel (fp32
+# sums, ours). Every wrong answer fails in fp32; negated and halved ones in fp16 (a correct fp16 answer may
+# be several percent off where a ReLU unit near 0 switches).
+BACKWARD_WRONGS: dict[str, Any] = {
+    "neg": lambda g: -g,
+    "half": lambda g: 0.5 * g,
+    "x1.1": lambda g: 1.1 * g,
+    "one": lambda g: g + 0.1 * np.abs(g).max() * (np.arange(g.size).reshape(g.shape) == np.abs(g).argmax()),
+}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("op", ["rnn", "rnn relu", "gru", "lstm"])
+def test_every_wrong_gradient_of_a_recurrent_backward_fails(op: str, dtype: str) -> None:
+    from opbench.dtypes import NUMPY_DTYPES
+    from opbench.ops import recurrent_bwd
+
+    name, _, relu = op.partition(" ")
+    module = get_op(f"{name}:bwd")
+    extra = {"relu": int(bool(relu))} if name == "rnn" else {}
+    shape = module.shape_from_case({"seq_len": 16, "batch": 4, "input_size": 64, "hidden": 64, **extra})
+    inputs = module.make_inputs(shape, dtype, 3)
+    ref = module.reference(shape, inputs)
+    names = recurrent_bwd.GRAD_NAMES[: len(ref["grads"])]
+    right = [ref["grads"][n].astype(NUMPY_DTYPES[dtype]) for n in names]
+    assert module.check(shape, tuple(right), inputs, ref, dtype, "fp32")["ok"]
+    kinds = ("neg", "half", "x1.1", "one") if dtype == "fp32" else ("neg", "half")
+    passed = []
+    for i, n in enumerate(names):
+        for kind in kinds:
+            bad = BACKWARD_WRONGS[kind](ref["grads"][n]).astype(right[i].dtype)
+            wrong = [*right[:i], bad, *right[i + 1 :]]
+            if module.check(shape, tuple(wrong), inputs, ref, dtype, "fp32")["ok"]:
+                passed.append(f"{n} {kind}")
+    assert not passed, f"{op}:bwd {shape.label()} {dtype}: {passed} passed verification"
+
+
 def _old_gemm_bound(inputs: dict[str, np.ndarray], accumulate: str, dtype: str) -> np.ndarray:
     """The bound opbench had before issue 38, for the record: gamma_K capped at 1, the output's rounding on
     sum|products|."""

@@ -6,15 +6,26 @@ db_hh, dh0[, dc0]) in PyTorch's layouts. This module binds them onto each forwar
 FLOPs = 2x the forward's (BPTT: the recurrent gradient dZ W_hh per step, and dW_hh, dW_ih and dx over all
 steps, four GEMMs of the forward's two sizes).
 
-The check's bound: the float64 BPTT run a second time on absolute values (every product of magnitudes,
-every difference a sum of magnitudes) gives each gradient's sum of |terms| M; an implementation that
-accumulates in unit roundoff u, stores y in store_dtype and keeps its activations in fp32 stays within
-    SAFETY * (e_n(u) + e_n(u_fp32) + e_8T(u_store)) * M + u_out |gradient| + tiny,
+The check's bound: the float64 BPTT run again on absolute values (every product of magnitudes, every
+difference a sum of magnitudes) gives each gradient's sum of |terms| M, and on squares its sum of terms^2 S;
+an implementation that accumulates in unit roundoff u, stores y in store_dtype and keeps its activations in
+fp32 stays within
+    SAFETY * min((e_n(u) + e_n(u_fp32) + e_8T(u_store)) * M,
+                 LAMBDA (sqrt(n) (u + u_fp32) + sqrt(8 T) u_store) sqrt(S)) + u_out |gradient| + tiny,
     n = T (G + I + H) + T B + 8 T,
 a first-order count of every rounding on the longest chain (the steps' recurrent products, the sums over
 all steps, and the forward's own errors in the saved activations), where e_n(u) is the relative error of a
 term through n roundings: min(gamma_n(u), LAMBDA sqrt(n) u) (term_error). The final rounding to the output
-format is relative to the gradient itself, not to M (which is about sqrt(terms) times larger)."""
+format is relative to the gradient itself, not to M (which is about sqrt(terms) times larger).
+
+A ReLU RNN's derivative factors are 0 or 1, exact unless a unit switches: a unit whose pre-activation lies
+within LAMBDA times the error scale of the implementation's own forward (Switching, for the unit its sums
+imply: forward_unit) may come out on either side, and the terms through it count whole, at most their sum
+of |terms| and within LAMBDA times the root of their sum of squares. dW_hh also carries the forward's errors
+in the saved h. (Until 2026-11-27 a ReLU RNN was bounded by the worst case alone, which grows as M: about
+sqrt(H)^T times the gradient, so that at T = 16 even fp32 let negated gradients pass.)
+
+"""
 
 from __future__ import annotations
 
@@ -61,13 +72,15 @@ def memory_bytes(shape: fwd.RecurrentShape, dtype: str, reference: bool = True) 
     t, b, h, g = shape.seq_len, shape.batch, shape.hidden, shape.GATES * shape.hidden
     arrays = fwd._io_elems(shape) + t * b * h + 2 * _grad_elems(shape)
     saved = t * b * (g + 2 * h)
-    ref = 8 * (6 * arrays + 4 * saved) if reference else 0
+    relu = 2 * _grad_elems(shape) + t * b * h if fwd.cell_of(shape) == "rnn_relu" else 0
+    ref = 8 * (6 * arrays + 4 * saved + relu) if reference else 0
     return 3 * ITEMSIZE[dtype] * arrays + 4 * (saved + 2 * t * b * g) + ref
 
 
 def verify_cost_flops(shape: fwd.RecurrentShape) -> int:
-    """The float64 forward and two BPTT runs (values and magnitudes)."""
-    return 3 * flops(shape)
+    """The float64 forward and the BPTT runs: values, magnitudes and squares; a ReLU's forward error
+    scales and the magnitudes and squares of the units that may switch besides."""
+    return (7 if fwd.cell_of(shape) == "rnn_relu" else 3) * flops(shape)
 
 
 def make_inputs(shape: fwd.RecurrentShape, dtype: str, seed: int) -> dict[str, Array]:
@@ -86,13 +99,13 @@ def make_inputs(shape: fwd.RecurrentShape, dtype: str, seed: int) -> dict[str, A
 
 class BpttReference(TypedDict, total=False):
     """The float64 gradients by name and, beside each, its sums of |terms| and of terms^2 (the bound); the
-    precision the inputs were stored in; for ReLU the terms of units that may switch."""
+    precision the inputs were stored in; for ReLU what the units that may switch add (Switching)."""
 
     grads: dict[str, Array]
     magnitude: dict[str, Array]
     squares: dict[str, Array]
     store: str
-    switching: dict[str, Array]
+    switching: Switching
 
 
 def _sigmoid(z: Array) -> Array:
@@ -144,13 +157,15 @@ def _bptt(
     fw: dict[str, Array],
     mode: str = "value",
     margin: Array | float = 0.0,
+    keep: dict[str, Array] | None = None,
 ) -> dict[str, Array]:
     """BPTT in float64 over the expansion of each gradient into terms (products of factors along a path):
     "value" the gradients; "abs" every product of magnitudes, every difference a sum of them (each
     gradient's sum of |terms| M); "square" every factor squared, every difference split in two terms (each
     gradient's sum of terms^2 S), for the bound. `margin` (ReLU, T x B x H): a unit counts as active where
     its pre-activation z > -margin (a superset of the active units for margin > 0, a subset for margin < 0:
-    the units a correct implementation's own errors may switch)."""
+    the units a correct implementation's own errors may switch). `keep` receives the gate gradients dgx
+    ((T B) x G)."""
     ways: dict[str, Callable[[Array], Array]] = {"value": lambda v: v, "abs": np.abs, "square": np.square}
     a = ways[mode]
 
@@ -193,13 +208,19 @@ def _bptt(
         else:
             y = fw["y"][t]
             if cell == "rnn_relu":
-                dgx[t] = d * ((y > 0) if mode == "value" else (fw["z"][t] > -np.asarray(margin)[t]))
+                dgx[t] = d * (
+                    (y > 0)
+                    if mode == "value"
+                    else (fw["z"][t] > -(margin[t] if isinstance(margin, np.ndarray) else margin))
+                )
             else:
                 dgx[t] = d * one_minus(y * y)
             dh = dgx[t] @ w_hh
     x = a(f64["x"]).reshape(t_len * b, -1)
     h_prev = a(fw["h_prev"]).reshape(t_len * b, h)
     gx2, gh2 = dgx.reshape(t_len * b, g), dgh.reshape(t_len * b, g)
+    if keep is not None:
+        keep["dgx"] = gx2
     out = {
         "dx": (gx2 @ w_ih).reshape(t_len, b, -1),
         "dw_ih": gx2.T @ x,
@@ -213,28 +234,65 @@ def _bptt(
     return out
 
 
+class Switching:
+    """ReLU: what the units a correct forward may switch add to the bound, for the forward of a given unit
+    (ops/recurrent.py: UNITS), computed when a bound first asks for that unit. A unit whose pre-activation z
+    lies within LAMBDA times that forward's error scale of 0 (ops/rnn.py's scales) may come out on either
+    side: the terms through it are an error of a whole term, not a rounding of one. Per gradient: their sum
+    of |terms| ("switching") and of terms^2 ("switching_squares"), and dW_hh's share of the forward's errors
+    in the saved h ("forward_error")."""
+
+    def __init__(self, shape: fwd.RecurrentShape, inputs: dict[str, Array], f64: dict[str, Array],
+                 fw: dict[str, Array], dgx: Array) -> None:  # fmt: skip
+        self._shape, self._inputs, self._f64, self._fw, self._dgx = shape, inputs, f64, fw, dgx
+        self._cache: dict[str, dict[str, dict[str, Array]]] = {}
+
+    def of(self, unit: str) -> dict[str, dict[str, Array]]:
+        if unit not in self._cache:
+            shape, f64, fw = self._shape, self._f64, self._fw
+            scales = rnn.reference(cast(rnn.RnnShape, shape), self._inputs).scales(unit)
+            margin = LAMBDA * scales["z"]
+            outer, inner = _bptt(shape, f64, fw, "abs", margin), _bptt(shape, f64, fw, "abs", -margin)
+            outer_sq, inner_sq = (
+                _bptt(shape, f64, fw, "square", margin),
+                _bptt(shape, f64, fw, "square", -margin),
+            )
+            # dW_hh sums dgx^T h_prev over steps and rows, and each saved h_prev is a correct forward's,
+            # off by up to LAMBDA times its error scale (h0 is exact)
+            h_err = np.concatenate([np.zeros((1, *scales["y"].shape[1:])), LAMBDA * scales["y"][:-1]])
+            self._cache[unit] = {
+                "switching": {n: outer[n] - inner[n] for n in outer},
+                "switching_squares": {n: np.maximum(outer_sq[n] - inner_sq[n], 0.0) for n in outer},
+                "forward_error": {"dw_hh": np.abs(self._dgx).T @ h_err.reshape(-1, shape.hidden)},
+            }
+        return self._cache[unit]
+
+
 def reference(shape: fwd.RecurrentShape, inputs: dict[str, Array]) -> BpttReference:
-    """The float64 gradients and, beside them, the sums of |terms| and of terms^2 behind each (the bound)."""
+    """The float64 gradients and, beside them, the sums of |terms| and of terms^2 behind each (the bound);
+    for ReLU what units that may switch add (Switching)."""
     f64 = {k: v.astype(np.float64) for k, v in inputs.items()}
     fw = _forward64(shape, f64)
-    store = fwd.store_of(inputs)
-    # A ReLU unit whose pre-activation lies within a correct forward's error of 0 may switch (LAMBDA times
-    # its scale, ops/rnn.py, for sums and cells in the stored precision): its terms counted in the
-    # magnitudes, and whole in `switching` (an error of a full term, not a rounding of it).
-    relu = fwd.cell_of(shape) == "rnn_relu"
-    margin: Array | float = 0.0
-    if relu:  # (the forward's scales: ops/rnn.py's reference, run once more for them)
-        margin = LAMBDA * rnn.reference(cast(rnn.RnnShape, shape), inputs).scales(store)["z"]
+    kept: dict[str, Array] = {}
     out: BpttReference = {
-        "grads": _bptt(shape, f64, fw, "value"),
-        "magnitude": _bptt(shape, f64, fw, "abs", margin),
-        "squares": _bptt(shape, f64, fw, "square", margin),
-        "store": store,
+        "grads": _bptt(shape, f64, fw, "value", keep=kept),
+        "magnitude": _bptt(shape, f64, fw, "abs"),
+        "squares": _bptt(shape, f64, fw, "square"),
+        "store": fwd.store_of(inputs),
     }
-    if relu:
-        inner = _bptt(shape, f64, fw, "abs", -margin)
-        out["switching"] = {n: out["magnitude"][n] - inner[n] for n in inner}
+    if fwd.cell_of(shape) == "rnn_relu":
+        out["switching"] = Switching(shape, inputs, f64, fw, kept["dgx"])
     return out
+
+
+def forward_unit(accumulate: str, store: str) -> str:
+    """The forward unit (ops/recurrent.py: UNITS) of an implementation whose backward sums in `accumulate`:
+    one that sums in the stored precision computes its cells in it too; one that sums in fp32 is taken to
+    compute its cells in fp32 (a cell in the stored precision rounds z, which cannot change its sign)."""
+    sums, _, act = accumulate.partition("+act=")
+    base = sums.partition(":")[0]
+    unit = base if base == store and base in ("fp16", "bf16") else "fp32"
+    return f"{unit}+act={act}" if act else unit
 
 
 def grad_bounds(
@@ -255,23 +313,20 @@ def grad_bounds(
     # derivative factor built from them (1 - y^2 counted as 1 + y^2) off by at most 2e relative
     acts = 2 * t_len * float(act) if act else 0.0
     u_out, floor = UNIT_ROUNDOFF[dtype], tiny(dtype)
-    switching = ref.get("switching")
-    if switching is not None:
-        # ReLU: a recurrence that need not contract, whose forward errors grow along the dominant direction
-        # of W_hh rather than at random: the worst case of every rounding count, no statistical bound
-        worst = gamma(n_eff, u) + gamma(n_eff, u32) + gamma(8 * t_len, u_store) + acts
-        return {
-            n: SAFETY * (worst * ref["magnitude"][n] + switching[n]) + u_out * np.abs(ref["grads"][n]) + floor
-            for n in names
-        }
     worst = term_error(n_eff, u) + term_error(n_eff, u32) + term_error(8 * t_len, u_store) + acts
     stat = LAMBDA * (math.sqrt(n_eff) * (u + u32) + math.sqrt(8 * t_len) * u_store) + acts
-    return {
-        n: SAFETY * np.minimum(worst * ref["magnitude"][n], stat * np.sqrt(ref["squares"][n]))
-        + u_out * np.abs(ref["grads"][n])
-        + floor
-        for n in names
-    }
+    bounds = {n: np.minimum(worst * ref["magnitude"][n], stat * np.sqrt(ref["squares"][n])) for n in names}
+    if "switching" in ref:
+        # ReLU: the terms through units that may switch count whole, at most their sum of |terms| and, like
+        # any sum of many terms of random sign, within LAMBDA times the root of their sum of squares
+        extra = ref["switching"].of(forward_unit(accumulate, ref["store"]))
+        for n in names:
+            bounds[n] = bounds[n] + np.minimum(
+                extra["switching"][n], LAMBDA * np.sqrt(extra["switching_squares"][n])
+            )
+            if n in extra["forward_error"]:
+                bounds[n] = bounds[n] + extra["forward_error"][n]
+    return {n: SAFETY * bounds[n] + u_out * np.abs(ref["grads"][n]) + floor for n in names}
 
 
 def term_error(n: int, u: float) -> float:
