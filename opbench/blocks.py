@@ -6,6 +6,8 @@ stays the backend's own (what it ran with, by its names)."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import TypedDict
 
 
@@ -188,11 +190,37 @@ class ReferenceBlock(TypedDict, total=False):
 
 
 class PeakBlock(TypedDict):
-    """The peak a case's utilization is against: its GFLOPS, where it came from, and its name."""
+    """A record's peak block (Peak.to_block)."""
 
     gflops: float
     source: str
     name: str
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The peak a case's utilization is against: its GFLOPS, where it came from (in-run, a cached
+    measurement, a datasheet) and its name."""
+
+    gflops: float
+    source: str
+    name: str
+
+    def to_block(self) -> PeakBlock:
+        return {"gflops": self.gflops, "source": self.source, "name": self.name}
+
+    @classmethod
+    def from_block(cls, block: object) -> Peak | None:
+        """A record's peak block; None where there is none or it is not one (a positive finite number and
+        two strings)."""
+        if not isinstance(block, dict):
+            return None
+        gflops, source, name = block.get("gflops"), block.get("source"), block.get("name")
+        if not (isinstance(gflops, (int, float)) and not isinstance(gflops, bool) and math.isfinite(gflops)):
+            return None
+        if gflops <= 0 or not isinstance(source, str) or not isinstance(name, str):
+            return None
+        return cls(float(gflops), source, name)
 
 
 class TimedCheckBlock(TypedDict, total=False):

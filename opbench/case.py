@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
-from opbench.blocks import GuardsBlock, PeakBlock, ReferenceBlock, TimeBlock, VerifyBlock
+from opbench.blocks import GuardsBlock, Peak, ReferenceBlock, TimeBlock, VerifyBlock
 from opbench.documents import Record, Scalar
 from opbench.ops import named
 from opbench.ops.base import Op, RecordedShape, Shape
@@ -206,7 +206,7 @@ class Result:
     time: TimeBlock | None = None
     gflops: float | None = None
     gflops_best: float | None = None
-    peak: PeakBlock | None = None
+    peak: Peak | None = None
     utilization: float | None = None
     machine_speed: float | None = None
     reference: ReferenceBlock | None = None
@@ -261,7 +261,7 @@ class Result:
             "time": _plain(self.time),
             "gflops": self.gflops,
             "gflops_best": self.gflops_best,
-            "peak": _plain(self.peak),
+            "peak": None if self.peak is None else self.peak.to_block(),
             "utilization": self.utilization,
             "machine_speed": self.machine_speed,
             "reference": _plain(self.reference),
@@ -297,7 +297,7 @@ class Result:
             time=rec.get("time"),
             gflops=rec.get("gflops"),
             gflops_best=rec.get("gflops_best"),
-            peak=rec.get("peak"),
+            peak=Peak.from_block(rec.get("peak")),
             utilization=rec.get("utilization"),
             machine_speed=rec.get("machine_speed"),
             reference=rec.get("reference"),
@@ -310,7 +310,7 @@ class Result:
         )
 
 
-_B = TypeVar("_B", TimeBlock, PeakBlock, ReferenceBlock, VerifyBlock, GuardsBlock)
+_B = TypeVar("_B", TimeBlock, ReferenceBlock, VerifyBlock, GuardsBlock)
 
 
 def _plain(block: _B | None) -> _B | None:

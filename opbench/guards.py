@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from opbench.blocks import GuardsBlock, PeakBlock
+from opbench.blocks import GuardsBlock, Peak
 from opbench.case import Case, Result, Status
 from opbench.dtypes import Output
 from opbench.ops import pass_of
@@ -74,18 +74,18 @@ def useful_flops(case: Case) -> int:
     return round(case.flops * forward.useful_flops(case.shape) / forward.flops(case.shape))
 
 
-def peak_guard(case: Case, median_s: float, peak: PeakBlock, guards: GuardsBlock) -> list[str]:
+def peak_guard(case: Case, median_s: float, peak: Peak, guards: GuardsBlock) -> list[str]:
     """The necessary work's GFLOPS into `guards`; a 'suspect' reason when it is above `peak` (the unit's,
     as utilization uses it: name, gflops)."""
     useful = useful_flops(case)
     useful_gflops = useful / median_s / 1e9
     guards["useful_flops"] = useful
     guards["useful_gflops"] = useful_gflops
-    if useful_gflops <= peak["gflops"]:
+    if useful_gflops <= peak.gflops:
         return []
     return [
         f"suspect: {useful_gflops:.4g} GFLOPS of necessary work is "
-        f"{100 * useful_gflops / peak['gflops']:.0f}% of the {peak['name']} ({peak['gflops']:.4g} GFLOPS): "
+        f"{100 * useful_gflops / peak.gflops:.0f}% of the {peak.name} ({peak.gflops:.4g} GFLOPS): "
         "the peak, the timing or the output is wrong (a peak cached while the machine was busy: opbench peak "
         "--refresh)"
     ]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from opbench.blocks import Peak
 from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
 from opbench.ops import conv, gemm, get_op, lstm
 from opbench.sweep.config import SweepConfig
@@ -40,7 +41,7 @@ def test_a_result_round_trips_through_its_record(op: str, shape: object) -> None
         OK,
         time={"median_s": 1e-3, "samples_s": [1e-3]},
         gflops=1.5,
-        peak={"gflops": 10.0, "source": "in-run", "name": "fma"},
+        peak=Peak(10.0, "in-run", "fma"),
         utilization=0.15,
         details={"isa": "ref"},
         notes=("a note",),

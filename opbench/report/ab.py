@@ -232,7 +232,7 @@ def _side(r: Result | None) -> AbSide:
         "median_s": t.get("median_s"),
         "gflops": r.gflops,
         "utilization": r.utilization,
-        "peak": r.peak.get("name") if r.peak else None,
+        "peak": r.peak.name if r.peak else None,
         "flags": list(r.flags),
         "verify_ok": (r.verify or {}).get("ok"),
         "repro": r.repro,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import TypedDict
 
-from opbench.blocks import PeakBlock, ReferenceBlock, SensitivityBlock, TimeBlock
+from opbench.blocks import Peak, ReferenceBlock, SensitivityBlock, TimeBlock
 from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
@@ -38,11 +38,6 @@ class CorrectedPeak(TypedDict):
     gflops: float
     how: str
     reference: ReferenceBlock
-
-
-def _peak_block(peak: PeakDict) -> PeakBlock:
-    """The peak a utilization is against, as the record names it (a peak table's entry holds more)."""
-    return {"gflops": peak["gflops"], "source": peak["source"], "name": peak["name"]}
 
 
 def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBlock | None = None) -> Result:
@@ -90,22 +85,23 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
     gflops = flops / m.median_s / 1e9 if m.median_s > 0 else None
     gflops_best = flops / m.min_s / 1e9 if m.min_s > 0 else None
     flags += c.flags
-    used = beside = None if peak is None else _peak_block(peak)
+    # (a peak table's entry holds more than the record names)
+    used = beside = None if peak is None else Peak(peak["gflops"], peak["source"], peak["name"])
     reference = c.reference
     if reference is not None and reference["fma_gflops"]:
         name = _probe_name(case.visits[0].before["fma"].key)
-        beside = used = {"gflops": reference["fma_gflops"], "source": "in-run", "name": name}
+        beside = used = Peak(reference["fma_gflops"], "in-run", name)
         rounds = [(v.measurement.samples_s, v.speed_index) for v in c.kept]
         corrected = corrected_peak(reference, sensitivity, rounds)
         if corrected is not None:
             reference = {**reference, **corrected["reference"]}
-            used = {"gflops": corrected["gflops"], "source": "in-run", "name": f"{name}; {corrected['how']}"}
+            used = Peak(corrected["gflops"], "in-run", f"{name}; {corrected['how']}")
     peak_used, utilization = None, None
     if used is not None and beside is not None and gflops is not None:
         peak_used = used
-        utilization = gflops / used["gflops"]
+        utilization = gflops / used.gflops
         if reference is not None and reference is not c.reference:
-            reference["utilization_beside"] = gflops / beside["gflops"]
+            reference["utilization_beside"] = gflops / beside.gflops
             reference["utilization_best"] = gflops / reference["fma_best_gflops"]
         if utilization < SLOW_UTILIZATION:
             flags.append("slow")
