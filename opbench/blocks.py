@@ -1,14 +1,30 @@
-"""The nested blocks of a result record and the results header's environment block, typed: each is the
-file's own JSON layout (results files keep it, schema v10), declared as a TypedDict so that mypy checks
-every key that is written or read. They are built by the measurement path (time, reference, contention),
-the sweep (peak, verify, guards) and read back from any readable file by case.Result.from_record; `details`
-stays the backend's own (what it ran with, by its names)."""
+"""The nested blocks of a result record and the results header's environment block. Each block's record
+layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read;
+a block a Result holds is a small frozen dataclass (Peak, Guards) that becomes its layout in to_block and is
+read back, type by type, in from_block (case.Result.to_record and from_record). They are built by the
+measurement path (time, reference, contention), the sweep (peak, verify, guards) and read back from any
+readable file by case.Result.from_record; `details` stays the backend's own (what it ran with, by its
+names)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TypedDict, TypeVar
+
+_T = TypeVar("_T")
+
+
+def _number(value: object) -> float | None:
+    """A finite number read from a record; None for anything else (a bool, a string, NaN)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _of(value: object, kind: type[_T]) -> _T | None:
+    """`value` if it is a `kind` (a bool is no int), else None: a record's field read back."""
+    return value if isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool) else None
 
 
 class MeasurementBlock(TypedDict, total=False):
@@ -215,12 +231,14 @@ class Peak:
         two strings)."""
         if not isinstance(block, dict):
             return None
-        gflops, source, name = block.get("gflops"), block.get("source"), block.get("name")
-        if not (isinstance(gflops, (int, float)) and not isinstance(gflops, bool) and math.isfinite(gflops)):
+        gflops, source, name = (
+            _number(block.get("gflops")),
+            _of(block.get("source"), str),
+            _of(block.get("name"), str),
+        )
+        if gflops is None or gflops <= 0 or source is None or name is None:
             return None
-        if gflops <= 0 or not isinstance(source, str) or not isinstance(name, str):
-            return None
-        return cls(float(gflops), source, name)
+        return cls(gflops, source, name)
 
 
 class TimedCheckBlock(TypedDict, total=False):
@@ -250,7 +268,7 @@ class VerifyBlock(TypedDict, total=False):
 
 
 class GuardsBlock(TypedDict, total=False):
-    """What the too-good-to-be-true checks saw (guards.py), and the reasons they give."""
+    """A record's guards block (Guards.to_block)."""
 
     zero_fraction: float | None
     expected_zero_fraction: float
@@ -258,4 +276,53 @@ class GuardsBlock(TypedDict, total=False):
     useful_gflops: float | None
     reasons: list[str]
     peer: str
-    peer_speedup: float
+    peer_speedup: float | None
+
+
+@dataclass(frozen=True)
+class Guards:
+    """What the too-good-to-be-true checks saw (guards.py): the share of exact zeros in the first output
+    against the share the inputs give (counted after the first call: expected_zero_fraction is None until
+    then, and zero_fraction is None for an output that holds no array); the necessary work's FLOPs and
+    GFLOPS (against a peak); the reasons they give (None before the case was timed); the best other backend
+    on the case and how many times faster this one is."""
+
+    zero_fraction: float | None = None
+    expected_zero_fraction: float | None = None
+    useful_flops: int | None = None
+    useful_gflops: float | None = None
+    reasons: tuple[str, ...] | None = None
+    peer: str | None = None
+    peer_speedup: float | None = None
+
+    def to_block(self) -> GuardsBlock:
+        """The record's block: each check's keys where it ran."""
+        out: GuardsBlock = {}
+        if self.expected_zero_fraction is not None:
+            out["zero_fraction"] = self.zero_fraction
+            out["expected_zero_fraction"] = self.expected_zero_fraction
+        if self.useful_flops is not None:
+            out["useful_flops"] = self.useful_flops
+            out["useful_gflops"] = self.useful_gflops
+        if self.reasons is not None:
+            out["reasons"] = list(self.reasons)
+        if self.peer is not None:
+            out["peer"] = self.peer
+            out["peer_speedup"] = self.peer_speedup
+        return out
+
+    @classmethod
+    def from_block(cls, block: object) -> Guards | None:
+        """A record's guards block; None where there is none. A field of the wrong type reads as absent."""
+        if not isinstance(block, dict):
+            return None
+        reasons = block.get("reasons")
+        return cls(
+            zero_fraction=_number(block.get("zero_fraction")),
+            expected_zero_fraction=_number(block.get("expected_zero_fraction")),
+            useful_flops=_of(block.get("useful_flops"), int),
+            useful_gflops=_number(block.get("useful_gflops")),
+            reasons=tuple(r for r in reasons if isinstance(r, str)) if isinstance(reasons, list) else None,
+            peer=_of(block.get("peer"), str),
+            peer_speedup=_number(block.get("peer_speedup")),
+        )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
-from opbench.blocks import GuardsBlock, Peak, ReferenceBlock, TimeBlock, VerifyBlock
+from opbench.blocks import Guards, Peak, ReferenceBlock, TimeBlock, VerifyBlock
 from opbench.documents import Record, Scalar
 from opbench.ops import named
 from opbench.ops.base import Op, RecordedShape, Shape
@@ -211,7 +211,7 @@ class Result:
     machine_speed: float | None = None
     reference: ReferenceBlock | None = None
     verify: VerifyBlock | None = None
-    guards: GuardsBlock | None = None  # what the too-good-to-be-true checks saw (sweep/visits.py)
+    guards: Guards | None = None  # what the too-good-to-be-true checks saw (guards.py)
     details: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
@@ -266,7 +266,7 @@ class Result:
             "machine_speed": self.machine_speed,
             "reference": _plain(self.reference),
             "verify": _plain(self.verify),
-            "guards": _plain(self.guards),
+            "guards": None if self.guards is None else self.guards.to_block(),
             "details": dict(self.details),
             "notes": list(self.notes),
             "flags": list(self.flags),
@@ -302,7 +302,7 @@ class Result:
             machine_speed=rec.get("machine_speed"),
             reference=rec.get("reference"),
             verify=rec.get("verify"),
-            guards=rec.get("guards"),  # schema 7 on
+            guards=Guards.from_block(rec.get("guards")),  # schema 7 on
             details=rec.get("details") or {},
             notes=tuple(rec.get("notes") or ()),
             flags=tuple(rec.get("flags") or ()),
@@ -310,7 +310,7 @@ class Result:
         )
 
 
-_B = TypeVar("_B", TimeBlock, ReferenceBlock, VerifyBlock, GuardsBlock)
+_B = TypeVar("_B", TimeBlock, ReferenceBlock, VerifyBlock)
 
 
 def _plain(block: _B | None) -> _B | None:

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from opbench.blocks import GuardsBlock, Peak
+from opbench.blocks import Guards, Peak
 from opbench.case import Case, Result, Status
 from opbench.dtypes import Output
 from opbench.ops import pass_of
@@ -51,18 +51,18 @@ def zero_fraction(output: Output) -> float | None:
     return zeros / size if size else None
 
 
-def zeros_guard(case: Case, output: Output, guards: GuardsBlock) -> None:
-    """Count the output's zeros into `guards`; a reason starting 'mistrusted' when there are too many."""
+def zeros_guard(case: Case, output: Output) -> tuple[Guards, list[str]]:
+    """The output's zeros counted, and a reason starting 'mistrusted' when there are too many."""
     fraction = zero_fraction(output)
     expected_of = case.op.expected_zero_fraction
     expected = float(expected_of(case.shape)) if expected_of else 0.0
-    guards["zero_fraction"] = fraction
-    guards["expected_zero_fraction"] = expected
+    guards = Guards(zero_fraction=fraction, expected_zero_fraction=expected)
     if fraction is not None and fraction > expected + MISTRUST_ZEROS:
-        guards.setdefault("reasons", []).append(
+        return guards, [
             f"mistrusted: {100 * fraction:.0f}% of the output is exactly zero, where the inputs give "
             f"about {100 * expected:.0f}%"
-        )
+        ]
+    return guards, []
 
 
 def useful_flops(case: Case) -> int:
@@ -74,16 +74,15 @@ def useful_flops(case: Case) -> int:
     return round(case.flops * forward.useful_flops(case.shape) / forward.flops(case.shape))
 
 
-def peak_guard(case: Case, median_s: float, peak: Peak, guards: GuardsBlock) -> list[str]:
-    """The necessary work's GFLOPS into `guards`; a 'suspect' reason when it is above `peak` (the unit's,
-    as utilization uses it: name, gflops)."""
+def peak_guard(case: Case, median_s: float, peak: Peak, guards: Guards) -> tuple[Guards, list[str]]:
+    """`guards` with the necessary work's FLOPs and GFLOPS, and a 'suspect' reason when it is above `peak`
+    (the unit's, as utilization uses it: name, gflops)."""
     useful = useful_flops(case)
     useful_gflops = useful / median_s / 1e9
-    guards["useful_flops"] = useful
-    guards["useful_gflops"] = useful_gflops
+    guards = replace(guards, useful_flops=useful, useful_gflops=useful_gflops)
     if useful_gflops <= peak.gflops:
-        return []
-    return [
+        return guards, []
+    return guards, [
         f"suspect: {useful_gflops:.4g} GFLOPS of necessary work is "
         f"{100 * useful_gflops / peak.gflops:.0f}% of the {peak.name} ({peak.gflops:.4g} GFLOPS): "
         "the peak, the timing or the output is wrong (a peak cached while the machine was busy: opbench peak "
@@ -110,13 +109,13 @@ def peer_guard(results: list[Result]) -> list[Result]:
             continue
         peer_s, peer = min(peers)
         speedup = peer_s / r.time["median_s"]
-        guards: GuardsBlock = {**(r.guards or {}), "peer": peer, "peer_speedup": speedup}
+        guards = replace(r.guards or Guards(), peer=peer, peer_speedup=speedup)
         if speedup > SUSPECT_PEER_SPEEDUP:
             reason = (
                 f"suspect: {speedup:.0f}x faster than {peer}, the best other backend on this case (over "
                 f"{SUSPECT_PEER_SPEEDUP:g}x: check the output and the timing)"
             )
-            guards["reasons"] = [*guards.get("reasons", []), reason]
+            guards = replace(guards, reasons=(*(guards.reasons or ()), reason))
             flags = r.flags if "suspect" in r.flags else (*r.flags, "suspect")
             r = replace(r, flags=flags, notes=(*r.notes, reason))
         out.append(replace(r, guards=guards))

@@ -9,9 +9,10 @@ the record."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from typing import TypedDict
 
-from opbench.blocks import Peak, ReferenceBlock, SensitivityBlock, TimeBlock
+from opbench.blocks import Guards, Peak, ReferenceBlock, SensitivityBlock, TimeBlock
 from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
@@ -46,8 +47,8 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
     visits of the case's backend, op and dtype) says how far its speed follows the in-run FMA probe: its
     utilization is against the machine's best probe, slowed by the probe beside it only that far."""
     notes, flags = list(case.notes), []
-    guards = case.guards.copy()
-    reasons = list(guards.get("reasons", []))
+    guards = case.guards
+    reasons = list(guards.reasons or ())
     verify = case.verify
     if case.timed:
         timed = [t.to_dict() for t in case.timed]
@@ -57,7 +58,7 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
         flags.append("mistrusted")
     if not case.visits:
         return Result.of(case.case, case.outcome, notes=tuple(notes + reasons), flags=tuple(flags),
-                         guards=guards or None, **base)  # fmt: skip
+                         guards=None if guards == Guards() else guards, **base)  # fmt: skip
     c = combine(case.visits)
     m = c.measurement
     time: TimeBlock = {**c.time, "method": case.method}
@@ -105,10 +106,11 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
             reference["utilization_best"] = gflops / reference["fma_best_gflops"]
         if utilization < SLOW_UTILIZATION:
             flags.append("slow")
-        reasons += peak_guard(case.case, m.median_s, beside, guards)
+        guards, suspect = peak_guard(case.case, m.median_s, beside, guards)
+        reasons += suspect
         if reasons and reasons[-1].startswith("suspect"):
             flags.append("suspect")
-    guards["reasons"] = reasons
+    guards = replace(guards, reasons=tuple(reasons))
     notes += reasons
     return Result.of(
         case.case,

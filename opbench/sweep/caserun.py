@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from opbench.blocks import GuardsBlock, TimedCheckBlock, VerifyBlock
+from opbench.blocks import Guards, TimedCheckBlock, VerifyBlock
 from opbench.case import OK, Case, Outcome
 from opbench.dtypes import Inputs
 from opbench.measure import Visit
@@ -51,7 +51,7 @@ class CaseRun:
     prepared: dict[int, Any] = field(default_factory=dict)
     keep: bool = False
     # what the guards saw (zero_fraction: the first visit's)
-    guards: GuardsBlock = field(default_factory=GuardsBlock)
+    guards: Guards = field(default_factory=Guards)
     repro: str | None = None  # the command that measures this case again (repro.py)
     accumulate: str = ""  # what its verification bounds assume (Backend.accumulation, or its details)
     inputs: Inputs | None = None  # the values its prepared case computes on (between checks)
