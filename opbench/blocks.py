@@ -1,16 +1,16 @@
 """The nested blocks of a result record and the results header's environment block. Each block's record
-layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read;
-a block a Result holds is a small frozen dataclass (Peak, Guards) that becomes its layout in to_block and is
-read back, type by type, in from_block (case.Result.to_record and from_record). They are built by the
-measurement path (time, reference, contention), the sweep (peak, verify, guards) and read back from any
-readable file by case.Result.from_record; `details` stays the backend's own (what it ran with, by its
+layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read. A
+block a Result holds is a small frozen dataclass (Time, Peak, Guards): to_block gives its layout
+(case.Result.to_record), from_block reads one back from any readable file, a field of the wrong type as
+absent (case.Result.from_record). They are built by the measurement path (time, reference, contention)
+and the sweep (peak, verify, guards); `details` stays the backend's own (what it ran with, by its
 names)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TypedDict, TypeVar
+from dataclasses import dataclass, fields
+from typing import TypedDict, TypeVar, cast
 
 _T = TypeVar("_T")
 
@@ -169,6 +169,105 @@ class CombinedBlock(TypedDict, total=False):
 
 class TimeBlock(MeasurementBlock, CombinedBlock):
     """A case's time: the samples of its kept rounds (MeasurementBlock) and how they were combined."""
+
+
+def _numbers(value: object) -> tuple[float, ...] | None:
+    """A list of finite numbers read from a record; None for anything else."""
+    if not isinstance(value, list):
+        return None
+    out = [_number(v) for v in value]
+    return None if any(v is None for v in out) else tuple(cast(list[float], out))
+
+
+def _tables(value: object) -> tuple[dict[str, object], ...] | None:
+    """A list of objects (a time block's rounds or processes) read from a record; None for anything else."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        return None
+    return tuple(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Time:
+    """A case's time: the samples of its kept rounds (measurement.Measurement), how the rounds and processes
+    were combined (measure.combine: rounds, spreads, each visit in per_round, the interval of the median
+    over processes or rounds, each process in per_process) and how the case was timed (`method`). Fields a
+    record lacks (files before a schema gave them, or a block built from a median alone) are None."""
+
+    n_samples: int | None = None
+    loops: int | None = None
+    median_s: float
+    iqr_s: float | None = None
+    min_s: float | None = None
+    mean_s: float | None = None
+    std_s: float | None = None
+    rel_iqr: float | None = None
+    stability: str | None = None
+    single_sample: bool | None = None
+    cold_cache: bool | None = None
+    first_call: bool | None = None
+    samples_s: tuple[float, ...] | None = None
+    rounds: int | None = None
+    rel_iqr_within: float | None = None
+    rel_spread_rounds: float | None = None
+    dropped_rounds: int | None = None
+    per_round: tuple[RoundBlock, ...] | None = None
+    settle_s: float | None = None
+    interval_s: tuple[float, ...] | None = None
+    interval_over: str | None = None
+    processes: int | None = None
+    per_process: tuple[ProcessBlock, ...] | None = None
+    between_processes: float | None = None
+    method: str | None = None
+
+    def to_block(self) -> TimeBlock:
+        """The record's block: every field it has, in the layout's order (lists for tuples)."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return cast(TimeBlock, out)
+
+    @classmethod
+    def of(cls, block: TimeBlock) -> Time:
+        """A time block this version wrote (measure.combine), as it is."""
+        tuples = {"samples_s", "interval_s", "per_round", "per_process"}
+        return cls(**{k: tuple(v) if k in tuples else v for k, v in block.items()})  # type: ignore[arg-type]
+
+    @classmethod
+    def from_block(cls, block: object) -> Time | None:
+        """A record's time block; None where there is none or it has no median. A field of the wrong type
+        reads as absent."""
+        if not isinstance(block, dict) or (median := _number(block.get("median_s"))) is None:
+            return None
+        get = block.get
+        return cls(
+            n_samples=_of(get("n_samples"), int),
+            loops=_of(get("loops"), int),
+            median_s=median,
+            iqr_s=_number(get("iqr_s")),
+            min_s=_number(get("min_s")),
+            mean_s=_number(get("mean_s")),
+            std_s=_number(get("std_s")),
+            rel_iqr=_number(get("rel_iqr")),
+            stability=_of(get("stability"), str),
+            single_sample=_of(get("single_sample"), bool),
+            cold_cache=_of(get("cold_cache"), bool),
+            first_call=_of(get("first_call"), bool),
+            samples_s=_numbers(get("samples_s")),
+            rounds=_of(get("rounds"), int),
+            rel_iqr_within=_number(get("rel_iqr_within")),
+            rel_spread_rounds=_number(get("rel_spread_rounds")),
+            dropped_rounds=_of(get("dropped_rounds"), int),
+            per_round=cast("tuple[RoundBlock, ...] | None", _tables(get("per_round"))),
+            settle_s=_number(get("settle_s")),
+            interval_s=_numbers(get("interval_s")),
+            interval_over=_of(get("interval_over"), str),
+            processes=_of(get("processes"), int),
+            per_process=cast("tuple[ProcessBlock, ...] | None", _tables(get("per_process"))),
+            between_processes=_number(get("between_processes")),
+            method=_of(get("method"), str),
+        )
 
 
 class SensitivityBlock(TypedDict, total=False):

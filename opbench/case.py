@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
-from opbench.blocks import Guards, Peak, ReferenceBlock, TimeBlock, VerifyBlock
+from opbench.blocks import Guards, Peak, ReferenceBlock, Time, VerifyBlock
 from opbench.documents import Record, Scalar
 from opbench.ops import named
 from opbench.ops.base import Op, RecordedShape, Shape
@@ -203,7 +203,7 @@ class Result:
     outcome: Outcome = OK
     flops: int = 0
     min_bytes: int = 0
-    time: TimeBlock | None = None
+    time: Time | None = None
     gflops: float | None = None
     gflops_best: float | None = None
     peak: Peak | None = None
@@ -258,7 +258,7 @@ class Result:
             "flops": self.flops,
             "min_bytes": self.min_bytes,
             "arithmetic_intensity": self.arithmetic_intensity,
-            "time": _plain(self.time),
+            "time": None if self.time is None else self.time.to_block(),
             "gflops": self.gflops,
             "gflops_best": self.gflops_best,
             "peak": None if self.peak is None else self.peak.to_block(),
@@ -294,7 +294,7 @@ class Result:
             Outcome.of(rec["status"], rec.get("reason")),
             flops=rec.get("flops") or 0,
             min_bytes=rec.get("min_bytes") or 0,
-            time=rec.get("time"),
+            time=Time.from_block(rec.get("time")),
             gflops=rec.get("gflops"),
             gflops_best=rec.get("gflops_best"),
             peak=Peak.from_block(rec.get("peak")),
@@ -310,7 +310,7 @@ class Result:
         )
 
 
-_B = TypeVar("_B", TimeBlock, ReferenceBlock, VerifyBlock)
+_B = TypeVar("_B", ReferenceBlock, VerifyBlock)
 
 
 def _plain(block: _B | None) -> _B | None:

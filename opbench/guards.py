@@ -98,7 +98,7 @@ def peer_guard(results: list[Result]) -> list[Result]:
     for r in results:
         if r.status is Status.OK and r.time and "slow" not in r.flags:
             timed.setdefault((r.case.op.name, r.case.label, r.case.dtype), []).append(
-                (r.time["median_s"], r.case.backend)
+                (r.time.median_s, r.case.backend)
             )
     out = []
     for r in results:
@@ -108,7 +108,7 @@ def peer_guard(results: list[Result]) -> list[Result]:
             out.append(r)
             continue
         peer_s, peer = min(peers)
-        speedup = peer_s / r.time["median_s"]
+        speedup = peer_s / r.time.median_s
         guards = replace(r.guards or Guards(), peer=peer, peer_speedup=speedup)
         if speedup > SUSPECT_PEER_SPEEDUP:
             reason = (

@@ -14,6 +14,7 @@ import pytest
 
 from opbench import backends
 from opbench.backends.base import Backend, Prepared
+from opbench.blocks import Time
 from opbench.case import Result
 from opbench.cli.ab import exit_code
 from opbench.measure import Bench
@@ -55,15 +56,18 @@ def test_the_bootstrap_pairs_rounds_so_a_drifting_machine_cancels() -> None:
 
 
 def test_round_samples_split_by_kept_rounds() -> None:
-    time = {
+    time = Time.from_block({
+        "median_s": 3,
         "samples_s": [1, 2, 3, 4, 5],
         "per_round": [
             {"n_samples": 2, "kept": True}, {"n_samples": 4, "kept": False}, {"n_samples": 3, "kept": True},
         ],
-    }  # fmt: skip
+    })  # fmt: skip
+    assert time is not None
     split = ab.round_samples(time)
     assert [list(r) if r is not None else None for r in split] == [[1, 2], None, [3, 4, 5]]
-    assert len(ab.round_samples({"samples_s": [1, 2], "per_round": [{"n_samples": 2}]})) == 1  # schema 6
+    schema_6 = Time.from_block({"median_s": 1.5, "samples_s": [1, 2], "per_round": [{"n_samples": 2}]})
+    assert schema_6 is not None and len(ab.round_samples(schema_6)) == 1
 
 
 def test_rounds_are_paired_only_where_both_sides_kept_them() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opbench.blocks import Peak
+from opbench.blocks import Peak, Time
 from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
 from opbench.ops import conv, gemm, get_op, lstm
 from opbench.sweep.config import SweepConfig
@@ -39,7 +39,7 @@ def test_a_result_round_trips_through_its_record(op: str, shape: object) -> None
     result = Result.of(
         case,
         OK,
-        time={"median_s": 1e-3, "samples_s": [1e-3]},
+        time=Time(median_s=1e-3, samples_s=(1e-3,)),
         gflops=1.5,
         peak=Peak(10.0, "in-run", "fma"),
         utilization=0.15,

@@ -16,6 +16,7 @@ import pytest
 from conftest import run_cli
 
 from opbench import history, layout, sampling
+from opbench.blocks import Time
 from opbench.measure import Visit, combine
 from opbench.measurement import Measurement
 from opbench.report import ab
@@ -176,7 +177,8 @@ def test_ab_interval_draws_processes_first() -> None:
     _, lo_p, hi_p = ab.speedup_interval(list(a), list(b), processes=sides)
     assert hi_p - lo_p > hi_r - lo_r
     assert ab.verdict(lo_p, hi_p, 0.03) == "AMBIGUOUS"  # it only moved between processes
-    assert ab.round_processes({"per_round": [{"process": 0}, {"process": 1}, {}]}) == [0, 1, None]
+    time = Time.from_block({"median_s": 1.0, "per_round": [{"process": 0}, {"process": 1}, {}]})
+    assert time is not None and ab.round_processes(time) == [0, 1, None]
 
 
 def test_history_judges_the_range_of_process_medians(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from opbench import guards
+from opbench.blocks import Time
 from opbench.case import Case, Outcome, Result
 from opbench.measure import Visit
 from opbench.measurement import Measurement
@@ -186,7 +187,7 @@ def test_a_padding_skipping_conv_is_judged_on_the_flops_it_must_do() -> None:
 
 def _timed(backend: str, seconds: float) -> Result:
     case = Case(gemm.OP, gemm.GemmShape(8, 8, 8), "fp32", backend, 1, "cpu")
-    return Result.of(case, Outcome(), time={"median_s": seconds})
+    return Result.of(case, Outcome(), time=Time(median_s=seconds))
 
 
 def test_ten_times_the_best_peer_is_suspect() -> None:
@@ -199,7 +200,7 @@ def test_ten_times_the_best_peer_is_suspect() -> None:
     assert [r.case.backend for r in guards.peer_guard([_timed("alone", 1e-9)])] == ["alone"]
     # a peer that leaves the hardware idle (flagged slow) is no measure of what is plausible
     idle = Result.of(Case(gemm.OP, gemm.GemmShape(8, 8, 8), "fp32", "idle", 1, "cpu"), Outcome(),
-                     time={"median_s": 1.0}, flags=("slow",))  # fmt: skip
+                     time=Time(median_s=1.0), flags=("slow",))  # fmt: skip
     fine = {r.case.backend: r for r in guards.peer_guard([_timed("fast", 1e-3), idle])}
     assert "suspect" not in fine["fast"].flags
 

@@ -32,7 +32,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from opbench.blocks import TimeBlock
+from opbench.blocks import Time
 from opbench.case import Result, Status, named_doubts
 from opbench.documents import Scalar
 from opbench.dtypes import Array
@@ -112,12 +112,12 @@ BOOTSTRAP_DRAWS = 2000
 FAST_P = (1.0, 1.1, 1.5)
 
 
-def round_samples(time: TimeBlock) -> list[Array | None]:
+def round_samples(time: Time) -> list[Array | None]:
     """A record's per-call samples split by round, in visit order (None for a round the record dropped:
     throttled, or with our CPUs apart, and slower); one pool when the record does not say how they split
     (files before schema 7)."""
-    samples = np.asarray(time["samples_s"], dtype=np.float64)
-    rounds = time.get("per_round") or []
+    samples = np.asarray(time.samples_s or (time.median_s,), dtype=np.float64)
+    rounds = time.per_round or ()
     sizes = [int(r["n_samples"]) if r.get("kept") else 0 for r in rounds]
     if not rounds or any("kept" not in r for r in rounds) or sum(sizes) != len(samples):
         return [samples]
@@ -125,10 +125,10 @@ def round_samples(time: TimeBlock) -> list[Array | None]:
     return [samples[e - n : e] if n else None for n, e in zip(sizes, ends, strict=True)]
 
 
-def round_processes(time: TimeBlock) -> list[int | None]:
+def round_processes(time: Time) -> list[int | None]:
     """The worker process of each round of a record (--processes), in visit order; None where it ran in the
     sweep's own process."""
-    return [r.get("process") for r in time.get("per_round") or []]
+    return [r.get("process") for r in time.per_round or ()]
 
 
 def speedup_interval(
@@ -182,11 +182,11 @@ def speedup_interval(
     return point, float(min(lo, point)), float(max(hi, point))
 
 
-def machine_moved(a: TimeBlock, b: TimeBlock) -> float | None:
+def machine_moved(a: Time, b: Time) -> float | None:
     """How much faster the machine ran (its in-run reference) during B's visits than during A's of the same
     round, median over rounds (1.0: not at all); None where the records carry no reference."""
     ratios = []
-    for ra, rb in zip(a.get("per_round") or [], b.get("per_round") or [], strict=False):
+    for ra, rb in zip(a.per_round or (), b.per_round or (), strict=False):
         sa, sb = ra.get("machine_speed"), rb.get("machine_speed")
         if sa and sb:
             ratios.append(sb / sa)
@@ -196,7 +196,7 @@ def machine_moved(a: TimeBlock, b: TimeBlock) -> float | None:
 def noise(pairs: list[tuple[Result, Result]]) -> float:
     """The run's noise: median over cases and sides of max(relative IQR, spread of round medians)."""
     values = [
-        max(r.time.get("rel_iqr") or 0.0, r.time.get("rel_spread_rounds") or 0.0)
+        max(r.time.rel_iqr or 0.0, r.time.rel_spread_rounds or 0.0)
         for pair in pairs
         for r in pair
         if r.status is Status.OK and r.time
@@ -224,12 +224,11 @@ def _correct(r: Result) -> bool:
 def _side(r: Result | None) -> AbSide:
     if r is None:
         return {"status": "missing"}
-    t = r.time or {}
     return {
         "backend": r.case.backend,
         "status": r.status.value,
         "reason": r.outcome.text,
-        "median_s": t.get("median_s"),
+        "median_s": r.time.median_s if r.time else None,
         "gflops": r.gflops,
         "utilization": r.utilization,
         "peak": r.peak.name if r.peak else None,
@@ -264,7 +263,8 @@ def analyse(
             row["verdict"], row["reason"] = "FAILED", "; ".join(failed)
             rows.append(row)
             continue
-        ta, tb = a.time or {}, b.time or {}
+        ta, tb = a.time, b.time
+        assert ta is not None and tb is not None, "an ok case has a time"
         procs = list(zip(round_processes(ta), round_processes(tb), strict=False))
         point, lo, hi = speedup_interval(round_samples(ta), round_samples(tb), seed, processes=procs or None)
         moved = machine_moved(ta, tb)

@@ -25,8 +25,8 @@ MACHINE_SPEED_WARN = 0.10
 
 
 def _quartiles(r: Result) -> tuple[float, float, float]:
-    t = r.time or {}
-    samples = t.get("samples_s") or [t["median_s"]]
+    assert r.time is not None, "compared cases are ok, and an ok case has a time"
+    samples = r.time.samples_s or [r.time.median_s]
     q25, q50, q75 = np.percentile(np.asarray(samples, dtype=np.float64), [25, 50, 75])
     return float(q25), float(q50), float(q75)
 
@@ -34,11 +34,11 @@ def _quartiles(r: Result) -> tuple[float, float, float]:
 def _process_range(r: Result) -> tuple[float, float] | None:
     """Where a case measured in several processes could have landed (the bootstrap interval of its median
     over processes, and every process's median); None for one measured in one process."""
-    t = r.time or {}
-    if len(t.get("per_process") or []) < 2 or not t.get("interval_s"):
+    t = r.time
+    if t is None or len(t.per_process or ()) < 2 or not t.interval_s:
         return None
-    low, high = process_range({"time": t})
-    return min(low, t["interval_s"][0]), max(high, t["interval_s"][1])
+    low, high = process_range({"time": t.to_block()})
+    return min(low, t.interval_s[0]), max(high, t.interval_s[1])
 
 
 def reference_value(r: Result) -> float | None:

@@ -99,7 +99,7 @@ def provenance(doc: ResultsDoc) -> Provenance:
 
 
 def _row(r: Result) -> ReportRow:
-    t = r.time or {}
+    t = r.time
     return {
         "shape": r.case.label,
         "pass": r.case.pass_name,
@@ -107,18 +107,18 @@ def _row(r: Result) -> ReportRow:
         "status": r.status.value,
         "reason": r.outcome.text,
         "why": r.reason.value if r.reason else None,
-        "median_s": t.get("median_s"),
-        "rel_iqr": t.get("rel_iqr"),
+        "median_s": t.median_s if t else None,
+        "rel_iqr": t.rel_iqr if t else None,
         "gflops": r.gflops,
         # each worker process's GFLOPS (--processes: the report's strip plot), from its median
         "process_gflops": [
-            r.gflops * t["median_s"] / p["median_s"]
-            for p in t.get("per_process") or []
-            if p.get("median_s") and r.gflops and t.get("median_s")
+            r.gflops * t.median_s / p["median_s"]
+            for p in (t.per_process or () if t else ())
+            if p.get("median_s") and r.gflops and t and t.median_s
         ],
         "utilization": r.utilization,
-        "stability": t.get("stability"),
-        "flags": [f for f in r.flags if f != t.get("stability")],  # stability has its own column
+        "stability": t.stability if t else None,
+        "flags": [f for f in r.flags if not t or f != t.stability],  # stability has its own column
         "doubts": doubts(r.flags),  # what marks every number built from this case (case.DOUBT_MARK)
         "factors": dict(r.case.factors),
         "arithmetic_intensity": r.arithmetic_intensity,

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import replace
 from typing import TypedDict
 
-from opbench.blocks import Guards, Peak, ReferenceBlock, SensitivityBlock, TimeBlock
+from opbench.blocks import Guards, Peak, ReferenceBlock, SensitivityBlock, Time
 from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
@@ -61,8 +61,8 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
                          guards=None if guards == Guards() else guards, **base)  # fmt: skip
     c = combine(case.visits)
     m = c.measurement
-    time: TimeBlock = {**c.time, "method": case.method}
-    if time["settle_s"] >= QUIET_MAX_WAIT_S:
+    time = Time.of({**c.time, "method": case.method})
+    if (time.settle_s or 0.0) >= QUIET_MAX_WAIT_S:
         notes.append(
             f"other threads of this process were still busy after {QUIET_MAX_WAIT_S:g} s; "
             "the timing may be disturbed"
