@@ -1,6 +1,6 @@
 """The nested blocks of a result record and the results header's environment block. Each block's record
 layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read. A
-block a Result holds is a small frozen dataclass (Time, Peak, Guards): to_block gives its layout
+block a Result holds is a small frozen dataclass (Time, Peak, Verify, Guards): to_block gives its layout
 (case.Result.to_record), from_block reads one back from any readable file, a field of the wrong type as
 absent (case.Result.from_record). They are built by the measurement path (time, reference, contention)
 and the sweep (peak, verify, guards); `details` stays the backend's own (what it ran with, by its
@@ -424,4 +424,108 @@ class Guards:
             reasons=tuple(r for r in reasons if isinstance(r, str)) if isinstance(reasons, list) else None,
             peer=_of(block.get("peer"), str),
             peer_speedup=_number(block.get("peer_speedup")),
+        )
+
+
+@dataclass(frozen=True)
+class TimedCheck:
+    """One visit's check of the output of its timed calls (sweep/verification.py check_timed): skipped (why),
+    or whether it was right, its largest error against the bound, on which values (`inputs`), what was
+    recomputed (`checked`: the op's spot part) and why it is wrong."""
+
+    round: int
+    skipped: str | None = None  # over --verify-max-gflop: not checked
+    ok: bool | None = None
+    max_err_ratio: float | None = None
+    inputs: str | None = None  # new values, or the first ones where the backend cannot rewrite them
+    checked: str | None = None
+    reason: str | None = None
+
+    def to_block(self) -> TimedCheckBlock:
+        return cast(
+            TimedCheckBlock, {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        )
+
+    @classmethod
+    def from_block(cls, block: object) -> TimedCheck | None:
+        """A record's check of one visit; None where it is not one (no round number)."""
+        if not isinstance(block, dict) or (round_ := _of(block.get("round"), int)) is None:
+            return None
+        get = block.get
+        return cls(
+            round_,
+            skipped=_of(get("skipped"), str),
+            ok=_of(get("ok"), bool),
+            max_err_ratio=_number(get("max_err_ratio")),
+            inputs=_of(get("inputs"), str),
+            checked=_of(get("checked"), str),
+            reason=_of(get("reason"), str),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verify:
+    """The float64 check of a case's first call (ops.numerics.compare: whether it passed, why not, its
+    largest error against the bound and relative to the largest reference value, which output, and what
+    its sums were assumed to be in), or why it was skipped; and the checks of its timed calls."""
+
+    ok: bool | None = None  # None: the first call was not checked (`skipped` says why)
+    reason: str | None = None
+    max_err_ratio: float | None = None  # None where the output could not be compared (reason)
+    max_rel_err: float | None = None
+    worst: str | None = None
+    accumulate_assumed: str | None = None
+    skipped: str | None = None
+    timed: tuple[TimedCheck, ...] | None = None
+
+    @classmethod
+    def checked(cls, result: VerifyBlock, accumulate: str) -> Verify:
+        """A check's answer (Op.check) under the assumption it was made with."""
+        return cls(
+            ok=bool(result["ok"]),
+            reason=result.get("reason"),
+            max_err_ratio=result.get("max_err_ratio"),
+            max_rel_err=result.get("max_rel_err"),
+            worst=result.get("worst"),
+            accumulate_assumed=accumulate,
+        )
+
+    def to_block(self) -> VerifyBlock:
+        """The record's block: a checked first call's errors (null where they could not be taken) and the
+        fields it has, in the layout's order."""
+        out: VerifyBlock = {}
+        if self.ok is not None:
+            out["ok"] = self.ok
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.ok is not None:
+            out["max_err_ratio"] = self.max_err_ratio
+            out["max_rel_err"] = self.max_rel_err
+        if self.worst is not None:
+            out["worst"] = self.worst
+        if self.accumulate_assumed is not None:
+            out["accumulate_assumed"] = self.accumulate_assumed
+        if self.skipped is not None:
+            out["skipped"] = self.skipped
+        if self.timed is not None:
+            out["timed"] = [t.to_block() for t in self.timed]
+        return out
+
+    @classmethod
+    def from_block(cls, block: object) -> Verify | None:
+        """A record's verify block; None where there is none. A field of the wrong type reads as absent."""
+        if not isinstance(block, dict):
+            return None
+        get, timed = block.get, block.get("timed")
+        return cls(
+            ok=_of(get("ok"), bool),
+            reason=_of(get("reason"), str),
+            max_err_ratio=_number(get("max_err_ratio")),
+            max_rel_err=_number(get("max_rel_err")),
+            worst=_of(get("worst"), str),
+            accumulate_assumed=_of(get("accumulate_assumed"), str),
+            skipped=_of(get("skipped"), str),
+            timed=tuple(t for x in timed if (t := TimedCheck.from_block(x)))
+            if isinstance(timed, list)
+            else None,
         )

@@ -17,9 +17,9 @@ import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any
 
-from opbench.blocks import Guards, Peak, ReferenceBlock, Time, VerifyBlock
+from opbench.blocks import Guards, Peak, ReferenceBlock, Time, Verify
 from opbench.documents import Record, Scalar
 from opbench.ops import named
 from opbench.ops.base import Op, RecordedShape, Shape
@@ -210,7 +210,7 @@ class Result:
     utilization: float | None = None
     machine_speed: float | None = None
     reference: ReferenceBlock | None = None
-    verify: VerifyBlock | None = None
+    verify: Verify | None = None
     guards: Guards | None = None  # what the too-good-to-be-true checks saw (guards.py)
     details: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -265,7 +265,7 @@ class Result:
             "utilization": self.utilization,
             "machine_speed": self.machine_speed,
             "reference": _plain(self.reference),
-            "verify": _plain(self.verify),
+            "verify": None if self.verify is None else self.verify.to_block(),
             "guards": None if self.guards is None else self.guards.to_block(),
             "details": dict(self.details),
             "notes": list(self.notes),
@@ -301,7 +301,7 @@ class Result:
             utilization=rec.get("utilization"),
             machine_speed=rec.get("machine_speed"),
             reference=rec.get("reference"),
-            verify=rec.get("verify"),
+            verify=Verify.from_block(rec.get("verify")),
             guards=Guards.from_block(rec.get("guards")),  # schema 7 on
             details=rec.get("details") or {},
             notes=tuple(rec.get("notes") or ()),
@@ -310,9 +310,6 @@ class Result:
         )
 
 
-_B = TypeVar("_B", ReferenceBlock, VerifyBlock)
-
-
-def _plain(block: _B | None) -> _B | None:
+def _plain(block: ReferenceBlock | None) -> ReferenceBlock | None:
     """A copy of a block for a record (the Result's own stays as it is)."""
     return None if block is None else block.copy()

@@ -217,7 +217,7 @@ def verdict(lo: float, hi: float, threshold: float) -> str:
 
 
 def _correct(r: Result) -> bool:
-    verified = r.verify.get("ok", True) if r.verify else True
+    verified = r.verify.ok is not False if r.verify else True
     return r.status is Status.OK and verified and not set(r.flags) & set(DISTRUST_FLAGS)
 
 
@@ -233,7 +233,7 @@ def _side(r: Result | None) -> AbSide:
         "utilization": r.utilization,
         "peak": r.peak.name if r.peak else None,
         "flags": list(r.flags),
-        "verify_ok": (r.verify or {}).get("ok"),
+        "verify_ok": r.verify.ok if r.verify else None,
         "repro": r.repro,
     }
 

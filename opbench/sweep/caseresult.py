@@ -12,7 +12,7 @@ import statistics
 from dataclasses import replace
 from typing import TypedDict
 
-from opbench.blocks import Guards, Peak, ReferenceBlock, SensitivityBlock, Time
+from opbench.blocks import Guards, Peak, ReferenceBlock, SensitivityBlock, Time, Verify
 from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
@@ -51,8 +51,9 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
     reasons = list(guards.reasons or ())
     verify = case.verify
     if case.timed:
-        timed = [t.to_dict() for t in case.timed]
-        verify = {**(verify or {"skipped": "no float64 check of the first call"}), "timed": timed}
+        verify = replace(
+            verify or Verify(skipped="no float64 check of the first call"), timed=tuple(case.timed)
+        )
     base = {"verify": verify, "details": case.details, "repro": case.repro}
     if any(r.startswith("mistrusted") for r in reasons):
         flags.append("mistrusted")

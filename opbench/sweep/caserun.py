@@ -1,33 +1,17 @@
 """A case in a sweep (`CaseRun`): its Case and what its visits have found so far, and each visit's check of
-its timed output (`TimedCheck`)."""
+its timed output (blocks.TimedCheck)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import Any
 
-from opbench.blocks import Guards, TimedCheckBlock, VerifyBlock
+from opbench.blocks import Guards, TimedCheck, Verify
 from opbench.case import OK, Case, Outcome
 from opbench.dtypes import Inputs
 from opbench.measure import Visit
 from opbench.ops.base import Shape
 from opbench.sweep.config import BackendState, processes
-
-
-@dataclass(frozen=True)
-class TimedCheck:
-    """One visit's check of the output of its timed calls: in the record's verify.timed (to_dict)."""
-
-    round: int
-    skipped: str | None = None  # over --verify-max-gflop: not checked
-    ok: bool | None = None
-    max_err_ratio: float | None = None
-    inputs: str | None = None  # new values, or the first ones where the backend cannot rewrite them
-    checked: str | None = None  # what was recomputed (the op's spot part)
-    reason: str | None = None  # why it is wrong
-
-    def to_dict(self) -> TimedCheckBlock:
-        return cast(TimedCheckBlock, {k: v for k, v in asdict(self).items() if v is not None})
 
 
 @dataclass
@@ -39,7 +23,7 @@ class CaseRun:
     shape_index: int
     case: Case
     outcome: Outcome = OK
-    verify: VerifyBlock | None = None
+    verify: Verify | None = None
     details: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     visits: list[Visit] = field(default_factory=list)

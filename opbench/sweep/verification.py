@@ -21,12 +21,13 @@ from typing import Any
 from threadpoolctl import ThreadpoolController
 
 from opbench.backends.base import Prepared
+from opbench.blocks import TimedCheck, Verify
 from opbench.case import Outcome, Reason
 from opbench.dtypes import Array, Inputs, Output
 from opbench.ops import spot
 from opbench.ops.base import Op, Shape
 from opbench.ops.spot import refreshed
-from opbench.sweep.caserun import CaseRun, TimedCheck
+from opbench.sweep.caserun import CaseRun
 from opbench.sweep.config import SweepConfig
 
 # Verification's float64 BLAS work runs on one thread when it costs at most this many FLOPs: a
@@ -79,16 +80,16 @@ def check_first(cfg: SweepConfig, case: CaseRun, output: Output, expected: Expec
     if expected is None:
         if cfg.verify:
             cost = op.verify_cost_flops(shape) / 1e9
-            case.verify = {
-                "skipped": f"float64 verification would cost {cost:.0f} GFLOP, over "
+            case.verify = Verify(
+                skipped=f"float64 verification would cost {cost:.0f} GFLOP, over "
                 f"--verify-max-gflop {cfg.verify_max_gflop:g}"
-            }
+            )
         return True
     with verify_threads(op.verify_cost_flops(shape)):
         reference, bounds = expected.reference, expected.bounds(case.accumulate)
         assert case.inputs is not None  # made for the case's group, with its Expected
         result = op.check(shape, output, case.inputs, reference, case.dtype, case.accumulate, bounds)
-    case.verify = {**result, "accumulate_assumed": case.accumulate}
+    case.verify = Verify.checked(result, case.accumulate)
     if not result["ok"]:
         case.end(Outcome(Reason.WRONG_ANSWER, result.get("reason") or "error above the bound"))
     return bool(result["ok"])
