@@ -1,15 +1,15 @@
 """The nested blocks of a result record and the results header's environment block. Each block's record
-layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read. A
-block a Result holds is a small frozen dataclass (Time, Peak, Verify, Guards): to_block gives its layout
-(case.Result.to_record), from_block reads one back from any readable file, a field of the wrong type as
-absent (case.Result.from_record). They are built by the measurement path (time, reference, contention)
-and the sweep (peak, verify, guards); `details` stays the backend's own (what it ran with, by its
-names)."""
+layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read.
+What a Result holds (Time, Peak, Verify, Guards) and a sweep's Environment are small frozen dataclasses:
+to_block gives the layout (case.Result.to_record), from_block reads one back from any readable file, a
+field of the wrong type as absent (case.Result.from_record). They are built by the measurement path
+(time, reference, contention) and the sweep (peak, verify, guards); `details` stays the backend's own
+(what it ran with, by its names)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TypedDict, TypeVar, cast
 
 _T = TypeVar("_T")
@@ -86,6 +86,33 @@ class EnvironmentBlock(TypedDict, total=False):
     run: WindowBlock
     other_processes: list[ProcessUseBlock]
     reference: ReferenceSummary
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """A sweep's environment (contention.Monitor.finish, with runs.py's warnings and the in-run
+    reference's summary): the machine at the start and at the end, the run's warnings, the run's
+    contention, the busiest other processes and the in-run reference over the run."""
+
+    start: SnapshotBlock
+    end: SnapshotBlock
+    warnings: tuple[str, ...] = ()
+    run: WindowBlock | None = None  # None where /proc could not say
+    other_processes: tuple[ProcessUseBlock, ...] = ()
+    reference: ReferenceSummary | None = None  # None without probes (a GPU)
+
+    def to_block(self) -> EnvironmentBlock:
+        out: EnvironmentBlock = {"start": self.start, "end": self.end, "warnings": list(self.warnings)}
+        if self.run is not None:
+            out["run"] = self.run
+        out["other_processes"] = list(self.other_processes)
+        if self.reference is not None:
+            out["reference"] = self.reference
+        return out
+
+    def warned(self, *warnings: str) -> Environment:
+        """This environment with more warnings."""
+        return replace(self, warnings=(*self.warnings, *warnings))
 
 
 class ProbeBlock(TypedDict):

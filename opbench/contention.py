@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from opbench.blocks import EnvironmentBlock, ProcessUseBlock, SnapshotBlock, WindowBlock
+from opbench.blocks import Environment, ProcessUseBlock, SnapshotBlock, WindowBlock
 
 CONTENDED_SHARE = 0.10
 MIN_WINDOW_S = 0.05
@@ -218,23 +218,25 @@ class Monitor:
                 self._used[pid] = (name, self._used.get(pid, (name, 0.0))[1] + delta)
         self._procs_last = now
 
-    def finish(self, contended_cases: int | None = None) -> EnvironmentBlock:
+    def finish(self, contended_cases: int | None = None) -> Environment:
         """The run's environment block: start and end snapshots, the run's shares, the busiest other
         processes and the warnings. `contended_cases`: how many cases the caller flagged contended (their
         visits judged together too, so there can be some where no single visit was)."""
         stop = self._read(self.cpus)
-        env: EnvironmentBlock = {"start": self.start_snapshot, "end": snapshot(self.cpus), "warnings": []}
-        if self._run_start is not None and stop is not None:
-            env["run"] = shares(self._run_start, stop, len(self.cpus))
+        start = self._run_start
+        run = shares(start, stop, len(self.cpus)) if start is not None and stop is not None else None
         self._scan()
         used: list[ProcessUseBlock] = [
             {"pid": pid, "name": name, "cpu_s": round(cpu, 2)}
             for pid, (name, cpu) in self._used.items()
             if cpu >= 0.05
         ]
-        env["other_processes"] = sorted(used, key=lambda p: -float(p["cpu_s"]))[:TOP_PROCESSES]
+        others = sorted(used, key=lambda p: -float(p["cpu_s"]))[:TOP_PROCESSES]
+        env = Environment(
+            start=self.start_snapshot, end=snapshot(self.cpus), run=run, other_processes=tuple(others)
+        )
         if self.contended_visits or contended_cases:
-            top = env["other_processes"][0] if env["other_processes"] else None
+            top = others[0] if others else None
             who = f"; busiest: {top['name']} (pid {top['pid']}, {top['cpu_s']:g} s CPU)" if top else ""
             worst = self.worst
             how = (
@@ -249,7 +251,7 @@ class Monitor:
                 if contended_cases is not None
                 else ": those cases are flagged contended"
             )
-            env["warnings"].append(
+            env = env.warned(
                 f"{self.contended_visits} of {self.visits} measurement(s) ran while other processes used our "
                 f"CPUs{how}{who}{cases}"
             )

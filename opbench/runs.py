@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import AbstractContextManager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -154,16 +154,16 @@ def environment(writer: ResultsWriter, bench: Bench) -> None:
     assert bench.monitor is not None  # every sweep's Bench watches contention (sweep.make_bench)
     env = bench.monitor.finish(contended_cases=flagged["contended"])
     if bench.reference is not None:
-        env["reference"] = bench.reference.summary()
+        env = replace(env, reference=bench.reference.summary())
         peak.record_best_probes(bench.reference.run_best)
         if flagged["throttled"]:
-            env["warnings"].append(
+            env = env.warned(
                 f"{flagged['throttled']} case(s) measured only while the machine ran below "
                 f"{100 * THROTTLED_SPEED:.0f}% of its best in-run probe: flagged throttled"
             )
         if flagged["apart"]:
-            env["warnings"].append(apart_warning(flagged["apart"], bench.reference))
+            env = env.warned(apart_warning(flagged["apart"], bench.reference))
     if flagged[earlier.FLAG]:
-        env["warnings"].append(earlier.warning(flagged[earlier.FLAG]))
-    writer.doc["environment"] = env
+        env = env.warned(earlier.warning(flagged[earlier.FLAG]))
+    writer.doc["environment"] = env.to_block()
     writer.flush()

@@ -492,7 +492,7 @@ def test_the_monitor_warns_in_the_header_when_a_window_was_contended() -> None:
     w = mon.end(mon.begin())
     assert w["contended"] and w["others_share"] == pytest.approx(0.3)
     env = mon.finish()
-    assert len(env["warnings"]) == 1 and "contended" in env["warnings"][0]
+    assert len(env.warnings) == 1 and "contended" in env.warnings[0]
 
 
 def test_visits_too_short_to_judge_alone_are_judged_together() -> None:
@@ -509,7 +509,7 @@ def test_visits_too_short_to_judge_alone_are_judged_together() -> None:
         v.contention = dict(short)
     assert "contended" in combine(rounds).flags
     mon = Monitor([0, 1], read=lambda cpus: CpuTimes(0.0, 0.0, 0.0, 0.0))
-    warning = mon.finish(contended_cases=3)["warnings"][0]
+    warning = mon.finish(contended_cases=3).warnings[0]
     assert "3 case(s) flagged contended" in warning and "other processes used our CPUs" in warning
 
 
