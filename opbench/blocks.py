@@ -1,10 +1,10 @@
 """The nested blocks of a result record and the results header's environment block. Each block's record
 layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read.
-What a Result holds (Time, Peak, Verify, Guards) and a sweep's Environment are small frozen dataclasses:
-to_block gives the layout (case.Result.to_record), from_block reads one back from any readable file, a
-field of the wrong type as absent (case.Result.from_record). They are built by the measurement path
-(time, reference, contention) and the sweep (peak, verify, guards); `details` stays the backend's own
-(what it ran with, by its names)."""
+What a Result holds (Time, Peak, Verify, Guards, Details) and a sweep's Environment are small frozen
+dataclasses: to_block gives the layout (case.Result.to_record), from_block reads one back from any readable
+file, a field of the wrong type as absent (case.Result.from_record). They are built by the measurement
+path (time, reference, contention) and the sweep (peak, verify, guards); Details keeps the backend's own
+names for what it ran with."""
 
 from __future__ import annotations
 
@@ -556,3 +556,20 @@ class Verify:
             if isinstance(timed, list)
             else None,
         )
+
+
+@dataclass(frozen=True)
+class Details:
+    """What a backend says a case ran with, by its own names (a plug-in's as well as ours), in the order it
+    gave them: frozen when the case's Result is made, so that nothing the sweep does later changes it.
+    Values are the backend's (numbers, strings, tables of them)."""
+
+    items: tuple[tuple[str, object], ...] = ()
+
+    @classmethod
+    def of(cls, mapping: object) -> Details:
+        """A backend's details (or a record's block; anything but a table reads as none)."""
+        return cls(tuple((str(k), v) for k, v in mapping.items())) if isinstance(mapping, dict) else cls()
+
+    def to_block(self) -> dict[str, object]:
+        return dict(self.items)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from opbench.blocks import Guards, Peak, ReferenceBlock, Time, Verify
+from opbench.blocks import Details, Guards, Peak, ReferenceBlock, Time, Verify
 from opbench.documents import Record, Scalar
 from opbench.ops import named
 from opbench.ops.base import Op, RecordedShape, Shape
@@ -195,9 +195,9 @@ RECORD_FIELDS = (
 
 @dataclass(frozen=True)
 class Result:
-    """What became of a Case: its outcome and, when it was timed, the measurement. The nested blocks
-    (time, peak, reference, verify, guards: blocks.py) are typed in the record's own layout; details are
-    the backend's own."""
+    """What became of a Case: its outcome and, when it was timed, the measurement. The nested blocks are
+    frozen dataclasses (blocks.py: Time, Peak, Verify, Guards, Details); `reference` is typed in the
+    record's own layout."""
 
     case: Case
     outcome: Outcome = OK
@@ -212,7 +212,7 @@ class Result:
     reference: ReferenceBlock | None = None
     verify: Verify | None = None
     guards: Guards | None = None  # what the too-good-to-be-true checks saw (guards.py)
-    details: Mapping[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     notes: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
     repro: str | None = None  # the command that measures this case again (repro.py)
@@ -267,7 +267,7 @@ class Result:
             "reference": _plain(self.reference),
             "verify": None if self.verify is None else self.verify.to_block(),
             "guards": None if self.guards is None else self.guards.to_block(),
-            "details": dict(self.details),
+            "details": self.details.to_block(),
             "notes": list(self.notes),
             "flags": list(self.flags),
             "repro": self.repro,
@@ -303,7 +303,7 @@ class Result:
             reference=rec.get("reference"),
             verify=Verify.from_block(rec.get("verify")),
             guards=Guards.from_block(rec.get("guards")),  # schema 7 on
-            details=rec.get("details") or {},
+            details=Details.of(rec.get("details")),
             notes=tuple(rec.get("notes") or ()),
             flags=tuple(rec.get("flags") or ()),
             repro=rec.get("repro"),  # schema 7 on

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opbench.blocks import Peak, Time
+from opbench.blocks import Details, Peak, Time
 from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
 from opbench.ops import conv, gemm, get_op, lstm
 from opbench.sweep.config import SweepConfig
@@ -43,7 +43,7 @@ def test_a_result_round_trips_through_its_record(op: str, shape: object) -> None
         gflops=1.5,
         peak=Peak(10.0, "in-run", "fma"),
         utilization=0.15,
-        details={"isa": "ref"},
+        details=Details.of({"isa": "ref"}),
         notes=("a note",),
         flags=("drifting",),
     )

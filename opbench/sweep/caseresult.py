@@ -12,7 +12,7 @@ import statistics
 from dataclasses import replace
 from typing import TypedDict
 
-from opbench.blocks import Guards, Peak, ReferenceBlock, SensitivityBlock, Time, Verify
+from opbench.blocks import Details, Guards, Peak, ReferenceBlock, SensitivityBlock, Time, Verify
 from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
@@ -54,7 +54,7 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
         verify = replace(
             verify or Verify(skipped="no float64 check of the first call"), timed=tuple(case.timed)
         )
-    base = {"verify": verify, "details": case.details, "repro": case.repro}
+    base = {"verify": verify, "details": Details.of(case.details), "repro": case.repro}
     if any(r.startswith("mistrusted") for r in reasons):
         flags.append("mistrusted")
     if not case.visits:
