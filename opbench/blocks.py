@@ -1,10 +1,10 @@
 """The nested blocks of a result record and the results header's environment block. Each block's record
 layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read.
-What a Result holds (Time, Peak, Verify, Guards, Details) and a sweep's Environment are small frozen
-dataclasses: to_block gives the layout (case.Result.to_record), from_block reads one back from any readable
-file, a field of the wrong type as absent (case.Result.from_record). They are built by the measurement
-path (time, reference, contention) and the sweep (peak, verify, guards); Details keeps the backend's own
-names for what it ran with."""
+What a Result holds (Time, Peak, Reference, Verify, Guards, Details) and a sweep's Environment are small
+frozen dataclasses: to_block gives the layout (case.Result.to_record), from_block reads one back from any
+readable file, a field of the wrong type as absent (case.Result.from_record). They are built by the
+measurement path (time, reference, contention) and the sweep (peak, verify, guards); Details keeps the
+backend's own names for what it ran with."""
 
 from __future__ import annotations
 
@@ -329,6 +329,121 @@ class ReferenceBlock(TypedDict, total=False):
     sensitivity: SensitivityBlock
     utilization_beside: float
     utilization_best: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sensitivity:
+    """How far a group's speed follows the machine's speed index (sampling.sensitivity, in a Reference):
+    the slope `estimate` with its standard error, the `value` used (shrunk towards the prior, clipped to
+    [0, 1]), over how many visits and cases, and the exponent a case's rounds were corrected with (`used`).
+    A case timed before the run's end has only value (None), visits (0), over and used (prior is None)."""
+
+    value: float | None = None
+    estimate: float | None = None
+    se: float | None = None
+    weight: float | None = None
+    visits: int | None = None
+    probe_spread: float | None = None
+    prior: float | None = None
+    over: str | None = None
+    used: float | None = None
+
+    def to_block(self) -> SensitivityBlock:
+        out: SensitivityBlock = {"value": self.value}
+        if self.prior is not None:
+            out["estimate"], out["se"] = self.estimate, self.se
+            if self.weight is not None:
+                out["weight"] = self.weight
+        if self.visits is not None:
+            out["visits"] = self.visits
+        if self.prior is not None:
+            if self.probe_spread is not None:
+                out["probe_spread"] = self.probe_spread
+            out["prior"] = self.prior
+        if self.over is not None:
+            out["over"] = self.over
+        if self.used is not None:
+            out["used"] = self.used
+        return out
+
+    @classmethod
+    def from_block(cls, block: object) -> Sensitivity | None:
+        if not isinstance(block, dict):
+            return None
+        get = block.get
+        return cls(
+            value=_number(get("value")),
+            estimate=_number(get("estimate")),
+            se=_number(get("se")),
+            weight=_number(get("weight")),
+            visits=_of(get("visits"), int),
+            probe_spread=_number(get("probe_spread")),
+            prior=_number(get("prior")),
+            over=_of(get("over"), str),
+            used=_number(get("used")),
+        )
+
+
+# The in-run reference's measured fields, which a record carries whenever it has one (null where no probe
+# of that kind was taken).
+_MEASURED = ("basis", "fma_gflops", "triad_gbs", "handoff_ns", "fma_speed", "cache_gbs", "cache_speed",
+             "speed_index")  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reference:
+    """The in-run reference beside a case (measure.combine): what the utilization is against (`basis`: the
+    FMA probe, or triad for a memory-bound case), its probes' medians over the kept rounds and their speeds
+    against the machine's best; where the utilization was corrected by the probe beside each round
+    (caseresult.corrected_peak), the best FMA probe and the sensitivity used, and the utilization against
+    the probe beside the case and against the best."""
+
+    basis: str | None = None
+    fma_gflops: float | None = None
+    triad_gbs: float | None = None
+    handoff_ns: float | None = None
+    fma_speed: float | None = None
+    cache_gbs: float | None = None
+    cache_speed: float | None = None
+    speed_index: float | None = None
+    fma_best_gflops: float | None = None
+    sensitivity: Sensitivity | None = None
+    utilization_beside: float | None = None
+    utilization_best: float | None = None
+
+    def to_block(self) -> ReferenceBlock:
+        out = cast(ReferenceBlock, {k: getattr(self, k) for k in _MEASURED})
+        if self.fma_best_gflops is not None:
+            out["fma_best_gflops"] = self.fma_best_gflops
+            if self.sensitivity is not None:
+                out["sensitivity"] = self.sensitivity.to_block()
+        if self.utilization_beside is not None:
+            out["utilization_beside"] = self.utilization_beside
+            if self.utilization_best is not None:
+                out["utilization_best"] = self.utilization_best
+        return out
+
+    @classmethod
+    def from_block(cls, block: object) -> Reference | None:
+        """A record's reference block (or measure.combine's, with caseresult's corrections); None where
+        there is none. A field of the wrong type reads as absent."""
+        if not isinstance(block, dict):
+            return None
+        get = block.get
+        return cls(
+            basis=_of(get("basis"), str),
+            fma_gflops=_number(get("fma_gflops")),
+            triad_gbs=_number(get("triad_gbs")),
+            handoff_ns=_number(get("handoff_ns")),
+            fma_speed=_number(get("fma_speed")),
+            cache_gbs=_number(get("cache_gbs")),
+            cache_speed=_number(get("cache_speed")),
+            speed_index=_number(get("speed_index")),
+            fma_best_gflops=_number(get("fma_best_gflops")),
+            sensitivity=Sensitivity.from_block(get("sensitivity")),
+            utilization_beside=_number(get("utilization_beside")),
+            utilization_best=_number(get("utilization_best")),
+        )
 
 
 class PeakBlock(TypedDict):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from opbench.blocks import Details, Guards, Peak, ReferenceBlock, Time, Verify
+from opbench.blocks import Details, Guards, Peak, Reference, Time, Verify
 from opbench.documents import Record, Scalar
 from opbench.ops import named
 from opbench.ops.base import Op, RecordedShape, Shape
@@ -196,8 +196,7 @@ RECORD_FIELDS = (
 @dataclass(frozen=True)
 class Result:
     """What became of a Case: its outcome and, when it was timed, the measurement. The nested blocks are
-    frozen dataclasses (blocks.py: Time, Peak, Verify, Guards, Details); `reference` is typed in the
-    record's own layout."""
+    frozen dataclasses (blocks.py: Time, Peak, Reference, Verify, Guards, Details)."""
 
     case: Case
     outcome: Outcome = OK
@@ -209,7 +208,7 @@ class Result:
     peak: Peak | None = None
     utilization: float | None = None
     machine_speed: float | None = None
-    reference: ReferenceBlock | None = None
+    reference: Reference | None = None
     verify: Verify | None = None
     guards: Guards | None = None  # what the too-good-to-be-true checks saw (guards.py)
     details: Details = field(default_factory=Details)
@@ -264,7 +263,7 @@ class Result:
             "peak": None if self.peak is None else self.peak.to_block(),
             "utilization": self.utilization,
             "machine_speed": self.machine_speed,
-            "reference": _plain(self.reference),
+            "reference": None if self.reference is None else self.reference.to_block(),
             "verify": None if self.verify is None else self.verify.to_block(),
             "guards": None if self.guards is None else self.guards.to_block(),
             "details": self.details.to_block(),
@@ -300,7 +299,7 @@ class Result:
             peak=Peak.from_block(rec.get("peak")),
             utilization=rec.get("utilization"),
             machine_speed=rec.get("machine_speed"),
-            reference=rec.get("reference"),
+            reference=Reference.from_block(rec.get("reference")),
             verify=Verify.from_block(rec.get("verify")),
             guards=Guards.from_block(rec.get("guards")),  # schema 7 on
             details=Details.of(rec.get("details")),
@@ -308,8 +307,3 @@ class Result:
             flags=tuple(rec.get("flags") or ()),
             repro=rec.get("repro"),  # schema 7 on
         )
-
-
-def _plain(block: ReferenceBlock | None) -> ReferenceBlock | None:
-    """A copy of a block for a record (the Result's own stays as it is)."""
-    return None if block is None else block.copy()

@@ -44,9 +44,11 @@ def _process_range(r: Result) -> tuple[float, float] | None:
 def reference_value(r: Result) -> float | None:
     """The in-run reference a result's machine_speed rests on (FMA GFLOPS, or triad GB/s for a memory-bound
     case); None for records without one (older files, GPUs)."""
-    ref = r.reference or {}
-    value = ref.get("triad_gbs") if ref.get("basis") == "triad" else ref.get("fma_gflops")
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+    ref = r.reference
+    if ref is None:
+        return None
+    value = ref.triad_gbs if ref.basis == "triad" else ref.fma_gflops
+    return value if value is not None and value > 0 else None
 
 
 def _apart(r: Result) -> bool:

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import replace
 from typing import TypedDict
 
-from opbench.blocks import Details, Guards, Peak, ReferenceBlock, SensitivityBlock, Time, Verify
+from opbench.blocks import Details, Guards, Peak, Reference, ReferenceBlock, SensitivityBlock, Time, Verify
 from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
@@ -122,7 +122,7 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
         peak=peak_used,
         utilization=utilization,
         machine_speed=c.machine_speed,
-        reference=reference,
+        reference=Reference.from_block(reference),
         notes=tuple(notes),
         flags=tuple(flags),
         guards=guards,
