@@ -1,18 +1,38 @@
-"""The nested blocks of a result record and the results header's environment block. Each block's record
-layout (the file's own JSON, schema v10) is a TypedDict, so that mypy checks every key written or read.
-What a Result holds (Time, Peak, Reference, Verify, Guards, Details) and a sweep's Environment are small
-frozen dataclasses: to_block gives the layout (case.Result.to_record), from_block reads one back from any
-readable file, a field of the wrong type as absent (case.Result.from_record). They are built by the
-measurement path (time, reference, contention) and the sweep (peak, verify, guards); Details keeps the
-backend's own names for what it ran with."""
+"""The nested blocks of a result (Time, Peak, Reference, Verify, Guards, Details) and a sweep's
+Environment: small frozen dataclasses. to_block gives a block's record layout (record_blocks.py:
+case.Result.to_record); from_block reads one back from any readable file, a field of the wrong type as
+absent (case.Result.from_record). They are built by the measurement path (time, reference, contention)
+and the sweep (peak, verify, guards); Details keeps the backend's own names for what it ran with."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
-from typing import TypedDict, TypeVar, cast
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import TYPE_CHECKING, TypeVar, cast
+
+from opbench.record_blocks import (
+    EnvironmentBlock,
+    GuardsBlock,
+    PeakBlock,
+    ProcessBlock,
+    ProcessUseBlock,
+    ReferenceBlock,
+    ReferenceSummary,
+    RoundBlock,
+    SensitivityBlock,
+    SnapshotBlock,
+    TimeBlock,
+    TimedCheckBlock,
+    VerifyBlock,
+    WindowBlock,
+)
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 _T = TypeVar("_T")
+_B = TypeVar("_B")
 
 
 def _number(value: object) -> float | None:
@@ -27,65 +47,58 @@ def _of(value: object, kind: type[_T]) -> _T | None:
     return value if isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool) else None
 
 
-class MeasurementBlock(TypedDict, total=False):
-    """One set of timed samples (measurement.Measurement.to_dict)."""
-
-    n_samples: int
-    loops: int
-    median_s: float
-    iqr_s: float
-    min_s: float
-    mean_s: float
-    std_s: float
-    rel_iqr: float
-    stability: str
-    single_sample: bool
-    cold_cache: bool
-    first_call: bool
-    samples_s: list[float]
+def _numbers(value: object) -> tuple[float, ...] | None:
+    """A list of finite numbers read from a record; None for anything else."""
+    if not isinstance(value, list):
+        return None
+    out = [_number(v) for v in value]
+    return None if any(v is None for v in out) else tuple(cast(list[float], out))
 
 
-class WindowBlock(TypedDict, total=False):
-    """Contention over one window (a visit, or the whole run): other processes' and steal's share of our
-    CPUs, and whether that contended (contention.shares); `available` False where /proc could not say."""
-
-    available: bool
-    wall_s: float
-    others_cpu_s: float
-    others_share: float
-    steal_share: float
-    contended: bool
-    cpu_mhz: float | None
+def _tables(value: object) -> tuple[dict[str, object], ...] | None:
+    """A list of objects (a time block's rounds or processes) read from a record; None for anything else."""
+    return tuple(value) if isinstance(value, list) and all(isinstance(v, dict) for v in value) else None
 
 
-class SnapshotBlock(TypedDict, total=False):
-    """The machine at one moment: our CPUs, load average, run queue, frequency, governor."""
-
-    cpus: list[int]
-    loadavg: list[float] | None
-    procs_running: int
-    cpu_mhz: float | None
-    governor: str | None
+def _texts(value: object) -> tuple[str, ...] | None:
+    """A list's strings (a guard's reasons); None for anything but a list."""
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else None
 
 
-class ProcessUseBlock(TypedDict):
-    """Another process's CPU time during the run."""
-
-    pid: int
-    name: str
-    cpu_s: float
+def _checks(value: object) -> tuple[TimedCheck, ...] | None:
+    """A list's readable timed checks; None for anything but a list."""
+    return tuple(c for v in value if (c := TimedCheck.from_block(v))) if isinstance(value, list) else None
 
 
-class EnvironmentBlock(TypedDict, total=False):
-    """A results file's environment block: snapshots at the start and end, the run's contention, the
-    busiest other processes, the in-run reference's summary and the run's warnings."""
+# How a block's field is read back from a record, by its annotation (without "| None"): a value of another
+# type reads as absent.
+_READERS: dict[str, Callable[[object], object]] = {
+    "float": _number,
+    "int": lambda v: _of(v, int),
+    "str": lambda v: _of(v, str),
+    "bool": lambda v: _of(v, bool),
+    "tuple[float, ...]": _numbers,
+    "tuple[str, ...]": _texts,
+    "tuple[RoundBlock, ...]": _tables,
+    "tuple[ProcessBlock, ...]": _tables,
+    "tuple[TimedCheck, ...]": _checks,
+    "Sensitivity": lambda v: Sensitivity.from_block(v),
+}
 
-    start: SnapshotBlock
-    end: SnapshotBlock
-    warnings: list[str]
-    run: WindowBlock
-    other_processes: list[ProcessUseBlock]
-    reference: ReferenceSummary
+
+def _read(cls: Callable[..., _B], block: object) -> _B | None:
+    """The block dataclass `cls` read from a record's block, field by field (_READERS: a value of another
+    type reads as absent); None where the block is not a table or lacks a field `cls` requires."""
+    if not isinstance(block, dict):
+        return None
+    kinds = {f.name: (f.type, f.default is MISSING) for f in fields(cast("type[DataclassInstance]", cls))}
+    values = {
+        name: _READERS[str(kind).removesuffix(" | None")](block.get(name))
+        for name, (kind, _) in kinds.items()
+    }
+    if any(values[name] is None for name, (_, required) in kinds.items() if required):
+        return None
+    return cls(**values)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,104 +126,6 @@ class Environment:
     def warned(self, *warnings: str) -> Environment:
         """This environment with more warnings."""
         return replace(self, warnings=(*self.warnings, *warnings))
-
-
-class ProbeBlock(TypedDict):
-    """One in-run reference probe beside a visit (reference.Probe.to_dict): its value, how long before or
-    after the visit it was taken, and whether an earlier probe's value was reused."""
-
-    value: float
-    age_s: float
-    reused: bool
-
-
-class ReferenceSummary(TypedDict):
-    """The in-run reference over a whole run (reference.InRunReference.summary): its probes and their cost,
-    the best values known and seen, and how each probe is taken."""
-
-    probes: int
-    reused: int
-    probe_s: float
-    share_of_run: float | None
-    best: dict[str, float]
-    best_this_run: dict[str, float]
-    throttled_below: float
-    fma_probe: str
-    cache_probe: str
-    triad_probe: str
-    handoff_probe: str | None
-    apart_above: float
-    handoff_apart: dict[str, int]
-
-
-class RoundBlock(TypedDict, total=False):
-    """One visit of a case (measure.Visit.to_dict), and whether the combined time kept it."""
-
-    n_samples: int
-    loops: int
-    median_s: float
-    rel_iqr: float
-    fma_gflops: float | None
-    cache_gbs: float | None
-    triad_gbs: float | None
-    machine_speed: float | None
-    speed_index: float | None
-    throttled: bool
-    handoff_ns: float | None
-    apart: bool
-    probes: dict[str, dict[str, ProbeBlock]]  # "before" and "after" the visit, by probe key
-    settle_s: float
-    contention: WindowBlock | None
-    process: int
-    offsets: dict[str, int]
-    kept: bool
-
-
-class ProcessBlock(TypedDict):
-    """One worker process's share of a case's rounds (--processes; sampling.by_process)."""
-
-    process: int
-    median_s: float
-    rounds: int
-    n_samples: int
-    rel_spread: float
-
-
-class CombinedBlock(TypedDict, total=False):
-    """What measure.combine adds to the kept rounds' samples: how the rounds and processes agree, and how
-    the case was timed (`method`)."""
-
-    rounds: int
-    rel_iqr_within: float
-    rel_spread_rounds: float
-    dropped_rounds: int
-    per_round: list[RoundBlock]
-    settle_s: float
-    interval_s: list[float]
-    interval_over: str
-    processes: int
-    per_process: list[ProcessBlock]
-    between_processes: float
-    method: str
-
-
-class TimeBlock(MeasurementBlock, CombinedBlock):
-    """A case's time: the samples of its kept rounds (MeasurementBlock) and how they were combined."""
-
-
-def _numbers(value: object) -> tuple[float, ...] | None:
-    """A list of finite numbers read from a record; None for anything else."""
-    if not isinstance(value, list):
-        return None
-    out = [_number(v) for v in value]
-    return None if any(v is None for v in out) else tuple(cast(list[float], out))
-
-
-def _tables(value: object) -> tuple[dict[str, object], ...] | None:
-    """A list of objects (a time block's rounds or processes) read from a record; None for anything else."""
-    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-        return None
-    return tuple(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -263,72 +178,8 @@ class Time:
 
     @classmethod
     def from_block(cls, block: object) -> Time | None:
-        """A record's time block; None where there is none or it has no median. A field of the wrong type
-        reads as absent."""
-        if not isinstance(block, dict) or (median := _number(block.get("median_s"))) is None:
-            return None
-        get = block.get
-        return cls(
-            n_samples=_of(get("n_samples"), int),
-            loops=_of(get("loops"), int),
-            median_s=median,
-            iqr_s=_number(get("iqr_s")),
-            min_s=_number(get("min_s")),
-            mean_s=_number(get("mean_s")),
-            std_s=_number(get("std_s")),
-            rel_iqr=_number(get("rel_iqr")),
-            stability=_of(get("stability"), str),
-            single_sample=_of(get("single_sample"), bool),
-            cold_cache=_of(get("cold_cache"), bool),
-            first_call=_of(get("first_call"), bool),
-            samples_s=_numbers(get("samples_s")),
-            rounds=_of(get("rounds"), int),
-            rel_iqr_within=_number(get("rel_iqr_within")),
-            rel_spread_rounds=_number(get("rel_spread_rounds")),
-            dropped_rounds=_of(get("dropped_rounds"), int),
-            per_round=cast("tuple[RoundBlock, ...] | None", _tables(get("per_round"))),
-            settle_s=_number(get("settle_s")),
-            interval_s=_numbers(get("interval_s")),
-            interval_over=_of(get("interval_over"), str),
-            processes=_of(get("processes"), int),
-            per_process=cast("tuple[ProcessBlock, ...] | None", _tables(get("per_process"))),
-            between_processes=_number(get("between_processes")),
-            method=_of(get("method"), str),
-        )
-
-
-class SensitivityBlock(TypedDict, total=False):
-    """How far a group's speed follows the machine's speed index (sampling.sensitivity): the slope
-    `estimate` with its standard error, the `value` used (shrunk towards the prior, clipped to [0, 1]),
-    over how many visits and cases."""
-
-    value: float | None
-    estimate: float | None
-    se: float | None
-    weight: float
-    visits: int
-    probe_spread: float
-    prior: float
-    over: str
-    used: float
-
-
-class ReferenceBlock(TypedDict, total=False):
-    """The in-run reference beside a case: its probes' medians over the kept rounds and how its
-    utilization was corrected (caseresult.corrected_peak)."""
-
-    basis: str | None
-    fma_gflops: float | None
-    triad_gbs: float | None
-    handoff_ns: float | None
-    fma_speed: float | None
-    cache_gbs: float | None
-    cache_speed: float | None
-    speed_index: float | None
-    fma_best_gflops: float
-    sensitivity: SensitivityBlock
-    utilization_beside: float
-    utilization_best: float
+        """A record's time block; None where there is none or it has no median (_read)."""
+        return _read(cls, block)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -368,24 +219,13 @@ class Sensitivity:
 
     @classmethod
     def from_block(cls, block: object) -> Sensitivity | None:
-        if not isinstance(block, dict):
-            return None
-        get = block.get
-        return cls(
-            value=_number(get("value")),
-            estimate=_number(get("estimate")),
-            se=_number(get("se")),
-            weight=_number(get("weight")),
-            visits=_of(get("visits"), int),
-            probe_spread=_number(get("probe_spread")),
-            prior=_number(get("prior")),
-            over=_of(get("over"), str),
-            used=_number(get("used")),
-        )
+        """A record's sensitivity (in a reference block); None where there is none (_read)."""
+        return _read(cls, block)
 
 
 # The in-run reference's measured fields, which a record carries whenever it has one (null where no probe
 # of that kind was taken).
+
 _MEASURED = ("basis", "fma_gflops", "triad_gbs", "handoff_ns", "fma_speed", "cache_gbs", "cache_speed",
              "speed_index")  # fmt: skip
 
@@ -426,32 +266,8 @@ class Reference:
     @classmethod
     def from_block(cls, block: object) -> Reference | None:
         """A record's reference block (or measure.combine's, with caseresult's corrections); None where
-        there is none. A field of the wrong type reads as absent."""
-        if not isinstance(block, dict):
-            return None
-        get = block.get
-        return cls(
-            basis=_of(get("basis"), str),
-            fma_gflops=_number(get("fma_gflops")),
-            triad_gbs=_number(get("triad_gbs")),
-            handoff_ns=_number(get("handoff_ns")),
-            fma_speed=_number(get("fma_speed")),
-            cache_gbs=_number(get("cache_gbs")),
-            cache_speed=_number(get("cache_speed")),
-            speed_index=_number(get("speed_index")),
-            fma_best_gflops=_number(get("fma_best_gflops")),
-            sensitivity=Sensitivity.from_block(get("sensitivity")),
-            utilization_beside=_number(get("utilization_beside")),
-            utilization_best=_number(get("utilization_best")),
-        )
-
-
-class PeakBlock(TypedDict):
-    """A record's peak block (Peak.to_block)."""
-
-    gflops: float
-    source: str
-    name: str
+        there is none. (_read)."""
+        return _read(cls, block)
 
 
 @dataclass(frozen=True)
@@ -470,54 +286,8 @@ class Peak:
     def from_block(cls, block: object) -> Peak | None:
         """A record's peak block; None where there is none or it is not one (a positive finite number and
         two strings)."""
-        if not isinstance(block, dict):
-            return None
-        gflops, source, name = (
-            _number(block.get("gflops")),
-            _of(block.get("source"), str),
-            _of(block.get("name"), str),
-        )
-        if gflops is None or gflops <= 0 or source is None or name is None:
-            return None
-        return cls(gflops, source, name)
-
-
-class TimedCheckBlock(TypedDict, total=False):
-    """The check of one visit's timed output (sweep/caserun.TimedCheck)."""
-
-    round: int
-    ok: bool
-    max_err_ratio: float | None
-    inputs: str
-    checked: str | None
-    reason: str
-    skipped: str
-
-
-class VerifyBlock(TypedDict, total=False):
-    """The float64 check of a case's first call (ops.numerics.compare and the assumption it was checked
-    under), or why it was skipped, and the checks of its timed calls."""
-
-    ok: bool
-    reason: str
-    max_err_ratio: float | None
-    max_rel_err: float | None
-    worst: str
-    accumulate_assumed: str
-    skipped: str
-    timed: list[TimedCheckBlock]
-
-
-class GuardsBlock(TypedDict, total=False):
-    """A record's guards block (Guards.to_block)."""
-
-    zero_fraction: float | None
-    expected_zero_fraction: float
-    useful_flops: int
-    useful_gflops: float | None
-    reasons: list[str]
-    peer: str
-    peer_speedup: float | None
+        peak = _read(cls, block)
+        return peak if peak is not None and peak.gflops > 0 else None
 
 
 @dataclass(frozen=True)
@@ -554,19 +324,8 @@ class Guards:
 
     @classmethod
     def from_block(cls, block: object) -> Guards | None:
-        """A record's guards block; None where there is none. A field of the wrong type reads as absent."""
-        if not isinstance(block, dict):
-            return None
-        reasons = block.get("reasons")
-        return cls(
-            zero_fraction=_number(block.get("zero_fraction")),
-            expected_zero_fraction=_number(block.get("expected_zero_fraction")),
-            useful_flops=_of(block.get("useful_flops"), int),
-            useful_gflops=_number(block.get("useful_gflops")),
-            reasons=tuple(r for r in reasons if isinstance(r, str)) if isinstance(reasons, list) else None,
-            peer=_of(block.get("peer"), str),
-            peer_speedup=_number(block.get("peer_speedup")),
-        )
+        """A record's guards block; None where there is none. (_read)."""
+        return _read(cls, block)
 
 
 @dataclass(frozen=True)
@@ -590,19 +349,8 @@ class TimedCheck:
 
     @classmethod
     def from_block(cls, block: object) -> TimedCheck | None:
-        """A record's check of one visit; None where it is not one (no round number)."""
-        if not isinstance(block, dict) or (round_ := _of(block.get("round"), int)) is None:
-            return None
-        get = block.get
-        return cls(
-            round_,
-            skipped=_of(get("skipped"), str),
-            ok=_of(get("ok"), bool),
-            max_err_ratio=_number(get("max_err_ratio")),
-            inputs=_of(get("inputs"), str),
-            checked=_of(get("checked"), str),
-            reason=_of(get("reason"), str),
-        )
+        """A record's check of one visit; None where it is not one (no round number: _read)."""
+        return _read(cls, block)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -655,22 +403,8 @@ class Verify:
 
     @classmethod
     def from_block(cls, block: object) -> Verify | None:
-        """A record's verify block; None where there is none. A field of the wrong type reads as absent."""
-        if not isinstance(block, dict):
-            return None
-        get, timed = block.get, block.get("timed")
-        return cls(
-            ok=_of(get("ok"), bool),
-            reason=_of(get("reason"), str),
-            max_err_ratio=_number(get("max_err_ratio")),
-            max_rel_err=_number(get("max_rel_err")),
-            worst=_of(get("worst"), str),
-            accumulate_assumed=_of(get("accumulate_assumed"), str),
-            skipped=_of(get("skipped"), str),
-            timed=tuple(t for x in timed if (t := TimedCheck.from_block(x)))
-            if isinstance(timed, list)
-            else None,
-        )
+        """A record's verify block; None where there is none. (_read)."""
+        return _read(cls, block)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from opbench.blocks import Environment, ProcessUseBlock, SnapshotBlock, WindowBlock
+from opbench.blocks import Environment
+from opbench.record_blocks import ProcessUseBlock, SnapshotBlock, WindowBlock
 
 CONTENDED_SHARE = 0.10
 MIN_WINDOW_S = 0.05

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypedDict
 
-from opbench.blocks import (
+from opbench.record_blocks import (
     EnvironmentBlock,
     GuardsBlock,
     PeakBlock,

@@ -29,10 +29,10 @@ from typing import Any, TypedDict, cast
 
 from filelock import FileLock, Timeout
 
-from opbench.blocks import TimeBlock
 from opbench.documents import BackendSummary, MachineBlock, Record, ResultsDoc
 from opbench.files import atomic_write_text, json_text
 from opbench.machine import utc_now
+from opbench.record_blocks import TimeBlock
 
 HISTORY_KEEP = 5  # medians kept per case
 HISTORY_DIFF = 0.15  # a median this far (relative) from an earlier one does not reproduce

@@ -42,10 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from opbench import sampling
-from opbench.blocks import CombinedBlock, ReferenceBlock, RoundBlock, TimeBlock, WindowBlock
 from opbench.contention import Monitor, pooled
 from opbench.machine import wait_until_quiet
 from opbench.measurement import Measurement, stability_class
+from opbench.record_blocks import CombinedBlock, ReferenceBlock, RoundBlock, TimeBlock, WindowBlock
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED, InRunReference, Probe
 from opbench.timing import RunFn, Timer
 

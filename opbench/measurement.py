@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opbench.blocks import MeasurementBlock
+from opbench.record_blocks import MeasurementBlock
 
 # Relative IQR (IQR / median) above which a result is flagged, as torch.utils.benchmark warns.
 UNSTABLE_REL_IQR = 0.10

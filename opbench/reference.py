@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from opbench import kernels
-from opbench.blocks import ProbeBlock, ReferenceSummary
 from opbench.machine import allowed_cpus
+from opbench.record_blocks import ProbeBlock, ReferenceSummary
 
 # A visit whose probe ran below this share of the best probe this machine has shown ran on a slow machine.
 THROTTLED_SPEED = 0.85

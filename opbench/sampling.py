@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from opbench.blocks import ProcessBlock, SensitivityBlock
+from opbench.record_blocks import ProcessBlock, SensitivityBlock
 
 BOOTSTRAP_DRAWS = 1000
 LEVEL = 0.95

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opbench.blocks import TimeBlock
 from opbench.case import DOUBT_MARK, marked
 from opbench.documents import CompareRow, Scalar
+from opbench.record_blocks import TimeBlock
 
 
 def format_seconds(s: float | None) -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from opbench.blocks import MeasurementBlock, RoundBlock, VerifyBlock
 from opbench.documents import Identity, KernelRanOn, Params, Scalar, UserKernelDict
+from opbench.record_blocks import MeasurementBlock, RoundBlock, VerifyBlock
 
 # A timer's settings by TimerConfig field (tune/config.py's TRIAL_TIMER, CONFIRM_TIMER).
 TimerDict = dict[str, float]

@@ -4,12 +4,13 @@ and every reason a sweep or the tuner writes reads back as the kind that wrote i
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from opbench.blocks import Details, Peak, Time
+from opbench.blocks import Details, Guards, Peak, Reference, Sensitivity, Time, TimedCheck, Verify
 from opbench.case import OK, RECORD_FIELDS, Case, Outcome, Reason, Result, Status
 from opbench.ops import conv, gemm, get_op, lstm
 from opbench.sweep.config import SweepConfig
@@ -54,6 +55,47 @@ def test_a_result_round_trips_through_its_record(op: str, shape: object) -> None
     again = Result.from_record(json.loads(json.dumps(rec)))
     assert again.to_record() == rec
     assert again.status is Status.OK and again.reason is None and again.flags == ("drifting",)
+
+
+# Every field of every block set (a sweep's full record), and the fields a block can lack left out.
+FULL_BLOCKS = [
+    Time(
+        n_samples=3, loops=2, median_s=1e-3, iqr_s=1e-5, min_s=9e-4, mean_s=1e-3, std_s=1e-5, rel_iqr=0.01,
+        stability="stable", single_sample=False, cold_cache=False, first_call=False,
+        samples_s=(9e-4, 1e-3, 1.1e-3), rounds=2, rel_iqr_within=0.01, rel_spread_rounds=0.02,
+        dropped_rounds=0, per_round=({"n_samples": 2, "kept": True},), settle_s=0.0,
+        interval_s=(9e-4, 1.1e-3),
+        interval_over="processes", processes=2, per_process=({"process": 0, "median_s": 1e-3},),
+        between_processes=0.01, method="in-process",
+    ),
+    Time(median_s=2.0),
+    Peak(10.0, "in-run", "fma"),
+    Reference(basis="fma", fma_gflops=100.0, fma_speed=0.9, speed_index=0.95, fma_best_gflops=110.0,
+              sensitivity=Sensitivity(value=0.8, estimate=0.7, se=0.1, weight=0.5, visits=9,
+                                      probe_spread=0.02, prior=1.0, over="3 cases of cpp gemm", used=0.8),
+              utilization_beside=0.5, utilization_best=0.45),
+    Reference(basis="fma", fma_best_gflops=1.0,
+              sensitivity=Sensitivity(visits=0, over="not yet estimated", used=1.0)),
+    Verify(ok=True, max_err_ratio=0.1, max_rel_err=1e-6, worst="c", accumulate_assumed="fp32",
+           timed=(TimedCheck(1, ok=True, max_err_ratio=0.2, inputs="new values", checked="rows 1, 5"),
+                  TimedCheck(2, skipped="over the cap"))),
+    Verify(ok=False, reason="c contains inf or NaN", accumulate_assumed="fp32"),
+    Verify(skipped="over --verify-max-gflop"),
+    Guards(zero_fraction=None, expected_zero_fraction=0.0, useful_flops=10, useful_gflops=1.0, reasons=(),
+           peer="torch", peer_speedup=2.0),
+    Guards(zero_fraction=1.0, expected_zero_fraction=0.0, reasons=("mistrusted: all zero",)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("block", FULL_BLOCKS, ids=lambda b: type(b).__name__)
+def test_every_block_reads_back_as_it_was_written(block: Any) -> None:
+    written = json.loads(json.dumps(block.to_block()))
+    assert type(block).from_block(written) == block
+    # and a field of the wrong type reads as absent, never as a value of the wrong type
+    for key, value in written.items():
+        if value is not None and not isinstance(value, (list, dict)):
+            bad = type(block).from_block({**written, key: [value]})
+            assert bad is None or getattr(bad, key) is None, (key, bad)
 
 
 def test_a_result_is_immutable() -> None:

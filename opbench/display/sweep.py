@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from opbench.blocks import TimeBlock
 from opbench.documents import BatchLines, Record, ResultsDoc
+from opbench.record_blocks import TimeBlock
 from opbench.texts import format_seconds, spread
 
 

@@ -31,8 +31,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from opbench.blocks import VerifyBlock
 from opbench.dtypes import NUMPY_DTYPES, UNIT_ROUNDOFF, Array, Inputs, Output, finfo
+from opbench.record_blocks import VerifyBlock
 
 # Standard deviations (in Hoeffding's scale u * sqrt(V)) a correct sum's error may reach.
 LAMBDA = 10.0

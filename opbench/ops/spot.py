@@ -20,9 +20,9 @@ from typing import TypeVar
 
 import numpy as np
 
-from opbench.blocks import VerifyBlock
 from opbench.dtypes import Array, Inputs, Output
 from opbench.ops.numerics import compare
+from opbench.record_blocks import VerifyBlock
 
 S = TypeVar("S")
 # Which part of an output a spot check takes: rows (an index array), or per dimension an index array or all.

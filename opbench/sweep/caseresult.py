@@ -12,12 +12,13 @@ import statistics
 from dataclasses import replace
 from typing import TypedDict
 
-from opbench.blocks import Details, Guards, Peak, Reference, ReferenceBlock, SensitivityBlock, Time, Verify
+from opbench.blocks import Details, Guards, Peak, Reference, Time, Verify
 from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
 from opbench.measure import QUIET_MAX_WAIT_S, combine
 from opbench.peak import UNIT_PEAKS
+from opbench.record_blocks import ReferenceBlock, SensitivityBlock
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
 from opbench.sweep.caserun import CaseRun
 

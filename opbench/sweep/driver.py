@@ -12,7 +12,6 @@ from typing import Any
 from opbench import kernels, sampling
 from opbench import peak as peaks
 from opbench.backends import accelerator_name
-from opbench.blocks import SensitivityBlock
 from opbench.case import Result
 from opbench.contention import Monitor
 from opbench.documents import BackendSummary, PeakDict, PeakEntry, PeakTable
@@ -20,6 +19,7 @@ from opbench.dtypes import Inputs
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
+from opbench.record_blocks import SensitivityBlock
 from opbench.reference import InRunReference
 from opbench.repro import sweep_command
 from opbench.sweep.caseresult import case_result
