@@ -101,6 +101,16 @@ def _read(cls: Callable[..., _B], block: object) -> _B | None:
     return cls(**values)
 
 
+class _Block:
+    """What every block dataclass reads back by: from_block (_read)."""
+
+    @classmethod
+    def from_block(cls: type[_B], block: object) -> _B | None:
+        """A record's block of this kind; None where there is none or it lacks a field the kind requires.
+        A field of the wrong type reads as absent."""
+        return _read(cls, block)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Environment:
     """A sweep's environment (contention.Monitor.finish, with runs.py's warnings and the in-run
@@ -129,7 +139,7 @@ class Environment:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Time:
+class Time(_Block):
     """A case's time: the samples of its kept rounds (measurement.Measurement), how the rounds and processes
     were combined (measure.combine: rounds, spreads, each visit in per_round, the interval of the median
     over processes or rounds, each process in per_process) and how the case was timed (`method`). Fields a
@@ -176,14 +186,9 @@ class Time:
         tuples = {"samples_s", "interval_s", "per_round", "per_process"}
         return cls(**{k: tuple(v) if k in tuples else v for k, v in block.items()})  # type: ignore[arg-type]
 
-    @classmethod
-    def from_block(cls, block: object) -> Time | None:
-        """A record's time block; None where there is none or it has no median (_read)."""
-        return _read(cls, block)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Sensitivity:
+class Sensitivity(_Block):
     """How far a group's speed follows the machine's speed index (sampling.sensitivity, in a Reference):
     the slope `estimate` with its standard error, the `value` used (shrunk towards the prior, clipped to
     [0, 1]), over how many visits and cases, and the exponent a case's rounds were corrected with (`used`).
@@ -217,11 +222,6 @@ class Sensitivity:
             out["used"] = self.used
         return out
 
-    @classmethod
-    def from_block(cls, block: object) -> Sensitivity | None:
-        """A record's sensitivity (in a reference block); None where there is none (_read)."""
-        return _read(cls, block)
-
 
 # The in-run reference's measured fields, which a record carries whenever it has one (null where no probe
 # of that kind was taken).
@@ -231,7 +231,7 @@ _MEASURED = ("basis", "fma_gflops", "triad_gbs", "handoff_ns", "fma_speed", "cac
 
 
 @dataclass(frozen=True, kw_only=True)
-class Reference:
+class Reference(_Block):
     """The in-run reference beside a case (measure.combine): what the utilization is against (`basis`: the
     FMA probe, or triad for a memory-bound case), its probes' medians over the kept rounds and their speeds
     against the machine's best; where the utilization was corrected by the probe beside each round
@@ -263,12 +263,6 @@ class Reference:
                 out["utilization_best"] = self.utilization_best
         return out
 
-    @classmethod
-    def from_block(cls, block: object) -> Reference | None:
-        """A record's reference block (or measure.combine's, with caseresult's corrections); None where
-        there is none. (_read)."""
-        return _read(cls, block)
-
 
 @dataclass(frozen=True)
 class Peak:
@@ -291,7 +285,7 @@ class Peak:
 
 
 @dataclass(frozen=True)
-class Guards:
+class Guards(_Block):
     """What the too-good-to-be-true checks saw (guards.py): the share of exact zeros in the first output
     against the share the inputs give (counted after the first call: expected_zero_fraction is None until
     then, and zero_fraction is None for an output that holds no array); the necessary work's FLOPs and
@@ -322,14 +316,9 @@ class Guards:
             out["peer_speedup"] = self.peer_speedup
         return out
 
-    @classmethod
-    def from_block(cls, block: object) -> Guards | None:
-        """A record's guards block; None where there is none. (_read)."""
-        return _read(cls, block)
-
 
 @dataclass(frozen=True)
-class TimedCheck:
+class TimedCheck(_Block):
     """One visit's check of the output of its timed calls (sweep/verification.py check_timed): skipped (why),
     or whether it was right, its largest error against the bound, on which values (`inputs`), what was
     recomputed (`checked`: the op's spot part) and why it is wrong."""
@@ -347,14 +336,9 @@ class TimedCheck:
             TimedCheckBlock, {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
         )
 
-    @classmethod
-    def from_block(cls, block: object) -> TimedCheck | None:
-        """A record's check of one visit; None where it is not one (no round number: _read)."""
-        return _read(cls, block)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Verify:
+class Verify(_Block):
     """The float64 check of a case's first call (ops.numerics.compare: whether it passed, why not, its
     largest error against the bound and relative to the largest reference value, which output, and what
     its sums were assumed to be in), or why it was skipped; and the checks of its timed calls."""
@@ -400,11 +384,6 @@ class Verify:
         if self.timed is not None:
             out["timed"] = [t.to_block() for t in self.timed]
         return out
-
-    @classmethod
-    def from_block(cls, block: object) -> Verify | None:
-        """A record's verify block; None where there is none. (_read)."""
-        return _read(cls, block)
 
 
 @dataclass(frozen=True)
