@@ -134,6 +134,9 @@ def prepare_gemm(
     between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
     None) is where every call writes."""
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
+    if tiles is None:  # every default (a user's plain call): no tile or threshold to check
+        defaults = _core.Tiles(None, None, None, default_threads(), "")
+        return _core.prepare_gemm(a, b, out, defaults, accumulate, None, None, None)
     lookup = "tuned_tiles(m, n, k, dtype, threads)"
     given = _as_tiles(tiles, lookup)
     paths = given.thresholds()
