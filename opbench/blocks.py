@@ -101,6 +101,17 @@ def _read(cls: Callable[..., _B], block: object) -> _B | None:
     return cls(**values)
 
 
+def _set_fields(block: DataclassInstance) -> dict[str, object]:
+    """A block's fields that are set (not None), in declaration order, tuples as lists: the layout of a
+    block whose absent fields are simply left out."""
+    out: dict[str, object] = {}
+    for f in fields(block):
+        value = getattr(block, f.name)
+        if value is not None:
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
 class _Block:
     """What every block dataclass reads back by: from_block (_read)."""
 
@@ -173,12 +184,7 @@ class Time(_Block):
 
     def to_block(self) -> TimeBlock:
         """The record's block: every field it has, in the layout's order (lists for tuples)."""
-        out: dict[str, object] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None:
-                out[f.name] = list(value) if isinstance(value, tuple) else value
-        return cast(TimeBlock, out)
+        return cast(TimeBlock, _set_fields(self))
 
     @classmethod
     def of(cls, block: TimeBlock) -> Time:
@@ -225,7 +231,6 @@ class Sensitivity(_Block):
 
 # The in-run reference's measured fields, which a record carries whenever it has one (null where no probe
 # of that kind was taken).
-
 _MEASURED = ("basis", "fma_gflops", "triad_gbs", "handoff_ns", "fma_speed", "cache_gbs", "cache_speed",
              "speed_index")  # fmt: skip
 
@@ -332,9 +337,7 @@ class TimedCheck(_Block):
     reason: str | None = None
 
     def to_block(self) -> TimedCheckBlock:
-        return cast(
-            TimedCheckBlock, {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
-        )
+        return cast(TimedCheckBlock, _set_fields(self))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,18 +51,18 @@ def zero_fraction(output: Output) -> float | None:
     return zeros / size if size else None
 
 
-def zeros_guard(case: Case, output: Output) -> tuple[Guards, list[str]]:
-    """The output's zeros counted, and a reason starting 'mistrusted' when there are too many."""
+def zeros_guard(case: Case, output: Output) -> Guards:
+    """The output's zeros counted, with a reason starting 'mistrusted' when there are too many."""
     fraction = zero_fraction(output)
     expected_of = case.op.expected_zero_fraction
     expected = float(expected_of(case.shape)) if expected_of else 0.0
-    guards = Guards(zero_fraction=fraction, expected_zero_fraction=expected)
+    reasons = None
     if fraction is not None and fraction > expected + MISTRUST_ZEROS:
-        return guards, [
+        reasons = (
             f"mistrusted: {100 * fraction:.0f}% of the output is exactly zero, where the inputs give "
-            f"about {100 * expected:.0f}%"
-        ]
-    return guards, []
+            f"about {100 * expected:.0f}%",
+        )
+    return Guards(zero_fraction=fraction, expected_zero_fraction=expected, reasons=reasons)
 
 
 def useful_flops(case: Case) -> int:

@@ -245,12 +245,15 @@ class Switching:
     def __init__(self, shape: fwd.RecurrentShape, inputs: dict[str, Array], f64: dict[str, Array],
                  fw: dict[str, Array], dgx: Array) -> None:  # fmt: skip
         self._shape, self._inputs, self._f64, self._fw, self._dgx = shape, inputs, f64, fw, dgx
+        self._forward: fwd.RecurrentReference | None = None  # ops/rnn.py's reference: its scales by unit
         self._cache: dict[str, dict[str, dict[str, Array]]] = {}
 
     def of(self, unit: str) -> dict[str, dict[str, Array]]:
         if unit not in self._cache:
             shape, f64, fw = self._shape, self._f64, self._fw
-            scales = rnn.reference(cast(rnn.RnnShape, shape), self._inputs).scales(unit)
+            if self._forward is None:
+                self._forward = rnn.reference(cast(rnn.RnnShape, shape), self._inputs)
+            scales = self._forward.scales(unit)
             margin = LAMBDA * scales["z"]
             outer, inner = _bptt(shape, f64, fw, "abs", margin), _bptt(shape, f64, fw, "abs", -margin)
             outer_sq, inner_sq = (
