@@ -59,6 +59,7 @@ class CpuInfo(TypedDict):
     isas: list[str]
     native_fp16_fma: bool
     bf16_dot: bool
+    amx_unavailable: str  # "" where the AMX-BF16 kernels run (ISA "amx"), else why not
 
 
 class F16AccInfo(TypedDict, total=False):

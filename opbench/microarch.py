@@ -12,7 +12,11 @@ Sources, named in every row:
   bf16 (AVX512-BF16): vdpbf16ps runs on the FMA pipes at the FMA's rate with two products per fp32 lane,
        twice the fp32 FLOP/cycle: Zen 4 64, Zen 5 128 (AMD's guides; on a Zen 5 guest our vdpbf16ps loop
        measured 539 GFLOPS per core beside 268 for the fp32 FMA loop, docs/benchmarks.md). Intel's rows have
-       no bf16 figure: the measured peak (`opbench peak`) is the one to use there.
+       no AVX512-BF16 figure: the measured peak (`opbench peak`) is the one to use there.
+  bf16 (AMX-BF16, the Intel ORM's AMX chapter): one TDPBF16PS, 16 x 16 x 32 multiply-adds, every 16 cycles:
+       1024 FLOP/cycle per core on Sapphire, Emerald and Granite Rapids, the bf16 unit wherever the AMX
+       kernels may run (an Emerald Rapids guest's tdpbf16ps loop measured 2,450 GFLOPS on one core:
+       2.39 GHz at that rate, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -34,8 +38,15 @@ class MicroArch:
     # bf16 dot products (AVX512-BF16 vdpbf16ps: two products per fp32 lane); None: not in the table (the
     # measured peak still lists it where the CPU has the unit)
     bf16_flop_per_cycle: int | None = None
+    # bf16 on the AMX tiles (tdpbf16ps); None: no AMX
+    amx_bf16_flop_per_cycle: int | None = None
 
 
+# Intel's AMX generations: two 512-bit FMA units, AVX512-FP16, and AMX-BF16 tiles.
+_SPR, _EMR, _GNR = (
+    MicroArch(name, 64, 128, INTEL_ORM, amx_bf16_flop_per_cycle=1024)
+    for name in ("Sapphire Rapids", "Emerald Rapids", "Granite Rapids")
+)
 # The micro-architectures that several CPUID model ranges share.
 _ZEN3 = MicroArch("Zen 3", 32, None, AMD_SOG.format("19h (56665)"))
 _ZEN4 = MicroArch("Zen 4", 32, None, AMD_SOG.format("19h (57647)"), bf16_flop_per_cycle=64)
@@ -56,9 +67,9 @@ _TABLE: tuple[tuple[str, int, int, int, MicroArch], ...] = (
     ("GenuineIntel", 6, 0x55, 0x55, MicroArch("Skylake-SP / Cascade Lake", None, None, INTEL_ORM, "by SKU")),
     ("GenuineIntel", 6, 0x6A, 0x6A, MicroArch("Ice Lake-SP", 64, None, INTEL_ORM)),
     ("GenuineIntel", 6, 0x6C, 0x6C, MicroArch("Ice Lake-SP", 64, None, INTEL_ORM)),
-    ("GenuineIntel", 6, 0x8F, 0x8F, MicroArch("Sapphire Rapids", 64, 128, INTEL_ORM)),
-    ("GenuineIntel", 6, 0xCF, 0xCF, MicroArch("Emerald Rapids", 64, 128, INTEL_ORM)),
-    ("GenuineIntel", 6, 0xAD, 0xAD, MicroArch("Granite Rapids", 64, 128, INTEL_ORM)),
+    ("GenuineIntel", 6, 0x8F, 0x8F, _SPR),
+    ("GenuineIntel", 6, 0xCF, 0xCF, _EMR),
+    ("GenuineIntel", 6, 0xAD, 0xAD, _GNR),
     ("GenuineIntel", 6, 0x3F, 0x3F, MicroArch("Haswell-EP", 32, None, INTEL_ORM)),
     ("GenuineIntel", 6, 0x4F, 0x4F, MicroArch("Broadwell-EP", 32, None, INTEL_ORM)),
 )
@@ -83,10 +94,15 @@ def skylake_sp_fma_units(brand: str) -> int | None:
     return 1
 
 
-def flop_per_cycle(arch: MicroArch, dtype: str, brand: str, unit: str) -> tuple[int, str] | None:
+def flop_per_cycle(
+    arch: MicroArch, dtype: str, brand: str, unit: str, amx: bool = False
+) -> tuple[int, str] | None:
     """FLOP per cycle per core for dtype computed on `unit` (kernels.compute_unit: "fp16" native fp16 FMAs,
-    "bf16" AVX512-BF16 dot products, else "fp32", where the 2-byte formats run widened), with what it rests
-    on; None when the table cannot say."""
+    "bf16" AVX512-BF16 dot products, or AMX's tiles where `amx` says they run, else "fp32", where the 2-byte
+    formats run widened), with what it rests on; None when the table cannot say."""
+    if dtype == "bf16" and unit == "bf16" and amx and arch.amx_bf16_flop_per_cycle is not None:
+        per_amx = arch.amx_bf16_flop_per_cycle
+        return per_amx, f"{arch.name}: {per_amx} bf16 FLOP/cycle, tdpbf16ps on the AMX tiles ({arch.source})"
     if dtype == "fp16" and unit == "fp16":
         if arch.fp16_flop_per_cycle is None:
             return None

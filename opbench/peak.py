@@ -63,6 +63,8 @@ UNIT_PEAKS = {
     "fp16": "fp16 FMA peak (AVX512-FP16)",
     "bf16": "bf16 dot-product peak (AVX512-BF16)",
 }
+# bf16's unit where the CPU has AMX (kernels.fma_peak runs its tdpbf16ps loop, the "amx" ISA's).
+AMX_PEAK = "bf16 tile dot-product peak (AMX-BF16)"
 # Why a 2-byte dtype is held to the fp32 peak where its own unit is missing.
 NO_UNIT = {
     "fp16": "no native fp16 FMA on this CPU: fp16 GEMMs compute on the fp32 units",
@@ -71,12 +73,13 @@ NO_UNIT = {
 
 
 def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5) -> Peak:
-    """Run the loop of the unit that computes dtype now: native fp16 FMAs for fp16 and AVX512-BF16 dot
-    products for bf16 where the CPU has them; elsewhere a 2-byte dtype runs on the fp32 units, so the fp32
-    FMA peak is its peak too, and the name says so."""
+    """Run the loop of the unit that computes dtype now: native fp16 FMAs for fp16, and AMX-BF16 tiles or
+    else AVX512-BF16 dot products for bf16, where the CPU has them; elsewhere a 2-byte dtype runs on the
+    fp32 units, so the fp32 FMA peak is its peak too, and the name says so."""
     unit = _unit(dtype)
     gflops, kernel = kernels.fma_peak(unit, threads, min_time_s, repeats)
-    name = UNIT_PEAKS[unit] if unit == dtype or dtype == "fp32" else f"{UNIT_PEAKS[unit]} ({NO_UNIT[dtype]})"
+    unit_peak = AMX_PEAK if "tdpbf16ps" in kernel else UNIT_PEAKS[unit]
+    name = unit_peak if unit == dtype or dtype == "fp32" else f"{unit_peak} ({NO_UNIT[dtype]})"
     return Peak(
         dtype, threads, float(gflops), "measured", name, f"{kernel}, best of {repeats}, {threads} thread(s)"
     )
@@ -236,7 +239,7 @@ def datasheet(dtype: str, threads: int) -> Peak | None:
     arch = microarch.lookup(info["vendor"], info["family"], info["model"])
     if clock is None or arch is None:
         return None
-    per = microarch.flop_per_cycle(arch, dtype, cpu_model(), _unit(dtype))
+    per = microarch.flop_per_cycle(arch, dtype, cpu_model(), _unit(dtype), amx=not info["amx_unavailable"])
     if per is None:
         return None
     per_cycle, how = per

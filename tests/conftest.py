@@ -122,6 +122,15 @@ def tiny_gemm_results(out: Path, backends: str = "cpp,numpy", threads: int = 1) 
 REQUIRE_ALL = bool(os.environ.get("OPBENCH_REQUIRE_ALL"))
 
 
+def kernel_set_isas() -> list[str]:
+    """The kernel sets this CPU runs, each once, for tests of fp32 and fp16 kernels: "amx" is AVX-512's
+    kernel set with AMX-BF16 bf16 kernels, run as "avx512" here; tests/test_bf16.py and tests/test_amx.py run
+    bf16 on every ISA, amx and its emulator too."""
+    from opbench import kernels
+
+    return [isa for isa in kernels.available_isas() if isa != "amx"]
+
+
 def missing(reason: str) -> NoReturn:
     """Skip the test for a part this machine lacks; fail it where OPBENCH_REQUIRE_ALL is set (CI)."""
     if REQUIRE_ALL:

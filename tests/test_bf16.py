@@ -22,7 +22,8 @@ from opbench.ops.numerics import compare
 from opbench.tiles import Tiles
 
 BF16 = ml_dtypes.bfloat16
-ISAS = kernels.available_isas()
+# The AMX emulator (amx-emu) runs the AMX kernels' blocking, packing and edges on any machine.
+ISAS = [*kernels.available_isas(), "amx-emu"]
 HAS_BF16_DOT = bool(_core.cpu_info()["bf16_dot"])
 # 1, primes, and non-multiples of every register tile (14x32, 4x16) and of a pair; odd K ends on half a pair.
 SHAPES = [
@@ -85,9 +86,12 @@ def test_bf16_gemm_is_exact_on_small_integers(isa: str, mnk_tiles: tuple[tuple[i
     # (times B's zero pad) writes NaN.
     plan = kernels.prepare_gemm(a, b, tiles=Tiles.of(tiles, isa=isa))
     kc = plan.tiles()["tile_k"]
-    in_place = kernels.default_tiles(isa)["bf16"]["isa"] == "avx512bf16" and min(kc, k) <= 1024
+    unit = kernels.default_tiles(isa)["bf16"]["isa"]
+    # (the AMX tiles load A's rows at any K block)
+    in_place = unit in ("amx", "amx-emu") or (unit == "avx512bf16" and min(kc, k) <= 1024)
     assert ("A read in place" in plan.tiles()["path"]) == in_place, plan.tiles()["path"]
-    assert ("C rounded in the kernel" in plan.tiles()["path"]) == (in_place and kc >= k), plan.tiles()["path"]
+    rounds = in_place and kc >= k
+    assert ("C rounded in the kernel" in plan.tiles()["path"]) == rounds, plan.tiles()["path"]
     wider = np.full((m, k + 4), np.nan, BF16)
     wider[:, 3 : 3 + k] = a
     out = kernels.gemm(wider[:, 3 : 3 + k], b, tiles=Tiles.of(tiles, isa=isa, threads=2))
@@ -316,7 +320,8 @@ assert lstm.OP.check(r, plan.output(), i, lstm.reference(r, i), "bf16", "fp32")[
 def test_the_kernel_info_says_which_bf16_kernel_runs_and_why() -> None:
     for isa in ISAS:
         info = kernels.default_tiles(isa)["bf16"]
-        assert info["dot_product_unit"] == (isa == "avx512" and HAS_BF16_DOT)
+        # the AVX512-BF16 dot products, or the AMX tiles (emulated on amx-emu)
+        assert info["dot_product_unit"] == ((isa == "avx512" and HAS_BF16_DOT) or isa in ("amx", "amx-emu"))
         assert info["dot_product_unit"] or info["reason"]
         if not info["dot_product_unit"]:
             assert "portable" in info["description"]
@@ -326,7 +331,9 @@ def test_the_kernel_info_says_which_bf16_kernel_runs_and_why() -> None:
 def test_the_bf16_dot_product_peak_is_measured_on_its_own_unit() -> None:
     gflops, kernel = kernels.fma_peak("bf16", 1, 0.02, 2)
     fp32, _ = kernels.fma_peak("fp32", 1, 0.02, 2)
-    assert "vdpbf16ps" in kernel and gflops > 0 and fp32 > 0
+    # the best bf16 unit: AMX's tiles where the CPU has them, else AVX512-BF16's dot products
+    unit = "tdpbf16ps" if "amx" in kernels.available_isas() else "vdpbf16ps"
+    assert unit in kernel and gflops > 0 and fp32 > 0
     # how much faster it is (about 2x the fp32 FMA loop on Zen 4 and 5) is measured by benchmarks/bf16.py
     assert kernels.compute_unit("bf16") == "bf16"
 

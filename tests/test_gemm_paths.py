@@ -11,12 +11,13 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import kernel_set_isas
 
 from opbench import kernels
 from opbench.ops import gemm as gemm_op
 from opbench.tiles import Tiles
 
-ISAS = kernels.available_isas()
+ISAS = kernel_set_isas()
 DTYPES = {"fp32": np.float32, "fp16": np.float16}
 
 # M and N of 1, 2, 3 and primes beside K of 1 and primes: every register-tile edge, short K blocks, and the

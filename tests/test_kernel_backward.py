@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import import_or_skip
+from conftest import import_or_skip, kernel_set_isas
 
 from opbench import kernels
 from opbench.ops import conv, conv_bwd, gemm, gemm_bwd
 from opbench.tiles import Tiles
 
-ISAS = kernels.available_isas()
+ISAS = kernel_set_isas()
 GEMM_SHAPES = [(1, 1, 1), (17, 31, 13), (64, 3, 5), (3, 2, 200), (130, 257, 67), (5, 1, 3), (256, 128, 64)]
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import import_or_skip
+from conftest import import_or_skip, kernel_set_isas
 
 from opbench import kernels
 from opbench.ops import conv
 from opbench.tiles import Tiles
 
-ISAS = kernels.available_isas()
+ISAS = kernel_set_isas()
 
 # (n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups)
 CASES = [
@@ -188,7 +188,7 @@ def test_conv_tiles_reports_what_conv2d_uses() -> None:
     assert given["tile_n"] == -(-100 // t["nr"]) * t["nr"]
 
 
-@pytest.mark.parametrize("isa", kernels.available_isas())
+@pytest.mark.parametrize("isa", kernel_set_isas())
 def test_conv_tiles_report_the_register_tile_that_runs(isa: str) -> None:
     # 5x5 with padding 1: 35 GEMM columns over the padded width, few enough for the narrow tile on AVX-512
     # (it was reported from the 25 output pixels, naming the wide tile while the narrow one ran).

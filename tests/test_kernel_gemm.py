@@ -10,12 +10,13 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import kernel_set_isas
 
 from opbench import kernels
 from opbench.ops import gemm as gemm_op
 from opbench.tiles import Tiles
 
-ISAS = kernels.available_isas()
+ISAS = kernel_set_isas()
 DTYPES = {"fp32": np.float32, "fp16": np.float16}
 
 # 1, primes (257, 509), and sizes that are multiples of nothing in sight.
@@ -227,11 +228,14 @@ def test_one_isa_table_drives_dispatch_peaks_and_the_cli() -> None:
     from opbench.errors import UsageError
 
     known, here = kernels.known_isas(), kernels.available_isas()
-    assert known[-1] == "ref" and here == [isa for isa in known if isa in here]  # best first, ref last
+    # best first, ref last among the CPU's, then the emulations (amx-emu), which never count as the CPU's
+    assert known[-2:] == ("ref", "amx-emu") and here == [isa for isa in known if isa in here]
+    assert "amx-emu" not in here
     for isa in here:
         assert kernels.default_tiles(isa)["isa"] == isa
         _, loop = kernels.fma_peak("fp32", 1, 0.002, 1, isa)
-        assert loop.startswith(isa) or (isa == "ref" and loop.startswith("portable"))
+        # amx's fp32 is AVX-512's (its tiles multiply bf16 only)
+        assert loop.startswith({"amx": "avx512", "ref": "portable"}.get(isa, isa))
     for isa in known:
         assert build_parser().parse_args(["sweep", "gemm", "--isa", isa]).isa == isa
     with pytest.raises(UsageError, match="invalid choice.*" + ".*".join(known)):
@@ -314,7 +318,7 @@ def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
     l1, l2 = caches["l1d"], caches["l2"]
     info = _core.kernel_info(isa)
     mr, nr = info["mr"], info["nr"]
-    if isa == "avx512":
+    if isa in ("avx512", "amx"):  # (amx's fp32 kernel set is AVX-512's)
         expected = 2 * l2["sets"] * l2["line_bytes"] // (nr * 4)
     else:
         ways_a = max(1, int((l1["ways"] - 1) / (1 + nr / mr)))
@@ -324,7 +328,7 @@ def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
     # to the C tiles streaming through. The few-rows path's default reach (small_m) is the A block that
     # fills them.
     assert info["tile_m"] % mr == 0 and info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"]
-    if isa == "avx512":
+    if isa in ("avx512", "amx"):
         assert info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"] // 2
     assert info["small_m"] % mr == 0 and info["small_m"] >= info["tile_m"]
     narrow = _core.kernel_info(isa, 8)

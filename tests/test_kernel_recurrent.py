@@ -8,14 +8,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import import_or_skip
+from conftest import import_or_skip, kernel_set_isas
 
 from opbench import kernels
 from opbench.ops import gru, lstm, rnn
 from opbench.ops.recurrent import input_names
 from opbench.tiles import Tiles
 
-ISAS = kernels.available_isas()
+ISAS = kernel_set_isas()
 SHAPES = [(1, 1, 1, 1), (5, 3, 7, 9), (4, 2, 16, 33), (3, 5, 8, 20), (25, 4, 61, 67), (2, 17, 130, 257)]
 CELLS = ("rnn_tanh", "rnn_relu", "gru", "lstm")
 TORCH_CLASS = {"rnn_tanh": "RNN", "rnn_relu": "RNN", "gru": "GRU", "lstm": "LSTM"}

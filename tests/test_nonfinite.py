@@ -9,10 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import kernel_set_isas
 
-from opbench import kernels
-
-ISAS = kernels.available_isas()
+ISAS = kernel_set_isas()
 
 SCRIPT = r"""
 import numpy as np

@@ -593,6 +593,20 @@ def test_no_datasheet_guess_for_an_unlisted_cpu_or_an_unknown_sku() -> None:
     assert microarch.flop_per_cycle(sky, "fp32", "Intel(R) Xeon(R) Silver 4114 CPU", "fp32")[0] == 32  # type: ignore[index]
 
 
+def test_the_bf16_datasheet_is_the_amx_tiles_only_where_they_run() -> None:
+    from opbench import microarch
+
+    emr = microarch.lookup("GenuineIntel", 6, 0xCF)
+    assert emr is not None
+    per = microarch.flop_per_cycle(emr, "bf16", "Intel Xeon", "bf16", amx=True)
+    assert per is not None and per[0] == 1024 and "tdpbf16ps" in per[1]
+    # no AMX (OS refused, build without it): no AVX512-BF16 figure for Intel either; fp32 unchanged
+    assert microarch.flop_per_cycle(emr, "bf16", "Intel Xeon", "bf16", amx=False) is None
+    assert microarch.flop_per_cycle(emr, "fp32", "Intel Xeon", "fp32", amx=True)[0] == 64  # type: ignore[index]
+    zen4 = microarch.lookup("AuthenticAMD", 0x19, 0x11)
+    assert zen4 is not None and microarch.flop_per_cycle(zen4, "bf16", "AMD EPYC", "bf16", amx=True)[0] == 64  # type: ignore[index]
+
+
 def test_the_identity_names_family_model_and_hypervisor() -> None:
     from opbench.machine import identity, identity_key
 

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -152,7 +153,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   const Bf16Kernels* bf16 = bf16_in ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  Blocking blocking = tiles.blocking(tk, ma.dtype);
+  Blocking blocking = tiles.blocking(bf16_in ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = *small_m;
@@ -361,14 +362,38 @@ PYBIND11_MODULE(_core, m) {
     const py::dict features("sse2"_a = c.sse2, "avx"_a = c.avx, "avx2"_a = c.avx2, "fma"_a = c.fma, "f16c"_a = c.f16c,
                             "avx512f"_a = c.avx512f, "avx512bw"_a = c.avx512bw, "avx512vl"_a = c.avx512vl,
                             "avx512dq"_a = c.avx512dq, "avx512fp16"_a = c.avx512fp16,
-                            "avx512bf16"_a = c.avx512bf16, "amx_bf16"_a = c.amx_bf16);
+                            "avx512bf16"_a = c.avx512bf16, "amx_bf16"_a = c.amx_bf16,
+                            "amx_tile"_a = c.amx_tile);
     const py::dict caches("l1d"_a = cache_dict(c.l1d), "l2"_a = cache_dict(c.l2), "l3"_a = cache_dict(c.l3));
     return py::dict("vendor"_a = c.vendor, "brand"_a = c.brand, "logical_cpus"_a = c.logical_cpus,
                     "family"_a = c.family, "model"_a = c.model, "stepping"_a = c.stepping,
                     "hypervisor"_a = c.hypervisor, "features"_a = features, "caches"_a = caches,
                     "cache_source"_a = c.cache_source, "isas"_a = supported_isas(),
-                    "native_fp16_fma"_a = native_fp16_fma_available(), "bf16_dot"_a = bf16_dot_available());
+                    "native_fp16_fma"_a = native_fp16_fma_available(), "bf16_dot"_a = bf16_dot_available(),
+                    "amx_unavailable"_a = amx_unavailable());
   });
+
+  m.def(
+      "amx_tile_dot",
+      [](py::array_t<float, py::array::c_style> c, py::array_t<uint16_t, py::array::c_style> a,
+         py::array_t<uint16_t, py::array::c_style> b, bool emulated) {
+        auto shaped = [](const py::array& x, py::ssize_t rows, py::ssize_t cols, const char* name) {
+          if (x.ndim() != 2 || x.shape(0) != rows || x.shape(1) != cols) {
+            throw py::value_error(std::string(name) + " must be " + std::to_string(rows) + " x " + std::to_string(cols));
+          }
+        };
+        shaped(c, 16, 16, "c");
+        shaped(a, 16, 32, "a");
+        shaped(b, 16, 32, "b");
+        if (!emulated && !amx_unavailable().empty()) throw py::value_error("AMX is not available: " + amx_unavailable());
+        py::array_t<float> out({16, 16});
+        std::memcpy(out.mutable_data(), c.data(), 16 * 16 * sizeof(float));
+        (emulated ? tdpbf16ps_emulated : tdpbf16ps_tiles)(out.mutable_data(), a.data(), b.data());
+        return out;
+      },
+      py::arg("c"), py::arg("a"), py::arg("b"), py::arg("emulated"),
+      "One TDPBF16PS on 16 x 16 tiles: c (fp32) + a (bf16 bits, 16 x 32) . b (bf16 pair-rows, 16 x 32), on the "
+      "emulator or on the CPU's AMX tiles (runtime/amx.cpp); tests compare the two bit for bit.");
 
   m.def(
       "fma_peak",

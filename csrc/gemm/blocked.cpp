@@ -79,7 +79,11 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
 
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype) {
   Blocking blk = resolve_blocking(ks, requested);
-  if (dtype == Dtype::bf16 && blk.kc_from_model) blk.kc *= 2;
+  if (dtype == Dtype::bf16 && blk.kc_from_model) {
+    // a bf16 pair takes the bytes of one fp32 k; a kernel may name its own K block (AMX: amx_body.hpp)
+    const Bf16Kernels& bk = bf16_kernels(ks);
+    blk.kc = bk.kc > 0 ? bk.kc : blk.kc * 2;
+  }
   return blk;
 }
 
@@ -192,6 +196,9 @@ struct F32Tile {
   void ukernel_a(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, int, int) const {}
   bool rounds_in_kernel(const GemmProblem&, int64_t) const { return false; }
   void ukernel_a_round(int64_t, const float*, int64_t, const float*, uint16_t*, int64_t, int, int) const {}
+  struct Session {  // nothing to set up per thread
+    explicit Session(const F32Tile&) {}
+  };
 };
 
 // Panels of halves for a kernel table with pack_a, pack_b, pack_bt and ukernel on uint16_t panels (inputs are
@@ -220,7 +227,7 @@ struct HalvesTile {
   // bf16 pairs are A's own rows: a kernel that reads A in place needs no packed A (a_in_place_bf16).
   bool a_in_place(const GemmProblem& p, const Blocking& blk) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
-      return k.ukernel_a != nullptr && a_in_place_bf16(p, blk);
+      return k.ukernel_a != nullptr && (k.a_in_place_any_k ? !p.trans_a : a_in_place_bf16(p, blk));
     } else {
       return false;
     }
@@ -242,6 +249,23 @@ struct HalvesTile {
                        int n) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) k.ukernel_a_round(kb, a, lda, b, c, ldc, m, n);
   }
+  // A thread's stretch of micro-kernel calls in one product: the kernels' begin and end around it, where they
+  // have them (AMX configures its tiles once there instead of at every call: Bf16Kernels::begin).
+  struct Session {
+    const Kernels& k;
+    explicit Session(const HalvesTile& t) : k(t.k) {
+      if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
+        if (k.begin != nullptr) k.begin();
+      }
+    }
+    ~Session() {
+      if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
+        if (k.end != nullptr) k.end();
+      }
+    }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+  };
 };
 using F16AccTile = HalvesTile<F16AccKernels, 1>;
 using Bf16Tile = HalvesTile<Bf16Kernels, 2>;
@@ -315,6 +339,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
   SpinBarrier barrier(threads);
   auto body = [&](int tid) {
+    const typename Tile::Session session(tile);
     const int ti = tid / tn, tj = tid % tn;
     int64_t m_lo, m_hi;
     split::share_steps(p.m, MR, tm, ti, m_lo, m_hi);

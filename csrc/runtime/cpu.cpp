@@ -136,9 +136,11 @@ CpuInfo detect() {
     }
   }
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
-    // AVX512-FP16: CPUID.(7,0):EDX[23]; AMX-BF16: EDX[22]. Only meaningful when the OS enabled AVX-512 state.
+    // AVX512-FP16: CPUID.(7,0):EDX[23]; AMX-BF16: EDX[22]; AMX-TILE: EDX[24]. Only meaningful when the OS
+    // enabled the state (AVX-512: XCR0; AMX's tile data: the permission runtime/amx.cpp asks for).
     info.avx512fp16 = info.avx512bw && ((edx >> 23) & 1u);
     info.amx_bf16 = (edx >> 22) & 1u;
+    info.amx_tile = (edx >> 24) & 1u;
   }
   char vendor[13] = {0};
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {

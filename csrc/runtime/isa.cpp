@@ -34,9 +34,22 @@ constexpr double (*kDotBf16)(int64_t) = dot_chains_bf16_avx512bf16;
 constexpr double (*kDotBf16)(int64_t) = nullptr;
 #endif
 
+#ifdef OPBENCH_HAVE_AMX
+double dot_chains_bf16_amx(int64_t iters);  // ukernel_amx.cpp
+constexpr double (*kDotAmx)(int64_t) = dot_chains_bf16_amx;
+const KernelSet& amx_kernels() { return kernels_amx(); }
+const Bf16Kernels* bf16_amx() { return &kernels_bf16_amx(); }
+#else
+const Bf16Kernels* bf16_amx() { return nullptr; }
+constexpr double (*kDotAmx)(int64_t) = nullptr;
+const KernelSet& amx_kernels() { return kernels_avx512(); }  // never asked: the row is never supported
+#endif
+
 namespace {
 
 bool always(const CpuInfo&) { return true; }
+bool has_amx(const CpuInfo&) { return amx_unavailable().empty(); }
+const Bf16Kernels* bf16_amx_emu() { return &kernels_bf16_amx_emu(); }
 bool has_avx512fp16(const CpuInfo& c) { return c.avx512fp16; }
 bool has_avx512bf16(const CpuInfo& c) { return c.avx512bf16; }
 const F16AccKernels* f16acc_emulated() { return &f16acc_ref(); }
@@ -46,6 +59,17 @@ constexpr PeakLoop kNoLoop{nullptr, "", always};
 
 const std::vector<IsaEntry>& isa_table() {
   static const std::vector<IsaEntry> table = {
+      // AVX-512's kernel set with AMX-BF16 bf16 kernels (ukernel_amx.cpp).
+      {"amx",
+       has_amx,
+       amx_kernels,
+       {lstm_cell_avx512, gru_cell_avx512, rnn_cell_avx512},
+       {fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains", always},
+       {f16acc_avx512fp16, has_avx512fp16},
+       {bf16_amx, has_amx},
+       {kFmaF16, "avx512fp16 FMA (zmm, 32 lanes), 16 chains", has_avx512fp16},
+       {kDotAmx, "amx-bf16 tile dot product (tdpbf16ps, 16x16x32), 6 chains", has_amx},
+       amx_unavailable},
       {"avx512",
        [](const CpuInfo& c) { return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c; },
        kernels_avx512,
@@ -73,6 +97,18 @@ const std::vector<IsaEntry>& isa_table() {
        {nullptr, always},
        kNoLoop,
        kNoLoop},
+      // The reference kernel set with the AMX-BF16 kernels on the exact tile emulator (ukernel_amx_emu.cpp).
+      {"amx-emu",
+       always,
+       kernels_amx_emu,
+       {lstm_cell_ref, gru_cell_ref, rnn_cell_ref},
+       {fma_chains_f32_ref, "portable fp32 multiply+add, 32 chains", always},
+       {f16acc_emulated, always},
+       {bf16_amx_emu, always},
+       kNoLoop,
+       kNoLoop,
+       nullptr,
+       true},
   };
   return table;
 }
@@ -80,7 +116,7 @@ const std::vector<IsaEntry>& isa_table() {
 const PeakLoop* peak_loop(PeakLoop IsaEntry::*column) {
   for (const IsaEntry& e : isa_table()) {
     const PeakLoop& loop = e.*column;
-    if (loop.run != nullptr && e.supported(cpu_info()) && loop.runs(cpu_info())) return &loop;
+    if (loop.run != nullptr && !e.emulated && e.supported(cpu_info()) && loop.runs(cpu_info())) return &loop;
   }
   return nullptr;
 }
@@ -105,14 +141,17 @@ bool isa_supported(const std::string& isa) {
 std::vector<std::string> supported_isas() {
   std::vector<std::string> out;
   for (const IsaEntry& e : isa_table()) {
-    if (e.supported(cpu_info())) out.emplace_back(e.name);
+    if (!e.emulated && e.supported(cpu_info())) out.emplace_back(e.name);
   }
   return out;
 }
 
 const KernelSet& kernels_for(const std::string& isa) {
   const IsaEntry& e = isa_entry(isa);
-  if (!e.supported(cpu_info())) throw std::invalid_argument("isa '" + isa + "' is not supported by this CPU");
+  if (!e.supported(cpu_info())) {
+    const std::string why = e.unavailable != nullptr ? ": " + e.unavailable() : "";
+    throw std::invalid_argument("isa '" + isa + "' is not supported by this CPU" + why);
+  }
   return e.kernels();
 }
 

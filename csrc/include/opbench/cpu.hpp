@@ -21,7 +21,7 @@ struct CpuInfo {
   std::string brand;
   bool sse2 = false, avx = false, avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512fp16 = false, avx512bf16 = false, amx_bf16 = false;
+  bool avx512fp16 = false, avx512bf16 = false, amx_bf16 = false, amx_tile = false;
   int logical_cpus = 1;
   // CPUID.1:EAX with the extended fields folded in (Intel SDM vol. 2A, CPUID; AMD APM vol. 3): what
   // tells a Zen 4 from a Zen 5 when both brand strings say "AMD EPYC".

@@ -42,7 +42,20 @@ struct IsaEntry {
   Beside<Bf16Kernels> bf16;              // dot-product bf16 kernels, preferred to the set's portable ones
   PeakLoop fma_f16;                      // the native fp16 FMA loop (the fp16 unit's peak)
   PeakLoop dot_bf16;                     // the bf16 dot-product loop (the bf16 unit's peak)
+  // Why this CPU or build cannot run the row, where `supported` alone would not say (AMX); nullptr: none.
+  std::string (*unavailable)() = nullptr;
+  // An emulation (amx-emu): run only when named (OPBENCH_ISA, isa=), never among supported_isas().
+  bool emulated = false;
 };
+
+// "" when the AMX-BF16 kernels may run in this process, else why not (runtime/amx.cpp; the first call asks
+// Linux for the tile state).
+std::string amx_unavailable();
+// One TDPBF16PS on 16 x 16 fp32 c, 16 x 32 bf16 a and 16 pair-rows x 16 columns x 2 bf16 b (row-major), on the
+// exact emulator (ukernel_amx_emu.cpp) or the CPU's tiles (ukernel_amx.cpp; only where amx_unavailable() is
+// "", and built: else it throws std::invalid_argument).
+void tdpbf16ps_emulated(float* c, const uint16_t* a, const uint16_t* b);
+void tdpbf16ps_tiles(float* c, const uint16_t* a, const uint16_t* b);
 
 // Every ISA this build knows, best first.
 const std::vector<IsaEntry>& isa_table();
@@ -50,7 +63,7 @@ const std::vector<IsaEntry>& isa_table();
 // The row for `isa`; throws std::invalid_argument naming the known ones when there is none.
 const IsaEntry& isa_entry(const std::string& isa);
 
-// Whether this CPU runs the ISA, and the ISAs it runs, best first.
+// Whether this CPU runs the ISA, and the ISAs it runs, best first (emulations are run only when named).
 bool isa_supported(const std::string& isa);
 std::vector<std::string> supported_isas();
 
@@ -69,8 +82,8 @@ const RnnKernels& rnn_kernels(const KernelSet& ks);
 const F16AccKernels& f16acc_kernels(const KernelSet& ks);
 
 // The bf16 GEMM kernels to use beside kernel set `ks`: the AVX512-BF16 ones for "avx512" on a CPU that has
-// AVX512-BF16, else the kernel set's portable pairs kernel; and why the AVX512-BF16 ones are not used
-// ("" when they are).
+// AVX512-BF16, AMX-BF16 tiles for "amx" (emulated for "amx-emu"), else the kernel set's portable pairs
+// kernel; and why the unit's own kernels are not used ("" when they are).
 const Bf16Kernels& bf16_kernels(const KernelSet& ks);
 std::string bf16_fast_unavailable(const KernelSet& ks);
 

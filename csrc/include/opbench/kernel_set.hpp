@@ -148,6 +148,13 @@ struct Bf16Kernels {
   PackBH pack_bt;  // from B^T (n x k row-major)
   UkernelBf16A ukernel_a = nullptr;  // A read in place (the pairs layout is A's own rows); null: pack A
   UkernelBf16ARound ukernel_a_round = nullptr;  // the same, rounding into bf16 C; null: through fp32
+  bool a_in_place_any_k = false;  // ukernel_a takes every K block (AMX: its tiles load A's rows whole)
+  int64_t kc = 0;                 // the K block in place of the blocking model's (0: the model's)
+  // Called by each thread around its calls in one product (blocked.cpp; nullptr: none). AMX: begin loads the
+  // tile configuration once and marks the thread's tiles ready, end unmarks them; a call outside such a
+  // stretch (conv, another library's tiles since) configures its own.
+  void (*begin)() = nullptr;
+  void (*end)() = nullptr;
 };
 
 struct F16AccKernels {
@@ -262,5 +269,12 @@ const Bf16Kernels* bf16_avx512bf16();
 const KernelSet& kernels_ref();
 const KernelSet& kernels_avx2();
 const KernelSet& kernels_avx512();
+// The AMX rows' kernel sets (the AVX-512 one, the reference one, renamed) and their bf16 kernels: AMX-BF16
+// tiles (ukernel_amx.cpp; only when the compiler knows -mamx-bf16) and their exact emulation
+// (ukernel_amx_emu.cpp).
+const KernelSet& kernels_amx();
+const KernelSet& kernels_amx_emu();
+const Bf16Kernels& kernels_bf16_amx();
+const Bf16Kernels& kernels_bf16_amx_emu();
 
 }  // namespace opbench

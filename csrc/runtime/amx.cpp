@@ -1,0 +1,48 @@
+// Whether the AMX-BF16 kernels may run in this process: the CPU's AMX-TILE and AMX-BF16 (CPUID), a build
+// with the kernels, and Linux's permission for the tile data state, which a process must ask for once
+// before its first tile instruction (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA), Linux 5.16+;
+// without it the first tile instruction faults). Asked at most once, on first use.
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#include "opbench/cpu.hpp"
+#include "opbench/isa.hpp"
+
+namespace opbench {
+
+std::string amx_unavailable() {
+  static const std::string why = []() -> std::string {
+    const CpuInfo& c = cpu_info();
+    if (!c.amx_bf16 || !c.amx_tile) return "this CPU lacks AMX-BF16";
+    if (!(c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c)) return "this CPU lacks AVX-512";
+#ifndef OPBENCH_HAVE_AMX
+    return "this build's compiler could not produce AMX code (-mamx-tile -mamx-bf16)";
+#elif defined(__linux__) && defined(SYS_arch_prctl)
+    constexpr long kArchReqXcompPerm = 0x1023;  // asm/prctl.h
+    constexpr long kXfeatureXtiledata = 18;     // the tile data state component
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+      return std::string("Linux refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM: ") + std::strerror(errno) +
+             ")";
+    }
+    return "";
+#else
+    return "AMX needs Linux's permission request (arch_prctl ARCH_REQ_XCOMP_PERM), which this OS lacks";
+#endif
+  }();
+  return why;
+}
+
+#ifndef OPBENCH_HAVE_AMX
+void tdpbf16ps_tiles(float*, const uint16_t*, const uint16_t*) {
+  throw std::invalid_argument("AMX is not available: " + amx_unavailable());
+}
+#endif
+
+}  // namespace opbench
