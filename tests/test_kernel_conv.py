@@ -277,3 +277,23 @@ W = np.ones((2, 4, 3, 3), np.float32)
 def test_invalid_input_raises_value_error(x: np.ndarray, w: np.ndarray, kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         kernels.conv2d(x, w, **kwargs)
+
+
+def test_a_plain_call_runs_the_plan_a_spelled_out_one_does() -> None:
+    """conv2d and gemm with plain integers and no tiles skip the facade's conversions (issue 41): the same
+    plan and answer as every argument spelled out, and a value out of range still takes the checks."""
+    rng = np.random.default_rng(5)
+    x, w = rng.random((2, 6, 9, 11), np.float32), rng.random((4, 3, 3, 3), np.float32)
+    plain = kernels.prepare_conv2d(x, w, stride=2, padding=1, dilation=1, groups=2)
+    spelled = kernels.prepare_conv2d(
+        x, w, stride=(2, 2), padding=(1, 1, 1, 1), dilation=(1, 1), groups=2, tiles=Tiles()
+    )
+    assert plain.tiles() == spelled.tiles()
+    np.testing.assert_array_equal(plain.output(), spelled.output())
+    for bad in ({"stride": 0}, {"padding": -1}, {"dilation": True}, {"groups": 2**40}):
+        with pytest.raises(ValueError):
+            kernels.conv2d(x, w, **{"groups": 2, **bad})  # type: ignore[arg-type]
+    a, b = rng.random((7, 5), np.float32), rng.random((5, 3), np.float32)
+    assert kernels.prepare_gemm(a, b).tiles() == kernels.prepare_gemm(a, b, tiles=Tiles()).tiles()
+    with pytest.raises(ValueError, match="a must be a numpy.ndarray"):
+        kernels.gemm([[1.0]], b)  # type: ignore[arg-type]

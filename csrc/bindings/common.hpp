@@ -214,7 +214,8 @@ struct Plan {
   py::tuple keep;              // the inputs and outputs: the problem holds raw pointers into them
   py::object result;           // what output() returns: an array, or (y, (h_n, c_n))
   std::function<void()> call;  // one call of the kernel (run with the GIL released)
-  py::dict tiles;              // isa, kernel, mr, nr and the tiles used
+  // isa, kernel, mr, nr and the tiles used: built when asked (plan.tiles()), not on every user's call
+  std::function<py::dict()> tiles;
   py::dict saved;              // a backward plan's training forward: its outputs and saved activations
   Fault fault = Fault::none;   // test builds only (fault.hpp)
   void* first_out = nullptr;   // where Fault::wrong corrupts the answer

@@ -51,11 +51,14 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   plan.keep = py::make_tuple(x, w, y);
   plan.result = y;
   plan.call = [&ks, p, conv] { conv2d(ks, p, conv); };
-  plan.tiles = tile_dict(ks.isa, conv.kernel, conv.mr, conv.nr, conv.blocking);
-  plan.tiles["gemm_m"] = conv.gemm.m;
-  plan.tiles["gemm_n"] = conv.gemm.n;
-  plan.tiles["gemm_k"] = conv.gemm.k;
-  plan.tiles["path"] = conv.describe(p.dtype);
+  plan.tiles = [&ks, conv, dtype = p.dtype] {
+    py::dict d = tile_dict(ks.isa, conv.kernel, conv.mr, conv.nr, conv.blocking);
+    d["gemm_m"] = conv.gemm.m;
+    d["gemm_n"] = conv.gemm.n;
+    d["gemm_k"] = conv.gemm.k;
+    d["path"] = conv.describe(dtype);
+    return d;
+  };
   return plan;
 }
 
@@ -92,12 +95,11 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   }
   const RnnKernels& rnn = rnn_kernels(ks);
   plan.call = [&ks, &rnn, p, blk, threads] { rnn_forward(ks, rnn, p, blk, static_cast<int>(threads)); };
-  if (bf16_in) {
+  plan.tiles = [&ks, bf16_in, blk] {
+    if (!bf16_in) return tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
     const Bf16Kernels& bk = bf16_kernels(ks);
-    plan.tiles = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
-  } else {
-    plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
-  }
+    return tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
+  };
   return plan;
 }
 
@@ -223,26 +225,29 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   } else {
     plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
   }
-  plan.tiles = f16    ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
-               : bf16 ? tile_dict(ks.isa, bf16->description, bf16->mr, bf16->nr, blocking)
-                      : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
-  plan.tiles["small_m"] = blocking.small_m;
-  plan.tiles["parallel_flops"] = blocking.parallel_flops;
-  plan.tiles["stream_m"] = blocking.stream_m;
-  GemmProblem one_task = p;  // what one thread's gemm() multiplies
-  if (split) one_task.m = std::min(p.m, batch_rows);
-  const std::string path = gemm_path(ks, one_task, blocking);
-  plan.tiles["path"] = !batch ? path
-                       : !split ? "batched, each product on all threads: " + path
-                       : threads <= 1 ? "batched, one product after another: " + path
-                       : batch_rows >= p.m
-                           ? "batched, whole products dealt out to the threads: " + path
-                           : "batched, blocks of " + std::to_string(batch_rows) +
-                                 " rows of each product dealt out to the threads: " + path;
-  if (batch) plan.tiles["batch_rows"] = batch_rows;
-  if (path.rfind("blocked", 0) == 0) {
-    plan.tiles["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : bf16 ? bf16->nr : tk.nr, bf16 ? 2 : 4);
-  }
+  plan.tiles = [&ks, &tk, f16, bf16, blocking, p, batch, split, threads, batch_rows] {
+    py::dict d = f16    ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
+                 : bf16 ? tile_dict(ks.isa, bf16->description, bf16->mr, bf16->nr, blocking)
+                        : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
+    d["small_m"] = blocking.small_m;
+    d["parallel_flops"] = blocking.parallel_flops;
+    d["stream_m"] = blocking.stream_m;
+    GemmProblem one_task = p;  // what one thread's gemm() multiplies
+    if (split) one_task.m = std::min(p.m, batch_rows);
+    const std::string path = gemm_path(ks, one_task, blocking);
+    d["path"] = !batch ? path
+                : !split ? "batched, each product on all threads: " + path
+                : threads <= 1 ? "batched, one product after another: " + path
+                : batch_rows >= p.m
+                    ? "batched, whole products dealt out to the threads: " + path
+                    : "batched, blocks of " + std::to_string(batch_rows) +
+                          " rows of each product dealt out to the threads: " + path;
+    if (batch) d["batch_rows"] = batch_rows;
+    if (path.rfind("blocked", 0) == 0) {
+      d["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : bf16 ? bf16->nr : tk.nr, bf16 ? 2 : 4);
+    }
+    return d;
+  };
   plan.fault = injected_fault(blocking.mc, blocking.nc, blocking.kc);
   plan.first_out = p.c;
   plan.f16_out = p.out_dtype != Dtype::f32;
@@ -307,7 +312,7 @@ PYBIND11_MODULE(_core, m) {
       .def("output", &Plan::output, "Call the kernel once and return its outputs (the plan's own arrays).")
       .def("last", [](const Plan& p) { return p.result; },
            "The outputs as the last call (timed or not) left them, without calling (the plan's own arrays).")
-      .def("tiles", [](const Plan& p) { return p.tiles; },
+      .def("tiles", [](const Plan& p) { return p.tiles(); },
            "What runs: isa, kernel, mr, nr, and tile_m / tile_n / tile_k as used (given or from the model).")
       .def("saved", [](const Plan& p) { return p.saved; },
            "A recurrent backward plan's training forward, run once when prepared: y, h_n (c_n) and the "

@@ -69,7 +69,7 @@ Plan gemm_backward_plan(const py::array& a, const py::array& b, const py::array&
   plan.keep = py::make_tuple(a, b, dc, ada, adb);
   plan.result = py::make_tuple(ada, adb);
   plan.call = [&ks, p, blk, threads] { gemm_backward(ks, p, blk, static_cast<int>(threads)); };
-  plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+  plan.tiles = [&ks, blk] { return tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk); };
   return plan;
 }
 
@@ -109,8 +109,11 @@ Plan conv2d_backward_plan(const py::array& x, const py::array& w, const py::arra
   plan.keep = py::make_tuple(x, w, dy, adx, adw);
   plan.result = py::make_tuple(adx, adw);
   plan.call = [&ks, p, blk, threads] { conv2d_backward(ks, p, blk, static_cast<int>(threads)); };
-  plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
-  plan.tiles["tile_n"] = conv2d_backward_pixel_block(p.conv, p.pixel_block);
+  plan.tiles = [&ks, blk, pixels = conv2d_backward_pixel_block(p.conv, p.pixel_block)] {
+    py::dict d = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+    d["tile_n"] = pixels;
+    return d;
+  };
   return plan;
 }
 
@@ -210,7 +213,7 @@ Plan rnn_backward_plan(const std::string& cell, const py::array& x, const py::ar
   if (sizes.gates) plan.saved["gates"] = sg.attr("reshape")(py::make_tuple(T, B, G));
   if (sizes.state) plan.saved["state"] = ss.attr("reshape")(py::make_tuple(T, B, H));
   if (sizes.tanh_c) plan.saved["tanh_c"] = st.attr("reshape")(py::make_tuple(T, B, H));
-  plan.tiles = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+  plan.tiles = [&ks, blk] { return tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk); };
   return plan;
 }
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from opbench.documents import CpuFeatures, CpuInfo, KernelInfo
 from opbench.dtypes import Array
 from opbench.kernels._args import (
@@ -18,6 +20,7 @@ from opbench.kernels._args import (
     TilesArg,
     _arrays,
     _as_tiles,
+    _default_tiles,
     _optional_count,
     _padding,
     _pair,
@@ -133,10 +136,12 @@ def prepare_gemm(
     """gemm(...) prepared once and called many times: `plan.run(loops)` times calls inside C++ (no Python
     between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
     None) is where every call writes."""
+    if tiles is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray:
+        # every default (a user's plain call): no tile or threshold to check
+        return _core.prepare_gemm(a, b, None, _default_tiles(), accumulate, None, None, None)
     _arrays(a=a, b=b, **({} if out is None else {"out": out}))
-    if tiles is None:  # every default (a user's plain call): no tile or threshold to check
-        defaults = _core.Tiles(None, None, None, default_threads(), "")
-        return _core.prepare_gemm(a, b, out, defaults, accumulate, None, None, None)
+    if tiles is None:
+        return _core.prepare_gemm(a, b, out, _default_tiles(), accumulate, None, None, None)
     lookup = "tuned_tiles(m, n, k, dtype, threads)"
     given = _as_tiles(tiles, lookup)
     paths = given.thresholds()
@@ -191,6 +196,25 @@ def prepare_conv2d(
 ) -> Plan:
     """conv2d(...) prepared once (see prepare_gemm); `plan.tiles()` reports the tiles conv2d uses for this
     problem (given ones clamped and rounded to the register tile, the rest derived) and its register tile."""
+    if (
+        tiles is None
+        and out is None
+        and type(x) is np.ndarray
+        and type(w) is np.ndarray
+        and type(stride) is int
+        and type(padding) is int
+        and type(dilation) is int
+        and type(groups) is int
+        and 1 <= stride <= MAX_CONV_PARAM
+        and 0 <= padding <= MAX_CONV_PARAM
+        and 1 <= dilation <= MAX_CONV_PARAM
+        and 1 <= groups <= MAX_CONV_PARAM
+    ):
+        # plain integers in range and every default tile (a user's plain call): nothing else to convert
+        sides = (padding, padding, padding, padding)
+        return _core.prepare_conv2d(
+            x, w, None, (stride, stride), sides, (dilation, dilation), groups, _default_tiles()
+        )
     _arrays(x=x, w=w, **({} if out is None else {"out": out}))
     lookup = "tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)"
     return _core.prepare_conv2d(

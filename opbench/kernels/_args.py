@@ -111,9 +111,25 @@ def _as_tiles(tiles: object, lookup: str) -> Tiles:
     return tiles
 
 
+# The default _core.Tiles per thread count (its fields are read-only): building one through pybind11 took
+# longer than the rest of a small GEMM's Python side.
+_DEFAULTS: dict[int, _core.Tiles] = {}
+
+
+def _default_tiles() -> _core.Tiles:
+    """Every tile from the cache model, on the cores this process may use now, on the best kernel set."""
+    threads = default_threads()
+    tiles = _DEFAULTS.get(threads)
+    if tiles is None:
+        tiles = _DEFAULTS[threads] = _core.Tiles(None, None, None, threads, "")
+    return tiles
+
+
 def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
     """The _core.Tiles every prepare_* takes, each field checked: tile_m, tile_n, tile_k, threads, isa (see
     _as_tiles). `kernel` names a kernel that takes no GEMM path thresholds (they are then a ValueError)."""
+    if tiles is None:  # every default: nothing to check
+        return _default_tiles()
     tiles = _as_tiles(tiles, lookup)
     if kernel and tiles.thresholds():
         names = ", ".join(tiles.thresholds())
