@@ -403,5 +403,11 @@ def test_a_bf16_sweep_verifies_and_names_the_unit_it_divides_by(tmp_path: Path) 
     assert by["cpp"]["status"] == "ok" and by["cpp"]["verify"]["ok"] and by["cpp"]["dtype"] == "bf16"
     assert by["numpy"]["status"] == "ok" and by["numpy"]["verify"]["ok"]
     assert by["mindspore"]["status"] == "skipped" and "bfloat16" in by["mindspore"]["reason"]
-    unit = "bf16 dot-product peak" if HAS_BF16_DOT else "no AVX512-BF16 on this CPU"
+    unit = (
+        "bf16 tile dot-product peak (AMX-BF16)"
+        if "amx" in kernels.available_isas()
+        else "bf16 dot-product peak"
+        if HAS_BF16_DOT
+        else "no AVX512-BF16 on this CPU"
+    )
     assert unit in json.dumps(by["cpp"]["peak"])
