@@ -185,6 +185,13 @@ struct Entries {
   }
 };
 
+// An AMX row's kernel set: another row's, under the row's name (its bf16 kernels are the row's Beside column).
+inline KernelSet renamed(const KernelSet& base, const char* isa) {
+  KernelSet k = base;
+  k.isa = isa;
+  return k;
+}
+
 template <class U, class Cvt>
 Bf16Kernels make_tile_kernels(const char* isa, const char* description) {
   Bf16Kernels k = packing::make_bf16_kernels<kMR, kNR, Cvt>(isa, description, Entries<U>::packed, Entries<U>::in_place,

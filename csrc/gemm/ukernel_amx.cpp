@@ -99,17 +99,12 @@ const Bf16Kernels& kernels_bf16_amx() {
 }
 
 const KernelSet& kernels_amx() {
-  static const KernelSet ks = [] {
-    KernelSet k = kernels_avx512();
-    k.isa = "amx";
-    return k;
-  }();
+  static const KernelSet ks = amx::renamed(kernels_avx512(), "amx");
   return ks;
 }
 
 void tdpbf16ps_tiles(float* c, const uint16_t* a, const uint16_t* b) {
-  static const amx::TileConfig cfg = amx::full_tiles();
-  _tile_loadconfig(&cfg);
+  configure_tiles();
   _tile_loadd(0, c, 64);
   _tile_loadd(4, a, 64);
   _tile_loadd(6, b, 64);
@@ -120,7 +115,6 @@ void tdpbf16ps_tiles(float* c, const uint16_t* a, const uint16_t* b) {
 // TDPBF16PS throughput: six independent accumulator tiles fed by one A and one B tile of bf16 1.0 and 2^-15
 // (the sums stay normal), 16 x 16 x 32 x 2 FLOP per instruction.
 double dot_chains_bf16_amx(int64_t iters) {
-  static const amx::TileConfig cfg = amx::full_tiles();
   alignas(64) static uint16_t a[amx::kTileRows][32], b[amx::kTileRows][32];
   for (int r = 0; r < amx::kTileRows; ++r) {
     for (int j = 0; j < 32; ++j) {
@@ -129,7 +123,7 @@ double dot_chains_bf16_amx(int64_t iters) {
     }
   }
   alignas(64) float out[amx::kTileRows][16];
-  _tile_loadconfig(&cfg);
+  configure_tiles();
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);

@@ -91,11 +91,7 @@ const Bf16Kernels& kernels_bf16_amx_emu() {
 }
 
 const KernelSet& kernels_amx_emu() {
-  static const KernelSet ks = [] {
-    KernelSet k = kernels_ref();
-    k.isa = "amx-emu";
-    return k;
-  }();
+  static const KernelSet ks = amx::renamed(kernels_ref(), "amx-emu");
   return ks;
 }
 

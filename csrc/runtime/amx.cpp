@@ -17,11 +17,11 @@
 
 namespace opbench {
 
-std::string amx_unavailable() {
+const std::string& amx_unavailable() {
   static const std::string why = []() -> std::string {
     const CpuInfo& c = cpu_info();
     if (!c.amx_bf16 || !c.amx_tile) return "this CPU lacks AMX-BF16";
-    if (!(c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c)) return "this CPU lacks AVX-512";
+    if (!avx512_kernels_run(c)) return "this CPU lacks AVX-512";
 #ifndef OPBENCH_HAVE_AMX
     return "this build's compiler could not produce AMX code (-mamx-tile -mamx-bf16)";
 #elif defined(__linux__) && defined(SYS_arch_prctl)

@@ -45,6 +45,8 @@ constexpr double (*kDotAmx)(int64_t) = nullptr;
 const KernelSet& amx_kernels() { return kernels_avx512(); }  // never asked: the row is never supported
 #endif
 
+bool avx512_kernels_run(const CpuInfo& c) { return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c; }
+
 namespace {
 
 bool always(const CpuInfo&) { return true; }
@@ -54,6 +56,12 @@ bool has_avx512fp16(const CpuInfo& c) { return c.avx512fp16; }
 bool has_avx512bf16(const CpuInfo& c) { return c.avx512bf16; }
 const F16AccKernels* f16acc_emulated() { return &f16acc_ref(); }
 constexpr PeakLoop kNoLoop{nullptr, "", always};
+// Columns two rows share: "amx" is AVX-512's kernel set, "amx-emu" the reference one.
+constexpr RnnKernels kAvx512Cells{lstm_cell_avx512, gru_cell_avx512, rnn_cell_avx512};
+constexpr RnnKernels kRefCells{lstm_cell_ref, gru_cell_ref, rnn_cell_ref};
+constexpr PeakLoop kAvx512Fma{fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains", always};
+constexpr PeakLoop kRefFma{fma_chains_f32_ref, "portable fp32 multiply+add, 32 chains", always};
+constexpr PeakLoop kAvx512Fp16Fma{kFmaF16, "avx512fp16 FMA (zmm, 32 lanes), 16 chains", has_avx512fp16};
 
 }  // namespace
 
@@ -63,21 +71,21 @@ const std::vector<IsaEntry>& isa_table() {
       {"amx",
        has_amx,
        amx_kernels,
-       {lstm_cell_avx512, gru_cell_avx512, rnn_cell_avx512},
-       {fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains", always},
+       kAvx512Cells,
+       kAvx512Fma,
        {f16acc_avx512fp16, has_avx512fp16},
        {bf16_amx, has_amx},
-       {kFmaF16, "avx512fp16 FMA (zmm, 32 lanes), 16 chains", has_avx512fp16},
+       kAvx512Fp16Fma,
        {kDotAmx, "amx-bf16 tile dot product (tdpbf16ps, 16x16x32), 6 chains", has_amx},
        amx_unavailable},
       {"avx512",
-       [](const CpuInfo& c) { return c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.f16c; },
+       avx512_kernels_run,
        kernels_avx512,
-       {lstm_cell_avx512, gru_cell_avx512, rnn_cell_avx512},
-       {fma_chains_f32_avx512, "avx512 fp32 FMA (zmm), 16 chains", always},
+       kAvx512Cells,
+       kAvx512Fma,
        {f16acc_avx512fp16, has_avx512fp16},
        {bf16_avx512bf16, has_avx512bf16},
-       {kFmaF16, "avx512fp16 FMA (zmm, 32 lanes), 16 chains", has_avx512fp16},
+       kAvx512Fp16Fma,
        {kDotBf16, "avx512bf16 dot product (vdpbf16ps, zmm), 16 chains", has_avx512bf16}},
       {"avx2",
        [](const CpuInfo& c) { return c.avx2 && c.fma && c.f16c; },
@@ -91,8 +99,8 @@ const std::vector<IsaEntry>& isa_table() {
       {"ref",
        always,
        kernels_ref,
-       {lstm_cell_ref, gru_cell_ref, rnn_cell_ref},
-       {fma_chains_f32_ref, "portable fp32 multiply+add, 32 chains", always},
+       kRefCells,
+       kRefFma,
        {f16acc_emulated, always},
        {nullptr, always},
        kNoLoop,
@@ -101,8 +109,8 @@ const std::vector<IsaEntry>& isa_table() {
       {"amx-emu",
        always,
        kernels_amx_emu,
-       {lstm_cell_ref, gru_cell_ref, rnn_cell_ref},
-       {fma_chains_f32_ref, "portable fp32 multiply+add, 32 chains", always},
+       kRefCells,
+       kRefFma,
        {f16acc_emulated, always},
        {bf16_amx_emu, always},
        kNoLoop,

@@ -136,11 +136,9 @@ def prepare_gemm(
     """gemm(...) prepared once and called many times: `plan.run(loops)` times calls inside C++ (no Python
     between them), `plan.output()` returns C. The same arguments and errors as gemm; out (allocated when
     None) is where every call writes."""
-    if tiles is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray:
-        # every default (a user's plain call): no tile or threshold to check
-        return _core.prepare_gemm(a, b, None, _default_tiles(), accumulate, None, None, None)
-    _arrays(a=a, b=b, **({} if out is None else {"out": out}))
-    if tiles is None:
+    if not (out is None and type(a) is np.ndarray and type(b) is np.ndarray):  # (plain arrays: no check)
+        _arrays(a=a, b=b, **({} if out is None else {"out": out}))
+    if tiles is None:  # every default (a user's plain call): no tile or threshold to check
         return _core.prepare_gemm(a, b, out, _default_tiles(), accumulate, None, None, None)
     lookup = "tuned_tiles(m, n, k, dtype, threads)"
     given = _as_tiles(tiles, lookup)
@@ -196,11 +194,10 @@ def prepare_conv2d(
 ) -> Plan:
     """conv2d(...) prepared once (see prepare_gemm); `plan.tiles()` reports the tiles conv2d uses for this
     problem (given ones clamped and rounded to the register tile, the rest derived) and its register tile."""
+    if not (out is None and type(x) is np.ndarray and type(w) is np.ndarray):  # (plain arrays: no check)
+        _arrays(x=x, w=w, **({} if out is None else {"out": out}))
     if (
         tiles is None
-        and out is None
-        and type(x) is np.ndarray
-        and type(w) is np.ndarray
         and type(stride) is int
         and type(padding) is int
         and type(dilation) is int
@@ -213,9 +210,8 @@ def prepare_conv2d(
         # plain integers in range and every default tile (a user's plain call): nothing else to convert
         sides = (padding, padding, padding, padding)
         return _core.prepare_conv2d(
-            x, w, None, (stride, stride), sides, (dilation, dilation), groups, _default_tiles()
+            x, w, out, (stride, stride), sides, (dilation, dilation), groups, _default_tiles()
         )
-    _arrays(x=x, w=w, **({} if out is None else {"out": out}))
     lookup = "tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)"
     return _core.prepare_conv2d(
         x,

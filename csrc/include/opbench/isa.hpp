@@ -43,14 +43,17 @@ struct IsaEntry {
   PeakLoop fma_f16;                      // the native fp16 FMA loop (the fp16 unit's peak)
   PeakLoop dot_bf16;                     // the bf16 dot-product loop (the bf16 unit's peak)
   // Why this CPU or build cannot run the row, where `supported` alone would not say (AMX); nullptr: none.
-  std::string (*unavailable)() = nullptr;
+  const std::string& (*unavailable)() = nullptr;
   // An emulation (amx-emu): run only when named (OPBENCH_ISA, isa=), never among supported_isas().
   bool emulated = false;
 };
 
 // "" when the AMX-BF16 kernels may run in this process, else why not (runtime/amx.cpp; the first call asks
 // Linux for the tile state).
-std::string amx_unavailable();
+const std::string& amx_unavailable();
+// Whether the CPU has what the AVX-512 kernel set needs (F, BW, VL, DQ and F16C): the "avx512" row's
+// condition, which "amx" (AVX-512's set) needs too.
+bool avx512_kernels_run(const CpuInfo& c);
 // One TDPBF16PS on 16 x 16 fp32 c, 16 x 32 bf16 a and 16 pair-rows x 16 columns x 2 bf16 b (row-major), on the
 // exact emulator (ukernel_amx_emu.cpp) or the CPU's tiles (ukernel_amx.cpp; only where amx_unavailable() is
 // "", and built: else it throws std::invalid_argument).
