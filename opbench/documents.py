@@ -1,6 +1,6 @@
 """The JSON documents opbench writes and reads back, typed: the results file (its header and records), the
 peak and bandwidth entries, the machine blocks and what the compiled runtime reports about the CPU. Each is
-the file's own layout (schema v10: results.py), declared as a TypedDict so that mypy checks every key that
+the file's own layout (schema v11: results.py), declared as a TypedDict so that mypy checks every key that
 is written or read; the nested blocks of a record are in blocks.py. Values a document holds without
 knowing their type (a shape's fields, a backend's parameters) are `Scalar`s."""
 
@@ -311,7 +311,7 @@ class SweepMeta(TypedDict):
     plans: list[str]
 
 
-# A results record (case.Result.to_record, schema v10); `pass` is a keyword, hence the functional form.
+# A results record (case.Result.to_record, schema v11); `pass` is a keyword, hence the functional form.
 # Records read back from an older file may lack fields (results.py's schema history).
 Record = TypedDict(
     "Record",

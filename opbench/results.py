@@ -53,6 +53,10 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   `reference.speed_index`) only as far as the case's backend, op and dtype followed it
                   (`reference.sensitivity`); `reference.utilization_beside` is the earlier utilization,
                   beside `reference.utilization_best`, `reference.fma_best_gflops` and `.fma_speed`.
+ 11 (2026-11-27): the AMX ISAs (issue 43): `machine.isas` may name `amx` (AVX-512's kernel set with AMX-BF16
+                  bf16 kernels, first where it runs) and `machine.selected_isa` `amx` or `amx-emu` (the
+                  tile emulator, run only when named); `machine.features` gains `amx_tile`. No field moved:
+                  files of earlier versions read as before.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ from opbench.ops import named
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.
