@@ -32,6 +32,7 @@ CONV = [
     dict(n=8, c=64, h=56, w=56, k=128, r=3, s=3, pad_h=1, pad_w=1, stride_h=2, stride_w=2),
     dict(n=8, c=64, h=56, w=56, k=256, r=1, s=1),
     dict(n=8, c=32, h=56, w=56, k=32, r=3, s=3, pad_h=1, pad_w=1, groups=32),
+    dict(n=8, c=144, h=56, w=56, k=144, r=3, s=3, pad_h=1, pad_w=1, stride_h=2, stride_w=2, groups=144),
 ]
 
 

@@ -99,6 +99,21 @@ CONV_SHAPES = [
     conv.ConvShape(1, 6, 11, 10, 4, 3, 5, 1, 1, 0, 4, 1, 1, 2, pad_h_end=2, pad_w_end=1),
     conv.ConvShape(2, 4, 13, 9, 6, 3, 3, 2, 2, 1, 0, 2, 1, 1, pad_h_end=3, pad_w_end=2),
 ]
+# Depthwise (one input channel per group: csrc/conv/depthwise_backward.cpp): the flipped 3x3 kernel at
+# stride 1 on rows wider than a vector; two and four output channels per channel (one channel, groups 1);
+# strides 2 and 3 with padding per side; dilation; a 5x5 filter (taps in two passes of the row kernel); 1x1
+# at stride 2 (phases no tap lands in); a single pixel.
+DEPTHWISE = [
+    conv.ConvShape(3, 4, 9, 21, 4, 3, 3, pad_h=1, pad_w=1, groups=4),
+    conv.ConvShape(2, 5, 37, 19, 10, 3, 3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=5),
+    conv.ConvShape(2, 1, 8, 8, 4, 3, 3, pad_h=1, pad_w=1),
+    conv.ConvShape(2, 6, 12, 11, 6, 3, 3, 3, 2, 2, 0, 1, 1, 6, pad_h_end=1, pad_w_end=2),
+    conv.ConvShape(1, 3, 17, 23, 3, 3, 3, 1, 1, 2, 2, 2, 2, 3),
+    conv.ConvShape(2, 2, 11, 13, 2, 5, 5, pad_h=2, pad_w=2, groups=2),
+    conv.ConvShape(2, 4, 7, 7, 4, 1, 1, stride_h=2, stride_w=2, groups=4),
+    conv.ConvShape(1, 3, 1, 1, 6, 1, 1, groups=3),
+]
+CONV_SHAPES += DEPTHWISE
 ASYMMETRIC = [s for s in CONV_SHAPES if not s.symmetric]
 
 
@@ -116,10 +131,10 @@ def test_conv2d_backward_matches_float64(isa: str, dtype: str, shape: conv.ConvS
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("tiles", [{}, {"tile_m": 14, "tile_n": 5, "tile_k": 8}, {"tile_n": 1000}])
 def test_conv2d_backward_threads_and_pixel_blocks(threads: int, tiles: dict[str, int]) -> None:
-    for shape in (CONV_SHAPES[0], CONV_SHAPES[2], CONV_SHAPES[9]):
+    for shape in (CONV_SHAPES[0], CONV_SHAPES[2], CONV_SHAPES[9], DEPTHWISE[1]):
         inp = conv_bwd.make_inputs(shape, "fp32", seed=8)
         plan = conv_bwd.plan(shape, inp, Tiles.of(tiles, threads))
-        if "tile_n" in tiles:
+        if "tile_n" in tiles and shape.groups == 1:
             assert plan.tiles()["tile_n"] == min(tiles["tile_n"], shape.out_h * shape.out_w)
         ref = conv_bwd.reference(shape, inp)
         assert conv_bwd.check(shape, plan.output(), inp, ref, "fp32", "fp32")["ok"]
@@ -152,6 +167,21 @@ def test_the_conv_bound_catches_a_flipped_filter_and_swapped_gradients() -> None
     wrong = dict(inp, w=np.ascontiguousarray(inp["w"][:, :, ::-1, ::-1]))
     dx_wrong, _ = kernels.conv2d_backward(wrong["x"], wrong["w"], wrong["dy"], padding=1)
     assert not conv_bwd.check(shape, (dx_wrong, dw), inp, ref, "fp32", "fp32")["ok"]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_the_depthwise_bound_catches_a_flipped_filter_and_one_element_off(isa: str) -> None:
+    for shape in (DEPTHWISE[0], DEPTHWISE[1]):
+        inp = conv_bwd.make_inputs(shape, "fp32", seed=11)
+        ref = conv_bwd.reference(shape, inp)
+        dx, dw = conv_bwd.plan(shape, inp, Tiles(threads=2, isa=isa)).output()
+        assert conv_bwd.check(shape, (dx, dw), inp, ref, "fp32", "fp32")["ok"]
+        assert not conv_bwd.check(shape, (dx, dw[:, :, ::-1, ::-1].copy()), inp, ref, "fp32", "fp32")["ok"]
+        for grad in (dx, dw):
+            off = grad.copy()
+            off.flat[off.size // 2] += 0.01 * float(np.abs(grad).max())
+            outs = (off, dw) if grad is dx else (dx, off)
+            assert not conv_bwd.check(shape, outs, inp, ref, "fp32", "fp32")["ok"]
 
 
 def test_conv2d_backward_invalid_input_raises_value_error() -> None:

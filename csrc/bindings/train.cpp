@@ -109,9 +109,10 @@ Plan conv2d_backward_plan(const py::array& x, const py::array& w, const py::arra
   plan.keep = py::make_tuple(x, w, dy, adx, adw);
   plan.result = py::make_tuple(adx, adw);
   plan.call = [&ks, p, blk, threads] { conv2d_backward(ks, p, blk, static_cast<int>(threads)); };
-  plan.tiles = [&ks, blk, pixels = conv2d_backward_pixel_block(p.conv, p.pixel_block)] {
+  plan.tiles = [&ks, blk, pixels = conv2d_backward_pixel_block(p.conv, p.pixel_block), path = conv2d_backward_path(p.conv)] {
     py::dict d = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
     d["tile_n"] = pixels;
+    d["path"] = path;
     return d;
   };
   return plan;

@@ -3,10 +3,12 @@
 // columns computed into the same tile and scattered back (col2im); at stride 1 the data gradient is the
 // forward convolution of dY with the flipped filter instead. Both products run on the blocked GEMM
 // with the kernel set and blocking of the call; threads split the GEMMs, the gather and the scatter.
+// Depthwise convolutions go to their own direct loops (depthwise_backward.cpp).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "depthwise_phases.hpp"
 #include "opbench/aligned.hpp"
 #include "opbench/backward.hpp"
 #include "opbench/cpu.hpp"
@@ -101,6 +103,12 @@ void flip_filter(const Geometry& g, const float* w, float* out) {
 
 }  // namespace
 
+const char* conv2d_backward_path(const ConvProblem& p) {
+  if (conv2d_is_depthwise(p)) return "direct depthwise: dW as tap dot products, dX as the transposed taps (tiles do not apply)";
+  if (data_gradient_as_conv(p)) return "dW from im2col tiles per pixel block; dX as the flipped-filter forward conv";
+  return "dW from im2col tiles per pixel block; dX by col2im of the same tiles";
+}
+
 int64_t conv2d_backward_pixel_block(const ConvProblem& p, int64_t given) {
   const Geometry g(p);
   if (given > 0) return std::min(given, g.PQ);
@@ -123,6 +131,10 @@ int64_t conv2d_backward_workspace_bytes(const KernelSet& ks, const ConvBackwardP
                           ? add(add(mul(mul(n, g.K, "dy"), g.PQ, "dy"), mul(mul(n, g.C, "x"), g.H * g.W, "x"), "fp16"),
                                 add(mul(mul(n, g.C, "dx"), g.H * g.W, "dx"), dw32, "fp16"), "fp16")
                           : 0;
+  if (conv2d_is_depthwise(p.conv)) {
+    return mul(add(f16, depthwise_backward_workspace_floats(p.conv, threads), "conv backward"), int64_t(sizeof(float)),
+               "conv backward");
+  }
   const int64_t gemm_ws = std::max(
       gemm_workspace_bytes(ks, f32_product(nullptr, 0, false, nullptr, 0, true, nullptr, 0, g.CRS, g.Kg, nb, true), blk,
                            threads),
@@ -150,6 +162,12 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
   const float* dy = f32_view(ks, dy_buffer, cp.dtype, p.dy, N * g.K * g.PQ);
   float* dx = f32_out(dx_buffer, cp.dtype, p.dx, N * g.C * HW);
   float* dw = f32_out(dw_buffer, cp.dtype, p.dw, g.K * g.CRS);
+  if (conv2d_is_depthwise(cp)) {
+    conv2d_depthwise_backward(ks, cp, x, w, dy, dx, dw, threads);
+    f32_finish(ks, cp.dtype, dx, p.dx, N * g.C, HW);
+    f32_finish(ks, cp.dtype, dw, p.dw, g.K, g.CRS);
+    return;
+  }
   float* tile = static_cast<float*>(tile_buffer.reserve(static_cast<size_t>(g.CRS * nb_max) * sizeof(float)));
   // dW accumulates transposed, per group CRS x Kg, and is transposed into place at the end.
   float* dwt = static_cast<float*>(dwt_buffer.reserve(static_cast<size_t>(g.K * g.CRS) * sizeof(float)));

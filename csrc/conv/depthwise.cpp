@@ -25,19 +25,9 @@
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
+#include "depthwise_phases.hpp"
 
 namespace opbench {
-
-namespace {
-
-// The padded input split by stride phase in both directions: phase (fh, fw) holds padded rows fh, fh + sh,
-// ... and of those the columns fw, fw + sw, ...; each phase is ph rows of pw floats, the phases one after
-// the other, then `slack` floats the flattened rows may read past the last one (results that are dropped).
-struct Phases {
-  int64_t hp, wp, sh, sw, ph, pw, slack;
-  int64_t floats() const { return sh * sw * ph * pw + slack; }
-  float* at(float* base, int64_t fh, int64_t fw) const { return base + (fh * sw + fw) * ph * pw; }
-};
 
 Phases phases_of(const ConvProblem& p) {
   Phases g;
@@ -51,20 +41,30 @@ Phases phases_of(const ConvProblem& p) {
   return g;
 }
 
-// Element `at` of a 16-bit (fp16 or bf16) array as fp32.
+void phase_tap_offsets(const ConvProblem& p, const Phases& g, int64_t* off) {
+  for (int64_t r = 0; r < p.r; ++r) {
+    for (int64_t s = 0; s < p.s; ++s) {
+      const int64_t row = r * p.dil_h, col = s * p.dil_w;
+      off[r * p.s + s] = ((row % g.sh) * g.sw + col % g.sw) * g.ph * g.pw + (row / g.sh) * g.pw + col / g.sw;
+    }
+  }
+}
+
+namespace {
+
 // The kernel set's widening of a 16-bit dtype's values to fp32; nullptr for fp32 (copied, or read in place).
 WidenF16 widen_of(const KernelSet& ks, Dtype dtype) {
   return dtype == Dtype::bf16 ? ks.gemm.widen_bf16 : dtype == Dtype::f16 ? ks.gemm.widen_f16 : nullptr;
 }
 
+// Element `at` of a 16-bit (fp16 or bf16) array as fp32.
 float half_at(const void* src, int64_t at, bool bf16) {
   const uint16_t h = static_cast<const uint16_t*>(src)[at];
   return bf16 ? bf16_to_float(h) : half_to_float(h);
 }
 
-// The phases of input plane `src` (h x w_in, fp32, fp16 or bf16), zero-padded. Each input row is first made a
-// zero-padded fp32 row (wp floats; for stride_w 1 that is the phase row itself), then dealt to the column
-// phases by the kernel set's vectorised depthwise_split.
+}  // namespace
+
 void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* src, float* row, float* dst,
                   float** phase_rows) {
   const WidenF16 widen = widen_of(ks, p.dtype);
@@ -88,8 +88,6 @@ void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, co
   }
   std::fill(dst + g.floats() - g.slack, dst + g.floats(), 0.0f);
 }
-
-}  // namespace
 
 bool conv2d_is_depthwise(const ConvProblem& p) { return p.c == p.groups && p.k / p.groups <= kDepthwiseMaxMultiplier; }
 
@@ -175,13 +173,7 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, ConvPath path, 
   // reads its phase from tap_off onwards, and output (oh, ow) lands at oh pw + ow (columns ow >= Q, which
   // read into the next row, are dropped). One call per plane, no divisions in the loops.
   std::vector<int64_t> tap_off(static_cast<size_t>(taps));
-  for (int64_t r = 0; r < p.r; ++r) {
-    for (int64_t s = 0; s < p.s; ++s) {
-      const int64_t row = r * p.dil_h, col = s * p.dil_w;
-      tap_off[static_cast<size_t>(r * p.s + s)] =
-          ((row % g.sh) * g.sw + col % g.sw) * g.ph * g.pw + (row / g.sh) * g.pw + col / g.sw;
-    }
-  }
+  phase_tap_offsets(p, g, tap_off.data());
   const int64_t flat = (P - 1) * g.pw + Q;
   // The common 3x3 filter at stride 1 (MobileNet's, EfficientNet's) has a kernel of its own that computes
   // four output rows from six input rows.

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <immintrin.h>
 
 #include "opbench/kernel_set.hpp"
+#include "thin.hpp"
 
 namespace opbench {
 namespace depthwise {
@@ -58,6 +60,77 @@ void row(int64_t n, int taps, const float* w, const float* const* src, float* ou
       case 7: pass<7>(n, w + t0, src + t0, out, acc); break;
       case 8: pass<8>(n, w + t0, src + t0, out, acc); break;
       default: pass<9>(n, w + t0, src + t0, out, acc); break;
+    }
+  }
+}
+
+// The weight gradient's inner loop (ConvKernels::depthwise_dot): acc[t] += the dot product of g's `rows`
+// rows of n (ldg apart) with tap t's rows src[t] (ld apart), for up to 9 taps per pass. Each of g's vectors is
+// loaded once for all taps, one L-lane accumulator per tap (9 independent FMA chains); a row's last n % L
+// elements are loaded masked, so no element past a row's n is read (nor multiplied: an Inf in the padding
+// columns of the plane must not turn a zero of g into NaN).
+template <int L>
+[[gnu::always_inline]] inline typename thin::Vec<L>::type lanes_from(const float* x, int64_t rem) {
+  using vec = typename thin::Vec<L>::type;
+#if defined(__AVX512F__)
+  if constexpr (L == 16) return reinterpret_cast<vec>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << rem) - 1u), x));
+#endif
+  vec v = {};
+  for (int64_t l = 0; l < rem; ++l) v[l] = x[l];
+  return v;
+}
+
+template <int L, int T>
+inline void dot_pass(int64_t rows, int64_t n, const float* __restrict g, int64_t ldg, const float* const* src,
+                     int64_t ld, float* acc) {
+  using vec = typename thin::Vec<L>::type;
+  vec a[T];
+  for (int t = 0; t < T; ++t) a[t] = vec{};
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* gi = g + i * ldg;
+    const float* s[T];
+    for (int t = 0; t < T; ++t) s[t] = src[t] + i * ld;
+    int64_t j = 0;
+    for (; j + L <= n; j += L) {
+      vec gv;
+      std::memcpy(&gv, gi + j, sizeof(vec));
+#pragma GCC unroll 9
+      for (int t = 0; t < T; ++t) {
+        vec sv;
+        std::memcpy(&sv, s[t] + j, sizeof(vec));
+        a[t] += gv * sv;
+      }
+    }
+    if (j < n) {
+      const vec gv = lanes_from<L>(gi + j, n - j);
+#pragma GCC unroll 9
+      for (int t = 0; t < T; ++t) a[t] += gv * lanes_from<L>(s[t] + j, n - j);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float sum = 0.0f;
+    for (int l = 0; l < L; ++l) sum += a[t][l];
+    acc[t] += sum;
+  }
+}
+
+template <int L>
+void dot(int64_t rows, int64_t n, int taps, const float* g, int64_t ldg, const float* const* src, int64_t ld,
+         float* acc) {
+  for (int t0 = 0; t0 < taps; t0 += kTapsPerPass) {
+    const int k = taps - t0 < kTapsPerPass ? taps - t0 : kTapsPerPass;
+    const float* const* s = src + t0;
+    float* out = acc + t0;
+    switch (k) {
+      case 1: dot_pass<L, 1>(rows, n, g, ldg, s, ld, out); break;
+      case 2: dot_pass<L, 2>(rows, n, g, ldg, s, ld, out); break;
+      case 3: dot_pass<L, 3>(rows, n, g, ldg, s, ld, out); break;
+      case 4: dot_pass<L, 4>(rows, n, g, ldg, s, ld, out); break;
+      case 5: dot_pass<L, 5>(rows, n, g, ldg, s, ld, out); break;
+      case 6: dot_pass<L, 6>(rows, n, g, ldg, s, ld, out); break;
+      case 7: dot_pass<L, 7>(rows, n, g, ldg, s, ld, out); break;
+      case 8: dot_pass<L, 8>(rows, n, g, ldg, s, ld, out); break;
+      default: dot_pass<L, 9>(rows, n, g, ldg, s, ld, out); break;
     }
   }
 }

@@ -50,6 +50,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.conv.depthwise_row = depthwise::row<Cvt>;
   ks.conv.depthwise_3x3 = depthwise::rows3x3<Cvt>;
   ks.conv.depthwise_split = depthwise::split<Cvt>;
+  ks.conv.depthwise_dot = depthwise::dot<ThinLanes>;
   ks.conv.depthwise_plane = depthwise::kPlane;
   ks.bf16 = packing::make_bf16_kernels<4, 16, Cvt>(
       isa, "portable 4x16 bf16 pairs, products summed in fp32 (no AVX512-BF16 kernel for this kernel set or CPU)");

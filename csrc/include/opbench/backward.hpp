@@ -77,7 +77,12 @@ struct ConvBackwardProblem {
 // P*Q); a given one is clamped to [1, P*Q].
 int64_t conv2d_backward_pixel_block(const ConvProblem& p, int64_t given = 0);
 
+// Depthwise convolutions (conv2d_is_depthwise) take direct loops over planes instead
+// (csrc/conv/depthwise_backward.cpp), where the tiles do not apply.
 void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Blocking& blk, int threads);
+
+// Which way conv2d_backward computes p's gradients, in words (the plan's tiles()["path"]).
+const char* conv2d_backward_path(const ConvProblem& p);
 
 // An upper bound of the bytes conv2d_backward() allocates as workspace (overflow-checked).
 int64_t conv2d_backward_workspace_bytes(const KernelSet& ks, const ConvBackwardProblem& p, const Blocking& blk,

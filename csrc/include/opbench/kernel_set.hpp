@@ -210,6 +210,11 @@ using Depthwise3x3F32 = void (*)(int64_t n, int64_t rows, const float* w, const 
 // (masked loads give the padding); nullptr in kernel sets without it.
 using DepthwisePlaneF32 = void (*)(const float* x, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w, int stride,
                                    const float* wt, float* y, int64_t p, int64_t q);
+// The depthwise weight gradient's sums: acc[t] += sum over i < rows, j < n of g[i ldg + j] * src[t][i ld + j]
+// (dY's rows against filter tap t's shifted input rows; csrc/conv/depthwise_backward.cpp). Reads no element
+// past n in a row.
+using DepthwiseDotF32 = void (*)(int64_t rows, int64_t n, int taps, const float* g, int64_t ldg,
+                                 const float* const* src, int64_t ld, float* acc);
 // Deal a row to `stride` phases: phases[f][j] = row[j * stride + f] for j < n (row holds stride * n floats).
 using DepthwiseSplitF32 = void (*)(const float* row, int64_t n, int stride, float* const* phases);
 
@@ -229,6 +234,7 @@ struct ConvKernels {
   DepthwiseRowF32 depthwise_row;
   Depthwise3x3F32 depthwise_3x3;
   DepthwiseSplitF32 depthwise_split;
+  DepthwiseDotF32 depthwise_dot;
   DepthwisePlaneF32 depthwise_plane;  // nullptr: the padded-copy kernels above take every depthwise conv
 };
 
