@@ -44,6 +44,15 @@ def timed_calls(core: Any, threads: int) -> dict[str, Callable[..., Callable[[in
         return {
             "gemm": lambda a, b, out: core.prepare_gemm(a, b, out, tiles).run,
             "conv": lambda x, w, y: core.prepare_conv2d(x, w, y, (1, 1), (1, 1, 1, 1), (1, 1), 1, tiles).run,
+            "conv 1x1": lambda x, w, y: (
+                core.prepare_conv2d(x, w, y, (1, 1), (0, 0, 0, 0), (1, 1), 1, tiles).run
+            ),
+            # (x, w, dy, padding, groups)
+            "conv:bwd": lambda x, w, dy, pad, groups: (
+                core.prepare_conv2d_backward(
+                    x, w, dy, (1, 1), (pad,) * 4, (1, 1), groups, None, None, tiles
+                ).run
+            ),
             "lstm": lambda *arrays: core.prepare_rnn("lstm", *arrays, tiles).run,
         }
     if hasattr(core, "prepare_gemm"):
@@ -99,13 +108,27 @@ def main() -> int:
         "conv",
         (arr(4, 64, 28, 28), arr(64, 64, 3, 3), np.empty((4, 64, 28, 28), np.float32)),
     )
+    for n, c, hw, k in ((8, 256, 56, 64), (8, 64, 56, 256), (8, 1024, 14, 256)):
+        arrays[f"conv N{n} C{c} {hw}x{hw} K{k} 1x1"] = (
+            "conv 1x1",
+            (arr(n, c, hw, hw), arr(k, c, 1, 1), np.empty((n, k, hw, hw), np.float32)),
+        )
+    arrays["conv:bwd N8 C32 56x56 3x3 p1 g32"] = (
+        "conv:bwd",
+        (arr(8, 32, 56, 56), arr(32, 1, 3, 3), arr(8, 32, 56, 56), 1, 32),
+    )
+    arrays["conv:bwd N8 C64 56x56 K256 1x1"] = (
+        "conv:bwd",
+        (arr(8, 64, 56, 56), arr(256, 64, 1, 1), arr(8, 256, 56, 56), 0, 1),
+    )
     t, b, i, h = 25, 16, 256, 256
     lstm_in = (arr(t, b, i), arr(4 * h, i), arr(4 * h, h), arr(4 * h), arr(4 * h), arr(b, h), arr(b, h))
     lstm_out = (np.empty((t, b, h), np.float32), np.empty((b, h), np.float32), np.empty((b, h), np.float32))
     arrays["lstm T25 B16 I256 H256"] = ("lstm", lstm_in + lstm_out)
 
     builds = (timed_calls(old, args.threads), timed_calls(new, args.threads))
-    runs = {case: tuple(b[op](*a) for b in builds) for case, (op, a) in arrays.items()}
+    # (the conv 1x1 and conv:bwd cases need a build with one Tiles argument)
+    runs = {case: tuple(b[op](*a) for b in builds) for case, (op, a) in arrays.items() if op in builds[0]}
     loops = {}
     for case, (_, run_new) in runs.items():
         n = 1
@@ -123,12 +146,12 @@ def main() -> int:
         f"{cpu_model()}, {args.threads} thread(s), kernel set {kernels.default_tiles()['isa']}, "
         f"{args.rounds} interleaved rounds"
     )
-    print(f"{'case':30} {'old us':>9} {'new us':>9} {'new/old':>8}  quartiles of the per-round ratio")
+    print(f"{'case':34} {'old us':>9} {'new us':>9} {'new/old':>8}  quartiles of the per-round ratio")
     for case, (o, n) in per_call.items():
         ratios = [y / x for x, y in zip(o, n, strict=True)]
         q = statistics.quantiles(ratios, n=4)
         print(
-            f"{case:30} {1e6 * statistics.median(o):9.1f} {1e6 * statistics.median(n):9.1f} "
+            f"{case:34} {1e6 * statistics.median(o):9.1f} {1e6 * statistics.median(n):9.1f} "
             f"{statistics.median(ratios):8.3f}  {q[0]:.3f}-{q[2]:.3f}"
         )
     return 0

@@ -35,6 +35,10 @@ CASES = [
     (2, 12, 17, 16, 12, 3, 3, 2, 2, 1, 0, 1, 1, 12, 0, 1),  # depthwise strided
     (1, 16, 1, 48, 24, 1, 3, 1, 4, 0, 2, 1, 1, 1, 0, 0),  # 1-D (height 1), padded on the left only
     (2, 64, 7, 7, 96, 3, 3, 1, 1, 0, 2, 1, 1, 1, 1, 0),  # a small plane: output pixels as rows
+    # 1x1 on planes of >= 256 pixels: the batched GEMM, x read in place (odd widths, groups, one image)
+    (3, 8, 16, 17, 11, 1, 1, 1, 1, 0, 0, 1, 1, 1),
+    (2, 12, 19, 23, 9, 1, 1, 1, 1, 0, 0, 1, 1, 3),
+    (1, 5, 16, 16, 70, 1, 1, 1, 1, 0, 0, 1, 1, 1),
 ]
 
 
@@ -161,8 +165,12 @@ def test_depthwise_3x3_matches_float64_reference(isa: str, stride: int, hw: tupl
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 @pytest.mark.parametrize(
     "case",
-    [(2, 6, 11, 13, 9, 3, 3, 1, 2, 1, 1, 1, 1, 1), (2, 6, 11, 13, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1)],
-    ids=["gathered", "in-place"],
+    [
+        (2, 6, 11, 13, 9, 3, 3, 1, 2, 1, 1, 1, 1, 1),
+        (2, 6, 11, 13, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+        (3, 6, 16, 17, 31, 1, 1, 1, 1, 0, 0, 1, 1, 1),
+    ],
+    ids=["gathered", "in-place", "pointwise"],
 )
 def test_tiles_apply_to_conv_without_changing_the_answer(
     tiles: tuple[int, int, int], threads: int, dtype: str, case: tuple[int, ...]
@@ -172,6 +180,27 @@ def test_tiles_apply_to_conv_without_changing_the_answer(
     inp = conv.make_inputs(shape, dtype, seed=4)
     y = run(shape, inp, tiles=Tiles(*tiles, threads=threads))
     assert conv.check(shape, y, inp, conv.reference(shape, inp), dtype, "fp32")["ok"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_pointwise_convs_on_large_planes_run_on_the_batched_gemm(dtype: type) -> None:
+    w = np.zeros((24, 8, 1, 1), dtype)
+    for hw, padding, stride, gemm in [
+        ((16, 16), 0, 1, True),
+        ((15, 17), 0, 1, False),
+        ((16, 16), 1, 1, False),
+        ((32, 32), 0, 2, False),
+    ]:
+        x = np.zeros((2, 8, *hw), dtype)
+        t = kernels.prepare_conv2d(x, w, padding=padding, stride=stride, tiles=Tiles(threads=2)).tiles()
+        assert t["path"].startswith("1x1: W * x on the batched GEMM") == gemm, (
+            hw,
+            padding,
+            stride,
+            t["path"],
+        )
+        if gemm:
+            assert (t["gemm_m"], t["gemm_n"], t["gemm_k"]) == (24, 256, 8)
 
 
 def test_conv_tiles_reports_what_conv2d_uses() -> None:

@@ -40,6 +40,7 @@ enum class ConvPath {
   pixels_as_rows,        // implicit GEMM, output pixels of all images as rows (conv2d_pixels.cpp)
   columns_in_place,      // implicit GEMM per image and group, stride 1: B rows read in place (conv2d.cpp)
   columns_gathered,      // implicit GEMM per image and group: B micro-panels gathered
+  pointwise_gemm,        // 1x1 at stride 1 without padding: W_g * x on the batched GEMM, x read in place as B
   bf16_x_as_col,         // bf16 GEMM W * x per image and group, a 1x1 x read in place (conv2d_bf16.cpp)
   bf16_patches_w_order,  // bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x
   bf16_patches_nhwc,     // bf16 GEMM patches * W^T, patch rows (r, s, c) from x in NHWC
