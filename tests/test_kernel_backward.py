@@ -131,7 +131,7 @@ def test_conv2d_backward_matches_float64(isa: str, dtype: str, shape: conv.ConvS
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("tiles", [{}, {"tile_m": 14, "tile_n": 5, "tile_k": 8}, {"tile_n": 1000}])
 def test_conv2d_backward_threads_and_pixel_blocks(threads: int, tiles: dict[str, int]) -> None:
-    for shape in (CONV_SHAPES[0], CONV_SHAPES[2], CONV_SHAPES[9], DEPTHWISE[1]):
+    for shape in (CONV_SHAPES[0], CONV_SHAPES[1], CONV_SHAPES[2], CONV_SHAPES[9], DEPTHWISE[1]):
         inp = conv_bwd.make_inputs(shape, "fp32", seed=8)
         plan = conv_bwd.plan(shape, inp, Tiles.of(tiles, threads))
         if "tile_n" in tiles and shape.groups == 1:

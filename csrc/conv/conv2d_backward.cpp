@@ -63,6 +63,12 @@ bool data_gradient_as_conv(const ConvProblem& p) {
          std::max(p.pad_w, p.pad_right()) <= p.dil_w * (p.s - 1);
 }
 
+// A 1x1 filter at stride 1 without padding: the im2col rows are x's planes, read in place as dW's A (and dX
+// is the flipped-filter, here the transposed 1x1, convolution).
+bool x_is_im2col(const ConvProblem& p) {
+  return p.r == 1 && p.s == 1 && p.stride_h == 1 && p.stride_w == 1 && p.out_h() == p.h && p.out_w() == p.w_in;
+}
+
 ConvProblem data_gradient_conv(const ConvProblem& p, const float* dy, const float* w_flipped, float* dx) {
   ConvProblem q;
   q.dtype = Dtype::f32;
@@ -105,6 +111,7 @@ void flip_filter(const Geometry& g, const float* w, float* out) {
 
 const char* conv2d_backward_path(const ConvProblem& p) {
   if (conv2d_is_depthwise(p)) return "direct depthwise: dW as tap dot products, dX as the transposed taps (tiles do not apply)";
+  if (x_is_im2col(p)) return "1x1: dW from x read in place per pixel block; dX as the transposed 1x1 forward conv";
   if (data_gradient_as_conv(p)) return "dW from im2col tiles per pixel block; dX as the flipped-filter forward conv";
   return "dW from im2col tiles per pixel block; dX by col2im of the same tiles";
 }
@@ -172,6 +179,7 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
   // dW accumulates transposed, per group CRS x Kg, and is transposed into place at the end.
   float* dwt = static_cast<float*>(dwt_buffer.reserve(static_cast<size_t>(g.K * g.CRS) * sizeof(float)));
   const bool as_conv = data_gradient_as_conv(cp);
+  const bool x_in_place = x_is_im2col(cp);
   if (as_conv) {
     float* flipped = static_cast<float*>(flip_buffer.reserve(static_cast<size_t>(g.K * g.CRS) * sizeof(float)));
     flip_filter(g, w, flipped);
@@ -194,6 +202,11 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
       for (int64_t p0 = 0; p0 < g.PQ; p0 += nb_max) {
         const int64_t nb = std::min(nb_max, g.PQ - p0);
         // T = the block's im2col rows (zero where a tap falls in the padding).
+        if (x_in_place) {
+          gemm(ks, f32_product(x_g + p0, HW, false, dy_g + p0, g.PQ, true, dwt_g, g.Kg, g.CRS, g.Kg, nb, n > 0 || p0 > 0),
+               blk, threads);
+          continue;  // dX came from the flipped-filter (1x1) convolution
+        }
         pool.run(row_threads, [&](int tid) {
           for (int64_t crs = g.CRS * tid / row_threads; crs < g.CRS * (tid + 1) / row_threads; ++crs) {
             float* row = tile + crs * nb;
