@@ -48,6 +48,26 @@ B = np.ones((5, 6), np.float32)
 def test_invalid_input_raises_value_error(args: tuple, kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         kernels.gemm(*args, **kwargs)
+    # A plain call of two arrays takes the one-call path (_core.gemm_now); a prepared plan, the same checks.
+    with pytest.raises(ValueError, match=match):
+        kernels.prepare_gemm(*args, **kwargs).output()
+
+
+def test_the_plain_call_computes_what_the_plan_does() -> None:
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    for shape_a, shape_b, dtype in [
+        ((1, 1), (1, 1), np.float32),
+        ((7, 5), (5, 3), np.float32),
+        ((33, 70), (70, 129), np.float16),
+        ((3, 9, 4), (3, 4, 11), np.float32),
+        ((17, 19), (19, 23), ml_dtypes.bfloat16),
+    ]:
+        a, b = rng.standard_normal(shape_a).astype(dtype), rng.standard_normal(shape_b).astype(dtype)
+        c = kernels.gemm(a, b)
+        assert c.dtype == dtype and c.shape == (*shape_a[:-1], shape_b[-1])
+        np.testing.assert_array_equal(c, kernels.prepare_gemm(a, b, tiles=kernels.Tiles()).output())
 
 
 def test_read_only_and_aliased_out_are_rejected() -> None:

@@ -6,14 +6,20 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include "opbench/conv.hpp"
 #include "opbench/fault.hpp"
@@ -197,6 +203,16 @@ struct Tiles {
   const KernelSet& kernels() const { return kernel_set(isa); }
   Blocking blocking(const KernelSet& ks, Dtype dtype = Dtype::f32) const { return resolve_blocking(ks, {m, n, k}, dtype); }
 };
+
+// The CPUs the calling thread may run on (its affinity; os.sched_getaffinity(0) in Python), the default
+// thread count, as a syscall without Python's set of CPU numbers.
+inline int64_t affinity_threads() {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
 
 inline Tiles make_tiles(std::optional<int64_t> m, std::optional<int64_t> n, std::optional<int64_t> k, int64_t threads,
                         std::string isa) {

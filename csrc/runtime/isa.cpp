@@ -166,7 +166,8 @@ const KernelSet& kernels_for(const std::string& isa) {
 const KernelSet& default_kernels() {
   const char* forced = std::getenv("OPBENCH_ISA");
   if (forced != nullptr && *forced != '\0') return kernels_for(forced);
-  return kernels_for(supported_isas().front());
+  static const std::string best = supported_isas().front();  // the CPU's: found once
+  return kernels_for(best);
 }
 
 const RnnKernels& rnn_kernels(const KernelSet& ks) { return isa_entry(ks.isa).rnn; }

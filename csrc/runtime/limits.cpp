@@ -22,8 +22,13 @@ int64_t alloc_limit_bytes() {
     const long long v = std::strtoll(env, &end, 10);
     if (end != env && *end == '\0' && v > 0) return v;
   }
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
+  // The machine's memory, read once (sysconf(_SC_PHYS_PAGES) is a sysinfo() call: a tenth of a small GEMM's
+  // plain call).
+  static const int64_t physical = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{1} << 40;
+  }();
+  return physical;
 }
 
 void check_alloc(int64_t bytes, const std::string& what) {
