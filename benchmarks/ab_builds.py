@@ -102,7 +102,14 @@ def main() -> int:
         return rng.uniform(-1, 1, shape).astype(np.float32)
 
     arrays: dict[str, tuple[str, tuple[np.ndarray, ...]]] = {}
-    for m, n, k in ((64, 64, 64), (256, 256, 256), (512, 512, 512), (1024, 16, 1024)):
+    for m, n, k in (
+        (64, 64, 64),
+        (256, 256, 256),
+        (512, 512, 512),
+        (1024, 16, 1024),
+        (448, 1024, 1024),
+        (256, 4096, 1024),
+    ):
         arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), np.float32)))
     arrays["conv N4 C64 28x28 K64 3x3 p1"] = (
         "conv",

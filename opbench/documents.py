@@ -101,6 +101,7 @@ class KernelInfo(RegisterAndTiles):
 
     description: str
     small_m: int
+    aliased_small_m: int
     parallel_flops: int
     stream_m: int
     thin_max_n: int

@@ -326,6 +326,30 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(2, 16, big_k).startswith("thin")  # few columns before few rows
 
 
+def test_b_rows_4k_apart_are_read_in_place_only_for_fewer_rows_on_intel() -> None:
+    # On Intel CPUs B's rows a multiple of 4 KiB apart share L1 sets: the default reads such a B in place
+    # up to aliased_small_m rows (32) instead of small_m; a given small_m holds for every B, and other
+    # vendors keep one limit (blocking.cpp).
+    info = kernels.default_tiles()
+    small_m, aliased = info["small_m"], info["aliased_small_m"]
+    intel = kernels.cpu_info()["vendor"] == "GenuineIntel"
+    assert aliased == (min(32, small_m) if intel else small_m)
+
+    def path(m: int, n: int, dtype: str = "fp32", **thresholds: int) -> str:
+        inp = inputs_for(m, n, 40, dtype)
+        return str(
+            kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2, **thresholds)).tiles()["path"]
+        )
+
+    assert path(aliased, 1024).startswith("unpacked")
+    assert path(aliased + 1, 1024).startswith("unpacked" if not intel else "blocked")
+    assert path(aliased + 1, 2048, "fp16").startswith("unpacked" if not intel else "blocked")  # 4 KiB rows
+    assert path(aliased + 1, 1000).startswith("unpacked")  # 4000-byte rows
+    assert path(small_m, 1024, small_m=small_m).startswith("unpacked")
+    inp = inputs_for(64, 1024, 40, "fp32")
+    assert_close(kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2)).output(), inp, "fp32")
+
+
 def test_thresholds_are_reported_and_checked() -> None:
     info = kernels.default_tiles()
     assert info["small_m"] >= 1 and info["parallel_flops"] >= 1

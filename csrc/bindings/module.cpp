@@ -158,9 +158,10 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   Blocking blocking = tiles.blocking(bf16_in ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
-    blocking.small_m = *small_m;
+    blocking.small_m = blocking.aliased_small_m = *small_m;
   } else if (batch) {
     blocking.small_m = std::min(blocking.small_m, kBatchedSmallM);  // resolved: the model's unpacked_rows
+    blocking.aliased_small_m = std::min(blocking.aliased_small_m, kBatchedSmallM);
   }
   if (parallel_flops) {
     check_range(*parallel_flops, 0, std::numeric_limits<int64_t>::max(), "parallel_flops");
@@ -276,6 +277,7 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
   d["small_m"] = blk.small_m;
+  d["aliased_small_m"] = blk.aliased_small_m;  // small_m for a B whose rows are a multiple of 4 KiB apart
   d["parallel_flops"] = blk.parallel_flops;
   d["stream_m"] = blk.stream_m;
   d["thin_max_n"] = thin::max_n(ks.thin_lanes);  // the few-columns path's widest N (small.cpp, thin_path)

@@ -66,7 +66,12 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
     requested.kc = model.kc;
     requested.kc_from_model = true;
   }
-  if (requested.small_m < 0) requested.small_m = model.unpacked_rows;
+  if (requested.small_m < 0) {
+    requested.small_m = model.unpacked_rows;
+    requested.aliased_small_m = model.unpacked_aliased_rows;
+  } else {
+    requested.aliased_small_m = requested.small_m;
+  }
   if (requested.stream_m < 0) {
     requested.stream_m = kStreamM;
     requested.stream_min_b_bytes = cpu_info().l2.size_bytes / 2;

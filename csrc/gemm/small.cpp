@@ -369,6 +369,18 @@ bool thin_path(const KernelSet& ks, const GemmProblem& p) {
 
 bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thin_path(ks, p) || one_row(p); }
 
+namespace {
+
+// B read in place (M <= small_m; rows a multiple of 4 KiB apart: M <= aliased_small_m, blocking.cpp).
+bool unpacked_b(const GemmProblem& p, const Blocking& blk) {
+  if (p.trans_b) return false;
+  const int64_t row_bytes = p.ldb * (p.in_dtype == Dtype::f32 ? 4 : 2);
+  const bool aliased = row_bytes % 4096 == 0 && blk.aliased_small_m >= 0;
+  return p.m <= (aliased ? std::min(blk.small_m, blk.aliased_small_m) : blk.small_m);
+}
+
+}  // namespace
+
 const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.b_packed != nullptr || p.accumulation != Accumulation::f32) return nullptr;
   if (row_path(p, blk)) {
@@ -379,7 +391,7 @@ const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking
     return thin_b_in_place(ks, p) ? "thin (few columns: A streamed, B read in place)"
                                   : "thin (few columns: A streamed, B packed once)";
   }
-  if (!p.trans_b && p.m <= blk.small_m) return "unpacked B (M <= small_m: B read in place)";
+  if (unpacked_b(p, blk)) return "unpacked B (M <= small_m: B read in place)";
   return nullptr;
 }
 

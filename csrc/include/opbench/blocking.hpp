@@ -20,6 +20,10 @@ struct Blocking {
   // tiles. small_m: a GEMM with at most this many rows of A reads B in place instead of packing it
   // (csrc/gemm/small.cpp; -1: the default, 0: never).
   int64_t small_m = -1;
+  // With the default small_m, a B whose rows are a multiple of 4 KiB apart is read in place only up to this
+  // many rows of A (analytical_blocking's unpacked_aliased_rows: fewer on Intel cores); a given small_m sets
+  // it to the same. Set by resolve_blocking.
+  int64_t aliased_small_m = -1;
   // stream_m: a GEMM with 2 to this many rows of A (at most thin::kMaxStreamM) streams B row by row
   // (gemm_rows, csrc/gemm/small.cpp) instead (-1: the default, 0 or 1: never; M = 1 always streams).
   int64_t stream_m = -1;
@@ -34,6 +38,7 @@ struct Blocking {
   // (small_m): from the model (analytical_blocking), carried by resolve_blocking.
   int64_t unpacked_kc = 0;
   int64_t unpacked_rows = 0;
+  int64_t unpacked_aliased_rows = 0;
   int64_t few_tiles_kc = 0;  // that path's K block when each thread has at most small.cpp's kFewTiles tiles
 };
 
