@@ -109,6 +109,8 @@ def main() -> int:
         (1024, 16, 1024),
         (448, 1024, 1024),
         (256, 4096, 1024),
+        (4096, 16, 1024),
+        (7680, 2, 2560),
     ):
         arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), np.float32)))
     arrays["conv N4 C64 28x28 K64 3x3 p1"] = (

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 #include <type_traits>
 
+#include "opbench/cpu.hpp"
 #include "opbench/kernel_set.hpp"
 
 namespace opbench {
@@ -65,10 +66,11 @@ template <int L, int G>
 // fetched up to kPrefetchAhead elements (at most len) ahead, running on into row r of the next pass (next, or
 // nullptr for the last pass): rows shorter than the distance (attention's K of 64-384) otherwise started
 // every pass with R misses from memory.
+// The prefetches are prefetchnta (locality 0) where stream_prefetch_nta() says so (AMD), else prefetcht0.
 template <int L, int G, int V, int R>
 [[gnu::always_inline]] inline void tall_steps(const float* const* x, int64_t len, const float* b, int64_t ldbp,
                                               typename Vec<L>::type (&acc)[R][V], bool prefetch,
-                                              const float* const* next = nullptr) {
+                                              const float* const* next = nullptr, bool nta = true) {
   using vec = typename Vec<L>::type;
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     vec bv[V];
@@ -90,10 +92,22 @@ template <int L, int G, int V, int R>
   for (; p + 16 <= len; p += 16) {  // a cache line of each row per iteration
     if (prefetch && p + ahead < len) {
 #pragma GCC unroll 12
-      for (int r = 0; r < R; ++r) __builtin_prefetch(x[r] + p + ahead, 0, 0);
+      for (int r = 0; r < R; ++r) {
+        if (nta) {
+          __builtin_prefetch(x[r] + p + ahead, 0, 0);
+        } else {
+          __builtin_prefetch(x[r] + p + ahead, 0, 3);
+        }
+      }
     } else if (prefetch && next != nullptr) {
 #pragma GCC unroll 12
-      for (int r = 0; r < R; ++r) __builtin_prefetch(next[r] + (p + ahead - len), 0, 0);
+      for (int r = 0; r < R; ++r) {
+        if (nta) {
+          __builtin_prefetch(next[r] + (p + ahead - len), 0, 0);
+        } else {
+          __builtin_prefetch(next[r] + (p + ahead - len), 0, 3);
+        }
+      }
     }
 #pragma GCC unroll 16
     for (int q = 0; q < 16; q += G) step(p + q);
@@ -110,6 +124,7 @@ void tall(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp,
   constexpr int R = rows_per_pass(L, V);
   constexpr bool kWide = sizeof(T) == 2;
   const int64_t full = k / G * G;  // read in place; the last k - full (< G) from a zero-padded copy
+  const bool nta = stream_prefetch_nta();
   alignas(64) float wide[kWide ? R : 1][kWide ? kWidenChunk : 1];
   alignas(64) float tail[R][G > 1 ? G : 1];
   for (int64_t i0 = 0; i0 < m; i0 += R) {
@@ -139,7 +154,7 @@ void tall(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp,
       for (int r = 0; r < R; ++r) x[r] = src[r];
       const T* next[R];
       for (int r = 0; r < R; ++r) next[r] = a + (i0 + R + r < m ? i0 + R + r : i0) * lda;
-      tall_steps<L, G, V, R>(x, full, bp, ldbp, acc, true, i0 + R < m ? next : nullptr);
+      tall_steps<L, G, V, R>(x, full, bp, ldbp, acc, true, i0 + R < m ? next : nullptr, nta);
     }
     if (full < k) {
       for (int r = 0; r < R; ++r) {

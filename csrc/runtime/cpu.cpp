@@ -184,4 +184,9 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
+bool stream_prefetch_nta() {
+  static const bool nta = cpu_info().vendor != "GenuineIntel";
+  return nta;
+}
+
 }  // namespace opbench
