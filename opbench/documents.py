@@ -1,6 +1,6 @@
 """The JSON documents opbench writes and reads back, typed: the results file (its header and records), the
 peak and bandwidth entries, the machine blocks and what the compiled runtime reports about the CPU. Each is
-the file's own layout (schema v11: results.py), declared as a TypedDict so that mypy checks every key that
+the file's own layout (schema v12: results.py), declared as a TypedDict so that mypy checks every key that
 is written or read; the nested blocks of a record are in blocks.py. Values a document holds without
 knowing their type (a shape's fields, a backend's parameters) are `Scalar`s."""
 
@@ -258,14 +258,17 @@ PeakTable = dict[str, PeakEntry]
 
 
 class BackendSummary(TypedDict, total=False):
-    """A backend in a results header: available or why not, its version, and the worker processes its cases
-    ran in (each one's layout) or why they ran in this process."""
+    """A backend in a results header: available or why not, its version, the worker processes its cases
+    ran in (each one's layout) or why not, and one user's call of the op on a tiny case (overhead.py)."""
 
     available: bool
     reason: str | None
     version: str | None
     processes: list[LayoutDict | None]
     in_process: str
+    call_overhead_s: float | None
+    call_overhead_case: str | None
+    call_overhead_call: str
 
 
 class SkippedDict(TypedDict):
@@ -312,7 +315,7 @@ class SweepMeta(TypedDict):
     plans: list[str]
 
 
-# A results record (case.Result.to_record, schema v11); `pass` is a keyword, hence the functional form.
+# A results record (case.Result.to_record, schema v12); `pass` is a keyword, hence the functional form.
 # Records read back from an older file may lack fields (results.py's schema history).
 Record = TypedDict(
     "Record",

@@ -57,6 +57,11 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   bf16 kernels, first where it runs) and `machine.selected_isa` `amx` or `amx-emu` (the
                   tile emulator, run only when named); `machine.features` gains `amx_tile`. No field moved:
                   files of earlier versions read as before.
+ 12 (2026-11-27): what one user's call costs (issue 41): the header's `backends.NAME.call_overhead_s`
+                  (the backend's own call of the swept op on a tiny case, seconds per call, timed where
+                  its cases run: opbench.kernels.gemm(a, b) for ours, the framework's op for the others),
+                  `.call_overhead_case` and `.call_overhead_call` (what was called, or why it was not
+                  timed). Optional: files of earlier versions read as before.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ from opbench.ops import named
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

@@ -20,6 +20,7 @@ from opbench.errors import UsageError
 from opbench.machine import utc_stamp
 from opbench.measure import Bench
 from opbench.ops import pass_of
+from opbench.overhead import CallOverhead
 from opbench.reference import THROTTLED_SPEED, apart_warning
 from opbench.results import ResultsWriter
 from opbench.sweep import driver as sweep
@@ -70,7 +71,9 @@ def run_sweeps(
         # what history keys cases by: the builds of the backends that run (one that cannot has no cases)
         builds = {name: st.backend.build() for name, st in states.items() if st.reason is None}
         for index, cfg in enumerate(configs):
-            header = sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth)
+            with observer.status(f"timing each backend's call of {cfg.op.name} on a tiny case..."):
+                overheads = sweep.call_overheads(cfg, states)
+            header = sweep_header(cfg, meta, states, peak_table, cpus, index, bandwidth, overheads)
             writer = ResultsWriter(out_dir, f"{prefix}{cfg.op.name}-{stamp}", formats, header)
             writers.append(writer)
             bench = sweep.make_bench(cfg, cpus, reference)
@@ -102,6 +105,7 @@ def sweep_header(
     cpus: list[int],
     index: int,
     bandwidth: BandwidthDict | None,
+    overheads: dict[str, CallOverhead] | None = None,
 ) -> ResultsDoc:
     return {
         "op": cfg.op.name,
@@ -137,7 +141,7 @@ def sweep_header(
         "machine": {**machine.provenance(cfg.threads, cpus), **accelerator_block(cfg.device)},
         "peaks": {d: peak_table[d] for d in cfg.dtypes},
         "bandwidth": bandwidth,
-        "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}),
+        "backends": sweep.backend_summary({n: states[n] for n in cfg.backends}, overheads),
     }
 
 

@@ -5,7 +5,9 @@ device)` once before the first case. Per case: `unsupported_reason(op, dtype)`, 
 inputs, params)`, which converts inputs to the backend's own tensors and allocates outputs, all outside any
 timed region. The returned Prepared is verified with `output()`; before each timed visit its inputs are
 given new values with `refill(inputs)`, it is timed with `run(loops)` by the Timer, and the output of its
-timed calls (`timed_output()`) is checked again (sweep/visits.py).
+timed calls (`timed_output()`) is checked again (sweep/visits.py). Once per sweep, before its cases,
+`call_overhead(op, params)` times one user's call of the op on a tiny case (overhead.py; `user_call` where
+the case's timed call is not the one a user makes).
 
 Outputs come back as numpy arrays in the op's structure: gemm and conv one array, rnn and gru (y, h_n),
 lstm (y, (h_n, c_n)).
@@ -20,6 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from opbench import overhead
 from opbench.documents import Fields, Params, Scalar
 from opbench.dtypes import Array, Inputs, Output
 from opbench.ops import assumed_accumulation
@@ -178,6 +181,16 @@ class Backend(ABC):
     @abstractmethod
     def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         """Build a Prepared for one case; raises on failure (the sweep records the reason)."""
+
+    def user_call(self, op: str, shape: Shape, inputs: Inputs) -> tuple[Callable[[], object], str] | None:
+        """The call a user of this backend writes for `op` on these inputs, and its text, where the timed
+        call of prepare()'s case is not that call (ours: the case runs a prepared plan, a user calls
+        kernels.gemm); None: the case's timed call is the user's call (a framework's own op)."""
+        return None
+
+    def call_overhead(self, op: str, params: Params) -> overhead.CallOverhead:
+        """What one user's call of `op` costs on its tiny case, timed in this process (overhead.measure)."""
+        return overhead.measure(self, op, params)
 
     # The parameters a case of this backend may be given besides the case (the run's options for it, an A/B
     # side's NAME=VALUE): none unless a backend names them.

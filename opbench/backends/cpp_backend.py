@@ -162,6 +162,30 @@ class CppBackend(Backend):
             args += ["--accumulate", "fp16"]
         return ["opbench"], args
 
+    def user_call(self, op: str, shape: Shape, inputs: Inputs) -> tuple[Callable[[], object], str] | None:
+        """opbench.kernels' plain call (every default), not the prepared plan a case times."""
+        i = inputs
+        if op == "gemm":
+            return (lambda: kernels.gemm(i["a"], i["b"])), "opbench.kernels.gemm(a, b)"
+        if op == "conv":
+            c = shape_of(shape, ConvShape)
+            stride, dilation = (c.stride_h, c.stride_w), (c.dil_h, c.dil_w)
+
+            def conv() -> object:
+                return kernels.conv2d(
+                    i["x"], i["w"], stride=stride, padding=c.padding, dilation=dilation, groups=c.groups
+                )
+
+            return conv, "opbench.kernels.conv2d(x, w, ...)"
+        weights = (i["x"], i["w_ih"], i["w_hh"], i["b_ih"], i["b_hh"], i["h0"])
+        if op == "lstm":
+            return (lambda: kernels.lstm(*weights, i["c0"])), "opbench.kernels.lstm(x, w_ih, ..., h0, c0)"
+        if op == "gru":
+            return (lambda: kernels.gru(*weights)), "opbench.kernels.gru(x, w_ih, ..., h0)"
+        if op == "rnn":
+            return (lambda: kernels.rnn(*weights)), "opbench.kernels.rnn(x, w_ih, ..., h0)"
+        return None
+
     def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         if op not in ALGORITHMS:
             raise ValueError(f"cpp has no {op} adapter")

@@ -32,6 +32,7 @@ from opbench.errors import BackendUnavailable
 from opbench.files import json_line
 from opbench.layout import draw, worker_environment
 from opbench.ops.base import Shape
+from opbench.overhead import CallOverhead
 
 WORKER = "opbench.backends.remote_worker"
 # How long a worker may take to answer its hello (its imports: a framework takes seconds; one that hangs
@@ -291,6 +292,11 @@ class RemoteBackend(Backend):
         if (op, dtype) not in self._unsupported:
             self._unsupported[(op, dtype)] = self._worker.ask({"unsupported": [op, dtype]})["value"]
         return self._unsupported[(op, dtype)]
+
+    def call_overhead(self, op: str, params: Params) -> CallOverhead:
+        """Timed in the first worker, where the cases run."""
+        value = self._worker.ask({"call_overhead": [op, params]})["value"]
+        return CallOverhead(seconds=value["seconds"], case=value["case"], call=value["call"])
 
     def prepare(self, op: str, shape: Shape, inputs: Inputs, params: Params) -> Prepared:
         return self.prepare_in(0, op, shape, inputs, params)

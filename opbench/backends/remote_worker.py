@@ -14,6 +14,7 @@ opbench backend on the cases the parent sends, one JSON object a line each way:
     {"timed_output": id, "path": PICKLE}            -> {"ok": true} (the last timed call's output there)
     {"refill": id, "path": PICKLE}                  -> {"ok": true, "value": whether it rewrote the inputs}
     {"drop": id}                                    -> {"ok": true}
+    {"call_overhead": [op, params]}                 -> {"ok": true, "value": {"seconds", "case", "call"}}
 An exception is {"ok": false, "error": "Type: message"}; the worker goes on.
 """
 
@@ -98,6 +99,9 @@ def _serve(proto: TextIO) -> None:
                     answer["value"] = prepared[req["refill"]].refill(pickle.load(f))
             elif "drop" in req:
                 prepared.pop(req["drop"], None)
+            elif "call_overhead" in req:
+                op_key, params = req["call_overhead"]
+                answer["value"] = _said_hello(backend).call_overhead(op_key, {**params, **fixed})
             else:
                 answer = {"ok": False, "error": f"unknown request {sorted(req)}"}
         except Exception as e:  # the parent records it as the case's failure

@@ -127,6 +127,7 @@ def print_summary(console: Console, doc: ResultsDoc, paths: Mapping[str, Path]) 
     for name, summary in doc["backends"].items():
         if not summary["available"]:
             console.print(f"backend {name} skipped: {summary['reason']}", style="yellow")
+    print_call_overheads(console, doc)
     notes = sorted({(r["backend"], n) for r in records for n in r.get("notes", [])})
     for backend, note in notes:
         console.print(f"note ({backend}): {note}", style="dim")
@@ -136,6 +137,19 @@ def print_summary(console: Console, doc: ResultsDoc, paths: Mapping[str, Path]) 
         print_batch_lines(console, lines, ("recurrent" if base in ("rnn", "gru", "lstm") else base,))
     for fmt, path in paths.items():
         console.print(f"wrote {fmt.upper()}: {path}")
+
+
+def print_call_overheads(console: Console, doc: ResultsDoc) -> None:
+    """One user's call of the op on a tiny case, per backend (the header's call_overhead_s): what a
+    framework's checks and dispatch cost beside the prepared calls the table times."""
+    timed = {n: s for n, s in doc["backends"].items() if s.get("call_overhead_s") is not None}
+    if timed:
+        case = next(iter(timed.values())).get("call_overhead_case")
+        costs = ", ".join(f"{n} {1e6 * float(s['call_overhead_s'] or 0):.1f} us" for n, s in timed.items())
+        console.print(f"one call from Python on a tiny case ({case}), best per call: {costs}", style="dim")
+    for name, s in doc["backends"].items():
+        if s.get("available") and "call_overhead_s" in s and s["call_overhead_s"] is None:
+            console.print(f"call overhead of {name} not timed: {s.get('call_overhead_call')}", style="dim")
 
 
 # Skipped problems listed one a row under a table; the rest are counted (all are in the results file).

@@ -19,6 +19,7 @@ from opbench.dtypes import Inputs
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
+from opbench.overhead import DTYPE, TINY, CallOverhead
 from opbench.record_blocks import SensitivityBlock
 from opbench.reference import InRunReference
 from opbench.repro import sweep_command
@@ -45,9 +46,12 @@ ROUND_MIN_SAMPLES = 2
 KEEP_PREPARED_BYTES = 1 << 30
 
 
-def backend_summary(states: dict[str, BackendState]) -> dict[str, BackendSummary]:
-    """Per backend: available or why not, its version, and the worker processes its cases ran in (each
-    one's randomized layout: layout.py) or why they ran in this process."""
+def backend_summary(
+    states: dict[str, BackendState], overheads: dict[str, CallOverhead] | None = None
+) -> dict[str, BackendSummary]:
+    """Per backend: available or why not, its version, the worker processes its cases ran in (each one's
+    randomized layout: layout.py) or why they ran in this process, and one user's call of the op on a tiny
+    case (`overheads`: call_overheads)."""
     out: dict[str, BackendSummary] = {}
     for name, st in states.items():
         out[name] = {"available": st.reason is None, "reason": st.reason, "version": st.version}
@@ -55,6 +59,26 @@ def backend_summary(states: dict[str, BackendState]) -> dict[str, BackendSummary
             out[name]["processes"] = st.backend.layouts()  # type: ignore[attr-defined]
         if st.in_process:
             out[name]["in_process"] = st.in_process
+        if overheads and name in overheads:
+            o = overheads[name]
+            out[name]["call_overhead_s"] = o["seconds"]
+            out[name]["call_overhead_case"] = o["case"]
+            out[name]["call_overhead_call"] = o["call"]
+    return out
+
+
+def call_overheads(cfg: SweepConfig, states: dict[str, BackendState]) -> dict[str, CallOverhead]:
+    """Per available backend: one user's call of the sweep's op (its forward pass) on the op's tiny case,
+    timed where its cases run (Backend.call_overhead, overhead.py), with the run's options for it."""
+    out: dict[str, CallOverhead] = {}
+    op = cfg.op.name
+    for name in cfg.backends:
+        st = states[name]
+        if st.reason is not None or op not in TINY:
+            continue
+        shape = cfg.op.shape_from_case(TINY[op])
+        params = st.backend.case_params(cfg.backend_options.get(name, {}), op, shape, DTYPE, cfg.threads)
+        out[name] = st.backend.call_overhead(op, params)
     return out
 
 
