@@ -47,10 +47,10 @@ def timed_calls(core: Any, threads: int) -> dict[str, Callable[..., Callable[[in
             "conv 1x1": lambda x, w, y: (
                 core.prepare_conv2d(x, w, y, (1, 1), (0, 0, 0, 0), (1, 1), 1, tiles).run
             ),
-            # (x, w, dy, padding, groups)
-            "conv:bwd": lambda x, w, dy, pad, groups: (
+            # (x, w, dy, padding, groups, stride)
+            "conv:bwd": lambda x, w, dy, pad, groups, stride=1: (
                 core.prepare_conv2d_backward(
-                    x, w, dy, (1, 1), (pad,) * 4, (1, 1), groups, None, None, tiles
+                    x, w, dy, (stride, stride), (pad,) * 4, (1, 1), groups, None, None, tiles
                 ).run
             ),
             "lstm": lambda *arrays: core.prepare_rnn("lstm", *arrays, tiles).run,
@@ -125,6 +125,10 @@ def main() -> int:
     arrays["conv:bwd N8 C32 56x56 3x3 p1 g32"] = (
         "conv:bwd",
         (arr(8, 32, 56, 56), arr(32, 1, 3, 3), arr(8, 32, 56, 56), 1, 32),
+    )
+    arrays["conv:bwd N8 C64 56x56 K128 3x3 s2 p1"] = (
+        "conv:bwd",
+        (arr(8, 64, 56, 56), arr(128, 64, 3, 3), arr(8, 128, 28, 28), 1, 1, 2),
     )
     arrays["conv:bwd N8 C64 56x56 K256 1x1"] = (
         "conv:bwd",

@@ -114,6 +114,18 @@ DEPTHWISE = [
     conv.ConvShape(1, 3, 1, 1, 6, 1, 1, groups=3),
 ]
 CONV_SHAPES += DEPTHWISE
+# Strided (dX by col2im): 1x1 at stride 2 and 3x3 at stride 4 (input positions no tap reaches), 5x3 at
+# strides 3 x 2 with groups and padding per side, the 7x7 stem's geometry, no padding on odd sizes, and
+# padding past the filter.
+STRIDED = [
+    conv.ConvShape(2, 6, 9, 8, 5, 1, 1, stride_h=2, stride_w=2),
+    conv.ConvShape(1, 3, 13, 13, 4, 3, 3, 4, 4, 1, 1),
+    conv.ConvShape(2, 4, 14, 11, 6, 5, 3, 3, 2, 2, 1, 1, 1, 2, pad_h_end=1, pad_w_end=0),
+    conv.ConvShape(1, 3, 17, 15, 4, 7, 7, 2, 2, 3, 3),
+    conv.ConvShape(2, 5, 10, 11, 7, 3, 3, 2, 2, 0, 0),
+    conv.ConvShape(1, 3, 9, 9, 4, 3, 3, 2, 2, 4, 4),
+]
+CONV_SHAPES += STRIDED
 ASYMMETRIC = [s for s in CONV_SHAPES if not s.symmetric]
 
 
@@ -167,6 +179,16 @@ def test_the_conv_bound_catches_a_flipped_filter_and_swapped_gradients() -> None
     wrong = dict(inp, w=np.ascontiguousarray(inp["w"][:, :, ::-1, ::-1]))
     dx_wrong, _ = kernels.conv2d_backward(wrong["x"], wrong["w"], wrong["dy"], padding=1)
     assert not conv_bwd.check(shape, (dx_wrong, dw), inp, ref, "fp32", "fp32")["ok"]
+
+
+def test_each_backward_way_is_taken_where_it_applies() -> None:
+    def path(shape: conv.ConvShape) -> str:
+        inp = conv_bwd.make_inputs(shape, "fp32", seed=1)
+        return str(conv_bwd.plan(shape, inp, Tiles(threads=1)).tiles()["path"])
+
+    assert "flipped-filter" in path(CONV_SHAPES[0]) and "direct depthwise" in path(DEPTHWISE[1])
+    assert path(CONV_SHAPES[1]).startswith("1x1: dW from x read in place")
+    assert all("col2im" in path(shape) for shape in STRIDED + [CONV_SHAPES[2], CONV_SHAPES[12]])
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -27,7 +27,9 @@ def test_our_user_call_is_timed_and_computes_the_op(op: str) -> None:
         got["call"].startswith("opbench.kernels.")
         and got["case"] == f"{op} {named(op).shape_from_case(overhead.TINY[op]).label()} fp32"
     )
-    assert got["seconds"] is not None and 1e-7 < got["seconds"] < 1e-3
+    assert (
+        got["seconds"] is not None and 0 < got["seconds"] < 0.5
+    )  # a time, not a target (a busy CPU stretches it)
     # the call timed is the user's plain call, and it computes what the prepared plan does
     spec = named(op)
     shape = spec.shape_from_case(overhead.TINY[op])
@@ -46,7 +48,9 @@ def test_a_framework_call_is_its_timed_call(name: str) -> None:
     backend = make_backend(name)
     backend.setup(1, "cpu")
     got = overhead.measure(backend, "gemm", {})
-    assert got["seconds"] is not None and 1e-7 < got["seconds"] < 1e-3
+    assert (
+        got["seconds"] is not None and 0 < got["seconds"] < 0.5
+    )  # a time, not a target (a busy CPU stretches it)
     assert got["case"] == "gemm 8x8x8 fp32" and got["call"]
 
 

@@ -218,7 +218,7 @@ def test_a_sweep_in_two_processes_records_them(tmp_path: Path) -> None:
         layouts = doc["backends"][name]["processes"]
         assert len(layouts) == 2 and layouts[0] != layouts[1]
         # one user's call on the tiny case, timed in the first worker (overhead.py)
-        assert 0 < doc["backends"][name]["call_overhead_s"] < 1e-3
+        assert 0 < doc["backends"][name]["call_overhead_s"] < 0.5
         assert doc["backends"][name]["call_overhead_case"] == "gemm 8x8x8 fp32"
     for r in doc["records"]:
         assert r["status"] == "ok" and r["verify"]["ok"], r
