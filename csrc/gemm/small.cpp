@@ -137,6 +137,14 @@ int64_t stream_block(int64_t m, int64_t b_bytes) {
 // micro-panel, and the others start aligned (32x4096x4096 on one Zen 5 core: 143 -> 171 GFLOPS; 128 rows
 // 202 -> 220; measured against the same B copied to an aligned address).
 // Only for panels of whole lines (NR a multiple of 16 floats), so that the first panel is the narrower one.
+// Whether every row of an fp32 B starts on a 64-byte line.
+bool b_rows_aligned(const GemmProblem& p) {
+  return reinterpret_cast<std::uintptr_t>(p.b) % 64 == 0 && (p.ldb * int64_t(sizeof(float))) % 64 == 0;
+}
+
+// A thread copies a misaligned B (split_loads_costly) from this many tiles of rows (gemm_unpacked_b).
+constexpr int64_t kCopyTiles = 4;
+
 int64_t aligning_columns(const float* b, int64_t ldb, int64_t nr) {
   constexpr int64_t kLine = 64;
   const auto address = reinterpret_cast<std::uintptr_t>(b);
@@ -257,6 +265,14 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   const int64_t kc = std::min(p.k, !blk.kc_from_model ? blk.kc : std::max<int64_t>(8, model_kc));
   const int64_t nc = std::max(NR, std::min(round_up(blk.nc, NR), round_up(p.n, NR)));
   const int64_t prefetch_ahead = kPrefetchPanels * NR;
+  // On Intel CPUs a B whose rows do not start on a cache line is packed a micro-panel at a time (as the
+  // panel past B's end is) when a thread has at least kCopyTiles tiles of rows to read it: the rows
+  // kernel's unaligned loads split lines there, and the aligning head panel (below) adds a narrow panel to
+  // every few. On the 2-vCPU Xeon EMR, one thread, B 16 bytes past a line / on a line: 96^3 96 / 133
+  // GFLOPS, 128^3 107 / 133, 64x256x256 125 / 146, 128x1000x2048 97 / 122 (torch 150-168).
+  const bool pack_panels =
+      !f16_in && split_loads_costly() && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR;
+  const bool copy_b = f16_in;
 
   ThreadPool::instance().run(threads, [&](int tid) {
     static thread_local AlignedBuffer a_buffer, b_buffer, c_buffer, off_buffer, edge_buffer;
@@ -268,10 +284,10 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
     const int64_t tiles = ceil_div(rows, MR);
     const int64_t per_tile = std::min(MR, round_up(ceil_div(rows, tiles), 2));  // equal tiles, even rows
     auto* a_pack = static_cast<float*>(a_buffer.reserve(static_cast<size_t>(tiles * MR * kc) * sizeof(float)));
-    const int64_t b_ld = f16_in ? nc : p.ldb;  // the leading dimension the rows kernel reads B with
+    const int64_t b_ld = copy_b ? nc : p.ldb;  // the leading dimension the rows kernel reads B with
     auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
     for (int64_t q = 0; q < kc; ++q) offs[q] = q * b_ld;
-    float* wide = f16_in ? static_cast<float*>(b_buffer.reserve(static_cast<size_t>(kc * nc) * sizeof(float))) : nullptr;
+    float* wide = copy_b ? static_cast<float*>(b_buffer.reserve(static_cast<size_t>(kc * nc) * sizeof(float))) : nullptr;
     float* edge = static_cast<float*>(edge_buffer.reserve(static_cast<size_t>(kc * NR) * sizeof(float)));
     float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(static_cast<size_t>(rows * nc) * sizeof(float))) : nullptr;
 
@@ -294,11 +310,15 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
           }
         }
         const float* b;
-        if (f16_in) {  // widened row by row into a row-major fp32 block, columns padded with zeros
-          const auto* src = static_cast<const uint16_t*>(p.b) + pc * p.ldb + jc;
+        if (copy_b) {  // fp16: widened row by row into a row-major fp32 block, columns padded with zeros
           const int64_t padded = round_up(nb, NR);
           for (int64_t q = 0; q < kb; ++q) {
-            ks.gemm.widen_f16(src + q * p.ldb, wide + q * nc, nb);
+            if (f16_in) {
+              ks.gemm.widen_f16(static_cast<const uint16_t*>(p.b) + (pc + q) * p.ldb + jc, wide + q * nc, nb);
+            } else {
+              std::memcpy(wide + q * nc, static_cast<const float*>(p.b) + (pc + q) * p.ldb + jc,
+                          static_cast<size_t>(nb) * sizeof(float));
+            }
             std::fill(wide + q * nc + nb, wide + q * nc + padded, 0.0f);
           }
           b = wide;
@@ -306,14 +326,16 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
           b = static_cast<const float*>(p.b) + pc * p.ldb + jc;
         }
         const bool acc = p.accumulate || pc > 0;
-        const int64_t head = f16_in ? 0 : aligning_columns(static_cast<const float*>(p.b) + jc, p.ldb, NR);
+        const int64_t head =
+            copy_b || pack_panels ? 0 : aligning_columns(static_cast<const float*>(p.b) + jc, p.ldb, NR);
         for (int64_t j = 0, width = 0; j < nb; j += width) {
           width = std::min(j == 0 && head > 0 ? head : NR, nb - j);
           const int n_valid = static_cast<int>(width);
-          const bool past_end = !f16_in && jc + j + NR > p.n;  // B's last row would be read past its end
+          // packed: B's last row would be read past its end, or its rows are misaligned (pack_panels)
+          const bool past_end = !copy_b && (pack_panels || jc + j + NR > p.n);
           if (past_end) {
             ks.gemm.pack_b_f32(b + j, p.ldb, kb, n_valid, edge);
-          } else if (!f16_in && jc + j + prefetch_ahead < p.n) {
+          } else if (!copy_b && jc + j + prefetch_ahead < p.n) {
             for (int64_t q = 0; q < kb; ++q) {  // this panel's rows, kPrefetchPanels panels ahead
               const float* ahead = b + q * b_ld + j + prefetch_ahead;
               for (int64_t line = 0; line < NR; line += 16) __builtin_prefetch(ahead + line, 0, 1);

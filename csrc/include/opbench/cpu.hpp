@@ -39,4 +39,8 @@ const CpuInfo& cpu_info();
 // other vendors keep it (chosen on Zen 5, not measured against prefetcht0 there). Found once.
 bool stream_prefetch_nta();
 
+// Whether vector loads that split a cache line cost enough to copy an operand aligned first (Intel CPUs:
+// the unpacked-B GEMM path, small.cpp, measured there). Found once.
+bool split_loads_costly();
+
 }  // namespace opbench
