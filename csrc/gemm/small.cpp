@@ -236,10 +236,10 @@ void gemm_rows(const KernelSet& ks, const GemmProblem& p, int threads) {
 // B read in place by the register tile's rows micro-kernel (row p of a micro-panel at b + (pc + p) * ldb +
 // col) and A packed per K block (it is small). Threads split the columns, each reading only its share of
 // B, with no barrier; rows are split only when there are fewer column panels than threads. A thread's rows
-// are cut into equal register tiles (16 rows: two of 8, not 14 + 2). fp16 B is widened block by block into
-// a row-major fp32 buffer (columns padded to NR with zeros) read the same way; fp16 C is summed in an fp32
-// block and rounded once. In fp32 the micro-panel that would read past B's last column is packed (the rows
-// kernel reads all NR floats of a row).
+// are cut into equal register tiles (16 rows: two of 8, not 14 + 2). fp16 B is widened a micro-panel at a
+// time, as it is packed, and multiplied by the packed kernel; fp16 C is summed in an fp32 block and rounded
+// once. In fp32 the micro-panel that would read past B's last column is packed (the rows kernel reads all NR
+// floats of a row), and on Intel CPUs every panel of a misaligned B (below).
 //
 // B's rows are scattered (ldb apart), so the hardware prefetchers see one stream per row of the K block:
 // each micro-panel's rows are prefetched kPrefetchPanels panels ahead, and when each thread has a single
@@ -270,12 +270,14 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // kernel's unaligned loads split lines there, and the aligning head panel (below) adds a narrow panel to
   // every few. On the 2-vCPU Xeon EMR, one thread, B 16 bytes past a line / on a line: 96^3 96 / 133
   // GFLOPS, 128^3 107 / 133, 64x256x256 125 / 146, 128x1000x2048 97 / 122 (torch 150-168).
+  // fp16 B is widened the same way, a micro-panel at a time into L1: widened a K block at a time into a
+  // row-major fp32 block (K block x the thread's columns: 8 MiB at 1024 x 2048) it came from memory
+  // (16-64 x 1024-4096 x 1024 ran at 0.46-0.60x torch's fp16 on one Xeon EMR core).
   const bool pack_panels =
-      !f16_in && split_loads_costly() && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR;
-  const bool copy_b = f16_in;
+      f16_in || (split_loads_costly() && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR);
 
   ThreadPool::instance().run(threads, [&](int tid) {
-    static thread_local AlignedBuffer a_buffer, b_buffer, c_buffer, off_buffer, edge_buffer;
+    static thread_local AlignedBuffer a_buffer, c_buffer, off_buffer, edge_buffer;
     int64_t m_lo, m_hi, n_lo, n_hi;
     split::share_steps(p.m, MR, tm, tid / tn, m_lo, m_hi);
     split::share_steps(p.n, NR, tn, tid % tn, n_lo, n_hi);
@@ -284,10 +286,9 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
     const int64_t tiles = ceil_div(rows, MR);
     const int64_t per_tile = std::min(MR, round_up(ceil_div(rows, tiles), 2));  // equal tiles, even rows
     auto* a_pack = static_cast<float*>(a_buffer.reserve(static_cast<size_t>(tiles * MR * kc) * sizeof(float)));
-    const int64_t b_ld = copy_b ? nc : p.ldb;  // the leading dimension the rows kernel reads B with
+    const int64_t b_ld = p.ldb;  // the leading dimension the rows kernel reads B with
     auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
     for (int64_t q = 0; q < kc; ++q) offs[q] = q * b_ld;
-    float* wide = copy_b ? static_cast<float*>(b_buffer.reserve(static_cast<size_t>(kc * nc) * sizeof(float))) : nullptr;
     float* edge = static_cast<float*>(edge_buffer.reserve(static_cast<size_t>(kc * NR) * sizeof(float)));
     float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(static_cast<size_t>(rows * nc) * sizeof(float))) : nullptr;
 
@@ -309,33 +310,20 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
             (p.trans_a ? ks.gemm.pack_at_f32 : ks.gemm.pack_a_f32)(src, p.lda, nrows, kb, dst);
           }
         }
-        const float* b;
-        if (copy_b) {  // fp16: widened row by row into a row-major fp32 block, columns padded with zeros
-          const int64_t padded = round_up(nb, NR);
-          for (int64_t q = 0; q < kb; ++q) {
-            if (f16_in) {
-              ks.gemm.widen_f16(static_cast<const uint16_t*>(p.b) + (pc + q) * p.ldb + jc, wide + q * nc, nb);
-            } else {
-              std::memcpy(wide + q * nc, static_cast<const float*>(p.b) + (pc + q) * p.ldb + jc,
-                          static_cast<size_t>(nb) * sizeof(float));
-            }
-            std::fill(wide + q * nc + nb, wide + q * nc + padded, 0.0f);
-          }
-          b = wide;
-        } else {
-          b = static_cast<const float*>(p.b) + pc * p.ldb + jc;
-        }
+        // fp32 B in place (fp16 B is only read through pack_b_f16 below)
+        const float* b = f16_in ? nullptr : static_cast<const float*>(p.b) + pc * p.ldb + jc;
         const bool acc = p.accumulate || pc > 0;
-        const int64_t head =
-            copy_b || pack_panels ? 0 : aligning_columns(static_cast<const float*>(p.b) + jc, p.ldb, NR);
+        const int64_t head = pack_panels ? 0 : aligning_columns(static_cast<const float*>(p.b) + jc, p.ldb, NR);
         for (int64_t j = 0, width = 0; j < nb; j += width) {
           width = std::min(j == 0 && head > 0 ? head : NR, nb - j);
           const int n_valid = static_cast<int>(width);
-          // packed: B's last row would be read past its end, or its rows are misaligned (pack_panels)
-          const bool past_end = !copy_b && (pack_panels || jc + j + NR > p.n);
-          if (past_end) {
+          // packed: fp16, misaligned rows (pack_panels), or B's last row would be read past its end
+          const bool past_end = pack_panels || jc + j + NR > p.n;
+          if (f16_in) {
+            ks.gemm.pack_b_f16(static_cast<const uint16_t*>(p.b) + pc * p.ldb + jc + j, p.ldb, kb, n_valid, edge);
+          } else if (past_end) {
             ks.gemm.pack_b_f32(b + j, p.ldb, kb, n_valid, edge);
-          } else if (!copy_b && jc + j + prefetch_ahead < p.n) {
+          } else if (jc + j + prefetch_ahead < p.n) {
             for (int64_t q = 0; q < kb; ++q) {  // this panel's rows, kPrefetchPanels panels ahead
               const float* ahead = b + q * b_ld + j + prefetch_ahead;
               for (int64_t line = 0; line < NR; line += 16) __builtin_prefetch(ahead + line, 0, 1);
