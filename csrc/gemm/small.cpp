@@ -286,9 +286,8 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
     const int64_t tiles = ceil_div(rows, MR);
     const int64_t per_tile = std::min(MR, round_up(ceil_div(rows, tiles), 2));  // equal tiles, even rows
     auto* a_pack = static_cast<float*>(a_buffer.reserve(static_cast<size_t>(tiles * MR * kc) * sizeof(float)));
-    const int64_t b_ld = p.ldb;  // the leading dimension the rows kernel reads B with
     auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
-    for (int64_t q = 0; q < kc; ++q) offs[q] = q * b_ld;
+    for (int64_t q = 0; q < kc; ++q) offs[q] = q * p.ldb;  // B's rows, read in place
     float* edge = static_cast<float*>(edge_buffer.reserve(static_cast<size_t>(kc * NR) * sizeof(float)));
     float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(static_cast<size_t>(rows * nc) * sizeof(float))) : nullptr;
 
@@ -325,7 +324,7 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
             ks.gemm.pack_b_f32(b + j, p.ldb, kb, n_valid, edge);
           } else if (jc + j + prefetch_ahead < p.n) {
             for (int64_t q = 0; q < kb; ++q) {  // this panel's rows, kPrefetchPanels panels ahead
-              const float* ahead = b + q * b_ld + j + prefetch_ahead;
+              const float* ahead = b + q * p.ldb + j + prefetch_ahead;
               for (int64_t line = 0; line < NR; line += 16) __builtin_prefetch(ahead + line, 0, 1);
             }
           }
@@ -448,7 +447,7 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
   if (p.m <= blk.small_m) {
     const int64_t nc = add(std::min(blk.nc, p.n), NR, "tile_n");
     const int64_t per_thread = add(add(mul(add(p.m, MR, "rows"), kc, "packed A"), mul(kc, NR + 2, "B edge"), "scratch"),
-                                   mul(add(kc, p.m, "rows"), nc, "fp32 blocks"), "scratch");
+                                   mul(p.m, nc, "fp32 C block"), "scratch");
     unpacked = mul(per_thread, threads, "unpacked-B scratch");
   }
   return add(add(thin, row, "gemm workspace"), unpacked, "gemm workspace");

@@ -67,6 +67,14 @@ template <int L, int G>
 // nullptr for the last pass): rows shorter than the distance (attention's K of 64-384) otherwise started
 // every pass with R misses from memory.
 // The prefetches are prefetchnta (locality 0) where stream_prefetch_nta() says so (AMD), else prefetcht0.
+[[gnu::always_inline]] inline void prefetch_stream(const float* at, bool nta) {
+  if (nta) {
+    __builtin_prefetch(at, 0, 0);  // the locality must be a constant
+  } else {
+    __builtin_prefetch(at, 0, 3);
+  }
+}
+
 template <int L, int G, int V, int R>
 [[gnu::always_inline]] inline void tall_steps(const float* const* x, int64_t len, const float* b, int64_t ldbp,
                                               typename Vec<L>::type (&acc)[R][V], bool prefetch,
@@ -92,22 +100,10 @@ template <int L, int G, int V, int R>
   for (; p + 16 <= len; p += 16) {  // a cache line of each row per iteration
     if (prefetch && p + ahead < len) {
 #pragma GCC unroll 12
-      for (int r = 0; r < R; ++r) {
-        if (nta) {
-          __builtin_prefetch(x[r] + p + ahead, 0, 0);
-        } else {
-          __builtin_prefetch(x[r] + p + ahead, 0, 3);
-        }
-      }
+      for (int r = 0; r < R; ++r) prefetch_stream(x[r] + p + ahead, nta);
     } else if (prefetch && next != nullptr) {
 #pragma GCC unroll 12
-      for (int r = 0; r < R; ++r) {
-        if (nta) {
-          __builtin_prefetch(next[r] + (p + ahead - len), 0, 0);
-        } else {
-          __builtin_prefetch(next[r] + (p + ahead - len), 0, 3);
-        }
-      }
+      for (int r = 0; r < R; ++r) prefetch_stream(next[r] + (p + ahead - len), nta);
     }
 #pragma GCC unroll 16
     for (int q = 0; q < 16; q += G) step(p + q);
