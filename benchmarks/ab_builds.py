@@ -132,6 +132,15 @@ def main() -> int:
         "conv:bwd",
         (arr(8, 64, 56, 56), arr(128, 64, 3, 3), arr(8, 128, 28, 28), 1, 1, 2),
     )
+    for n, c, hw in ((8, 64, 56), (8, 128, 28), (8, 512, 7)):
+        arrays[f"conv:bwd N{n} C{c} {hw}x{hw} K{c} 3x3 p1"] = (
+            "conv:bwd",
+            (arr(n, c, hw, hw), arr(c, c, 3, 3), arr(n, c, hw, hw), 1, 1),
+        )
+    arrays["conv:bwd N8 C256 56x56 K64 1x1"] = (
+        "conv:bwd",
+        (arr(8, 256, 56, 56), arr(64, 256, 1, 1), arr(8, 64, 56, 56), 0, 1),
+    )
     arrays["conv:bwd N8 C64 56x56 K256 1x1"] = (
         "conv:bwd",
         (arr(8, 64, 56, 56), arr(256, 64, 1, 1), arr(8, 256, 56, 56), 0, 1),

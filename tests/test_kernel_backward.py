@@ -126,6 +126,18 @@ STRIDED = [
     conv.ConvShape(1, 3, 9, 9, 4, 3, 3, 2, 2, 4, 4),
 ]
 CONV_SHAPES += STRIDED
+# dW from the image in place (csrc/conv/conv2d_weights.cpp): planes of several blocks of dY's panel (24 x 23:
+# 600 pixel rows with the gap column), 1x1 with more output than input channels (dY's rows read in place
+# against x's panels), output channels past one panel and its register rows, small planes summed a few images
+# per call with a remainder (seven 7x7 images), and a 1x1 at stride 2 on the stride phases.
+IN_PLACE = [
+    conv.ConvShape(2, 3, 24, 23, 5, 3, 3, pad_h=1, pad_w=1),
+    conv.ConvShape(2, 3, 9, 10, 37, 1, 1),
+    conv.ConvShape(1, 11, 12, 9, 70, 3, 3, pad_h=1, pad_w=1),
+    conv.ConvShape(7, 4, 7, 7, 5, 3, 3, pad_h=1, pad_w=1),
+    conv.ConvShape(2, 5, 23, 21, 33, 1, 1, stride_h=2, stride_w=2),
+]
+CONV_SHAPES += IN_PLACE
 ASYMMETRIC = [s for s in CONV_SHAPES if not s.symmetric]
 
 
@@ -143,7 +155,7 @@ def test_conv2d_backward_matches_float64(isa: str, dtype: str, shape: conv.ConvS
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("tiles", [{}, {"tile_m": 14, "tile_n": 5, "tile_k": 8}, {"tile_n": 1000}])
 def test_conv2d_backward_threads_and_pixel_blocks(threads: int, tiles: dict[str, int]) -> None:
-    for shape in (CONV_SHAPES[0], CONV_SHAPES[1], CONV_SHAPES[2], CONV_SHAPES[9], DEPTHWISE[1]):
+    for shape in (*CONV_SHAPES[:3], CONV_SHAPES[9], DEPTHWISE[1], *IN_PLACE[:4]):
         inp = conv_bwd.make_inputs(shape, "fp32", seed=8)
         plan = conv_bwd.plan(shape, inp, Tiles.of(tiles, threads))
         if "tile_n" in tiles and shape.groups == 1:
@@ -187,8 +199,29 @@ def test_each_backward_way_is_taken_where_it_applies() -> None:
         return str(conv_bwd.plan(shape, inp, Tiles(threads=1)).tiles()["path"])
 
     assert "flipped-filter" in path(CONV_SHAPES[0]) and "direct depthwise" in path(DEPTHWISE[1])
-    assert path(CONV_SHAPES[1]).startswith("1x1: dW from x read in place")
+    assert path(CONV_SHAPES[1]).startswith("1x1: dW from x's rows in place")
     assert all("col2im" in path(shape) for shape in STRIDED + [CONV_SHAPES[2], CONV_SHAPES[12]])
+    in_place = STRIDED + IN_PLACE + CONV_SHAPES[:5]
+    assert all("in place against dY's panels" in path(shape) for shape in in_place)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("shape", [CONV_SHAPES[0], CONV_SHAPES[2], IN_PLACE[2], IN_PLACE[3]], ids=str)
+def test_a_nan_or_inf_in_x_reaches_only_the_taps_that_meet_it(isa: str, shape: conv.ConvShape) -> None:
+    # The padded image's gap columns meet zeros of dY that no tap does: an Inf there must not become NaN in
+    # dW, so such an x takes the im2col path (the float64 reference's NaN and Inf, nothing more).
+    inp = conv_bwd.make_inputs(shape, "fp32", seed=12)
+    x = inp["x"].copy()
+    x[0, 0, 0, -1] = np.inf
+    x[-1, -1, -1, 0] = np.nan
+    inp = dict(inp, x=x)
+    _, dw = conv_bwd.plan(shape, inp, Tiles(threads=2, isa=isa)).output()
+    with np.errstate(invalid="ignore"):
+        ref = conv_bwd.reference(shape, inp)["dw"]
+    assert np.array_equal(np.isnan(dw), np.isnan(ref)) and np.array_equal(np.isinf(dw), np.isinf(ref))
+    finite = np.isfinite(ref)
+    scale = float(np.abs(ref[finite]).max())
+    assert finite.any() and np.allclose(dw[finite], ref[finite], rtol=1e-4, atol=1e-4 * scale)
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -1,13 +1,14 @@
-// Conv2d backward (see backward.hpp): per image, group and block of output pixels, the im2col rows of the
-// block gathered into a bounded tile T (CRS x block) for the weight gradient, and the data gradient's
-// columns computed into the same tile and scattered back (col2im); at stride 1 the data gradient is the
-// forward convolution of dY with the flipped filter instead. Both products run on the blocked GEMM
-// with the kernel set and blocking of the call; threads split the GEMMs, the gather and the scatter.
-// Depthwise convolutions go to their own direct loops (depthwise_backward.cpp).
+// Conv2d backward (see backward.hpp). dW: from the image read in place against dY's panels
+// (conv2d_weights.cpp), or, where x holds a NaN or an Inf, per image, group and block of output pixels from
+// the block's im2col rows gathered into a bounded tile T (CRS x block) on the blocked GEMM. dX: at stride 1
+// the forward convolution of dY with the flipped filter; otherwise dX's columns computed into the same tile
+// and scattered back (col2im). Threads split the GEMMs, the gather and the scatter. Depthwise convolutions
+// go to their own direct loops (depthwise_backward.cpp).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "conv2d_weights.hpp"
 #include "depthwise_phases.hpp"
 #include "opbench/aligned.hpp"
 #include "opbench/backward.hpp"
@@ -111,8 +112,15 @@ void flip_filter(const Geometry& g, const float* w, float* out) {
 
 const char* conv2d_backward_path(const ConvProblem& p) {
   if (conv2d_is_depthwise(p)) return "direct depthwise: dW as tap dot products, dX as the transposed taps (tiles do not apply)";
-  if (x_is_im2col(p)) return "1x1: dW from x read in place per pixel block; dX as the transposed 1x1 forward conv";
-  if (data_gradient_as_conv(p)) return "dW from im2col tiles per pixel block; dX as the flipped-filter forward conv";
+  if (x_is_im2col(p)) return "1x1: dW from x's rows in place against dY's panels; dX as the transposed 1x1 forward conv";
+  if (data_gradient_as_conv(p)) {
+    return "dW from the padded image's rows in place against dY's panels (im2col tiles where x holds NaN or Inf); dX as "
+           "the flipped-filter forward conv";
+  }
+  if (conv2d_weights_apply(p)) {
+    return "dW from the padded image's stride phases in place against dY's panels (im2col tiles where x holds NaN or "
+           "Inf); dX by col2im of tiles per pixel block";
+  }
   return "dW from im2col tiles per pixel block; dX by col2im of the same tiles";
 }
 
@@ -152,11 +160,11 @@ int64_t conv2d_backward_workspace_bytes(const KernelSet& ks, const ConvBackwardP
     const ConvProblem q = data_gradient_conv(p.conv, nullptr, nullptr, nullptr);
     as_conv = add(plan_conv2d(ks, q, Blocking{}, threads).workspace_bytes, mul(dw32, int64_t(sizeof(float)), "flipped filter"), "conv backward");
   }
-  return add(add(mul(add(add(tile, dwt, "conv backward"), f16, "conv backward"), int64_t(sizeof(float)),
-                     "conv backward"),
-                 gemm_ws,
-                 "conv backward"),
-             as_conv, "conv backward");
+  return add(add(add(mul(add(add(tile, dwt, "conv backward"), f16, "conv backward"), int64_t(sizeof(float)),
+                         "conv backward"),
+                     gemm_ws, "conv backward"),
+                 as_conv, "conv backward"),
+             conv2d_weights_workspace_bytes(ks, p.conv, threads), "conv backward");
 }
 
 void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Blocking& blk, int threads) {
@@ -188,11 +196,14 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
   } else {
     std::memset(dx, 0, static_cast<size_t>(N * g.C * HW) * sizeof(float));
   }
+  // At stride 1, dW without im2col (conv2d_weights.cpp); with dX from the flipped-filter conv, nothing is left
+  // for the pixel blocks below.
+  const bool weights_done = conv2d_weights_apply(cp) && conv2d_weights(ks, cp, x, dy, dw, threads);
   ThreadPool& pool = ThreadPool::instance();
   const int row_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, g.CRS)));
   const int chan_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, g.Cg)));
 
-  for (int64_t n = 0; n < N; ++n) {
+  for (int64_t n = 0; n < (weights_done && as_conv ? 0 : N); ++n) {
     for (int64_t grp = 0; grp < g.G; ++grp) {
       const float* x_g = x + (n * g.C + grp * g.Cg) * HW;
       const float* dy_g = dy + (n * g.K + grp * g.Kg) * g.PQ;
@@ -201,30 +212,31 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
       float* dwt_g = dwt + grp * g.CRS * g.Kg;
       for (int64_t p0 = 0; p0 < g.PQ; p0 += nb_max) {
         const int64_t nb = std::min(nb_max, g.PQ - p0);
-        // T = the block's im2col rows (zero where a tap falls in the padding).
-        if (x_in_place) {
+        if (!weights_done && x_in_place) {
+          // dW_g^T (CRS x Kg) (+)= x_g's block (its im2col rows, read in place) * dY_g[:, block]^T
           gemm(ks, f32_product(x_g + p0, HW, false, dy_g + p0, g.PQ, true, dwt_g, g.Kg, g.CRS, g.Kg, nb, n > 0 || p0 > 0),
                blk, threads);
-          continue;  // dX came from the flipped-filter (1x1) convolution
+        } else if (!weights_done) {
+          // T = the block's im2col rows (zero where a tap falls in the padding).
+          pool.run(row_threads, [&](int tid) {
+            for (int64_t crs = g.CRS * tid / row_threads; crs < g.CRS * (tid + 1) / row_threads; ++crs) {
+              float* row = tile + crs * nb;
+              std::memset(row, 0, static_cast<size_t>(nb) * sizeof(float));
+              const float* plane = x_g + (crs / g.RS) * HW;
+              for_each_run(g, crs, p0, nb, [&](int64_t j, int64_t at, int64_t len) {
+                if (g.sw == 1) {
+                  std::memcpy(row + j, plane + at, static_cast<size_t>(len) * sizeof(float));
+                } else {
+                  for (int64_t i = 0; i < len; ++i) row[j + i] = plane[at + i * g.sw];
+                }
+              });
+            }
+          });
+          // dW_g^T (CRS x Kg) (+)= T (CRS x nb) * dY_g[:, block]^T: T's CRS rows are the long side, packed as
+          // A; dY's Kg x nb block is read as B^T. (dW_g = dY T^T would pack all of T as B for only Kg rows.)
+          gemm(ks, f32_product(tile, nb, false, dy_g + p0, g.PQ, true, dwt_g, g.Kg, g.CRS, g.Kg, nb, n > 0 || p0 > 0),
+               blk, threads);
         }
-        pool.run(row_threads, [&](int tid) {
-          for (int64_t crs = g.CRS * tid / row_threads; crs < g.CRS * (tid + 1) / row_threads; ++crs) {
-            float* row = tile + crs * nb;
-            std::memset(row, 0, static_cast<size_t>(nb) * sizeof(float));
-            const float* plane = x_g + (crs / g.RS) * HW;
-            for_each_run(g, crs, p0, nb, [&](int64_t j, int64_t at, int64_t len) {
-              if (g.sw == 1) {
-                std::memcpy(row + j, plane + at, static_cast<size_t>(len) * sizeof(float));
-              } else {
-                for (int64_t i = 0; i < len; ++i) row[j + i] = plane[at + i * g.sw];
-              }
-            });
-          }
-        });
-        // dW_g^T (CRS x Kg) (+)= T (CRS x nb) * dY_g[:, block]^T: T's CRS rows are the long side, packed as
-        // A; dY's Kg x nb block is read as B^T. (dW_g = dY T^T would pack all of T as B for only Kg rows.)
-        gemm(ks, f32_product(tile, nb, false, dy_g + p0, g.PQ, true, dwt_g, g.Kg, g.CRS, g.Kg, nb, n > 0 || p0 > 0), blk,
-             threads);
         if (as_conv) continue;  // dX came from the flipped-filter convolution
         // T = W_g^T (CRS x Kg) * dY_g[:, block] (Kg x nb): W_g is Kg x CRS, read as A^T.
         gemm(ks, f32_product(w_g, g.CRS, true, dy_g + p0, g.PQ, false, tile, nb, g.CRS, nb, g.Kg, false), blk, threads);
@@ -243,7 +255,7 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
       }
     }
   }
-  for (int64_t grp = 0; grp < g.G; ++grp) {
+  for (int64_t grp = 0; grp < (weights_done ? 0 : g.G); ++grp) {
     for (int64_t crs = 0; crs < g.CRS; ++crs) {
       for (int64_t k = 0; k < g.Kg; ++k) dw[(grp * g.Kg + k) * g.CRS + crs] = dwt[(grp * g.CRS + crs) * g.Kg + k];
     }

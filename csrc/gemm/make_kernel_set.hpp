@@ -8,6 +8,7 @@
 #include "pack.hpp"
 #include "pack_pairs.hpp"
 #include "thin.hpp"
+#include "weight_rows.hpp"
 
 namespace opbench {
 
@@ -52,6 +53,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.conv.depthwise_split = depthwise::split<Cvt>;
   ks.conv.depthwise_dot = depthwise::dot<ThinLanes>;
   ks.conv.depthwise_plane = depthwise::kPlane;
+  ks.conv.weight_rows = weights::rows<ThinLanes, NR>;
   ks.bf16 = packing::make_bf16_kernels<4, 16, Cvt>(
       isa, "portable 4x16 bf16 pairs, products summed in fp32 (no AVX512-BF16 kernel for this kernel set or CPU)");
   return ks;

@@ -215,6 +215,11 @@ using DepthwisePlaneF32 = void (*)(const float* x, int64_t h, int64_t w, int64_t
 // past n in a row.
 using DepthwiseDotF32 = void (*)(int64_t rows, int64_t n, int taps, const float* g, int64_t ldg,
                                  const float* const* src, int64_t ld, float* acc);
+// The weight gradient at stride 1 (csrc/conv/conv2d_weights.cpp): out[i][0:NR] += sum over images and p < np
+// of x[img x_image + off[i] + p] * bt[img bt_image + p NR + 0:NR] for rows i < nrows (out's rows ldo apart),
+// bt an NR-column panel of pack_bt's layout. Reads x[off[i] + p] for exactly those p.
+using WeightRowsF32 = void (*)(int64_t np, int64_t images, const float* x, int64_t x_image, const int64_t* off,
+                               int64_t nrows, const float* bt, int64_t bt_image, float* out, int64_t ldo);
 // Deal a row to `stride` phases: phases[f][j] = row[j * stride + f] for j < n (row holds stride * n floats).
 using DepthwiseSplitF32 = void (*)(const float* row, int64_t n, int stride, float* const* phases);
 
@@ -236,6 +241,7 @@ struct ConvKernels {
   DepthwiseSplitF32 depthwise_split;
   DepthwiseDotF32 depthwise_dot;
   DepthwisePlaneF32 depthwise_plane;  // nullptr: the padded-copy kernels above take every depthwise conv
+  WeightRowsF32 weight_rows;          // dW^T's rows from the image in place and dY's panels (stride 1)
 };
 
 // One ISA's register tile and what runs on it (built by make_kernel_set<> in csrc/gemm/make_kernel_set.hpp).
