@@ -205,14 +205,16 @@ double padding_skip_share(const ConvProblem& p, int64_t mr) {
 }
 
 // Columns [0, nb) of a C block (pixels i0 .. i0 + mb, leading dimension ldc) to Y's channels n0 .. n0 + nb
-// of group g: channel by channel, a stretch of one output row of one image at a time.
+// of group g: channel by channel, a stretch of consecutive pixels of Y at a time (an image's rows follow one
+// another in the pixel order of one image per group, so the stretch runs on across output rows; with
+// several images per group it is one output row).
 void copy_out_transposed(const KernelSet& ks, const ConvProblem& p, const PixelOrder& order, const float* c,
                          int64_t ldc, int64_t i0, int64_t mb, int64_t g, int64_t n0, int64_t nb) {
   const int64_t Q = p.out_w(), PQ = p.out_h() * Q, kg = p.k / p.groups;
   const bool f16 = p.dtype == Dtype::f16;
   for (int64_t i = i0; i < i0 + mb;) {
     const Pixel px = pixel_at(order, i);
-    const int64_t len = std::min(Q - px.ow, i0 + mb - i);
+    const int64_t len = std::min(order.batch == 1 ? PQ - px.oh * Q - px.ow : Q - px.ow, i0 + mb - i);
     const float* src = c + (i - i0) * ldc;
     const int64_t y0 = (px.img * p.k + g * kg + n0) * PQ + px.oh * Q + px.ow;
     if (f16) {
@@ -224,9 +226,9 @@ void copy_out_transposed(const KernelSet& ks, const ConvProblem& p, const PixelO
       // Blocks of 16 pixels x 16 channels through the kernel set's transpose (element by element, the copy
       // took 1.2% of 14x14 256 -> 256 ch at batch 4 on one Zen 5 core).
       float* dst = static_cast<float*>(p.y) + y0;
-      for (int64_t t0 = 0; t0 < len; t0 += 16) {
-        const int rows = static_cast<int>(std::min<int64_t>(16, len - t0));
-        for (int64_t j0 = 0; j0 < nb; j0 += 16) {
+      for (int64_t j0 = 0; j0 < nb; j0 += 16) {
+        for (int64_t t0 = 0; t0 < len; t0 += 16) {
+          const int rows = static_cast<int>(std::min<int64_t>(16, len - t0));
           ks.conv.store_transposed(src + t0 * ldc + j0, ldc, rows, static_cast<int>(std::min<int64_t>(16, nb - j0)),
                                    dst + j0 * PQ + t0, PQ);
         }
