@@ -88,6 +88,7 @@ def main() -> int:
     p.add_argument("--old", required=True, help="the other build's _core*.so")
     p.add_argument("--rounds", type=int, default=21)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--only", default="", help="run only the cases whose name contains this")
     args = p.parse_args()
 
     from opbench import kernels
@@ -115,10 +116,11 @@ def main() -> int:
         (7680, 2, 2560),
     ):
         arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), np.float32)))
-    arrays["conv N4 C64 28x28 K64 3x3 p1"] = (
-        "conv",
-        (arr(4, 64, 28, 28), arr(64, 64, 3, 3), np.empty((4, 64, 28, 28), np.float32)),
-    )
+    for n, c, hw in ((4, 64, 28), (8, 64, 56), (8, 128, 28), (8, 256, 14)):
+        arrays[f"conv N{n} C{c} {hw}x{hw} K{c} 3x3 p1"] = (
+            "conv",
+            (arr(n, c, hw, hw), arr(c, c, 3, 3), np.empty((n, c, hw, hw), np.float32)),
+        )
     for n, c, hw, k in ((8, 256, 56, 64), (8, 64, 56, 256), (8, 1024, 14, 256)):
         arrays[f"conv N{n} C{c} {hw}x{hw} K{k} 1x1"] = (
             "conv 1x1",
@@ -152,7 +154,11 @@ def main() -> int:
 
     builds = (timed_calls(old, args.threads), timed_calls(new, args.threads))
     # (the conv 1x1 and conv:bwd cases need a build with one Tiles argument)
-    runs = {case: tuple(b[op](*a) for b in builds) for case, (op, a) in arrays.items() if op in builds[0]}
+    runs = {
+        case: tuple(b[op](*a) for b in builds)
+        for case, (op, a) in arrays.items()
+        if op in builds[0] and args.only in case
+    }
     loops = {}
     for case, (_, run_new) in runs.items():
         n = 1

@@ -88,6 +88,13 @@ PIXEL_CASES = [
     (5, 64, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1),
     (2, 64, 2, 3, 96, 3, 3, 1, 1, 3, 2, 1, 1, 1),
     (3, 48, 3, 3, 64, 3, 3, 1, 1, 2, 2, 2, 1, 1),
+    # Output rows of whole micro-panels at stride 1 (14 and 28 for MR 14; 12 and 24 for MR 6 and 4): A read
+    # in the padded input by the micro-kernel, not gathered.
+    (2, 16, 14, 14, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (2, 24, 12, 12, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (3, 32, 4, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (2, 8, 6, 12, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    (1, 40, 5, 24, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1),
 ]
 PIXELS_PATH = "implicit GEMM, output pixels as rows"
 
@@ -95,7 +102,7 @@ PIXELS_PATH = "implicit GEMM, output pixels as rows"
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
-    taken = 0
+    taken = in_place = 0
     for case in PIXEL_CASES:
         shape = shape_of(case)
         inp = conv.make_inputs(shape, dtype, seed=11)
@@ -104,19 +111,20 @@ def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
             t = plan.tiles()
             if t["path"].startswith(PIXELS_PATH):
                 taken += threads == 1
+                in_place += "A read in place" in t["path"]
                 pixels = shape.n * shape.out_h * shape.out_w
                 assert (t["gemm_m"], t["gemm_n"]) == (pixels, shape.k // shape.groups)
                 if tiles:  # one register tile of pixels by one of channels per unit, K blocks of 5
                     assert (t["tile_m"], t["tile_n"], t["tile_k"]) == (t["mr"], t["nr"], 5)
             result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
             assert result["ok"], (case, threads, tiles, t["path"], result)
-    assert taken >= 3
+    assert taken >= 3 and in_place >= 3
 
 
 @pytest.mark.skipif("avx512" not in ISAS, reason="the choice is measured for the AVX-512 14x32 tile")
 def test_pixels_as_rows_is_taken_where_it_wastes_fewer_fmas() -> None:
     # 7x7 at 512 channels: 49 pixels fill 49 of 64 columns per image, 4 images 196 rows = 14 tiles exactly.
-    # 56x56 at 64 channels: the columns path wastes 4% and reads B in place, where pixels would gather A.
+    # 56x56 at 64 channels: the columns path wastes 9% (64 channels in 70 rows) and pixels read A in place.
     def path(n: int, c: int, hw: int, k: int) -> str:
         x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, 3, 3), np.float32)
         return str(
@@ -125,7 +133,8 @@ def test_pixels_as_rows_is_taken_where_it_wastes_fewer_fmas() -> None:
 
     assert path(4, 512, 7, 512).startswith(PIXELS_PATH)
     assert path(4, 256, 14, 256).startswith(PIXELS_PATH)
-    assert path(4, 64, 56, 64).startswith("implicit GEMM, B rows read in place")
+    assert path(4, 64, 56, 64) == PIXELS_PATH + " (A read in place, W^T packed, padding taps skipped)"
+    assert "A gathered" in path(4, 512, 7, 512)  # two images' rows per micro-panel
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -204,14 +213,16 @@ def test_pointwise_convs_on_large_planes_run_on_the_batched_gemm(dtype: type) ->
 
 
 def test_conv_tiles_reports_what_conv2d_uses() -> None:
-    x, w = np.zeros((8, 64, 56, 56), np.float32), np.zeros((64, 64, 3, 3), np.float32)
+    # 55x55 (not whole micro-panels of output pixels, so output channels are the rows)
+    x, w = np.zeros((8, 64, 55, 55), np.float32), np.zeros((64, 64, 3, 3), np.float32)
     info = kernels.default_tiles()
     t = kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2)).tiles()
+    assert t["path"] == "implicit GEMM, B rows read in place"
     # kc and mc from this CPU's cache model (clamped to C*R*S and to the 64 output channels, mc rounded up to
     # MR), nc a multiple of NR
     assert t["tile_k"] == min(info["tile_k"], 64 * 9)
     assert t["tile_m"] == -(-min(info["tile_m"], 64) // t["mr"]) * t["mr"]
-    assert t["tile_n"] % t["nr"] == 0 and t["tile_n"] <= 56 * 58 + t["nr"]
+    assert t["tile_n"] % t["nr"] == 0 and t["tile_n"] <= 55 * 57 + t["nr"]
     given = kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(m=20, n=100, k=50, threads=2)).tiles()
     assert (given["tile_m"], given["tile_k"]) == (-(-20 // t["mr"]) * t["mr"], 50)
     assert given["tile_n"] == -(-100 // t["nr"]) * t["nr"]

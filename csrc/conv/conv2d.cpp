@@ -270,6 +270,7 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
   plan.kernel = tile.description;
   plan.mr = tile.mr;
   plan.nr = tile.nr;
+  plan.a_in_place = pixels && conv_pixels_a_in_place(p, tile.mr);
   plan.blocking = pixels ? resolve_conv_pixels_blocking(tile, p, requested, threads)
                          : resolve_columns_blocking(tile, p, requested, threads);
   plan.gemm = pixels ? ConvGemmDims{p.n * p.out_h() * p.out_w(), kg, crs} : ConvGemmDims{kg, cols.count(), crs};
@@ -289,7 +290,8 @@ const char* ConvPlan::describe(Dtype dtype) const {
     case ConvPath::depthwise_padded:
       return "direct depthwise, padded plane copies (tiles do not apply)";
     case ConvPath::pixels_as_rows:
-      return "implicit GEMM, output pixels as rows (A gathered, W^T packed, padding taps skipped)";
+      return a_in_place ? "implicit GEMM, output pixels as rows (A read in place, W^T packed, padding taps skipped)"
+                        : "implicit GEMM, output pixels as rows (A gathered, W^T packed, padding taps skipped)";
     case ConvPath::columns_in_place:
       return "implicit GEMM, B rows read in place";
     case ConvPath::columns_gathered:

@@ -288,6 +288,11 @@ int64_t unit_cost(int64_t pixels, int64_t kg, int64_t groups, int64_t mc, int64_
 
 }  // namespace
 
+// Each micro-panel's MR pixels are one stretch of an output row, consecutive in the padded input, when the
+// rows are whole micro-panels (one image per pixel group) at stride 1 across: then the micro-kernel reads A
+// there (ukernel_a_rows) and nothing is gathered.
+bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr) { return p.stride_w == 1 && p.out_w() % mr == 0; }
+
 bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   if (conv2d_is_depthwise(p)) return false;
   const int64_t kg = p.k / p.groups;
@@ -301,8 +306,9 @@ bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   // Skipped padding taps (padding_skip_share) raise the rows' useful share: 28x28 128 -> 128 channels at
   // batch 4 had measured rows / columns 464 / 455 GFLOPS on 2 Zen 5 cores before the skip, and its top and
   // bottom rows skip 2.4% of the FMAs.
-  const double rows = pixels_as_rows_share(p, ks.mr, ks.nr) / (1.0 - padding_skip_share(p, ks.mr)) /
-                      (1.0 + kGatherCost / double(kg));
+  // Where A is read in place (conv_pixels_a_in_place) nothing is gathered.
+  const double gather = conv_pixels_a_in_place(p, ks.mr) ? 0.0 : kGatherCost / double(kg);
+  const double rows = pixels_as_rows_share(p, ks.mr, ks.nr) / (1.0 - padding_skip_share(p, ks.mr)) / (1.0 + gather);
   const double cols = pixels_as_columns_share(p, ks.mr, ks.nr) /
                       (strided ? 1.0 + kGatherCost / std::min(double(kg), kGatherReuse) : 1.0);
   return rows >= 1.05 * cols;
@@ -366,6 +372,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   tap_offsets(p, row_off.data(), TapOrder::filter_column_major);
 
   const Units units(pixels, kg, p.groups, mc, nc, threads);
+  const bool a_in_place = conv_pixels_a_in_place(p, MR);
   // Set when W holds a NaN or Inf: then no padding tap is skipped, since 0 times it is NaN (as in float64).
   std::atomic<bool> nonfinite_w{false};
 
@@ -460,8 +467,10 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
           for (int j = 0; j < seg_count[static_cast<size_t>(r)]; ++j) {
             const auto [lo, hi] = span(r, j);
             if (lo >= hi) continue;
-            ks.conv.pack_a_gather(hi - lo, base, row_off.data() + pc + lo, runs + r * (MR + 1),
-                                  run_count[static_cast<size_t>(r)], a + r * MR * kb + lo * MR);
+            if (!a_in_place) {
+              ks.conv.pack_a_gather(hi - lo, base, row_off.data() + pc + lo, runs + r * (MR + 1),
+                                    run_count[static_cast<size_t>(r)], a + r * MR * kb + lo * MR);
+            }
             if (first < 0 || seg[j].row_hi - seg[j].row_lo > seg[first].row_hi - seg[first].row_lo) first = j;
           }
         }
@@ -483,8 +492,14 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
                 for (int i = 0; i < rows; ++i) std::fill_n(tile + i * nc, cols, 0.0f);
                 accumulate = true;
               }
-              ks.gemm.ukernel(hi - lo, a + r * MR * kb + lo * MR + seg.row_lo, b_block + q * NR * kb + lo * NR,
-                              tile + seg.row_lo * nc, nc, accumulate, seg.row_hi - seg.row_lo, cols);
+              if (a_in_place) {  // the panel's pixels are one run, consecutive in the padded input
+                ks.conv.ukernel_a_rows(hi - lo, base + runs[r * (MR + 1)].off + seg.row_lo, row_off.data() + pc + lo,
+                                       b_block + q * NR * kb + lo * NR, tile + seg.row_lo * nc, nc, accumulate,
+                                       seg.row_hi - seg.row_lo, cols);
+              } else {
+                ks.gemm.ukernel(hi - lo, a + r * MR * kb + lo * MR + seg.row_lo, b_block + q * NR * kb + lo * NR,
+                                tile + seg.row_lo * nc, nc, accumulate, seg.row_hi - seg.row_lo, cols);
+              }
               accumulate = true;
             }
           }

@@ -14,7 +14,8 @@ namespace opbench {
 
 template <int MR, int NR, class Cvt, int ThinLanes>
 constexpr KernelSet make_kernel_set(const char* isa, const char* description, UkernelF32 ukernel,
-                                    UkernelRowsF32 ukernel_rows, MicroPanelHome b_panel_home,
+                                    UkernelRowsF32 ukernel_rows, UkernelARowsF32 ukernel_a_rows,
+                                    MicroPanelHome b_panel_home,
                                     const KernelSet* narrow = nullptr) {
   using P = packing::Packers<MR, NR, Cvt>;
   KernelSet ks{};
@@ -43,6 +44,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.gemm.widen_f16 = Cvt::widen_row;
   ks.gemm.widen_bf16 = packing::widen_bf16<Cvt>;
   ks.conv.ukernel_rows = ukernel_rows;
+  ks.conv.ukernel_a_rows = ukernel_a_rows;
   ks.conv.pack_b_gather = P::b_gather;
   ks.conv.pack_a_gather = P::a_gather;
   ks.conv.pack_wt_f32 = P::bt_rows_f32;

@@ -34,10 +34,11 @@ struct Cvt {
   }
 };
 
-// One body for both B sources: packed micro-panels (kRows == false: row p at b + p * NR, 32-byte aligned) and
-// rows read in place (kRows == true: row p at b + b_off[p], unaligned).
+// One body for the three sources (edges::Source): packed micro-panels (B's row p at b + p * NR, 32-byte
+// aligned), B's rows read in place (row p at b + b_off[p], unaligned), or A's rows read in place (step p's
+// rows at ap + b_off[p], B packed).
 // MR is the rows this instantiation computes; A's micro-panels hold kAStride rows (the kernel set's MR).
-template <int MR, int NV, bool kRows, int kAStride>
+template <int MR, int NV, int kSrc, int kAStride>
 void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restrict b, const int64_t* __restrict b_off,
                   float* __restrict c, int64_t ldc, bool accumulate, int m, int n) {
   __m256 acc[MR][NV];
@@ -49,6 +50,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 #pragma GCC unroll 4
   for (int64_t p = 0; p < kc; ++p) {
     __m256 bv[NV];
+    constexpr bool kRows = kSrc == edges::kRowsOfB;
     const float* row = kRows ? b + b_off[p] : b + p * NV * 8;
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = kRows ? _mm256_loadu_ps(row + j * 8) : _mm256_load_ps(row + j * 8);
@@ -57,13 +59,14 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       // the next micro-panel's part of this row (the caller's next tile) while this one is multiplied.
       _mm_prefetch(reinterpret_cast<const char*>(row + NV * 8), _MM_HINT_T0);
     }
+    const float* arow = kSrc == edges::kRowsOfA ? ap + b_off[p] : ap;
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_broadcast_ss(ap + i);
+      const __m256 a = _mm256_broadcast_ss(arow + i);
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(a, bv[j], acc[i][j]);
     }
-    ap += kAStride;
+    if (kSrc != edges::kRowsOfA) ap += kAStride;
   }
   constexpr int NR = NV * 8;
   if (m == MR && n == NR) {
@@ -89,20 +92,20 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 }
 
 struct Body {
-  template <int ROWS, int NV, bool kRows, int kAStride>
+  template <int ROWS, int NV, int kSrc, int kAStride>
   static void run(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
                   bool accumulate, int m, int n) {
-    ukernel_body<ROWS, NV, kRows, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+    ukernel_body<ROWS, NV, kSrc, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
   }
 };
 using U = edges::Ukernels<Body, kMR, 2>;
 using UN = edges::Ukernels<Body, kMR, 1>;
 
 constexpr KernelSet kAvx2Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 8>(
-    "avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", UN::packed, UN::rows, MicroPanelHome::l1);
+    "avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", UN::packed, UN::rows, UN::a_rows, MicroPanelHome::l1);
 constexpr KernelSet kAvx2 =
     make_kernel_set<kMR, kNR, Cvt, 8>("avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", U::packed,
-                                      U::rows, MicroPanelHome::l1, &kAvx2Narrow);
+                                      U::rows, U::a_rows, MicroPanelHome::l1, &kAvx2Narrow);
 
 }  // namespace
 

@@ -22,6 +22,10 @@ constexpr int kNarrowNR = 16;
 // process, alternating processes: 0.93-0.96 without, 0.96-0.98 at 48 steps (96 alike; into L2 only, 0.95).
 constexpr int64_t kCLateSteps = 48;
 
+// A's rows in place (conv2d_pixels.cpp): each step reads another channel's or tap's stretch of the padded
+// image, a stride the prefetchers do not follow; its lines are asked for this many steps ahead.
+constexpr int64_t kAAhead = 16;
+
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 struct Cvt {
@@ -42,10 +46,11 @@ struct Cvt {
   }
 };
 
-// One body for both B sources: packed micro-panels (kRows == false: row p at b + p * NR, 64-byte aligned) and
-// rows read in place (kRows == true: row p at b + b_off[p], unaligned).
+// One body for the three sources (edges::Source): packed micro-panels (B's row p at b + p * NR, 64-byte
+// aligned), B's rows read in place (row p at b + b_off[p], unaligned), or A's rows read in place (step p's
+// rows at ap + b_off[p], B packed).
 // MR is the rows this instantiation computes; A's micro-panels hold kAStride rows (the kernel set's MR).
-template <int MR, int NV, bool kRows, int kAStride>
+template <int MR, int NV, int kSrc, int kAStride>
 void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restrict b, const int64_t* __restrict b_off,
                   float* __restrict c, int64_t ldc, bool accumulate, int m, int n) {
   __m512 acc[MR][NV];
@@ -73,6 +78,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       _mm_prefetch(row + NV * 64 - 1, _MM_HINT_T0);
     }
   }
+  constexpr bool kRows = kSrc == edges::kRowsOfB;
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m512 bv[NV];
     const float* row = kRows ? b + b_off[p] : b + p * NV * 16;
@@ -84,13 +90,19 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + (NV + j) * 16), _MM_HINT_T0);
     }
+    const float* arow = kSrc == edges::kRowsOfA ? ap + b_off[p] : ap;
+    if (kSrc == edges::kRowsOfA && p + kAAhead < kc) {
+      const char* ahead = reinterpret_cast<const char*>(ap + b_off[p + kAAhead]);
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      _mm_prefetch(ahead + MR * sizeof(float) - 1, _MM_HINT_T0);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(ap[i]);
+      const __m512 a = _mm512_set1_ps(arow[i]);
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(a, bv[j], acc[i][j]);
     }
-    ap += kAStride;
+    if (kSrc != edges::kRowsOfA) ap += kAStride;
   };
   int64_t p = 0;
 #pragma GCC unroll 2
@@ -135,20 +147,20 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 }
 
 struct Body {
-  template <int ROWS, int NV, bool kRows, int kAStride>
+  template <int ROWS, int NV, int kSrc, int kAStride>
   static void run(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
                   bool accumulate, int m, int n) {
-    ukernel_body<ROWS, NV, kRows, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+    ukernel_body<ROWS, NV, kSrc, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
   }
 };
 using U = edges::Ukernels<Body, kMR, 2>;
 using UN = edges::Ukernels<Body, kMR, 1>;
 
 constexpr KernelSet kAvx512Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 16>(
-    "avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed, UN::rows, MicroPanelHome::l1);
+    "avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed, UN::rows, UN::a_rows, MicroPanelHome::l1);
 constexpr KernelSet kAvx512 =
     make_kernel_set<kMR, kNR, Cvt, 16>("avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)",
-                                       U::packed, U::rows, MicroPanelHome::l2, &kAvx512Narrow);
+                                       U::packed, U::rows, U::a_rows, MicroPanelHome::l2, &kAvx512Narrow);
 
 }  // namespace
 

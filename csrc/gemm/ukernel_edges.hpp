@@ -11,9 +11,13 @@
 namespace opbench {
 namespace edges {
 
-// Body::run<ROWS, NV, kRows, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n) computes ROWS rows of the
-// tile (A's micro-panels hold kAStride rows); kRows selects B read in place (row p at b + b_off[p]).
-template <class Body, int MR, int NV, bool kRows, int kRowsNow = MR>
+// Where the micro-kernel body reads its operands: A and B packed; B's rows in place (row p at b + b_off[p]);
+// A's rows in place (step p's rows at ap + b_off[p], B packed).
+enum Source : int { kPacked = 0, kRowsOfB = 1, kRowsOfA = 2 };
+
+// Body::run<ROWS, NV, kSrc, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n) computes ROWS rows of the
+// tile (A's micro-panels hold kAStride rows) from the operands kSrc names.
+template <class Body, int MR, int NV, int kRows, int kRowsNow = MR>
 void any_rows(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
               bool accumulate, int m, int n) {
   if constexpr (kRowsNow <= 2) {
@@ -32,14 +36,22 @@ struct Ukernels {
   static void packed(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate, int m,
                      int n) {
     if (m == MR - 1) {
-      Body::template run<MR - 1, NV, false, MR>(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
+      Body::template run<MR - 1, NV, kPacked, MR>(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
     } else {
-      any_rows<Body, MR, NV, false>(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
+      any_rows<Body, MR, NV, kPacked>(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
     }
   }
   static void rows(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
                    bool accumulate, int m, int n) {
-    any_rows<Body, MR, NV, true>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+    any_rows<Body, MR, NV, kRowsOfB>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+  }
+  static void a_rows(int64_t kc, const float* a, const int64_t* a_off, const float* bp, float* c, int64_t ldc,
+                     bool accumulate, int m, int n) {
+    if (m == MR - 1) {
+      Body::template run<MR - 1, NV, kRowsOfA, MR>(kc, a, bp, a_off, c, ldc, accumulate, m, n);
+    } else {
+      any_rows<Body, MR, NV, kRowsOfA>(kc, a, bp, a_off, c, ldc, accumulate, m, n);
+    }
   }
 };
 

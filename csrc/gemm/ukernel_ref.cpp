@@ -52,6 +52,20 @@ void ukernel_rows(int64_t kc, const float* ap, const float* b, const int64_t* b_
   ukernel_body(kc, ap, b, b_off, c, ldc, accumulate, m, n);
 }
 
+// A's rows in place: step p's m values at a + a_off[p] (only those m are read), B packed.
+void ukernel_a_rows(int64_t kc, const float* a, const int64_t* a_off, const float* bp, float* c, int64_t ldc,
+                    bool accumulate, int m, int n) {
+  float acc[kMR][kNR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* row = bp + p * kNR;
+    for (int i = 0; i < m; ++i) {
+      const float v = a[a_off[p] + i];
+      for (int j = 0; j < kNR; ++j) acc[i][j] += v * row[j];
+    }
+  }
+  store_tile(acc, c, ldc, accumulate, m, n);
+}
+
 // a*b + c rounded once to fp16 (round to nearest even), as a fused fp16 FMA computes it. For fp16 a, b, c the
 // product is exact in fp64 and so is the sum, unless c exceeds the product by 2^31 or more (then the product
 // lies far below c's last fp16 bit and the answer is c either way). Rounding that to fp32 by round-to-odd
@@ -86,7 +100,8 @@ void ukernel_f16acc(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c
 using P = packing::Packers<kMR, kNR, Cvt>;
 
 constexpr KernelSet kRef =
-    make_kernel_set<kMR, kNR, Cvt, 4>("ref", "portable C++ 4x8 (no FMA)", ukernel, ukernel_rows, MicroPanelHome::l1);
+    make_kernel_set<kMR, kNR, Cvt, 4>("ref", "portable C++ 4x8 (no FMA)", ukernel, ukernel_rows,
+                                      ukernel_a_rows, MicroPanelHome::l1);
 
 const F16AccKernels kF16AccRef = {"ref", "portable emulation of fp16 accumulation (each FMA rounded once to fp16), 4x8",
                                   kMR, kNR, ukernel_f16acc, P::a_h, P::b_h, P::bt_h};

@@ -223,16 +223,16 @@ class CppBackend(Backend):
 ALGORITHMS = {
     "gemm": "GEMM: blocked (BLIS loops) or, by shape, a path that packs less (details.path says which)",
     "gemm:bwd": "two blocked GEMMs: dA = dC B^T (B^T read in place), dB = A^T dC (A^T packed from A)",
-    "conv:bwd": "dW^T += im2col tile x dY^T per pixel block (GEMM); dX: flipped-filter implicit-GEMM conv at "
-    "stride 1, else W^T dY per block scattered back (col2im); depthwise: direct plane loops (details.path "
-    "says which)",
+    "conv:bwd": "dW^T from the image's stride phases read in place against dY's transposed panels (im2col "
+    "tiles on the GEMM where x holds NaN or Inf); dX: flipped-filter implicit-GEMM conv at stride 1, else "
+    "W^T dY per block scattered back (col2im); depthwise: direct plane loops (details.path says which)",
     **{
         f"{op}:bwd": "BPTT over the activations a training forward saved (run once when prepared): one "
         "GEMM per step for dh, three over all steps for dW_hh, dW_ih and dx"
         for op in ("rnn", "gru", "lstm")
     },
     "conv": "implicit GEMM, B rows read in place from the padded image; by shape a direct depthwise loop, "
-    "pixels as rows, or 1x1 on the batched GEMM (details.path says which)",
+    "pixels as rows (A read in place or gathered), or 1x1 on the batched GEMM (details.path says which)",
     "rnn": "input GEMM for all steps + recurrent GEMM per step + fused activation",
     "gru": "input GEMM for all steps + recurrent GEMM per step (own buffer) + fused cell (state in fp32)",
     "lstm": "input GEMM for all steps + recurrent GEMM per step + fused cell (cell state in fp32)",

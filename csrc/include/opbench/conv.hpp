@@ -66,6 +66,7 @@ struct ConvPlan {
   ConvGemmDims gemm{0, 0, 0};
   int64_t workspace_bytes = 0;
   int threads = 1;
+  bool a_in_place = false;  // pixels_as_rows: A's micro-panels read in the padded input, not gathered
 
   bool depthwise() const { return is_depthwise(path); }
   bool bf16_gemm() const { return path >= ConvPath::bf16_x_as_col; }
@@ -91,6 +92,8 @@ void conv2d(const KernelSet& ks, const ConvProblem& p, const ConvPlan& plan);
 // once, taken when it wastes at least a tenth fewer FMAs than pixels as columns (small planes: 7x7, 14x14).
 // ks is the kernel set's main tile; the blocking's mc then counts pixels and nc output channels.
 bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p);
+// Whether that orientation reads A's micro-panels of mr pixels in place instead of gathering them.
+bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr);
 Blocking resolve_conv_pixels_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 int64_t conv_pixels_workspace_floats(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
 void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);

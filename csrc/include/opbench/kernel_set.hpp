@@ -16,6 +16,11 @@ using UkernelF32 = void (*)(int64_t kc, const float* ap, const float* bp, float*
 // conv2d's implicit GEMM for stride-1 convolutions: B's rows are shifted windows of the padded image.
 using UkernelRowsF32 = void (*)(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c,
                                 int64_t ldc, bool accumulate, int m, int n);
+// The same register tile with A read in place instead of packed (conv2d_pixels.cpp at stride 1, where a
+// micro-panel's output pixels are consecutive in the padded image): step p broadcasts the m floats at
+// a + a_off[p] (any alignment), and B is a packed micro-panel as for UkernelF32.
+using UkernelARowsF32 = void (*)(int64_t kc, const float* a, const int64_t* a_off, const float* bp, float* c,
+                                 int64_t ldc, bool accumulate, int m, int n);
 // Pack rows [0, m) x columns [0, k) of a row-major matrix into ceil(m / MR) consecutive MR-row micro-panels.
 using PackAF32 = void (*)(const float* a, int64_t lda, int64_t m, int64_t k, float* dst);
 using PackAF16 = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, float* dst);
@@ -231,6 +236,7 @@ using StoreTransposedF32 = void (*)(const float* c, int64_t ldc, int rows, int c
 // the depthwise convolution's row kernel.
 struct ConvKernels {
   UkernelRowsF32 ukernel_rows;
+  UkernelARowsF32 ukernel_a_rows;
   PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
   PackBGatherF32 pack_a_gather;  // the same into an MR-row micro-panel of A (output pixels as rows)
   PackBtRowsF32 pack_wt_f32;     // W^T's NR-column panels, rows placed by a table (output pixels as rows)
