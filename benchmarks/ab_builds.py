@@ -47,6 +47,9 @@ def timed_calls(core: Any, threads: int) -> dict[str, Callable[..., Callable[[in
             "conv 1x1": lambda x, w, y: (
                 core.prepare_conv2d(x, w, y, (1, 1), (0, 0, 0, 0), (1, 1), 1, tiles).run
             ),
+            "conv stem": lambda x, w, y: (
+                core.prepare_conv2d(x, w, y, (2, 2), (3, 3, 3, 3), (1, 1), 1, tiles).run
+            ),
             # (x, w, dy, padding, groups, stride)
             "conv:bwd": lambda x, w, dy, pad, groups, stride=1: (
                 core.prepare_conv2d_backward(
@@ -121,6 +124,10 @@ def main() -> int:
             "conv",
             (arr(n, c, hw, hw), arr(c, c, 3, 3), np.empty((n, c, hw, hw), np.float32)),
         )
+    arrays["conv N8 C3 224x224 K64 7x7 s2 p3"] = (
+        "conv stem",
+        (arr(8, 3, 224, 224), arr(64, 3, 7, 7), np.empty((8, 64, 112, 112), np.float32)),
+    )
     for n, c, hw, k in ((8, 256, 56, 64), (8, 64, 56, 256), (8, 1024, 14, 256)):
         arrays[f"conv N{n} C{c} {hw}x{hw} K{k} 1x1"] = (
             "conv 1x1",
@@ -153,7 +160,7 @@ def main() -> int:
     arrays["lstm T25 B16 I256 H256"] = ("lstm", lstm_in + lstm_out)
 
     builds = (timed_calls(old, args.threads), timed_calls(new, args.threads))
-    # (the conv 1x1 and conv:bwd cases need a build with one Tiles argument)
+    # (the conv 1x1, stem and conv:bwd cases need a build with one Tiles argument)
     runs = {
         case: tuple(b[op](*a) for b in builds)
         for case, (op, a) in arrays.items()

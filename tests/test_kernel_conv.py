@@ -95,6 +95,12 @@ PIXEL_CASES = [
     (3, 32, 4, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1),
     (2, 8, 6, 12, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1),
     (1, 40, 5, 24, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1),
+    # Strided, A read in the input's stride phases: the 7x7 stem's geometry, 3x3 and 1x1 at stride 2, and
+    # strides 2 x 3 with a dilated filter row and groups.
+    (2, 3, 20, 56, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1),
+    (1, 8, 9, 24, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1),
+    (2, 6, 11, 48, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1),
+    (1, 4, 13, 72, 12, 3, 3, 2, 3, 1, 1, 2, 1, 2),
 ]
 PIXELS_PATH = "implicit GEMM, output pixels as rows"
 

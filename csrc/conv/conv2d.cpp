@@ -215,7 +215,10 @@ int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const Con
                              "conv workspace");
   const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
   if (path == ConvPath::pixels_as_rows) {
-    return add(mul(add(padded, conv_pixels_workspace_floats(ks, p, blk, threads), "conv workspace"),
+    const int64_t input = conv_pixels_a_in_place(p, MR) && (p.stride_h != 1 || p.stride_w != 1)
+                              ? conv_pixels_phased_floats(p, threads)
+                              : padded;
+    return add(mul(add(input, conv_pixels_workspace_floats(ks, p, blk, threads), "conv workspace"),
                    int64_t(sizeof(float)), "conv workspace"),
                mul(crs, 8, "conv offsets"), "conv workspace");
   }

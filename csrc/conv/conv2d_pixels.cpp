@@ -33,6 +33,7 @@
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
+#include "depthwise_phases.hpp"
 #include "padded.hpp"
 
 namespace opbench {
@@ -286,12 +287,40 @@ int64_t unit_cost(int64_t pixels, int64_t kg, int64_t groups, int64_t mc, int64_
   return busiest;
 }
 
+// The input as its stride phases (Phases), N x C planes of ph.floats() floats, written by `threads` threads.
+float* phased_input(const KernelSet& ks, const ConvProblem& p, const Phases& ph, int threads, AlignedBuffer& buffer) {
+  const int64_t planes = p.n * p.c, hw = p.h * p.w_in, row = ph.sw * ph.pw;
+  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
+  auto* xp = static_cast<float*>(buffer.reserve(static_cast<size_t>(planes * ph.floats() + t * row) * sizeof(float)));
+  const size_t elem = p.dtype == Dtype::f32 ? sizeof(float) : sizeof(uint16_t);
+  ThreadPool::instance().run(t, [&](int tid) {
+    float* scratch = xp + planes * ph.floats() + tid * row;
+    std::vector<float*> phase_rows(static_cast<size_t>(ph.sw));
+    for (int64_t pl = planes * tid / t; pl < planes * (tid + 1) / t; ++pl) {
+      const void* src = static_cast<const char*>(p.x) + static_cast<size_t>(pl * hw) * elem;
+      build_phases(ks, p, ph, src, scratch, xp + pl * ph.floats(), phase_rows.data());
+    }
+  });
+  return xp;
+}
+
 }  // namespace
 
-// Each micro-panel's MR pixels are one stretch of an output row, consecutive in the padded input, when the
-// rows are whole micro-panels (one image per pixel group) at stride 1 across: then the micro-kernel reads A
-// there (ukernel_a_rows) and nothing is gathered.
-bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr) { return p.stride_w == 1 && p.out_w() % mr == 0; }
+// Each micro-panel's MR pixels are one stretch of an output row when the rows are whole micro-panels (one
+// image per pixel group). At stride 1 they are consecutive in the padded input for every tap; strided, in
+// the input's stride phases (depthwise_phases.hpp: tap (r, s) reads phase (r dil mod sh, s dil mod sw) at a
+// fixed offset, consecutive along the row). Either way the micro-kernel reads A there (ukernel_a_rows) and
+// nothing is gathered.
+bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr) { return p.out_w() % mr == 0; }
+
+int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads) {
+  if (p.stride_h == 1 && p.stride_w == 1) return 0;
+  const Phases ph = phases_of(p);
+  using checked::add;
+  using checked::mul;
+  return add(mul(mul(p.n, p.c, "phased input"), ph.floats(), "phased input"),
+             mul(threads, mul(ph.sw, ph.pw, "phase row"), "phase row"), "phased input");
+}
 
 bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   if (conv2d_is_depthwise(p)) return false;
@@ -364,15 +393,27 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
   const PixelOrder order(p, MR);
-  const int64_t Wp = p.padded_w(), plane = p.padded_h() * Wp, image = p.c * plane;
-  const float* xp = padded_input(ks, p, 0, threads, padded_buffer);
+  const bool a_in_place = conv_pixels_a_in_place(p, MR);
+  // Strided with A read in place: the input as its stride phases instead of padded.
+  const bool phased = a_in_place && (p.stride_h != 1 || p.stride_w != 1);
+  const Phases ph = phases_of(p);
+  const int64_t Wp = p.padded_w(), plane = phased ? ph.floats() : p.padded_h() * Wp, image = p.c * plane;
+  const float* xp = phased ? phased_input(ks, p, ph, threads, padded_buffer) : padded_input(ks, p, 0, threads, padded_buffer);
   // K is filter-column major here, k = (s * R + r) * C_g + c (W's own order is (c * R + r) * S + s).
   const int64_t taps = p.r * p.s;
   std::vector<int64_t> row_off(static_cast<size_t>(crs));
-  tap_offsets(p, row_off.data(), TapOrder::filter_column_major);
+  if (phased) {
+    std::vector<int64_t> tap_off(static_cast<size_t>(taps));
+    phase_tap_offsets(p, ph, tap_off.data());
+    for (int64_t k = 0; k < crs; ++k) {
+      const int64_t c = k % cg, r = k / cg % p.r, s_ = k / cg / p.r;
+      row_off[static_cast<size_t>(k)] = c * plane + tap_off[static_cast<size_t>(r * p.s + s_)];
+    }
+  } else {
+    tap_offsets(p, row_off.data(), TapOrder::filter_column_major);
+  }
 
   const Units units(pixels, kg, p.groups, mc, nc, threads);
-  const bool a_in_place = conv_pixels_a_in_place(p, MR);
   // Set when W holds a NaN or Inf: then no padding tap is skipped, since 0 times it is NaN (as in float64).
   std::atomic<bool> nonfinite_w{false};
 
@@ -429,6 +470,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     const int64_t panels = ceil_div(mc, MR);
     auto* runs = static_cast<GatherRun*>(run_buffer.reserve(static_cast<size_t>(panels * (MR + 1)) * sizeof(GatherRun)));
     std::vector<int> run_count(static_cast<size_t>(panels)), seg_count(static_cast<size_t>(panels));
+    std::vector<int64_t> panel_at(static_cast<size_t>(panels));
     std::vector<int> first_seg(static_cast<size_t>(panels));
     std::vector<Segment> segs(static_cast<size_t>(panels * p.s));
     std::vector<char> started(static_cast<size_t>(panels));
@@ -440,7 +482,13 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
       const float* base = xp + g * cg * plane;
       for (int64_t r = 0; r < r_count; ++r) {
         const auto ri = static_cast<size_t>(r);
-        run_count[ri] = pixel_runs(p, order, Wp, image, i0 + r * MR, MR, runs + r * (MR + 1));
+        if (a_in_place) {  // where the panel's first pixel reads tap (0, 0) of its image's first channel
+          const Pixel px = pixel_at(order, i0 + r * MR);
+          panel_at[ri] = px.img * image + (phased ? px.oh * ph.pw + px.ow
+                                                  : px.oh * p.stride_h * Wp + px.ow * p.stride_w);
+        } else {
+          run_count[ri] = pixel_runs(p, order, Wp, image, i0 + r * MR, MR, runs + r * (MR + 1));
+        }
         const int64_t rows = std::min(MR, mb - r * MR);
         if (skip_padding) {
           seg_count[ri] = panel_segments(p, order, i0 + r * MR, rows, segs.data() + r * p.s);
@@ -492,8 +540,8 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
                 for (int i = 0; i < rows; ++i) std::fill_n(tile + i * nc, cols, 0.0f);
                 accumulate = true;
               }
-              if (a_in_place) {  // the panel's pixels are one run, consecutive in the padded input
-                ks.conv.ukernel_a_rows(hi - lo, base + runs[r * (MR + 1)].off + seg.row_lo, row_off.data() + pc + lo,
+              if (a_in_place) {  // the panel's pixels are one run, consecutive in the input as laid out
+                ks.conv.ukernel_a_rows(hi - lo, base + panel_at[static_cast<size_t>(r)] + seg.row_lo, row_off.data() + pc + lo,
                                        b_block + q * NR * kb + lo * NR, tile + seg.row_lo * nc, nc, accumulate,
                                        seg.row_hi - seg.row_lo, cols);
               } else {
