@@ -106,6 +106,8 @@ class KernelInfo(RegisterAndTiles):
     stream_m: int
     thin_max_n: int
     stream_m_max: int
+    microarch: str  # the row of the kernels' micro-architecture table (csrc/runtime/microarch.cpp)
+    microarch_measured: str  # the row whose measurements its choices are
     fp16_accumulate: F16AccInfo
     bf16: Bf16Info
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import kernel_set_isas
 
-from opbench import kernels
+from opbench import kernels, microarch
 from opbench.ops import gemm as gemm_op
 from opbench.tiles import Tiles
 
@@ -316,15 +316,17 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(20, 67, 64, small_m=19).startswith("blocked")
     assert path(20, 67, 64, small_m=20).startswith("unpacked")
     assert path(20, 67, 64, small_m=0).startswith("blocked")
-    # B streamed for 2-8 rows by default once B outgrows half of L2 (below that it is read faster in place),
-    # for any B when stream_m is given, and never at stream_m 0 or 1
+    # B streamed for 2 to the default stream_m rows (the micro-architecture table's) once B
+    # outgrows half of L2 (below that it is read faster in place), for any B when stream_m is given, and
+    # never at stream_m 0 or 1
     caches = kernels.cpu_info()["caches"]
     half_l2 = caches["l2"]["size_bytes"] // 2
     big_k = half_l2 // (4 * 64) + 1
-    assert path(8, 64, big_k).startswith("rows")
-    assert path(9, 64, big_k).startswith("unpacked")
+    stream_m = kernels.default_tiles()["stream_m"]
+    assert path(stream_m, 64, big_k).startswith("rows")
+    assert path(stream_m + 1, 64, big_k).startswith("unpacked")
     past_l3 = caches["l3"]["size_bytes"] // (4 * 64) + 1
-    assert path(9, 64, past_l3).startswith("unpacked")
+    assert path(stream_m + 1, 64, past_l3).startswith("unpacked")
     assert path(16, 64, past_l3, stream_m=16).startswith("rows")
     assert path(17, 64, 5, stream_m=17).startswith("rows")
     assert path(8, 64, max(1, half_l2 // (4 * 64) - 1)).startswith("unpacked")
@@ -333,6 +335,17 @@ def test_each_shape_takes_the_path_its_thresholds_say() -> None:
     assert path(2, 64, big_k, stream_m=1).startswith("unpacked")
     assert path(2, 64, big_k, stream_m=0).startswith("unpacked")
     assert path(2, 16, big_k).startswith("thin")  # few columns before few rows
+
+
+def test_the_kernels_micro_architecture_row_is_the_one_the_peaks_name() -> None:
+    # csrc/runtime/microarch.cpp mirrors opbench/microarch.py's CPUID ranges: both name this CPU alike, or
+    # the kernels' table has no row of its own for it and says whose choices it takes.
+    info, cpu = kernels.default_tiles(), kernels.cpu_info()
+    arch = microarch.lookup(cpu["vendor"], cpu["family"], cpu["model"])
+    row, measured = info["microarch"], info["microarch_measured"]
+    assert (arch is not None and row == arch.name) or row.endswith("(no row)") or row == "unknown"
+    assert measured in ("Zen 5", "Emerald Rapids")
+    assert (measured == "Emerald Rapids") == (cpu["vendor"] == "GenuineIntel")
 
 
 def test_b_rows_4k_apart_are_read_in_place_only_for_fewer_rows_on_intel() -> None:
@@ -368,7 +381,7 @@ def test_thresholds_are_reported_and_checked() -> None:
     # a tuned record's tiles carry them like the tiles
     c = kernels.gemm(inp["a"], inp["b"], tiles={"tile_k": 4, "small_m": 0, "parallel_flops": 0})
     assert_close(c, inp, "fp32")
-    assert info["stream_m"] == 8 and kernels.STREAM_M_MAX == 32
+    assert info["stream_m"] == 8 and kernels.STREAM_M_MAX == 32  # every row of microarch.cpp's table
     assert kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(stream_m=2)).tiles()["stream_m"] == 2
     bad_values = (
         {"small_m": -1},

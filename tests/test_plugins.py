@@ -107,6 +107,7 @@ def test_an_installed_plugin_is_listed_and_measured(plugin_path: Path, tmp_path:
         in info.stdout
     )
     assert "backend broken (plug-in" in info.stdout and "not an opbench Backend subclass" in info.stdout
+    assert "micro-architecture (the kernels' choices by core): " in info.stdout
 
     args = ["gemm", "--m", "24", "--n", "20", "--k", "28", "--dtype", "fp32", "--backend", "cpp,demo,broken"]
     doc = quick_sweep([*args, "--threads", "1"], tmp_path / "sweep", env=env)

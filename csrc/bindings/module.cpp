@@ -21,6 +21,7 @@
 #include "opbench/gemm.hpp"
 #include "opbench/isa.hpp"
 #include "opbench/limits.hpp"
+#include "opbench/microarch.hpp"
 #include "opbench/rnn.hpp"
 #include "opbench/peak.hpp"
 #include "opbench/timed_loop.hpp"
@@ -282,6 +283,9 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["stream_m"] = blk.stream_m;
   d["thin_max_n"] = thin::max_n(ks.thin_lanes);  // the few-columns path's widest N (small.cpp, thin_path)
   d["stream_m_max"] = thin::kMaxStreamM;
+  // the micro-architecture table's row for this CPU (microarch.cpp), and where its choices were measured
+  d["microarch"] = microarch().name;
+  d["microarch_measured"] = microarch().measured;
   py::dict f16acc;  // accumulate='fp16': the kernels it would run, or why it cannot run here
   try {
     const F16AccKernels& k = f16acc_kernels(ks);

@@ -12,6 +12,7 @@
 #include "opbench/gemm.hpp"
 #include "opbench/thread_pool.hpp"
 #include "opbench/isa.hpp"
+#include "opbench/microarch.hpp"
 #include "small.hpp"
 #include "split.hpp"
 
@@ -52,8 +53,8 @@ constexpr int64_t kParallelFlops = int64_t(1) << 17;
 // in place / streamed, one process: 16x4096x4096 135 / 113 on one core and 241 / 186 on two, 14x8192x8192
 // 132 / 133 and 237 / 223, 10x4096x4096 118 / 110 and 251 / 212; with a line-aligned B the streamed rows
 // were slower still (16 rows: 139 / 117). Only 9 rows of a numpy B streamed faster (106 / 97). So the
-// default stops at 8 rows; the passes stay for a given stream_m (up to 32, for the tuner).
-constexpr int64_t kStreamM = 8;
+// default stops at 8 rows (the micro-architecture table's stream_m, microarch.cpp [Z1]; on Emerald Rapids
+// [E4] did not decide); the passes stay for a given stream_m (up to 32, for the tuner).
 
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
@@ -73,7 +74,7 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
     requested.aliased_small_m = requested.small_m;
   }
   if (requested.stream_m < 0) {
-    requested.stream_m = kStreamM;
+    requested.stream_m = microarch().stream_m;
     requested.stream_min_b_bytes = cpu_info().l2.size_bytes / 2;
   }
   requested.unpacked_kc = model.unpacked_kc;

@@ -1,5 +1,6 @@
 // The analytical cache-blocking model (Low et al., TOMS 2016), stated as formulas over cache geometry.
 #include "opbench/blocking.hpp"
+#include "opbench/microarch.hpp"
 
 #include <algorithm>
 
@@ -50,14 +51,10 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   b.unpacked_kc = home == MicroPanelHome::l2 ? round_down(l2_way / (int64_t(nr) * elem_bytes), 8) : b.kc;
   const int64_t cbr_unpacked = ceil_div(int64_t(nr) * b.unpacked_kc * elem_bytes, l2_way);
   b.unpacked_rows = round_down(std::max<int64_t>(1, l2.ways - 1 - cbr_unpacked) * l2_way / (b.unpacked_kc * elem_bytes), mr);
-  // On Intel cores a B read in place whose rows are a multiple of 4 KiB apart (N = 1024, 3072, 4096 floats)
-  // fills a few L1 sets: on a 2-vCPU Xeon (Emerald Rapids), the in-place path over the blocked one at
-  // 64-448 rows x (1024 x 1024, 4096 x 4096, 3072 x 768) took 1.26-2.72x the time on 1 and 2 threads, and
-  // 0.62-1.01x at 16-32 rows; B rows 768 or 1000 floats apart ran alike either way (0.88-1.20x).
-  // Zen 5 ran 256-448 x 4096 x 4096 faster in place (above), so AMD keeps the one limit.
-  constexpr int64_t kIntelAliasedRows = 32;
-  b.unpacked_aliased_rows =
-      cpu.vendor == "GenuineIntel" ? std::min<int64_t>(kIntelAliasedRows, b.unpacked_rows) : b.unpacked_rows;
+  // A B read in place whose rows are a multiple of 4 KiB apart (N = 1024, 3072, 4096 floats) fills a few L1
+  // sets: on some cores fewer rows of A read it in place (the micro-architecture table, microarch.cpp [E3]).
+  const int64_t aliased = microarch_choices(cpu).aliased_rows;
+  b.unpacked_aliased_rows = aliased > 0 ? std::min<int64_t>(aliased, b.unpacked_rows) : b.unpacked_rows;
 
   // L3: the packed B panel (kc x nc) stays resident; the A blocks of the cores sharing this L3 take
   // C_Ac3 = ceil(cores * mc * kc * S / (sets * line)) ways, one way is left for C.

@@ -12,6 +12,7 @@
 #include "opbench/cpu.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
+#include "opbench/microarch.hpp"
 #include "opbench/thread_pool.hpp"
 #include "split.hpp"
 
@@ -142,7 +143,8 @@ bool b_rows_aligned(const GemmProblem& p) {
   return reinterpret_cast<std::uintptr_t>(p.b) % 64 == 0 && (p.ldb * int64_t(sizeof(float))) % 64 == 0;
 }
 
-// A thread copies a misaligned B (split_loads_costly) from this many tiles of rows (gemm_unpacked_b).
+// A thread copies a misaligned B (microarch().split_loads_costly) from this many tiles of rows
+// (gemm_unpacked_b).
 constexpr int64_t kCopyTiles = 4;
 
 int64_t aligning_columns(const float* b, int64_t ldb, int64_t nr) {
@@ -274,7 +276,7 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // row-major fp32 block (K block x the thread's columns: 8 MiB at 1024 x 2048) it came from memory
   // (16-64 x 1024-4096 x 1024 ran at 0.46-0.60x torch's fp16 on one Xeon EMR core).
   const bool pack_panels =
-      f16_in || (split_loads_costly() && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR);
+      f16_in || (microarch().split_loads_costly && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR);
 
   ThreadPool::instance().run(threads, [&](int tid) {
     static thread_local AlignedBuffer a_buffer, c_buffer, off_buffer, edge_buffer;

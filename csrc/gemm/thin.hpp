@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "opbench/cpu.hpp"
+#include "opbench/microarch.hpp"
 #include "opbench/kernel_set.hpp"
 
 namespace opbench {
@@ -66,7 +67,8 @@ template <int L, int G>
 // fetched up to kPrefetchAhead elements (at most len) ahead, running on into row r of the next pass (next, or
 // nullptr for the last pass): rows shorter than the distance (attention's K of 64-384) otherwise started
 // every pass with R misses from memory.
-// The prefetches are prefetchnta (locality 0) where stream_prefetch_nta() says so (AMD), else prefetcht0.
+// The prefetches are prefetchnta (locality 0) where the micro-architecture table says so (microarch.cpp:
+// AMD's rows), else prefetcht0.
 [[gnu::always_inline]] inline void prefetch_stream(const float* at, bool nta) {
   if (nta) {
     __builtin_prefetch(at, 0, 0);  // the locality must be a constant
@@ -120,7 +122,7 @@ void tall(int64_t m, int n, int64_t k, const T* a, int64_t lda, const float* bp,
   constexpr int R = rows_per_pass(L, V);
   constexpr bool kWide = sizeof(T) == 2;
   const int64_t full = k / G * G;  // read in place; the last k - full (< G) from a zero-padded copy
-  const bool nta = stream_prefetch_nta();
+  const bool nta = microarch().stream_prefetch_nta;
   alignas(64) float wide[kWide ? R : 1][kWide ? kWidenChunk : 1];
   alignas(64) float tail[R][G > 1 ? G : 1];
   for (int64_t i0 = 0; i0 < m; i0 += R) {

@@ -184,14 +184,5 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
-bool split_loads_costly() {
-  static const bool costly = cpu_info().vendor == "GenuineIntel";
-  return costly;
-}
-
-bool stream_prefetch_nta() {
-  static const bool nta = cpu_info().vendor != "GenuineIntel";
-  return nta;
-}
 
 }  // namespace opbench

@@ -99,6 +99,12 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"L2 {c['l2']['size_bytes'] // 1024} KiB {c['l2']['ways']}-way, "
         f"L3 {c['l3']['size_bytes'] // 2**20} MiB {c['l3']['ways']}-way"
     )
+    row = kernels.default_tiles()
+    measured = row["microarch_measured"]
+    console.print(
+        f"micro-architecture (the kernels' choices by core): {row['microarch']}"
+        + ("" if measured == row["microarch"] else f", taking {measured}'s (not measured on this one)")
+    )
     for isa in f["isas"]:
         t = kernels.default_tiles(isa)
         console.print(

@@ -33,14 +33,5 @@ struct CpuInfo {
 
 const CpuInfo& cpu_info();
 
-// Whether rows streamed from memory or L3 are prefetched ahead with prefetchnta (locality 0) rather than
-// prefetcht0: the thin GEMM path's rows of A (thin.hpp). prefetchnta on Intel CPUs: a 2-vCPU Xeon (Emerald
-// Rapids) streamed 4096x16x1024 2.3x and 7680x2x2560 4.6-5.0x slower than with prefetcht0 (A from L3);
-// other vendors keep it (chosen on Zen 5, not measured against prefetcht0 there). Found once.
-bool stream_prefetch_nta();
-
-// Whether vector loads that split a cache line cost enough to copy an operand aligned first (Intel CPUs:
-// the unpacked-B GEMM path, small.cpp, measured there). Found once.
-bool split_loads_costly();
 
 }  // namespace opbench

@@ -1,0 +1,36 @@
+// The kernels' choices that differ by micro-architecture where the cache model cannot decide them (issue
+// 41: "blocking by the machine found, not the one developed on"). Each row names its CPUID models and cites
+// the side-by-side measurement that set each choice; a row that was not measured says whose choices it takes.
+// The rows' CPUID ranges mirror opbench/microarch.py, which names the same micro-architectures for the
+// datasheet peaks (tests/test_gemm_paths.py checks that both name this CPU alike).
+#pragma once
+
+#include <cstdint>
+
+#include "opbench/cpu.hpp"
+
+namespace opbench {
+
+struct MicroArchChoices {
+  const char* name;      // the micro-architecture: "Zen 5", "Emerald Rapids", ... or "unknown"
+  const char* measured;  // where the choices were measured: this row's name, or the row it takes them from
+  // The thin GEMM path's rows of A streamed from L3 or memory prefetched with prefetchnta (true) or
+  // prefetcht0 (thin.hpp).
+  bool stream_prefetch_nta;
+  // Vector loads that split a cache line cost enough that the unpacked-B path packs a misaligned B per
+  // micro-panel first (small.cpp).
+  bool split_loads_costly;
+  // A B read in place whose rows are a multiple of 4 KiB apart: the most rows of A for it (0: the cache
+  // model's limit for any B, Blocking::unpacked_rows).
+  int64_t aliased_rows;
+  // The default stream_m: GEMMs of 2 to this many rows of A stream B row by row (small.cpp).
+  int64_t stream_m;
+};
+
+// The row of a CPU (its vendor, family and model).
+const MicroArchChoices& microarch_choices(const CpuInfo& cpu);
+
+// This CPU's row, found once.
+const MicroArchChoices& microarch();
+
+}  // namespace opbench

@@ -1,0 +1,79 @@
+// The micro-architecture table of the kernels' measured choices (opbench/microarch.hpp). Measurements, all
+// in docs/benchmarks.md under issue 41:
+//  [E1] Emerald Rapids (2-vCPU Xeon, family 6 model 0xCF), 2026-11-27: the thin path's prefetchnta streamed
+//       4096x16x1024 2.3x and 7680x2x2560 4.6-5.0x slower than prefetcht0 (A from L3).
+//  [E2] the same guest: the unpacked-B path read a misaligned B at 72-80% of an aligned one's speed; packing
+//       it per micro-panel took 0.75-0.85 of the time at 128^3 and 128x1000x2048.
+//  [E3] the same guest: a B with rows 4 KiB-multiples apart read in place took 1.26-2.72x the blocked
+//       path's time at 64-448 rows, 0.62-1.01x at 16-32.
+//  [E4] the same guest, one core: timed one call at a time, streaming 16 rows took 0.79-0.91 of the time in
+//       place at x4096x1024, x4096x4096, x8457x1760, x1024x1024 and x3072x768; timed 20 calls at a time, or
+//       with benchmarks/ab_builds.py's 10 ms samples, in place was as fast or 4-9% faster (16x4096x1024,
+//       16x1024x4096, 12x4096x4096). Not a choice to make on that evidence: streaming stops at 8 rows here too.
+//  [Z1] Zen 5 (2-vCPU EPYC, family 0x1A), issue 17: prefetchnta chosen for the thin path (not measured
+//       against prefetcht0); 256-448 x 4096 x 4096 ran 7-16% faster with B in place, so no separate limit
+//       for 4 KiB-aliased rows; at 16x4096x4096 in place ran at 135 GFLOPS and streamed at 113 on one core,
+//       so streaming stops at 8 rows; split loads were met by aligning the columns, not by packing.
+#include "opbench/microarch.hpp"
+
+#include <string>
+
+namespace opbench {
+
+namespace {
+
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8};                    // [Z1]
+constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8};  // [E1-E4]
+
+// Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
+// Intel cores (not measured there).
+constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
+  return {name, from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows, from.stream_m};
+}
+constexpr MicroArchChoices kZen3 = taking("Zen 3", kZen5);
+constexpr MicroArchChoices kZen4 = taking("Zen 4", kZen5);
+constexpr MicroArchChoices kZen2 = taking("Zen 2", kZen5);
+constexpr MicroArchChoices kOtherAmd = taking("AMD (no row)", kZen5);
+constexpr MicroArchChoices kSapphire = taking("Sapphire Rapids", kEmerald);
+constexpr MicroArchChoices kGranite = taking("Granite Rapids", kEmerald);
+constexpr MicroArchChoices kIceLake = taking("Ice Lake-SP", kEmerald);
+constexpr MicroArchChoices kSkylake = taking("Skylake-SP / Cascade Lake", kEmerald);
+constexpr MicroArchChoices kOtherIntel = taking("Intel (no row)", kEmerald);
+constexpr MicroArchChoices kUnknown = taking("unknown", kZen5);
+
+struct Row {
+  const char* vendor;
+  int family, first, last;
+  const MicroArchChoices* choices;
+};
+
+// (vendor, family, first model, last model), as opbench/microarch.py's _TABLE.
+constexpr Row kRows[] = {
+    {"AuthenticAMD", 0x17, 0x30, 0xFF, &kZen2},     {"AuthenticAMD", 0x19, 0x00, 0x0F, &kZen3},
+    {"AuthenticAMD", 0x19, 0x10, 0x1F, &kZen4},     {"AuthenticAMD", 0x19, 0x20, 0x5F, &kZen3},
+    {"AuthenticAMD", 0x19, 0x60, 0x7F, &kZen4},     {"AuthenticAMD", 0x19, 0xA0, 0xAF, &kZen4},
+    {"AuthenticAMD", 0x1A, 0x00, 0x1F, &kZen5},     {"AuthenticAMD", 0x1A, 0x40, 0x4F, &kZen5},
+    {"GenuineIntel", 6, 0x55, 0x55, &kSkylake},     {"GenuineIntel", 6, 0x6A, 0x6A, &kIceLake},
+    {"GenuineIntel", 6, 0x6C, 0x6C, &kIceLake},     {"GenuineIntel", 6, 0x8F, 0x8F, &kSapphire},
+    {"GenuineIntel", 6, 0xCF, 0xCF, &kEmerald},     {"GenuineIntel", 6, 0xAD, 0xAD, &kGranite},
+};
+
+}  // namespace
+
+const MicroArchChoices& microarch_choices(const CpuInfo& cpu) {
+  for (const Row& row : kRows) {
+    if (cpu.vendor == row.vendor && cpu.family == row.family && row.first <= cpu.model && cpu.model <= row.last) {
+      return *row.choices;
+    }
+  }
+  if (cpu.vendor == "GenuineIntel") return kOtherIntel;
+  if (cpu.vendor == "AuthenticAMD") return kOtherAmd;
+  return kUnknown;
+}
+
+const MicroArchChoices& microarch() {
+  static const MicroArchChoices& row = microarch_choices(cpu_info());
+  return row;
+}
+
+}  // namespace opbench
