@@ -77,13 +77,18 @@ def python_loop(call: Callable[[], object]) -> Callable[[int], float]:
     return run
 
 
+def tiny_shape(op: str) -> Shape | None:
+    """op's tiny case (TINY) as its shape; None where it has none."""
+    return named(op).shape_from_case(TINY[op]) if op in TINY else None
+
+
 def measure(backend: Timed, op: str, params: Params) -> CallOverhead:
     """backend's call of `op` on its tiny case (TINY, fp32), in this process: seconds per call and what was
     called; `seconds` None with the reason where it cannot be timed (no tiny case, the backend refuses)."""
-    if op not in TINY:
+    shape = tiny_shape(op)
+    if shape is None:
         return {"seconds": None, "case": None, "call": f"no tiny case for {op}"}
     spec = named(op)
-    shape = spec.shape_from_case(TINY[op])
     label = f"{op} {shape.label()} {DTYPE}"
     if (why := backend.unsupported_reason(op, DTYPE)) is not None:
         return {"seconds": None, "case": label, "call": why}

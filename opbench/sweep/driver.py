@@ -19,7 +19,7 @@ from opbench.dtypes import Inputs
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
-from opbench.overhead import DTYPE, TINY, CallOverhead
+from opbench.overhead import DTYPE, CallOverhead, tiny_shape
 from opbench.record_blocks import SensitivityBlock
 from opbench.reference import InRunReference
 from opbench.repro import sweep_command
@@ -74,9 +74,9 @@ def call_overheads(cfg: SweepConfig, states: dict[str, BackendState]) -> dict[st
     op = cfg.op.name
     for name in cfg.backends:
         st = states[name]
-        if st.reason is not None or op not in TINY:
+        shape = tiny_shape(op)
+        if st.reason is not None or shape is None:
             continue
-        shape = cfg.op.shape_from_case(TINY[op])
         params = st.backend.case_params(cfg.backend_options.get(name, {}), op, shape, DTYPE, cfg.threads)
         out[name] = st.backend.call_overhead(op, params)
     return out
