@@ -175,9 +175,7 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, ConvPath path, 
   std::vector<int64_t> tap_off(static_cast<size_t>(taps));
   phase_tap_offsets(p, g, tap_off.data());
   const int64_t flat = (P - 1) * g.pw + Q;
-  // The common 3x3 filter at stride 1 (MobileNet's, EfficientNet's) has a kernel of its own that computes
-  // four output rows from six input rows.
-  const bool dense3x3 = p.r == 3 && p.s == 3 && g.sh == 1 && g.sw == 1 && p.dil_h == 1 && p.dil_w == 1;
+  const bool dense3x3 = dense_3x3(p);
   ThreadPool::instance().run(threads, [&](int tid) {
     static thread_local AlignedBuffer plane_buffer, row_buffer, out_buffer;
     static thread_local std::vector<const float*> src;

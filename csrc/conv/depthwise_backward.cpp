@@ -42,8 +42,7 @@ struct Layout {
     phase_tap_offsets(q, g, off.data());
     for (int64_t o : off) margin = std::max(margin, o % (g.ph * g.pw));
     grid = margin + g.ph * g.pw;
-    dense3x3 = p.k == p.c && p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
-               p.dil_w == 1;
+    dense3x3 = p.k == p.c && dense_3x3(p);
   }
   int64_t per_thread_floats(int64_t mult) const {
     using checked::add;

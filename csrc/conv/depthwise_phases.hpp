@@ -19,6 +19,13 @@ struct Phases {
 
 Phases phases_of(const ConvProblem& p);
 
+// The common 3x3 filter at stride 1 without dilation (MobileNet's, EfficientNet's), which the kernel set's
+// depthwise_3x3 computes four output rows at a time from six input rows: the forward's rows, and the
+// backward's dX with the filter flipped.
+inline bool dense_3x3(const ConvProblem& p) {
+  return p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1;
+}
+
 // The phases of input plane `src` (h x w_in, of p's dtype), zero-padded, into dst (g.floats()); `row` holds
 // sw * pw floats and phase_rows sw pointers (scratch).
 void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* src, float* row, float* dst,
