@@ -105,24 +105,26 @@ void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
   for (int64_t r0 = 0; r0 < m; r0 += MR) {
     const T* src = a + r0 * lda;
     const int64_t rows = (m - r0 < MR) ? (m - r0) : MR;
-    if (rows == MR) {
-      int64_t p = 0;
+    int64_t p = 0;
 #if defined(__AVX512F__)
-      if constexpr (sizeof(D) == 4 && MR <= 16) {
-        for (; p + 16 <= k; p += 16) {
-          // The next MR rows' same columns, asked for while these are transposed: A's rows are MR short
-          // streams the hardware prefetchers do not follow; a block ahead, each line has the time of a
-          // block's transposes to arrive (rows past A's end are a hint that touches nothing).
-          for (int i = 0; i < MR; ++i) __builtin_prefetch(src + (i + MR) * lda + p, 0, 2);
-          transpose_16_columns<Cvt>(src + p, lda, MR, dst + p * MR, MR, MR);
-        }
+    if constexpr (sizeof(D) == 4 && MR <= 16) {
+      // (a panel of fewer rows too: the transpose reads only `rows` rows and zero-fills the rest; the unpacked
+      // path packs tiles of 12 rows in MR = 14 panels, gemm_unpacked_b)
+      for (; p + 16 <= k; p += 16) {
+        // The next MR rows' same columns, asked for while these are transposed: A's rows are MR short
+        // streams the hardware prefetchers do not follow; a block ahead, each line has the time of a
+        // block's transposes to arrive (rows past A's end are a hint that touches nothing).
+        for (int i = 0; i < MR; ++i) __builtin_prefetch(src + (i + MR) * lda + p, 0, 2);
+        transpose_16_columns<Cvt>(src + p, lda, static_cast<int>(rows), dst + p * MR, MR, MR);
       }
+    }
 #endif
+    if (rows == MR) {
       for (; p < k; ++p) {
         for (int i = 0; i < MR; ++i) dst[p * MR + i] = panel_value<Cvt, D>(src[i * lda + p]);
       }
     } else {
-      for (int64_t p = 0; p < k; ++p) {
+      for (; p < k; ++p) {
         for (int i = 0; i < MR; ++i) dst[p * MR + i] = (i < rows) ? panel_value<Cvt, D>(src[i * lda + p]) : D{0};
       }
     }

@@ -286,7 +286,15 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
     if (m_hi <= m_lo || n_hi <= n_lo) return;
     const int64_t rows = m_hi - m_lo;
     const int64_t tiles = ceil_div(rows, MR);
-    const int64_t per_tile = std::min(MR, round_up(ceil_div(rows, tiles), 2));  // equal tiles, even rows
+    // Tiles of rows alike in size, in even counts (the edge instantiations step by 2 rows, ukernel_edges.hpp):
+    // 128 rows are 4 tiles of 14 and 6 of 12, not 9 of 14 and one of 2 that reads B again for 2 rows. The
+    // first `bigger` tiles take 2 rows more than `base`, the last one any odd row left.
+    const int64_t base = rows / tiles / 2 * 2, bigger = (rows - base * tiles) / 2;
+    const int64_t odd = rows - base * tiles - 2 * bigger;
+    auto tile_rows = [&](int64_t t, int64_t& r0, int64_t& nrows) {
+      r0 = t * base + 2 * std::min(t, bigger);
+      nrows = base + (t < bigger ? 2 : 0) + (t == tiles - 1 ? odd : 0);
+    };
     auto* a_pack = static_cast<float*>(a_buffer.reserve(static_cast<size_t>(tiles * MR * kc) * sizeof(float)));
     auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
     for (int64_t q = 0; q < kc; ++q) offs[q] = q * p.ldb;  // B's rows, read in place
@@ -300,7 +308,9 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
       for (int64_t pc = 0; pc < p.k; pc += kc) {
         const int64_t kb = std::min(kc, p.k - pc);
         for (int64_t t = 0; t < tiles; ++t) {  // each tile of rows into its own MR-row micro-panel
-          const int64_t r0 = m_lo + t * per_tile, nrows = std::min(per_tile, m_hi - r0);
+          int64_t r0, nrows;
+          tile_rows(t, r0, nrows);
+          r0 += m_lo;
           const int64_t at = p.trans_a ? pc * p.lda + r0 : r0 * p.lda + pc;
           float* dst = a_pack + t * MR * kb;
           if (f16_in) {
@@ -331,8 +341,10 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
             }
           }
           for (int64_t t = 0; t < tiles; ++t) {
-            const int m_valid = static_cast<int>(std::min(per_tile, rows - t * per_tile));
-            float* c_tile = c + t * per_tile * ldc + j;
+            int64_t r0, nrows;
+            tile_rows(t, r0, nrows);
+            const int m_valid = static_cast<int>(nrows);
+            float* c_tile = c + r0 * ldc + j;
             const float* ap = a_pack + t * MR * kb;
             if (past_end) {
               ks.gemm.ukernel(kb, ap, edge, c_tile, ldc, acc, m_valid, n_valid);
