@@ -215,9 +215,7 @@ int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const Con
                              "conv workspace");
   const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
   if (path == ConvPath::pixels_as_rows) {
-    const int64_t input = conv_pixels_a_in_place(p, MR) && (p.stride_h != 1 || p.stride_w != 1)
-                              ? conv_pixels_phased_floats(p, threads)
-                              : padded;
+    const int64_t input = conv_pixels_phased(p, MR) ? conv_pixels_phased_floats(p, threads) : padded;
     return add(mul(add(input, conv_pixels_workspace_floats(ks, p, blk, threads), "conv workspace"),
                    int64_t(sizeof(float)), "conv workspace"),
                mul(crs, 8, "conv offsets"), "conv workspace");
@@ -340,16 +338,24 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
   return xp;
 }
 
-void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order) {
-  const int64_t Wp = p.padded_w(), plane = p.padded_h() * Wp;
+void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order, int64_t plane, const int64_t* tap_off) {
   const int64_t cg = p.c / p.groups, taps = p.r * p.s;
   const bool column_major = order == TapOrder::filter_column_major;
   for (int64_t row = 0; row < cg * taps; ++row) {
     const int64_t ch = column_major ? row % cg : row / taps;
     const int64_t fr = column_major ? row / cg % p.r : row % taps / p.s;
     const int64_t fs = column_major ? row / cg / p.r : row % taps % p.s;
-    row_off[row] = ch * plane + fr * p.dil_h * Wp + fs * p.dil_w;
+    row_off[row] = ch * plane + tap_off[fr * p.s + fs];
   }
+}
+
+void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order) {
+  const int64_t Wp = p.padded_w();
+  std::vector<int64_t> tap_off(static_cast<size_t>(p.r * p.s));
+  for (int64_t fr = 0; fr < p.r; ++fr) {
+    for (int64_t fs = 0; fs < p.s; ++fs) tap_off[static_cast<size_t>(fr * p.s + fs)] = fr * p.dil_h * Wp + fs * p.dil_w;
+  }
+  tap_offsets(p, row_off, order, p.padded_h() * Wp, tap_off.data());
 }
 
 void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan) {

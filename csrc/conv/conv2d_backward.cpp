@@ -117,11 +117,8 @@ const char* conv2d_backward_path(const ConvProblem& p) {
     return "dW from the padded image's rows in place against dY's panels (im2col tiles where x holds NaN or Inf); dX as "
            "the flipped-filter forward conv";
   }
-  if (conv2d_weights_apply(p)) {
-    return "dW from the padded image's stride phases in place against dY's panels (im2col tiles where x holds NaN or "
-           "Inf); dX by col2im of tiles per pixel block";
-  }
-  return "dW from im2col tiles per pixel block; dX by col2im of the same tiles";
+  return "dW from the padded image's stride phases in place against dY's panels (im2col tiles where x holds NaN or "
+         "Inf); dX by col2im of tiles per pixel block";
 }
 
 int64_t conv2d_backward_pixel_block(const ConvProblem& p, int64_t given) {
@@ -196,9 +193,9 @@ void conv2d_backward(const KernelSet& ks, const ConvBackwardProblem& p, const Bl
   } else {
     std::memset(dx, 0, static_cast<size_t>(N * g.C * HW) * sizeof(float));
   }
-  // At stride 1, dW without im2col (conv2d_weights.cpp); with dX from the flipped-filter conv, nothing is left
-  // for the pixel blocks below.
-  const bool weights_done = conv2d_weights_apply(cp) && conv2d_weights(ks, cp, x, dy, dw, threads);
+  // dW without im2col (conv2d_weights.cpp); with dX from the flipped-filter conv, nothing is left for the
+  // pixel blocks below.
+  const bool weights_done = conv2d_weights(ks, cp, x, dy, dw, threads);
   ThreadPool& pool = ThreadPool::instance();
   const int row_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, g.CRS)));
   const int chan_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, g.Cg)));

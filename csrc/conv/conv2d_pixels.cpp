@@ -289,18 +289,10 @@ int64_t unit_cost(int64_t pixels, int64_t kg, int64_t groups, int64_t mc, int64_
 
 // The input as its stride phases (Phases), N x C planes of ph.floats() floats, written by `threads` threads.
 float* phased_input(const KernelSet& ks, const ConvProblem& p, const Phases& ph, int threads, AlignedBuffer& buffer) {
-  const int64_t planes = p.n * p.c, hw = p.h * p.w_in, row = ph.sw * ph.pw;
-  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
-  auto* xp = static_cast<float*>(buffer.reserve(static_cast<size_t>(planes * ph.floats() + t * row) * sizeof(float)));
-  const size_t elem = p.dtype == Dtype::f32 ? sizeof(float) : sizeof(uint16_t);
-  ThreadPool::instance().run(t, [&](int tid) {
-    float* scratch = xp + planes * ph.floats() + tid * row;
-    std::vector<float*> phase_rows(static_cast<size_t>(ph.sw));
-    for (int64_t pl = planes * tid / t; pl < planes * (tid + 1) / t; ++pl) {
-      const void* src = static_cast<const char*>(p.x) + static_cast<size_t>(pl * hw) * elem;
-      build_phases(ks, p, ph, src, scratch, xp + pl * ph.floats(), phase_rows.data());
-    }
-  });
+  const int64_t planes = p.n * p.c;
+  auto* xp = static_cast<float*>(
+      buffer.reserve(static_cast<size_t>(planes * ph.floats() + threads * ph.sw * ph.pw) * sizeof(float)));
+  build_phase_planes(ks, p, ph, p.x, 0, planes, ph.floats(), xp, xp + planes * ph.floats(), threads, false);
   return xp;
 }
 
@@ -313,8 +305,11 @@ float* phased_input(const KernelSet& ks, const ConvProblem& p, const Phases& ph,
 // nothing is gathered.
 bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr) { return p.out_w() % mr == 0; }
 
+bool conv_pixels_phased(const ConvProblem& p, int64_t mr) {
+  return conv_pixels_a_in_place(p, mr) && (p.stride_h != 1 || p.stride_w != 1);
+}
+
 int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads) {
-  if (p.stride_h == 1 && p.stride_w == 1) return 0;
   const Phases ph = phases_of(p);
   using checked::add;
   using checked::mul;
@@ -395,7 +390,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   const PixelOrder order(p, MR);
   const bool a_in_place = conv_pixels_a_in_place(p, MR);
   // Strided with A read in place: the input as its stride phases instead of padded.
-  const bool phased = a_in_place && (p.stride_h != 1 || p.stride_w != 1);
+  const bool phased = conv_pixels_phased(p, MR);
   const Phases ph = phases_of(p);
   const int64_t Wp = p.padded_w(), plane = phased ? ph.floats() : p.padded_h() * Wp, image = p.c * plane;
   const float* xp = phased ? phased_input(ks, p, ph, threads, padded_buffer) : padded_input(ks, p, 0, threads, padded_buffer);
@@ -405,10 +400,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   if (phased) {
     std::vector<int64_t> tap_off(static_cast<size_t>(taps));
     phase_tap_offsets(p, ph, tap_off.data());
-    for (int64_t k = 0; k < crs; ++k) {
-      const int64_t c = k % cg, r = k / cg % p.r, s_ = k / cg / p.r;
-      row_off[static_cast<size_t>(k)] = c * plane + tap_off[static_cast<size_t>(r * p.s + s_)];
-    }
+    tap_offsets(p, row_off.data(), TapOrder::filter_column_major, plane, tap_off.data());
   } else {
     tap_offsets(p, row_off.data(), TapOrder::filter_column_major);
   }

@@ -13,9 +13,9 @@
 // hundred steps.
 #include "conv2d_weights.hpp"
 #include "depthwise_phases.hpp"
+#include "padded.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -102,12 +102,7 @@ Sizes sizes_of(const KernelSet& ks, const Layout& l, int threads) {
 
 }  // namespace
 
-bool conv2d_weights_apply(const ConvProblem& p) {
-  return !conv2d_is_depthwise(p);
-}
-
 int64_t conv2d_weights_workspace_bytes(const KernelSet& ks, const ConvProblem& p, int threads) {
-  if (!conv2d_weights_apply(p)) return 0;
   const Sizes s = sizes_of(ks, layout_of(ks, p), std::max(1, threads));
   using checked::add;
   using checked::mul;
@@ -131,9 +126,13 @@ bool conv2d_weights(const KernelSet& ks, const ConvProblem& p, const float* x, c
   std::memset(panel, 0, size_t(sz.panel) * sizeof(float));
   std::memset(dwt, 0, size_t(sz.dwt) * sizeof(float));
   for (int64_t q = 0; q < l.PQ; ++q) row_dst[q] = (q / l.OW * l.pitch + q % l.OW) * NR;
-  std::vector<int64_t> taps(static_cast<size_t>(l.RS));
-  if (l.copy_x) phase_tap_offsets(p, l.phases, taps.data());
-  for (int64_t i = 0; i < l.rows; ++i) off[i] = l.swap ? i * l.PQ : i / l.RS * l.plane + (l.copy_x ? taps[i % l.RS] : 0);
+  if (l.copy_x) {
+    std::vector<int64_t> taps(static_cast<size_t>(l.RS));
+    phase_tap_offsets(p, l.phases, taps.data());
+    tap_offsets(p, off, TapOrder::channel_major, l.plane, taps.data());
+  } else {  // a 1x1 in place: x's channels, or dY's when swapped
+    for (int64_t i = 0; i < l.rows; ++i) off[i] = i * (l.swap ? l.PQ : l.HW);
+  }
   // The side read in place (the padded image, x, or dY when swapped) and the side packed into panels.
   const float* in_place = l.copy_x ? image : (l.swap ? dy : x);
   const int64_t in_place_image = l.swap ? l.K * l.PQ : l.C * l.plane, in_place_group = l.swap ? l.Kg * l.PQ : l.Cg * l.plane;
@@ -146,24 +145,9 @@ bool conv2d_weights(const KernelSet& ks, const ConvProblem& p, const float* x, c
   for (int64_t n0 = 0; n0 < N; n0 += l.images) {
     const int64_t nimg = std::min(l.images, N - n0);
     if (l.copy_x) {
-      std::atomic<bool> nonfinite{false};
-      const int64_t units = nimg * l.C;
-      pool.run(T, [&](int tid) {
-        uint32_t seen = 0;
-        float* row = image + sz.image - (tid + 1) * l.phases.sw * l.phases.pw;
-        std::vector<float*> phase_rows(static_cast<size_t>(l.phases.sw));
-        for (int64_t u = units * tid / T; u < units * (tid + 1) / T; ++u) {
-          const float* src = x + (n0 * l.C + u) * l.HW;
-          for (int64_t i = 0; i < l.HW; ++i) {
-            uint32_t bits;
-            std::memcpy(&bits, src + i, sizeof bits);
-            seen |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-          }
-          build_phases(ks, q32, l.phases, src, row, image + u * l.plane, phase_rows.data());
-        }
-        if (seen != 0) nonfinite.store(true, std::memory_order_relaxed);
-      });
-      if (nonfinite.load() && l.gaps()) return false;
+      const bool nonfinite = build_phase_planes(ks, q32, l.phases, x, n0 * l.C, nimg * l.C, l.plane, image,
+                                                image + l.images * l.C * l.plane, T, l.gaps());
+      if (nonfinite) return false;
     }
     const int64_t units = nimg * l.G * l.panels;
     pool.run(T, [&](int tid) {

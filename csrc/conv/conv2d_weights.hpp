@@ -1,5 +1,5 @@
-// The weight gradient of a convolution at stride 1 without im2col (csrc/conv/conv2d_weights.cpp), for
-// conv2d_backward.
+// The weight gradient of a convolution without im2col (csrc/conv/conv2d_weights.cpp), for conv2d_backward:
+// any stride, padding, dilation and groups, but not a depthwise convolution (depthwise_backward.cpp's).
 #pragma once
 
 #include <cstdint>
@@ -9,10 +9,7 @@
 
 namespace opbench {
 
-// Whether conv2d_weights runs p: stride 1 in both directions, and not a depthwise convolution.
-bool conv2d_weights_apply(const ConvProblem& p);
-
-// The bytes conv2d_weights allocates for p on `threads` threads (overflow-checked; 0 where it does not apply).
+// The bytes conv2d_weights allocates for p on `threads` threads (overflow-checked).
 int64_t conv2d_weights_workspace_bytes(const KernelSet& ks, const ConvProblem& p, int threads);
 
 // dw (k x c/groups x r x s, fp32) of p from x and dy (fp32, p's layouts), written whole. Returns false and

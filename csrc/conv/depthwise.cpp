@@ -16,6 +16,7 @@
 // once to the dtype (bf16 has no depthwise GEMM worth the name either: the bf16 implicit GEMM ran a 3x3
 // depthwise layer at under 0.1% of the dot-product peak).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -87,6 +88,31 @@ void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, co
     if (g.sw > 1) ks.conv.depthwise_split(padded, g.pw, static_cast<int>(g.sw), phase_rows);
   }
   std::fill(dst + g.floats() - g.slack, dst + g.floats(), 0.0f);
+}
+
+bool build_phase_planes(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* x, int64_t first,
+                        int64_t count, int64_t stride, float* dst, float* scratch, int threads, bool check) {
+  const int64_t hw = p.h * p.w_in, row = g.sw * g.pw;
+  const size_t elem = p.dtype == Dtype::f32 ? sizeof(float) : sizeof(uint16_t);
+  const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, count)));
+  std::atomic<bool> nonfinite{false};
+  ThreadPool::instance().run(t, [&](int tid) {
+    std::vector<float*> phase_rows(static_cast<size_t>(g.sw));
+    uint32_t seen = 0;
+    for (int64_t i = count * tid / t; i < count * (tid + 1) / t; ++i) {
+      const char* src = static_cast<const char*>(x) + static_cast<size_t>((first + i) * hw) * elem;
+      if (check) {  // the exponent's bits all set: Inf or NaN
+        for (int64_t j = 0; j < hw; ++j) {
+          uint32_t bits;
+          std::memcpy(&bits, src + j * sizeof(float), sizeof bits);
+          seen |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+        }
+      }
+      build_phases(ks, p, g, src, scratch + tid * row, dst + i * stride, phase_rows.data());
+    }
+    if (seen != 0) nonfinite.store(true, std::memory_order_relaxed);
+  });
+  return nonfinite.load();
 }
 
 bool conv2d_is_depthwise(const ConvProblem& p) { return p.c == p.groups && p.k / p.groups <= kDepthwiseMaxMultiplier; }

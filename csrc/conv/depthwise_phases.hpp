@@ -31,6 +31,13 @@ inline bool dense_3x3(const ConvProblem& p) {
 void build_phases(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* src, float* row, float* dst,
                   float** phase_rows);
 
+// Planes [first, first + count) of p's input x (p's dtype) as their phases, plane i - first at
+// dst + (i - first) * stride (stride >= g.floats()), on up to `threads` threads; thread tid's row scratch is
+// the sw * pw floats at scratch + tid * sw * pw. With `check` (fp32 x), returns whether any of those planes
+// holds a NaN or an Inf (false without it).
+bool build_phase_planes(const KernelSet& ks, const ConvProblem& p, const Phases& g, const void* x, int64_t first,
+                        int64_t count, int64_t stride, float* dst, float* scratch, int threads, bool check);
+
 // Where tap t = (r, s) of output (0, 0) is within the phases: the input of output (oh, ow) is at
 // off[t] + oh pw + ow.
 void phase_tap_offsets(const ConvProblem& p, const Phases& g, int64_t* off);

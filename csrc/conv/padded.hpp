@@ -21,5 +21,8 @@ int64_t pixel_columns(const ConvProblem& p);
 // or filter column major (filter column, filter row, input channel: conv2d_pixels.cpp's K).
 enum class TapOrder { channel_major, filter_column_major };
 void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order = TapOrder::channel_major);
+// The same for another layout of the input: channel c's plane `plane` floats after the group's first, and
+// tap (r, s) tap_off[r * S + s] floats into it (phase_tap_offsets' in the stride phases).
+void tap_offsets(const ConvProblem& p, int64_t* row_off, TapOrder order, int64_t plane, const int64_t* tap_off);
 
 }  // namespace opbench

@@ -94,7 +94,8 @@ void conv2d(const KernelSet& ks, const ConvProblem& p, const ConvPlan& plan);
 bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p);
 // Whether that orientation reads A's micro-panels of mr pixels in place instead of gathering them.
 bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr);
-// The floats that orientation's strided input as stride phases takes, where A is read in place (0 at stride 1).
+// Whether it reads A in the input's stride phases (strided, A in place), and the floats those take.
+bool conv_pixels_phased(const ConvProblem& p, int64_t mr);
 int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads);
 Blocking resolve_conv_pixels_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 int64_t conv_pixels_workspace_floats(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
