@@ -119,14 +119,8 @@ void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
       }
     }
 #endif
-    if (rows == MR) {
-      for (; p < k; ++p) {
-        for (int i = 0; i < MR; ++i) dst[p * MR + i] = panel_value<Cvt, D>(src[i * lda + p]);
-      }
-    } else {
-      for (; p < k; ++p) {
-        for (int i = 0; i < MR; ++i) dst[p * MR + i] = (i < rows) ? panel_value<Cvt, D>(src[i * lda + p]) : D{0};
-      }
+    for (; p < k; ++p) {
+      for (int i = 0; i < MR; ++i) dst[p * MR + i] = (i < rows) ? panel_value<Cvt, D>(src[i * lda + p]) : D{0};
     }
     dst += MR * k;
   }

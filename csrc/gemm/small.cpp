@@ -132,12 +132,6 @@ int64_t stream_block(int64_t m, int64_t b_bytes) {
   return std::max<int64_t>(16, std::min(kRowBlock, kStreamFloats / m / 16 * 16));
 }
 
-// Columns before B's rows reach a 64-byte boundary, when every row is misaligned alike (0 otherwise). A row
-// of the rows kernel is NR floats loaded as vectors; a numpy array's data starts 16 bytes into a cache line,
-// so each of those loads was split over two lines: the unpacked path takes these columns as a narrower first
-// micro-panel, and the others start aligned (32x4096x4096 on one Zen 5 core: 143 -> 171 GFLOPS; 128 rows
-// 202 -> 220; measured against the same B copied to an aligned address).
-// Only for panels of whole lines (NR a multiple of 16 floats), so that the first panel is the narrower one.
 // Whether every row of an fp32 B starts on a 64-byte line.
 bool b_rows_aligned(const GemmProblem& p) {
   return reinterpret_cast<std::uintptr_t>(p.b) % 64 == 0 && (p.ldb * int64_t(sizeof(float))) % 64 == 0;
@@ -147,6 +141,12 @@ bool b_rows_aligned(const GemmProblem& p) {
 // (gemm_unpacked_b).
 constexpr int64_t kCopyTiles = 4;
 
+// Columns before B's rows reach a 64-byte boundary, when every row is misaligned alike (0 otherwise). A row
+// of the rows kernel is NR floats loaded as vectors; a numpy array's data starts 16 bytes into a cache line,
+// so each of those loads was split over two lines: the unpacked path takes these columns as a narrower first
+// micro-panel, and the others start aligned (32x4096x4096 on one Zen 5 core: 143 -> 171 GFLOPS; 128 rows
+// 202 -> 220; measured against the same B copied to an aligned address).
+// Only for panels of whole lines (NR a multiple of 16 floats), so that the first panel is the narrower one.
 int64_t aligning_columns(const float* b, int64_t ldb, int64_t nr) {
   constexpr int64_t kLine = 64;
   const auto address = reinterpret_cast<std::uintptr_t>(b);

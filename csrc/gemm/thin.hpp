@@ -17,8 +17,8 @@
 #include <type_traits>
 
 #include "opbench/cpu.hpp"
-#include "opbench/microarch.hpp"
 #include "opbench/kernel_set.hpp"
+#include "opbench/microarch.hpp"
 
 namespace opbench {
 namespace thin {
