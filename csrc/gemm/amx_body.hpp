@@ -64,19 +64,44 @@ struct Scratch {
   alignas(64) float c[kMR][kNR];              // the C tile, when it is not whole
 };
 
+// A packed for the tiles (pack_a_tiles): a kMR-row micro-panel of K = k holds each whole K step as the tile
+// rows of its two A tiles, kMR rows x 32 halves (2 KiB, 64-byte rows, contiguous), then the last partial step
+// as kMR rows of its halves rounded up to a pair. That is the size of the pairs micro-panel (kMR x 2
+// ceil(k / 2) halves), so the blocked loops' A workspace serves both. Rows past m are zero. Reading A's own
+// rows in place, a tile row could straddle two lines (numpy's buffers are 16-byte aligned) and a power-of-two
+// lda put all 32 rows of a step in one L1 set.
+inline int64_t packed_step(int64_t k0) { return k0 * kMR; }  // where the step at k0 starts, in halves
+inline int64_t packed_tail_pitch(int64_t kk) { return (kk + 1) / 2 * 2; }
+
+template <int MR>
+void pack_a_tiles(const uint16_t* a, int64_t lda, int64_t m, int64_t k, uint16_t* dst) {
+  static_assert(MR == kMR, "the tile layout is the register tile's rows");
+  const int64_t whole = k / kKStep * kKStep, tail = packed_tail_pitch(k - whole);
+  for (int64_t r0 = 0; r0 < m; r0 += MR) {
+    const uint16_t* src = a + r0 * lda;
+    const int rows = static_cast<int>(m - r0 < MR ? m - r0 : MR);
+    for (int64_t k0 = 0; k0 < whole; k0 += kKStep) {
+      uint16_t* d = dst + packed_step(k0);
+      for (int i = 0; i < rows; ++i) std::memcpy(d + i * kKStep, src + i * lda + k0, kKStep * 2);
+      if (rows < MR) std::memset(d + rows * kKStep, 0, static_cast<size_t>((MR - rows) * kKStep * 2));
+    }
+    if (tail > 0) {
+      uint16_t* d = dst + packed_step(whole);
+      std::memset(d, 0, static_cast<size_t>(MR * tail * 2));
+      for (int i = 0; i < rows; ++i) std::memcpy(d + i * tail, src + i * lda + whole, static_cast<size_t>(k - whole) * 2);
+    }
+    dst += MR * (whole + tail);
+  }
+}
+
 // Stage one K step (halves [k0, k0 + kk) of rows [0, rows)) of A into the scratch, zero elsewhere; `a` is
-// row-major (in place) or, when `packed`, the pairs micro-panel of kMR rows (pack_pairs.hpp).
+// row-major (in place) or, when `packed`, the micro-panel of pack_a_tiles (where only a partial last step,
+// its rows packed_tail_pitch(kk) apart, is staged).
 inline void stage_a(Scratch& s, const uint16_t* a, int64_t lda, bool packed, int64_t k0, int64_t kk, int rows) {
   std::memset(s.a, 0, sizeof(s.a));
-  for (int i = 0; i < rows; ++i) {
-    if (!packed) {
-      std::memcpy(s.a[i], a + i * lda + k0, static_cast<size_t>(kk) * 2);
-      continue;
-    }
-    for (int64_t h = 0; h < kk; ++h) {  // halves k0 + h: pair (k0 + h) / 2, half h % 2 (k0 is even)
-      s.a[i][h] = a[((k0 + h) / 2 * kMR + i) * 2 + (h & 1)];
-    }
-  }
+  const uint16_t* from = packed ? a + packed_step(k0) : a + k0;
+  const int64_t pitch = packed ? packed_tail_pitch(kk) : lda;
+  for (int i = 0; i < rows; ++i) std::memcpy(s.a[i], from + i * pitch, static_cast<size_t>(kk) * 2);
 }
 
 // The micro-kernel: C[0:m, 0:n] (+)= A (m x kc) B (kc x n), B the packed pairs micro-panel of kNR columns.
@@ -113,18 +138,27 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
   for (int64_t k0 = 0; k0 < kc; k0 += kKStep) {
     const int64_t kk = kc - k0 < kKStep ? kc - k0 : kKStep;
     const int64_t p0 = k0 / 2;
-    // A: in place when the step is whole and the tile's 16 rows exist; else staged with zeros.
-    const bool direct = !a_packed && kk == kKStep;
-    if (!direct || m < kMR) stage_a(s, a, lda, a_packed, k0, kk, m);
-    if (direct && m >= kTileRows) {
-      u.template load<kA0>(a + k0, lda * 2);
+    // A: a whole step's tiles straight from the packed panel (zero rows past m included), or from A's rows in
+    // place when the tile's 16 rows exist; anything else staged with zeros.
+    const uint16_t* a0 = nullptr;
+    int64_t a_stride = kKStep * 2;
+    if (kk == kKStep && a_packed) {
+      a0 = a + packed_step(k0);
+    } else if (kk == kKStep && m == kMR) {
+      a0 = a + k0;
+      a_stride = lda * 2;
     } else {
-      u.template load<kA0>(&s.a[0][0], kKStep * 2);
+      stage_a(s, a, lda, a_packed, k0, kk, a_packed ? kMR : m);
+      if (kk == kKStep && m >= kTileRows) {  // the first tile in place, the second staged
+        u.template load<kA0>(a + k0, lda * 2);
+      } else {
+        u.template load<kA0>(&s.a[0][0], kKStep * 2);
+      }
+      if (rows2) u.template load<kA1>(&s.a[kTileRows][0], kKStep * 2);
     }
-    if (rows2 && direct && m == kMR) {
-      u.template load<kA1>(a + kTileRows * lda + k0, lda * 2);
-    } else if (rows2) {
-      u.template load<kA1>(&s.a[kTileRows][0], kKStep * 2);
+    if (a0 != nullptr) {
+      u.template load<kA0>(a0, a_stride);
+      if (rows2) u.template load<kA1>(reinterpret_cast<const char*>(a0) + kTileRows * a_stride, a_stride);
     }
     // B: the panel's pair-rows [p0, p0 + 16) in place, or the last ones staged with zero rows after them.
     const uint16_t* brow = bp + p0 * kNR * 2;
@@ -163,15 +197,19 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
   }
 }
 
-// The unit's Bf16Kernels: the micro-kernel's three entries (packed A, A in place, A in place into bf16 C) on
-// the pairs packers of a 32 x 32 tile, A in place at any K block, the K block, and the unit's begin and end
-// (U::kBegin / U::kEnd: nullptr where it sets nothing up per product).
+// The unit's Bf16Kernels: the micro-kernel's entries (packed A, packed A into bf16 C, A in place, A in place
+// into bf16 C) on the tile packer of A and the pairs packers of B of a 32 x 32 tile, when A is read in place,
+// the K block, and the unit's begin and end (U::kBegin / U::kEnd: nullptr where it sets nothing up per product).
 template <class U>
 struct Entries {
   static void packed(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c, int64_t ldc, bool accumulate, int m,
                      int n) {
     U u;
     tile_body(u, kc, ap, 0, true, bp, c, ldc, accumulate, m, n);
+  }
+  static void packed_round(int64_t kc, const uint16_t* ap, const uint16_t* bp, uint16_t* c, int64_t ldc, int m, int n) {
+    U u;
+    tile_body(u, kc, ap, 0, true, bp, c, ldc, false, m, n);
   }
   static void in_place(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, float* c, int64_t ldc,
                        bool accumulate, int m, int n) {
@@ -196,7 +234,9 @@ template <class U, class Cvt>
 Bf16Kernels make_tile_kernels(const char* isa, const char* description) {
   Bf16Kernels k = packing::make_bf16_kernels<kMR, kNR, Cvt>(isa, description, Entries<U>::packed, Entries<U>::in_place,
                                                             Entries<U>::in_place_round);
-  k.a_in_place_any_k = true;
+  k.pack_a = pack_a_tiles<kMR>;
+  k.ukernel_round = Entries<U>::packed_round;
+  k.a_in_place = AInPlace::never;
   k.kc = kDefaultKc;
   k.begin = U::kBegin;
   k.end = U::kEnd;

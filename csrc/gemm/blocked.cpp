@@ -200,8 +200,9 @@ struct F32Tile {
   const float* prepacked(const GemmProblem& p) const { return static_cast<const float*>(p.b_packed); }
   bool a_in_place(const GemmProblem&, const Blocking&) const { return false; }
   void ukernel_a(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, int, int) const {}
-  bool rounds_in_kernel(const GemmProblem&, int64_t) const { return false; }
+  bool rounds_in_kernel(const GemmProblem&, int64_t, bool) const { return false; }
   void ukernel_a_round(int64_t, const float*, int64_t, const float*, uint16_t*, int64_t, int, int) const {}
+  void ukernel_round(int64_t, const float*, const float*, uint16_t*, int64_t, int, int) const {}
   struct Session {  // nothing to set up per thread
     explicit Session(const F32Tile&) {}
   };
@@ -233,7 +234,8 @@ struct HalvesTile {
   // bf16 pairs are A's own rows: a kernel that reads A in place needs no packed A (a_in_place_bf16).
   bool a_in_place(const GemmProblem& p, const Blocking& blk) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
-      return k.ukernel_a != nullptr && (k.a_in_place_any_k ? !p.trans_a : a_in_place_bf16(p, blk));
+      if (k.ukernel_a == nullptr || k.a_in_place == AInPlace::never) return false;
+      return k.a_in_place == AInPlace::any_k ? !p.trans_a : a_in_place_bf16(p, blk);
     } else {
       return false;
     }
@@ -242,11 +244,12 @@ struct HalvesTile {
                  int n) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) k.ukernel_a(kb, a, lda, b, c, ldc, acc, m, n);
   }
-  // With A read in place, bf16 output that K's one block gives whole (nothing to accumulate into) is rounded
-  // by the kernel as it leaves the registers.
-  bool rounds_in_kernel(const GemmProblem& p, int64_t kc) const {
+  // bf16 output that K's one block gives whole (nothing to accumulate into) is rounded by the kernel as it
+  // leaves the registers, where the kernel for A in place or packed (`in_place`) can.
+  bool rounds_in_kernel(const GemmProblem& p, int64_t kc, bool in_place) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
-      return k.ukernel_a_round != nullptr && p.out_dtype == Dtype::bf16 && !p.accumulate && kc >= p.k;
+      const bool can = in_place ? k.ukernel_a_round != nullptr : k.ukernel_round != nullptr;
+      return can && p.out_dtype == Dtype::bf16 && !p.accumulate && kc >= p.k;
     } else {
       return false;
     }
@@ -254,6 +257,9 @@ struct HalvesTile {
   void ukernel_a_round(int64_t kb, const uint16_t* a, int64_t lda, const uint16_t* b, uint16_t* c, int64_t ldc, int m,
                        int n) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) k.ukernel_a_round(kb, a, lda, b, c, ldc, m, n);
+  }
+  void ukernel_round(int64_t kb, const uint16_t* a, const uint16_t* b, uint16_t* c, int64_t ldc, int m, int n) const {
+    if constexpr (std::is_same_v<Kernels, Bf16Kernels>) k.ukernel_round(kb, a, b, c, ldc, m, n);
   }
   // A thread's stretch of micro-kernel calls in one product: the kernels' begin and end around it, where they
   // have them (AMX configures its tiles once there instead of at every call: Bf16Kernels::begin).
@@ -335,7 +341,7 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   const int64_t a_stride = round_up(a_rows * tile.depth(kc), 1024);  // 4 KiB apart: no false sharing between threads
   const Elem* prepacked = tile.prepacked(p);
   const bool a_in_place = tile.a_in_place(p, blk);
-  const bool rounds = a_in_place && tile.rounds_in_kernel(p, kc);
+  const bool rounds = tile.rounds_in_kernel(p, kc, a_in_place);
   // fp16 or bf16 output goes through an fp32 workspace, unless the kernel rounds it
   const bool f16 = p.out_dtype != Dtype::f32 && !rounds;
   Elem* b_panel = prepacked != nullptr ? nullptr : static_cast<Elem*>(ws.b_panel.reserve(b_elems * sizeof(Elem)));
@@ -393,7 +399,11 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
             const Elem* bp = b_block + q * kd * NR;
             if (rounds) {
               uint16_t* c_tile = static_cast<uint16_t*>(p.c) + (ic + r * MR) * p.ldc + jc + q * NR;
-              tile.ukernel_a_round(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, p.ldc, m_valid, n_valid);
+              if (a_in_place) {
+                tile.ukernel_a_round(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, p.ldc, m_valid, n_valid);
+              } else {
+                tile.ukernel_round(kb, a_pack + r * MR * kd, bp, c_tile, p.ldc, m_valid, n_valid);
+              }
               return;
             }
             float* c_tile = c_base + (ic + r * MR) * c_ld + q * NR;
@@ -484,9 +494,8 @@ std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking&
   if (p.in_dtype == Dtype::bf16) {
     const Bf16Tile tile{bf16_kernels(ks)};
     const bool in_place = tile.a_in_place(p, blk);
-    const std::string a = !in_place                                          ? ""
-                          : tile.rounds_in_kernel(p, std::min(blk.kc, p.k)) ? ", A read in place, C rounded in the kernel"
-                                                                            : ", A read in place";
+    const std::string a = std::string(in_place ? ", A read in place" : "") +
+                          (tile.rounds_in_kernel(p, std::min(blk.kc, p.k), in_place) ? ", C rounded in the kernel" : "");
     return p.b_packed != nullptr ? "blocked, bf16 pairs" + a + ", B packed once" : "blocked, bf16 pairs" + a;
   }
   if (const char* small = small_path(ks, p, blk)) return small;

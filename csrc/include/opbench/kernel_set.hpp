@@ -128,7 +128,7 @@ using PackBH = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, ui
 
 // bf16 inputs (gemm): A's and B's panels hold bf16 pairs along k, the layout of AVX512-BF16's vdpbf16ps (and
 // of VNNI). A's MR-row micro-panel is ceil(kc / 2) x MR x 2 halves, row i's elements 2p and 2p + 1 side by side
-// at pair p; B's NR-column micro-panel ceil(kc / 2) x NR x 2 (64-byte aligned); an odd kc is padded with a
+// at pair p (AMX's pack_a and ukernel agree on another layout of the same size: amx_body.hpp's tile rows); B's NR-column micro-panel ceil(kc / 2) x NR x 2 (64-byte aligned); an odd kc is padded with a
 // zero. The micro-kernel sums the products (exact in fp32) in fp32 and adds the tile to C (C = tile when
 // !accumulate), writing only C[0:m, 0:n]. The block sums are fp32, so the error is fp32 accumulation's.
 using UkernelBf16 = UkernelF16Acc;
@@ -141,6 +141,14 @@ using UkernelBf16A = void (*)(int64_t kc, const uint16_t* a, int64_t lda, const 
 // (vcvtne2ps2bf16 flushes subnormal sums, but vdpbf16ps never leaves one in its accumulators).
 using UkernelBf16ARound = void (*)(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, uint16_t* c,
                                    int64_t ldc, int m, int n);
+// The same rounding from packed A (pack_a's micro-panel).
+using UkernelBf16Round = void (*)(int64_t kc, const uint16_t* ap, const uint16_t* bp, uint16_t* c, int64_t ldc, int m,
+                                  int n);
+
+// When the blocked loops read bf16 A in place (ukernel_a) instead of packing it (blocked.cpp, a_in_place):
+// short_k up to a K block of 1024 (the pairs kernels' measured limit), any_k at every K block, never: A is
+// always packed (AMX: its tile layout, aligned, none of A's 4 KiB-aliased strides).
+enum class AInPlace { short_k, any_k, never };
 
 struct Bf16Kernels {
   const char* isa;          // "avx512bf16", or the kernel set's own ISA for the portable pairs kernel
@@ -153,7 +161,8 @@ struct Bf16Kernels {
   PackBH pack_bt;  // from B^T (n x k row-major)
   UkernelBf16A ukernel_a = nullptr;  // A read in place (the pairs layout is A's own rows); null: pack A
   UkernelBf16ARound ukernel_a_round = nullptr;  // the same, rounding into bf16 C; null: through fp32
-  bool a_in_place_any_k = false;  // ukernel_a takes every K block (AMX: its tiles load A's rows whole)
+  UkernelBf16Round ukernel_round = nullptr;     // packed A rounding into bf16 C; null: through fp32
+  AInPlace a_in_place = AInPlace::short_k;
   int64_t kc = 0;                 // the K block in place of the blocking model's (0: the model's)
   // Called by each thread around its calls in one product (blocked.cpp; nullptr: none). AMX: begin loads the
   // tile configuration once and marks the thread's tiles ready, end unmarks them; a call outside such a
