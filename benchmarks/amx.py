@@ -4,11 +4,13 @@ measured beside them.
 
     python benchmarks/amx.py --threads 1            # BERT-base GEMMs and 1024-4096 squares
     python benchmarks/amx.py --threads 16 --kc 256,512,1024 --rounds 5
+    python benchmarks/amx.py --threads 16 --build old=/tmp/old-build/_core.cpython-312-x86_64-linux-gnu.so
 
 For each shape every side is checked against float64 on a sample of rows, then timed round after round, the
 sides one after the other in each round; each figure is the side's median GFLOPS over the rounds. --kc adds
-our AMX kernel at other K blocks (Tiles k) beside its default. Needs an AMX CPU (`opbench peak` lists its
-tdpbf16ps loop); elsewhere it says why and exits 2.
+our AMX kernel at other K blocks (Tiles k) beside its default; --build NAME=PATH another build of
+opbench._core (an older commit: benchmarks/ab_builds.py) on its AMX kernel, as side "amx NAME". Needs an
+AMX CPU (`opbench peak` lists its tdpbf16ps loop); elsewhere it says why and exits 2.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
+from ab_builds import load_build
 
 from opbench import _core, kernels
 from opbench.machine import cpu_model
@@ -50,6 +53,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--kc", default="", help="extra K blocks for our AMX kernel, comma-separated")
     p.add_argument("--shapes", default="bert,squares")
+    p.add_argument("--build", action="append", default=[], metavar="NAME=PATH", help="another build's _core")
     args = p.parse_args()
     why = _core.cpu_info()["amx_unavailable"]
     if why:
@@ -63,7 +67,8 @@ def main() -> int:
     head = f"# {cpu_model()}; {args.threads} thread(s); torch {torch.__version__}"
     print(f"{head}; bf16 peak {gf:.0f} GFLOPS ({name})")
     extra = [int(k) for k in args.kc.split(",") if k]
-    sides = ["amx", *(f"amx k{k}" for k in extra), "avx512bf16", "torch"]
+    builds = {f"amx {name}": load_build(path) for name, _, path in (b.partition("=") for b in args.build)}
+    sides = ["amx", *(f"amx k{k}" for k in extra), *builds, "avx512bf16", "torch"]
     print("| M x N x K | " + " | ".join(sides) + " | amx / torch | amx % peak |")
     print("|---" * (len(sides) + 3) + "|")
     ratios = []
@@ -79,6 +84,13 @@ def main() -> int:
             if side == "torch":
                 calls[side] = lambda ta=ta, tb=tb: torch.mm(ta, tb)
                 outs[side] = lambda ta=ta, tb=tb: torch.mm(ta, tb).float().numpy()
+                continue
+            if side in builds:
+                core = builds[side]
+                out = np.empty((m, n), BF16)
+                other = core.prepare_gemm(a, b, out, core.Tiles(threads=args.threads, isa="amx"))
+                calls[side] = lambda other=other: other.run(1)
+                outs[side] = lambda other=other, out=out: (other.run(1), out.astype(np.float32))[1]
                 continue
             isa = "avx512" if side == "avx512bf16" else "amx"
             tiles = Tiles(isa=isa, threads=args.threads, k=int(side.split(" k")[1]) if " k" in side else None)
