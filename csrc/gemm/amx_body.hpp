@@ -140,23 +140,25 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
     const int64_t p0 = k0 / 2;
     // A: a whole step's tiles straight from the packed panel (zero rows past m included), or from A's rows in
     // place when the tile's 16 rows exist; anything else staged with zeros.
-    const char* a_tile0 = reinterpret_cast<const char*>(&s.a[0][0]);
-    const char* a_tile1 = reinterpret_cast<const char*>(&s.a[kTileRows][0]);
-    int64_t a_stride0 = kKStep * 2, a_stride1 = kKStep * 2;
+    const uint16_t* a0 = nullptr;
+    int64_t a_stride = kKStep * 2;
     if (kk == kKStep && a_packed) {
-      a_tile0 = reinterpret_cast<const char*>(a + packed_step(k0));
-      a_tile1 = a_tile0 + kTileRows * a_stride0;
-    } else if (kk == kKStep && m >= kTileRows) {  // the first tile in place, the second too when it is whole
-      a_tile0 = reinterpret_cast<const char*>(a + k0);
-      a_stride0 = lda * 2;
-      if (m == kMR) {
-        a_tile1 = a_tile0 + kTileRows * a_stride0;
-        a_stride1 = a_stride0;
-      } else {
-        stage_a(s, a, lda, false, k0, kk, m);
-      }
+      a0 = a + packed_step(k0);
+    } else if (kk == kKStep && m == kMR) {
+      a0 = a + k0;
+      a_stride = lda * 2;
     } else {
       stage_a(s, a, lda, a_packed, k0, kk, a_packed ? kMR : m);
+      if (kk == kKStep && m >= kTileRows) {  // the first tile in place, the second staged
+        u.template load<kA0>(a + k0, lda * 2);
+      } else {
+        u.template load<kA0>(&s.a[0][0], kKStep * 2);
+      }
+      if (rows2) u.template load<kA1>(&s.a[kTileRows][0], kKStep * 2);
+    }
+    if (a0 != nullptr) {
+      u.template load<kA0>(a0, a_stride);
+      if (rows2) u.template load<kA1>(reinterpret_cast<const char*>(a0) + kTileRows * a_stride, a_stride);
     }
     // B: the panel's pair-rows [p0, p0 + 16) in place, or the last ones staged with zero rows after them.
     const uint16_t* brow = bp + p0 * kNR * 2;
@@ -173,16 +175,11 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
       const char* next = reinterpret_cast<const char*>(bp + (p0 + kTileRows) * kNR * 2);
       for (int line = 0; line < kTileRows * kBRowBytes / 64; ++line) __builtin_prefetch(next + 64 * line, 0, 3);
     }
-    // Each product issued as soon as its two tiles are loaded, the next load behind it.
-    u.template load<kA0>(a_tile0, a_stride0);
     u.template load<kB0>(brow, kBRowBytes);
+    if (cols2) u.template load<kB1>(brow + kTileRows * 2, kBRowBytes);
     u.template dp<kC00, kA0, kB0>();
-    if (cols2) {
-      u.template load<kB1>(brow + kTileRows * 2, kBRowBytes);
-      u.template dp<kC01, kA0, kB1>();
-    }
+    if (cols2) u.template dp<kC01, kA0, kB1>();
     if (rows2) {
-      u.template load<kA1>(a_tile1, a_stride1);
       u.template dp<kC10, kA1, kB0>();
       if (cols2) u.template dp<kC11, kA1, kB1>();
     }
