@@ -234,8 +234,7 @@ struct HalvesTile {
   // bf16 pairs are A's own rows: a kernel that reads A in place needs no packed A (a_in_place_bf16).
   bool a_in_place(const GemmProblem& p, const Blocking& blk) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
-      if (k.ukernel_a == nullptr || k.a_in_place == AInPlace::never) return false;
-      return k.a_in_place == AInPlace::any_k ? !p.trans_a : a_in_place_bf16(p, blk);
+      return k.ukernel_a != nullptr && a_in_place_bf16(p, blk);
     } else {
       return false;
     }

@@ -145,11 +145,6 @@ using UkernelBf16ARound = void (*)(int64_t kc, const uint16_t* a, int64_t lda, c
 using UkernelBf16Round = void (*)(int64_t kc, const uint16_t* ap, const uint16_t* bp, uint16_t* c, int64_t ldc, int m,
                                   int n);
 
-// When the blocked loops read bf16 A in place (ukernel_a) instead of packing it (blocked.cpp, a_in_place):
-// short_k up to a K block of 1024 (the pairs kernels' measured limit), any_k at every K block, never: A is
-// always packed (AMX: its tile layout, aligned, none of A's 4 KiB-aliased strides).
-enum class AInPlace { short_k, any_k, never };
-
 struct Bf16Kernels {
   const char* isa;          // "avx512bf16", or the kernel set's own ISA for the portable pairs kernel
   const char* description;
@@ -162,7 +157,6 @@ struct Bf16Kernels {
   UkernelBf16A ukernel_a = nullptr;  // A read in place (the pairs layout is A's own rows); null: pack A
   UkernelBf16ARound ukernel_a_round = nullptr;  // the same, rounding into bf16 C; null: through fp32
   UkernelBf16Round ukernel_round = nullptr;     // packed A rounding into bf16 C; null: through fp32
-  AInPlace a_in_place = AInPlace::short_k;
   int64_t kc = 0;                 // the K block in place of the blocking model's (0: the model's)
   // Called by each thread around its calls in one product (blocked.cpp; nullptr: none). AMX: begin loads the
   // tile configuration once and marks the thread's tiles ready, end unmarks them; a call outside such a
