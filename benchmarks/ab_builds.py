@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 
@@ -37,10 +38,11 @@ def load_build(path: str) -> Any:
     return module
 
 
-def timed_calls(core: Any, threads: int) -> dict[str, Callable[..., Callable[[int], float]]]:
-    """Per op, a function from the case's arrays to run(loops) -> seconds, for either binding."""
+def timed_calls(core: Any, threads: int, isa: str = "") -> dict[str, Callable[..., Callable[[int], float]]]:
+    """Per op, a function from the case's arrays to run(loops) -> seconds, for either binding (`isa`: a
+    kernel set other than the default, for builds with one Tiles argument)."""
     if hasattr(core, "Tiles"):  # one Tiles argument since issue 40
-        tiles = core.Tiles(threads=threads)
+        tiles = core.Tiles(threads=threads, isa=isa)
         return {
             "gemm": lambda a, b, out: core.prepare_gemm(a, b, out, tiles).run,
             "conv": lambda x, w, y: core.prepare_conv2d(x, w, y, (1, 1), (1, 1, 1, 1), (1, 1), 1, tiles).run,
@@ -91,7 +93,9 @@ def main() -> int:
     p.add_argument("--old", required=True, help="the other build's _core*.so")
     p.add_argument("--rounds", type=int, default=21)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--only", default="", help="run only the cases whose name contains this")
+    p.add_argument("--only", default="", help="run only the cases whose name contains one of these (a,b,...)")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="the arrays' dtype")
+    p.add_argument("--isa", default="", help="the kernel set both builds run (default: the CPU's best)")
     args = p.parse_args()
 
     from opbench import kernels
@@ -101,9 +105,10 @@ def main() -> int:
     old = load_build(args.old)
     new = __import__("opbench._core", fromlist=["_core"])
     rng = np.random.default_rng(0)
+    dtype = ml_dtypes.bfloat16 if args.dtype == "bf16" else np.float32
 
     def arr(*shape: int) -> np.ndarray:
-        return rng.uniform(-1, 1, shape).astype(np.float32)
+        return rng.uniform(-1, 1, shape).astype(dtype)
 
     arrays: dict[str, tuple[str, tuple[np.ndarray, ...]]] = {}
     for m, n, k in (
@@ -121,20 +126,20 @@ def main() -> int:
         (16, 1024, 4096),
         (12, 4096, 4096),
     ):
-        arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), np.float32)))
+        arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), dtype)))
     for n, c, hw in ((4, 64, 28), (8, 64, 56), (8, 128, 28), (8, 256, 14)):
         arrays[f"conv N{n} C{c} {hw}x{hw} K{c} 3x3 p1"] = (
             "conv",
-            (arr(n, c, hw, hw), arr(c, c, 3, 3), np.empty((n, c, hw, hw), np.float32)),
+            (arr(n, c, hw, hw), arr(c, c, 3, 3), np.empty((n, c, hw, hw), dtype)),
         )
     arrays["conv N8 C3 224x224 K64 7x7 s2 p3"] = (
         "conv stem",
-        (arr(8, 3, 224, 224), arr(64, 3, 7, 7), np.empty((8, 64, 112, 112), np.float32)),
+        (arr(8, 3, 224, 224), arr(64, 3, 7, 7), np.empty((8, 64, 112, 112), dtype)),
     )
     for n, c, hw, k in ((8, 256, 56, 64), (8, 64, 56, 256), (8, 1024, 14, 256)):
         arrays[f"conv N{n} C{c} {hw}x{hw} K{k} 1x1"] = (
             "conv 1x1",
-            (arr(n, c, hw, hw), arr(k, c, 1, 1), np.empty((n, k, hw, hw), np.float32)),
+            (arr(n, c, hw, hw), arr(k, c, 1, 1), np.empty((n, k, hw, hw), dtype)),
         )
     arrays["conv:bwd N8 C32 56x56 3x3 p1 g32"] = (
         "conv:bwd",
@@ -159,15 +164,16 @@ def main() -> int:
     )
     t, b, i, h = 25, 16, 256, 256
     lstm_in = (arr(t, b, i), arr(4 * h, i), arr(4 * h, h), arr(4 * h), arr(4 * h), arr(b, h), arr(b, h))
-    lstm_out = (np.empty((t, b, h), np.float32), np.empty((b, h), np.float32), np.empty((b, h), np.float32))
+    lstm_out = (np.empty((t, b, h), dtype), np.empty((b, h), dtype), np.empty((b, h), dtype))
     arrays["lstm T25 B16 I256 H256"] = ("lstm", lstm_in + lstm_out)
 
-    builds = (timed_calls(old, args.threads), timed_calls(new, args.threads))
+    builds = (timed_calls(old, args.threads, args.isa), timed_calls(new, args.threads, args.isa))
+    only = args.only.split(",")
     # (the conv 1x1, stem and conv:bwd cases need a build with one Tiles argument)
     runs = {
         case: tuple(b[op](*a) for b in builds)
         for case, (op, a) in arrays.items()
-        if op in builds[0] and args.only in case
+        if op in builds[0] and any(part in case for part in only)
     }
     loops = {}
     for case, (_, run_new) in runs.items():
@@ -183,7 +189,8 @@ def main() -> int:
                 per_call[case][which].append(pair[which](loops[case]) / loops[case])
 
     print(
-        f"{cpu_model()}, {args.threads} thread(s), kernel set {kernels.default_tiles()['isa']}, "
+        f"{cpu_model()}, {args.threads} thread(s), kernel set {args.isa or kernels.default_tiles()['isa']}, "
+        f"{args.dtype}, "
         f"{args.rounds} interleaved rounds"
     )
     print(f"{'case':34} {'old us':>9} {'new us':>9} {'new/old':>8}  quartiles of the per-round ratio")
