@@ -4,12 +4,12 @@
 // Included only by those two translation units (like pack.hpp: each gets private instantiations).
 //
 // The register tile is 32 x 32 fp32: four accumulator tiles of 16 rows x 16 columns (C00 C01 / C10 C11), fed
-// per K step of 32 by two A tiles (16 rows x 32 bf16 each, 64-byte rows of the packed A micro-panel,
-// pack_a_tiles) and two B tiles (16 pair-rows x 16 columns x 2 halves: the pairs layout of the packed 32-column B
+// per K step of 32 by two A tiles (16 rows x 32 bf16 each: 64-byte rows of the packed A micro-panel,
+// pack_a_tiles, or of A's own rows read in place, lda halves apart) and two B tiles (16 pair-rows x 16 columns x 2 halves: the pairs layout of the packed 32-column B
 // micro-panel, pack_pairs.hpp, whose pair-rows are 128 bytes, so each B tile is read in place from the panel
-// with a 128-byte stride). Edges never read outside their operands: a K step past kc and pair-rows past the
-// B panel go through zero-padded 1-2 KiB copies in the unit's scratch (A's panel holds zero rows past m), and
-// C is loaded and stored directly only when the tile is whole.
+// with a 128-byte stride). Edges never read outside their operands: a K step past kc, rows past m and
+// columns past n go through zero-padded 1-2 KiB copies in the unit's scratch, and C is loaded and stored
+// directly only when the tile is whole.
 #pragma once
 
 #include <cstdint>
@@ -67,9 +67,14 @@ struct Scratch {
 // A packed for the tiles (pack_a_tiles): a kMR-row micro-panel of K = k holds each whole K step as the tile
 // rows of its two A tiles, kMR rows x 32 halves (2 KiB, 64-byte rows, contiguous), then the last partial step
 // as kMR rows of its halves rounded up to a pair. That is the size of the pairs micro-panel (kMR x 2
-// ceil(k / 2) halves), so the blocked loops' A workspace serves both. Rows past m are zero. Reading A's own
-// rows in place, a tile row could straddle two lines (numpy's buffers are 16-byte aligned) and a power-of-two
-// lda put all 32 rows of a step in one L1 set.
+// ceil(k / 2) halves), so the blocked loops' A workspace serves both. Rows past m are zero. Read in place, a
+// tile row can straddle two lines (numpy's buffers are 16-byte aligned) and a power-of-two lda puts all 32
+// rows of a step in one L1 set. On the device machine's host (Emerald Rapids, 16 vCPUs), the builds interleaved
+// (benchmarks/amx.py, ab_builds.py --dtype bf16 --isa amx), packed against in place: BERT-base's GEMMs and
+// 1024-4096 squares 0.65-0.98x of the time on 16 threads (4096^3 0.65x, 2048^3 0.79x), 256x4096x1024 0.79x;
+// but a product of one or two column panels, whose A rows each serve once or twice, lost the packing pass:
+// N = 16 1.08-1.40x, 7680x2x2560 1.28-1.32x, 64-channel convs 1.09-1.13x on one thread. So A is read in place
+// up to N = 2 kNR (Bf16Kernels::a_in_place_max_n) and packed past it.
 inline int64_t packed_step(int64_t k0) { return k0 * kMR; }  // where the step at k0 starts, in halves
 inline int64_t packed_tail_pitch(int64_t kk) { return (kk + 1) / 2 * 2; }
 
@@ -94,22 +99,23 @@ void pack_a_tiles(const uint16_t* a, int64_t lda, int64_t m, int64_t k, uint16_t
   }
 }
 
-// Stage the partial last K step of the packed micro-panel (halves [k0, k0 + kk), its rows
-// packed_tail_pitch(kk) apart) into the scratch, zero past kk.
-inline void stage_a_tail(Scratch& s, const uint16_t* ap, int64_t k0, int64_t kk) {
+// Stage one K step (halves [k0, k0 + kk) of rows [0, rows)) of A into the scratch, zero elsewhere; `a` is
+// row-major (in place) or, when `packed`, the micro-panel of pack_a_tiles (where only a partial last step,
+// its rows packed_tail_pitch(kk) apart, is staged).
+inline void stage_a(Scratch& s, const uint16_t* a, int64_t lda, bool packed, int64_t k0, int64_t kk, int rows) {
   std::memset(s.a, 0, sizeof(s.a));
-  const uint16_t* from = ap + packed_step(k0);
-  for (int i = 0; i < kMR; ++i) std::memcpy(s.a[i], from + i * packed_tail_pitch(kk), static_cast<size_t>(kk) * 2);
+  const uint16_t* from = packed ? a + packed_step(k0) : a + k0;
+  const int64_t pitch = packed ? packed_tail_pitch(kk) : lda;
+  for (int i = 0; i < rows; ++i) std::memcpy(s.a[i], from + i * pitch, static_cast<size_t>(kk) * 2);
 }
 
-// The micro-kernel: C[0:m, 0:n] (+)= A (m x kc) B (kc x n), A the packed micro-panel of kMR rows
-// (pack_a_tiles), B the packed pairs micro-panel of kNR columns.
+// The micro-kernel: C[0:m, 0:n] (+)= A (m x kc) B (kc x n), B the packed pairs micro-panel of kNR columns.
 // Out float: C fp32, accumulated when asked. Out uint16_t: C bf16, never accumulated: the finished tile goes
 // through the scratch and is rounded into C by the unit (its kernel set's store_bf16), so a product whose K is
 // one block needs no fp32 workspace and no second pass over C.
 template <class U, class Out = float>
-void tile_body(U& u, int64_t kc, const uint16_t* ap, const uint16_t* bp, Out* c, int64_t ldc, bool accumulate, int m,
-               int n) {
+void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, const uint16_t* bp, Out* c,
+               int64_t ldc, bool accumulate, int m, int n) {
   constexpr bool kRound = std::is_same_v<Out, uint16_t>;
   Scratch& s = u.scratch();
   if (!U::ready()) u.configure();
@@ -137,15 +143,28 @@ void tile_body(U& u, int64_t kc, const uint16_t* ap, const uint16_t* bp, Out* c,
   for (int64_t k0 = 0; k0 < kc; k0 += kKStep) {
     const int64_t kk = kc - k0 < kKStep ? kc - k0 : kKStep;
     const int64_t p0 = k0 / 2;
-    // A: a whole step's two tiles straight from the packed panel (zero rows past m included), the partial
-    // last step staged with zeros past kc.
-    const uint16_t* a_step = ap + packed_step(k0);
-    if (kk < kKStep) {
-      stage_a_tail(s, ap, k0, kk);
-      a_step = &s.a[0][0];
+    // A: a whole step's tiles straight from the packed panel (zero rows past m included), or from A's rows in
+    // place when the tile's 16 rows exist; anything else staged with zeros.
+    const uint16_t* a0 = nullptr;
+    int64_t a_stride = kKStep * 2;
+    if (kk == kKStep && a_packed) {
+      a0 = a + packed_step(k0);
+    } else if (kk == kKStep && m == kMR) {
+      a0 = a + k0;
+      a_stride = lda * 2;
+    } else {
+      stage_a(s, a, lda, a_packed, k0, kk, a_packed ? kMR : m);
+      if (kk == kKStep && m >= kTileRows) {  // the first tile in place, the second staged
+        u.template load<kA0>(a + k0, lda * 2);
+      } else {
+        u.template load<kA0>(&s.a[0][0], kKStep * 2);
+      }
+      if (rows2) u.template load<kA1>(&s.a[kTileRows][0], kKStep * 2);
     }
-    u.template load<kA0>(a_step, kKStep * 2);
-    if (rows2) u.template load<kA1>(a_step + kTileRows * kKStep, kKStep * 2);
+    if (a0 != nullptr) {
+      u.template load<kA0>(a0, a_stride);
+      if (rows2) u.template load<kA1>(reinterpret_cast<const char*>(a0) + kTileRows * a_stride, a_stride);
+    }
     // B: the panel's pair-rows [p0, p0 + 16) in place, or the last ones staged with zero rows after them.
     const uint16_t* brow = bp + p0 * kNR * 2;
     if (pair_rows - p0 < kTileRows) {
@@ -183,19 +202,30 @@ void tile_body(U& u, int64_t kc, const uint16_t* ap, const uint16_t* bp, Out* c,
   }
 }
 
-// The unit's Bf16Kernels: the micro-kernel's two entries (into fp32 C, rounding into bf16 C) on the tile packer
-// of A and the pairs packers of B of a 32 x 32 tile, the K block, and the unit's begin and end (U::kBegin /
-// U::kEnd: nullptr where it sets nothing up per product). A is never read in place (pack_a_tiles says why).
+// The unit's Bf16Kernels: the micro-kernel's entries (packed A, packed A into bf16 C, A in place, A in place
+// into bf16 C) on the tile packer of A and the pairs packers of B of a 32 x 32 tile, up to which N A is read in
+// place, the K block, and the unit's begin and end (U::kBegin / U::kEnd: nullptr where it sets nothing up per
+// product).
 template <class U>
 struct Entries {
   static void packed(int64_t kc, const uint16_t* ap, const uint16_t* bp, float* c, int64_t ldc, bool accumulate, int m,
                      int n) {
     U u;
-    tile_body(u, kc, ap, bp, c, ldc, accumulate, m, n);
+    tile_body(u, kc, ap, 0, true, bp, c, ldc, accumulate, m, n);
   }
   static void packed_round(int64_t kc, const uint16_t* ap, const uint16_t* bp, uint16_t* c, int64_t ldc, int m, int n) {
     U u;
-    tile_body(u, kc, ap, bp, c, ldc, false, m, n);
+    tile_body(u, kc, ap, 0, true, bp, c, ldc, false, m, n);
+  }
+  static void in_place(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, float* c, int64_t ldc,
+                       bool accumulate, int m, int n) {
+    U u;
+    tile_body(u, kc, a, lda, false, bp, c, ldc, accumulate, m, n);
+  }
+  static void in_place_round(int64_t kc, const uint16_t* a, int64_t lda, const uint16_t* bp, uint16_t* c, int64_t ldc,
+                             int m, int n) {
+    U u;
+    tile_body(u, kc, a, lda, false, bp, c, ldc, false, m, n);
   }
 };
 
@@ -208,9 +238,11 @@ inline KernelSet renamed(const KernelSet& base, const char* isa) {
 
 template <class U, class Cvt>
 Bf16Kernels make_tile_kernels(const char* isa, const char* description) {
-  Bf16Kernels k = packing::make_bf16_kernels<kMR, kNR, Cvt>(isa, description, Entries<U>::packed);
+  Bf16Kernels k = packing::make_bf16_kernels<kMR, kNR, Cvt>(isa, description, Entries<U>::packed, Entries<U>::in_place,
+                                                            Entries<U>::in_place_round);
   k.pack_a = pack_a_tiles<kMR>;
   k.ukernel_round = Entries<U>::packed_round;
+  k.a_in_place_max_n = 2 * kNR;
   k.kc = kDefaultKc;
   k.begin = U::kBegin;
   k.end = U::kEnd;

@@ -234,7 +234,8 @@ struct HalvesTile {
   // bf16 pairs are A's own rows: a kernel that reads A in place needs no packed A (a_in_place_bf16).
   bool a_in_place(const GemmProblem& p, const Blocking& blk) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
-      return k.ukernel_a != nullptr && a_in_place_bf16(p, blk);
+      if (k.ukernel_a == nullptr || p.trans_a) return false;
+      return k.a_in_place_max_n > 0 ? p.n <= k.a_in_place_max_n : a_in_place_bf16(p, blk);
     } else {
       return false;
     }

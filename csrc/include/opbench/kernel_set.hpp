@@ -157,6 +157,9 @@ struct Bf16Kernels {
   UkernelBf16A ukernel_a = nullptr;  // A read in place (the pairs layout is A's own rows); null: pack A
   UkernelBf16ARound ukernel_a_round = nullptr;  // the same, rounding into bf16 C; null: through fp32
   UkernelBf16Round ukernel_round = nullptr;     // packed A rounding into bf16 C; null: through fp32
+  // > 0: ukernel_a takes every K block, and A is read in place up to this N and packed past it (AMX: packing
+  // pays once A's rows serve three column panels); 0: in place up to a K block of 1024 (blocked.cpp).
+  int64_t a_in_place_max_n = 0;
   int64_t kc = 0;                 // the K block in place of the blocking model's (0: the model's)
   // Called by each thread around its calls in one product (blocked.cpp; nullptr: none). AMX: begin loads the
   // tile configuration once and marks the thread's tiles ready, end unmarks them; a call outside such a
