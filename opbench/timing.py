@@ -81,7 +81,12 @@ class Timer:
             return Measurement((first_s,), 1, single_sample=True, first_call=True)
         if first_s >= cfg.call_budget_s:
             return Measurement((self._sample(run, 1, flush),), 1, single_sample=True, cold_cache=cold)
-        warm_s, per_call_s, loops = first_s, first_s, 1
+        # The first call may carry one-time costs (a library's lazy start, a device context, the first touch
+        # of the output) that later calls do not: the loops are calibrated on the calls after it. Calibrated
+        # on a first call of a few hundred ms, one process of three in `opbench sweep gemm --device cuda` on
+        # an H200 sampled single eager launches (25-38 us) where the others replayed graphs (6.6 us).
+        after_first_s = run(1)
+        warm_s, per_call_s, loops = first_s + after_first_s, after_first_s, 1
         while warm_s < cfg.warmup_s:
             loops = min(
                 loops * 2, MAX_LOOPS, max(1, math.ceil((cfg.warmup_s - warm_s) / max(per_call_s, 1e-9)))

@@ -53,6 +53,15 @@ def test_warmup_is_excluded() -> None:
     assert sum(run.loops_seen) - m.n * m.loops >= 20
 
 
+def test_a_slow_first_call_does_not_set_the_loops() -> None:
+    # A first call of 0.3 s (a library's lazy start) then 6.6 us calls: calibrated on the first call, every
+    # sample would be one call (on a CUDA device, one eager launch where graph replays were meant).
+    timer, run = make(lambda i: 0.3 if i == 0 else 6.6e-6, warmup_s=0.05, min_sample_s=0.01)
+    m = timer.measure(run)
+    assert m.loops == math.ceil(0.01 / 6.6e-6)
+    assert m.median_s == pytest.approx(6.6e-6)
+
+
 def test_noisy_runs_stop_at_the_time_cap_and_are_flagged() -> None:
     timer, run = make(
         lambda i: 0.001 if (i // 10) % 2 else 0.003,
