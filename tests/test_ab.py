@@ -437,6 +437,23 @@ def test_a_killed_worker_fails_one_case_and_the_next_gets_a_new_one() -> None:
     backend._worker.stop()
 
 
+def test_a_workers_run_answers_with_its_clock_as_of_that_run() -> None:
+    # A CUDA case's clock says whether it replays a captured graph only after its first long enough run, in
+    # the worker: the sweep records what the worker says after each run, not what it said at prepare.
+    import sys
+
+    from opbench.backends.remote import RemoteBackend
+
+    backend = RemoteBackend("remote", sys.executable, "cpp", {})
+    backend.setup(1, "cpu")
+    shape = gemm.GemmShape(9, 7, 5)
+    case = backend.prepare("gemm", shape, gemm.make_inputs(shape, "fp32", 0), {})
+    case.clock = "stale"
+    assert case.run(2) > 0
+    assert case.clock != "stale" and case.clock == backend._worker.ask({"run": case._id, "loops": 1})["clock"]
+    backend._worker.stop()
+
+
 def _record(backend: str, per_call: float, speeds: tuple[float, ...]) -> Result:
     """A sweep record of a gemm case whose rounds ran at `per_call` s, with the machine at `speeds`, read
     back as a Result."""

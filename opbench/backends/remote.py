@@ -177,7 +177,9 @@ class _RemoteCase(Prepared):
         self._drop = weakref.finalize(self, _drop, worker, case_id)
 
     def run(self, loops: int) -> float:
-        return float(self._worker.ask({"run": self._id, "loops": loops})["seconds"])
+        answer = self._worker.ask({"run": self._id, "loops": loops})
+        self.clock = answer.get("clock") or self.clock  # (a worker of an older opbench does not say)
+        return float(answer["seconds"])
 
     def output(self) -> Output:
         return self._fetch("output")

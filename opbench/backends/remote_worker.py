@@ -9,7 +9,7 @@ opbench backend on the cases the parent sends, one JSON object a line each way:
     {"unsupported": [op, dtype]}, {"accumulation": [op, dtype]}  -> {"ok": true, "value": ...}
     {"prepare": {"op", "shape", "params", "inputs": PICKLE}} -> {"ok": true, "id", "details", "clock",
                                                                  "offsets": each input's offset in its page}
-    {"run": id, "loops": n}                         -> {"ok": true, "seconds": s}
+    {"run": id, "loops": n}                         -> {"ok": true, "seconds": s, "clock"}
     {"output": id, "path": PICKLE}                  -> {"ok": true} (the output pickled there)
     {"timed_output": id, "path": PICKLE}            -> {"ok": true} (the last timed call's output there)
     {"refill": id, "path": PICKLE}                  -> {"ok": true, "value": whether it rewrote the inputs}
@@ -88,7 +88,10 @@ def _serve(proto: TextIO) -> None:
                 prepared[count] = case
                 answer.update(id=count, details=case.details, clock=case.clock, offsets=offsets)
             elif "run" in req:
-                answer["seconds"] = prepared[req["run"]].run(req["loops"])
+                case = prepared[req["run"]]
+                # the clock as of this run: a CUDA case says whether it replays a captured graph only once
+                # its first run of enough calls has tried to capture one
+                answer.update(seconds=case.run(req["loops"]), clock=case.clock)
             elif "output" in req or "timed_output" in req:
                 case = prepared[req["output"]] if "output" in req else prepared[req["timed_output"]]
                 result = case.output() if "output" in req else case.timed_output()

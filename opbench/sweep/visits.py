@@ -167,6 +167,8 @@ def _visit(
         case.method = prepared.clock
         if cfg.timer.cold_cache:
             case.method += "; cold cache: " + (device_flush[1] if device_flush else host_flush_note())
+    elif prepared.clock not in case.method:  # another process timed it otherwise (a CUDA graph not captured)
+        case.method += f"; in another visit: {prepared.clock}"
 
 
 def timed_visit(
