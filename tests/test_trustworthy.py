@@ -428,7 +428,8 @@ def test_visits_between_two_probes_share_them_and_get_their_probe_after_from_the
 
 def test_settling_happens_at_a_change_of_owner_or_before_a_probe_not_between_visits_of_one_owner() -> None:
     bench, clock, prober, quiet = timed_bench([100.0])
-    short = run_for(clock, PROBE_INTERVAL_S / 10)
+    # (each measure takes three calls of this: the first, one to calibrate on, one sample)
+    short = run_for(clock, PROBE_INTERVAL_S / 20)
     bench.measure(short, owner="torch")  # first visit: settles and probes
     assert quiet.calls == 1
     bench.measure(short, owner="torch")
