@@ -147,10 +147,12 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 // - Each K block is a pass over the N block's C (M x nc): with M x nc past L3, every pass after the first read
 //   C back from memory. 4096^3 on one Zen 5 core 244 -> 257 (nc 1024-2048 alike; on two cores 1024 lost
 //   5%, 2048 is level).
+// L3 is what the micro-architecture table counts on (a guest sees its host socket's whole L3: microarch.cpp
+// [E5]).
 int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr, int64_t elem_bytes) {
   const int64_t nc = std::min(blk.nc, p.n);
   if (!blk.nc_from_model) return nc;
-  const int64_t l3 = cpu_info().l3.size_bytes, kb = std::min(blk.kc, p.k);
+  const int64_t l3 = l3_counted_bytes(cpu_info()), kb = std::min(blk.kc, p.k);
   int64_t fit = l3 / 4 / std::max<int64_t>(1, kb * elem_bytes);
   if (p.k > blk.kc) fit = std::min(fit, l3 / std::max<int64_t>(1, p.m * 4));
   fit = std::max(8 * nr, fit / nr * nr);

@@ -10,25 +10,31 @@
 //       place at x4096x1024, x4096x4096, x8457x1760, x1024x1024 and x3072x768; timed 20 calls at a time, or
 //       with benchmarks/ab_builds.py's 10 ms samples, in place was as fast or 4-9% faster (16x4096x1024,
 //       16x1024x4096, 12x4096x4096). Not a choice to make on that evidence: streaming stops at 8 rows here too.
+//  [E5] the same guest (its CPUID reports a 260 MiB L3), one core: 4096^3 and 2048x4096x4096 with B's block
+//       (kc 2048 x nc) at 32 MiB ran at 0.78-0.84 of the time it took at 8-16 MiB (nc 1024-2048, or kc 1024),
+//       level with torch's oneDNN; 24 MiB 0.90; two cores 0.97-1.01. So the blocking counts on 64 MiB of L3
+//       there (B's block at most a quarter: 16 MiB).
 //  [Z1] Zen 5 (2-vCPU EPYC, family 0x1A), issue 17: prefetchnta chosen for the thin path (not measured
 //       against prefetcht0); 256-448 x 4096 x 4096 ran 7-16% faster with B in place, so no separate limit
 //       for 4 KiB-aliased rows; at 16x4096x4096 in place ran at 135 GFLOPS and streamed at 113 on one core,
 //       so streaming stops at 8 rows; split loads were met by aligning the columns, not by packing.
 #include "opbench/microarch.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace opbench {
 
 namespace {
 
-constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8};                    // [Z1]
-constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8};  // [E1-E4]
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0};                             // [Z1]
+constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20};  // [E1-E5]
 
 // Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
 // Intel cores (not measured there).
 constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
-  return {name, from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows, from.stream_m};
+  return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows,
+          from.stream_m, from.l3_counted_bytes};
 }
 constexpr MicroArchChoices kZen3 = taking("Zen 3", kZen5);
 constexpr MicroArchChoices kZen4 = taking("Zen 4", kZen5);
@@ -69,6 +75,11 @@ const MicroArchChoices& microarch_choices(const CpuInfo& cpu) {
   if (cpu.vendor == "GenuineIntel") return kOtherIntel;
   if (cpu.vendor == "AuthenticAMD") return kOtherAmd;
   return kUnknown;
+}
+
+int64_t l3_counted_bytes(const CpuInfo& cpu) {
+  const int64_t cap = microarch_choices(cpu).l3_counted_bytes;
+  return cap > 0 ? std::min(cpu.l3.size_bytes, cap) : cpu.l3.size_bytes;
 }
 
 const MicroArchChoices& microarch() {

@@ -25,6 +25,9 @@ struct MicroArchChoices {
   int64_t aliased_rows;
   // The default stream_m: GEMMs of 2 to this many rows of A stream B row by row (small.cpp).
   int64_t stream_m;
+  // The most L3 the blocking counts on (0: all that CPUID reports). A guest of a large Xeon is shown its
+  // socket's whole L3, shared with the other guests (blocked.cpp's gemm_block_n, which narrows the model's nc).
+  int64_t l3_counted_bytes;
 };
 
 // The row of a CPU (its vendor, family and model).
@@ -32,5 +35,8 @@ const MicroArchChoices& microarch_choices(const CpuInfo& cpu);
 
 // This CPU's row, found once.
 const MicroArchChoices& microarch();
+
+// The L3 bytes the blocking counts on: CPUID's, at most the row's l3_counted_bytes.
+int64_t l3_counted_bytes(const CpuInfo& cpu);
 
 }  // namespace opbench
