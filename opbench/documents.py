@@ -109,6 +109,7 @@ class KernelInfo(RegisterAndTiles):
     microarch: str  # the row of the kernels' micro-architecture table (csrc/runtime/microarch.cpp)
     microarch_measured: str  # the row whose measurements its choices are
     l3_counted_bytes: int  # the L3 the blocking counts on: CPUID's, or less where the row says (a VM guest)
+    packed_ahead_steps: int  # the AVX-512 micro-kernel's prefetch distance in the packed panels (0: none)
     fp16_accumulate: F16AccInfo
     bf16: Bf16Info
 

@@ -384,6 +384,12 @@ def test_thresholds_are_reported_and_checked() -> None:
     c = kernels.gemm(inp["a"], inp["b"], tiles={"tile_k": 4, "small_m": 0, "parallel_flops": 0})
     assert_close(c, inp, "fp32")
     assert info["stream_m"] == 8 and kernels.STREAM_M_MAX == 32  # every row of microarch.cpp's table
+    # measured on Emerald Rapids only ([E5], [E6]): every other row keeps CPUID's L3 and no prefetch
+    emerald = info["microarch_measured"] == "Emerald Rapids"
+    assert info["packed_ahead_steps"] == (16 if emerald else 0)
+    assert (info["l3_counted_bytes"] < kernels.cpu_info()["caches"]["l3"]["size_bytes"]) == (
+        emerald and kernels.cpu_info()["caches"]["l3"]["size_bytes"] > 64 << 20
+    )
     assert kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(stream_m=2)).tiles()["stream_m"] == 2
     bad_values = (
         {"small_m": -1},

@@ -3,6 +3,7 @@
 // only after the ISA table (opbench/isa.hpp) found the CPU runs it.
 #include <immintrin.h>
 
+#include "opbench/microarch.hpp"
 #include "opbench/kernel_set.hpp"
 #include "make_kernel_set.hpp"
 #include "ukernel_edges.hpp"
@@ -25,6 +26,13 @@ constexpr int64_t kCLateSteps = 48;
 // A's rows in place (conv2d_pixels.cpp): each step reads another channel's or tap's stretch of the padded
 // image, a stride the prefetchers do not follow; its lines are asked for this many steps ahead.
 constexpr int64_t kAAhead = 16;
+
+// The packed micro-panels' lines asked for this many steps ahead (the micro-architecture table's
+// packed_ahead_steps; 0: the hardware prefetchers alone).
+int64_t packed_ahead() {
+  static const int64_t steps = microarch().packed_ahead_steps;
+  return steps;
+}
 
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
@@ -79,6 +87,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
     }
   }
   constexpr bool kRows = kSrc == edges::kRowsOfB;
+  const int64_t ahead = kSrc == edges::kPacked ? packed_ahead() : 0;
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m512 bv[NV];
     const float* row = kRows ? b + b_off[p] : b + p * NV * 16;
@@ -89,6 +98,11 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       // the next micro-panel's part of this row (the caller's next tile) while this one is multiplied.
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + (NV + j) * 16), _MM_HINT_T0);
+    }
+    if (kSrc == edges::kPacked && ahead > 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(ap + ahead * kAStride), _MM_HINT_T0);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + (ahead * NV + j) * 16), _MM_HINT_T0);
     }
     const float* arow = kSrc == edges::kRowsOfA ? ap + b_off[p] : ap;
     if (kSrc == edges::kRowsOfA && p + kAAhead < kc) {

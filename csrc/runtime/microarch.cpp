@@ -14,6 +14,10 @@
 //       (kc 2048 x nc) at 32 MiB ran at 0.78-0.84 of the time it took at 8-16 MiB (nc 1024-2048, or kc 1024),
 //       level with torch's oneDNN; 24 MiB 0.90; two cores 0.97-1.01. So the blocking counts on 64 MiB of L3
 //       there (B's block at most a quarter: 16 MiB).
+//  [E6] the same guest, builds interleaved in one process, 7 rounds: the AVX-512 micro-kernel asking for
+//       the packed panels' lines 16 steps ahead took 0.92-0.95 of the time at 2048^3, 4096^3, 1024x3072x768
+//       and 256x4096x1024 on one core, 0.94-0.98 on two (8 steps 0.94-0.98, 24-32 as 16); 512^3,
+//       128x1000x2048, the convs, their backward and the LSTM 0.97-1.04. Not measured on a Zen core.
 //  [Z1] Zen 5 (2-vCPU EPYC, family 0x1A), issue 17: prefetchnta chosen for the thin path (not measured
 //       against prefetcht0); 256-448 x 4096 x 4096 ran 7-16% faster with B in place, so no separate limit
 //       for 4 KiB-aliased rows; at 16x4096x4096 in place ran at 135 GFLOPS and streamed at 113 on one core,
@@ -27,14 +31,14 @@ namespace opbench {
 
 namespace {
 
-constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0};                             // [Z1]
-constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20};  // [E1-E5]
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0};                              // [Z1]
+constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20, 16};  // [E1-E6]
 
 // Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
 // Intel cores (not measured there).
 constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
   return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows,
-          from.stream_m, from.l3_counted_bytes};
+          from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps};
 }
 constexpr MicroArchChoices kZen3 = taking("Zen 3", kZen5);
 constexpr MicroArchChoices kZen4 = taking("Zen 4", kZen5);

@@ -28,6 +28,9 @@ struct MicroArchChoices {
   // The most L3 the blocking counts on (0: all that CPUID reports). A guest of a large Xeon is shown its
   // socket's whole L3, shared with the other guests (blocked.cpp's gemm_block_n, which narrows the model's nc).
   int64_t l3_counted_bytes;
+  // The AVX-512 micro-kernel asks for the packed A and B micro-panels' lines this many steps of k ahead (0:
+  // the hardware prefetchers alone; ukernel_avx512.cpp).
+  int64_t packed_ahead_steps;
 };
 
 // The row of a CPU (its vendor, family and model).
