@@ -5,11 +5,11 @@
 //
 // The register tile is 32 x 32 fp32: four accumulator tiles of 16 rows x 16 columns (C00 C01 / C10 C11), fed
 // per K step of 32 by two A tiles (16 rows x 32 bf16 each: 64-byte rows of the packed A micro-panel,
-// pack_a_tiles, or of A's own rows read in place, lda halves apart) and two B tiles (16 pair-rows x 16 columns x 2 halves: the pairs layout of the packed 32-column B
-// micro-panel, pack_pairs.hpp, whose pair-rows are 128 bytes, so each B tile is read in place from the panel
-// with a 128-byte stride). Edges never read outside their operands: a K step past kc, rows past m and
-// columns past n go through zero-padded 1-2 KiB copies in the unit's scratch, and C is loaded and stored
-// directly only when the tile is whole.
+// pack_a_tiles, or of A's own rows read in place, lda halves apart) and two B tiles (16 pair-rows x 16
+// columns x 2 halves: the pairs layout of the packed 32-column B micro-panel, pack_pairs.hpp, whose pair-rows
+// are 128 bytes, so each B tile is read in place from the panel with a 128-byte stride). Edges never read
+// outside their operands: a K step past kc, rows past m and columns past n go through zero-padded 1-2 KiB
+// copies in the unit's scratch, and C is loaded and stored directly only when the tile is whole.
 #pragma once
 
 #include <cstdint>

@@ -27,13 +27,6 @@ constexpr int64_t kCLateSteps = 48;
 // image, a stride the prefetchers do not follow; its lines are asked for this many steps ahead.
 constexpr int64_t kAAhead = 16;
 
-// The packed micro-panels' lines asked for this many steps ahead (the micro-architecture table's
-// packed_ahead_steps; 0: the hardware prefetchers alone).
-int64_t packed_ahead() {
-  static const int64_t steps = microarch().packed_ahead_steps;
-  return steps;
-}
-
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 struct Cvt {
@@ -87,7 +80,9 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
     }
   }
   constexpr bool kRows = kSrc == edges::kRowsOfB;
-  const int64_t ahead = kSrc == edges::kPacked ? packed_ahead() : 0;
+  // The packed micro-panels' lines asked for this many steps ahead (the micro-architecture table; 0: the
+  // hardware prefetchers alone).
+  const int64_t packed_ahead = kSrc == edges::kPacked ? microarch().packed_ahead_steps : 0;
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m512 bv[NV];
     const float* row = kRows ? b + b_off[p] : b + p * NV * 16;
@@ -99,10 +94,12 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + (NV + j) * 16), _MM_HINT_T0);
     }
-    if (kSrc == edges::kPacked && ahead > 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(ap + ahead * kAStride), _MM_HINT_T0);
+    if (kSrc == edges::kPacked && packed_ahead > 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(ap + packed_ahead * kAStride), _MM_HINT_T0);
 #pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + (ahead * NV + j) * 16), _MM_HINT_T0);
+      for (int j = 0; j < NV; ++j) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + (packed_ahead * NV + j) * 16), _MM_HINT_T0);
+      }
     }
     const float* arow = kSrc == edges::kRowsOfA ? ap + b_off[p] : ap;
     if (kSrc == edges::kRowsOfA && p + kAAhead < kc) {

@@ -128,9 +128,10 @@ using PackBH = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, ui
 
 // bf16 inputs (gemm): A's and B's panels hold bf16 pairs along k, the layout of AVX512-BF16's vdpbf16ps (and
 // of VNNI). A's MR-row micro-panel is ceil(kc / 2) x MR x 2 halves, row i's elements 2p and 2p + 1 side by side
-// at pair p (AMX's pack_a and ukernel agree on another layout of the same size: amx_body.hpp's tile rows); B's NR-column micro-panel ceil(kc / 2) x NR x 2 (64-byte aligned); an odd kc is padded with a
-// zero. The micro-kernel sums the products (exact in fp32) in fp32 and adds the tile to C (C = tile when
-// !accumulate), writing only C[0:m, 0:n]. The block sums are fp32, so the error is fp32 accumulation's.
+// at pair p (AMX's pack_a and ukernel agree on another layout of the same size: amx_body.hpp's tile rows);
+// B's NR-column micro-panel ceil(kc / 2) x NR x 2 (64-byte aligned); an odd kc is padded with a zero. The
+// micro-kernel sums the products (exact in fp32) in fp32 and adds the tile to C (C = tile when !accumulate),
+// writing only C[0:m, 0:n]. The block sums are fp32, so the error is fp32 accumulation's.
 using UkernelBf16 = UkernelF16Acc;
 // The same tile with A read in place: rows [0, m) of row-major bf16 A from a, lda halves apart, k from a's
 // column on (an odd kc reads the last pair's first half alone). Only the m rows are read.
