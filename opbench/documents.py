@@ -110,6 +110,7 @@ class KernelInfo(RegisterAndTiles):
     microarch_measured: str  # the row whose measurements its choices are
     l3_counted_bytes: int  # the L3 the blocking counts on: CPUID's, or less where the row says (a VM guest)
     packed_ahead_steps: int  # the AVX-512 micro-kernel's prefetch distance in the packed panels (0: none)
+    f32_a_in_place_max_k: int  # fp32 A read in place up to this K block (0: always packed; microarch.cpp)
     fp16_accumulate: F16AccInfo
     bf16: Bf16Info
 

@@ -387,6 +387,7 @@ def test_thresholds_are_reported_and_checked() -> None:
     # measured on Emerald Rapids only ([E5], [E6]): every other row keeps CPUID's L3 and no prefetch
     emerald = info["microarch_measured"] == "Emerald Rapids"
     assert info["packed_ahead_steps"] == (16 if emerald else 0)
+    assert info["f32_a_in_place_max_k"] == (1024 if emerald and info["isa"] == "avx512" else 0)
     assert (info["l3_counted_bytes"] < kernels.cpu_info()["caches"]["l3"]["size_bytes"]) == (
         emerald and kernels.cpu_info()["caches"]["l3"]["size_bytes"] > 64 << 20
     )
@@ -455,4 +456,54 @@ print("ok")
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "OPBENCH_ISA": isa}
     )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("row", ["Emerald Rapids", "Zen 5"])
+def test_fp32_a_read_in_place_against_float64(isa: str, row: str) -> None:
+    """fp32 A read in place by the AVX-512 kernel (GemmKernels::ukernel_a), on the rows of the
+    micro-architecture table that take it and that do not, forced with OPBENCH_MICROARCH on any CPU: the
+    unpacked-B path with a misaligned B (row tiles alike in size, 2 rows apart, an odd one last), the blocked
+    loops (several K blocks, N blocks cut to half of L2), the limits (N past 2048, K blocks past 1024) and 1-3
+    threads, on odd shapes and round ones, against float64."""
+    script = """
+import numpy as np
+from opbench import kernels
+from opbench.ops import gemm
+info = kernels.default_tiles(ISA)
+assert info["microarch"] == ROW, info["microarch"]
+in_place = info["f32_a_in_place_max_k"] > 0
+assert in_place == (ROW == "Emerald Rapids" and ISA == "avx512"), info["f32_a_in_place_max_k"]
+
+def misaligned(x, skew):
+    # a copy of x whose data starts `skew` bytes past a 64-byte line (numpy's own are 16 bytes past, or 0)
+    buf = np.empty(x.size + 32, np.float32)
+    off = (skew - buf.ctypes.data % 64) % 64 // 4
+    y = buf[off:off + x.size].reshape(x.shape)
+    y[...] = x
+    assert y.ctypes.data % 64 == skew
+    return y
+
+cases = [  # (m, n, k), tiles, whether A is read in place where the row takes it
+    ((57, 67, 71), {}, True), ((71, 101, 103), {}, True), ((97, 33, 1021), {}, True),
+    ((113, 257, 511), {}, True), ((128, 128, 128), {}, True), ((59, 2049, 3), {}, False),
+    ((449, 67, 131), {}, True), ((463, 37, 600), {"k": 128}, True), ((449, 61, 1025), {}, False),
+    ((500, 2000, 300), {}, True), ((31, 67, 71), {}, False),
+]
+for (m, n, k), given, expect in cases:
+    s = gemm.GemmShape(m, n, k)
+    i = gemm.make_inputs(s, "fp32", 5)
+    i["b"] = misaligned(i["b"], 16)
+    for threads in (1, 2, 3):
+        plan = kernels.prepare_gemm(i["a"], i["b"], tiles=kernels.Tiles(threads=threads, isa=ISA, **given))
+        path = plan.tiles()["path"]
+        if m > plan.tiles()["small_m"]:
+            assert ("A read in place" in path) == (in_place and expect), (m, n, k, path)
+        r = gemm.check(s, plan.output(), i, gemm.reference(s, i), "fp32", "fp32")
+        assert r["ok"], (m, n, k, threads, r["max_err_ratio"])
+print("ok")
+""".replace("ISA", repr(isa)).replace("ROW", repr(row))
+    env = {**os.environ, "OPBENCH_ISA": isa, "OPBENCH_MICROARCH": row}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

@@ -288,6 +288,8 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["microarch_measured"] = microarch().measured;
   d["l3_counted_bytes"] = l3_counted_bytes(cpu_info());  // the L3 the blocking counts on (microarch.cpp)
   d["packed_ahead_steps"] = microarch().packed_ahead_steps;  // the AVX-512 kernel's prefetch distance
+  // fp32 A read in place by the blocked loops up to this K block (0: always packed; microarch.cpp)
+  d["f32_a_in_place_max_k"] = ks.gemm.ukernel_a != nullptr ? microarch().f32_a_in_place_max_k : 0;
   py::dict f16acc;  // accumulate='fp16': the kernels it would run, or why it cannot run here
   try {
     const F16AccKernels& k = f16acc_kernels(ks);

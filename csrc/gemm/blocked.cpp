@@ -179,6 +179,23 @@ bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk) {
   return !p.trans_a && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK;
 }
 
+}  // namespace
+
+// fp32 A read in place (GemmKernels::ukernel_a) where the micro-architecture table says so, for a K block of
+// at most its f32_a_in_place_max_k and at most kF32InPlaceMaxN columns: packing A costs 0.3-0.7 cycles a
+// float per K block, a tenth or more of the time when N is a few hundred, and nothing worth saving past a
+// few thousand, where the row tiles' passes over B's block cost more (57x4097x129 on one Emerald Rapids
+// core, in place / packed: 0.93). Measured: microarch.cpp [E7].
+constexpr int64_t kF32InPlaceMaxN = 2048;
+
+bool f32_a_in_place(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
+  const int64_t max_k = microarch().f32_a_in_place_max_k;
+  return ks.gemm.ukernel_a != nullptr && p.in_dtype == Dtype::f32 && !p.trans_a && max_k > 0 &&
+         std::min(blk.kc, p.k) <= max_k && p.n <= kF32InPlaceMaxN;
+}
+
+namespace {
+
 // A register tile's kernels as the blocked loops see them: packed panels of Elem, a micro-kernel that adds
 // into fp32 C, and where B was packed ahead of time (if it was).
 struct F32Tile {
@@ -200,8 +217,11 @@ struct F32Tile {
     ks.gemm.ukernel(kb, a, b, c, ldc, acc, m, n);
   }
   const float* prepacked(const GemmProblem& p) const { return static_cast<const float*>(p.b_packed); }
-  bool a_in_place(const GemmProblem&, const Blocking&) const { return false; }
-  void ukernel_a(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, int, int) const {}
+  bool a_in_place(const GemmProblem& p, const Blocking& blk) const { return f32_a_in_place(ks, p, blk); }
+  void ukernel_a(int64_t kb, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, bool acc, int m,
+                 int n) const {
+    ks.gemm.ukernel_a(kb, a, lda, b, c, ldc, acc, m, n);
+  }
   bool rounds_in_kernel(const GemmProblem&, int64_t, bool) const { return false; }
   void ukernel_a_round(int64_t, const float*, int64_t, const float*, uint16_t*, int64_t, int, int) const {}
   void ukernel_round(int64_t, const float*, const float*, uint16_t*, int64_t, int, int) const {}
@@ -290,6 +310,19 @@ int64_t tile_block_n(const Tile& tile, const GemmProblem& p, const Blocking& blk
   return gemm_block_n(p, blk, tile.nr(), sizeof(typename Tile::Elem));
 }
 
+// The N block when fp32 A is read in place: every row tile reads all of B's block again, so the block fits in
+// half of L2, in equal blocks (57x4097x129 with B's 2 MB block in L3 ran at 0.80 of packed A; in half of L2,
+// 0.93, and the rule's N limit then left it packed). bf16 keeps the model's block, as measured on AMX.
+template <class Tile>
+int64_t in_place_block_n(const Tile& tile, const GemmProblem& p, const Blocking& blk) {
+  const int64_t nc = tile_block_n(tile, p, blk);
+  if constexpr (!std::is_same_v<Tile, F32Tile>) return nc;
+  const int64_t NR = tile.nr(), kb = std::min(blk.kc, p.k);
+  const int64_t fit = std::max(NR, cpu_info().l2.size_bytes / 2 / (kb * int64_t(sizeof(float))) / NR * NR);
+  if (nc <= fit) return nc;
+  return std::min(nc, round_up(ceil_div(p.n, ceil_div(p.n, fit)), NR));
+}
+
 // Elements of B packed whole (pack_b_all): every (jc, pc) block, in the blocked loops' order.
 template <class Tile>
 int64_t packed_b_elems(const Tile& tile, const GemmProblem& p, const Blocking& blk) {
@@ -327,8 +360,11 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   using Elem = typename Tile::Elem;
   const int64_t MR = tile.mr(), NR = tile.nr();
   const int64_t mc = std::min(blk.mc, p.m);
-  const int64_t nc = tile_block_n(tile, p, blk);
   const int64_t kc = std::min(blk.kc, p.k);
+  const bool a_in_place = tile.a_in_place(p, blk);
+  // (B packed ahead of time keeps the block it was packed in: packed_offset)
+  const int64_t nc =
+      a_in_place && p.b_packed == nullptr ? in_place_block_n(tile, p, blk) : tile_block_n(tile, p, blk);
 
   const int64_t row_panels = ceil_div(p.m, MR);
   const int64_t col_panels = ceil_div(nc, NR);
@@ -342,7 +378,6 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   const int64_t a_rows = std::min(round_up(mc, MR), ceil_div(row_panels, tm) * MR);
   const int64_t a_stride = round_up(a_rows * tile.depth(kc), 1024);  // 4 KiB apart: no false sharing between threads
   const Elem* prepacked = tile.prepacked(p);
-  const bool a_in_place = tile.a_in_place(p, blk);
   const bool rounds = tile.rounds_in_kernel(p, kc, a_in_place);
   // fp16 or bf16 output goes through an fp32 workspace, unless the kernel rounds it
   const bool f16 = p.out_dtype != Dtype::f32 && !rounds;
@@ -395,27 +430,35 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           const Elem* a_rows_in_place = a_in_place ? static_cast<const Elem*>(p.a) + ic * p.lda + pc : nullptr;
           if (!a_in_place) tile.pack_a(p, ic, pc, mb, kb, a_pack);
           const bool acc = p.accumulate || pc > 0;
+          const int64_t row_tiles = ceil_div(mb, MR);
+          // fp32 A in place: tiles of rows alike in size, in steps of 2 (as gemm_unpacked_b's): each row tile
+          // reads all of B's block again, and 57 rows as 4 x 14 and 1 read it five times for 57 rows' work.
+          const bool even_tiles = a_in_place && std::is_same_v<Tile, F32Tile>;
+          const int64_t base = even_tiles ? mb / row_tiles / 2 * 2 : MR;
+          const int64_t bigger = even_tiles ? (mb - base * row_tiles) / 2 : 0;
+          const int64_t odd = even_tiles ? mb - base * row_tiles - 2 * bigger : 0;
           auto run_tile = [&](int64_t r, int64_t q) {
-            const int m_valid = static_cast<int>(std::min(MR, mb - r * MR));
+            const int64_t r0 = r * base + 2 * std::min(r, bigger);
+            const int m_valid = static_cast<int>(
+                even_tiles ? base + (r < bigger ? 2 : 0) + (r == row_tiles - 1 ? odd : 0) : std::min(MR, mb - r0));
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
             const Elem* bp = b_block + q * kd * NR;
             if (rounds) {
-              uint16_t* c_tile = static_cast<uint16_t*>(p.c) + (ic + r * MR) * p.ldc + jc + q * NR;
+              uint16_t* c_tile = static_cast<uint16_t*>(p.c) + (ic + r0) * p.ldc + jc + q * NR;
               if (a_in_place) {
-                tile.ukernel_a_round(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, p.ldc, m_valid, n_valid);
+                tile.ukernel_a_round(kb, a_rows_in_place + r0 * p.lda, p.lda, bp, c_tile, p.ldc, m_valid, n_valid);
               } else {
                 tile.ukernel_round(kb, a_pack + r * MR * kd, bp, c_tile, p.ldc, m_valid, n_valid);
               }
               return;
             }
-            float* c_tile = c_base + (ic + r * MR) * c_ld + q * NR;
+            float* c_tile = c_base + (ic + r0) * c_ld + q * NR;
             if (a_in_place) {
-              tile.ukernel_a(kb, a_rows_in_place + r * MR * p.lda, p.lda, bp, c_tile, c_ld, acc, m_valid, n_valid);
+              tile.ukernel_a(kb, a_rows_in_place + r0 * p.lda, p.lda, bp, c_tile, c_ld, acc, m_valid, n_valid);
             } else {
               tile.ukernel(kb, a_pack + r * MR * kd, bp, c_tile, c_ld, acc, m_valid, n_valid);
             }
           };
-          const int64_t row_tiles = ceil_div(mb, MR);
           if (a_in_place) {
             // Row tile outside: A read in place is MR strided rows, each row tile read once, from wherever A
             // is, and kept in L1 while B's packed panels stream past from L2; C's rows are written whole, one
@@ -502,8 +545,8 @@ std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking&
   }
   if (const char* small = small_path(ks, p, blk)) return small;
   const KernelSet& tk = tile_kernels(ks, p.n);
-  return std::string("blocked") + (p.b_packed != nullptr ? ", B packed once" : "") +
-         (&tk != &ks ? " (narrow tile)" : "");
+  return std::string("blocked") + (f32_a_in_place(tk, p, blk) ? ", A read in place" : "") +
+         (p.b_packed != nullptr ? ", B packed once" : "") + (&tk != &ks ? " (narrow tile)" : "");
 }
 
 int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {

@@ -277,6 +277,12 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // (16-64 x 1024-4096 x 1024 ran at 0.46-0.60x torch's fp16 on one Xeon EMR core).
   const bool pack_panels =
       f16_in || (microarch().split_loads_costly && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR);
+  // Where B's panels are packed anyway and the kernel set reads fp32 A in place (f32_a_in_place), a thread
+  // packs all its panels of a K block first, while they fit in half of L2, and then reads each tile of A's
+  // rows in place against them (row tiles outside): no packed A (microarch.cpp [E7]).
+  const int64_t most_cols = std::min(p.n, ceil_div(col_panels, tn) * NR);
+  const bool a_in_place = pack_panels && !f16_in && f32_a_in_place(ks, p, blk) &&
+                          kc * round_up(most_cols, NR) * int64_t(sizeof(float)) <= cpu_info().l2.size_bytes / 2;
 
   ThreadPool::instance().run(threads, [&](int tid) {
     static thread_local AlignedBuffer a_buffer, c_buffer, off_buffer, edge_buffer;
@@ -295,10 +301,12 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
       r0 = t * base + 2 * std::min(t, bigger);
       nrows = base + (t < bigger ? 2 : 0) + (t == tiles - 1 ? odd : 0);
     };
-    auto* a_pack = static_cast<float*>(a_buffer.reserve(static_cast<size_t>(tiles * MR * kc) * sizeof(float)));
+    const size_t a_bytes = a_in_place ? 0 : static_cast<size_t>(tiles * MR * kc) * sizeof(float);
+    auto* a_pack = a_in_place ? nullptr : static_cast<float*>(a_buffer.reserve(a_bytes));
     auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
     for (int64_t q = 0; q < kc; ++q) offs[q] = q * p.ldb;  // B's rows, read in place
-    float* edge = static_cast<float*>(edge_buffer.reserve(static_cast<size_t>(kc * NR) * sizeof(float)));
+    const int64_t edge_cols = a_in_place ? round_up(std::min(nc, n_hi - n_lo), NR) : NR;
+    float* edge = static_cast<float*>(edge_buffer.reserve(static_cast<size_t>(kc * edge_cols) * sizeof(float)));
     float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(static_cast<size_t>(rows * nc) * sizeof(float))) : nullptr;
 
     for (int64_t jc = n_lo; jc < n_hi; jc += nc) {
@@ -307,6 +315,23 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
       const int64_t ldc = f16_out ? nc : p.ldc;
       for (int64_t pc = 0; pc < p.k; pc += kc) {
         const int64_t kb = std::min(kc, p.k - pc);
+        const bool acc = p.accumulate || pc > 0;
+        if (a_in_place) {
+          const float* b = static_cast<const float*>(p.b) + pc * p.ldb + jc;
+          for (int64_t j = 0; j < nb; j += NR) {
+            ks.gemm.pack_b_f32(b + j, p.ldb, kb, std::min(NR, nb - j), edge + j * kb);
+          }
+          for (int64_t t = 0; t < tiles; ++t) {
+            int64_t r0, nrows;
+            tile_rows(t, r0, nrows);
+            const float* a = static_cast<const float*>(p.a) + (m_lo + r0) * p.lda + pc;
+            for (int64_t j = 0; j < nb; j += NR) {
+              ks.gemm.ukernel_a(kb, a, p.lda, edge + j * kb, c + r0 * ldc + j, ldc, acc, static_cast<int>(nrows),
+                                static_cast<int>(std::min(NR, nb - j)));
+            }
+          }
+          continue;
+        }
         for (int64_t t = 0; t < tiles; ++t) {  // each tile of rows into its own MR-row micro-panel
           int64_t r0, nrows;
           tile_rows(t, r0, nrows);
@@ -323,7 +348,6 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
         }
         // fp32 B in place (fp16 B is only read through pack_b_f16 below)
         const float* b = f16_in ? nullptr : static_cast<const float*>(p.b) + pc * p.ldb + jc;
-        const bool acc = p.accumulate || pc > 0;
         const int64_t head = pack_panels ? 0 : aligning_columns(static_cast<const float*>(p.b) + jc, p.ldb, NR);
         for (int64_t j = 0, width = 0; j < nb; j += width) {
           width = std::min(j == 0 && head > 0 ? head : NR, nb - j);
@@ -460,7 +484,9 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
   int64_t unpacked = 0;
   if (p.m <= blk.small_m) {
     const int64_t nc = add(std::min(blk.nc, p.n), NR, "tile_n");
-    const int64_t per_thread = add(add(mul(add(p.m, MR, "rows"), kc, "packed A"), mul(kc, NR + 2, "B edge"), "scratch"),
+    // B's panels: one (and its edge), or all of a thread's that fit in half of L2 (A read in place)
+    const int64_t b_panels = std::max(mul(kc, NR + 2, "B edge"), cpu_info().l2.size_bytes / 8);
+    const int64_t per_thread = add(add(mul(add(p.m, MR, "rows"), kc, "packed A"), b_panels, "scratch"),
                                    mul(p.m, nc, "fp32 C block"), "scratch");
     unpacked = mul(per_thread, threads, "unpacked-B scratch");
   }

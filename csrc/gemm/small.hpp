@@ -18,6 +18,9 @@ bool small_gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, 
 // Whether a small-shape path takes this problem without ever packing B (one row of A; few columns).
 bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p);
 
+// Whether the blocked loops read this fp32 problem's A in place (GemmKernels::ukernel_a; blocked.cpp).
+bool f32_a_in_place(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
+
 // The floats small_gemm's paths may allocate for this problem (an upper bound, overflow-checked).
 int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads);
 

@@ -27,6 +27,9 @@ constexpr int64_t kCLateSteps = 48;
 // image, a stride the prefetchers do not follow; its lines are asked for this many steps ahead.
 constexpr int64_t kAAhead = 16;
 
+// Row-major A read in place (kMatrixA): lines of each row fetched this many ahead of the step.
+constexpr int64_t kMatrixAheadLines = 4;
+
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 struct Cvt {
@@ -46,6 +49,50 @@ struct Cvt {
     for (; j < n; ++j) dst[j] = _cvtss_sh(src[j], kRound);
   }
 };
+
+// Row I of a tile of row-major A read in place (edges::kMatrixA), broadcast: rows 0-6 from lo, 7-13 from hi,
+// each one addressing mode away (l = lda in bytes, l3 and l5 its multiples). Written as asm because the
+// compiler kept one pointer per row instead, 14 of them, and spilled half to the stack: six more loads a
+// step, and 0.93-0.95 of the packed kernel's speed in L1 where this runs at 0.97-1.00.
+template <int I>
+__m512 matrix_a_row(const float* lo, const float* hi, int64_t l, int64_t l3, int64_t l5) {
+  const float* base = I < 7 ? lo : hi;
+  __m512 v;
+  switch (I % 7) {
+    case 0: asm("vbroadcastss (%1), %0" : "=v"(v) : "r"(base)); break;
+    case 1: asm("vbroadcastss (%1,%2,1), %0" : "=v"(v) : "r"(base), "r"(l)); break;
+    case 2: asm("vbroadcastss (%1,%2,2), %0" : "=v"(v) : "r"(base), "r"(l)); break;
+    case 3: asm("vbroadcastss (%1,%2,1), %0" : "=v"(v) : "r"(base), "r"(l3)); break;
+    case 4: asm("vbroadcastss (%1,%2,4), %0" : "=v"(v) : "r"(base), "r"(l)); break;
+    case 5: asm("vbroadcastss (%1,%2,1), %0" : "=v"(v) : "r"(base), "r"(l5)); break;
+    default: asm("vbroadcastss (%1,%2,2), %0" : "=v"(v) : "r"(base), "r"(l3)); break;
+  }
+  return v;
+}
+
+template <int I, int MR>
+__m512 matrix_a_bcast(const float* lo, const float* hi, const float* last, int64_t l, int64_t l3, int64_t l5) {
+  if constexpr (I == MR - 1) {
+    __m512 v;
+    asm("vbroadcastss (%1), %0" : "=v"(v) : "r"(last));
+    return v;
+  } else {
+    return matrix_a_row<I>(lo, hi, l, l3, l5);
+  }
+}
+
+// Rows I.. of the tile's FMAs for one step of row-major A in place: acc[i][j] += A[i][p] * bv[j].
+template <int I, int MR, int NV>
+__attribute__((always_inline)) inline void matrix_a_fmas(__m512 (&acc)[MR][NV], const __m512 (&bv)[NV], const float* lo,
+                                                         const float* hi, const float* last, int64_t l1, int64_t l3,
+                                                         int64_t l5) {
+  if constexpr (I < MR) {
+    const __m512 a = matrix_a_bcast<I, MR>(lo, hi, last, l1, l3, l5);
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[I][j] = _mm512_fmadd_ps(a, bv[j], acc[I][j]);
+    matrix_a_fmas<I + 1, MR, NV>(acc, bv, lo, hi, last, l1, l3, l5);
+  }
+}
 
 // One body for the three sources (edges::Source): packed micro-panels (B's row p at b + p * NR, 64-byte
 // aligned), B's rows read in place (row p at b + b_off[p], unaligned), or A's rows read in place (step p's
@@ -80,9 +127,18 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
     }
   }
   constexpr bool kRows = kSrc == edges::kRowsOfB;
+  // Row-major A in place (kMatrixA): rows lda apart; a tile of fewer rows than MR reads its last row twice
+  // rather than a row past A (its sums are never stored). a_span: the K block in whole lines.
+  const int64_t lda = kSrc == edges::kMatrixA ? b_off[0] : 0;
+  const float* a_last = ap + (m >= MR ? MR - 1 : (MR >= 2 ? MR - 2 : 0)) * lda;
+  const float* a_hi = ap + 7 * lda;
+  const int64_t l1 = lda * 4, l3 = 3 * l1, l5 = 5 * l1;
+  const int64_t a_span = (kc + 15) / 16 * 16;
+  const int64_t a_ahead = a_span < 16 * kMatrixAheadLines ? a_span : 16 * kMatrixAheadLines;
   // The packed micro-panels' lines asked for this many steps ahead (the micro-architecture table; 0: the
   // hardware prefetchers alone).
-  const int64_t packed_ahead = kSrc == edges::kPacked ? microarch().packed_ahead_steps : 0;
+  const int64_t packed_ahead =
+      kSrc == edges::kPacked || kSrc == edges::kMatrixA ? microarch().packed_ahead_steps : 0;
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m512 bv[NV];
     const float* row = kRows ? b + b_off[p] : b + p * NV * 16;
@@ -94,8 +150,10 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(row + (NV + j) * 16), _MM_HINT_T0);
     }
-    if (kSrc == edges::kPacked && packed_ahead > 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(ap + packed_ahead * kAStride), _MM_HINT_T0);
+    if (kSrc != edges::kRowsOfB && kSrc != edges::kRowsOfA && packed_ahead > 0) {
+      if (kSrc == edges::kPacked) {
+        _mm_prefetch(reinterpret_cast<const char*>(ap + packed_ahead * kAStride), _MM_HINT_T0);
+      }
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) {
         _mm_prefetch(reinterpret_cast<const char*>(row + (packed_ahead * NV + j) * 16), _MM_HINT_T0);
@@ -107,13 +165,28 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       _mm_prefetch(ahead, _MM_HINT_T0);
       _mm_prefetch(ahead + MR * sizeof(float) - 1, _MM_HINT_T0);
     }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const __m512 a = _mm512_set1_ps(arow[i]);
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(a, bv[j], acc[i][j]);
+    if (kSrc == edges::kMatrixA) {
+      // One row's line kMatrixAheadLines ahead per step: each row moves a line every 16 steps, and 14 rows
+      // are more streams than the prefetchers follow. Past the K block the stream runs on into the same row
+      // of the next row tile (the blocked loops' next, once B's panels have passed).
+      const int64_t r = p & 15;
+      if (r < MR) {
+        const int64_t at = (p - r) + a_ahead;
+        const float* line = at < a_span ? ap + r * lda + at : ap + (kAStride + r) * lda + (at - a_span);
+        _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+      }
     }
-    if (kSrc != edges::kRowsOfA) ap += kAStride;
+    if constexpr (kSrc == edges::kMatrixA) {
+      matrix_a_fmas<0, MR, NV>(acc, bv, ap + p, a_hi + p, a_last + p, l1, l3, l5);
+    } else {
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const __m512 a = _mm512_set1_ps(arow[i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(a, bv[j], acc[i][j]);
+      }
+    }
+    if (kSrc != edges::kRowsOfA && kSrc != edges::kMatrixA) ap += kAStride;
   };
   int64_t p = 0;
 #pragma GCC unroll 2
@@ -169,9 +242,14 @@ using UN = edges::Ukernels<Body, kMR, 1>;
 
 constexpr KernelSet kAvx512Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 16>(
     "avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed, UN::rows, UN::a_rows, MicroPanelHome::l1);
-constexpr KernelSet kAvx512 =
+constexpr KernelSet with_a_in_place(KernelSet ks, UkernelAF32 ukernel_a) {
+  ks.gemm.ukernel_a = ukernel_a;
+  return ks;
+}
+constexpr KernelSet kAvx512 = with_a_in_place(
     make_kernel_set<kMR, kNR, Cvt, 16>("avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)",
-                                       U::packed, U::rows, U::a_rows, MicroPanelHome::l2, &kAvx512Narrow);
+                                       U::packed, U::rows, U::a_rows, MicroPanelHome::l2, &kAvx512Narrow),
+    U::a_matrix);
 
 }  // namespace
 

@@ -12,8 +12,10 @@ namespace opbench {
 namespace edges {
 
 // Where the micro-kernel body reads its operands: A and B packed; B's rows in place (row p at b + b_off[p]);
-// A's rows in place (step p's rows at ap + b_off[p], B packed).
-enum Source : int { kPacked = 0, kRowsOfB = 1, kRowsOfA = 2 };
+// A's rows in place (step p's rows at ap + b_off[p], B packed); row-major A in place (row i of step p at
+// ap + i * b_off[0] + p, B packed: b_off[0] is A's leading dimension, and a tile of m < ROWS rows reads none
+// past row m - 1).
+enum Source : int { kPacked = 0, kRowsOfB = 1, kRowsOfA = 2, kMatrixA = 3 };
 
 // Body::run<ROWS, NV, kSrc, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n) computes ROWS rows of the
 // tile (A's micro-panels hold kAStride rows) from the operands kSrc names.
@@ -51,6 +53,15 @@ struct Ukernels {
       Body::template run<MR - 1, NV, kRowsOfA, MR>(kc, a, bp, a_off, c, ldc, accumulate, m, n);
     } else {
       any_rows<Body, MR, NV, kRowsOfA>(kc, a, bp, a_off, c, ldc, accumulate, m, n);
+    }
+  }
+  static void a_matrix(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc,
+                       bool accumulate, int m, int n) {
+    const int64_t ld[1] = {lda};
+    if (m == MR - 1) {
+      Body::template run<MR - 1, NV, kMatrixA, MR>(kc, a, bp, ld, c, ldc, accumulate, m, n);
+    } else {
+      any_rows<Body, MR, NV, kMatrixA>(kc, a, bp, ld, c, ldc, accumulate, m, n);
     }
   }
 };

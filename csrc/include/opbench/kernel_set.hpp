@@ -21,6 +21,10 @@ using UkernelRowsF32 = void (*)(int64_t kc, const float* ap, const float* b, con
 // a + a_off[p] (any alignment), and B is a packed micro-panel as for UkernelF32.
 using UkernelARowsF32 = void (*)(int64_t kc, const float* a, const int64_t* a_off, const float* bp, float* c,
                                  int64_t ldc, bool accumulate, int m, int n);
+// The same register tile with A read in place from a row-major matrix: row i of the tile is at a + i * lda
+// (any alignment; rows past m - 1 are never read), and B is a packed micro-panel as for UkernelF32.
+using UkernelAF32 = void (*)(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc,
+                             bool accumulate, int m, int n);
 // Pack rows [0, m) x columns [0, k) of a row-major matrix into ceil(m / MR) consecutive MR-row micro-panels.
 using PackAF32 = void (*)(const float* a, int64_t lda, int64_t m, int64_t k, float* dst);
 using PackAF16 = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, float* dst);
@@ -192,6 +196,7 @@ enum class MicroPanelHome { l1, l2 };
 // few-columns path and the conversions.
 struct GemmKernels {
   UkernelF32 ukernel;
+  UkernelAF32 ukernel_a;  // A read in place (the blocked loops, microarch's f32_a_in_place_max_k); null: none
   PackAF32 pack_a_f32;
   PackAF16 pack_a_f16;
   PackAtF32 pack_at_f32;
