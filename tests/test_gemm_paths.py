@@ -464,7 +464,8 @@ print("ok")
 def test_fp32_a_read_in_place_against_float64(isa: str, row: str) -> None:
     """fp32 A read in place by the AVX-512 kernel (GemmKernels::ukernel_a), on the rows of the
     micro-architecture table that take it and that do not, forced with OPBENCH_MICROARCH on any CPU: the
-    unpacked-B path with a misaligned B (row tiles alike in size, 2 rows apart, an odd one last), the blocked
+    unpacked-B path with B misaligned and on a line (row tiles alike in size, 2 rows apart, an odd one last),
+    the blocked
     loops (several K blocks, N blocks cut to half of L2), the limits (N past 2048, K blocks past 1024) and 1-3
     threads, on odd shapes and round ones, against float64."""
     script = """
@@ -494,8 +495,8 @@ cases = [  # (m, n, k), tiles, whether A is read in place where the row takes it
 for (m, n, k), given, expect in cases:
     s = gemm.GemmShape(m, n, k)
     i = gemm.make_inputs(s, "fp32", 5)
-    i["b"] = misaligned(i["b"], 16)
-    for threads in (1, 2, 3):
+    for skew, threads in ((16, 1), (16, 2), (16, 3), (0, 1), (0, 2)):
+        i["b"] = misaligned(i["b"], skew)
         plan = kernels.prepare_gemm(i["a"], i["b"], tiles=kernels.Tiles(threads=threads, isa=ISA, **given))
         path = plan.tiles()["path"]
         if m > plan.tiles()["small_m"]:

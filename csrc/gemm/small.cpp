@@ -277,11 +277,12 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // (16-64 x 1024-4096 x 1024 ran at 0.46-0.60x torch's fp16 on one Xeon EMR core).
   const bool pack_panels =
       f16_in || (microarch().split_loads_costly && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR);
-  // Where B's panels are packed anyway and the kernel set reads fp32 A in place (f32_a_in_place), a thread
-  // packs all its panels of a K block first, while they fit in half of L2, and then reads each tile of A's
-  // rows in place against them (row tiles outside): no packed A (microarch.cpp [E7]).
+  // Where the kernel set reads fp32 A in place (f32_a_in_place) and a thread has at least kCopyTiles tiles of
+  // rows, it packs all its panels of a K block first, while they fit in half of L2, and then reads each tile
+  // of A's rows in place against them (row tiles outside): no packed A, and B packed once per thread even
+  // where its rows are aligned and could be read in place (microarch.cpp [E7]: 0.81-0.95 of the time).
   const int64_t most_cols = std::min(p.n, ceil_div(col_panels, tn) * NR);
-  const bool a_in_place = pack_panels && !f16_in && f32_a_in_place(ks, p, blk) &&
+  const bool a_in_place = !f16_in && most_rows >= kCopyTiles * MR && f32_a_in_place(ks, p, blk) &&
                           kc * round_up(most_cols, NR) * int64_t(sizeof(float)) <= cpu_info().l2.size_bytes / 2;
 
   ThreadPool::instance().run(threads, [&](int tid) {

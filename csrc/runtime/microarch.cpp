@@ -20,7 +20,9 @@
 //       128x1000x2048, the convs, their backward and the LSTM 0.97-1.04. Not measured on a Zen core.
 //  [E7] the same guest, one and two cores, interleaved in one process: fp32 A read in place against packed,
 //       on the unpacked-B path where a misaligned B is packed per panel anyway: 96^3-192^3 1.07-1.19x on one
-//       core and 1.10-1.29x on two (192^3 1.00), 256x256x1024 1.12-1.14x, 384x384x64 1.02-1.07x; the
+//       core and 1.10-1.29x on two (192^3 1.00), 256x256x1024 1.12-1.14x, 384x384x64 1.02-1.07x; with an
+//       aligned B, read in place before, packed once per thread now: 96^3-256^3, 448x512x512 and
+//       256x256x1024 1.05-1.15x on one core, 1.04-1.23x on two (64x1000x1000 1.00-1.04x); the
 //       blocked loops (row tiles outside, K block up to 1024): 1024x128x1024 1.15-1.16x, 256x256x1024 1.11x,
 //       1024x256x768 1.08x, 512x512x1024 1.04-1.07x, 1024^3 1.00x, 2048x2048x1024 0.99x; K blocks of 2048
 //       lost (128x1000x2048 0.74-0.82x), so the limit is 1024. Not measured on a Zen core.
