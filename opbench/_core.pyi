@@ -35,7 +35,7 @@ class Tiles:
 fault_injection: bool
 stream_m_max: int
 
-def gemm_now(a: Array, b: Array) -> Array: ...
+def gemm_now(a: Array, b: Array, out: Array | None = None) -> Array: ...
 def prepare_gemm(
     a: Array,
     b: Array,

@@ -68,6 +68,11 @@ def test_the_plain_call_computes_what_the_plan_does() -> None:
         c = kernels.gemm(a, b)
         assert c.dtype == dtype and c.shape == (*shape_a[:-1], shape_b[-1])
         np.testing.assert_array_equal(c, kernels.prepare_gemm(a, b, tiles=kernels.Tiles()).output())
+        # with out (the one-call path too): written there and returned
+        out = np.full(c.shape, np.nan, dtype)
+        c_out = kernels.gemm(a, b, out=out)
+        assert np.shares_memory(c_out, out)
+        np.testing.assert_array_equal(out, c)
 
 
 def test_read_only_and_aliased_out_are_rejected() -> None:
