@@ -138,6 +138,16 @@ void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t
 
 }  // namespace
 
+namespace {
+
+// nc, or N cut into blocks of at most `fit` columns (whole NR panels) alike in size, when nc is wider.
+int64_t equal_blocks(int64_t n, int64_t nc, int64_t fit, int64_t nr) {
+  if (nc <= fit) return nc;
+  return std::min(nc, round_up(ceil_div(n, ceil_div(n, fit)), nr));
+}
+
+}  // namespace
+
 // The model sizes nc for B's packed block alone (kc x nc in the L3 ways the A blocks leave: 7168 on Zen 5,
 // 28 MB of 32). Two things narrow it when it comes from the model, in equal blocks:
 // - B's block gets at most a quarter of L3. Zen's L3 is filled by what L2 evicts, and the C tiles written
@@ -156,8 +166,7 @@ int64_t gemm_block_n(const GemmProblem& p, const Blocking& blk, int64_t nr, int6
   int64_t fit = l3 / 4 / std::max<int64_t>(1, kb * elem_bytes);
   if (p.k > blk.kc) fit = std::min(fit, l3 / std::max<int64_t>(1, p.m * 4));
   fit = std::max(8 * nr, fit / nr * nr);
-  if (nc <= fit) return nc;
-  return std::min(nc, round_up(ceil_div(p.n, ceil_div(p.n, fit)), nr));
+  return equal_blocks(p.n, nc, fit, nr);
 }
 
 const KernelSet& tile_kernels(const KernelSet& ks, int64_t n) { return prefer_narrow(ks, n) ? *ks.narrow : ks; }
@@ -319,8 +328,7 @@ int64_t in_place_block_n(const Tile& tile, const GemmProblem& p, const Blocking&
   if constexpr (!std::is_same_v<Tile, F32Tile>) return nc;
   const int64_t NR = tile.nr(), kb = std::min(blk.kc, p.k);
   const int64_t fit = std::max(NR, cpu_info().l2.size_bytes / 2 / (kb * int64_t(sizeof(float))) / NR * NR);
-  if (nc <= fit) return nc;
-  return std::min(nc, round_up(ceil_div(p.n, ceil_div(p.n, fit)), NR));
+  return equal_blocks(p.n, nc, fit, NR);
 }
 
 // Elements of B packed whole (pack_b_all): every (jc, pc) block, in the blocked loops' order.
@@ -431,16 +439,13 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           if (!a_in_place) tile.pack_a(p, ic, pc, mb, kb, a_pack);
           const bool acc = p.accumulate || pc > 0;
           const int64_t row_tiles = ceil_div(mb, MR);
-          // fp32 A in place: tiles of rows alike in size, in steps of 2 (as gemm_unpacked_b's): each row tile
+          // fp32 A in place: tiles of rows alike in size (split::EvenTiles, as gemm_unpacked_b's): each row tile
           // reads all of B's block again, and 57 rows as 4 x 14 and 1 read it five times for 57 rows' work.
           const bool even_tiles = a_in_place && std::is_same_v<Tile, F32Tile>;
-          const int64_t base = even_tiles ? mb / row_tiles / 2 * 2 : MR;
-          const int64_t bigger = even_tiles ? (mb - base * row_tiles) / 2 : 0;
-          const int64_t odd = even_tiles ? mb - base * row_tiles - 2 * bigger : 0;
+          const split::EvenTiles even(mb, row_tiles);
           auto run_tile = [&](int64_t r, int64_t q) {
-            const int64_t r0 = r * base + 2 * std::min(r, bigger);
-            const int m_valid = static_cast<int>(
-                even_tiles ? base + (r < bigger ? 2 : 0) + (r == row_tiles - 1 ? odd : 0) : std::min(MR, mb - r0));
+            const int64_t r0 = even_tiles ? even.first_row(r) : r * MR;
+            const int m_valid = static_cast<int>(even_tiles ? even.rows(r) : std::min(MR, mb - r0));
             const int n_valid = static_cast<int>(std::min(NR, nb - q * NR));
             const Elem* bp = b_block + q * kd * NR;
             if (rounds) {

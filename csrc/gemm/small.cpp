@@ -297,16 +297,12 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
     if (m_hi <= m_lo || n_hi <= n_lo) return;
     const int64_t rows = m_hi - m_lo;
     const int64_t tiles = ceil_div(rows, MR);
-    // Tiles of rows alike in size, in even counts (the edge instantiations step by 2 rows, ukernel_edges.hpp):
-    // 128 rows are 4 tiles of 14 and 6 of 12, not 9 of 14 and one of 2 that reads B again for 2 rows. The
-    // first `bigger` tiles take 2 rows more than `base`, the last one any odd row left.
-    const int64_t base = rows / tiles / 2 * 2, bigger = (rows - base * tiles) / 2;
-    const int64_t odd = rows - base * tiles - 2 * bigger;
+    const split::EvenTiles even(rows, tiles);  // tiles of rows alike in size
     auto tile_rows = [&](int64_t t, int64_t& r0, int64_t& nrows) {
-      r0 = t * base + 2 * std::min(t, bigger);
-      nrows = base + (t < bigger ? 2 : 0) + (t == tiles - 1 ? odd : 0);
+      r0 = even.first_row(t);
+      nrows = even.rows(t);
     };
-    const size_t a_bytes = a_in_place ? 0 : static_cast<size_t>(tiles * MR * kc) * sizeof(float);
+    const size_t a_bytes = static_cast<size_t>(tiles * MR * kc) * sizeof(float);
     auto* a_pack = a_in_place ? nullptr : static_cast<float*>(a_buffer.reserve(a_bytes));
     auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
     for (int64_t q = 0; q < kc; ++q) offs[q] = q * p.ldb;  // B's rows, read in place

@@ -24,6 +24,19 @@ inline void share_steps(int64_t total, int64_t step, int parts, int idx, int64_t
   hi = std::min(total, hi * step);
 }
 
+// `rows` rows in `tiles` register tiles alike in size, in steps of 2 rows (the micro-kernels' edge
+// instantiations step by 2: ukernel_edges.hpp): the first `bigger` tiles take 2 rows more than `base`, the last
+// one any odd row left. 128 rows are 4 tiles of 14 and 6 of 12, not 9 of 14 and one of 2 that reads B again
+// for 2 rows.
+struct EvenTiles {
+  int64_t tiles, base, bigger, odd;
+  EvenTiles(int64_t rows, int64_t tiles_)
+      : tiles(tiles_), base(rows / tiles_ / 2 * 2), bigger((rows - base * tiles_) / 2),
+        odd(rows - base * tiles_ - 2 * bigger) {}
+  int64_t first_row(int64_t t) const { return t * base + 2 * std::min(t, bigger); }
+  int64_t rows(int64_t t) const { return base + (t < bigger ? 2 : 0) + (t == tiles - 1 ? odd : 0); }
+};
+
 // Split `threads` into a grid tm x tn over (MR-row panels of M) x (NR-column panels) that minimises the
 // padded micro-tiles of the busiest thread. Splitting columns repeats A packing, but each thread then reads
 // only the B micro-panels it packed itself (in its own L2); charging the repeated packing (tried: a cost of

@@ -73,9 +73,7 @@ __m512 matrix_a_row(const float* lo, const float* hi, int64_t l, int64_t l3, int
 template <int I, int MR>
 __m512 matrix_a_bcast(const float* lo, const float* hi, const float* last, int64_t l, int64_t l3, int64_t l5) {
   if constexpr (I == MR - 1) {
-    __m512 v;
-    asm("vbroadcastss (%1), %0" : "=v"(v) : "r"(last));
-    return v;
+    return matrix_a_row<0>(last, last, l, l3, l5);  // the tile's last row: its own pointer
   } else {
     return matrix_a_row<I>(lo, hi, l, l3, l5);
   }

@@ -91,10 +91,12 @@ const MicroArchChoices& microarch_choices(const CpuInfo& cpu) {
   // $OPBENCH_MICROARCH names a row (kernel_info()["microarch"]'s names) whose choices to take on any CPU: how
   // the tests run every row's paths on one machine, and how a developer compares two rows' choices side by
   // side. A name that is no row is ignored (kernel_info()["microarch"] says which row runs).
-  const char* forced = std::getenv("OPBENCH_MICROARCH");
-  if (forced != nullptr && *forced != '\0') {
-    if (const MicroArchChoices* named = microarch_named(forced)) return *named;
-  }
+  // Read once: this runs on every blocked GEMM's way (l3_counted_bytes).
+  static const MicroArchChoices* const forced = [] {
+    const char* name = std::getenv("OPBENCH_MICROARCH");
+    return name != nullptr && *name != '\0' ? microarch_named(name) : nullptr;
+  }();
+  if (forced != nullptr) return *forced;
   for (const Row& row : kRows) {
     if (cpu.vendor == row.vendor && cpu.family == row.family && row.first <= cpu.model && cpu.model <= row.last) {
       return *row.choices;
