@@ -78,14 +78,15 @@ constexpr Row kRows[] = {
     {"GenuineIntel", 6, 0xCF, 0xCF, &kEmerald},     {"GenuineIntel", 6, 0xAD, 0xAD, &kGranite},
 };
 
-}  // namespace
-
+// The row of this name (MicroArchChoices::name), or nullptr.
 const MicroArchChoices* microarch_named(const char* name) {
   for (const Row& row : kRows) {
     if (std::string(row.choices->name) == name) return row.choices;
   }
   return nullptr;
 }
+
+}  // namespace
 
 const MicroArchChoices& microarch_choices(const CpuInfo& cpu) {
   // $OPBENCH_MICROARCH names a row (kernel_info()["microarch"]'s names) whose choices to take on any CPU: how

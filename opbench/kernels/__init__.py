@@ -128,11 +128,9 @@ def gemm(
     prepare_gemm(...).tiles()["path"] says which path runs.
     Raises ValueError naming the problem for any invalid input.
     """
-    if tiles is None and accumulate == "fp32" and type(a) is type(b) is np.ndarray:
-        if out is None:  # the plain call: planned and called in one C++ call (the same checks)
-            return _core.gemm_now(a, b)
-        if type(out) is np.ndarray:
-            return _core.gemm_now(a, b, out)
+    plain = tiles is None and accumulate == "fp32" and type(a) is type(b) is np.ndarray
+    if plain and (out is None or type(out) is np.ndarray):
+        return _core.gemm_now(a, b, out)  # planned and called in one C++ call (the same checks)
     return prepare_gemm(a, b, out=out, tiles=tiles, accumulate=accumulate).output()
 
 

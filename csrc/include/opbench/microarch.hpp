@@ -31,9 +31,9 @@ struct MicroArchChoices {
   // The AVX-512 micro-kernel asks for the packed A and B micro-panels' lines this many steps of k ahead (0:
   // the hardware prefetchers alone; ukernel_avx512.cpp).
   int64_t packed_ahead_steps;
-  // The blocked loops read an fp32 A in place (the AVX-512 kernel's ukernel_a, row tiles outside) instead of
-  // packing it when the K block is at most this deep (0: always packed; blocked.cpp's f32_a_in_place). The
-  // unpacked-B path then gives way to them where it would pack a misaligned B (split_loads_costly).
+  // fp32 A is read in place (the AVX-512 kernel's ukernel_a, row tiles outside) instead of packed when the K
+  // block is at most this deep (0: always packed; blocked.cpp's f32_a_in_place): by the blocked loops, and by
+  // the unpacked-B path, which then packs each thread's B panels once (small.cpp).
   int64_t f32_a_in_place_max_k;
 };
 
@@ -42,9 +42,6 @@ const MicroArchChoices& microarch_choices(const CpuInfo& cpu);
 
 // This CPU's row, found once.
 const MicroArchChoices& microarch();
-
-// The row of this name (MicroArchChoices::name), or nullptr.
-const MicroArchChoices* microarch_named(const char* name);
 
 // The L3 bytes the blocking counts on: CPUID's, at most the row's l3_counted_bytes.
 int64_t l3_counted_bytes(const CpuInfo& cpu);
