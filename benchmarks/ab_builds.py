@@ -130,7 +130,7 @@ def main() -> int:
         (12, 4096, 4096),
     ):
         arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), dtype)))
-    for n, c, hw in ((4, 64, 28), (8, 64, 56), (8, 128, 28), (8, 256, 14)):
+    for n, c, hw in ((4, 64, 28), (8, 64, 56), (8, 128, 28), (8, 256, 14), (2, 512, 7)):
         arrays[f"conv N{n} C{c} {hw}x{hw} K{c} 3x3 p1"] = (
             "conv",
             (arr(n, c, hw, hw), arr(c, c, 3, 3), np.empty((n, c, hw, hw), dtype)),

@@ -56,6 +56,28 @@ def test_bf16_gemm_is_within_the_float64_bound(isa: str, mnk: tuple[int, int, in
 
 
 @pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("k", [1025, 2049, 4608])
+def test_bf16_k_past_1024_runs_in_equal_blocks_with_a_in_place(isa: str, k: int) -> None:
+    """The model's bf16 K block (4096) is cut into blocks of at most 1024 alike in size where the kernel reads
+    A in place for them (blocked.cpp, bf16_k_blocks): the plan reports that block and the path; a tile_k
+    given is kept. Exact on ternary entries: a block dropped, doubled or cut at the wrong pair changes C."""
+    rng = np.random.default_rng(k)
+    a, b = _ternary(rng, (37, k)), _ternary(rng, (k, 45))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    unit = kernels.default_tiles(isa)["bf16"]["isa"]
+    for given in ({}, {"tile_k": 4096}):
+        plan = kernels.prepare_gemm(a, b, tiles=Tiles.of(given, isa=isa, threads=2))
+        np.testing.assert_array_equal(plan.output().astype(np.float64), exact)
+        tiles = plan.tiles()
+        if unit != "avx512bf16":
+            continue  # (the AMX kernels choose their own K block; the portable pairs kernel packs A)
+        blocks = -(-k // 1024)
+        want = 4096 if given else -(-k // blocks) + (-(-k // blocks)) % 2
+        assert tiles["tile_k"] == want, tiles
+        assert ("A read in place" in tiles["path"]) == (not given or k <= 1024), tiles["path"]
+
+
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize(
     "mnk_tiles",
     [

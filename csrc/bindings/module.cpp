@@ -246,7 +246,9 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
                           " rows of each product dealt out to the threads: " + path;
     if (batch) d["batch_rows"] = batch_rows;
     if (path.rfind("blocked", 0) == 0) {
-      d["tile_n"] = gemm_block_n(p, blocking, f16 ? f16->nr : bf16 ? bf16->nr : tk.nr, bf16 ? 2 : 4);
+      const Blocking run = problem_blocking(ks, one_task, blocking);
+      d["tile_k"] = run.kc;
+      d["tile_n"] = gemm_block_n(p, run, f16 ? f16->nr : bf16 ? bf16->nr : tk.nr, bf16 ? 2 : 4);
     }
     return d;
   };

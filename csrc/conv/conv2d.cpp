@@ -238,8 +238,12 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
     plan.kernel = bk.description;
     plan.mr = bk.mr;
     plan.nr = bk.nr;
-    plan.blocking = resolve_blocking(ks, requested, Dtype::bf16);
     plan.gemm = conv2d_bf16_gemm_dims(p, plan.path);
+    // the K block the GEMM runs (gemm.hpp, problem_blocking), for the plan's tiles
+    GemmProblem g;
+    g.in_dtype = Dtype::bf16;
+    g.k = plan.gemm.k;
+    plan.blocking = problem_blocking(ks, g, resolve_blocking(ks, requested, Dtype::bf16));
     plan.workspace_bytes = conv2d_bf16_workspace_bytes(ks, p, plan.blocking, plan.path, threads);
     return plan;
   }

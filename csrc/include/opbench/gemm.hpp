@@ -72,6 +72,10 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
 // Which of gemm()'s paths runs this problem (csrc/gemm/README.md, "Paths by shape"), for provenance.
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
 
+// The blocking gemm() runs this problem with: blk, with a bf16 K block from the model cut into blocks alike in
+// size that the kernel reads A in place for (blocked.cpp, bf16_k_blocks). The plan's tiles report it.
+Blocking problem_blocking(const KernelSet& ks, const GemmProblem& p, const Blocking& blk);
+
 // The N block (tile_n) of the blocked path for this problem and register tile width nr: tile_n as given, or
 // the model's, narrowed when C is revisited by several K blocks so that one N block of C fits in L3.
 // elem_bytes: of B's packed panels (4, or 2 for bf16 pairs).
