@@ -30,6 +30,9 @@ constexpr int64_t kAAhead = 16;
 // Row-major A read in place (kMatrixA): lines of each row fetched this many ahead of the step.
 constexpr int64_t kMatrixAheadLines = 4;
 
+// B's rows read in place while packed (kMatrixAPackB): each row's lines fetched this many steps ahead.
+constexpr int64_t kPackBAhead = 16;
+
 constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
 struct Cvt {
@@ -125,9 +128,15 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
     }
   }
   constexpr bool kRows = kSrc == edges::kRowsOfB;
+  constexpr bool kPackB = kSrc == edges::kMatrixAPackB;
+  constexpr bool kMatrix = kSrc == edges::kMatrixA || kPackB;
   // Row-major A in place (kMatrixA): rows lda apart; a tile of fewer rows than MR reads its last row twice
   // rather than a row past A (its sums are never stored). a_span: the K block in whole lines.
-  const int64_t lda = kSrc == edges::kMatrixA ? b_off[0] : 0;
+  const int64_t lda = kMatrix ? b_off[0] : 0;
+  // B's rows in place, packed on the way (kMatrixAPackB): row p at b + p * ldb, to b_out + p * NV * 16.
+  const auto* packing = kPackB ? reinterpret_cast<const edges::PackingB*>(b_off) : nullptr;
+  const int64_t ldb = kPackB ? packing->ldb : 0;
+  float* const b_out = kPackB ? packing->out : nullptr;
   const float* a_last = ap + (m >= MR ? MR - 1 : (MR >= 2 ? MR - 2 : 0)) * lda;
   const float* a_hi = ap + 7 * lda;
   const int64_t l1 = lda * 4, l3 = 3 * l1, l5 = 5 * l1;
@@ -137,11 +146,24 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   // hardware prefetchers alone).
   const int64_t packed_ahead =
       kSrc == edges::kPacked || kSrc == edges::kMatrixA ? microarch().packed_ahead_steps : 0;
+  const int64_t b_ahead = kPackB ? kPackBAhead * ldb : 0;
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m512 bv[NV];
-    const float* row = kRows ? b + b_off[p] : b + p * NV * 16;
+    const float* row = kRows ? b + b_off[p] : kPackB ? b + p * ldb : b + p * NV * 16;
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) bv[j] = kRows ? _mm512_loadu_ps(row + j * 16) : _mm512_load_ps(row + j * 16);
+    for (int j = 0; j < NV; ++j) {
+      bv[j] = kRows || kPackB ? _mm512_loadu_ps(row + j * 16) : _mm512_load_ps(row + j * 16);
+    }
+    if constexpr (kPackB) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) _mm512_store_ps(b_out + (p * NV + j) * 16, bv[j]);
+      if (p + kPackBAhead < kc) {
+        const char* ahead = reinterpret_cast<const char*>(row + b_ahead);
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) _mm_prefetch(ahead + j * 64, _MM_HINT_T0);
+        _mm_prefetch(ahead + NV * 64 - 1, _MM_HINT_T0);
+      }
+    }
     if (kRows) {
       // In place, B's rows are scattered over the image, beyond the reach of the hardware prefetchers: fetch
       // the next micro-panel's part of this row (the caller's next tile) while this one is multiplied.
@@ -163,7 +185,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       _mm_prefetch(ahead, _MM_HINT_T0);
       _mm_prefetch(ahead + MR * sizeof(float) - 1, _MM_HINT_T0);
     }
-    if (kSrc == edges::kMatrixA) {
+    if (kMatrix) {
       // One row's line kMatrixAheadLines ahead per step: each row moves a line every 16 steps, and 14 rows
       // are more streams than the prefetchers follow. Past the K block the stream runs on into the same row
       // of the next row tile (the blocked loops' next, once B's panels have passed).
@@ -174,7 +196,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
         _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
       }
     }
-    if constexpr (kSrc == edges::kMatrixA) {
+    if constexpr (kMatrix) {
       matrix_a_fmas<0, MR, NV>(acc, bv, ap + p, a_hi + p, a_last + p, l1, l3, l5);
     } else {
 #pragma GCC unroll 16
@@ -184,7 +206,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
         for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_fmadd_ps(a, bv[j], acc[i][j]);
       }
     }
-    if (kSrc != edges::kRowsOfA && kSrc != edges::kMatrixA) ap += kAStride;
+    if (kSrc != edges::kRowsOfA && !kMatrix) ap += kAStride;
   };
   int64_t p = 0;
 #pragma GCC unroll 2
@@ -240,14 +262,15 @@ using UN = edges::Ukernels<Body, kMR, 1>;
 
 constexpr KernelSet kAvx512Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 16>(
     "avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed, UN::rows, UN::a_rows, MicroPanelHome::l1);
-constexpr KernelSet with_a_in_place(KernelSet ks, UkernelAF32 ukernel_a) {
+constexpr KernelSet with_a_in_place(KernelSet ks, UkernelAF32 ukernel_a, UkernelAPackBF32 ukernel_a_pack_b) {
   ks.gemm.ukernel_a = ukernel_a;
+  ks.gemm.ukernel_a_pack_b = ukernel_a_pack_b;
   return ks;
 }
 constexpr KernelSet kAvx512 = with_a_in_place(
     make_kernel_set<kMR, kNR, Cvt, 16>("avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)",
                                        U::packed, U::rows, U::a_rows, MicroPanelHome::l2, &kAvx512Narrow),
-    U::a_matrix);
+    U::a_matrix, U::a_matrix_pack_b);
 
 }  // namespace
 

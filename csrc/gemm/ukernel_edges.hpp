@@ -15,7 +15,17 @@ namespace edges {
 // A's rows in place (step p's rows at ap + b_off[p], B packed); row-major A in place (row i of step p at
 // ap + i * b_off[0] + p, B packed: b_off[0] is A's leading dimension, and a tile of m < ROWS rows reads none
 // past row m - 1).
-enum Source : int { kPacked = 0, kRowsOfB = 1, kRowsOfA = 2, kMatrixA = 3 };
+// kMatrixAPackB: row-major A in place as kMatrixA, and B's rows read in place (row p at b + p * ldb, all NR
+// floats) and written to a packed micro-panel as the kernel goes; b_off points at a PackingB.
+enum Source : int { kPacked = 0, kRowsOfB = 1, kRowsOfA = 2, kMatrixA = 3, kMatrixAPackB = 4 };
+
+// kMatrixAPackB's operands: A's leading dimension first (where kMatrixA's b_off[0] has it), then B's, and
+// the micro-panel B is packed into (kc x NR, 64-byte aligned).
+struct PackingB {
+  int64_t lda;
+  int64_t ldb;
+  float* out;
+};
 
 // Body::run<ROWS, NV, kSrc, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n) computes ROWS rows of the
 // tile (A's micro-panels hold kAStride rows) from the operands kSrc names.
@@ -62,6 +72,17 @@ struct Ukernels {
       Body::template run<MR - 1, NV, kMatrixA, MR>(kc, a, bp, ld, c, ldc, accumulate, m, n);
     } else {
       any_rows<Body, MR, NV, kMatrixA>(kc, a, bp, ld, c, ldc, accumulate, m, n);
+    }
+  }
+  // A read in place and B packed on the way (kMatrixAPackB): a whole micro-panel of B, n == NR.
+  static void a_matrix_pack_b(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* bp_out,
+                              float* c, int64_t ldc, bool accumulate, int m, int n) {
+    const PackingB ops{lda, ldb, bp_out};
+    const auto* ld = reinterpret_cast<const int64_t*>(&ops);
+    if (m == MR - 1) {
+      Body::template run<MR - 1, NV, kMatrixAPackB, MR>(kc, a, b, ld, c, ldc, accumulate, m, n);
+    } else {
+      any_rows<Body, MR, NV, kMatrixAPackB>(kc, a, b, ld, c, ldc, accumulate, m, n);
     }
   }
 };

@@ -25,6 +25,11 @@ using UkernelARowsF32 = void (*)(int64_t kc, const float* a, const int64_t* a_of
 // (any alignment; rows past m - 1 are never read), and B is a packed micro-panel as for UkernelF32.
 using UkernelAF32 = void (*)(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc,
                              bool accumulate, int m, int n);
+// UkernelAF32 with B's rows read in place as well (row p of the micro-panel: the NR floats at b + p * ldb, all
+// readable) and written to the packed micro-panel bp_out (kc x NR, 64-byte aligned) as they are used: the
+// first row tile against a panel packs it in the shadow of its FMAs, the next ones read bp_out.
+using UkernelAPackBF32 = void (*)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb,
+                                  float* bp_out, float* c, int64_t ldc, bool accumulate, int m, int n);
 // Pack rows [0, m) x columns [0, k) of a row-major matrix into ceil(m / MR) consecutive MR-row micro-panels.
 using PackAF32 = void (*)(const float* a, int64_t lda, int64_t m, int64_t k, float* dst);
 using PackAF16 = void (*)(const uint16_t* a, int64_t lda, int64_t m, int64_t k, float* dst);
@@ -197,6 +202,7 @@ enum class MicroPanelHome { l1, l2 };
 struct GemmKernels {
   UkernelF32 ukernel;
   UkernelAF32 ukernel_a;  // A read in place (the blocked loops, microarch's f32_a_in_place_max_k); null: none
+  UkernelAPackBF32 ukernel_a_pack_b;  // ukernel_a packing B on the way (small.cpp); null where ukernel_a is
   PackAF32 pack_a_f32;
   PackAF16 pack_a_f16;
   PackAtF32 pack_at_f32;
