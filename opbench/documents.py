@@ -74,7 +74,7 @@ class F16AccInfo(TypedDict, total=False):
 
 
 class Bf16Info(TypedDict):
-    """The kernels bf16 inputs run on, and why not the AVX512-BF16 ones where those are not used."""
+    """bf16's kernels, why not AVX512-BF16's, and the fp32 tile its products of min_rows or more widen to."""
 
     isa: str
     description: str
@@ -82,6 +82,9 @@ class Bf16Info(TypedDict):
     nr: int
     dot_product_unit: bool
     reason: str
+    fp32_units: bool
+    fp32_units_min_rows: int
+    fp32_tile: str
 
 
 class RegisterAndTiles(TypedDict):

@@ -12,7 +12,9 @@ Sources, named in every row:
   bf16 (AVX512-BF16): vdpbf16ps runs on the FMA pipes at the FMA's rate with two products per fp32 lane,
        twice the fp32 FLOP/cycle: Zen 4 64, Zen 5 128 (AMD's guides; on a Zen 5 guest our vdpbf16ps loop
        measured 539 GFLOPS per core beside 268 for the fp32 FMA loop, docs/benchmarks.md). Intel's rows have
-       no AVX512-BF16 figure: the measured peak (`opbench peak`) is the one to use there.
+       no AVX512-BF16 figure: the measured peak (`opbench peak`) is the one to use there (an Emerald Rapids
+       guest's vdpbf16ps loop ran at half its fp32 FMA loop's rate, 86 against 176 GFLOPS a core, so our
+       bf16 GEMMs run on the fp32 units there: csrc/gemm/README.md, "bf16 on the fp32 units").
   bf16 (AMX-BF16, the Intel ORM's AMX chapter): one TDPBF16PS, 16 x 16 x 32 multiply-adds, every 16 cycles:
        1024 FLOP/cycle per core on Sapphire, Emerald and Granite Rapids, the bf16 unit wherever the AMX
        kernels may run (an Emerald Rapids guest's tdpbf16ps loop measured 2,450 GFLOPS on one core:

@@ -70,6 +70,15 @@ NO_UNIT = {
     "fp16": "no native fp16 FMA on this CPU: fp16 GEMMs compute on the fp32 units",
     "bf16": "no AVX512-BF16 on this CPU: bf16 GEMMs compute on the fp32 units",
 }
+# ... or where the CPU has the unit and our kernels leave it (default_tiles()["bf16"]["fp32_units"]).
+SLOWER_UNIT = {
+    "bf16": "this core's fp32 FMAs outrun its AVX512-BF16 dot products: bf16 GEMMs compute on the fp32 units",
+}
+
+
+def why_fp32_units(dtype: str) -> str:
+    """Why a 2-byte dtype computes on (and is held to) the fp32 units here."""
+    return SLOWER_UNIT[dtype] if dtype == "bf16" and kernels.cpu_info()["bf16_dot"] else NO_UNIT[dtype]
 
 
 def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5) -> Peak:
@@ -79,7 +88,7 @@ def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5)
     unit = _unit(dtype)
     gflops, kernel = kernels.fma_peak(unit, threads, min_time_s, repeats)
     unit_peak = AMX_PEAK if "tdpbf16ps" in kernel else UNIT_PEAKS[unit]
-    name = unit_peak if unit == dtype or dtype == "fp32" else f"{unit_peak} ({NO_UNIT[dtype]})"
+    name = unit_peak if unit == dtype or dtype == "fp32" else f"{unit_peak} ({why_fp32_units(dtype)})"
     return Peak(
         dtype, threads, float(gflops), "measured", name, f"{kernel}, best of {repeats}, {threads} thread(s)"
     )
@@ -170,11 +179,15 @@ def record_best_probes(values: dict[str, float]) -> None:
 
 def measured(dtype: str, threads: int, refresh: bool = False) -> Peak:
     """The measured peak, from this machine's cache when present (unless refresh)."""
-    value = _cached(f"{dtype}/{threads}", refresh, lambda: measure(dtype, threads).to_dict())
+    # (a 2-byte dtype's entry names the unit it ran on when that is another's: a build that moves bf16 to the
+    # fp32 units does not read the dot-product peak an earlier build cached)
+    unit = _unit(dtype)
+    key = f"{dtype}/{threads}" if unit == dtype else f"{dtype}/{threads}/{unit}"
+    value = _cached(key, refresh, lambda: measure(dtype, threads).to_dict())
     try:
         return Peak(**value)
     except TypeError:  # an entry from another format: measure again
-        return Peak(**_cached(f"{dtype}/{threads}", True, lambda: measure(dtype, threads).to_dict()))
+        return Peak(**_cached(key, True, lambda: measure(dtype, threads).to_dict()))
 
 
 @dataclass(frozen=True)

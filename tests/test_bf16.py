@@ -50,7 +50,8 @@ def test_bf16_gemm_is_within_the_float64_bound(isa: str, mnk: tuple[int, int, in
     plan = kernels.prepare_gemm(inputs["a"], inputs["b"], tiles=Tiles(isa=isa, threads=2))
     out = plan.output()
     assert out.dtype == np.dtype(BF16) and out.shape == (shape.m, shape.n)
-    assert plan.tiles()["path"].startswith("blocked, bf16 pairs")
+    # the bf16 kernels' pairs, or the fp32 tile with bf16 widened (default_tiles()["bf16"]["fp32_units"])
+    assert plan.tiles()["path"].startswith(("blocked, bf16 pairs", "blocked, bf16 widened onto the fp32"))
     result = gemm.check(shape, out, inputs, gemm.reference(shape, inputs), "bf16", "fp32")
     assert result["ok"], (isa, mnk, result)
 
@@ -60,21 +61,72 @@ def test_bf16_gemm_is_within_the_float64_bound(isa: str, mnk: tuple[int, int, in
 def test_bf16_k_past_1024_runs_in_equal_blocks_with_a_in_place(isa: str, k: int) -> None:
     """The model's bf16 K block (4096) is cut into blocks of at most 1024 alike in size where the kernel reads
     A in place for them (blocked.cpp, bf16_k_blocks): the plan reports that block and the path; a tile_k
-    given is kept. Exact on ternary entries: a block dropped, doubled or cut at the wrong pair changes C."""
+    given is kept. Exact on ternary entries: a block dropped, doubled or cut at the wrong pair changes C.
+    (13 rows: fewer than any CPU widens onto the fp32 tile, so the pairs run everywhere.)"""
     rng = np.random.default_rng(k)
-    a, b = _ternary(rng, (37, k)), _ternary(rng, (k, 45))
+    a, b = _ternary(rng, (13, k)), _ternary(rng, (k, 45))
     exact = a.astype(np.float64) @ b.astype(np.float64)
     unit = kernels.default_tiles(isa)["bf16"]["isa"]
     for given in ({}, {"tile_k": 4096}):
         plan = kernels.prepare_gemm(a, b, tiles=Tiles.of(given, isa=isa, threads=2))
         np.testing.assert_array_equal(plan.output().astype(np.float64), exact)
         tiles = plan.tiles()
+        assert "bf16 pairs" in tiles["path"], tiles["path"]
         if unit != "avx512bf16":
             continue  # (the AMX kernels choose their own K block; the portable pairs kernel packs A)
         blocks = -(-k // 1024)
         want = 4096 if given else -(-k // blocks) + (-(-k // blocks)) % 2
         assert tiles["tile_k"] == want, tiles
         assert ("A read in place" in tiles["path"]) == (not given or k <= 1024), tiles["path"]
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("row", ["Emerald Rapids", "Zen 5"])
+def test_bf16_widened_onto_the_fp32_tile_is_exact(isa: str, row: str) -> None:
+    """bf16 widened as it is packed and run on the fp32 register tile (gemm.hpp, bf16_on_fp32), on the
+    micro-architecture rows that take it and that do not, forced with OPBENCH_MICROARCH on any CPU: around
+    the rows threshold, narrow N, several K blocks, B as is and transposed (the conv's W^T), B packed once
+    (an LSTM's W_hh, at batches on both sides of the threshold) and a conv, 1-3 threads. Ternary entries
+    make every sum exact, so a value widened wrong (a shift off by one, a half lost) changes C."""
+    script = """
+import numpy as np, ml_dtypes
+from opbench import kernels
+from opbench.ops import conv, lstm
+BF16 = ml_dtypes.bfloat16
+info = kernels.default_tiles(ISA)
+assert info["microarch"] == ROW, info["microarch"]
+b16 = info["bf16"]
+widens = ROW == "Emerald Rapids" and ISA == "avx512" and b16["isa"] == "avx512bf16"
+assert b16["fp32_units"] == widens, b16
+rng = np.random.default_rng(3)
+tern = lambda *s: rng.integers(-1, 2, size=s).astype(BF16)
+for m, n, k, given in ((15, 33, 70, {}), (16, 33, 70, {}), (17, 7, 301, {}), (61, 97, 1029, {}),
+                       (29, 257, 50, {"k": 24}), (200, 13, 131, {})):
+    a, b = tern(m, k), tern(k, n)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    for threads in (1, 2, 3):
+        plan = kernels.prepare_gemm(a, b, tiles=kernels.Tiles(threads=threads, isa=ISA, **given))
+        path = plan.tiles()["path"]
+        assert ("widened onto the fp32 tile" in path) == (widens and m >= b16["fp32_units_min_rows"]), path
+        np.testing.assert_array_equal(plan.output().astype(np.float64), exact)
+c = conv.shape_from_case(dict(n=2, c=7, h=9, w=11, k=19, r=3, s=3, pad_h=1, pad_w=1))
+x, w = tern(2, 7, 9, 11), tern(19, 7, 3, 3)
+plan = kernels.prepare_conv2d(x, w, padding=1, tiles=kernels.Tiles(threads=2, isa=ISA))
+assert ("bf16 widened" in plan.tiles()["kernel"]) == widens, plan.tiles()
+i = {"x": x, "w": w}
+r = conv.check(c, plan.output(), i, conv.reference(c, i), "bf16", "fp32")
+assert r["ok"], r
+for batch in (5, 16, 21):
+    s = lstm.shape_from_case(dict(seq_len=3, batch=batch, input_size=7, hidden=13))
+    i = lstm.OP.make_inputs(s, "bf16", 3)
+    plan = lstm.plan(s, i, kernels.Tiles(threads=2, isa=ISA))
+    r = lstm.OP.check(s, plan.output(), i, lstm.reference(s, i), "bf16", "fp32")
+    assert r["ok"], (batch, r)
+print("ok")
+""".replace("ISA", repr(isa)).replace("ROW", repr(row))
+    env = {**os.environ, "OPBENCH_ISA": isa, "OPBENCH_MICROARCH": row}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -108,11 +160,14 @@ def test_bf16_gemm_is_exact_on_small_integers(isa: str, mnk_tiles: tuple[tuple[i
     # (times B's zero pad) writes NaN.
     plan = kernels.prepare_gemm(a, b, tiles=Tiles.of(tiles, isa=isa))
     kc = plan.tiles()["tile_k"]
-    unit = kernels.default_tiles(isa)["bf16"]["isa"]
+    info = kernels.default_tiles(isa)["bf16"]
+    unit = info["isa"]
     # (the AMX kernels read A in place at any K block up to N = 64, pack it into their tile layout past that,
-    # and round bf16 C either way)
+    # and round bf16 C either way; on the fp32 tile, bf16 A is widened as it is packed)
+    widened = info["fp32_units"] and m >= info["fp32_units_min_rows"]
+    assert ("bf16 widened onto the fp32 tile" in plan.tiles()["path"]) == widened, plan.tiles()["path"]
     tiles_unit = unit in ("amx", "amx-emu")
-    in_place = (tiles_unit and n <= 64) or (unit == "avx512bf16" and min(kc, k) <= 1024)
+    in_place = not widened and ((tiles_unit and n <= 64) or (unit == "avx512bf16" and min(kc, k) <= 1024))
     assert ("A read in place" in plan.tiles()["path"]) == in_place, plan.tiles()["path"]
     rounds = (in_place or tiles_unit) and kc >= k
     assert ("C rounded in the kernel" in plan.tiles()["path"]) == rounds, plan.tiles()["path"]
@@ -311,7 +366,7 @@ import numpy as np
 from opbench import kernels
 from opbench.ops import conv, gemm, lstm
 assert kernels.cpu_features()["selected_isa"] == ISA
-s = gemm.GemmShape(37, 45, 99)
+s = gemm.GemmShape(37, 75, 99)
 i = gemm.make_inputs(s, "bf16", 3)
 plan = kernels.prepare_gemm(i["a"], i["b"], tiles=kernels.Tiles(threads=2))
 assert plan.tiles()["isa"] == ISA
@@ -322,7 +377,8 @@ i = conv.make_inputs(c, "bf16", 3)
 plan = kernels.prepare_conv2d(i["x"], i["w"], padding=1, tiles=kernels.Tiles(threads=2))
 assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
 assert conv.check(c, plan.output(), i, conv.reference(c, i), "bf16", "fp32")["ok"]
-r = lstm.shape_from_case(dict(seq_len=3, batch=5, input_size=7, hidden=13))
+# (the tiles name the kernel of x's projection, 18 rows)
+r = lstm.shape_from_case(dict(seq_len=3, batch=6, input_size=7, hidden=13))
 i = lstm.OP.make_inputs(r, "bf16", 3)
 plan = lstm.plan(r, i, kernels.Tiles(threads=2))
 assert plan.tiles()["isa"] == ISA and plan.tiles()["kernel"] in KERNELS
@@ -337,8 +393,11 @@ assert lstm.OP.check(r, plan.output(), i, lstm.reference(r, i), "bf16", "fp32")[
         [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "OPBENCH_ISA": isa}
     )
     assert proc.returncode == 0, proc.stderr
-    expect_dot = isa == "avx512" and HAS_BF16_DOT
+    # (these products have 37-99 rows: where the row widens bf16 onto the fp32 tile, they run that)
+    widened = kernels.default_tiles(isa)["bf16"]["fp32_units"]
+    expect_dot = isa == "avx512" and HAS_BF16_DOT and not widened
     assert ("vdpbf16ps" in proc.stdout) == expect_dot, proc.stdout
+    assert ("bf16 widened to fp32 in packing" in proc.stdout) == widened, proc.stdout
 
 
 def test_the_kernel_info_says_which_bf16_kernel_runs_and_why() -> None:
@@ -358,8 +417,11 @@ def test_the_bf16_dot_product_peak_is_measured_on_its_own_unit() -> None:
     # the best bf16 unit: AMX's tiles where the CPU has them, else AVX512-BF16's dot products
     unit = "tdpbf16ps" if "amx" in kernels.available_isas() else "vdpbf16ps"
     assert unit in kernel and gflops > 0 and fp32 > 0
-    # how much faster it is (about 2x the fp32 FMA loop on Zen 4 and 5) is measured by benchmarks/bf16.py
-    assert kernels.compute_unit("bf16") == "bf16"
+    # how much faster it is (about 2x the fp32 FMA loop on Zen 4 and 5) is measured by benchmarks/bf16.py;
+    # where it is slower than the fp32 FMAs (the micro-architecture row's bf16_on_fp32_units) our bf16 runs
+    # on those, and their peak is bf16's
+    widened = kernels.default_tiles()["bf16"]["fp32_units"]
+    assert kernels.compute_unit("bf16") == ("fp32" if widened else "bf16")
 
 
 def test_bf16_inputs_are_refused_where_our_kernels_have_none() -> None:
@@ -379,8 +441,11 @@ def test_the_tuner_names_the_bf16_register_tile_and_its_element_size() -> None:
 
     for isa in ISAS:
         names = _names(TuneConfig(gemm.GemmShape(64, 96, 128), "bf16", 1, "s", "sqlite://", isa=isa))
-        info = kernels.default_tiles(isa)["bf16"]
-        assert (names["mr"], names["nr"], names["elem_bytes"]) == (info["mr"], info["nr"], 2)
+        tiles = kernels.default_tiles(isa)
+        info = tiles["bf16"]
+        # (bf16 widened onto the fp32 tile packs fp32 panels)
+        want = (tiles["mr"], tiles["nr"], 4) if info["fp32_units"] else (info["mr"], info["nr"], 2)
+        assert (names["mr"], names["nr"], names["elem_bytes"]) == want
         fp32 = _names(TuneConfig(gemm.GemmShape(64, 96, 128), "fp32", 1, "s", "sqlite://", isa=isa))
         assert fp32["elem_bytes"] == 4
     # bf16 conv: the GEMM its way runs (here pixels of both images as rows, the filters as columns)
@@ -430,6 +495,8 @@ def test_a_bf16_sweep_verifies_and_names_the_unit_it_divides_by(tmp_path: Path) 
     unit = (
         "bf16 tile dot-product peak (AMX-BF16)"
         if "amx" in kernels.available_isas()
+        else "fp32 FMAs outrun its AVX512-BF16 dot products"
+        if kernels.default_tiles()["bf16"]["fp32_units"]
         else "bf16 dot-product peak"
         if HAS_BF16_DOT
         else "no AVX512-BF16 on this CPU"

@@ -96,8 +96,12 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   }
   const RnnKernels& rnn = rnn_kernels(ks);
   plan.call = [&ks, &rnn, p, blk, threads] { rnn_forward(ks, rnn, p, blk, static_cast<int>(threads)); };
-  plan.tiles = [&ks, bf16_in, blk] {
+  GemmProblem projection;  // x's projection, T x B rows: the product the tiles describe
+  projection.in_dtype = p.dtype;
+  projection.m = T * B;
+  plan.tiles = [&ks, bf16_in, blk, projection] {
     if (!bf16_in) return tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+    if (bf16_on_fp32(ks, projection)) return tile_dict(ks.isa, ks.gemm.bf16_widened, ks.mr, ks.nr, blk);
     const Bf16Kernels& bk = bf16_kernels(ks);
     return tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
   };
@@ -153,10 +157,14 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
     f16 = &f16acc_kernels(ks);  // throws (ValueError) when this CPU or kernel set has none
   }
   const bool bf16_in = ma.dtype == Dtype::bf16;
-  const Bf16Kernels* bf16 = bf16_in ? &bf16_kernels(ks) : nullptr;
+  // bf16 runs the bf16 kernels, or the fp32 register tile where they are slower (gemm.hpp, bf16_on_fp32)
+  GemmProblem rows;
+  rows.in_dtype = ma.dtype;
+  rows.m = ma.rows;
+  const Bf16Kernels* bf16 = bf16_in && !bf16_on_fp32(ks, rows) ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  Blocking blocking = tiles.blocking(bf16_in ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
+  Blocking blocking = tiles.blocking(bf16 ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = blocking.aliased_small_m = *small_m;
@@ -227,15 +235,18 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   } else {
     plan.call = [&ks, p, blocking, threads] { gemm(ks, p, blocking, static_cast<int>(threads)); };
   }
-  plan.tiles = [&ks, &tk, f16, bf16, blocking, p, batch, split, threads, batch_rows] {
+  plan.tiles = [&ks, &tk, f16, blocking, p, batch, split, threads, batch_rows] {
+    GemmProblem one_task = p;  // what one thread's gemm() multiplies
+    if (split) one_task.m = std::min(p.m, batch_rows);
+    // bf16: the bf16 kernels, or the fp32 tile where this product is widened onto it (bf16_on_fp32)
+    const bool widened = bf16_on_fp32(ks, one_task);
+    const Bf16Kernels* bf16 = p.in_dtype == Dtype::bf16 && !widened ? &bf16_kernels(ks) : nullptr;
     py::dict d = f16    ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
                  : bf16 ? tile_dict(ks.isa, bf16->description, bf16->mr, bf16->nr, blocking)
-                        : tile_dict(ks.isa, tk.description, tk.mr, tk.nr, blocking);
+                        : tile_dict(ks.isa, widened ? tk.gemm.bf16_widened : tk.description, tk.mr, tk.nr, blocking);
     d["small_m"] = blocking.small_m;
     d["parallel_flops"] = blocking.parallel_flops;
     d["stream_m"] = blocking.stream_m;
-    GemmProblem one_task = p;  // what one thread's gemm() multiplies
-    if (split) one_task.m = std::min(p.m, batch_rows);
     const std::string path = gemm_path(ks, one_task, blocking);
     d["path"] = !batch ? path
                 : !split ? "batched, each product on all threads: " + path
@@ -302,10 +313,17 @@ py::dict kernel_dict(const KernelSet& ks) {
     f16acc["reason"] = e.what();
   }
   d["fp16_accumulate"] = f16acc;
-  py::dict bf16 = kernel_named(bf16_kernels(ks));  // bf16 inputs: the kernels they run on, and why not the AVX512-BF16 ones where they are not used
+  // bf16 inputs: the kernels they run on, and why not the AVX512-BF16 ones where they are not used
+  py::dict bf16 = kernel_named(bf16_kernels(ks));
   const std::string why_not = bf16_fast_unavailable(ks);
   bf16["dot_product_unit"] = why_not.empty();
   bf16["reason"] = why_not;
+  // products of at least fp32_units_min_rows rows run on the fp32 register tile instead, bf16 widened in
+  // packing, where this core's fp32 FMAs outrun its dot products (gemm.hpp, bf16_on_fp32)
+  const bool on_fp32 = bf16_on_fp32_units(ks);
+  bf16["fp32_units"] = on_fp32;
+  bf16["fp32_units_min_rows"] = bf16_on_fp32_min_rows();
+  bf16["fp32_tile"] = on_fp32 ? ks.gemm.bf16_widened : "";
   d["bf16"] = bf16;
   return d;
 }

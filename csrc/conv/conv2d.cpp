@@ -235,14 +235,17 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
     plan.path = conv2d_is_depthwise(p) ? depthwise_way(ks, p) : conv2d_bf16_way(p);
     const Bf16Kernels& bk = bf16_kernels(ks);
     plan.tile = &ks;
-    plan.kernel = bk.description;
-    plan.mr = bk.mr;
-    plan.nr = bk.nr;
     plan.gemm = conv2d_bf16_gemm_dims(p, plan.path);
-    // the K block the GEMM runs (gemm.hpp, problem_blocking), for the plan's tiles
+    // the K block the GEMM runs (gemm.hpp, problem_blocking), and its register tile: the bf16 kernels', or
+    // the fp32 one with bf16 widened (bf16_on_fp32), for the plan's tiles
     GemmProblem g;
     g.in_dtype = Dtype::bf16;
+    g.m = plan.gemm.m;
     g.k = plan.gemm.k;
+    const bool on_fp32 = bf16_on_fp32(ks, g);
+    plan.kernel = on_fp32 ? ks.gemm.bf16_widened : bk.description;
+    plan.mr = on_fp32 ? ks.mr : bk.mr;
+    plan.nr = on_fp32 ? ks.nr : bk.nr;
     plan.blocking = problem_blocking(ks, g, resolve_blocking(ks, requested, Dtype::bf16));
     plan.workspace_bytes = conv2d_bf16_workspace_bytes(ks, p, plan.blocking, plan.path, threads);
     return plan;

@@ -83,6 +83,24 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   return requested;
 }
 
+bool bf16_on_fp32_units(const KernelSet& ks) {
+  return microarch().bf16_on_fp32_units && ks.gemm.pack_a_bf16 != nullptr &&
+         std::strcmp(bf16_kernels(ks).isa, "avx512bf16") == 0;
+}
+
+// bf16 products of fewer rows keep the bf16 kernels where bf16_on_fp32_units: they use each element of B once
+// or a few times, and B widened as it is packed is twice the bytes of its pairs. On the Emerald Rapids guest,
+// one core, builds interleaved, widened / pairs: 1x4096x4096 1.50, 4x4096x1024 1.27, 8x4096x1024 1.10,
+// 12x4096x4096 1.02; 16x4096x1024 0.93, 16x1024x4096 0.86, 32x4096x1024 0.81, 64x4096x1024 0.73.
+constexpr int64_t kBf16OnFp32MinRows = 16;
+
+int64_t bf16_on_fp32_min_rows() { return kBf16OnFp32MinRows; }
+
+bool bf16_on_fp32(const KernelSet& ks, const GemmProblem& p) {
+  return p.in_dtype == Dtype::bf16 && p.accumulation != Accumulation::f16 && p.m >= kBf16OnFp32MinRows &&
+         bf16_on_fp32_units(ks);
+}
+
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype) {
   Blocking blk = resolve_blocking(ks, requested);
   if (dtype == Dtype::bf16 && blk.kc_from_model) {
@@ -114,13 +132,13 @@ int64_t packed_offset(int64_t jc, int64_t pc, int64_t nb, int64_t k, int64_t nc,
   return (jc / nc) * packed_depth(k, kc, step) * round_up(nc, nr) + pc / kc * round_up(kc, step) * round_up(nb, nr);
 }
 
-// One packing call on A or B as the caller stored it: fp16 or fp32 (`dt`), from element `offset` of `base`,
-// by the kernel set's packer for that format (as is or transposed, chosen by the caller).
+// One packing call on A or B as the caller stored it: fp16, bf16 or fp32 (`dt`), from element `offset` of
+// `base`, by the kernel set's packer for that format (as is or transposed, chosen by the caller).
 template <class F16, class F32>
-void pack_stored(Dtype dt, const void* base, int64_t offset, F16 f16, F32 f32, int64_t ld, int64_t rows,
+void pack_stored(Dtype dt, const void* base, int64_t offset, F16 f16, F16 bf16, F32 f32, int64_t ld, int64_t rows,
                  int64_t cols, float* dst) {
-  if (dt == Dtype::f16) {
-    f16(static_cast<const uint16_t*>(base) + offset, ld, rows, cols, dst);
+  if (dt == Dtype::f16 || dt == Dtype::bf16) {
+    (dt == Dtype::f16 ? f16 : bf16)(static_cast<const uint16_t*>(base) + offset, ld, rows, cols, dst);
   } else {
     f32(static_cast<const float*>(base) + offset, ld, rows, cols, dst);
   }
@@ -133,6 +151,7 @@ int64_t b_offset(const GemmProblem& p, int64_t pc, int64_t col) { return p.trans
 void pack_b_panel(const KernelSet& ks, const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols,
                   float* dst) {
   pack_stored(p.in_dtype, p.b, b_offset(p, pc, col), p.trans_b ? ks.gemm.pack_bt_f16 : ks.gemm.pack_b_f16,
+              p.trans_b ? ks.gemm.pack_bt_bf16 : ks.gemm.pack_b_bf16,
               p.trans_b ? ks.gemm.pack_bt_f32 : ks.gemm.pack_b_f32, p.ldb, kb, cols, dst);
 }
 
@@ -231,6 +250,7 @@ struct F32Tile {
   void pack_a(const GemmProblem& p, int64_t row, int64_t pc, int64_t mb, int64_t kb, float* dst) const {
     const int64_t at = p.trans_a ? pc * p.lda + row : row * p.lda + pc;
     pack_stored(p.in_dtype, p.a, at, p.trans_a ? ks.gemm.pack_at_f16 : ks.gemm.pack_a_f16,
+                p.trans_a ? ks.gemm.pack_at_bf16 : ks.gemm.pack_a_bf16,
                 p.trans_a ? ks.gemm.pack_at_f32 : ks.gemm.pack_a_f32, p.lda, mb, kb, dst);
   }
   void pack_b(const GemmProblem& p, int64_t pc, int64_t kb, int64_t col, int64_t cols, float* dst) const {
@@ -524,7 +544,12 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
   }
   if (p.in_dtype == Dtype::bf16) {
     // Validated by the caller: A as is, fp32 accumulation. Every shape takes the blocked loops (the
-    // small-shape paths read fp32 or fp16); B may be packed ahead (pack_b_all).
+    // small-shape paths read fp32 or fp16); B may be packed ahead (pack_b_all). Where this core's fp32 FMAs
+    // outrun its bf16 dot products, bf16 is widened as it is packed and runs the fp32 register tile.
+    if (bf16_on_fp32(ks, p)) {
+      blocked(F32Tile{tile_kernels(ks, p.n)}, ks, p, problem_blocking(ks, p, blk), threads);
+      return;
+    }
     const Bf16Kernels& bk = bf16_kernels(ks);
     blocked(Bf16Tile{bk}, ks, p, bf16_k_blocks(bk, p, blk), threads);
     return;
@@ -538,8 +563,16 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
 }
 
 Blocking problem_blocking(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
-  const bool bf16 = p.in_dtype == Dtype::bf16 && p.accumulation != Accumulation::f16;
-  return bf16 ? bf16_k_blocks(bf16_kernels(ks), p, blk) : blk;
+  if (bf16_on_fp32(ks, p)) {
+    // the fp32 tile's K block: the model's, which resolve_blocking doubled for the pairs (their kernels' own
+    // block is kept); then taken as given, so that a caller passing this on keeps it
+    Blocking f = blk;
+    if (f.kc_from_model && bf16_kernels(ks).kc == 0) f.kc = std::max<int64_t>(1, f.kc / 2);
+    f.kc_from_model = false;
+    return f;
+  }
+  const bool pairs = p.in_dtype == Dtype::bf16 && p.accumulation != Accumulation::f16;
+  return pairs ? bf16_k_blocks(bf16_kernels(ks), p, blk) : blk;
 }
 
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
@@ -547,6 +580,7 @@ bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
 }
 
 int64_t packed_b_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
+  if (bf16_on_fp32(ks, p)) return packed_b_elems(F32Tile{tile_kernels(ks, p.n)}, p, problem_blocking(ks, p, blk)) * 4;
   if (p.in_dtype == Dtype::bf16) {
     const Bf16Kernels& bk = bf16_kernels(ks);
     return packed_b_elems(Bf16Tile{bk}, p, bf16_k_blocks(bk, p, blk)) * 2;
@@ -555,7 +589,9 @@ int64_t packed_b_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking
 }
 
 void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, void* dst, int threads) {
-  if (p.in_dtype == Dtype::bf16) {
+  if (bf16_on_fp32(ks, p)) {
+    pack_b_whole(F32Tile{tile_kernels(ks, p.n)}, p, problem_blocking(ks, p, blk), static_cast<float*>(dst), threads);
+  } else if (p.in_dtype == Dtype::bf16) {
     const Bf16Kernels& bk = bf16_kernels(ks);
     pack_b_whole(Bf16Tile{bk}, p, bf16_k_blocks(bk, p, blk), static_cast<uint16_t*>(dst), threads);
   } else {
@@ -565,6 +601,11 @@ void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, 
 
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.accumulation == Accumulation::f16) return "blocked, fp16 accumulation";
+  if (bf16_on_fp32(ks, p)) {
+    const KernelSet& tk = tile_kernels(ks, p.n);
+    return std::string("blocked, bf16 widened onto the fp32 tile") + (p.b_packed != nullptr ? ", B packed once" : "") +
+           (&tk != &ks ? " (narrow tile)" : "");
+  }
   if (p.in_dtype == Dtype::bf16) {
     const Bf16Tile tile{bf16_kernels(ks)};
     const Blocking bb = bf16_k_blocks(tile.k, p, blk);

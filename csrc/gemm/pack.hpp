@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -20,6 +21,13 @@ namespace packing {
 //   static float widen(uint16_t h);                                  one fp16 value
 //   static void widen_row(const uint16_t* src, float* dst, int64_t n);  n contiguous fp16 values
 //   static void narrow_row(const float* src, uint16_t* dst, int64_t n); round n values to fp16 (RNE)
+// A Cvt with `static constexpr bool kBf16 = true` reads its 16-bit sources as bf16 instead (widen and
+// widen_row then widen bf16; the AVX-512 transposes below shift where they would convert fp16).
+
+template <class Cvt, class = void>
+struct WidensBf16 : std::false_type {};
+template <class Cvt>
+struct WidensBf16<Cvt, std::void_t<decltype(Cvt::kBf16)>> : std::bool_constant<Cvt::kBf16> {};
 
 // A source element as a panel element: fp32 panels widen fp16 sources; panels of the source's own type
 // (fp32 from fp32, or fp16 kept for the fp16-accumulating kernels) copy it.
@@ -84,6 +92,9 @@ void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_
       r[i] = _mm512_setzero_ps();
     } else if constexpr (sizeof(T) == 4) {
       r[i] = _mm512_loadu_ps(reinterpret_cast<const float*>(src + i * ld));
+    } else if constexpr (WidensBf16<Cvt>::value) {  // bf16: its bits are an fp32's top half
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * ld));
+      r[i] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     } else {
       r[i] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * ld)));
     }

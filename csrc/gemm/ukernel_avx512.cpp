@@ -3,6 +3,8 @@
 // only after the ISA table (opbench/isa.hpp) found the CPU runs it.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "opbench/microarch.hpp"
 #include "opbench/kernel_set.hpp"
 #include "make_kernel_set.hpp"
@@ -50,6 +52,26 @@ struct Cvt {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j), _mm512_cvtps_ph(_mm512_loadu_ps(src + j), kRound));
     }
     for (; j < n; ++j) dst[j] = _cvtss_sh(src[j], kRound);
+  }
+};
+
+// bf16 sources widened to fp32 panels (packing::WidensBf16): the fp32 micro-kernel then runs bf16 products
+// (microarch's bf16_on_fp32_units). A bf16 value's bits are the top half of the fp32 with its value.
+struct CvtBf16 {
+  static constexpr bool kBf16 = true;
+  static float widen(uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+  static void widen_row(const uint16_t* src, float* dst, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j));
+      _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+    }
+    for (; j < n; ++j) dst[j] = widen(src[j]);
   }
 };
 
@@ -260,17 +282,31 @@ struct Body {
 using U = edges::Ukernels<Body, kMR, 2>;
 using UN = edges::Ukernels<Body, kMR, 1>;
 
-constexpr KernelSet kAvx512Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 16>(
-    "avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed, UN::rows, UN::a_rows, MicroPanelHome::l1);
+// The bf16 packers of a register tile (GemmKernels::pack_*_bf16): the fp16 packers' code with CvtBf16.
+template <int MR, int NR>
+constexpr KernelSet with_bf16_widened(KernelSet ks, const char* description) {
+  using P = packing::Packers<MR, NR, CvtBf16>;
+  ks.gemm.bf16_widened = description;
+  ks.gemm.pack_a_bf16 = P::a_f16;
+  ks.gemm.pack_at_bf16 = P::at_f16;
+  ks.gemm.pack_b_bf16 = P::b_f16;
+  ks.gemm.pack_bt_bf16 = P::bt_f16;
+  return ks;
+}
+
+constexpr KernelSet kAvx512Narrow = with_bf16_widened<kMR, kNarrowNR>(
+    make_kernel_set<kMR, kNarrowNR, Cvt, 16>("avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed,
+                                             UN::rows, UN::a_rows, MicroPanelHome::l1),
+    "AVX-512F 14x16 fp32, bf16 widened to fp32 in packing (narrow tile)");
 constexpr KernelSet with_a_in_place(KernelSet ks, UkernelAF32 ukernel_a, UkernelAPackBF32 ukernel_a_pack_b) {
   ks.gemm.ukernel_a = ukernel_a;
   ks.gemm.ukernel_a_pack_b = ukernel_a_pack_b;
   return ks;
 }
-constexpr KernelSet kAvx512 = with_a_in_place(
+constexpr KernelSet kAvx512 = with_bf16_widened<kMR, kNR>(with_a_in_place(
     make_kernel_set<kMR, kNR, Cvt, 16>("avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)",
                                        U::packed, U::rows, U::a_rows, MicroPanelHome::l2, &kAvx512Narrow),
-    U::a_matrix, U::a_matrix_pack_b);
+    U::a_matrix, U::a_matrix_pack_b), "AVX-512F 14x32 fp32, bf16 widened to fp32 in packing");
 
 }  // namespace
 

@@ -26,6 +26,10 @@
 //       blocked loops (row tiles outside, K block up to 1024): 1024x128x1024 1.15-1.16x, 256x256x1024 1.11x,
 //       1024x256x768 1.08x, 512x512x1024 1.04-1.07x, 1024^3 1.00x, 2048x2048x1024 0.99x; K blocks of 2048
 //       lost (128x1000x2048 0.74-0.82x), so the limit is 1024. Not measured on a Zen core.
+//  [E8] the same guest, one core, independent accumulators: vdpbf16ps zmm 86 GFLOPS, vfmadd231ps zmm 176 (one
+//       dot product every two cycles; opbench peak: 171 against 352 on two cores). bf16 widened to fp32 as it
+//       is packed and run on the fp32 micro-kernel: see blocked.cpp's bf16_on_fp32_units for the products.
+//       Not measured on a Zen core (Zen 5's bf16 dot products ran level with torch, issue 20).
 //  [Z1] Zen 5 (2-vCPU EPYC, family 0x1A), issue 17: prefetchnta chosen for the thin path (not measured
 //       against prefetcht0); 256-448 x 4096 x 4096 ran 7-16% faster with B in place, so no separate limit
 //       for 4 KiB-aliased rows; at 16x4096x4096 in place ran at 135 GFLOPS and streamed at 113 on one core,
@@ -40,15 +44,16 @@ namespace opbench {
 
 namespace {
 
-constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0};  // [Z1]
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false};  // [Z1]
 constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20, 16,
-                                    1024};  // [E1-E7]
+                                    1024, true};  // [E1-E8]
 
 // Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
 // Intel cores (not measured there).
 constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
   return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows,
-          from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps, from.f32_a_in_place_max_k};
+          from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps, from.f32_a_in_place_max_k,
+          from.bf16_on_fp32_units};
 }
 constexpr MicroArchChoices kZen3 = taking("Zen 3", kZen5);
 constexpr MicroArchChoices kZen4 = taking("Zen 4", kZen5);

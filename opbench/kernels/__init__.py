@@ -108,7 +108,8 @@ def gemm(
     same dtype, or C-contiguous stacks of them (batch x M x K and batch x K x N: a batched GEMM, C batch x M x
     N; the threads split the batch, or each product where the products are few and large); float16 is
     accumulated in float32 and rounded once at the end, and so is bfloat16 (its products, exact in float32,
-    by AVX512-BF16's dot products where the CPU has them: default_tiles()["bf16"] says which kernel runs).
+    by AVX512-BF16's dot products where the CPU has them, or on the fp32 register tile, widened as it is
+    packed, where the core's FMAs outrun them: default_tiles()["bf16"] says which kernel runs).
     tiles, an opbench.Tiles (or a record's tile dict), says how it runs (None: every default): m / n / k,
     the cache-blocking sizes (None: derived from this CPU's caches); threads (None: the cores this process
     may use); isa, a kernel set ("avx512", "avx2", "ref"; None: the best this CPU runs, or $OPBENCH_ISA).
@@ -253,10 +254,12 @@ def default_tiles(isa: str | None = None, n: int = 0) -> KernelInfo:
 def register_tile(isa: str | None, dtype: str, n: int = 0) -> dict[str, int]:
     """The register tile (mr, nr) our GEMMs run for this dtype (bf16: the bf16 kernels', packed in k pairs;
     fp32 and fp16: the kernel set's, for n columns where given) and elem_bytes, the bytes of one element of
-    its packed panels (2 for bf16 pairs; 4 otherwise, fp16 being widened when packed): what the tuning
-    spaces' cache rules size panels with."""
+    its packed panels (2 for bf16 pairs; 4 otherwise, fp16, and bf16 on the fp32 units, being widened when
+    packed): what the tuning spaces' cache rules size panels with."""
     info = default_tiles(isa, n)
     if dtype == "bf16":
+        if info["bf16"]["fp32_units"]:  # (products of fewer rows than fp32_units_min_rows keep the pairs)
+            return {"mr": int(info["mr"]), "nr": int(info["nr"]), "elem_bytes": 4}
         return {"mr": int(info["bf16"]["mr"]), "nr": int(info["bf16"]["nr"]), "elem_bytes": 2}
     return {"mr": int(info["mr"]), "nr": int(info["nr"]), "elem_bytes": 4}
 
@@ -277,11 +280,12 @@ def native_fp16_fma() -> bool:
 def compute_unit(dtype: str) -> str:
     """The execution unit whose peak bounds a dtype's GEMM on this CPU, as fma_peak names it: "fp16"
     (AVX512-FP16 FMAs) for fp16 and "bf16" (AVX512-BF16 dot products) for bf16 where the CPU (and build)
-    has them, else "fp32" (the 2-byte formats are then widened and multiplied on the fp32 FMA units)."""
+    has them and our kernels use them, else "fp32" (the 2-byte formats are then widened and multiplied on
+    the fp32 FMA units: also bf16 where this core's FMAs outrun its dot products, default_tiles()["bf16"])."""
     info = _core.cpu_info()
     if dtype == "fp16" and info["native_fp16_fma"]:
         return "fp16"
-    if dtype == "bf16" and info["bf16_dot"]:
+    if dtype == "bf16" and info["bf16_dot"] and not _core.kernel_info("", 0)["bf16"]["fp32_units"]:
         return "bf16"
     return "fp32"
 

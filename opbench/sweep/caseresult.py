@@ -17,7 +17,7 @@ from opbench.case import Result
 from opbench.documents import PeakDict
 from opbench.guards import peak_guard
 from opbench.measure import QUIET_MAX_WAIT_S, combine
-from opbench.peak import UNIT_PEAKS
+from opbench.peak import UNIT_PEAKS, why_fp32_units
 from opbench.record_blocks import ReferenceBlock, SensitivityBlock
 from opbench.reference import APART_FACTOR, THROTTLED_SPEED
 from opbench.sweep.caserun import CaseRun
@@ -26,12 +26,14 @@ from opbench.sweep.caserun import CaseRun
 SLOW_UTILIZATION = 0.01
 
 
-def _probe_name(key: str) -> str:
-    """What an in-run FMA probe (key fma/<unit>/<threads>) measured: its unit's peak, by name."""
+def _probe_name(key: str, dtype: str) -> str:
+    """What an in-run FMA probe (key fma/<unit>/<threads>) measured: its unit's peak, by name, and why where a
+    2-byte dtype is held to the fp32 units'."""
     unit = key.split("/")[1] if key.count("/") == 2 else ""
-    return (
-        f"in-run FMA probe ({key}): {UNIT_PEAKS[unit]}" if unit in UNIT_PEAKS else f"in-run FMA probe ({key})"
-    )
+    if unit not in UNIT_PEAKS:
+        return f"in-run FMA probe ({key})"
+    why = f" ({why_fp32_units(dtype)})" if unit == "fp32" and dtype in ("fp16", "bf16") else ""
+    return f"in-run FMA probe ({key}): {UNIT_PEAKS[unit]}{why}"
 
 
 class CorrectedPeak(TypedDict):
@@ -92,7 +94,7 @@ def case_result(case: CaseRun, peak: PeakDict | None, sensitivity: SensitivityBl
     used = beside = None if peak is None else Peak(peak["gflops"], peak["source"], peak["name"])
     reference = c.reference
     if reference is not None and reference["fma_gflops"]:
-        name = _probe_name(case.visits[0].before["fma"].key)
+        name = _probe_name(case.visits[0].before["fma"].key, case.case.dtype)
         beside = used = Peak(reference["fma_gflops"], "in-run", name)
         rounds = [(v.measurement.samples_s, v.speed_index) for v in c.kept]
         corrected = corrected_peak(reference, sensitivity, rounds)

@@ -203,6 +203,13 @@ struct GemmKernels {
   UkernelF32 ukernel;
   UkernelAF32 ukernel_a;  // A read in place (the blocked loops, microarch's f32_a_in_place_max_k); null: none
   UkernelAPackBF32 ukernel_a_pack_b;  // ukernel_a packing B on the way (small.cpp); null where ukernel_a is
+  // bf16 widened to fp32 panels (a 16-bit shift) for the fp32 micro-kernel (microarch's bf16_on_fp32_units);
+  // null: bf16 runs only the Bf16Kernels
+  PackAF16 pack_a_bf16;
+  PackAtF16 pack_at_bf16;
+  PackBF16 pack_b_bf16;
+  PackBtF16 pack_bt_bf16;
+  const char* bf16_widened;  // the register tile's description when it runs bf16 so
   PackAF32 pack_a_f32;
   PackAF16 pack_a_f16;
   PackAtF32 pack_at_f32;

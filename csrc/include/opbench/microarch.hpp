@@ -35,6 +35,10 @@ struct MicroArchChoices {
   // block is at most this deep (0: always packed; blocked.cpp's f32_a_in_place): by the blocked loops, and by
   // the unpacked-B path, which then packs each thread's B panels once (small.cpp).
   int64_t f32_a_in_place_max_k;
+  // bf16 products run on the fp32 FMA units (bf16 widened to fp32 as it is packed, the fp32 micro-kernel)
+  // instead of the AVX512-BF16 dot-product kernel, where this core's vdpbf16ps gives fewer FLOPs than its
+  // fp32 FMAs (blocked.cpp's bf16_on_fp32_units). AMX kernels, where they run, are kept.
+  bool bf16_on_fp32_units;
 };
 
 // The row of a CPU (its vendor, family and model), or the row $OPBENCH_MICROARCH names (microarch.cpp).
