@@ -70,15 +70,15 @@ NO_UNIT = {
     "fp16": "no native fp16 FMA on this CPU: fp16 GEMMs compute on the fp32 units",
     "bf16": "no AVX512-BF16 on this CPU: bf16 GEMMs compute on the fp32 units",
 }
-# ... or where the CPU has the unit and our kernels leave it (default_tiles()["bf16"]["fp32_units"]).
-SLOWER_UNIT = {
-    "bf16": "this core's fp32 FMAs outrun its AVX512-BF16 dot products: bf16 GEMMs compute on the fp32 units",
-}
+# ... or where the CPU has bf16's unit and our kernels leave it (default_tiles()["bf16"]["fp32_units"]).
+BF16_SLOWER_UNIT = (
+    "this core's fp32 FMAs outrun its AVX512-BF16 dot products: bf16 GEMMs compute on the fp32 units"
+)
 
 
 def why_fp32_units(dtype: str) -> str:
     """Why a 2-byte dtype computes on (and is held to) the fp32 units here."""
-    return SLOWER_UNIT[dtype] if dtype == "bf16" and kernels.cpu_info()["bf16_dot"] else NO_UNIT[dtype]
+    return BF16_SLOWER_UNIT if dtype == "bf16" and kernels.cpu_info()["bf16_dot"] else NO_UNIT[dtype]
 
 
 def measure(dtype: str, threads: int, min_time_s: float = 0.1, repeats: int = 5) -> Peak:

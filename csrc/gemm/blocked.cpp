@@ -101,6 +101,13 @@ bool bf16_on_fp32(const KernelSet& ks, const GemmProblem& p) {
          bf16_on_fp32_units(ks);
 }
 
+namespace {
+
+// bf16 packed in pairs for the bf16 kernels (every other product, bf16 widened included, packs fp32 panels)
+bool bf16_pairs(const KernelSet& ks, const GemmProblem& p) { return p.in_dtype == Dtype::bf16 && !bf16_on_fp32(ks, p); }
+
+}  // namespace
+
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype) {
   Blocking blk = resolve_blocking(ks, requested);
   if (dtype == Dtype::bf16 && blk.kc_from_model) {
@@ -546,12 +553,12 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     // Validated by the caller: A as is, fp32 accumulation. Every shape takes the blocked loops (the
     // small-shape paths read fp32 or fp16); B may be packed ahead (pack_b_all). Where this core's fp32 FMAs
     // outrun its bf16 dot products, bf16 is widened as it is packed and runs the fp32 register tile.
+    const Blocking run = problem_blocking(ks, p, blk);
     if (bf16_on_fp32(ks, p)) {
-      blocked(F32Tile{tile_kernels(ks, p.n)}, ks, p, problem_blocking(ks, p, blk), threads);
-      return;
+      blocked(F32Tile{tile_kernels(ks, p.n)}, ks, p, run, threads);
+    } else {
+      blocked(Bf16Tile{bf16_kernels(ks)}, ks, p, run, threads);
     }
-    const Bf16Kernels& bk = bf16_kernels(ks);
-    blocked(Bf16Tile{bk}, ks, p, bf16_k_blocks(bk, p, blk), threads);
     return;
   }
   if (small_gemm(ks, p, blk, threads)) return;
@@ -571,8 +578,7 @@ Blocking problem_blocking(const KernelSet& ks, const GemmProblem& p, const Block
     f.kc_from_model = false;
     return f;
   }
-  const bool pairs = p.in_dtype == Dtype::bf16 && p.accumulation != Accumulation::f16;
-  return pairs ? bf16_k_blocks(bf16_kernels(ks), p, blk) : blk;
+  return bf16_pairs(ks, p) ? bf16_k_blocks(bf16_kernels(ks), p, blk) : blk;
 }
 
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
@@ -580,44 +586,36 @@ bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
 }
 
 int64_t packed_b_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
-  if (bf16_on_fp32(ks, p)) return packed_b_elems(F32Tile{tile_kernels(ks, p.n)}, p, problem_blocking(ks, p, blk)) * 4;
-  if (p.in_dtype == Dtype::bf16) {
-    const Bf16Kernels& bk = bf16_kernels(ks);
-    return packed_b_elems(Bf16Tile{bk}, p, bf16_k_blocks(bk, p, blk)) * 2;
-  }
-  return packed_b_elems(F32Tile{tile_kernels(ks, p.n)}, p, blk) * 4;
+  const Blocking run = problem_blocking(ks, p, blk);
+  if (bf16_pairs(ks, p)) return packed_b_elems(Bf16Tile{bf16_kernels(ks)}, p, run) * 2;
+  return packed_b_elems(F32Tile{tile_kernels(ks, p.n)}, p, run) * 4;
 }
 
 void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, void* dst, int threads) {
-  if (bf16_on_fp32(ks, p)) {
-    pack_b_whole(F32Tile{tile_kernels(ks, p.n)}, p, problem_blocking(ks, p, blk), static_cast<float*>(dst), threads);
-  } else if (p.in_dtype == Dtype::bf16) {
-    const Bf16Kernels& bk = bf16_kernels(ks);
-    pack_b_whole(Bf16Tile{bk}, p, bf16_k_blocks(bk, p, blk), static_cast<uint16_t*>(dst), threads);
+  const Blocking run = problem_blocking(ks, p, blk);
+  if (bf16_pairs(ks, p)) {
+    pack_b_whole(Bf16Tile{bf16_kernels(ks)}, p, run, static_cast<uint16_t*>(dst), threads);
   } else {
-    pack_b_whole(F32Tile{tile_kernels(ks, p.n)}, p, blk, static_cast<float*>(dst), threads);
+    pack_b_whole(F32Tile{tile_kernels(ks, p.n)}, p, run, static_cast<float*>(dst), threads);
   }
 }
 
 std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.accumulation == Accumulation::f16) return "blocked, fp16 accumulation";
-  if (bf16_on_fp32(ks, p)) {
-    const KernelSet& tk = tile_kernels(ks, p.n);
-    return std::string("blocked, bf16 widened onto the fp32 tile") + (p.b_packed != nullptr ? ", B packed once" : "") +
-           (&tk != &ks ? " (narrow tile)" : "");
-  }
-  if (p.in_dtype == Dtype::bf16) {
+  const Blocking run = problem_blocking(ks, p, blk);
+  if (bf16_pairs(ks, p)) {
     const Bf16Tile tile{bf16_kernels(ks)};
-    const Blocking bb = bf16_k_blocks(tile.k, p, blk);
-    const bool in_place = tile.a_in_place(p, bb);
+    const bool in_place = tile.a_in_place(p, run);
     const std::string a = std::string(in_place ? ", A read in place" : "") +
-                          (tile.rounds_in_kernel(p, std::min(bb.kc, p.k), in_place) ? ", C rounded in the kernel" : "");
+                          (tile.rounds_in_kernel(p, std::min(run.kc, p.k), in_place) ? ", C rounded in the kernel" : "");
     return p.b_packed != nullptr ? "blocked, bf16 pairs" + a + ", B packed once" : "blocked, bf16 pairs" + a;
   }
-  if (const char* small = small_path(ks, p, blk)) return small;
+  const bool widened = p.in_dtype == Dtype::bf16;  // (the small-shape paths read fp32 or fp16)
+  if (const char* small = widened ? nullptr : small_path(ks, p, blk)) return small;
   const KernelSet& tk = tile_kernels(ks, p.n);
-  return std::string("blocked") + (f32_a_in_place(tk, p, blk) ? ", A read in place" : "") +
-         (p.b_packed != nullptr ? ", B packed once" : "") + (&tk != &ks ? " (narrow tile)" : "");
+  return std::string("blocked") + (widened ? ", bf16 widened onto the fp32 tile" : "") +
+         (f32_a_in_place(tk, p, run) ? ", A read in place" : "") + (p.b_packed != nullptr ? ", B packed once" : "") +
+         (&tk != &ks ? " (narrow tile)" : "");
 }
 
 int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int threads) {

@@ -140,11 +140,6 @@ bool b_rows_aligned(const GemmProblem& p) {
 // A thread copies a misaligned B (microarch().split_loads_costly) from this many tiles of rows
 // (gemm_unpacked_b).
 constexpr int64_t kCopyTiles = 4;
-// The in-place-A branch packs the B panels its kernel set does not pack on the way (ukernel_a_pack_b) this
-// many rows at a time across all of them, so that B's rows are read as runs rather than 32 columns per row
-// (as blocked.cpp's kPackRows): 128^3 on the Emerald Rapids guest, builds interleaved, 0.97-0.98 of the
-// time on one and two threads, the other cubes 0.99-1.01 (before the kernel packed whole panels).
-constexpr int64_t kPackRunRows = 64;
 
 // Columns before B's rows reach a 64-byte boundary, when every row is misaligned alike (0 otherwise). A row
 // of the rows kernel is NR floats loaded as vectors; a numpy array's data starts 16 bytes into a cache line,
@@ -323,20 +318,15 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
           // Whole panels are packed by the first row tile's kernel as it reads them (ukernel_a_pack_b), a
           // narrower last one beforehand. One Emerald Rapids core, builds interleaved (9 rounds), time with /
           // without: 96^3-256^3 0.945-0.963, 128x1000x2048 0.98; two cores 128^3 0.96-0.99, 160^3 0.95.
-          const int64_t fused = ks.gemm.ukernel_a_pack_b != nullptr ? nb / NR * NR : 0;
-          for (int64_t r0 = 0; r0 < kb && fused < nb; r0 += kPackRunRows) {
-            const int64_t rows = std::min(kPackRunRows, kb - r0);
-            for (int64_t j = fused; j < nb; j += NR) {
-              ks.gemm.pack_b_f32(b + r0 * p.ldb + j, p.ldb, rows, std::min(NR, nb - j), edge + j * kb + r0 * NR);
-            }
-          }
+          const int64_t whole = nb / NR * NR;
+          if (whole < nb) ks.gemm.pack_b_f32(b + whole, p.ldb, kb, nb - whole, edge + whole * kb);
           for (int64_t t = 0; t < tiles; ++t) {
             int64_t r0, nrows;
             tile_rows(t, r0, nrows);
             const float* a = static_cast<const float*>(p.a) + (m_lo + r0) * p.lda + pc;
             for (int64_t j = 0; j < nb; j += NR) {
               const int m_valid = static_cast<int>(nrows), n_valid = static_cast<int>(std::min(NR, nb - j));
-              if (t == 0 && j < fused) {
+              if (t == 0 && j < whole) {
                 ks.gemm.ukernel_a_pack_b(kb, a, p.lda, b + j, p.ldb, edge + j * kb, c + r0 * ldc + j, ldc, acc,
                                          m_valid, n_valid);
               } else {

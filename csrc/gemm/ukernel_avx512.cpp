@@ -3,8 +3,6 @@
 // only after the ISA table (opbench/isa.hpp) found the CPU runs it.
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "opbench/microarch.hpp"
 #include "opbench/kernel_set.hpp"
 #include "make_kernel_set.hpp"
@@ -56,23 +54,11 @@ struct Cvt {
 };
 
 // bf16 sources widened to fp32 panels (packing::WidensBf16): the fp32 micro-kernel then runs bf16 products
-// (microarch's bf16_on_fp32_units). A bf16 value's bits are the top half of the fp32 with its value.
+// (microarch's bf16_on_fp32_units). The unit's own bf16 conversions (pack_pairs.hpp).
 struct CvtBf16 {
   static constexpr bool kBf16 = true;
-  static float widen(uint16_t h) {
-    const uint32_t bits = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-  }
-  static void widen_row(const uint16_t* src, float* dst, int64_t n) {
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + j));
-      _mm512_storeu_ps(dst + j, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-    }
-    for (; j < n; ++j) dst[j] = widen(src[j]);
-  }
+  static float widen(uint16_t h) { return bf16_to_float(h); }
+  static void widen_row(const uint16_t* src, float* dst, int64_t n) { packing::widen_bf16<Cvt>(src, dst, n); }
 };
 
 // Row I of a tile of row-major A read in place (edges::kMatrixA), broadcast: rows 0-6 from lo, 7-13 from hi,

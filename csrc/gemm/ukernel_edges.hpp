@@ -45,13 +45,19 @@ void any_rows(int64_t kc, const float* ap, const float* b, const int64_t* b_off,
 
 template <class Body, int MR, int NV>
 struct Ukernels {
+  // Edge tiles by any_rows, and MR - 1 rows by their own instantiation (conv2d_pixels.cpp's micro-panels).
+  template <int kSrc>
+  static void any_rows_or_one_less(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c,
+                                   int64_t ldc, bool accumulate, int m, int n) {
+    if (m == MR - 1) {
+      Body::template run<MR - 1, NV, kSrc, MR>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+    } else {
+      any_rows<Body, MR, NV, kSrc>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+    }
+  }
   static void packed(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool accumulate, int m,
                      int n) {
-    if (m == MR - 1) {
-      Body::template run<MR - 1, NV, kPacked, MR>(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
-    } else {
-      any_rows<Body, MR, NV, kPacked>(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
-    }
+    any_rows_or_one_less<kPacked>(kc, ap, bp, nullptr, c, ldc, accumulate, m, n);
   }
   static void rows(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
                    bool accumulate, int m, int n) {
@@ -59,31 +65,18 @@ struct Ukernels {
   }
   static void a_rows(int64_t kc, const float* a, const int64_t* a_off, const float* bp, float* c, int64_t ldc,
                      bool accumulate, int m, int n) {
-    if (m == MR - 1) {
-      Body::template run<MR - 1, NV, kRowsOfA, MR>(kc, a, bp, a_off, c, ldc, accumulate, m, n);
-    } else {
-      any_rows<Body, MR, NV, kRowsOfA>(kc, a, bp, a_off, c, ldc, accumulate, m, n);
-    }
+    any_rows_or_one_less<kRowsOfA>(kc, a, bp, a_off, c, ldc, accumulate, m, n);
   }
   static void a_matrix(int64_t kc, const float* a, int64_t lda, const float* bp, float* c, int64_t ldc,
                        bool accumulate, int m, int n) {
     const int64_t ld[1] = {lda};
-    if (m == MR - 1) {
-      Body::template run<MR - 1, NV, kMatrixA, MR>(kc, a, bp, ld, c, ldc, accumulate, m, n);
-    } else {
-      any_rows<Body, MR, NV, kMatrixA>(kc, a, bp, ld, c, ldc, accumulate, m, n);
-    }
+    any_rows_or_one_less<kMatrixA>(kc, a, bp, ld, c, ldc, accumulate, m, n);
   }
   // A read in place and B packed on the way (kMatrixAPackB): a whole micro-panel of B, n == NR.
   static void a_matrix_pack_b(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* bp_out,
                               float* c, int64_t ldc, bool accumulate, int m, int n) {
     const PackingB ops{lda, ldb, bp_out};
-    const auto* ld = reinterpret_cast<const int64_t*>(&ops);
-    if (m == MR - 1) {
-      Body::template run<MR - 1, NV, kMatrixAPackB, MR>(kc, a, b, ld, c, ldc, accumulate, m, n);
-    } else {
-      any_rows<Body, MR, NV, kMatrixAPackB>(kc, a, b, ld, c, ldc, accumulate, m, n);
-    }
+    any_rows_or_one_less<kMatrixAPackB>(kc, a, b, reinterpret_cast<const int64_t*>(&ops), c, ldc, accumulate, m, n);
   }
 };
 

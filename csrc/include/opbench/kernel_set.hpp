@@ -202,7 +202,7 @@ enum class MicroPanelHome { l1, l2 };
 struct GemmKernels {
   UkernelF32 ukernel;
   UkernelAF32 ukernel_a;  // A read in place (the blocked loops, microarch's f32_a_in_place_max_k); null: none
-  UkernelAPackBF32 ukernel_a_pack_b;  // ukernel_a packing B on the way (small.cpp); null where ukernel_a is
+  UkernelAPackBF32 ukernel_a_pack_b;  // ukernel_a packing B on the way (small.cpp): set with ukernel_a
   // bf16 widened to fp32 panels (a 16-bit shift) for the fp32 micro-kernel (microarch's bf16_on_fp32_units);
   // null: bf16 runs only the Bf16Kernels
   PackAF16 pack_a_bf16;
