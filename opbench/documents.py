@@ -1,8 +1,7 @@
-"""The JSON documents opbench writes and reads back, typed: the results file (its header and records), the
-peak and bandwidth entries, the machine blocks and what the compiled runtime reports about the CPU. Each is
-the file's own layout (schema v12: results.py), declared as a TypedDict so that mypy checks every key that
-is written or read; the nested blocks of a record are in blocks.py. Values a document holds without
-knowing their type (a shape's fields, a backend's parameters) are `Scalar`s."""
+"""The JSON documents opbench writes and reads back, typed: the results file (header and records), the peak
+and bandwidth entries, the machine blocks and what the runtime reports about the CPU. Each is the file's
+layout (schema v12: results.py) as a TypedDict, so mypy checks every key written or read; a record's nested
+blocks are in blocks.py. Values held without knowing their type (a shape's fields, params) are `Scalar`s."""
 
 from __future__ import annotations
 
@@ -105,6 +104,7 @@ class KernelInfo(RegisterAndTiles):
     description: str
     small_m: int
     aliased_small_m: int
+    aliased_row_bytes: int
     parallel_flops: int
     stream_m: int
     thin_max_n: int

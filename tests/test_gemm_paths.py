@@ -350,28 +350,36 @@ def test_the_kernels_micro_architecture_row_is_the_one_the_peaks_name() -> None:
     assert (measured == "Emerald Rapids") == (cpu["vendor"] == "GenuineIntel")
 
 
-def test_b_rows_4k_apart_are_read_in_place_only_for_fewer_rows_on_intel() -> None:
-    # On Intel CPUs B's rows a multiple of 4 KiB apart share L1 sets: the default reads such a B in place
-    # up to aliased_small_m rows (32) instead of small_m; a given small_m holds for every B, and other
-    # vendors keep one limit (blocking.cpp).
-    info = kernels.default_tiles()
-    small_m, aliased = info["small_m"], info["aliased_small_m"]
+@pytest.mark.parametrize("isa", ISAS)
+def test_b_rows_that_alias_in_l1_are_read_in_place_only_for_fewer_rows(isa: str) -> None:
+    # B's rows a multiple of aliased_row_bytes apart share L1 sets: the default reads such a B in place up to
+    # aliased_small_m rows instead of small_m; a given small_m holds for every B (blocking.cpp). On Intel's
+    # AVX-512 set that is 4 KiB strides up to 32 rows; an L1-fed register tile (AVX2's, the portable one),
+    # whose B micro-panel must stay in L1, takes B in place for at most 128 rows, 32 at strides its L1 model
+    # finds aliased (256 B on a 32 KiB 8-way L1); AMD's AVX-512 set keeps one limit.
+    info = kernels.default_tiles(isa)
+    small_m, aliased, stride = info["small_m"], info["aliased_small_m"], info["aliased_row_bytes"]
+    l1_fed = info["mr"] * info["nr"] <= 6 * 16  # AVX2's 6x16 and the portable 4x8
     intel = kernels.cpu_info()["vendor"] == "GenuineIntel"
-    assert aliased == (min(32, small_m) if intel else small_m)
+    assert stride >= 64 and stride & (stride - 1) == 0
+    assert stride <= 4096 if l1_fed else stride == 4096
+    assert small_m <= 128 if l1_fed else small_m > 128
+    assert aliased == (min(32, small_m) if intel or l1_fed else small_m)
 
     def path(m: int, n: int, dtype: str = "fp32", **thresholds: int) -> str:
         inp = inputs_for(m, n, 40, dtype)
-        return str(
-            kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2, **thresholds)).tiles()["path"]
-        )
+        tiles = Tiles(threads=2, isa=isa, **thresholds)
+        return str(kernels.prepare_gemm(inp["a"], inp["b"], tiles=tiles).tiles()["path"])
 
-    assert path(aliased, 1024).startswith("unpacked")
-    assert path(aliased + 1, 1024).startswith("unpacked" if not intel else "blocked")
-    assert path(aliased + 1, 2048, "fp16").startswith("unpacked" if not intel else "blocked")  # 4 KiB rows
-    assert path(aliased + 1, 1000).startswith("unpacked")  # 4000-byte rows
-    assert path(small_m, 1024, small_m=small_m).startswith("unpacked")
+    alias_n = max(1024, stride // 4)  # a multiple of the stride in floats
+    assert path(aliased, alias_n).startswith("unpacked")
+    assert path(aliased + 1, alias_n).startswith("unpacked" if aliased == small_m else "blocked")
+    assert path(aliased + 1, 2 * alias_n, "fp16").startswith("unpacked" if aliased == small_m else "blocked")
+    assert path(small_m, 1000).startswith("unpacked")  # 4000-byte rows
+    assert path(small_m + 1, 1000).startswith("blocked")
+    assert path(small_m, alias_n, small_m=small_m).startswith("unpacked")
     inp = inputs_for(64, 1024, 40, "fp32")
-    assert_close(kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2)).output(), inp, "fp32")
+    assert_close(kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2, isa=isa)).output(), inp, "fp32")
 
 
 def test_thresholds_are_reported_and_checked() -> None:

@@ -291,7 +291,8 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
   d["small_m"] = blk.small_m;
-  d["aliased_small_m"] = blk.aliased_small_m;  // small_m for a B whose rows are a multiple of 4 KiB apart
+  d["aliased_small_m"] = blk.aliased_small_m;  // small_m for a B whose rows alias in L1 (blocking.hpp)
+  d["aliased_row_bytes"] = blk.aliased_row_bytes;  // B's rows a multiple of this many bytes apart alias
   d["parallel_flops"] = blk.parallel_flops;
   d["stream_m"] = blk.stream_m;
   d["thin_max_n"] = thin::max_n(ks.thin_lanes);  // the few-columns path's widest N (small.cpp, thin_path)

@@ -77,6 +77,7 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
     requested.stream_m = microarch().stream_m;
     requested.stream_min_b_bytes = cpu_info().l2.size_bytes / 2;
   }
+  requested.aliased_row_bytes = model.aliased_row_bytes;
   requested.unpacked_kc = model.unpacked_kc;
   requested.few_tiles_kc = model.few_tiles_kc;
   if (requested.parallel_flops < 0) requested.parallel_flops = kParallelFlops;

@@ -8,6 +8,28 @@ namespace opbench {
 
 namespace {
 int64_t round_down(int64_t x, int64_t multiple) { return std::max(multiple, x / multiple * multiple); }
+// An L1-fed register tile (AVX2's 6x16) re-reads B's micro-panel from L1 for every row tile. Read in place,
+// the panel's rows sit where B's stride puts them: rows a multiple of 2^j lines apart fall in sets / 2^j of
+// L1's sets, and once its kc rows outnumber those sets' ways (one left for A and C) every row tile reads the
+// panel from L2 again. B's rows a multiple of the smallest such stride apart count as aliased. Packing B
+// costs one pass over the panel per K block, which a few row tiles already repay. On the Zen 4 guest
+// without AVX-512 (L1d 32 KiB 8-way, kc 168), one core, unpacked / blocked time: strides of 256 B to 4 KiB
+// (64^3-1024^3, 256x1024x1024) 1.09-1.39 from 64 rows, 0.96-1.04 at 24-48; other strides 0.79-0.93 at 16-128
+// rows (x1000x1000), 0.98-1.14 at 192-1000 rows; docs/benchmarks.md.
+constexpr int64_t kL1HomeUnpackedRows = 128;
+constexpr int64_t kL1HomeAliasedRows = 32;
+
+void l1_home_unpacked_limits(const CacheLevel& l1, int nr, int elem_bytes, Blocking& b) {
+  const int64_t panel_lines = ceil_div(int64_t(nr) * elem_bytes, l1.line_bytes) * b.unpacked_kc;
+  int64_t stride_lines = 1;
+  while (stride_lines < l1.sets && (l1.sets / (stride_lines * 2)) * std::max(1, l1.ways - 1) >= panel_lines) {
+    stride_lines *= 2;
+  }
+  b.aliased_row_bytes = stride_lines * 2 * l1.line_bytes;
+  b.unpacked_rows = std::min(b.unpacked_rows, kL1HomeUnpackedRows);
+  b.unpacked_aliased_rows = std::min(b.unpacked_rows, kL1HomeAliasedRows);
+}
+
 }  // namespace
 
 Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes, MicroPanelHome home) {
@@ -55,6 +77,7 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   // sets: on some cores fewer rows of A read it in place (the micro-architecture table, microarch.cpp [E3]).
   const int64_t aliased = microarch_choices(cpu).aliased_rows;
   b.unpacked_aliased_rows = aliased > 0 ? std::min<int64_t>(aliased, b.unpacked_rows) : b.unpacked_rows;
+  if (home == MicroPanelHome::l1) l1_home_unpacked_limits(l1, nr, elem_bytes, b);
 
   // L3: the packed B panel (kc x nc) stays resident; the A blocks of the cores sharing this L3 take
   // C_Ac3 = ceil(cores * mc * kc * S / (sets * line)) ways, one way is left for C.

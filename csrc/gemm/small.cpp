@@ -422,11 +422,12 @@ bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thi
 
 namespace {
 
-// B read in place (M <= small_m; rows a multiple of 4 KiB apart: M <= aliased_small_m, blocking.cpp).
+// B read in place (M <= small_m; rows a multiple of aliased_row_bytes apart: M <= aliased_small_m,
+// blocking.cpp).
 bool unpacked_b(const GemmProblem& p, const Blocking& blk) {
   if (p.trans_b) return false;
   const int64_t row_bytes = p.ldb * (p.in_dtype == Dtype::f32 ? 4 : 2);
-  const bool aliased = row_bytes % 4096 == 0 && blk.aliased_small_m >= 0;
+  const bool aliased = row_bytes % blk.aliased_row_bytes == 0 && blk.aliased_small_m >= 0;
   return p.m <= (aliased ? std::min(blk.small_m, blk.aliased_small_m) : blk.small_m);
 }
 

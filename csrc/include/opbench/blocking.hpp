@@ -24,6 +24,9 @@ struct Blocking {
   // many rows of A (analytical_blocking's unpacked_aliased_rows: fewer on Intel cores); a given small_m sets
   // it to the same. Set by resolve_blocking.
   int64_t aliased_small_m = -1;
+  // B's rows a multiple of this many bytes apart count as aliased (4 KiB; an L1-fed register tile's model may
+  // say less: blocking.cpp's l1_home_unpacked_limits). Set by resolve_blocking.
+  int64_t aliased_row_bytes = 4096;
   // stream_m: a GEMM with 2 to this many rows of A (at most thin::kMaxStreamM) streams B row by row
   // (gemm_rows, csrc/gemm/small.cpp) instead (-1: the default, 0 or 1: never; M = 1 always streams).
   int64_t stream_m = -1;
