@@ -96,6 +96,7 @@ def main() -> int:
     p.add_argument("--only", default="", help="run only the cases whose name contains one of these (a,b,...)")
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="the arrays' dtype")
     p.add_argument("--isa", default="", help="the kernel set both builds run (default: the CPU's best)")
+    p.add_argument("--gemm", default="", help="more GEMM cases, MxNxK,... (--only gemm runs only GEMMs)")
     args = p.parse_args()
 
     from opbench import kernels
@@ -128,6 +129,7 @@ def main() -> int:
         (16, 4096, 1024),
         (16, 1024, 4096),
         (12, 4096, 4096),
+        *(tuple(int(d) for d in shape.split("x")) for shape in args.gemm.split(",") if shape),
     ):
         arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), dtype)))
     for n, c, hw in ((4, 64, 28), (8, 64, 56), (8, 128, 28), (8, 256, 14), (2, 512, 7)):

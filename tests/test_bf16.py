@@ -71,7 +71,9 @@ def test_bf16_k_past_1024_runs_in_equal_blocks_with_a_in_place(isa: str, k: int)
         plan = kernels.prepare_gemm(a, b, tiles=Tiles.of(given, isa=isa, threads=2))
         np.testing.assert_array_equal(plan.output().astype(np.float64), exact)
         tiles = plan.tiles()
-        assert "bf16 pairs" in tiles["path"], tiles["path"]
+        bf16 = kernels.default_tiles(isa)["bf16"]
+        widened = bf16["fp32_units"] and bf16["fp32_units_min_rows"] <= 13  # no bf16 unit: always widened
+        assert ("widened onto the fp32 tile" if widened else "bf16 pairs") in tiles["path"], tiles["path"]
         if unit != "avx512bf16":
             continue  # (the AMX kernels choose their own K block; the portable pairs kernel packs A)
         blocks = -(-k // 1024)
@@ -96,8 +98,9 @@ BF16 = ml_dtypes.bfloat16
 info = kernels.default_tiles(ISA)
 assert info["microarch"] == ROW, info["microarch"]
 b16 = info["bf16"]
-widens = ROW == "Emerald Rapids" and ISA == "avx512" and b16["isa"] == "avx512bf16"
-assert b16["fp32_units"] == widens, b16
+portable = not b16["dot_product_unit"] and ISA in ("avx512", "avx2")  # no bf16 unit: widened at any size
+widens = portable or (ROW == "Emerald Rapids" and ISA == "avx512" and b16["isa"] == "avx512bf16")
+assert b16["fp32_units"] == widens and b16["fp32_units_min_rows"] == (16 if b16["dot_product_unit"] else 1), b16
 rng = np.random.default_rng(3)
 tern = lambda *s: rng.integers(-1, 2, size=s).astype(BF16)
 for m, n, k, given in ((15, 33, 70, {}), (16, 33, 70, {}), (17, 7, 301, {}), (61, 97, 1029, {}),
@@ -495,10 +498,10 @@ def test_a_bf16_sweep_verifies_and_names_the_unit_it_divides_by(tmp_path: Path) 
     unit = (
         "bf16 tile dot-product peak (AMX-BF16)"
         if "amx" in kernels.available_isas()
+        else "no AVX512-BF16 on this CPU"
+        if not HAS_BF16_DOT
         else "fp32 FMAs outrun its AVX512-BF16 dot products"
         if kernels.default_tiles()["bf16"]["fp32_units"]
         else "bf16 dot-product peak"
-        if HAS_BF16_DOT
-        else "no AVX512-BF16 on this CPU"
     )
     assert unit in json.dumps(by["cpp"]["peak"])

@@ -323,7 +323,7 @@ py::dict kernel_dict(const KernelSet& ks) {
   // packing, where this core's fp32 FMAs outrun its dot products (gemm.hpp, bf16_on_fp32)
   const bool on_fp32 = bf16_on_fp32_units(ks);
   bf16["fp32_units"] = on_fp32;
-  bf16["fp32_units_min_rows"] = bf16_on_fp32_min_rows();
+  bf16["fp32_units_min_rows"] = bf16_on_fp32_min_rows(ks);
   bf16["fp32_tile"] = on_fp32 ? ks.gemm.bf16_widened : "";
   d["bf16"] = bf16;
   return d;

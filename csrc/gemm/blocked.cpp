@@ -84,22 +84,33 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   return requested;
 }
 
+namespace {
+
+// The bf16 kernels are the portable pairs: no bf16 unit in the CPU or the kernel set.
+bool bf16_portable(const KernelSet& ks) { return &bf16_kernels(ks) == &ks.bf16; }
+
+}  // namespace
+
 bool bf16_on_fp32_units(const KernelSet& ks) {
-  return microarch().bf16_on_fp32_units && ks.gemm.pack_a_bf16 != nullptr &&
-         std::strcmp(bf16_kernels(ks).isa, "avx512bf16") == 0;
+  if (ks.gemm.pack_a_bf16 == nullptr) return false;
+  // The portable pairs widen each pair in the inner loop; the fp32 tile widens each element once, as it is
+  // packed: 6-10x faster with AVX2 on Zen 4 (docs/benchmarks.md).
+  if (bf16_portable(ks)) return true;
+  return microarch().bf16_on_fp32_units && std::strcmp(bf16_kernels(ks).isa, "avx512bf16") == 0;
 }
 
-// bf16 products of fewer rows keep the bf16 kernels where bf16_on_fp32_units: they use each element of B once
-// or a few times, and B widened as it is packed is twice the bytes of its pairs. On the Emerald Rapids guest,
-// one core, builds interleaved, widened / pairs: 1x4096x4096 1.50, 4x4096x1024 1.27, 8x4096x1024 1.10,
-// 12x4096x4096 1.02; 16x4096x1024 0.93, 16x1024x4096 0.86, 32x4096x1024 0.81, 64x4096x1024 0.73.
+// bf16 products of fewer rows keep the AVX512-BF16 kernels where bf16_on_fp32_units: they use each element of B
+// once or a few times, and B widened as it is packed is twice the bytes of its pairs. On the Emerald Rapids
+// guest, one core, builds interleaved, widened / pairs: 1x4096x4096 1.50, 4x4096x1024 1.27, 8x4096x1024 1.10,
+// 12x4096x4096 1.02; 16x4096x1024 0.93, 16x1024x4096 0.86, 32x4096x1024 0.81, 64x4096x1024 0.73. The portable
+// pairs lose at every size (12x4096x4096 on Zen 4 with AVX2: 0.16).
 constexpr int64_t kBf16OnFp32MinRows = 16;
 
-int64_t bf16_on_fp32_min_rows() { return kBf16OnFp32MinRows; }
+int64_t bf16_on_fp32_min_rows(const KernelSet& ks) { return bf16_portable(ks) ? 1 : kBf16OnFp32MinRows; }
 
 bool bf16_on_fp32(const KernelSet& ks, const GemmProblem& p) {
-  return p.in_dtype == Dtype::bf16 && p.accumulation != Accumulation::f16 && p.m >= kBf16OnFp32MinRows &&
-         bf16_on_fp32_units(ks);
+  return p.in_dtype == Dtype::bf16 && p.accumulation != Accumulation::f16 && bf16_on_fp32_units(ks) &&
+         p.m >= bf16_on_fp32_min_rows(ks);
 }
 
 namespace {

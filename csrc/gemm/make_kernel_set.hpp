@@ -61,4 +61,25 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   return ks;
 }
 
+// bf16 sources widened to fp32 panels (packing::WidensBf16) with the unit's own bf16 conversions
+// (pack_pairs.hpp): the fp32 micro-kernel then runs bf16 products (gemm.hpp's bf16_on_fp32_units).
+template <class Cvt>
+struct CvtBf16 {
+  static constexpr bool kBf16 = true;
+  static float widen(uint16_t h) { return bf16_to_float(h); }
+  static void widen_row(const uint16_t* src, float* dst, int64_t n) { packing::widen_bf16<Cvt>(src, dst, n); }
+};
+
+// A register tile's bf16 packers (GemmKernels::pack_*_bf16): the fp16 packers' code with CvtBf16.
+template <int MR, int NR, class Cvt>
+constexpr KernelSet with_bf16_widened(KernelSet ks, const char* description) {
+  using P = packing::Packers<MR, NR, CvtBf16<Cvt>>;
+  ks.gemm.bf16_widened = description;
+  ks.gemm.pack_a_bf16 = P::a_f16;
+  ks.gemm.pack_at_bf16 = P::at_f16;
+  ks.gemm.pack_b_bf16 = P::b_f16;
+  ks.gemm.pack_bt_bf16 = P::bt_f16;
+  return ks;
+}
+
 }  // namespace opbench

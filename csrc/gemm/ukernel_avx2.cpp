@@ -106,11 +106,14 @@ struct Body {
 using U = edges::Ukernels<Body, kMR, 2>;
 using UN = edges::Ukernels<Body, kMR, 1>;
 
-constexpr KernelSet kAvx2Narrow = make_kernel_set<kMR, kNarrowNR, Cvt, 8>(
-    "avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", UN::packed, UN::rows, UN::a_rows, MicroPanelHome::l1);
-constexpr KernelSet kAvx2 =
+constexpr KernelSet kAvx2Narrow = with_bf16_widened<kMR, kNarrowNR, Cvt>(
+    make_kernel_set<kMR, kNarrowNR, Cvt, 8>("avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", UN::packed,
+                                            UN::rows, UN::a_rows, MicroPanelHome::l1),
+    "AVX2+FMA 6x8 fp32, bf16 widened to fp32 in packing (narrow tile)");
+constexpr KernelSet kAvx2 = with_bf16_widened<kMR, kNR, Cvt>(
     make_kernel_set<kMR, kNR, Cvt, 8>("avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", U::packed,
-                                      U::rows, U::a_rows, MicroPanelHome::l1, &kAvx2Narrow);
+                                      U::rows, U::a_rows, MicroPanelHome::l1, &kAvx2Narrow),
+    "AVX2+FMA 6x16 fp32, bf16 widened to fp32 in packing");
 
 }  // namespace
 

@@ -53,14 +53,6 @@ struct Cvt {
   }
 };
 
-// bf16 sources widened to fp32 panels (packing::WidensBf16): the fp32 micro-kernel then runs bf16 products
-// (microarch's bf16_on_fp32_units). The unit's own bf16 conversions (pack_pairs.hpp).
-struct CvtBf16 {
-  static constexpr bool kBf16 = true;
-  static float widen(uint16_t h) { return bf16_to_float(h); }
-  static void widen_row(const uint16_t* src, float* dst, int64_t n) { packing::widen_bf16<Cvt>(src, dst, n); }
-};
-
 // Row I of a tile of row-major A read in place (edges::kMatrixA), broadcast: rows 0-6 from lo, 7-13 from hi,
 // each one addressing mode away (l = lda in bytes, l3 and l5 its multiples). Written as asm because the
 // compiler kept one pointer per row instead, 14 of them, and spilled half to the stack: six more loads a
@@ -268,19 +260,7 @@ struct Body {
 using U = edges::Ukernels<Body, kMR, 2>;
 using UN = edges::Ukernels<Body, kMR, 1>;
 
-// The bf16 packers of a register tile (GemmKernels::pack_*_bf16): the fp16 packers' code with CvtBf16.
-template <int MR, int NR>
-constexpr KernelSet with_bf16_widened(KernelSet ks, const char* description) {
-  using P = packing::Packers<MR, NR, CvtBf16>;
-  ks.gemm.bf16_widened = description;
-  ks.gemm.pack_a_bf16 = P::a_f16;
-  ks.gemm.pack_at_bf16 = P::at_f16;
-  ks.gemm.pack_b_bf16 = P::b_f16;
-  ks.gemm.pack_bt_bf16 = P::bt_f16;
-  return ks;
-}
-
-constexpr KernelSet kAvx512Narrow = with_bf16_widened<kMR, kNarrowNR>(
+constexpr KernelSet kAvx512Narrow = with_bf16_widened<kMR, kNarrowNR, Cvt>(
     make_kernel_set<kMR, kNarrowNR, Cvt, 16>("avx512", "AVX-512F 14x16 fp32 (narrow tile for few columns)", UN::packed,
                                              UN::rows, UN::a_rows, MicroPanelHome::l1),
     "AVX-512F 14x16 fp32, bf16 widened to fp32 in packing (narrow tile)");
@@ -289,7 +269,7 @@ constexpr KernelSet with_a_in_place(KernelSet ks, UkernelAF32 ukernel_a, Ukernel
   ks.gemm.ukernel_a_pack_b = ukernel_a_pack_b;
   return ks;
 }
-constexpr KernelSet kAvx512 = with_bf16_widened<kMR, kNR>(with_a_in_place(
+constexpr KernelSet kAvx512 = with_bf16_widened<kMR, kNR, Cvt>(with_a_in_place(
     make_kernel_set<kMR, kNR, Cvt, 16>("avx512", "AVX-512F 14x32 fp32 (fp16 widened by vcvtph2ps in packing)",
                                        U::packed, U::rows, U::a_rows, MicroPanelHome::l2, &kAvx512Narrow),
     U::a_matrix, U::a_matrix_pack_b), "AVX-512F 14x32 fp32, bf16 widened to fp32 in packing");
