@@ -19,14 +19,14 @@ int64_t round_down(int64_t x, int64_t multiple) { return std::max(multiple, x / 
 constexpr int64_t kL1HomeUnpackedRows = 128;
 constexpr int64_t kL1HomeAliasedRows = 32;
 
-void l1_home_unpacked_limits(const CacheLevel& l1, int nr, int elem_bytes, Blocking& b) {
+void l1_home_unpacked_limits(const CacheLevel& l1, int mr, int nr, int elem_bytes, Blocking& b) {
   const int64_t panel_lines = ceil_div(int64_t(nr) * elem_bytes, l1.line_bytes) * b.unpacked_kc;
   int64_t stride_lines = 1;
   while (stride_lines < l1.sets && (l1.sets / (stride_lines * 2)) * std::max(1, l1.ways - 1) >= panel_lines) {
     stride_lines *= 2;
   }
   b.aliased_row_bytes = stride_lines * 2 * l1.line_bytes;
-  b.unpacked_rows = std::min(b.unpacked_rows, kL1HomeUnpackedRows);
+  b.unpacked_rows = std::min(b.unpacked_rows, round_down(kL1HomeUnpackedRows, mr));
   b.unpacked_aliased_rows = std::min(b.unpacked_rows, kL1HomeAliasedRows);
 }
 
@@ -77,7 +77,7 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   // sets: on some cores fewer rows of A read it in place (the micro-architecture table, microarch.cpp [E3]).
   const int64_t aliased = microarch_choices(cpu).aliased_rows;
   b.unpacked_aliased_rows = aliased > 0 ? std::min<int64_t>(aliased, b.unpacked_rows) : b.unpacked_rows;
-  if (home == MicroPanelHome::l1) l1_home_unpacked_limits(l1, nr, elem_bytes, b);
+  if (home == MicroPanelHome::l1) l1_home_unpacked_limits(l1, mr, nr, elem_bytes, b);
 
   // L3: the packed B panel (kc x nc) stays resident; the A blocks of the cores sharing this L3 take
   // C_Ac3 = ceil(cores * mc * kc * S / (sets * line)) ways, one way is left for C.
