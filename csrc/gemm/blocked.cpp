@@ -56,6 +56,14 @@ constexpr int64_t kParallelFlops = int64_t(1) << 17;
 // default stops at 8 rows (the micro-architecture table's stream_m, microarch.cpp [Z1]; on Emerald Rapids
 // [E4] did not decide); the passes stay for a given stream_m (up to 32, for the tuner).
 
+// With 8-lane vectors (AVX2: 16 registers) the streamed rows hold one vector of accumulators per row and
+// broadcast every weight from memory, while the 6x16 register tile reads each of B's rows once per 6 rows,
+// and wastes a part of its FMAs below 6. In place / streamed time on the Zen 4 guest without AVX-512, one
+// core: 2-3 rows 1.02-1.11 (x4096x4096); 4-5 rows 0.66-1.49 (x1000x1000 to x4096x4096, no pattern); 6 rows
+// 0.72-1.15 (0.72 and 0.78 at x4096x4096 and x1000x1000); 8 rows 0.55-0.99, 0.57 at x4096x4096 (two cores
+// 0.58, 8x8192x8192 0.60). So 8-lane sets stream up to 5 rows.
+constexpr int64_t kNarrowStreamM = 5;
+
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
   if (requested.mc <= 0) requested.mc = model.mc;
@@ -74,7 +82,7 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
     requested.aliased_small_m = requested.small_m;
   }
   if (requested.stream_m < 0) {
-    requested.stream_m = microarch().stream_m;
+    requested.stream_m = ks.thin_lanes < 16 ? std::min(microarch().stream_m, kNarrowStreamM) : microarch().stream_m;
     requested.stream_min_b_bytes = cpu_info().l2.size_bytes / 2;
   }
   requested.aliased_row_bytes = model.aliased_row_bytes;
