@@ -126,13 +126,17 @@ def main() -> int:
     libs = library_versions()
     bf16 = kernels.default_tiles()["bf16"]
     the_peak = peak.measured("bf16", threads, refresh=True)
+    kernel = bf16["description"]
+    if bf16["fp32_units"]:
+        kernel = f"{bf16['fp32_tile']} from {bf16['fp32_units_min_rows']} rows, else {kernel}"
     print(
         f"# {cpu_model()}; opbench {__version__}; torch {libs.get('torch')}; tensorflow "
-        f"{libs.get('tensorflow') or libs.get('tensorflow-cpu')}; bf16 kernel: {bf16['description']}; "
+        f"{libs.get('tensorflow') or libs.get('tensorflow-cpu')}; bf16 kernel: {kernel}; "
         f"medians of {args.rounds} interleaved rounds"
     )
     print(f"\n## {threads} thread(s): {the_peak.name} {the_peak.gflops:.0f} GFLOPS (measured now)")
-    print(unit_ratio(threads))
+    if kernels.cpu_info()["bf16_dot"]:  # (elsewhere there is no bf16 unit to compare)
+        print(unit_ratio(threads))
     print(
         f"{'shape':>26} {'ours GF/s':>9} {'util':>5} {'best peer':>20} {'util':>5} {'ours/best':>9}"
         "  every peer"

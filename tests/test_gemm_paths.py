@@ -380,7 +380,8 @@ def test_b_rows_that_alias_in_l1_are_read_in_place_only_for_fewer_rows(isa: str)
     assert path(small_m + 1, 1000).startswith("blocked")
     assert path(small_m, alias_n, small_m=small_m).startswith("unpacked")
     inp = inputs_for(64, 1024, 40, "fp32")
-    assert_close(kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2, isa=isa)).output(), inp, "fp32")
+    plan = kernels.prepare_gemm(inp["a"], inp["b"], tiles=Tiles(threads=2, isa=isa))
+    assert_close(plan.output(), inp, "fp32")
 
 
 def test_thresholds_are_reported_and_checked() -> None:

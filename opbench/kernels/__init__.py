@@ -122,10 +122,11 @@ def gemm(
     The driver's path thresholds (csrc/gemm/README.md, "Paths by shape"; None: the defaults that
     default_tiles() lists) are Tiles' too: small_m (>= 0), the most rows of A for which B is read in place
     instead of packed (0: never; by default fewer, default_tiles()["aliased_small_m"], where B's rows are
-    a multiple of default_tiles()["aliased_row_bytes"] apart and share a few L1 sets), parallel_flops (>= 0), the FLOPs under which one thread
-    runs the whole product, and stream_m (0 to default_tiles()["stream_m_max"]), the most rows of A for
-    which B is streamed row by row (0 or 1: never for M >= 2; M = 1 always streams; the default, 16,
-    streams only a B past half of L2 for up to 8 rows and past L3 for more).
+    a multiple of default_tiles()["aliased_row_bytes"] apart and share a few L1 sets), parallel_flops
+    (>= 0), the FLOPs under which one thread runs the whole product, and stream_m (0 to
+    default_tiles()["stream_m_max"]), the most rows of A for which B is streamed row by row (0 or 1: never
+    for M >= 2; M = 1 always streams; the default, default_tiles()["stream_m"], streams only a B past half
+    of L2).
     prepare_gemm(...).tiles()["path"] says which path runs.
     Raises ValueError naming the problem for any invalid input.
     """

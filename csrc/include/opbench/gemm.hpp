@@ -62,12 +62,12 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested);
 // from the model holds twice the k (a given tile_k is kept).
 Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype);
 
-// Whether bf16 products (of at least bf16_on_fp32_min_rows) run on this kernel set's fp32 register tile, bf16 widened as it
-// is packed, instead of its bf16 kernels: where the bf16 kernels are the portable pairs (no bf16 unit in the
-// CPU or the set), or where the micro-architecture table says this core's fp32 FMAs outrun its AVX512-BF16
-// dot products (microarch.hpp, bf16_on_fp32_units) and the bf16 kernels are those (AMX is kept). The set must
-// have the bf16 packers (AVX-512's and AVX2's). bf16_on_fp32 says it for one product (blocked.cpp: fewer rows
-// keep the bf16 kernels).
+// Whether bf16 products (of at least bf16_on_fp32_min_rows) run on this kernel set's fp32 register tile, bf16
+// widened as it is packed, instead of its bf16 kernels: where the bf16 kernels are the portable pairs (no
+// bf16 unit in the CPU or the set), or where the micro-architecture table says this core's fp32 FMAs outrun
+// its AVX512-BF16 dot products (microarch.hpp, bf16_on_fp32_units) and the bf16 kernels are those (AMX is
+// kept). The set must have the bf16 packers (AVX-512's and AVX2's). bf16_on_fp32 says it for one product
+// (blocked.cpp: fewer rows keep the bf16 kernels).
 bool bf16_on_fp32_units(const KernelSet& ks);
 bool bf16_on_fp32(const KernelSet& ks, const GemmProblem& p);
 int64_t bf16_on_fp32_min_rows(const KernelSet& ks);
