@@ -292,7 +292,7 @@ def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return out
 
 
-@fuzz(150)
+@fuzz(60)
 @given(data=st.data())
 def test_results_files_for_report_and_compare(
     clean_results: dict[str, Any], data: Any, tmp_path_factory: pytest.TempPathFactory
@@ -437,7 +437,7 @@ def test_the_command_line(tmp_path: Path, clean_results: dict[str, Any]) -> None
         CLI_SCRIPT.replace("TESTS", repr(str(Path(__file__).parent)))
         .replace("TMP", repr(str(tmp_path)))
         .replace("RESULTS", repr(str(results)))
-        .replace("EXAMPLES", str(max(1, int(120 * SCALE))))
+        .replace("EXAMPLES", str(max(1, int(80 * SCALE))))
         .replace("DERANDOMIZE", str("OPBENCH_FUZZ_SEED" not in os.environ))
     )
     proc = subprocess.run(

@@ -256,7 +256,10 @@ def test_a_users_kernel_runs_in_a_sweep_beside_cpp_and_torch(tmp_path: Path) -> 
         assert r["status"] == "ok" and r["verify"]["ok"], r
         assert r["verify"]["accumulate_assumed"] == "fp32"  # the default of --kernel-accumulate
         assert r["details"]["params"] == {"block_m": 32, "block_k": 64, "order": "rows-first"}
-        assert r["gflops"] > 0 and r["utilization"] is not None and len(r["time"]["per_round"]) == 2
+        # two rounds, or one where a call took too large a share of the short budget, and the record says so
+        one_round = any("measured in one round" in note for note in r["notes"])
+        assert r["gflops"] > 0 and r["utilization"] is not None
+        assert len(r["time"]["per_round"]) == (1 if one_round else 2), r
     assert doc["backends"]["kernel:blocked_gemm"]["version"].startswith("sha256:")
 
 
