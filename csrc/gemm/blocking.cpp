@@ -8,6 +8,7 @@ namespace opbench {
 
 namespace {
 int64_t round_down(int64_t x, int64_t multiple) { return std::max(multiple, x / multiple * multiple); }
+
 // An L1-fed register tile (AVX2's 6x16) re-reads B's micro-panel from L1 for every row tile. Read in place,
 // the panel's rows sit where B's stride puts them: rows a multiple of 2^j lines apart fall in sets / 2^j of
 // L1's sets, and once its kc rows outnumber those sets' ways (one left for A and C) every row tile reads the

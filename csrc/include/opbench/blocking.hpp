@@ -20,9 +20,9 @@ struct Blocking {
   // tiles. small_m: a GEMM with at most this many rows of A reads B in place instead of packing it
   // (csrc/gemm/small.cpp; -1: the default, 0: never).
   int64_t small_m = -1;
-  // With the default small_m, a B whose rows are a multiple of 4 KiB apart is read in place only up to this
-  // many rows of A (analytical_blocking's unpacked_aliased_rows: fewer on Intel cores); a given small_m sets
-  // it to the same. Set by resolve_blocking.
+  // With the default small_m, a B whose rows are a multiple of aliased_row_bytes apart is read in place only
+  // up to this many rows of A (analytical_blocking's unpacked_aliased_rows: fewer on Intel cores and for an
+  // L1-fed register tile); a given small_m sets it to the same. Set by resolve_blocking.
   int64_t aliased_small_m = -1;
   // B's rows a multiple of this many bytes apart count as aliased (4 KiB; an L1-fed register tile's model may
   // say less: blocking.cpp's l1_home_unpacked_limits). Set by resolve_blocking.
