@@ -97,6 +97,7 @@ def main() -> int:
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="the arrays' dtype")
     p.add_argument("--isa", default="", help="the kernel set both builds run (default: the CPU's best)")
     p.add_argument("--gemm", default="", help="more GEMM cases, MxNxK,... (--only gemm runs only GEMMs)")
+    p.add_argument("--conv", default="", help="more 3x3 padding-1 convs, NxCxHWxK,... (batch, C, size, K)")
     args = p.parse_args()
 
     from opbench import kernels
@@ -132,10 +133,17 @@ def main() -> int:
         *(tuple(int(d) for d in shape.split("x")) for shape in args.gemm.split(",") if shape),
     ):
         arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), dtype)))
-    for n, c, hw in ((4, 64, 28), (8, 64, 56), (8, 128, 28), (8, 256, 14), (2, 512, 7)):
-        arrays[f"conv N{n} C{c} {hw}x{hw} K{c} 3x3 p1"] = (
+    for n, c, hw, k in (
+        (4, 64, 28, 64),
+        (8, 64, 56, 64),
+        (8, 128, 28, 128),
+        (8, 256, 14, 256),
+        (2, 512, 7, 512),
+        *(tuple(int(d) for d in shape.split("x")) for shape in args.conv.split(",") if shape),
+    ):
+        arrays[f"conv N{n} C{c} {hw}x{hw} K{k} 3x3 p1"] = (
             "conv",
-            (arr(n, c, hw, hw), arr(c, c, 3, 3), np.empty((n, c, hw, hw), dtype)),
+            (arr(n, c, hw, hw), arr(k, c, 3, 3), np.empty((n, k, hw, hw), dtype)),
         )
     arrays["conv N8 C3 224x224 K64 7x7 s2 p3"] = (
         "conv stem",

@@ -143,6 +143,22 @@ def test_pixels_as_rows_is_taken_where_it_wastes_fewer_fmas() -> None:
     assert "A gathered" in path(4, 512, 7, 512)  # two images' rows per micro-panel
 
 
+@pytest.mark.skipif("avx2" not in ISAS, reason="the choice is measured for the AVX2 6x16 tile")
+def test_the_avx2_tile_takes_pixels_as_rows_only_where_it_was_faster() -> None:
+    # conv2d_pixels.cpp's gather cost for 8-lane tiles: on one Zen 4 core the columns ran 7x7 at 512 channels
+    # in 0.69-0.90 of the rows' time at batch 1-4 and 14x14 at 256 channels in 0.80-0.92; batch 8 at 7x7
+    # (micro-panels of 6 pixels in one output row of 6 images) was faster as rows.
+    def path(n: int, c: int, hw: int, k: int) -> str:
+        x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, 3, 3), np.float32)
+        return str(
+            kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2, isa="avx2")).tiles()["path"]
+        )
+
+    for n, c, hw, k in ((1, 512, 7, 512), (4, 512, 7, 512), (4, 256, 14, 256), (4, 192, 14, 384)):
+        assert not path(n, c, hw, k).startswith(PIXELS_PATH), (n, c, hw, k)
+    assert path(8, 512, 7, 512).startswith(PIXELS_PATH)
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("hw", [(1, 1), (3, 2), (9, 15), (17, 16), (12, 33), (20, 47), (5, 65)], ids=str)

@@ -324,8 +324,14 @@ bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   // path gathers nothing; strided, it gathers B for about kGatherReuse rows). Pixels as rows must come out 5%
   // ahead. Fitted on 2 Zen 5 cores, 3x3 convs at batch 4 (rows / columns, one process): 7x7 512 ch 432 / 341
   // GFLOPS, 14x14 256 ch 467 / 430, 28x28 128 ch 464 / 455, 56x56 64 ch 430 / 479.
-  constexpr double kGatherCost = 20.0;
   constexpr double kGatherReuse = 96.0;
+  // With 8-lane vectors (the AVX2 6x16 tile) the rows lost wherever a model of the gather alone chose them:
+  // MR = 6 rarely cuts a 7- or 14-pixel output row into whole micro-panels, and a panel's segments then run
+  // with fewer rows. On one Zen 4 core without AVX-512, columns / rows time, builds interleaved, 3x3 convs:
+  // 7x7 512 ch at batch 1, 2, 4 0.69, 0.85, 0.90 (batch 8 1.07), 160 -> 320 ch 0.96; 14x14 256 ch at
+  // batch 1, 4, 8 0.80, 0.89, 0.92, 128 -> 256 ch 0.91, 192 -> 384 ch 0.96; 28x28 128 ch 0.97; 32x32
+  // 96 -> 128 ch 1.00. A cost of 150 picks the faster side in all of them.
+  const double kGatherCost = ks.thin_lanes < 16 ? 150.0 : 20.0;
   const bool strided = p.stride_h != 1 || p.stride_w != 1;
   // Skipped padding taps (padding_skip_share) raise the rows' useful share: 28x28 128 -> 128 channels at
   // batch 4 had measured rows / columns 464 / 455 GFLOPS on 2 Zen 5 cores before the skip, and its top and
