@@ -127,15 +127,18 @@ def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
     assert taken >= 3 and in_place >= 3
 
 
+def path_of_3x3(n: int, c: int, hw: int, k: int, isa: str) -> str:
+    """The path a 3x3 padding-1 conv of n images, c -> k channels, hw x hw, takes on kernel set `isa`."""
+    x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, 3, 3), np.float32)
+    return str(kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2, isa=isa)).tiles()["path"])
+
+
 @pytest.mark.skipif("avx512" not in ISAS, reason="the choice is measured for the AVX-512 14x32 tile")
 def test_pixels_as_rows_is_taken_where_it_wastes_fewer_fmas() -> None:
     # 7x7 at 512 channels: 49 pixels fill 49 of 64 columns per image, 4 images 196 rows = 14 tiles exactly.
     # 56x56 at 64 channels: the columns path wastes 9% (64 channels in 70 rows) and pixels read A in place.
     def path(n: int, c: int, hw: int, k: int) -> str:
-        x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, 3, 3), np.float32)
-        return str(
-            kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2, isa="avx512")).tiles()["path"]
-        )
+        return path_of_3x3(n, c, hw, k, "avx512")
 
     assert path(4, 512, 7, 512).startswith(PIXELS_PATH)
     assert path(4, 256, 14, 256).startswith(PIXELS_PATH)
@@ -148,15 +151,9 @@ def test_the_avx2_tile_takes_pixels_as_rows_only_where_it_was_faster() -> None:
     # conv2d_pixels.cpp's gather cost for 8-lane tiles: on one Zen 4 core the columns ran 7x7 at 512 channels
     # in 0.69-0.90 of the rows' time at batch 1-4 and 14x14 at 256 channels in 0.80-0.92; batch 8 at 7x7
     # (micro-panels of 6 pixels in one output row of 6 images) was faster as rows.
-    def path(n: int, c: int, hw: int, k: int) -> str:
-        x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, 3, 3), np.float32)
-        return str(
-            kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2, isa="avx2")).tiles()["path"]
-        )
-
     for n, c, hw, k in ((1, 512, 7, 512), (4, 512, 7, 512), (4, 256, 14, 256), (4, 192, 14, 384)):
-        assert not path(n, c, hw, k).startswith(PIXELS_PATH), (n, c, hw, k)
-    assert path(8, 512, 7, 512).startswith(PIXELS_PATH)
+        assert not path_of_3x3(n, c, hw, k, "avx2").startswith(PIXELS_PATH), (n, c, hw, k)
+    assert path_of_3x3(8, 512, 7, 512, "avx2").startswith(PIXELS_PATH)
 
 
 @pytest.mark.parametrize("isa", ISAS)
