@@ -158,6 +158,10 @@ def main() -> int:
         "conv:bwd",
         (arr(8, 32, 56, 56), arr(32, 1, 3, 3), arr(8, 32, 56, 56), 1, 32),
     )
+    arrays["conv:bwd N8 C144 56x56 3x3 s2 p1 g144"] = (
+        "conv:bwd",
+        (arr(8, 144, 56, 56), arr(144, 1, 3, 3), arr(8, 144, 28, 28), 1, 144, 2),
+    )
     arrays["conv:bwd N8 C64 56x56 K128 3x3 s2 p1"] = (
         "conv:bwd",
         (arr(8, 64, 56, 56), arr(128, 64, 3, 3), arr(8, 128, 28, 28), 1, 1, 2),

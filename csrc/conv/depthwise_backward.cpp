@@ -83,6 +83,7 @@ void conv2d_depthwise_backward(const KernelSet& ks, const ConvProblem& p, const 
     static thread_local std::vector<const float*> src;
     static thread_local std::vector<float> wl;
     static thread_local std::vector<float*> phase_rows;
+    static thread_local std::vector<const float*> dx_phase_rows;
     auto* xp = static_cast<float*>(buffer.reserve(static_cast<size_t>(lay.per_thread_floats(mult)) * sizeof(float)));
     float* row = xp + g.floats();
     float* grids = row + g.sw * g.pw;
@@ -90,6 +91,7 @@ void conv2d_depthwise_backward(const KernelSet& ks, const ConvProblem& p, const 
     src.resize(static_cast<size_t>(std::max(taps, mult * taps)));
     wl.resize(static_cast<size_t>(mult * taps));
     phase_rows.resize(static_cast<size_t>(g.sw));
+    dx_phase_rows.resize(static_cast<size_t>(g.sw));
     float* part = partial + tid * part_floats;
     for (int64_t pl = planes * tid / threads; pl < planes * (tid + 1) / threads; ++pl) {
       const int64_t c = pl / N, n = pl % N;
@@ -142,11 +144,10 @@ void conv2d_depthwise_backward(const KernelSet& ks, const ConvProblem& p, const 
           std::memcpy(dst, prow + p.pad_w, static_cast<size_t>(W) * sizeof(float));
           continue;
         }
-        for (int64_t fw = 0; fw < g.sw; ++fw) {  // dX columns iw with (iw + pad_w) % sw == fw
-          const int64_t iw0 = ((fw - p.pad_w) % g.sw + g.sw) % g.sw;
-          const float* from = prow + fw * phase + (iw0 + p.pad_w) / g.sw;
-          for (int64_t iw = iw0, j = 0; iw < W; iw += g.sw, ++j) dst[iw] = from[j];
-        }
+        // The padded row back from its phases (column c of it is phase c % sw's c / sw), then dX's part.
+        for (int64_t fw = 0; fw < g.sw; ++fw) dx_phase_rows[static_cast<size_t>(fw)] = prow + fw * phase;
+        ks.conv.depthwise_merge(dx_phase_rows.data(), g.pw, static_cast<int>(g.sw), row);
+        std::memcpy(dst, row + p.pad_w, static_cast<size_t>(W) * sizeof(float));
       }
     }
   });

@@ -75,6 +75,14 @@ template <int L>
 #if defined(__AVX512F__)
   if constexpr (L == 16) return reinterpret_cast<vec>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << rem) - 1u), x));
 #endif
+#if defined(__AVX2__)
+  // vmaskmovps: lanes past rem read nothing and come back zero. Element by element, the 10 partial vectors of
+  // a row's tail cost as much as its whole vectors at 28 columns.
+  if constexpr (L == 8) {
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rem)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return reinterpret_cast<vec>(_mm256_maskload_ps(x, mask));
+  }
+#endif
   vec v = {};
   for (int64_t l = 0; l < rem; ++l) v[l] = x[l];
   return v;
@@ -186,6 +194,26 @@ void split(const float* row, int64_t n, int stride, float* const* phases) {
   for (int f = 0; f < stride; ++f) {
     float* __restrict out = phases[f];
     for (int64_t j = 0; j < n; ++j) out[j] = row[j * stride + f];
+  }
+}
+
+// The kernel set's entry point (ConvKernels::depthwise_merge), split's inverse: stride 2 as a loop the
+// compiler turns into loads and interleaving permutes; other strides element by element.
+template <class Cvt>
+void merge(const float* const* phases, int64_t n, int stride, float* row) {
+  if (stride == 2) {
+    const float* __restrict even = phases[0];
+    const float* __restrict odd = phases[1];
+    float* __restrict out = row;
+    for (int64_t j = 0; j < n; ++j) {
+      out[2 * j] = even[j];
+      out[2 * j + 1] = odd[j];
+    }
+    return;
+  }
+  for (int f = 0; f < stride; ++f) {
+    const float* __restrict in = phases[f];
+    for (int64_t j = 0; j < n; ++j) row[j * stride + f] = in[j];
   }
 }
 

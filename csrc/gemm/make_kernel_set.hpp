@@ -53,6 +53,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.conv.depthwise_row = depthwise::row<Cvt>;
   ks.conv.depthwise_3x3 = depthwise::rows3x3<Cvt>;
   ks.conv.depthwise_split = depthwise::split<Cvt>;
+  ks.conv.depthwise_merge = depthwise::merge<Cvt>;
   ks.conv.depthwise_dot = depthwise::dot<ThinLanes>;
   ks.conv.depthwise_plane = depthwise::kPlane;
   ks.conv.weight_rows = weights::rows<ThinLanes, NR>;

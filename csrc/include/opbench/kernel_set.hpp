@@ -252,6 +252,8 @@ using WeightRowsF32 = void (*)(int64_t np, int64_t images, const float* x, int64
                                int64_t nrows, const float* bt, int64_t bt_image, float* out, int64_t ldo);
 // Deal a row to `stride` phases: phases[f][j] = row[j * stride + f] for j < n (row holds stride * n floats).
 using DepthwiseSplitF32 = void (*)(const float* row, int64_t n, int stride, float* const* phases);
+// Its inverse, the phases dealt back into a row: row[j * stride + f] = phases[f][j] for j < n.
+using DepthwiseMergeF32 = void (*)(const float* const* phases, int64_t n, int stride, float* row);
 
 // A block of C stored transposed: element (i, j) of `rows` <= 16 rows by `cols` <= 16 columns (c, ldc apart)
 // goes to y[j * ldy + i] (conv2d_pixels writes its pixels x channels C block into Y's channel rows).
@@ -270,6 +272,7 @@ struct ConvKernels {
   DepthwiseRowF32 depthwise_row;
   Depthwise3x3F32 depthwise_3x3;
   DepthwiseSplitF32 depthwise_split;
+  DepthwiseMergeF32 depthwise_merge;  // the depthwise backward's dX rows from their phases
   DepthwiseDotF32 depthwise_dot;
   DepthwisePlaneF32 depthwise_plane;  // nullptr: the padded-copy kernels above take every depthwise conv
   WeightRowsF32 weight_rows;          // dW^T's rows from the image in place and dY's panels (stride 1)
