@@ -52,12 +52,12 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   // core, builds interleaved, new / old time: 2048^3 0.88 (2 cores 0.90), 256x4096x1024 0.78-0.90,
   // 448x1024x1024 0.87, 1x1 convs 0.87-0.88; up to 512^3 (C in L2) 0.99-1.01. The K block (168) streams 15 KB
   // through L1, which leaves C there, so the AVX-512 kernel's late second fetch is not needed.
-  constexpr int kNR = NV * 8;
+  constexpr int NR = NV * 8;
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     if (i < m) {
       _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNR - 1), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + NR - 1), _MM_HINT_T0);
     }
   }
 #pragma GCC unroll 4
@@ -81,7 +81,6 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
     }
     if (kSrc != edges::kRowsOfA) ap += kAStride;
   }
-  constexpr int NR = NV * 8;
   if (m == MR && n == NR) {
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
