@@ -10,6 +10,10 @@ _core.Tiles argument since issue 40).
     cmake -S <old checkout> -B /tmp/old-build -DCMAKE_BUILD_TYPE=Release \\
         -Dpybind11_DIR=$(python -m pybind11 --cmakedir) && cmake --build /tmp/old-build -j2
     python benchmarks/ab_builds.py --old /tmp/old-build/_core.cpython-311-x86_64-linux-gnu.so [--rounds 21]
+
+Two rows of the micro-architecture table on one build: `--old installed --old-env OPBENCH_MICROARCH="Emerald
+Rapids"` loads a copy of the installed build (a second dlopen of one file would share its statics) with that
+variable set as it starts, so each build keeps the row it read first.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ from __future__ import annotations
 import argparse
 import importlib.machinery
 import importlib.util
+import os
+import shutil
 import statistics
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +32,7 @@ import ml_dtypes
 import numpy as np
 
 
-def load_build(path: str) -> Any:
+def load_build(path: str, env: dict[str, str] | None = None) -> Any:
     """Another build of opbench._core, loaded beside the installed one (its init symbol is PyInit__core).
     Each path gets its own module name: a second build loaded under the same name came back as the first
     module, and an A/B of two such builds compared one build with itself."""
@@ -34,8 +41,23 @@ def load_build(path: str) -> Any:
     spec = importlib.util.spec_from_loader(name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
+    saved = {key: os.environ.get(key) for key in env or {}}
+    os.environ.update(env or {})
+    try:
+        loader.exec_module(module)
+        module.kernel_info()  # the build reads $OPBENCH_MICROARCH once, on its first use of the table
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return module
+
+
+def env_pairs(pairs: list[str]) -> dict[str, str]:
+    """KEY=VALUE arguments as a dict."""
+    return dict(pair.split("=", 1) for pair in pairs)
 
 
 def timed_calls(core: Any, threads: int, isa: str = "") -> dict[str, Callable[..., Callable[[int], float]]]:
@@ -88,24 +110,43 @@ def timed_calls(core: Any, threads: int, isa: str = "") -> dict[str, Callable[..
     }
 
 
+def past_a_line(a: np.ndarray, offset: int) -> np.ndarray:
+    """A copy of `a` whose data starts `offset` bytes past a 64-byte line (numpy's allocations start 16 bytes
+    past one or on one, by the heap's state, so which a case gets can change from run to run)."""
+    raw = np.empty(a.nbytes + 128, np.uint8)
+    start = (offset - raw.ctypes.data) % 64
+    out = raw[start : start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--old", required=True, help="the other build's _core*.so")
+    p.add_argument("--old", required=True, help="the other build's _core*.so, or 'installed'")
+    p.add_argument("--old-env", action="append", default=[], help="KEY=VALUE set as the old build loads")
+    p.add_argument("--new-env", action="append", default=[], help="KEY=VALUE set as the new build loads")
     p.add_argument("--rounds", type=int, default=21)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--only", default="", help="run only the cases whose name contains one of these (a,b,...)")
     p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="the arrays' dtype")
     p.add_argument("--isa", default="", help="the kernel set both builds run (default: the CPU's best)")
     p.add_argument("--gemm", default="", help="more GEMM cases, MxNxK,... (--only gemm runs only GEMMs)")
+    p.add_argument(
+        "--b-offset", type=int, default=-1, help="place each GEMM's B this many bytes past a 64-byte line"
+    )
     p.add_argument("--conv", default="", help="more 3x3 padding-1 convs, NxCxHWxK,... (batch, C, size, K)")
     args = p.parse_args()
 
-    from opbench import kernels
+    from opbench import _core, kernels
     from opbench.machine import cpu_model, pin_to_cpus
 
     pin_to_cpus(args.threads)
-    old = load_build(args.old)
-    new = __import__("opbench._core", fromlist=["_core"])
+
+    def installed_copy() -> str:
+        return shutil.copy(_core.__file__, tempfile.mkdtemp(prefix="ab_builds_"))
+
+    old = load_build(installed_copy() if args.old == "installed" else args.old, env_pairs(args.old_env))
+    new = load_build(installed_copy(), env_pairs(args.new_env)) if args.new_env else _core
     rng = np.random.default_rng(0)
     dtype = ml_dtypes.bfloat16 if args.dtype == "bf16" else np.float32
 
@@ -132,7 +173,8 @@ def main() -> int:
         (12, 4096, 4096),
         *(tuple(int(d) for d in shape.split("x")) for shape in args.gemm.split(",") if shape),
     ):
-        arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), arr(k, n), np.empty((m, n), dtype)))
+        b = arr(k, n) if args.b_offset < 0 else past_a_line(arr(k, n), args.b_offset)
+        arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), b, np.empty((m, n), dtype)))
     for n, c, hw, k in (
         (4, 64, 28, 64),
         (8, 64, 56, 64),

@@ -34,6 +34,14 @@
 //       against prefetcht0); 256-448 x 4096 x 4096 ran 7-16% faster with B in place, so no separate limit
 //       for 4 KiB-aliased rows; at 16x4096x4096 in place ran at 135 GFLOPS and streamed at 113 on one core,
 //       so streaming stops at 8 rows; split loads were met by aligning the columns, not by packing.
+//  [Z2] Zen 4 (2-vCPU EPYC, family 0x19 model 0x11, its CPUID showing AVX2 but no AVX-512: the 6x16 AVX2
+//       tile), 2026-11-28, builds interleaved in one process (benchmarks/ab_builds.py --b-offset 16), 11
+//       rounds: with B 16 bytes past a line, packing it per micro-panel took 0.75-0.83 of the time of the
+//       aligned columns at 48^3, 80^3, 96^3, 112^3 and 96x96x512 on one core, 0.73-0.86 on two (100^3 0.94
+//       / 0.98; 64^3, 128^3-384^3, 64x256x256, 96x512x96 0.99-1.03); with B on a line, 0.99-1.05. The thin
+//       path's prefetchnta against prefetcht0 (the Emerald Rapids row's choices, loaded beside this row's):
+//       4096x16x1024 0.98, 7680x2x2560 0.91, 1024x16x1024 1.02 (one core, 7 rounds), so nta stays. The
+//       AVX-512 kernel's choices (packed_ahead_steps, f32_a_in_place_max_k) are Zen 5's: not measured there.
 #include "opbench/microarch.hpp"
 
 #include <algorithm>
@@ -56,7 +64,7 @@ constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from
           from.bf16_on_fp32_units};
 }
 constexpr MicroArchChoices kZen3 = taking("Zen 3", kZen5);
-constexpr MicroArchChoices kZen4 = taking("Zen 4", kZen5);
+constexpr MicroArchChoices kZen4{"Zen 4", "Zen 4", true, true, 0, 8, 0, 0, 0, false};  // [Z2], else Zen 5's
 constexpr MicroArchChoices kZen2 = taking("Zen 2", kZen5);
 constexpr MicroArchChoices kOtherAmd = taking("AMD (no row)", kZen5);
 constexpr MicroArchChoices kSapphire = taking("Sapphire Rapids", kEmerald);
