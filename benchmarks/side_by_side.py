@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from opbench.backends import make_backend
-from opbench.machine import wait_until_quiet
+from opbench.machine import keep_freed_memory, wait_until_quiet
 from opbench.ops import get_op
 from opbench.timing import Timer
 
@@ -27,6 +27,7 @@ def measure_variants(
     """variants: label -> (backend name, params). Each is verified against float64 and timed in every
     round, one after the other; returns label -> {'gflops': median over rounds, 'ok': verified,
     'max_rel_err': largest error vs float64 relative to the largest |reference|, 'details'}."""
+    keep_freed_memory()  # as a sweep does (runs.py): a per-call output pays malloc, not fresh pages
     op = get_op(op_name)
     inputs = op.make_inputs(shape, dtype, seed=0)
     ref = op.reference(shape, inputs)

@@ -194,6 +194,7 @@ class MachineBlock(TypedDict, total=False):
     logical_cpus: int
     threads: int
     affinity: list[int]
+    heap: str  # machine.keep_freed_memory(): whether the C heap keeps freed memory for reuse
     os: str
     python: str
     memory_available_bytes: int

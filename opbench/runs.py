@@ -53,6 +53,7 @@ def run_sweeps(
     all_dtypes = tuple(dict.fromkeys(d for c in configs for d in c.dtypes))
     all_backends = tuple(dict.fromkeys(b for c in configs for b in c.backends))
     cpus = machine.pin_to_cpus(first.threads) if first.device == "cpu" else machine.allowed_cpus()
+    machine.keep_freed_memory()
     with observer.status("measuring peak FLOPS (cached per machine)..."):
         peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
         bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None

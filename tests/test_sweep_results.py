@@ -146,10 +146,36 @@ def test_provenance(sweep: tuple) -> None:
     m = doc["machine"]
     assert m["cpu_model"] and m["isas"][-1] == "ref" and m["threads"] == 2
     assert m["opbench_version"] and m["libraries"]["numpy"]
+    assert m["heap"].startswith("kept") == sys.platform.startswith("linux")
     assert doc["settings"]["threads"] == 2 and doc["command"][:3] == ["opbench", "sweep", "gemm"]
     cpp = next(r for r in doc["records"] if r["backend"] == "cpp" and r["status"] == "ok")
     assert cpp["details"]["isa"] == m["selected_isa"]
     assert set(cpp["details"]["tiles"]) == {"tile_m", "tile_n", "tile_k"}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_a_kept_heap_pages_in_a_freed_output_once() -> None:
+    """machine.keep_freed_memory, as every measuring process sets it: an output of 64 MiB allocated and freed
+    five more times is paged in only the first time. Without it (the control) glibc maps each one afresh and
+    every allocation faults its pages in again, which a peer that allocates per call paid in its time."""
+    script = """
+import resource, sys
+import numpy as np
+from opbench import machine
+if sys.argv[1] == "kept":
+    assert machine.keep_freed_memory().startswith("kept")
+faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+a = np.ones(16 << 20, np.float32); del a
+before = faults()
+for _ in range(5):
+    a = np.ones(16 << 20, np.float32); del a
+print(faults() - before)
+"""
+    paged = {
+        how: int(subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True).stdout)
+        for how in ("kept", "defaults")
+    }
+    assert paged["kept"] <= 50 and paged["defaults"] >= 5 * 32, paged  # 32: 2 MiB pages of 64 MiB
 
 
 def test_each_result_names_its_timing_method(sweep: tuple) -> None:

@@ -32,7 +32,7 @@ from opbench.backends import make_backend
 from opbench.backends.base import Backend
 from opbench.files import json_line
 from opbench.layout import apply, place_inputs
-from opbench.machine import die_with_parent
+from opbench.machine import die_with_parent, keep_freed_memory
 from opbench.ops import named
 
 
@@ -116,6 +116,7 @@ def _serve(proto: TextIO) -> None:
 
 def main() -> None:
     die_with_parent()
+    keep_freed_memory()  # as in the sweep's own process (runs.py)
     # The protocol owns the original stdout; anything a library prints goes to stderr instead.
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)

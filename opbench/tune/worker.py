@@ -36,7 +36,7 @@ from opbench.contention import Monitor
 from opbench.documents import Params, UserKernelDict
 from opbench.dtypes import Inputs
 from opbench.layout import apply, place_inputs
-from opbench.machine import die_with_parent, pin_to_cpus
+from opbench.machine import die_with_parent, keep_freed_memory, pin_to_cpus
 from opbench.measure import Bench, combine
 from opbench.ops import assumed_accumulation, named
 from opbench.ops.base import Shape
@@ -54,6 +54,7 @@ def _serve(proto: TextIO) -> None:
     shape = op.shape_from_case(init["shape"])
     dtype, threads = init["dtype"], init["threads"]
     cpus = pin_to_cpus(threads)
+    keep_freed_memory()
     reference_probe = InRunReference(threads, load_best=peaks.best_probe)
     monitor = Monitor(cpus)
     inputs = op.make_inputs(shape, dtype, init["seed"])
