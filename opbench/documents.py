@@ -26,8 +26,7 @@ Params = dict[str, Scalar]
 
 
 def int_fields(fields: Mapping[str, Scalar]) -> dict[str, int]:
-    """The integer fields of `fields` (a shape's sizes, our kernels' tiles: what a record keeps as
-    integers), bools left out."""
+    """The integer fields of `fields` (a shape's sizes, our tiles: what a record keeps as ints), no bools."""
     return {k: v for k, v in fields.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
