@@ -27,6 +27,7 @@ import statistics
 import tempfile
 from collections.abc import Callable
 from typing import Any
+from unittest.mock import patch
 
 import ml_dtypes
 import numpy as np
@@ -41,17 +42,9 @@ def load_build(path: str, env: dict[str, str] | None = None) -> Any:
     spec = importlib.util.spec_from_loader(name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
-    saved = {key: os.environ.get(key) for key in env or {}}
-    os.environ.update(env or {})
-    try:
+    with patch.dict(os.environ, env or {}):
         loader.exec_module(module)
         module.kernel_info()  # the build reads $OPBENCH_MICROARCH once, on its first use of the table
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     return module
 
 
@@ -110,16 +103,6 @@ def timed_calls(core: Any, threads: int, isa: str = "") -> dict[str, Callable[..
     }
 
 
-def past_a_line(a: np.ndarray, offset: int) -> np.ndarray:
-    """A copy of `a` whose data starts `offset` bytes past a 64-byte line (numpy's allocations start 16 bytes
-    past one or on one, by the heap's state, so which a case gets can change from run to run)."""
-    raw = np.empty(a.nbytes + 128, np.uint8)
-    start = (offset - raw.ctypes.data) % 64
-    out = raw[start : start + a.nbytes].view(a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--old", required=True, help="the other build's _core*.so, or 'installed'")
@@ -132,12 +115,16 @@ def main() -> int:
     p.add_argument("--isa", default="", help="the kernel set both builds run (default: the CPU's best)")
     p.add_argument("--gemm", default="", help="more GEMM cases, MxNxK,... (--only gemm runs only GEMMs)")
     p.add_argument(
-        "--b-offset", type=int, default=-1, help="place each GEMM's B this many bytes past a 64-byte line"
+        "--b-offset",
+        type=int,
+        default=-1,
+        help="place each GEMM's B this many bytes into a page (numpy's arrays start 16 bytes past a line "
+        "or on one, by the heap's state, so which a case gets can change from run to run)",
     )
     p.add_argument("--conv", default="", help="more 3x3 padding-1 convs, NxCxHWxK,... (batch, C, size, K)")
     args = p.parse_args()
 
-    from opbench import _core, kernels
+    from opbench import _core, kernels, layout
     from opbench.machine import cpu_model, pin_to_cpus
 
     pin_to_cpus(args.threads)
@@ -173,7 +160,7 @@ def main() -> int:
         (12, 4096, 4096),
         *(tuple(int(d) for d in shape.split("x")) for shape in args.gemm.split(",") if shape),
     ):
-        b = arr(k, n) if args.b_offset < 0 else past_a_line(arr(k, n), args.b_offset)
+        b = arr(k, n) if args.b_offset < 0 else layout.place(arr(k, n), args.b_offset)
         arrays[f"gemm {m}x{n}x{k}"] = ("gemm", (arr(m, k), b, np.empty((m, n), dtype)))
     for n, c, hw, k in (
         (4, 64, 28, 64),
