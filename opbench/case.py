@@ -1,6 +1,6 @@
 """The nouns of a measurement: what is measured (`Case`), how it ended (`Status`, `Reason`, `Outcome`) and
 what it measured (`Result`), with the one conversion between a Result and the versioned JSON record
-(`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v12.json).
+(`Result.to_record` / `Result.from_record`; the fields are in opbench/schemas/sweep-results.v13.json).
 
 The sweep builds Cases and Results (sweep/visits.py), the results writer turns Results into records
 (results.py), the tuner names its failed trials with Outcomes (tune/objective.py) and the report reads
@@ -185,7 +185,7 @@ def marked(doubted: Collection[str]) -> str:
     return DOUBT_MARK if doubted else ""
 
 
-# The record's fields, in the order they are written (schema v12).
+# The record's fields, in the order they are written (schema v13).
 RECORD_FIELDS = (
     *("op", "pass", "shape", "factors", "label", "dtype", "backend", "threads", "device", "status", "reason"),
     *("flops", "min_bytes", "arithmetic_intensity", "time", "gflops", "gflops_best", "peak", "utilization"),

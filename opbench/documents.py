@@ -1,6 +1,6 @@
 """The JSON documents opbench writes and reads back, typed: the results file (header and records), the peak
 and bandwidth entries, the machine blocks and what the runtime reports about the CPU. Each is the file's
-layout (schema v12: results.py) as a TypedDict, so mypy checks every key written or read; a record's nested
+layout (schema v13: results.py) as a TypedDict, so mypy checks every key written or read; a record's nested
 blocks are in blocks.py. Values held without knowing their type (a shape's fields, params) are `Scalar`s."""
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ class SweepMeta(TypedDict):
     plans: list[str]
 
 
-# A results record (case.Result.to_record, schema v12); `pass` is a keyword, hence the functional form.
+# A results record (case.Result.to_record, schema v13); `pass` is a keyword, hence the functional form.
 # Records read back from an older file may lack fields (results.py's schema history).
 Record = TypedDict(
     "Record",

@@ -1,5 +1,5 @@
 """The record layout of each nested block of a result and of the results header's environment block: the
-file's own JSON (schema v12), declared as TypedDicts so that mypy checks every key written or read. What a
+file's own JSON (schema v13), declared as TypedDicts so that mypy checks every key written or read. What a
 Result holds is blocks.py's frozen dataclasses; each becomes its layout here (to_block) and is read back
 from it (from_block). The measurement path computes in some of these layouts directly (measurement.py,
 measure.combine, contention.py, sampling.py), and the record readers that work on raw files

@@ -62,6 +62,10 @@ Schema history (bump SCHEMA_VERSION and add a dated line for every change):
                   its cases run: opbench.kernels.gemm(a, b) for ours, the framework's op for the others),
                   `.call_overhead_case` and `.call_overhead_call` (what was called, or why it was not
                   timed). Optional: files of earlier versions read as before.
+ 13 (2026-11-28): `machine.heap`: whether the measuring process kept freed memory in its C heap
+                  (machine.keep_freed_memory), so that a backend that allocates its output per call pays
+                  malloc, not fresh pages, in its timed calls. Optional: files of earlier versions (whose
+                  peers' per-call outputs could be paged in) read as before.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ from opbench.ops import named
 if TYPE_CHECKING:
     from opbench.case import Result
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 FORMATS = ("json", "csv")
 
 # Columns taken from a record's time block, in this order.

@@ -216,7 +216,7 @@ def test_a_sweep_in_two_processes_records_them(tmp_path: Path) -> None:
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(Path(proc.stdout.split()[0]).read_text())
-    assert doc["schema_version"] == 12 and doc["settings"]["processes"] == 2
+    assert doc["schema_version"] == 13 and doc["settings"]["processes"] == 2
     for name in ("cpp", "numpy"):
         layouts = doc["backends"][name]["processes"]
         assert len(layouts) == 2 and layouts[0] != layouts[1]
