@@ -67,6 +67,9 @@ def timed_calls(core: Any, threads: int, isa: str = "") -> dict[str, Callable[..
             "conv stem": lambda x, w, y: (
                 core.prepare_conv2d(x, w, y, (2, 2), (3, 3, 3, 3), (1, 1), 1, tiles).run
             ),
+            "conv s2": lambda x, w, y: (
+                core.prepare_conv2d(x, w, y, (2, 2), (1, 1, 1, 1), (1, 1), 1, tiles).run
+            ),
             # (x, w, dy, padding, groups, stride)
             "conv:bwd": lambda x, w, dy, pad, groups, stride=1: (
                 core.prepare_conv2d_backward(
@@ -174,10 +177,16 @@ def main() -> int:
             "conv",
             (arr(n, c, hw, hw), arr(k, c, 3, 3), np.empty((n, k, hw, hw), dtype)),
         )
-    arrays["conv N8 C3 224x224 K64 7x7 s2 p3"] = (
-        "conv stem",
-        (arr(8, 3, 224, 224), arr(64, 3, 7, 7), np.empty((8, 64, 112, 112), dtype)),
-    )
+    for n in (8, 1):
+        arrays[f"conv N{n} C3 224x224 K64 7x7 s2 p3"] = (
+            "conv stem",
+            (arr(n, 3, 224, 224), arr(64, 3, 7, 7), np.empty((n, 64, 112, 112), dtype)),
+        )
+    for n, c, hw in ((8, 128, 56), (8, 256, 28)):
+        arrays[f"conv N{n} C{c} {hw}x{hw} K{c} 3x3 s2 p1"] = (
+            "conv s2",
+            (arr(n, c, hw, hw), arr(c, c, 3, 3), np.empty((n, c, hw // 2, hw // 2), dtype)),
+        )
     for n, c, hw, k in ((8, 256, 56, 64), (8, 64, 56, 256), (8, 1024, 14, 256)):
         arrays[f"conv N{n} C{c} {hw}x{hw} K{k} 1x1"] = (
             "conv 1x1",

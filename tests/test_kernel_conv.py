@@ -3,6 +3,8 @@ shapes, stride, padding, dilation, groups, both dtypes, every kernel set, severa
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from conftest import import_or_skip, kernel_set_isas
@@ -101,6 +103,13 @@ PIXEL_CASES = [
     (1, 8, 9, 24, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1),
     (2, 6, 11, 48, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1),
     (1, 4, 13, 72, 12, 3, 3, 2, 3, 1, 1, 2, 1, 2),
+    # Output rows that are not whole micro-panels (113 and 101 pixels, primes), A still read in place: the
+    # micro-panels that straddle two output rows (or images) are multiplied a call per row. The stem's
+    # geometry in the stride phases on every tile; at stride 1 with a filter row dilated 16 (the columns
+    # would multiply 32 padding columns per row) in the padded input, on the 4- and 6-row tiles.
+    (1, 3, 9, 226, 32, 7, 7, 2, 2, 3, 3, 1, 1, 1),
+    (2, 3, 7, 225, 40, 7, 7, 2, 2, 3, 3, 1, 1, 1),
+    (1, 4, 5, 101, 16, 1, 3, 1, 1, 0, 16, 1, 16, 1),
 ]
 PIXELS_PATH = "implicit GEMM, output pixels as rows"
 
@@ -108,7 +117,7 @@ PIXELS_PATH = "implicit GEMM, output pixels as rows"
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
-    taken = in_place = 0
+    taken = in_place = straddled = 0
     for case in PIXEL_CASES:
         shape = shape_of(case)
         inp = conv.make_inputs(shape, dtype, seed=11)
@@ -118,13 +127,14 @@ def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
             if t["path"].startswith(PIXELS_PATH):
                 taken += threads == 1
                 in_place += "A read in place" in t["path"]
+                straddled += "A read in place" in t["path"] and shape.out_w % t["mr"] != 0
                 pixels = shape.n * shape.out_h * shape.out_w
                 assert (t["gemm_m"], t["gemm_n"]) == (pixels, shape.k // shape.groups)
                 if tiles:  # one register tile of pixels by one of channels per unit, K blocks of 5
                     assert (t["tile_m"], t["tile_n"], t["tile_k"]) == (t["mr"], t["nr"], 5)
             result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
             assert result["ok"], (case, threads, tiles, t["path"], result)
-    assert taken >= 3 and in_place >= 3
+    assert taken >= 3 and in_place >= 3 and straddled >= 1
 
 
 def path_of_3x3(n: int, c: int, hw: int, k: int, isa: str) -> str:
@@ -154,6 +164,26 @@ def test_the_avx2_tile_takes_pixels_as_rows_only_where_it_was_faster() -> None:
     for n, c, hw, k in ((1, 512, 7, 512), (4, 512, 7, 512), (4, 256, 14, 256), (4, 192, 14, 384)):
         assert not path_of_3x3(n, c, hw, k, "avx2").startswith(PIXELS_PATH), (n, c, hw, k)
     assert path_of_3x3(8, 512, 7, 512, "avx2").startswith(PIXELS_PATH)
+
+
+@pytest.mark.skipif("avx2" not in ISAS, reason="the choices are measured for the AVX2 6x16 tile")
+def test_the_avx2_tile_reads_the_stems_pixels_in_place_and_strided_3x3s_as_columns() -> None:
+    # Measured on 2 Zen 4 cores (conv2d_pixels.cpp): the 7x7 stride-2 stem as rows with A read in place
+    # (112 pixels a row, 2 of 56 micro-panels straddling) against the gathered rows and the columns 117 / 82
+    # / 108 GFLOPS; 3x3 stride 2 as columns against the rows 106 / 76.
+    def plan(n: int, c: int, hw: int, k: int, f: int, threads: int) -> dict[str, Any]:
+        x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, f, f), np.float32)
+        tiles = Tiles(threads=threads, isa="avx2")
+        pad = (f // 2, f // 2)
+        return dict(kernels.prepare_conv2d(x, w, stride=(2, 2), padding=pad, tiles=tiles).tiles())
+
+    for n, threads in ((1, 1), (8, 2)):
+        stem = plan(n, 3, 224, 64, 7, threads)
+        assert stem["path"] == PIXELS_PATH + " (A read in place, W^T packed, padding taps skipped)", stem
+        # blocks of many micro-panels: units of one (balancing the threads to a unit) ran 0.81x as fast
+        assert stem["tile_m"] >= 16 * stem["mr"], stem
+    for c, hw in ((128, 56), (256, 28)):
+        assert not plan(8, c, hw, c, 3, 2)["path"].startswith(PIXELS_PATH), (c, hw)
 
 
 @pytest.mark.parametrize("isa", ISAS)

@@ -215,7 +215,7 @@ int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const Con
                              "conv workspace");
   const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
   if (path == ConvPath::pixels_as_rows) {
-    const int64_t input = conv_pixels_phased(p, MR) ? conv_pixels_phased_floats(p, threads) : padded;
+    const int64_t input = conv_pixels_phased(ks, p) ? conv_pixels_phased_floats(p, threads) : padded;
     return add(mul(add(input, conv_pixels_workspace_floats(ks, p, blk, threads), "conv workspace"),
                    int64_t(sizeof(float)), "conv workspace"),
                mul(crs, 8, "conv offsets"), "conv workspace");
@@ -278,7 +278,7 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
   plan.kernel = tile.description;
   plan.mr = tile.mr;
   plan.nr = tile.nr;
-  plan.a_in_place = pixels && conv_pixels_a_in_place(p, tile.mr);
+  plan.a_in_place = pixels && conv_pixels_a_in_place(tile, p);
   plan.blocking = pixels ? resolve_conv_pixels_blocking(tile, p, requested, threads)
                          : resolve_columns_blocking(tile, p, requested, threads);
   plan.gemm = pixels ? ConvGemmDims{p.n * p.out_h() * p.out_w(), kg, crs} : ConvGemmDims{kg, cols.count(), crs};

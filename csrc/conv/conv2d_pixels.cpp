@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "opbench/aligned.hpp"
@@ -82,16 +83,18 @@ Pixel pixel_at(const PixelOrder& o, int64_t i) {
 
 // The runs of one MR-pixel micro-panel of A: pixels [i0, i0 + MR) of all N*P*Q, one run per stretch of an
 // output row, a zero run past the last pixel. Pixel (img, oh, ow) reads tap (0, 0) of its image's first
-// channel at img*C*plane + (oh*stride_h)*Wp + ow*stride_w of the padded input.
-int pixel_runs(const ConvProblem& p, const PixelOrder& order, int64_t wp, int64_t image, int64_t i0, int64_t mr, GatherRun* runs) {
+// channel at img*image + oh*row_pitch + ow*step: row_pitch = stride_h*Wp and step = stride_w in the padded
+// input, row_pitch = the phase width and step = 1 in the stride phases.
+int pixel_runs(const ConvProblem& p, const PixelOrder& order, int64_t row_pitch, int64_t step, int64_t image,
+               int64_t i0, int64_t mr, GatherRun* runs) {
   const int64_t Q = p.out_w(), total = p.n * p.out_h() * Q;
   const int64_t end = std::min(i0 + mr, total);
   int count = 0;
   for (int64_t i = i0; i < end;) {
     const Pixel px = pixel_at(order, i);
     const int64_t len = std::min(Q - px.ow, end - i);
-    runs[count++] = {static_cast<int32_t>(i - i0), static_cast<int32_t>(len), static_cast<int32_t>(p.stride_w),
-                     px.img * image + px.oh * p.stride_h * wp + px.ow * p.stride_w};
+    runs[count++] = {static_cast<int32_t>(i - i0), static_cast<int32_t>(len), static_cast<int32_t>(step),
+                     px.img * image + px.oh * row_pitch + px.ow * step};
     i += len;
   }
   if (end - i0 < mr) runs[count++] = {static_cast<int32_t>(end - i0), static_cast<int32_t>(i0 + mr - end), 0, 0};
@@ -268,9 +271,12 @@ struct Units {
 // 512 -> 512 channels on 2 Zen 5 cores, splitting the pixels (each thread reading all 9.4 MB of W^T, half of
 // it packed by the other core) ran at 350-365 GFLOPS and splitting the channels at 457-470 (one process,
 // alternating); at 14x14 (2.4 MB of W^T) splitting the pixels was as fast or faster (507 / 487). kWRead lies
-// between what those two choices require (above 25, below 196).
+// between what those two choices require (above 25, below 196). Each unit also costs about kUnitRows pixels
+// of its channels whatever its size (its set-up, its B block brought back to L1): without it the 7x7 stride-2
+// stem at batch 8 on 2 Zen 4 cores (AVX2 tile) took units of 6 pixels, which balanced the threads to one
+// unit, and ran at 99 GFLOPS against 122 with blocks of 576.
 int64_t unit_cost(int64_t pixels, int64_t kg, int64_t groups, int64_t mc, int64_t nc, int64_t nr, int threads) {
-  constexpr int64_t kWRead = 64;
+  constexpr int64_t kWRead = 64, kUnitRows = 16;
   const Units units(pixels, kg, groups, mc, nc, threads);
   int64_t busiest = 0;
   for (int tid = 0; tid < units.threads; ++tid) {
@@ -278,7 +284,7 @@ int64_t unit_cost(int64_t pixels, int64_t kg, int64_t groups, int64_t mc, int64_
     for (int64_t u = units.first(tid); u < units.first(tid + 1); ++u) {
       const int64_t block = u / units.row_blocks, rb = u % units.row_blocks, cb = block % units.col_blocks;
       const int64_t mb = std::min(mc, pixels - rb * mc), nb = std::min(nc, round_up(kg, nr) - cb * nc);
-      cost += mb * (nb + 2 * nr);
+      cost += (mb + kUnitRows) * nb + mb * 2 * nr;
       if (block != last_block) cost += kWRead * nb;
       last_block = block;
     }
@@ -298,15 +304,40 @@ float* phased_input(const KernelSet& ks, const ConvProblem& p, const Phases& ph,
 
 }  // namespace
 
-// Each micro-panel's MR pixels are one stretch of an output row when the rows are whole micro-panels (one
-// image per pixel group). At stride 1 they are consecutive in the padded input for every tap; strided, in
-// the input's stride phases (depthwise_phases.hpp: tap (r, s) reads phase (r dil mod sh, s dil mod sw) at a
-// fixed offset, consecutive along the row). Either way the micro-kernel reads A there (ukernel_a_rows) and
-// nothing is gathered.
-bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr) { return p.out_w() % mr == 0; }
+namespace {
 
-bool conv_pixels_phased(const ConvProblem& p, int64_t mr) {
-  return conv_pixels_a_in_place(p, mr) && (p.stride_h != 1 || p.stride_w != 1);
+// Gathering an element of A costs about this many FMA lanes, and serves the unit's kg output channels (see
+// conv_pixels_as_rows).
+double rows_gather_cost(const KernelSet& ks) { return ks.thin_lanes < 16 ? 150.0 : 20.0; }
+
+// Reading A in place, what the micro-panels that straddle output rows cost, per micro-panel and as a share of
+// one: such a panel is multiplied run by run, a call per run, each loading all of the panel's B. Over the
+// pixel order a row boundary falls every Q pixels, inside a panel unless at a multiple of MR: (MR -
+// gcd(Q, MR)) / Q extra calls per panel, each counted kStraddle. On 2 Zen 4 cores with the AVX2 tile (6x16),
+// 3x3 convs at batch 8, A in place / gathered, GFLOPS: 56x56 64 ch (0.07 extra calls) 92 / 61, 28x28 128 ch
+// (0.14) 108 / 89, stride 2 to 28x28 (0.14) 79 / 76, 14x14 256 ch (0.29) 99 / 113, stride 2 to 14x14 (0.29)
+// 84 / 100, 7x7 512 ch at batch 4 (0.71) 101 / 110; the 7x7 stride-2 stem (0.04) 117 / 82. kStraddle = 4
+// against the gather's cost picks the faster side in all of them.
+double straddle_cost(const ConvProblem& p, int64_t mr) {
+  constexpr double kStraddle = 4.0;
+  const int64_t q = p.out_w();
+  return q <= 0 ? 0.0 : kStraddle * double(mr - std::gcd(q, mr)) / double(q);
+}
+
+}  // namespace
+
+// Each micro-panel's pixels are stretches of output rows: one stretch when the rows are whole micro-panels
+// (out_w a multiple of MR), else one or more. At stride 1 a stretch is consecutive in the padded input for
+// every tap; strided, in the input's stride phases (depthwise_phases.hpp: tap (r, s) reads phase (r dil mod
+// sh, s dil mod sw) at a fixed offset, consecutive along the row). Either way the micro-kernel reads A there
+// (ukernel_a_rows, a call per stretch) and nothing is gathered, where the straddling panels cost less than
+// gathering would.
+bool conv_pixels_a_in_place(const KernelSet& ks, const ConvProblem& p) {
+  return straddle_cost(p, ks.mr) <= rows_gather_cost(ks) / double(std::max<int64_t>(1, p.k / p.groups));
+}
+
+bool conv_pixels_phased(const KernelSet& ks, const ConvProblem& p) {
+  return conv_pixels_a_in_place(ks, p) && (p.stride_h != 1 || p.stride_w != 1);
 }
 
 int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads) {
@@ -331,16 +362,20 @@ bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   // 7x7 512 ch at batch 1, 2, 4 0.69, 0.85, 0.90 (batch 8 1.07), 160 -> 320 ch 0.96; 14x14 256 ch at
   // batch 1, 4, 8 0.80, 0.89, 0.92, 128 -> 256 ch 0.91, 192 -> 384 ch 0.96; 28x28 128 ch 0.97; 32x32
   // 96 -> 128 ch 1.00. A cost of 150 picks the faster side in all of them.
-  const double kGatherCost = ks.thin_lanes < 16 ? 150.0 : 20.0;
+  const double kGatherCost = rows_gather_cost(ks);
+  // The columns' strided gather (B's micro-panels, reused by all kg rows up to kGatherReuse) costs about as
+  // much on either tile. With the AVX2 tile's 150 the 3x3 stride-2 convs took the rows at 0.72-0.83 of the
+  // columns' speed (2 Zen 4 cores, batch 8, 56x56 128 ch and 28x28 256 ch: 76 / 106 and 100 / 121 GFLOPS).
+  constexpr double kColumnsGatherCost = 20.0;
   const bool strided = p.stride_h != 1 || p.stride_w != 1;
   // Skipped padding taps (padding_skip_share) raise the rows' useful share: 28x28 128 -> 128 channels at
   // batch 4 had measured rows / columns 464 / 455 GFLOPS on 2 Zen 5 cores before the skip, and its top and
   // bottom rows skip 2.4% of the FMAs.
-  // Where A is read in place (conv_pixels_a_in_place) nothing is gathered.
-  const double gather = conv_pixels_a_in_place(p, ks.mr) ? 0.0 : kGatherCost / double(kg);
+  // Where A is read in place (conv_pixels_a_in_place) nothing is gathered, and straddling panels cost calls.
+  const double gather = conv_pixels_a_in_place(ks, p) ? straddle_cost(p, ks.mr) : kGatherCost / double(kg);
   const double rows = pixels_as_rows_share(p, ks.mr, ks.nr) / (1.0 - padding_skip_share(p, ks.mr)) / (1.0 + gather);
   const double cols = pixels_as_columns_share(p, ks.mr, ks.nr) /
-                      (strided ? 1.0 + kGatherCost / std::min(double(kg), kGatherReuse) : 1.0);
+                      (strided ? 1.0 + kColumnsGatherCost / std::min(double(kg), kGatherReuse) : 1.0);
   return rows >= 1.05 * cols;
 }
 
@@ -394,9 +429,9 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
   const PixelOrder order(p, MR);
-  const bool a_in_place = conv_pixels_a_in_place(p, MR);
+  const bool a_in_place = conv_pixels_a_in_place(ks, p);
   // Strided with A read in place: the input as its stride phases instead of padded.
-  const bool phased = conv_pixels_phased(p, MR);
+  const bool phased = conv_pixels_phased(ks, p);
   const Phases ph = phases_of(p);
   const int64_t Wp = p.padded_w(), plane = phased ? ph.floats() : p.padded_h() * Wp, image = p.c * plane;
   const float* xp = phased ? phased_input(ks, p, ph, threads, padded_buffer) : padded_input(ks, p, 0, threads, padded_buffer);
@@ -468,7 +503,6 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     const int64_t panels = ceil_div(mc, MR);
     auto* runs = static_cast<GatherRun*>(run_buffer.reserve(static_cast<size_t>(panels * (MR + 1)) * sizeof(GatherRun)));
     std::vector<int> run_count(static_cast<size_t>(panels)), seg_count(static_cast<size_t>(panels));
-    std::vector<int64_t> panel_at(static_cast<size_t>(panels));
     std::vector<int> first_seg(static_cast<size_t>(panels));
     std::vector<Segment> segs(static_cast<size_t>(panels * p.s));
     std::vector<char> started(static_cast<size_t>(panels));
@@ -480,13 +514,10 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
       const float* base = xp + g * cg * plane;
       for (int64_t r = 0; r < r_count; ++r) {
         const auto ri = static_cast<size_t>(r);
-        if (a_in_place) {  // where the panel's first pixel reads tap (0, 0) of its image's first channel
-          const Pixel px = pixel_at(order, i0 + r * MR);
-          panel_at[ri] = px.img * image + (phased ? px.oh * ph.pw + px.ow
-                                                  : px.oh * p.stride_h * Wp + px.ow * p.stride_w);
-        } else {
-          run_count[ri] = pixel_runs(p, order, Wp, image, i0 + r * MR, MR, runs + r * (MR + 1));
-        }
+        // In place, where each run's first pixel reads tap (0, 0) of its image's first channel.
+        run_count[ri] = phased ? pixel_runs(p, order, ph.pw, 1, image, i0 + r * MR, MR, runs + r * (MR + 1))
+                               : pixel_runs(p, order, p.stride_h * Wp, p.stride_w, image, i0 + r * MR, MR,
+                                            runs + r * (MR + 1));
         const int64_t rows = std::min(MR, mb - r * MR);
         if (skip_padding) {
           seg_count[ri] = panel_segments(p, order, i0 + r * MR, rows, segs.data() + r * p.s);
@@ -538,10 +569,15 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
                 for (int i = 0; i < rows; ++i) std::fill_n(tile + i * nc, cols, 0.0f);
                 accumulate = true;
               }
-              if (a_in_place) {  // the panel's pixels are one run, consecutive in the input as laid out
-                ks.conv.ukernel_a_rows(hi - lo, base + panel_at[static_cast<size_t>(r)] + seg.row_lo, row_off.data() + pc + lo,
-                                       b_block + q * NR * kb + lo * NR, tile + seg.row_lo * nc, nc, accumulate,
-                                       seg.row_hi - seg.row_lo, cols);
+              if (a_in_place) {  // run by run: each run's pixels are consecutive in the input as laid out
+                const GatherRun* run = runs + r * (MR + 1);
+                for (int t = 0; t < run_count[static_cast<size_t>(r)]; ++t) {
+                  const int from = std::max(seg.row_lo, run[t].col), to = std::min(seg.row_hi, run[t].col + run[t].len);
+                  if (from >= to) continue;
+                  ks.conv.ukernel_a_rows(hi - lo, base + run[t].off + (from - run[t].col), row_off.data() + pc + lo,
+                                         b_block + q * NR * kb + lo * NR, tile + from * nc, nc, accumulate, to - from,
+                                         cols);
+                }
               } else {
                 ks.gemm.ukernel(hi - lo, a + r * MR * kb + lo * MR + seg.row_lo, b_block + q * NR * kb + lo * NR,
                                 tile + seg.row_lo * nc, nc, accumulate, seg.row_hi - seg.row_lo, cols);

@@ -92,10 +92,10 @@ void conv2d(const KernelSet& ks, const ConvProblem& p, const ConvPlan& plan);
 // once, taken when it wastes at least a tenth fewer FMAs than pixels as columns (small planes: 7x7, 14x14).
 // ks is the kernel set's main tile; the blocking's mc then counts pixels and nc output channels.
 bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p);
-// Whether that orientation reads A's micro-panels of mr pixels in place instead of gathering them.
-bool conv_pixels_a_in_place(const ConvProblem& p, int64_t mr);
+// Whether that orientation reads A's micro-panels (ks.mr pixels) in place instead of gathering them.
+bool conv_pixels_a_in_place(const KernelSet& ks, const ConvProblem& p);
 // Whether it reads A in the input's stride phases (strided, A in place), and the floats those take.
-bool conv_pixels_phased(const ConvProblem& p, int64_t mr);
+bool conv_pixels_phased(const KernelSet& ks, const ConvProblem& p);
 int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads);
 Blocking resolve_conv_pixels_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 int64_t conv_pixels_workspace_floats(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
