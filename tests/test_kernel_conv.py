@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import import_or_skip, kernel_set_isas
 
-from opbench import kernels
+from opbench import kernels, layout
 from opbench.ops import conv
 from opbench.tiles import Tiles
 
@@ -135,6 +135,27 @@ def test_pixels_as_rows_matches_float64_reference(isa: str, dtype: str) -> None:
             result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), dtype, "fp32")
             assert result["ok"], (case, threads, tiles, t["path"], result)
     assert taken >= 3 and in_place >= 3 and straddled >= 1
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_an_output_past_half_the_last_level_cache_matches_float64_reference(isa: str) -> None:
+    # conv2d_pixels.cpp's stream_output: a Y of more than half the last-level cache is written with
+    # non-temporal stores where the kernel set has them (AVX2), 16 pixels of a channel (a cache line) at a
+    # time. Y starts one float into a line, so each output row's first 15 pixels are stored through the cache
+    # and the rest streamed; 16 channels and a 3x3 stride-2 filter on one input channel take pixels as rows
+    # on every tile.
+    k, out_hw = 16, 112
+    n = kernels.l3_bytes() // 2 // (k * out_hw * out_hw * 4) + 1
+    shape = shape_of((n, 1, 2 * out_hw, 2 * out_hw, k, 3, 3, 2, 2, 1, 1, 1, 1, 1))
+    inp = conv.make_inputs(shape, "fp32", seed=5)
+    shifted = layout.place(np.zeros((n, k, out_hw, out_hw), np.float32), 4)
+    plan = kernels.prepare_conv2d(
+        inp["x"], inp["w"], stride=(2, 2), padding=(1, 1), out=shifted, tiles=Tiles(threads=2, isa=isa)
+    )
+    assert plan.tiles()["path"].startswith(PIXELS_PATH), plan.tiles()["path"]
+    plan.run(1)
+    result = conv.check(shape, shifted, inp, conv.reference(shape, inp), "fp32", "fp32")
+    assert result["ok"], result
 
 
 def path_of_3x3(n: int, c: int, hw: int, k: int, isa: str) -> str:

@@ -28,6 +28,9 @@
 #include <cstring>
 #include <numeric>
 #include <vector>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "opbench/aligned.hpp"
 #include "opbench/conv.hpp"
@@ -247,8 +250,10 @@ double padding_skip_share(const ConvProblem& p, int64_t mr) {
 // of group g: channel by channel, a stretch of consecutive pixels of Y at a time (an image's rows follow one
 // another in the pixel order of one image per group, so the stretch runs on across output rows; with
 // several images per group it is one output row).
+// With `stream` (stream_output) the stretch's 16-pixel blocks that start on a cache line go through the kernel
+// set's non-temporal stream_transposed, the others through the cache.
 void copy_out_transposed(const KernelSet& ks, const ConvProblem& p, const PixelOrder& order, const float* c,
-                         int64_t ldc, int64_t i0, int64_t mb, int64_t g, int64_t n0, int64_t nb) {
+                         int64_t ldc, int64_t i0, int64_t mb, int64_t g, int64_t n0, int64_t nb, bool stream) {
   const int64_t Q = p.out_w(), PQ = p.out_h() * Q, kg = p.k / p.groups;
   const bool f16 = p.dtype == Dtype::f16;
   for (int64_t i = i0; i < i0 + mb;) {
@@ -265,11 +270,20 @@ void copy_out_transposed(const KernelSet& ks, const ConvProblem& p, const PixelO
       // Blocks of 16 pixels x 16 channels through the kernel set's transpose (element by element, the copy
       // took 1.2% of 14x14 256 -> 256 ch at batch 4 on one Zen 5 core).
       float* dst = static_cast<float*>(p.y) + y0;
+      // Pixels before the first line boundary (all of them without streaming), then whole lines, the rest.
+      const int64_t head = stream ? std::min<int64_t>(len, (16 - reinterpret_cast<uintptr_t>(dst) / 4 % 16) % 16) : len;
+      const int64_t lines_end = head + (len - head) / 16 * 16;
       for (int64_t j0 = 0; j0 < nb; j0 += 16) {
-        for (int64_t t0 = 0; t0 < len; t0 += 16) {
-          const int rows = static_cast<int>(std::min<int64_t>(16, len - t0));
-          ks.conv.store_transposed(src + t0 * ldc + j0, ldc, rows, static_cast<int>(std::min<int64_t>(16, nb - j0)),
-                                   dst + j0 * PQ + t0, PQ);
+        const int cols = static_cast<int>(std::min<int64_t>(16, nb - j0));
+        for (int64_t t0 = 0; t0 < len;) {
+          if (t0 >= head && t0 < lines_end) {
+            ks.conv.stream_transposed(src + t0 * ldc + j0, ldc, cols, dst + j0 * PQ + t0, PQ);
+            t0 += 16;
+            continue;
+          }
+          const int64_t rows = std::min<int64_t>(16, (t0 < head ? head : len) - t0);
+          ks.conv.store_transposed(src + t0 * ldc + j0, ldc, static_cast<int>(rows), cols, dst + j0 * PQ + t0, PQ);
+          t0 += rows;
         }
       }
     }
@@ -456,6 +470,25 @@ int64_t conv_pixels_workspace_floats(const KernelSet& ks, const ConvProblem& p, 
   return add(packed_w, mul(per_thread, threads, "conv scratch"), "conv workspace");
 }
 
+namespace {
+
+// Whether Y is written with non-temporal stores: fp32, a kernel set that has them, channel planes of whole
+// cache lines (so a line boundary falls at the same pixel in every channel) and a Y larger than half the
+// last-level cache (shared with the other cores, and with the input and W), whose lines the next operator
+// would read from memory anyway: streaming them saves reading each line before it is written. Smaller Ys
+// stay cached for the next operator, although a benchmark that calls the same conv again is faster
+// streaming them too. The 7x7 stride-2 stem on one core of a Zen 4 guest (AVX2 tile, 32 MiB L3),
+// streamed / cached time: batch 8 (25.7 MB of Y) 0.91, batch 4 0.89, batch 2 0.94, batch 1 0.97.
+bool stream_output(const KernelSet& ks, const ConvProblem& p) {
+  const int64_t pq = p.out_h() * p.out_w();
+  const int64_t llc = std::max<int64_t>(cpu_info().l3.size_bytes, cpu_info().l2.size_bytes);
+  return p.dtype == Dtype::f32 && ks.conv.stream_transposed != nullptr && pq % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.y) % sizeof(float) == 0 &&
+         double(p.n) * double(p.k) * double(pq) * double(sizeof(float)) > double(llc) / 2;
+}
+
+}  // namespace
+
 void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
   static thread_local AlignedBuffer padded_buffer, w_buffer;
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
@@ -528,6 +561,7 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
 
   const bool skip_padding = !nonfinite_w.load();
   const PaddingTaps padding_taps(p);
+  const bool stream = stream_output(ks, p);
   ThreadPool::instance().run(units.threads, [&](int tid) {
     // The unit's A block and C block side by side in one huge page: physically contiguous, they spread over
     // L2's sets whatever pages the process draws. (Separate huge pages, both starting at set 0, ran 7x7 at
@@ -631,8 +665,11 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
         if (started[static_cast<size_t>(r)] != 0) continue;
         for (int64_t i = r * MR; i < std::min(mb, (r + 1) * MR); ++i) std::fill_n(c + i * nc, nb, 0.0f);
       }
-      copy_out_transposed(ks, p, order, c, nc, i0, mb, g, n0, nb);
+      copy_out_transposed(ks, p, order, c, nc, i0, mb, g, n0, nb, stream);
     }
+#if defined(__x86_64__)
+    if (stream) _mm_sfence();  // the streamed lines reach memory before the pool reports this thread done
+#endif
   });
 }
 

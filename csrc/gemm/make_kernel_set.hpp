@@ -50,6 +50,11 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.conv.pack_wt_f32 = P::bt_rows_f32;
   ks.conv.pack_wt_f16 = P::bt_rows_f16;
   ks.conv.store_transposed = P::store_transposed;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  ks.conv.stream_transposed = packing::stream_transposed<Cvt>;
+#else
+  ks.conv.stream_transposed = nullptr;
+#endif
   ks.conv.depthwise_row = depthwise::row<Cvt>;
   ks.conv.depthwise_3x3 = depthwise::rows3x3<Cvt>;
   ks.conv.depthwise_split = depthwise::split<Cvt>;

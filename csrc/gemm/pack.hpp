@@ -234,11 +234,11 @@ void store_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* ds
 }
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
-// y[j * ldy + i] = c[i * ldc + j] for i < rows <= 8, j < 8: eight row loads (row 0 again for rows past the
-// last), the 8x8 register transpose (unpack, shuffle, swap halves) and eight stores of `rows` lanes.
+// t[j] = column j of the 8x8 block at c (rows ldc apart; row i < rows, row 0 again past them): eight row
+// loads and the register transpose (unpack, shuffle, swap halves).
 template <class Cvt>
-void transpose_8x8(const float* c, int64_t ldc, int rows, float* y, int64_t ldy) {
-  __m256 r[8], t[8];
+[[gnu::always_inline]] inline void transpose_8x8_regs(const float* c, int64_t ldc, int rows, __m256* t) {
+  __m256 r[8];
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(c + (i < rows ? i : 0) * ldc);
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);  // columns 0, 1 | 4, 5 of rows i, i + 1, interleaved
@@ -254,6 +254,13 @@ void transpose_8x8(const float* c, int64_t ldc, int rows, float* y, int64_t ldy)
     t[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
     t[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
   }
+}
+
+// y[j * ldy + i] = c[i * ldc + j] for i < rows <= 8, j < 8: eight stores of `rows` lanes.
+template <class Cvt>
+void transpose_8x8(const float* c, int64_t ldc, int rows, float* y, int64_t ldy) {
+  __m256 t[8];
+  transpose_8x8_regs<Cvt>(c, ldc, rows, t);
   if (rows == 8) {
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(y + j * ldy, t[j]);
     return;
@@ -286,6 +293,29 @@ void store_transposed(const float* c, int64_t ldc, int rows, int cols, float* y,
     for (int i = 0; i < rows; ++i) y[j * ldy + i] = c[i * ldc + j];
   }
 }
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// store_transposed of a whole 16-row block with non-temporal stores: y[j * ldy + i] = c[i * ldc + j] for
+// i < 16, j < cols <= 16, each of y's rows one full cache line (y and ldy multiples of 64 bytes) written by
+// two adjacent streaming stores, so the line is not read before it is written; columns past the last
+// multiple of 8 are stored through the cache. The caller fences (sfence) before others read y.
+template <class Cvt>
+void stream_transposed(const float* c, int64_t ldc, int cols, float* y, int64_t ldy) {
+  int j0 = 0;
+  for (; j0 + 8 <= cols; j0 += 8) {
+    __m256 lo[8], hi[8];
+    transpose_8x8_regs<Cvt>(c + j0, ldc, 8, lo);
+    transpose_8x8_regs<Cvt>(c + 8 * ldc + j0, ldc, 8, hi);
+    for (int j = 0; j < 8; ++j) {
+      _mm256_stream_ps(y + (j0 + j) * ldy, lo[j]);
+      _mm256_stream_ps(y + (j0 + j) * ldy + 8, hi[j]);
+    }
+  }
+  for (int j = j0; j < cols; ++j) {
+    for (int i = 0; i < 16; ++i) y[j * ldy + i] = c[i * ldc + j];
+  }
+}
+#endif
 
 // Copies n <= NR contiguous floats (a run of a gathered row): one masked load/store per 16 on AVX-512, where
 // a memcpy call would cost more than the copy itself. (Templated on the unit's Cvt like everything here, so

@@ -258,6 +258,9 @@ using DepthwiseMergeF32 = void (*)(const float* const* phases, int64_t n, int st
 // A block of C stored transposed: element (i, j) of `rows` <= 16 rows by `cols` <= 16 columns (c, ldc apart)
 // goes to y[j * ldy + i] (conv2d_pixels writes its pixels x channels C block into Y's channel rows).
 using StoreTransposedF32 = void (*)(const float* c, int64_t ldc, int rows, int cols, float* y, int64_t ldy);
+// The same for 16 rows with non-temporal stores, each of y's rows one whole cache line (y and ldy multiples
+// of 64 bytes), for a Y larger than the last-level cache; the caller fences before Y is read.
+using StreamTransposedF32 = void (*)(const float* c, int64_t ldc, int cols, float* y, int64_t ldy);
 
 // The convolution part: the same register tile with B's rows read in place, B gathered from an image, and
 // the depthwise convolution's row kernel.
@@ -269,6 +272,7 @@ struct ConvKernels {
   PackBtRowsF32 pack_wt_f32;     // W^T's NR-column panels, rows placed by a table (output pixels as rows)
   PackBtRowsF16 pack_wt_f16;
   StoreTransposedF32 store_transposed;  // C blocks into Y (output pixels as rows)
+  StreamTransposedF32 stream_transposed;  // nullptr: none (AVX2 has one)
   DepthwiseRowF32 depthwise_row;
   Depthwise3x3F32 depthwise_3x3;
   DepthwiseSplitF32 depthwise_split;
