@@ -64,7 +64,14 @@ constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from
           from.bf16_on_fp32_units};
 }
 constexpr MicroArchChoices kZen3 = taking("Zen 3", kZen5);
-constexpr MicroArchChoices kZen4{"Zen 4", "Zen 4", true, true, 0, 8, 0, 0, 0, false};  // [Z2], else Zen 5's
+// Zen 4 measured its own split-load choice ([Z2]) and takes Zen 5's for the rest.
+constexpr MicroArchChoices zen4_row() {
+  MicroArchChoices row = taking("Zen 4", kZen5);
+  row.measured = "Zen 4";
+  row.split_loads_costly = true;
+  return row;
+}
+constexpr MicroArchChoices kZen4 = zen4_row();
 constexpr MicroArchChoices kZen2 = taking("Zen 2", kZen5);
 constexpr MicroArchChoices kOtherAmd = taking("AMD (no row)", kZen5);
 constexpr MicroArchChoices kSapphire = taking("Sapphire Rapids", kEmerald);
