@@ -225,14 +225,11 @@ double padding_skip_share(const ConvProblem& p, int64_t mr) {
   if (p.out_h() > kMaxScan || order.q > kMaxScan) return 0.0;
   const int64_t width = order.batch * order.q;
   if (width % mr != 0) return 0.0;
+  const PaddingTaps taps(p);
   int64_t rows_kept = 0;
-  for (int64_t oh = 0; oh < p.out_h(); ++oh) {
-    const auto [lo, hi] = valid_taps(oh, p.stride_h, p.pad_h, p.dil_h, p.h, p.r);
-    rows_kept += std::max<int64_t>(0, hi - lo + 1);
-  }
+  for (const auto& [lo, hi] : taps.rows) rows_kept += std::max<int64_t>(0, hi - lo + 1);
   int64_t cols_kept = 0;
-  for (int64_t s = 0; s < p.s; ++s) {
-    const auto [ow_lo, ow_hi] = outputs_reading(s, p.stride_w, p.pad_w, p.dil_w, p.w_in);
+  for (const auto& [ow_lo, ow_hi] : taps.cols) {
     for (int64_t i0 = 0; i0 < width; i0 += mr) {
       int64_t first = -1, last = -1;
       for (int64_t i = i0; i < i0 + mr; ++i) {
