@@ -270,8 +270,9 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // On Intel CPUs and Zen 4 (microarch.cpp [Z2]: 0.73-0.86 of the time at 48^3-112^3) a B whose rows do
   // not start on a cache line is packed a micro-panel at a time (as the panel past B's end is) when a thread
   // has at least kCopyTiles tiles of rows to read it: the rows kernel's unaligned loads split lines there,
-  // and the aligning head panel (below) adds a narrow panel to every few. On the 2-vCPU Xeon EMR, one thread, B 16 bytes past a line / on a line: 96^3 96 / 133
-  // GFLOPS, 128^3 107 / 133, 64x256x256 125 / 146, 128x1000x2048 97 / 122 (torch 150-168).
+  // and the aligning head panel (below) adds a narrow panel to every few. On the 2-vCPU Xeon EMR, one
+  // thread, B 16 bytes past a line / on a line: 96^3 96 / 133 GFLOPS, 128^3 107 / 133, 64x256x256 125 /
+  // 146, 128x1000x2048 97 / 122 (torch 150-168).
   // fp16 B is widened the same way, a micro-panel at a time into L1: widened a K block at a time into a
   // row-major fp32 block (K block x the thread's columns: 8 MiB at 1024 x 2048) it came from memory
   // (16-64 x 1024-4096 x 1024 ran at 0.46-0.60x torch's fp16 on one Xeon EMR core).

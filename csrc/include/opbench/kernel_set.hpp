@@ -259,7 +259,7 @@ using DepthwiseMergeF32 = void (*)(const float* const* phases, int64_t n, int st
 // goes to y[j * ldy + i] (conv2d_pixels writes its pixels x channels C block into Y's channel rows).
 using StoreTransposedF32 = void (*)(const float* c, int64_t ldc, int rows, int cols, float* y, int64_t ldy);
 // The same for 16 rows with non-temporal stores, each of y's rows one whole cache line (y and ldy multiples
-// of 64 bytes), for a Y larger than the last-level cache; the caller fences before Y is read.
+// of 64 bytes), for a Y of more than half the last-level cache; the caller fences before Y is read.
 using StreamTransposedF32 = void (*)(const float* c, int64_t ldc, int cols, float* y, int64_t ldy);
 
 // The convolution part: the same register tile with B's rows read in place, B gathered from an image, and
