@@ -38,7 +38,7 @@ def records_dir() -> Path:
     """$OPBENCH_RECORDS_DIR, else the source tree's tuning/records, else ~/.local/share/opbench/records."""
     if os.environ.get("OPBENCH_RECORDS_DIR"):
         return Path(os.environ["OPBENCH_RECORDS_DIR"])
-    source = Path(__file__).resolve().parents[2] / "tuning"
+    source = Path(__file__).resolve().parents[1] / "tuning"  # opbench/tuned.py -> the checkout's tuning/
     if source.is_dir() and os.access(source, os.W_OK):
         return source / "records"
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "opbench" / "records"

@@ -318,6 +318,20 @@ def test_the_winner_is_recorded_and_used(tmp_path: Path) -> None:
     assert "tuned record (exact)" in details["tiles_source"] and details["tiles"] == tiles.record()
 
 
+def test_a_source_checkout_keeps_its_records_in_its_tuning_folder(monkeypatch: Any) -> None:
+    # Records checked in under tuning/records are this checkout's own: `opbench tune` writes them there and
+    # every reader finds them there, unless $OPBENCH_RECORDS_DIR says otherwise.
+    from opbench import tuned
+
+    repo = Path(__file__).resolve().parents[1]
+    if Path(tuned.__file__).resolve().parents[1] != repo:
+        pytest.skip("opbench is not imported from this checkout (not an editable install)")
+    monkeypatch.delenv("OPBENCH_RECORDS_DIR")
+    assert tuned.records_dir() == repo / "tuning" / "records"
+    monkeypatch.setenv("OPBENCH_RECORDS_DIR", "/elsewhere")
+    assert tuned.records_dir() == Path("/elsewhere")
+
+
 def test_show_and_studies_print_without_running(tmp_path: Path) -> None:
     assert run_cli([*SMALL, "--trials", "3", "--out", str(tmp_path)]).returncode == 0
     shown = run_cli(
