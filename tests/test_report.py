@@ -314,6 +314,25 @@ def test_report_names_are_sanitised_and_nothing_lands_outside(runs: dict[str, An
     assert {p.relative_to(made).parts[0] for p in made.rglob("*")} == {"report.md", "images"}
 
 
+def test_each_format_writes_the_images_it_names_and_no_others(runs: dict[str, Any], tmp_path: Path) -> None:
+    from opbench import cli
+
+    for fmt in ("json", "md", "csv", "html"):
+        out = tmp_path / fmt
+        assert cli.main(["report", str(runs["files"]["gemm"]), "--out", str(out), "--format", fmt]) == 0
+        pngs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.png"))
+        if fmt == "json":  # the JSON names each PNG by its path: every one is there
+            named = sorted(rel for v in json.loads((out / "report.json").read_text())["images"].values()
+                           for rel in v)  # fmt: skip
+            assert named and pngs == named
+        elif fmt == "md":
+            assert pngs and pngs == sorted(
+                re.findall(r"\]\((images/[^)]+\.png)\)", (out / "report.md").read_text())
+            )
+        else:  # HTML embeds its figures; CSV has none
+            assert pngs == [], fmt
+
+
 def _write(path: Path, data: bytes | str) -> Path:
     if isinstance(data, str):
         path.write_text(data)

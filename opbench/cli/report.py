@@ -36,7 +36,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     m = model.build(docs, studies, args.baseline, args.title, args.command_line, ab_docs)
     from opbench.report import plots  # matplotlib (about 0.3 s to import): only a report draws
 
-    figures = plots.all_plots(m)
+    figures = plots.all_plots(m) if set(formats) != {"csv"} else {}
     written = render.write(m, figures, target, formats)
     console = Console(markup=False, highlight=False)
     n_plots = sum(len(v) for v in figures.values())

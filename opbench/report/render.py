@@ -315,7 +315,7 @@ def write(model: Report, plots: dict[str, list[Plot]], target: Path, formats: li
     }
 
     def fill(d: Path) -> None:
-        if "md" in formats:
+        if {"md", "json"} & set(formats):  # both name the PNGs by path; HTML embeds SVGs, CSV has none
             for plist in plots.values():
                 for p in plist:
                     atomic_write_bytes(_inside(d, f"{IMAGES}/{p.name}.png"), p.png)
