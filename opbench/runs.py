@@ -55,7 +55,7 @@ def run_sweeps(
     cpus = machine.pin_to_cpus(first.threads) if first.device == "cpu" else machine.allowed_cpus()
     machine.keep_freed_memory()
     with observer.status("measuring peak FLOPS (cached per machine)..."):
-        peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device)
+        peak_table = sweep.resolve_peaks(all_dtypes, first.threads, first.device, all_backends)
         bandwidth = peak.bandwidth(first.threads).to_dict() if first.device == "cpu" else None
     with observer.status("loading backends..."):
         states = setup_backends(all_backends, first.threads, first.device, first.processes)

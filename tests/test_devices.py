@@ -3,6 +3,8 @@ without any accelerator (CI has none): a one-line error, exit code 2, nothing wr
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,12 +88,19 @@ def test_an_absent_accelerator_is_exit_2_and_nothing_is_written(device: str, tmp
     if accelerator_name("cuda") is not None:
         pytest.skip("this machine has a CUDA device")
     out = tmp_path / "out"
-    # every backend for cuda; the others with two (importing TensorFlow and MindSpore takes 7 s a run)
+    # every backend for cuda; the others with two (importing TensorFlow and MindSpore takes 7 s a run), and
+    # then the frameworks not asked for are never imported, not even to name the device
     some = [] if device == "cuda" else ["--backend", "cpp,torch"]
-    proc = run_cli(
-        ["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--device", device, "--out", str(out), *some]
+    argv = ["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--device", device, "--out", str(out), *some]
+    code = (
+        "import sys\nfrom opbench.cli import main\nrc = main(sys.argv[1:])\n"
+        "print(sorted(m for m in ('tensorflow', 'mindspore') if m in sys.modules))\nsys.exit(rc)\n"
     )
-    assert proc.returncode == 2
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300, check=False
+    )
+    imported = ["mindspore", "tensorflow"] if device == "cuda" else []
+    assert proc.returncode == 2 and proc.stdout.strip() == str(imported), proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"opbench: error: no backend can run on '{device}' here")
     assert "cpp: cpp kernels run on the CPU only" in lines[0] and "torch:" in lines[0]

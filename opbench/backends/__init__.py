@@ -4,7 +4,7 @@ run registers (`opbench sweep --kernel`: kernel:FUNC)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
@@ -104,13 +104,15 @@ def make_backend(name: str, registered: bool = True) -> Backend:
     return backend
 
 
-def accelerator_name(device: str) -> str | None:
-    """The name a framework reports for a cuda[:N] device (torch, then TensorFlow); None when neither can
+def accelerator_name(device: str, among: Iterable[str] = ("torch", "tensorflow")) -> str | None:
+    """The name a framework reports for a cuda[:N] device (torch, then TensorFlow, of those `among`: a sweep
+    asks only its own backends, so one of torch alone never imports TensorFlow, 5 s); None when none can
     see it, or for a device that is not a GPU."""
     index = device_index(device)
     if index is None:
         return None
-    for name in ("torch", "tensorflow"):
+    wanted = {"tensorflow" if n == "tensorflow-eager" else n for n in among}
+    for name in [n for n in ("torch", "tensorflow") if n in wanted]:
         found = BACKENDS[name]().device_name(index)
         if found:
             return found

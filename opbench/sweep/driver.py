@@ -82,10 +82,11 @@ def call_overheads(cfg: SweepConfig, states: dict[str, BackendState]) -> dict[st
     return out
 
 
-def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str) -> PeakTable:
-    """Per dtype: the peak used for utilization (measured on CPU) and the datasheet estimate beside it."""
+def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str, backends: tuple[str, ...]) -> PeakTable:
+    """Per dtype: the peak used for utilization (measured on CPU) and the datasheet estimate beside it. An
+    accelerator is named by the sweep's own `backends` that can name one."""
     out: PeakTable = {}
-    name = accelerator_name(device) if device != "cpu" else None
+    name = accelerator_name(device, backends) if device != "cpu" else None
     for d in dtypes:
         if device != "cpu":
             # An accelerator's utilization is against its datasheet peak (accelerators.py), when listed.
