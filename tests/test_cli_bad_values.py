@@ -34,7 +34,7 @@ def _base(command: str, tmp: Path, results: Path) -> list[str]:
         "peak": ["peak", "--dtype", "fp32", "--threads", "1"],
         "tune": ["tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--show", "--out", str(tmp / "out")],
         "studies": ["studies", "--out", str(tmp / "out")],
-        "report": ["report", str(results), "--out", str(tmp / "report"), "--format", "json", "--force"],
+        "report": ["report", str(results), "--out", str(tmp / "report"), "--format", "csv", "--force"],
         "compare": ["compare", str(results), str(results)],
         "suites": ["suites"],
         "info": ["info"],
