@@ -6,12 +6,14 @@ import importlib
 import inspect
 import json
 import os
+import queue
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import quote
@@ -21,7 +23,7 @@ import pytest
 # What makes a test `slow`: it starts a process (the real CLI, a tuner, a server) itself or through one of
 # its fixtures. Marked here from the source, so a new test is marked without anyone remembering to:
 # `pytest -m "not slow"` is the quick loop while editing.
-_SPAWNS = ("run_cli(", "subprocess.", "Popen(", "postgres_url", "start_postgres")
+_SPAWNS = ("run_cli(", "run_clis(", "subprocess.", "Popen(", "postgres_url", "start_postgres")
 
 
 def _spawns(func: Any, seen: dict[Any, bool]) -> bool:
@@ -76,6 +78,37 @@ def run_cli(
         env=full_env,
         cwd=cwd,
     )
+
+
+def run_clis(
+    argvs: dict[str, list[str]], timeout: float = 300
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """`opbench ARGV` for each entry, as many at a time as this process has CPUs (at most 4), each confined
+    to a CPU of its own: a sweep pins itself to the first CPUs it is allowed, so two sweeps left to share
+    the set would both pin to the first. Most of such a process's time is importing frameworks (10 s of a
+    15 s sweep in every backend), which two cores halve. Returns name -> completed process."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    width = max(1, min(4, len(cpus)))
+    free: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for cpu in cpus[:width]:
+        free.put(cpu)
+    confine = (
+        "import os, runpy, sys\nos.sched_setaffinity(0, {int(sys.argv.pop(1))})\n"
+        "runpy.run_module('opbench', run_name='__main__')\n"
+    )
+
+    def one(name: str) -> subprocess.CompletedProcess[str]:
+        if width == 1:
+            return run_cli(argvs[name], timeout=timeout)
+        cpu = free.get()
+        try:
+            argv = [sys.executable, "-c", confine, str(cpu), *argvs[name]]
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        finally:
+            free.put(cpu)
+
+    with ThreadPoolExecutor(width) as pool:
+        return dict(zip(argvs, pool.map(one, argvs), strict=True))
 
 
 def quick_sweep(

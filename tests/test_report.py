@@ -8,14 +8,12 @@ import csv
 import json
 import re
 import shlex
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAST_TIMER, chromium, run_cli
+from conftest import FAST_TIMER, chromium, run_cli, run_clis
 
 from opbench.case import DOUBT_MARK
 from opbench.escape import md as md_escaped
@@ -48,18 +46,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         op: [*shlex.split(command), "--threads", "1", "--out", str(root / op), *FAST_TIMER, "--quiet"]
         for op, command in commands.items()
     }
-    argvs["study"] = [
+    study = [
         *shlex.split("tune gemm --m 16 --n 256 --k 128 --threads 1 --sampler grid --params tile_n,tile_k"),
         *("--trials", "40", "--study", STUDY, "--storage", storage, "--confirm-top", "1"),
     ]
-    # two at a time, each on one thread: the suite's machine has two cores
-    names = list(argvs)
-    for pair in (names[:2], names[2:]):
-        procs = [subprocess.Popen([sys.executable, "-m", "opbench", *argvs[n]], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for n in pair]  # fmt: skip
-        for name, proc in zip(pair, procs, strict=True):
-            _, err = proc.communicate(timeout=300)
-            assert proc.returncode == 0, (name, err)
+    # side by side, each on one thread and a CPU of its own (the suite's machine has two cores), the
+    # longest (the study, 14 s) first
+    for name, proc in run_clis({"study": study, **argvs}).items():
+        assert proc.returncode == 0, (name, proc.stderr)
     files = {op: _one(root / op, f"{op}-*.json") for op in commands}
     return {"root": root, "files": files, "storage": storage}
 

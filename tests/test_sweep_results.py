@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import FAST_TIMER, missing, run_cli
+from conftest import FAST_TIMER, missing, run_cli, run_clis
 
 from opbench.case import Reason
 from opbench.measure import DRIFT_MIN_REL
@@ -317,12 +317,58 @@ def test_a_killed_sweep_keeps_every_finished_case(tmp_path: Path) -> None:
     assert len(rows) >= len(doc["records"]) - 1  # the CSV is written right after the JSON
 
 
-def run_and_load(tmp_path: Path, command: str) -> tuple[dict[str, Any], list[dict[str, str]], str]:
-    """Run `opbench COMMAND` (a shell-style string) with fast timer settings; return its JSON, CSV, stdout."""
-    out = tmp_path / "out"
+def _argv(command: str, out: Path) -> list[str]:
+    """`opbench COMMAND` (a shell-style string) with fast timer settings, writing to `out`. The fast timer
+    first, so that an option the command gives itself (--rounds 1) wins."""
     words = shlex.split(command)
-    # The fast timer first, so that an option the command gives itself (--rounds 1) wins.
-    proc = run_cli([*words[:1], *FAST_TIMER, *words[1:], "--out", str(out)])
+    return [*words[:1], *FAST_TIMER, *words[1:], "--out", str(out)]
+
+
+def run_and_load(tmp_path: Path, command: str) -> tuple[dict[str, Any], list[dict[str, str]], str]:
+    """Run `opbench COMMAND` with fast timer settings; return its JSON, CSV, stdout."""
+    out = tmp_path / "out"
+    return _load(run_cli(_argv(command, out)), out)
+
+
+# The sweeps that start torch, MindSpore and TensorFlow (10 s of imports a process), run once for the module,
+# each beside another on a CPU of its own (conftest.run_clis); each test asserts on its own sweep.
+FRAMEWORK_SWEEPS = {
+    "conv one-factor": "sweep conv --batch 1,2 --input-size 6 --in-channels 3 --out-channels 4 "
+    "--filter-size 1,3 --stride 2 --dtype fp32,fp16 --backend cpp,torch,mindspore",
+    "lstm product": "sweep lstm --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 6,17 --dtype "
+    "fp32 --backend cpp,torch,mindspore,numpy",
+    "rnn": "sweep rnn --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 17 "
+    "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
+    "gemm fwd,bwd": "sweep gemm --m 17 --n 31 --k 13 --pass fwd,bwd --dtype fp32 "
+    "--backend cpp,torch,mindspore,tensorflow,tensorflow-eager,numpy",
+    "conv bwd": "sweep conv --pass bwd --batch 2 --input-size 7 --in-channels 3 --out-channels 5 --stride 2 "
+    "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
+    **{
+        f"{op} fwd,bwd": f"sweep {op} {extra} --pass fwd,bwd --batch 3 --seq-len 4 --input-size 5 --hidden 7 "
+        "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy"
+        for op, extra in (("lstm", ""), ("gru", ""), ("rnn", "--nonlinearity relu"))
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def framework_sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
+    root = tmp_path_factory.mktemp("framework-sweeps")
+    outs = {name: root / name.replace(" ", "_").replace(",", "_") for name in FRAMEWORK_SWEEPS}
+    procs = run_clis({name: _argv(command, outs[name]) for name, command in FRAMEWORK_SWEEPS.items()})
+    return {name: (procs[name], outs[name]) for name in FRAMEWORK_SWEEPS}
+
+
+def _ran(
+    framework_sweeps: dict[str, tuple[Any, Path]], name: str
+) -> tuple[dict[str, Any], list[dict[str, str]], str]:
+    return _load(*framework_sweeps[name])
+
+
+def _load(
+    proc: subprocess.CompletedProcess[str], out: Path
+) -> tuple[dict[str, Any], list[dict[str, str]], str]:
+    """A sweep's JSON (checked against the schema), CSV and stdout; the sweep must have succeeded."""
     assert proc.returncode == 0, proc.stderr
     (json_path,) = out.glob("*.json")
     (csv_path,) = out.glob("*.csv")
@@ -332,14 +378,8 @@ def run_and_load(tmp_path: Path, command: str) -> tuple[dict[str, Any], list[dic
         return doc, list(csv.DictReader(f)), proc.stdout
 
 
-def test_conv_one_factor_sweep(tmp_path: Path) -> None:
-    doc, rows, stdout = run_and_load(
-        tmp_path,
-        (
-            "sweep conv --batch 1,2 --input-size 6 --in-channels 3 --out-channels 4 --filter-size 1,3 "
-            "--stride 2 --dtype fp32,fp16 --backend cpp,torch,mindspore"
-        ),
-    )
+def test_conv_one_factor_sweep(framework_sweeps: dict[str, Any]) -> None:
+    doc, rows, stdout = _ran(framework_sweeps, "conv one-factor")
     assert doc["op"] == "conv" and doc["mode"] == "one-factor"
     labels = list(dict.fromkeys(r["label"] for r in doc["records"]))
     # base batch 4 -> the base point, then batch 1 and 2, then filter 1 (filter 3 is the base's)
@@ -354,14 +394,8 @@ def test_conv_one_factor_sweep(tmp_path: Path) -> None:
     assert "Conv2d FLOPs" in stdout
 
 
-def test_lstm_product_sweep(tmp_path: Path) -> None:
-    doc, _, _ = run_and_load(
-        tmp_path,
-        (
-            "sweep lstm --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 6,17 --dtype "
-            "fp32 --backend cpp,torch,mindspore,numpy"
-        ),
-    )
+def test_lstm_product_sweep(framework_sweeps: dict[str, Any]) -> None:
+    doc, _, _ = _ran(framework_sweeps, "lstm product")
     assert doc["mode"] == "product"
     assert len({r["label"] for r in doc["records"]}) == 4
     for r in doc["records"]:
@@ -376,14 +410,10 @@ def test_lstm_product_sweep(tmp_path: Path) -> None:
 
 # (the ReLU RNN's and the GRU's forward passes run in every backend in the backward test below)
 @pytest.mark.parametrize(("op", "extra", "gates"), [("rnn", "", 1)])
-def test_rnn_and_gru_sweeps_in_every_backend(tmp_path: Path, op: str, extra: str, gates: int) -> None:
-    doc, _, _ = run_and_load(
-        tmp_path,
-        (
-            f"sweep {op} {extra} --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 17 "
-            "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy"
-        ),
-    )
+def test_rnn_and_gru_sweeps_in_every_backend(
+    framework_sweeps: dict[str, Any], op: str, extra: str, gates: int
+) -> None:
+    doc, _, _ = _ran(framework_sweeps, op)
     relu = int("relu" in extra)
     assert doc["op"] == op and len({r["label"] for r in doc["records"]}) == 2
     assert "DeepBench" in doc["flop_note"]
@@ -398,12 +428,8 @@ def test_rnn_and_gru_sweeps_in_every_backend(tmp_path: Path, op: str, extra: str
             assert r["status"] == "ok" and r["verify"]["ok"], r
 
 
-def test_gemm_forward_and_backward_in_one_sweep_in_every_backend(tmp_path: Path) -> None:
-    doc, rows, _ = run_and_load(
-        tmp_path,
-        "sweep gemm --m 17 --n 31 --k 13 --pass fwd,bwd --dtype fp32 "
-        "--backend cpp,torch,mindspore,tensorflow,tensorflow-eager,numpy",
-    )
+def test_gemm_forward_and_backward_in_one_sweep_in_every_backend(framework_sweeps: dict[str, Any]) -> None:
+    doc, rows, _ = _ran(framework_sweeps, "gemm fwd,bwd")
     assert doc["passes"] == ["fwd", "bwd"] and "GEMM backward FLOPs = 4*M*N*K" in doc["flop_note"]
     by_pass = {p: [r for r in doc["records"] if r["pass"] == p] for p in ("fwd", "bwd")}
     assert len(by_pass["fwd"]) == len(by_pass["bwd"]) == 6
@@ -418,12 +444,8 @@ def test_gemm_forward_and_backward_in_one_sweep_in_every_backend(tmp_path: Path)
     assert {row["pass"] for row in rows} == {"fwd", "bwd"}
 
 
-def test_conv_backward_sweep_in_every_backend(tmp_path: Path) -> None:
-    doc, _, _ = run_and_load(
-        tmp_path,
-        "sweep conv --pass bwd --batch 2 --input-size 7 --in-channels 3 --out-channels 5 --stride 2 "
-        "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
-    )
+def test_conv_backward_sweep_in_every_backend(framework_sweeps: dict[str, Any]) -> None:
+    doc, _, _ = _ran(framework_sweeps, "conv bwd")
     assert doc["passes"] == ["bwd"] and "Conv2d backward FLOPs = 2x the forward's" in doc["flop_note"]
     for r in doc["records"]:
         assert r["pass"] == "bwd" and r["label"].endswith(" s2 p1 bwd")
@@ -436,12 +458,10 @@ def test_conv_backward_sweep_in_every_backend(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("op", "extra", "gates"), [("lstm", "", 4), ("gru", "", 3), ("rnn", "--nonlinearity relu", 1)]
 )
-def test_recurrent_backward_sweeps_in_every_backend(tmp_path: Path, op: str, extra: str, gates: int) -> None:
-    doc, _, _ = run_and_load(
-        tmp_path,
-        f"sweep {op} {extra} --pass fwd,bwd --batch 3 --seq-len 4 --input-size 5 --hidden 7 "
-        "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
-    )
+def test_recurrent_backward_sweeps_in_every_backend(
+    framework_sweeps: dict[str, Any], op: str, extra: str, gates: int
+) -> None:
+    doc, _, _ = _ran(framework_sweeps, f"{op} fwd,bwd")
     assert "backward FLOPs = 2x the forward's" in doc["flop_note"] and "DeepBench" in doc["flop_note"]
     bwd = [r for r in doc["records"] if r["pass"] == "bwd"]
     fwd = {r["backend"]: r for r in doc["records"] if r["pass"] == "fwd"}
