@@ -68,6 +68,13 @@ def smi_query(index: int) -> SmiReading | None:
         return None
 
 
+def smi_name(device: str) -> str | None:
+    """nvidia-smi's name for a cuda[:N] device (None for another device, or without nvidia-smi)."""
+    index = device_index(device)
+    name = (smi_query(index) or {}).get("name") if index is not None else None
+    return name if isinstance(name, str) else None
+
+
 def provenance(device: str) -> AcceleratorInfo | None:
     """Name, compute capability, memory, CUDA version (torch's build) and nvidia-smi's driver and clocks
     for a cuda device; None for other devices."""

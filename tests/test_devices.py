@@ -3,6 +3,7 @@ without any accelerator (CI has none): a one-line error, exit code 2, nothing wr
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,27 @@ def test_nvidia_smi_lines_are_parsed() -> None:
     assert gpu.parse_smi_line("Tesla V100-SXM2-16GB, 535.1, 1530, 877, 1530, 40, [N/A]")["power.draw"] is None
     with pytest.raises(ValueError, match="expected 7 fields"):
         gpu.parse_smi_line("NVIDIA H100, 550.54")
+
+
+def test_a_sweep_of_frameworks_that_cannot_name_the_gpu_asks_nvidia_smi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nvidia-smi stands in for the driver's tool (there is no GPU here): it answers for index 1 only.
+    from opbench import gpu
+    from opbench.sweep.driver import resolve_peaks
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        '#!/bin/sh\n[ "$4" = "1" ] || exit 6\n'
+        'echo "NVIDIA H100 80GB HBM3, 550.54.15, 1980, 2619, 1980, 34, 71.52"\n'
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert gpu.smi_name("cuda:1") == "NVIDIA H100 80GB HBM3"
+    assert gpu.smi_name("cuda:0") is None and gpu.smi_name("ascend") is None
+    table = resolve_peaks(("fp32",), 1, "cuda:1", ("mindspore",))
+    assert table["fp32"]["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert table["fp32"]["used"] and table["fp32"]["used"]["gflops"] > 0
 
 
 def test_gpu_provenance_only_for_cuda_devices() -> None:

@@ -16,6 +16,7 @@ from opbench.case import Result
 from opbench.contention import Monitor
 from opbench.documents import BackendSummary, PeakDict, PeakEntry, PeakTable
 from opbench.dtypes import Inputs
+from opbench.gpu import smi_name
 from opbench.guards import peer_guard
 from opbench.machine import allowed_cpus
 from opbench.measure import Bench, rate
@@ -84,9 +85,10 @@ def call_overheads(cfg: SweepConfig, states: dict[str, BackendState]) -> dict[st
 
 def resolve_peaks(dtypes: tuple[str, ...], threads: int, device: str, backends: tuple[str, ...]) -> PeakTable:
     """Per dtype: the peak used for utilization (measured on CPU) and the datasheet estimate beside it. An
-    accelerator is named by the sweep's own `backends` that can name one."""
+    accelerator is named by the sweep's own `backends` that can name one (torch, TensorFlow), else by
+    nvidia-smi: a sweep of MindSpore alone never imports the other two to learn it."""
     out: PeakTable = {}
-    name = accelerator_name(device, backends) if device != "cpu" else None
+    name = accelerator_name(device, backends) or smi_name(device) if device != "cpu" else None
     for d in dtypes:
         if device != "cpu":
             # An accelerator's utilization is against its datasheet peak (accelerators.py), when listed.
