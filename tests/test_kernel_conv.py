@@ -142,9 +142,9 @@ def test_an_output_past_half_the_last_level_cache_matches_float64_reference(isa:
     # conv2d_pixels.cpp's stream_output: a Y of more than half the last-level cache is written with
     # non-temporal stores where the kernel set has them (AVX2), 16 pixels of a channel (a cache line) at a
     # time. Y starts one float into a line, so each output row's first 15 pixels are stored through the cache
-    # and the rest streamed; 16 channels and a 3x3 stride-2 filter on one input channel take pixels as rows
-    # on every tile.
-    k, out_hw = 16, 112
+    # and the rest streamed; 21 channels (a block of 16, then 5 stored through the cache) and a 3x3 stride-2
+    # filter on one input channel take pixels as rows on every tile.
+    k, out_hw = 21, 112
     n = kernels.l3_bytes() // 2 // (k * out_hw * out_hw * 4) + 1
     shape = shape_of((n, 1, 2 * out_hw, 2 * out_hw, k, 3, 3, 2, 2, 1, 1, 1, 1, 1))
     inp = conv.make_inputs(shape, "fp32", seed=5)

@@ -298,7 +298,7 @@ void store_transposed(const float* c, int64_t ldc, int rows, int cols, float* y,
 // store_transposed of a whole 16-row block with non-temporal stores: y[j * ldy + i] = c[i * ldc + j] for
 // i < 16, j < cols <= 16, each of y's rows one full cache line (y and ldy multiples of 64 bytes) written by
 // two adjacent streaming stores, so the line is not read before it is written; columns past the last
-// multiple of 8 are stored through the cache. The caller fences (sfence) before others read y.
+// multiple of 8 go through store_transposed, the cache. The caller fences (sfence) before others read y.
 template <class Cvt>
 void stream_transposed(const float* c, int64_t ldc, int cols, float* y, int64_t ldy) {
   int j0 = 0;
@@ -311,9 +311,7 @@ void stream_transposed(const float* c, int64_t ldc, int cols, float* y, int64_t 
       _mm256_stream_ps(y + (j0 + j) * ldy + 8, hi[j]);
     }
   }
-  for (int j = j0; j < cols; ++j) {
-    for (int i = 0; i < 16; ++i) y[j * ldy + i] = c[i * ldc + j];
-  }
+  if (j0 < cols) store_transposed<Cvt>(c + j0, ldc, 16, cols - j0, y + j0 * ldy, ldy);
 }
 #endif
 
