@@ -34,6 +34,7 @@ class Tiles:
 
 fault_injection: bool
 stream_m_max: int
+conv_path_names: list[str]
 
 def gemm_now(a: Array, b: Array, out: Array | None = None) -> Array: ...
 def prepare_gemm(
@@ -55,6 +56,7 @@ def prepare_conv2d(
     dilation: tuple[int, int] = (1, 1),
     groups: int = 1,
     tiles: Tiles = ...,
+    conv_path: str = "model",
 ) -> Plan: ...
 def prepare_rnn(
     cell: str,

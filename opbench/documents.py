@@ -17,8 +17,7 @@ from opbench.record_blocks import (
     VerifyBlock,
 )
 
-# One value of a shape field, an axis level, a backend parameter or a tile: what a spec, a command line or
-# a record can hold there (a conv's padding may be its four sides).
+# A shape field's, axis level's, backend parameter's or tile's value (a conv's padding may be its four sides).
 Scalar = str | int | float | bool | None | tuple[int, ...]
 Fields = Mapping[str, Scalar]
 # What a backend prepares a case with (Backend.case_params; our kernels' tiles, ISA and accumulation).
@@ -120,13 +119,14 @@ class KernelInfo(RegisterAndTiles):
 class PlanTiles(RegisterAndTiles, total=False):
     """What a prepared kernel runs (`Plan.tiles()`, csrc/bindings tile_dict, which always writes the kernel
     set, the kernel, its register tile and the tiles as used); GEMM's path thresholds and path; a conv's
-    GEMM and path."""
+    GEMM, path and way (conv_path: its CONV_PATHS name, "" for depthwise and bf16 ways)."""
 
     kernel: str
     small_m: int
     parallel_flops: int
     stream_m: int
     path: str
+    conv_path: str
     batch_rows: int
     gemm_m: int
     gemm_n: int

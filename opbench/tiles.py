@@ -1,8 +1,8 @@
-"""How one of our C++ kernels runs a problem: its cache-blocking tiles, threads and kernel set, and GEMM's
-path thresholds. One value from the command line (--tile-m, cpp:tile_m=...) and the tuner's records to the
-kernel facade and its one pybind11 struct (`_core.Tiles`); records keep the keys as they always were
-(tile_m, tile_n, tile_k, small_m, parallel_flops, stream_m). No compiled code here: the reading commands
-and the tuner's records use it without the extension."""
+"""How one of our C++ kernels runs a problem: its cache-blocking tiles, threads and kernel set, GEMM's path
+thresholds and conv2d's forced way. One value from the command line (--tile-m, cpp:tile_m=...) and the
+tuner's records to the kernel facade and its one pybind11 struct (`_core.Tiles`); records keep the keys as
+they always were (tile_m, tile_n, tile_k, small_m, parallel_flops, stream_m, conv_path). No compiled code
+here: the reading commands and the tuner's records use it without the extension."""
 
 from __future__ import annotations
 
@@ -15,6 +15,29 @@ TILE_KEYS = {"tile_m": "m", "tile_n": "n", "tile_k": "k"}
 # GEMM's path thresholds (csrc/gemm/README.md, "Paths by shape"): 0 is a value, where a tile is >= 1.
 Threshold = Literal["small_m", "parallel_flops", "stream_m"]
 THRESHOLDS: tuple[Threshold, ...] = ("small_m", "parallel_flops", "stream_m")
+# conv2d's ways (csrc/include/opbench/conv.hpp, ConvPathChoice): conv_path forces one of them instead of the
+# planner's model ("model"); the compiled list is _core.conv_path_names, which a test holds equal to this.
+CONV_PATHS = (
+    "model",
+    "columns_in_place",
+    "columns_gathered",
+    "rows_in_place",
+    "rows_gathered",
+    "pointwise_gemm",
+)
+# The keys a record's tiles hold besides the tile sizes: the thresholds (integers >= 0) and conv_path.
+PathKey = Literal["small_m", "parallel_flops", "stream_m", "conv_path"]
+PATH_KEYS: tuple[PathKey, ...] = (*THRESHOLDS, "conv_path")
+
+
+def record_tiles(fields: Mapping[str, object]) -> dict[str, int | str]:
+    """What a tuned record keeps of the tiles a trial ran: the integer ones (tiles, thresholds; no bools)
+    and conv_path."""
+    return {
+        k: v
+        for k, v in fields.items()
+        if (isinstance(v, int) and not isinstance(v, bool)) or (k == "conv_path" and isinstance(v, str))
+    }
 
 
 @dataclass(frozen=True)
@@ -22,8 +45,9 @@ class Tiles:
     """m, n, k: the cache-blocking sizes (None: derived from this CPU's caches; what each blocks is the
     kernel's docstring's to say); threads (None: the cores this process may run on); isa, a kernel set
     ("avx512", "avx2", "ref"; None: the best this CPU runs, or $OPBENCH_ISA); small_m, parallel_flops,
-    stream_m: GEMM's path thresholds (None: the defaults; other kernels refuse them). The kernel facade
-    checks every value and says which one is wrong."""
+    stream_m: GEMM's path thresholds (None: the defaults; other kernels refuse them); conv_path: conv2d's
+    way, one of CONV_PATHS (None or "model": the planner's model; other kernels refuse it). The kernel
+    facade checks every value and says which one is wrong."""
 
     m: int | None = None
     n: int | None = None
@@ -33,26 +57,27 @@ class Tiles:
     small_m: int | None = None
     parallel_flops: int | None = None
     stream_m: int | None = None
+    conv_path: str | None = None
 
     @classmethod
     def of(
         cls, record: Mapping[str, object] | None, threads: int | None = None, isa: str | None = None
     ) -> Tiles:
-        """The Tiles a record's tile dict names (tile_m, tile_n, tile_k and the thresholds; unknown keys are
-        a ValueError naming them), run on `threads` with `isa`."""
+        """The Tiles a record's tile dict names (tile_m, tile_n, tile_k, the thresholds and conv_path;
+        unknown keys are a ValueError naming them), run on `threads` with `isa`."""
         given = dict(record or {})
-        unknown = set(given) - set(TILE_KEYS) - set(THRESHOLDS)
+        unknown = set(given) - set(TILE_KEYS) - set(PATH_KEYS)
         if unknown:
             raise ValueError(f"tiles has unknown key(s) {', '.join(sorted(unknown))}")
         named = {TILE_KEYS.get(key, key): value for key, value in given.items()}
         return cls(threads=threads, isa=isa, **named)  # type: ignore[arg-type]  # checked by the facade
 
-    def record(self) -> dict[str, int]:
-        """The tile sizes and thresholds that are set, under a record's keys (threads and isa are a record's
-        own fields)."""
+    def record(self) -> dict[str, int | str]:
+        """The tile sizes, thresholds and conv_path that are set, under a record's keys (threads and isa are
+        a record's own fields)."""
         keys: dict[str, str] = {
             **{field: key for key, field in TILE_KEYS.items()},
-            **{t: t for t in THRESHOLDS},
+            **{t: t for t in PATH_KEYS},
         }
         return {
             keys[f.name]: v

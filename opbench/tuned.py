@@ -28,7 +28,7 @@ from opbench.ops import OPS, RECURRENT, shape_label
 from opbench.ops.base import Shape
 from opbench.ops.conv import ConvShape
 from opbench.ops.gemm import GemmShape
-from opbench.tiles import THRESHOLDS, Tiles
+from opbench.tiles import CONV_PATHS, THRESHOLDS, Tiles
 from opbench.tuning_documents import TunedMachine, TunedRecord
 
 SCHEMA_VERSION = 1
@@ -117,7 +117,9 @@ def _well_formed(r: object) -> bool:
     if "user_kernel" in r:
         return isinstance(r["user_kernel"], dict) and isinstance(r.get("params"), dict)
     return isinstance(r.get("tiles"), dict) and all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= (0 if k in THRESHOLDS else 1)
+        v in CONV_PATHS
+        if k == "conv_path"
+        else isinstance(v, int) and not isinstance(v, bool) and v >= (0 if k in THRESHOLDS else 1)
         for k, v in r["tiles"].items()
     )
 
@@ -178,11 +180,14 @@ def save(record: TunedRecord) -> tuple[Path, str | None]:
     return path, warning
 
 
-# Shape fields a record must match exactly to stand for a nearby shape: a conv of another stride, padding,
-# dilation or grouping is another algorithm's problem, not a nearby size; so is an RNN of another activation
-# and a batched GEMM of another product count (the threads split the batch or each product).
+# Shape fields a record must match exactly to stand for a nearby shape: a conv of another filter size,
+# stride, padding, dilation or grouping is another algorithm's problem, not a nearby size (and a conv_path
+# recorded for one may not run the other: pointwise_gemm is for 1x1 filters only); so is an RNN of another
+# activation and a batched GEMM of another product count (the threads split the batch or each product).
 EXACT_FIELDS = frozenset(
     {
+        "r",
+        "s",
         "stride_h",
         "stride_w",
         "pad_h",
@@ -227,7 +232,7 @@ def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[Tu
     return best, f"tuned record ({how}) from study {best['study']}"
 
 
-def tuned(op: str, shape: Shape, dtype: str, threads: int | None = None) -> tuple[dict[str, int], str]:
+def tuned(op: str, shape: Shape, dtype: str, threads: int | None = None) -> tuple[dict[str, int | str], str]:
     """The tiles `opbench tune` recorded for this op and shape (the op's shape dataclass) on this machine, or
     for the nearest tuned shape, and a note saying which. Without a record: no tiles ({}: the cache model
     decides, as it does untuned) and a note saying so (and naming other machines' records, never applied):
@@ -246,7 +251,7 @@ def tuned(op: str, shape: Shape, dtype: str, threads: int | None = None) -> tupl
     return dict(record["tiles"]), note
 
 
-def _as_tiles(found: tuple[dict[str, int], str], threads: int | None) -> tuple[Tiles, str]:
+def _as_tiles(found: tuple[dict[str, int | str], str], threads: int | None) -> tuple[Tiles, str]:
     """tuned()'s tiles as the Tiles kernels.gemm / conv2d / rnn / gru / lstm(..., tiles=...) take, run on
     `threads` (None: the kernels' default)."""
     tiles, note = found

@@ -186,7 +186,7 @@ class TunedRecord(TypedDict, total=False):
     dtype: str
     shape: dict[str, int]
     threads: int
-    tiles: dict[str, int]
+    tiles: dict[str, int | str]  # tile sizes and thresholds; conv_path a string
     isa: str
     user_kernel: dict[str, str]
     params: Params

@@ -36,11 +36,12 @@ using namespace opbench::bind;
 
 
 Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> out, Pair stride, Padding padding,
-               Pair dilation, int64_t groups, const Tiles& tiles) {
+               Pair dilation, int64_t groups, const Tiles& tiles, const std::string& conv_path) {
   const Tensor tx = tensor(x, "x", 4, true), tw = tensor(w, "w", 4, true);
   ConvProblem p = conv_problem(tx, tw, w, stride, padding, dilation, groups);
   const KernelSet& ks = tiles.kernels();
-  const ConvPlan conv = plan_conv2d(ks, p, {tiles.m, tiles.n, tiles.k}, static_cast<int>(tiles.threads));
+  const ConvPlan conv =
+      plan_conv2d(ks, p, {tiles.m, tiles.n, tiles.k}, static_cast<int>(tiles.threads), conv_path_choice(conv_path));
   const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
   const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.itemsize, "output size");
   check_alloc(checked::add(conv.workspace_bytes, y_bytes, "conv2d"), "conv2d");
@@ -52,12 +53,16 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   plan.keep = py::make_tuple(x, w, y);
   plan.result = y;
   plan.call = [&ks, p, conv] { conv2d(ks, p, conv); };
+  plan.fault = injected_fault(conv.blocking.mc, conv.blocking.nc, conv.blocking.kc);  // test builds (fault.hpp)
+  plan.first_out = p.y;
+  plan.f16_out = p.dtype != Dtype::f32;
   plan.tiles = [&ks, conv, dtype = p.dtype] {
     py::dict d = tile_dict(ks.isa, conv.kernel, conv.mr, conv.nr, conv.blocking);
     d["gemm_m"] = conv.gemm.m;
     d["gemm_n"] = conv.gemm.n;
     d["gemm_k"] = conv.gemm.k;
     d["path"] = conv.describe(dtype);
+    d["conv_path"] = conv.choice_name();
     return d;
   };
   return plan;
@@ -379,7 +384,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Padding{0, 0, 0, 0}, py::arg("dilation") = Pair{1, 1},
-        py::arg("groups") = 1, py::arg("tiles") = Tiles{});
+        py::arg("groups") = 1, py::arg("tiles") = Tiles{}, py::arg("conv_path") = "model");
+  m.attr("conv_path_names") = conv_path_names();
 
   define_training(m);
 

@@ -18,6 +18,7 @@
 //   then the valid columns of the C block go to Y (rounded to fp16 for fp16 output).
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -43,8 +44,9 @@ struct Columns {
   int64_t count() const { return rows * row_w; }
 };
 
-Columns columns_of(const ConvProblem& p) {
-  const bool in_place = p.stride_h == 1 && p.stride_w == 1;
+// B's rows are read in place (over the padded width) at stride 1, unless `gathered` says to gather them.
+Columns columns_of(const ConvProblem& p, bool gathered = false) {
+  const bool in_place = p.stride_h == 1 && p.stride_w == 1 && !gathered;
   return {p.out_h(), in_place ? p.padded_w() : p.out_w(), p.out_w(), in_place};
 }
 
@@ -102,8 +104,8 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
 namespace {
 
 // The blocking of the implicit GEMM with output pixels as columns, on the register tile ks that runs.
-Blocking resolve_columns_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads) {
-  const Columns cols = columns_of(p);
+Blocking resolve_columns_blocking(const KernelSet& ks, const ConvProblem& p, const Columns& cols, Blocking requested,
+                                  int threads) {
   const int64_t ncols = cols.count(), kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
 
   const int64_t MR = ks.mr, NR = ks.nr;
@@ -198,10 +200,10 @@ namespace {
 // The bytes an fp32 or fp16 plan allocates as workspace (overflow-checked). The implicit GEMM's buffers are
 // sized whatever the path: the direct depthwise loop uses none of them, but their sizes are its overflow checks.
 int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const ConvProblem& p, const Blocking& blk,
-                        ConvPath path, int threads) {
+                        ConvPath path, bool a_in_place, int threads) {
   using checked::add;
   using checked::mul;
-  const Columns cols = columns_of(p);
+  const Columns cols = columns_of(p, path == ConvPath::columns_gathered);
   [[maybe_unused]] const int64_t ncols = mul(cols.rows, cols.row_w, "conv columns");  // overflow check
   const int64_t MR = ks.mr, NR = ks.nr, kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   const int64_t Hp = p.padded_h(), Wp = p.padded_w();
@@ -215,7 +217,7 @@ int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const Con
                              "conv workspace");
   const int64_t bytes = add(mul(floats, int64_t(sizeof(float)), "conv workspace"), mul(crs, 8, "conv offsets"), "conv workspace");
   if (path == ConvPath::pixels_as_rows) {
-    const int64_t input = conv_pixels_phased(ks, p) ? conv_pixels_phased_floats(p, threads) : padded;
+    const int64_t input = conv_pixels_phased(p, a_in_place) ? conv_pixels_phased_floats(p, threads) : padded;
     return add(mul(add(input, conv_pixels_workspace_floats(ks, p, blk, threads), "conv workspace"),
                    int64_t(sizeof(float)), "conv workspace"),
                mul(crs, 8, "conv offsets"), "conv workspace");
@@ -224,11 +226,48 @@ int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const Con
   return mul(depthwise_workspace_floats(ks_main, p, path, threads), int64_t(sizeof(float)), "depthwise scratch");
 }
 
+constexpr const char* kChoiceNames[] = {"model", "columns_in_place", "columns_gathered", "rows_in_place", "rows_gathered",
+                                        "pointwise_gemm"};
+
+// Why a forced way cannot run p ("" where it can).
+std::string refusal(const ConvProblem& p, ConvPathChoice choice) {
+  const std::string name = kChoiceNames[static_cast<int>(choice)];
+  if (p.dtype == Dtype::bf16) return "conv_path=" + name + " applies to fp32 and fp16 convs (bf16 has its own ways)";
+  const bool stride1 = p.stride_h == 1 && p.stride_w == 1;
+  if (choice == ConvPathChoice::columns_in_place && !stride1) {
+    return "conv_path=columns_in_place needs stride 1 (B's rows are read in place from the padded input); got "
+           "stride (" + std::to_string(p.stride_h) + ", " + std::to_string(p.stride_w) + ")";
+  }
+  if (choice == ConvPathChoice::pointwise_gemm &&
+      !(p.r == 1 && p.s == 1 && stride1 && p.padded_h() == p.h && p.padded_w() == p.w_in)) {
+    return "conv_path=pointwise_gemm needs a 1x1 filter at stride 1 without padding";
+  }
+  return "";
+}
+
 }  // namespace
 
-ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads) {
+ConvPathChoice conv_path_choice(const std::string& name) {
+  for (int i = 0; i < static_cast<int>(std::size(kChoiceNames)); ++i) {
+    if (name == kChoiceNames[i]) return static_cast<ConvPathChoice>(i);
+  }
+  std::string known;
+  for (const char* n : kChoiceNames) known += std::string(known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("unknown conv_path '" + name + "' (known: " + known + ")");
+}
+
+const std::vector<std::string>& conv_path_names() {
+  static const std::vector<std::string> names(std::begin(kChoiceNames), std::end(kChoiceNames));
+  return names;
+}
+
+ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads, ConvPathChoice choice) {
   ConvPlan plan;
   plan.threads = threads;
+  plan.forced = choice != ConvPathChoice::model;
+  if (plan.forced) {
+    if (const std::string why = refusal(p, choice); !why.empty()) throw std::invalid_argument(why);
+  }
   const int64_t kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
   if (p.dtype == Dtype::bf16) {
     // the bf16 GEMM on patch rows, or a direct depthwise loop: the GEMM's blocking either way
@@ -250,7 +289,7 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
     plan.workspace_bytes = conv2d_bf16_workspace_bytes(ks, p, plan.blocking, plan.path, threads);
     return plan;
   }
-  if (pointwise_as_gemm(p)) {
+  if (plan.forced ? choice == ConvPathChoice::pointwise_gemm : pointwise_as_gemm(p)) {
     const int64_t HW = p.h * p.w_in;
     const KernelSet& tile = tile_kernels(ks, HW);
     plan.path = ConvPath::pointwise_gemm;
@@ -266,24 +305,40 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
                                : gemm_workspace_bytes(ks, one, plan.blocking, threads);
     return plan;
   }
-  const bool pixels = conv_pixels_as_rows(ks, p);
-  const Columns cols = columns_of(p);
-  plan.path = conv2d_is_depthwise(p) ? depthwise_way(ks, p)
-              : pixels               ? ConvPath::pixels_as_rows
-              : cols.in_place        ? ConvPath::columns_in_place
-                                     : ConvPath::columns_gathered;
+  const bool pixels = plan.forced ? choice == ConvPathChoice::rows_in_place || choice == ConvPathChoice::rows_gathered
+                                  : conv_pixels_as_rows(ks, p);
+  const Columns cols = columns_of(p, choice == ConvPathChoice::columns_gathered);
+  plan.path = !plan.forced && conv2d_is_depthwise(p) ? depthwise_way(ks, p)
+              : pixels                               ? ConvPath::pixels_as_rows
+              : cols.in_place                        ? ConvPath::columns_in_place
+                                                     : ConvPath::columns_gathered;
   // the register tile: few GEMM columns (output pixels, or channels with pixels as rows) pick the narrow one
   const KernelSet& tile = tile_kernels(ks, pixels ? kg : cols.count());
   plan.tile = &tile;
   plan.kernel = tile.description;
   plan.mr = tile.mr;
   plan.nr = tile.nr;
-  plan.a_in_place = pixels && conv_pixels_a_in_place(tile, p);
+  plan.a_in_place = pixels && (plan.forced ? choice == ConvPathChoice::rows_in_place : conv_pixels_a_in_place(tile, p));
   plan.blocking = pixels ? resolve_conv_pixels_blocking(tile, p, requested, threads)
-                         : resolve_columns_blocking(tile, p, requested, threads);
+                         : resolve_columns_blocking(tile, p, cols, requested, threads);
   plan.gemm = pixels ? ConvGemmDims{p.n * p.out_h() * p.out_w(), kg, crs} : ConvGemmDims{kg, cols.count(), crs};
-  plan.workspace_bytes = workspace_bytes(ks, tile, p, plan.blocking, plan.path, threads);
+  plan.workspace_bytes = workspace_bytes(ks, tile, p, plan.blocking, plan.path, plan.a_in_place, threads);
   return plan;
+}
+
+const char* ConvPlan::choice_name() const {
+  switch (path) {
+    case ConvPath::pixels_as_rows:
+      return a_in_place ? kChoiceNames[int(ConvPathChoice::rows_in_place)] : kChoiceNames[int(ConvPathChoice::rows_gathered)];
+    case ConvPath::columns_in_place:
+      return kChoiceNames[int(ConvPathChoice::columns_in_place)];
+    case ConvPath::columns_gathered:
+      return kChoiceNames[int(ConvPathChoice::columns_gathered)];
+    case ConvPath::pointwise_gemm:
+      return kChoiceNames[int(ConvPathChoice::pointwise_gemm)];
+    default:
+      return "";
+  }
 }
 
 const char* ConvPlan::describe(Dtype dtype) const {
@@ -377,7 +432,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
     return;
   }
   if (plan.path == ConvPath::pixels_as_rows) {
-    conv2d_pixels(*plan.tile, p, blk, threads);
+    conv2d_pixels(*plan.tile, p, blk, plan.a_in_place, threads);
     return;
   }
   if (plan.path == ConvPath::pointwise_gemm) {
@@ -390,7 +445,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
     return;
   }
   static thread_local AlignedBuffer padded_buffer, a_buffer;
-  const Columns cols = columns_of(p);
+  const Columns cols = columns_of(p, plan.path == ConvPath::columns_gathered);
   const int64_t ncols = cols.count(), PQ = p.out_h() * p.out_w();
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
   const bool f16 = p.dtype == Dtype::f16;

@@ -382,8 +382,8 @@ bool conv_pixels_a_in_place(const KernelSet& ks, const ConvProblem& p) {
   return straddle_cost(p, ks.mr) <= rows_gather_cost(ks) / double(std::max<int64_t>(1, p.k / p.groups));
 }
 
-bool conv_pixels_phased(const KernelSet& ks, const ConvProblem& p) {
-  return conv_pixels_a_in_place(ks, p) && (p.stride_h != 1 || p.stride_w != 1);
+bool conv_pixels_phased(const ConvProblem& p, bool a_in_place) {
+  return a_in_place && (p.stride_h != 1 || p.stride_w != 1);
 }
 
 int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads) {
@@ -486,7 +486,7 @@ bool stream_output(const KernelSet& ks, const ConvProblem& p) {
 
 }  // namespace
 
-void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads) {
+void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, bool a_in_place, int threads) {
   static thread_local AlignedBuffer padded_buffer, w_buffer;
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
   const int64_t pixels = p.n * p.out_h() * p.out_w();
@@ -494,9 +494,8 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
   const PixelOrder order(p, MR);
-  const bool a_in_place = conv_pixels_a_in_place(ks, p);
   // Strided with A read in place: the input as its stride phases instead of padded.
-  const bool phased = conv_pixels_phased(ks, p);
+  const bool phased = conv_pixels_phased(p, a_in_place);
   const Phases ph = phases_of(p);
   const int64_t Wp = p.padded_w(), plane = phased ? ph.floats() : p.padded_h() * Wp, image = p.c * plane;
   const float* xp = phased ? phased_input(ks, p, ph, threads, padded_buffer) : padded_input(ks, p, 0, threads, padded_buffer);

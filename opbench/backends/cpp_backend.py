@@ -20,7 +20,7 @@ from opbench.ops.base import Shape, shape_of
 from opbench.ops.conv_shape import ConvShape
 from opbench.ops.gemm import GemmShape
 from opbench.ops.recurrent_shape import RecurrentShape
-from opbench.tiles import THRESHOLDS, TILE_KEYS, Tiles
+from opbench.tiles import CONV_PATHS, PATH_KEYS, TILE_KEYS, Tiles
 from opbench.tuned import tuned
 
 TILES = tuple(TILE_KEYS)
@@ -56,15 +56,15 @@ class _CppCase(Prepared):
         algorithm: str,
         inputs: dict[str, Array] | None = None,
     ) -> None:
-        given: dict[str, int | None] = {t: params.get(t) or None for t in TILES}
-        # the path thresholds are passed on only where a case gives them (0 is a value)
-        given.update({t: params[t] for t in THRESHOLDS if params.get(t) is not None})
+        given: dict[str, int | str | None] = {t: params.get(t) or None for t in TILES}
+        # the path thresholds and conv_path are passed on only where a case gives them (0 is a value)
+        given.update({t: params[t] for t in PATH_KEYS if params.get(t) is not None})
         self._plan = plan(Tiles.of({k: v for k, v in given.items() if v is not None}))
         self._inputs = inputs  # what the plan reads at every call, or None where it cannot be refilled
         self._timed = False
         info = self._plan.tiles()
         used = {t: info[t] if dims is None else min(info[t], dims[t]) for t in TILES}
-        used.update({t: info[t] for t in THRESHOLDS if t in info})
+        used.update({t: info[t] for t in PATH_KEYS if info.get(t) not in (None, "")})  # "": no way named
         self.details = {
             "isa": info["isa"],
             "kernel": info["kernel"],
@@ -101,7 +101,7 @@ class CppBackend(Backend):
     # fp16 is widened in packing and accumulated in fp32, bf16 pairs multiplied exactly and summed in fp32
     # (the base class's assumption); the recurrent cells' gates and state stay fp32, only h and c rounded
     half_cells = False
-    param_names = ("tile_m", "tile_n", "tile_k", "isa", "accumulate")
+    param_names = ("tile_m", "tile_n", "tile_k", "isa", "accumulate", "conv_path")
 
     def __init__(self) -> None:
         self._threads = 1
@@ -125,6 +125,10 @@ class CppBackend(Backend):
             if not text.isdigit() or int(text) < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got '{text}'")
             return int(text)
+        if name == "conv_path":
+            if text not in CONV_PATHS:
+                raise ValueError(f"unknown conv_path '{text}' (known: {', '.join(CONV_PATHS)})")
+            return text
         if name == "isa":
             if text not in kernels.known_isas():
                 raise ValueError(f"unknown isa '{text}' (known: {', '.join(kernels.known_isas())})")
@@ -160,6 +164,8 @@ class CppBackend(Backend):
             args += ["--isa", str(isa)]
         if params.get("accumulate") == "fp16":
             args += ["--accumulate", "fp16"]
+        if params.get("conv_path"):
+            args += ["--conv-path", str(params["conv_path"])]
         return ["opbench"], args
 
     def user_call(self, op: str, shape: Shape, inputs: Inputs) -> tuple[Callable[[], object], str] | None:

@@ -22,6 +22,7 @@ from opbench.cli.types import (
     threads,
 )
 from opbench.errors import UsageError
+from opbench.tiles import CONV_PATHS
 
 # Worker processes per backend (--processes): the default, and the setting the README recommends for
 # published figures (docs/benchmarks.md, "Reproducibility across processes").
@@ -247,6 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tile-n", type=positive_int, help="cpp backend: tile_n")
     s.add_argument("--tile-k", type=positive_int, help="cpp backend: tile_k")
     s.add_argument("--isa", choices=_isas(), help="cpp backend: force a kernel set")
+    s.add_argument(
+        "--conv-path",
+        choices=CONV_PATHS[1:],
+        help="cpp backend, conv: force a way instead of the planner's model (kernels.conv2d's "
+        "tiles.conv_path; details.path says which ran)",
+    )
     s.add_argument(
         "--tuned",
         action="store_true",

@@ -143,9 +143,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         "isa": args.isa,
         "tuned": args.tuned,
         "accumulate": args.accumulate,
+        "conv_path": args.conv_path,
     }
-    if args.tuned and (args.tile_m or args.tile_n or args.tile_k):
-        raise UsageError("--tuned and --tile-m/--tile-n/--tile-k are exclusive")
+    if args.tuned and (args.tile_m or args.tile_n or args.tile_k or args.conv_path):
+        raise UsageError("--tuned and --tile-m/--tile-n/--tile-k/--conv-path are exclusive")
+    if args.conv_path and any(plan.op.name != "conv" for plan in plans):
+        raise UsageError("--conv-path applies to conv sweeps (forward) only")
     if args.accumulate == "fp16":
         f16acc = kernels.default_tiles(args.isa)["fp16_accumulate"]
         if not f16acc["available"]:

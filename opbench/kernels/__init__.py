@@ -20,6 +20,7 @@ from opbench.kernels._args import (
     TilesArg,
     _arrays,
     _as_tiles,
+    _conv_path,
     _default_tiles,
     _optional_count,
     _padding,
@@ -180,7 +181,13 @@ def conv2d(
     in gemm; fp16 accumulates in fp32. stride and dilation are an int or an (h, w) pair; padding too, or
     (top, bottom, left, right). opbench.tuned.tuned_conv2d_tiles(x, w, stride, padding, dilation,
     groups, threads) returns the Tiles `opbench tune conv` recorded (exact or nearest shape) with a note
-    saying which. Raises ValueError on invalid input."""
+    saying which. tiles.conv_path forces a way instead of the planner's model (None or "model"): one of
+    _core.conv_path_names, "columns_in_place" (output pixels as columns, B's rows read in place from the
+    padded input: stride 1 only), "columns_gathered" (B's micro-panels gathered), "rows_in_place" (output
+    pixels as rows, A read in place), "rows_gathered" or "pointwise_gemm" (a 1x1 at stride 1 without
+    padding as a batched GEMM); fp32 and fp16, where it can run the problem (else a ValueError saying
+    why). `prepare_conv2d(...).tiles()["conv_path"]` names the way that runs. Raises ValueError on invalid
+    input."""
     plan = prepare_conv2d(
         x, w, stride=stride, padding=padding, dilation=dilation, groups=groups, tiles=tiles, out=out
     )
@@ -219,6 +226,7 @@ def prepare_conv2d(
             x, w, out, (stride, stride), sides, (dilation, dilation), groups, _default_tiles()
         )
     lookup = "tuned_conv2d_tiles(x, w, stride, padding, dilation, groups, threads)"
+    given = _as_tiles(tiles, lookup)
     return _core.prepare_conv2d(
         x,
         w,
@@ -227,7 +235,8 @@ def prepare_conv2d(
         _padding(padding),
         _pair(dilation, "dilation", 1),
         _positive_int(groups, "groups"),
-        _tiles(tiles, lookup, "conv2d"),
+        _tiles(given, lookup, "conv2d"),
+        _conv_path(given.conv_path),
     )
 
 

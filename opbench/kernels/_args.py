@@ -92,7 +92,7 @@ def _optional_count(value: object, name: str, maximum: int = _INT64_MAX) -> int 
 
 
 # What the facade's tiles= takes: a Tiles, a record's tile dict ({tile_m, tile_n, tile_k, ...}), or None.
-TilesArg = Tiles | Mapping[str, int] | None
+TilesArg = Tiles | Mapping[str, int | str] | None
 
 
 def _as_tiles(tiles: object, lookup: str) -> Tiles:
@@ -134,6 +134,8 @@ def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
     if kernel and tiles.thresholds():
         names = ", ".join(tiles.thresholds())
         raise ValueError(f"{kernel} takes no {names} (GEMM path thresholds; kernels.gemm's tiles only)")
+    if kernel != "conv2d" and tiles.conv_path is not None:
+        raise ValueError(f"{kernel or 'gemm'} takes no conv_path (conv2d's way; kernels.conv2d's tiles only)")
     if tiles.isa is not None and not isinstance(tiles.isa, str):
         raise ValueError(f"isa must be a kernel set's name, got {tiles.isa!r}")
     return _core.Tiles(
@@ -143,6 +145,17 @@ def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
         _threads(tiles.threads),
         tiles.isa or "",
     )
+
+
+def _conv_path(path: object) -> str:
+    """conv2d's Tiles.conv_path as the binding takes it ("model" for None), checked against the compiled
+    list."""
+    if path is None:
+        return "model"
+    if not isinstance(path, str) or path not in _core.conv_path_names:
+        known = ", ".join(_core.conv_path_names)
+        raise ValueError(f"unknown conv_path {path!r} (known: {known})")
+    return path
 
 
 def _pair(value: object, name: str, minimum: int) -> tuple[int, int]:

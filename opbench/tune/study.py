@@ -20,6 +20,7 @@ from opbench import tuned as records
 from opbench.documents import int_fields
 from opbench.errors import UsageError
 from opbench.ops import shape_label
+from opbench.tiles import record_tiles
 from opbench.tune.config import (
     CONFIRM_TIMER,
     OBJECTIVES,
@@ -187,7 +188,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, TuneEvent], None]) -> TuneSumm
         verdict = record_verdict(confirmation)
         summary["record_verdict"] = verdict
         if best is not None and verdict is None:
-            who: TunedRecord = {"tiles": int_fields(best["tiles"] or {}), "isa": cfg.isa or ""}
+            who: TunedRecord = {"tiles": record_tiles(best["tiles"] or {}), "isa": cfg.isa or ""}
             if cfg.kernel is not None:  # a user kernel's record: its parameters, keyed by name and content
                 kernel = {k: cfg.kernel.to_dict()[k] for k in ("func", "spec", "sha256")}
                 who = {"user_kernel": kernel, "params": best["tiles"] or {}}

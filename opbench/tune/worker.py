@@ -42,7 +42,7 @@ from opbench.ops import assumed_accumulation, named
 from opbench.ops.base import Shape
 from opbench.ops.spot import refreshed
 from opbench.reference import InRunReference
-from opbench.tiles import THRESHOLDS, Tiles
+from opbench.tiles import PATH_KEYS, Tiles
 from opbench.timing import Timer, TimerConfig
 from opbench.tuning_documents import TrialVerify, WorkerAnswer
 from opbench.userkernel import load_function
@@ -86,9 +86,10 @@ def _serve(proto: TextIO) -> None:
                 result, run = copied(plan.output()), plan.run
                 timed_output = functools.partial(lambda p: copied(p.last()), plan)
                 info = plan.tiles()
-                # the tiles that ran, and the path thresholds where the space searches them (gemm_paths)
+                # the tiles that ran, and the path thresholds and conv_path where the space searches them
+                # (gemm_paths, conv_paths)
                 ran = {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
-                ran.update({k: info[k] for k in THRESHOLDS if k in asked and k in info})
+                ran.update({k: info[k] for k in PATH_KEYS if k in asked and k in info})
             verify = None
             if reference is not None:
                 verify = op.check(shape, result, inputs, reference, dtype, accumulate)

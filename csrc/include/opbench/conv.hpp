@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "opbench/gemm.hpp"
 
@@ -48,6 +50,16 @@ enum class ConvPath {
 
 constexpr bool is_depthwise(ConvPath path) { return path <= ConvPath::depthwise_padded; }
 
+// A way the caller forces instead of the planner's model (kernels.conv2d's tiles.conv_path, the tuner's
+// conv_paths space): `model` lets plan_conv2d choose. fp32 and fp16 only; each is refused (invalid_argument,
+// naming why) where it cannot run the problem: columns_in_place needs stride 1, pointwise_gemm a 1x1 filter at
+// stride 1 without padding.
+enum class ConvPathChoice { model, columns_in_place, columns_gathered, rows_in_place, rows_gathered, pointwise_gemm };
+// The choice a name ("model", "columns_in_place", ...) names; invalid_argument listing the names otherwise.
+ConvPathChoice conv_path_choice(const std::string& name);
+// The names, in the enum's order ("model" first).
+const std::vector<std::string>& conv_path_names();
+
 // The GEMM the tiles block: per image and group, m output channels, n GEMM columns (output pixels, over the
 // padded width on the stride-1 path), k = input channels x filter taps; with output pixels as rows, m = the
 // pixels of all images and n = the group's output channels; bf16, the GEMM its way runs.
@@ -67,11 +79,15 @@ struct ConvPlan {
   int64_t workspace_bytes = 0;
   int threads = 1;
   bool a_in_place = false;  // pixels_as_rows: A's micro-panels read in the padded input, not gathered
+  bool forced = false;      // the way was the caller's (ConvPathChoice), not the model's
 
   bool depthwise() const { return is_depthwise(path); }
   bool bf16_gemm() const { return path >= ConvPath::bf16_x_as_col; }
   // Which way runs, for provenance (plan.tiles()["path"] and the records' details.path).
   const char* describe(Dtype dtype) const;
+  // The ConvPathChoice name of the way that runs ("rows_in_place", ...; "" for depthwise and bf16 ways, which
+  // no choice names): plan.tiles()["conv_path"].
+  const char* choice_name() const;
 };
 
 // The plan for a validated problem on kernel set ks: `requested` blocking fields (0: from the model) are
@@ -79,8 +95,10 @@ struct ConvPlan {
 // work unit, rounded up to MR), tile_n = nc (output pixels per work unit, rounded up to NR; by default the
 // widest that keeps a unit's C block and W block within half of L2 and the threads evenly loaded); rows are
 // split further only when a default tile_m leaves threads idle. With output pixels as rows tile_m counts
-// pixels of all images and tile_n output channels; bf16 blocks the bf16 GEMM (its k pairs).
-ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
+// pixels of all images and tile_n output channels; bf16 blocks the bf16 GEMM (its k pairs). `choice` forces
+// a way (ConvPathChoice), the blocking then the model's for that way.
+ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads,
+                     ConvPathChoice choice = ConvPathChoice::model);
 
 // Runs the plan: per image and group, Y[k_g, P*Q] = W[k_g, C_g*R*S] * col[C_g*R*S, P*Q] as an implicit GEMM
 // (the col matrix gathered micro-panel by micro-panel from a zero-padded copy of x, never written out
@@ -94,12 +112,13 @@ void conv2d(const KernelSet& ks, const ConvProblem& p, const ConvPlan& plan);
 bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p);
 // Whether that orientation reads A's micro-panels (ks.mr pixels) in place instead of gathering them.
 bool conv_pixels_a_in_place(const KernelSet& ks, const ConvProblem& p);
-// Whether it reads A in the input's stride phases (strided, A in place), and the floats those take.
-bool conv_pixels_phased(const KernelSet& ks, const ConvProblem& p);
+// Whether that orientation, reading A in place or not, reads the input's stride phases (strided, A in place),
+// and the floats those take.
+bool conv_pixels_phased(const ConvProblem& p, bool a_in_place);
 int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads);
 Blocking resolve_conv_pixels_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 int64_t conv_pixels_workspace_floats(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
-void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
+void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, bool a_in_place, int threads);
 
 // Depthwise convolutions (one input channel per group, at most kDepthwiseMaxMultiplier output channels per
 // group) run as a direct vectorised loop (csrc/conv/depthwise.cpp) instead of the implicit GEMM; the tiles do

@@ -2,9 +2,9 @@
 // hang or give a wrong answer, so tests can prove that a real SIGSEGV, a real hang past the time limit and
 // a real wrong result each end as a failed trial and never stop a study.
 //
-//   OPBENCH_FAULT_CRASH=MxNxK   a GEMM with tile_m=M, tile_n=N, tile_k=K writes through a null pointer
+//   OPBENCH_FAULT_CRASH=MxNxK   a GEMM (or conv2d) with tile_m=M, tile_n=N, tile_k=K writes through a null pointer
 //   OPBENCH_FAULT_HANG=MxNxK    ... never returns
-//   OPBENCH_FAULT_WRONG=MxNxK   ... returns C with element (0, 0) off by one
+//   OPBENCH_FAULT_WRONG=MxNxK   ... returns C (conv2d: Y) with its first element off by one
 //   OPBENCH_FAULT_SLOW=MxNxK    ... sleeps 2 ms before every call (a tiling that is surely slower)
 //
 // Several tilings may be given, separated by commas. Only a build configured with

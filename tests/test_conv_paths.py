@@ -1,0 +1,311 @@
+"""conv2d's ways forced one at a time (Tiles.conv_path): each against the float64 reference on the odd
+shapes of test_kernel_conv, both dtypes, every kernel set, several threads; refused with a message naming
+why where it cannot run; carried through records, the sweep's cpp params and the tuner's worker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import kernel_set_isas, run_cli
+from test_kernel_conv import CASES, PIXEL_CASES, shape_of
+
+from opbench import kernels, tuned
+from opbench.dtypes import NUMPY_DTYPES
+from opbench.kernels import _core
+from opbench.ops import conv
+from opbench.tiles import CONV_PATHS, Tiles
+
+ISAS = kernel_set_isas()
+BF16 = NUMPY_DTYPES["bf16"]
+WAYS = CONV_PATHS[1:]  # every forced way ("model" is the planner's choice)
+# What each way's plan reports as its path (csrc/conv/conv2d.cpp, ConvPlan::describe)
+DESCRIBED = {
+    "columns_in_place": "implicit GEMM, B rows read in place",
+    "columns_gathered": "implicit GEMM, B micro-panels gathered",
+    "rows_in_place": "implicit GEMM, output pixels as rows (A read in place",
+    "rows_gathered": "implicit GEMM, output pixels as rows (A gathered",
+    "pointwise_gemm": "1x1: W * x on the batched GEMM",
+}
+
+
+# The cases of CASES + PIXEL_CASES[::3] each way runs (the rest are strided, or not 1x1 without padding)
+RUNS = {
+    "columns_in_place": 19,
+    "columns_gathered": 30,
+    "rows_in_place": 30,
+    "rows_gathered": 30,
+    "pointwise_gemm": 5,
+}
+
+
+def refused(shape: conv.ConvShape, way: str) -> str | None:
+    """Why `way` cannot run `shape` (the message's start), or None where it can."""
+    stride1 = (shape.stride_h, shape.stride_w) == (1, 1)
+    if way == "columns_in_place" and not stride1:
+        return "conv_path=columns_in_place needs stride 1"
+    unpadded = shape.padding == (0, 0, 0, 0) if isinstance(shape.padding, tuple) else shape.padding == 0
+    if way == "pointwise_gemm" and not (shape.r == shape.s == 1 and stride1 and unpadded):
+        return "conv_path=pointwise_gemm needs a 1x1 filter at stride 1 without padding"
+    return None
+
+
+def plan(shape: conv.ConvShape, inp: dict[str, np.ndarray], tiles: Tiles) -> kernels.Plan:
+    return kernels.prepare_conv2d(
+        inp["x"],
+        inp["w"],
+        stride=(shape.stride_h, shape.stride_w),
+        padding=shape.padding,
+        dilation=(shape.dil_h, shape.dil_w),
+        groups=shape.groups,
+        tiles=tiles,
+    )
+
+
+def test_the_names_are_the_compiled_ones() -> None:
+    assert tuple(_core.conv_path_names) == CONV_PATHS
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("way", WAYS)
+def test_every_way_matches_float64_reference_where_it_runs(isa: str, dtype: str, way: str) -> None:
+    ran = 0
+    for i, case in enumerate(CASES + PIXEL_CASES[::3]):
+        shape = shape_of(case)
+        inp = conv.make_inputs(shape, dtype, seed=5)
+        threads = 1 + i % 3
+        why = refused(shape, way)
+        if why is not None:
+            with pytest.raises(ValueError, match=why):
+                plan(shape, inp, Tiles(threads=threads, isa=isa, conv_path=way))
+            continue
+        p = plan(shape, inp, Tiles(threads=threads, isa=isa, conv_path=way))
+        t = p.tiles()
+        assert t["conv_path"] == way and t["path"].startswith(DESCRIBED[way]), (case, t["path"])
+        y = p.output()
+        ref = conv.reference(shape, inp)
+        result = conv.check(shape, y, inp, ref, dtype, "fp32")
+        assert result["ok"], (case, threads, result)
+        ran += 1
+    assert ran == RUNS[way]  # every case but those refused above
+
+
+@pytest.mark.parametrize("way", WAYS[:4])
+def test_a_wrong_answer_of_a_forced_way_fails_the_check(way: str) -> None:
+    """One output off by a thousandth of the largest, at a way's own output: the check that passes the
+    ways above fails it (the ways' outputs are checked by that same check)."""
+    shape = shape_of((2, 64, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1))
+    inp = conv.make_inputs(shape, "fp32", seed=5)
+    y = plan(shape, inp, Tiles(threads=2, conv_path=way)).output()
+    ref = conv.reference(shape, inp)
+    assert conv.check(shape, y, inp, ref, "fp32", "fp32")["ok"]
+    wrong = y.copy()
+    wrong[1, 95, 6, 6] += 1e-3 * np.abs(ref).max()  # the last output: a partial tile on every way
+    assert not conv.check(shape, wrong, inp, ref, "fp32", "fp32")["ok"]
+
+
+def test_the_model_is_what_runs_without_a_way() -> None:
+    """conv_path None and "model" plan alike; the way the model takes is named in tiles()["conv_path"],
+    and forcing that way runs the same plan."""
+    for case in CASES[:8] + PIXEL_CASES[:6]:
+        shape = shape_of(case)
+        inp = conv.make_inputs(shape, "fp32", seed=5)
+        default = plan(shape, inp, Tiles(threads=2)).tiles()
+        assert plan(shape, inp, Tiles(threads=2, conv_path="model")).tiles() == default
+        if default["conv_path"]:  # depthwise ways are no choice's
+            assert plan(shape, inp, Tiles(threads=2, conv_path=default["conv_path"])).tiles() == default
+
+
+X = np.ones((1, 4, 6, 6), np.float32)
+W = np.ones((2, 4, 3, 3), np.float32)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: kernels.conv2d(X, W, tiles=Tiles(conv_path="im2col")),
+            "unknown conv_path 'im2col' \\(known: model",
+        ),
+        (lambda: kernels.conv2d(X, W, tiles=Tiles(conv_path=3)), "unknown conv_path 3"),  # type: ignore[arg-type]
+        (lambda: kernels.conv2d(X, W, tiles={"conv_path": "rowz"}), "unknown conv_path 'rowz'"),
+        (
+            lambda: kernels.conv2d(X, W, stride=2, tiles=Tiles(conv_path="columns_in_place")),
+            r"columns_in_place needs stride 1 .*got stride \(2, 2\)",
+        ),
+        (lambda: kernels.conv2d(X, W, tiles=Tiles(conv_path="pointwise_gemm")), "pointwise_gemm needs a 1x1"),
+        (
+            lambda: kernels.conv2d(
+                X[:, :, :1].copy(),
+                W[:, :, :1, :1].copy(),
+                padding=(0, 1),
+                tiles=Tiles(conv_path="pointwise_gemm"),
+            ),
+            "without padding",
+        ),
+        (
+            lambda: kernels.conv2d(X.astype(BF16), W.astype(BF16), tiles=Tiles(conv_path="rows_in_place")),
+            "conv_path=rows_in_place applies to fp32 and fp16 convs",
+        ),
+        (
+            lambda: kernels.gemm(X[0, 0], X[0, 0], tiles=Tiles(conv_path="rows_in_place")),
+            "gemm takes no conv_path",
+        ),
+        (
+            lambda: kernels.conv2d_backward(
+                X, W, np.ones((1, 2, 4, 4), np.float32), tiles=Tiles(conv_path="rows_in_place")
+            ),
+            "conv2d_backward takes no conv_path",
+        ),
+        (lambda: kernels.conv2d(X, W, tiles=Tiles(small_m=4)), "conv2d takes no small_m"),
+    ],
+)
+def test_a_way_that_cannot_run_is_a_value_error_saying_why(call: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()  # type: ignore[operator]
+
+
+def test_records_carry_a_way_and_refuse_an_unknown_one() -> None:
+    good = {
+        "op": "conv",
+        "dtype": "fp32",
+        "shape": {"n": 1},
+        "threads": 1,
+        "tiles": {"conv_path": "rows_in_place"},
+    }
+    assert tuned._well_formed(good)
+    assert not tuned._well_formed({**good, "tiles": {"conv_path": "im2col"}})
+    assert not tuned._well_formed({**good, "tiles": {"conv_path": 1}})
+    assert Tiles.of({"tile_k": 64, "conv_path": "rows_gathered"}).record() == {
+        "tile_k": 64,
+        "conv_path": "rows_gathered",
+    }
+
+
+def test_a_sweep_forces_a_way_with_conv_path(tmp_path: Path) -> None:
+    """`sweep conv --conv-path WAY` runs that way on our kernels and the result (and its repro) says so; an
+    unknown way, or --conv-path on a GEMM sweep, is exit 2."""
+    out = tmp_path / "r"
+    argv = [
+        "sweep",
+        "conv",
+        "--batch",
+        "2",
+        "--input-size",
+        "9",
+        "--in-channels",
+        "8",
+        "--out-channels",
+        "12",
+        "--filter-size",
+        "3",
+    ]
+    argv += ["--padding", "1", "--rounds", "1", "--processes", "0", "--threads", "1", "--out", str(out)]
+    ran = run_cli([*argv, "--backend", "cpp", "--conv-path", "rows_gathered", "--verbose"])
+    assert ran.returncode == 0, ran.stderr
+    doc = json.loads(next(out.glob("*.json")).read_text())
+    assert {r["dtype"] for r in doc["records"]} == {"fp32", "fp16"}
+    for record in doc["records"]:
+        assert record["status"] == "ok" and record["verify"]["ok"], record["verify"]
+        assert record["details"]["tiles_effective"]["conv_path"] == "rows_gathered"
+        assert record["details"]["path"].startswith(DESCRIBED["rows_gathered"])
+    assert "--conv-path rows_gathered" in ran.stdout  # the repro command
+    bad = run_cli([*argv, "--conv-path", "im2col"])
+    assert bad.returncode == 2 and "invalid choice: 'im2col'" in bad.stderr
+    gemm = run_cli(["sweep", "gemm", "--m", "8", "--n", "8", "--k", "8", "--conv-path", "rows_in_place"])
+    assert gemm.returncode == 2 and "--conv-path applies to conv sweeps" in gemm.stderr
+    assert "Traceback" not in bad.stderr + gemm.stderr
+
+
+def test_a_study_of_the_ways_records_the_winning_way(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`opbench tune conv --space conv_paths --params conv_path --sampler grid` measures every way (a strided
+    conv's columns_in_place a failed trial that says why, in one line); the model's blocking is made 2 ms
+    slower (fault injection, test builds), so a forced way wins beyond the intervals and its record carries
+    conv_path, which `tuned_conv2d_tiles` gives back."""
+    if not _core.fault_injection:
+        pytest.skip("needs a build with OPBENCH_FAULT_INJECTION=ON (CI's)")
+    shape = shape_of((2, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1))
+    inp = conv.make_inputs(shape, "fp32", seed=5)
+    model = plan(shape, inp, Tiles(threads=1)).tiles()
+    problem = (
+        "--batch 2 --input-size 9 --in-channels 16 --out-channels 24 --filter-size 3 --stride 2 --padding 1"
+    )
+    records = tmp_path / "records"
+    proc = run_cli(
+        [
+            "tune",
+            "conv",
+            *problem.split(),
+            "--threads",
+            "1",
+            "--space",
+            "conv_paths",
+            "--params",
+            "conv_path",
+            "--sampler",
+            "grid",
+            "--trials",
+            "4",
+            "--confirm-top",
+            "3",
+            "--confirm-rounds",
+            "3",
+            "--out",
+            str(tmp_path),
+        ],
+        env={
+            "OPBENCH_FAULT_SLOW": f"{model['tile_m']}x{model['tile_n']}x{model['tile_k']}",
+            "OPBENCH_RECORDS_DIR": str(records),
+        },
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "conv_path=columns_in_place needs stride 1" in proc.stdout
+    (saved,) = json.loads(next(records.glob("*.json")).read_text())["records"]
+    assert saved["tiles"]["conv_path"] in WAYS[1:4], saved
+    monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(records))
+    tiles, note = tuned.tuned_conv2d_tiles(inp["x"], inp["w"], stride=2, padding=1, threads=1)
+    assert tiles.conv_path == saved["tiles"]["conv_path"] and "exact" in note
+
+
+CHOICES = Path(__file__).resolve().parents[1] / "tuning" / "choices" / "conv_paths.json"
+
+
+def test_the_model_takes_a_way_the_tuner_measured_best() -> None:
+    """tuning/choices/conv_paths.json (benchmarks/conv_paths.py: every way confirmed by `opbench tune`, per
+    CPU, kernel set and threads): for every row of a kernel set this CPU runs, the planner's model takes a
+    way near the best (within 5% of its median, or one the intervals cannot tell from it). The way depends
+    on the kernel set's register tile and the geometry only, so the rows are checked on any CPU with that
+    kernel set."""
+    table = json.loads(CHOICES.read_text())
+    for machine in table["machines"]:
+        assert machine["command"].startswith("python benchmarks/conv_paths.py"), machine["cpu"]
+    misplaced, checked = astray(table)
+    assert not misplaced, misplaced
+    if not checked:
+        pytest.skip(f"no measured rows for this CPU's kernel sets ({', '.join(ISAS)})")
+    # the check can fail: a row whose near ways leave out the model's is reported
+    first = next(m for m in table["machines"] if m["kernel_set"] in ISAS)["rows"][0]
+    first["near_best"] = [w for w in WAYS if w != first["model"]]
+    assert astray(table)[0] == [(first["name"], first["threads"], first["model"])]
+
+
+def astray(table: dict[str, Any]) -> tuple[list[tuple[str, int, str]], int]:
+    """The rows (name, threads, the model's way) of kernel sets this CPU runs whose near ways leave out the
+    way the model takes now, and how many rows were checked."""
+    misplaced, checked = [], 0
+    for machine in table["machines"]:
+        if machine["kernel_set"] not in ISAS:
+            continue
+        for r in machine["rows"]:
+            n, hw, c, k, f, stride, pad = (int(v) for v in r["problem"].split()[1::2])
+            x, w = np.zeros((n, c, hw, hw), np.float32), np.zeros((k, c, f, f), np.float32)
+            tiles = Tiles(threads=r["threads"], isa=machine["kernel_set"])
+            way = kernels.prepare_conv2d(x, w, stride=stride, padding=pad, tiles=tiles).tiles()["conv_path"]
+            if way not in r["near_best"]:
+                misplaced.append((r["name"], r["threads"], way))
+            checked += 1
+    return misplaced, checked
