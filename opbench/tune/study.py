@@ -11,6 +11,7 @@ fingerprint and sampler), objective.py (one trial) and confirmation.py (re-measu
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -65,12 +66,27 @@ __all__ = [
 ]
 
 
+class _FailedTrialEcho(logging.Filter):
+    """Drops Optuna's own warnings about a trial that failed with a CandidateFailed (its traceback, then
+    "failed with value None"): the trial table already prints the failure in one line with its reason."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, CandidateFailed):
+            return False
+        message = record.getMessage()
+        return not (message.startswith("Trial ") and message.endswith("failed with value None."))
+
+
 def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> optuna.Study:
     """Create or resume the study; refuse to resume one recorded for a different machine or problem."""
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    for handler in logging.getLogger("optuna").handlers:  # Optuna's own (its modules' records reach it)
+        if not any(isinstance(f, _FailedTrialEcho) for f in handler.filters):
+            handler.addFilter(_FailedTrialEcho())
     storage = open_storage(cfg.storage_url, cfg.heartbeat_s, cfg.grace_s)
     directions: list[Any] = ["maximize" if o == "gflops" else "minimize" for o in cfg.objectives]
     fp = fingerprint(cfg, space)
