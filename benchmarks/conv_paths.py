@@ -29,10 +29,12 @@ import numpy as np
 from opbench import kernels
 from opbench.machine import identity, identity_label, utc_stamp
 from opbench.ops.conv_shape import ConvShape
-from opbench.tiles import Tiles
+from opbench.tiles import CONV_PATHS, Tiles
 from opbench.tune.config import default_study_name
 
 ROOT = Path(__file__).resolve().parents[1]
+# tuning/spaces/conv_paths.toml's ways: all but the 1x1 one
+WAYS = tuple(w for w in CONV_PATHS[1:] if w != "pointwise_gemm")
 # name -> (batch, input size, in channels, out channels, filter, stride, padding): ResNet-50's stem, its
 # strided 3x3s, and its 3x3s at 56², 28², 14² and 7² (the small-spatial ones at batch 4, as in small_shapes).
 SHAPES = {
@@ -96,9 +98,15 @@ def row(
         for r in confirmation["rows"]
         if r["name"] != "default" and "gflops" in r and (r.get("tiles") or {}).get("conv_path")
     }
+    default = confirmation["default"]
+    model = model_way(dims, threads, isa)
+    if model not in ways and "gflops" in default:  # the model's way, measured as the default only
+        ways[model] = {
+            "gflops": round(default["gflops"], 1),
+            "ci": [round(v, 1) for v in default["gflops_ci"]],
+        }
     best = max(ways, key=lambda w: ways[w]["gflops"])
     low, floor = ways[best]["ci"][0], (1 - TOLERANCE) * ways[best]["gflops"]
-    default = confirmation["default"]
     return {
         "name": name,
         "problem": " ".join(shape_args(dims)),
@@ -106,7 +114,7 @@ def row(
         "kernel_set": isa,
         "ways": ways,
         "default_gflops": round(default["gflops"], 1) if "gflops" in default else None,
-        "model": model_way(dims, threads, isa),
+        "model": model,
         "best": best,
         "near_best": sorted(w for w, v in ways.items() if v["ci"][1] >= low or v["gflops"] >= floor),
     }
@@ -133,30 +141,17 @@ def main() -> int:
         for name in names:
             dims = SHAPES[name]
             if not args.read_only:
-                tune = [
-                    sys.executable,
-                    "-m",
-                    "opbench",
-                    "tune",
-                    "conv",
-                    *shape_args(dims),
-                    "--threads",
-                    str(threads),
-                ]
-                tune += [
-                    "--space",
-                    "conv_paths",
-                    "--params",
-                    "conv_path",
-                    "--sampler",
-                    "grid",
-                    "--trials",
-                    "4",
-                ]
-                tune += ["--confirm-top", "4", "--confirm-rounds", str(args.rounds), "--out", str(args.out)]
+                tune = [sys.executable, "-m", "opbench", "tune", "conv", *shape_args(dims)]
+                tune += ["--threads", str(threads), "--space", "conv_paths", "--params", "conv_path"]
+                tune += ["--sampler", "grid", "--trials", str(len(WAYS)), "--confirm-top", str(len(WAYS))]
+                tune += ["--confirm-rounds", str(args.rounds), "--out", str(args.out)]
                 print("$", " ".join(tune[1:]), flush=True)
                 subprocess.run(tune, env=env, check=True)
             rows.append(row(name, dims, threads, confirmed(storage, study_name(dims, threads)), isa))
+            rows[-1]["measured_utc"] = utc_stamp()
+            rows[-1]["command"] = (
+                f"python benchmarks/conv_paths.py --threads {threads} --shapes {name} --rounds {args.rounds}"
+            )
             r = rows[-1]
             print(
                 f"{name} t{threads}: model {r['model']}, best {r['best']}, near {', '.join(r['near_best'])}"
@@ -171,9 +166,6 @@ def main() -> int:
             "cpu": identity_label(me),
             "identity": me,
             "kernel_set": isa,
-            "measured_utc": utc_stamp(),
-            "command": f"python benchmarks/conv_paths.py --threads {args.threads} --shapes {args.shapes} "
-            f"--rounds {args.rounds}",
             "rows": [r for r in kept if (r["name"], r["threads"]) not in fresh] + rows,
         }
     )

@@ -24,6 +24,7 @@ CONV_PATHS = (
     "rows_in_place",
     "rows_gathered",
     "pointwise_gemm",
+    "im2col_gemm",
 )
 # The keys a record's tiles hold besides the tile sizes: the thresholds (integers >= 0) and conv_path.
 PathKey = Literal["small_m", "parallel_flops", "stream_m", "conv_path"]

@@ -29,6 +29,7 @@ DESCRIBED = {
     "rows_in_place": "implicit GEMM, output pixels as rows (A read in place",
     "rows_gathered": "implicit GEMM, output pixels as rows (A gathered",
     "pointwise_gemm": "1x1: W * x on the batched GEMM",
+    "im2col_gemm": "im2col of all images side by side",
 }
 
 
@@ -39,6 +40,7 @@ RUNS = {
     "rows_in_place": 30,
     "rows_gathered": 30,
     "pointwise_gemm": 5,
+    "im2col_gemm": 30,
 }
 
 
@@ -94,7 +96,7 @@ def test_every_way_matches_float64_reference_where_it_runs(isa: str, dtype: str,
     assert ran == RUNS[way]  # every case but those refused above
 
 
-@pytest.mark.parametrize("way", WAYS[:4])
+@pytest.mark.parametrize("way", [*WAYS[:4], "im2col_gemm"])
 def test_a_wrong_answer_of_a_forced_way_fails_the_check(way: str) -> None:
     """One output off by a thousandth of the largest, at a way's own output: the check that passes the
     ways above fails it (the ways' outputs are checked by that same check)."""
@@ -282,7 +284,7 @@ def test_the_model_takes_a_way_the_tuner_measured_best() -> None:
     kernel set."""
     table = json.loads(CHOICES.read_text())
     for machine in table["machines"]:
-        assert machine["command"].startswith("python benchmarks/conv_paths.py"), machine["cpu"]
+        assert all(r["command"].startswith("python benchmarks/conv_paths.py") for r in machine["rows"])
     misplaced, checked = astray(table)
     assert not misplaced, misplaced
     if not checked:
@@ -309,3 +311,20 @@ def astray(table: dict[str, Any]) -> tuple[list[tuple[str, int, str]], int]:
                 misplaced.append((r["name"], r["threads"], way))
             checked += 1
     return misplaced, checked
+
+
+@pytest.mark.skipif("avx2" not in ISAS, reason="the choice is measured for the AVX2 6x16 tile")
+def test_the_avx2_tile_takes_the_im2col_gemm_only_where_the_columns_waste_a_fifth() -> None:
+    """conv2d_im2col.cpp's rule: fp32 stride-1 convs whose columns path wastes a fifth more of its tiles'
+    columns than one GEMM over the batch (7x7 3x3 at batch 4 and 8: 64 columns per image for 49 pixels), not
+    14x14 (1.14), not one or two images of 7x7 (the GEMM's last tile is as short), not strided, not fp16."""
+
+    def way(n: int, hw: int, c: int, stride: int = 1, dtype: type = np.float32) -> str:
+        x, w = np.zeros((n, c, hw, hw), dtype), np.zeros((c, c, 3, 3), dtype)
+        tiles = Tiles(threads=2, isa="avx2")
+        return str(kernels.prepare_conv2d(x, w, stride=stride, padding=1, tiles=tiles).tiles()["conv_path"])
+
+    assert way(4, 7, 512) == way(8, 7, 512) == "im2col_gemm"
+    assert way(1, 7, 512) == way(2, 7, 512) == way(4, 14, 256) == "columns_in_place"
+    assert way(4, 7, 512, dtype=np.float16) == "columns_in_place"
+    assert way(8, 14, 512, stride=2) != "im2col_gemm"

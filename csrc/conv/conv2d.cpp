@@ -226,8 +226,8 @@ int64_t workspace_bytes(const KernelSet& ks_main, const KernelSet& ks, const Con
   return mul(depthwise_workspace_floats(ks_main, p, path, threads), int64_t(sizeof(float)), "depthwise scratch");
 }
 
-constexpr const char* kChoiceNames[] = {"model", "columns_in_place", "columns_gathered", "rows_in_place", "rows_gathered",
-                                        "pointwise_gemm"};
+constexpr const char* kChoiceNames[] = {"model",         "columns_in_place", "columns_gathered", "rows_in_place",
+                                        "rows_gathered", "pointwise_gemm",   "im2col_gemm"};
 
 // Why a forced way cannot run p ("" where it can).
 std::string refusal(const ConvProblem& p, ConvPathChoice choice) {
@@ -289,6 +289,18 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
     plan.workspace_bytes = conv2d_bf16_workspace_bytes(ks, p, plan.blocking, plan.path, threads);
     return plan;
   }
+  if (plan.forced ? choice == ConvPathChoice::im2col_gemm : conv_im2col_gemm(ks, p)) {
+    plan.path = ConvPath::im2col_gemm;
+    plan.gemm = conv_im2col_gemm_dims(p);
+    const KernelSet& tile = tile_kernels(ks, plan.gemm.n);
+    plan.tile = &tile;
+    plan.kernel = tile.description;
+    plan.mr = tile.mr;
+    plan.nr = tile.nr;
+    plan.blocking = resolve_blocking(tile, requested);
+    plan.workspace_bytes = conv_im2col_workspace_bytes(ks, p, plan.blocking, threads);
+    return plan;
+  }
   if (plan.forced ? choice == ConvPathChoice::pointwise_gemm : pointwise_as_gemm(p)) {
     const int64_t HW = p.h * p.w_in;
     const KernelSet& tile = tile_kernels(ks, HW);
@@ -336,6 +348,8 @@ const char* ConvPlan::choice_name() const {
       return kChoiceNames[int(ConvPathChoice::columns_gathered)];
     case ConvPath::pointwise_gemm:
       return kChoiceNames[int(ConvPathChoice::pointwise_gemm)];
+    case ConvPath::im2col_gemm:
+      return kChoiceNames[int(ConvPathChoice::im2col_gemm)];
     default:
       return "";
   }
@@ -361,6 +375,8 @@ const char* ConvPlan::describe(Dtype dtype) const {
       return "implicit GEMM, B micro-panels gathered";
     case ConvPath::pointwise_gemm:
       return "1x1: W * x on the batched GEMM over images, x read in place as B";
+    case ConvPath::im2col_gemm:
+      return "im2col of all images side by side (fp32), one GEMM per group, C copied out to Y";
     case ConvPath::bf16_x_as_col:
       return "bf16 GEMM W * x per image and group (1x1: x read in place as B)";
     case ConvPath::bf16_patches_w_order:
@@ -433,6 +449,10 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
   }
   if (plan.path == ConvPath::pixels_as_rows) {
     conv2d_pixels(*plan.tile, p, blk, plan.a_in_place, threads);
+    return;
+  }
+  if (plan.path == ConvPath::im2col_gemm) {
+    conv2d_im2col(ks_main, p, blk, threads);
     return;
   }
   if (plan.path == ConvPath::pointwise_gemm) {

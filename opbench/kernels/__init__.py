@@ -184,8 +184,9 @@ def conv2d(
     saying which. tiles.conv_path forces a way instead of the planner's model (None or "model"): one of
     _core.conv_path_names, "columns_in_place" (output pixels as columns, B's rows read in place from the
     padded input: stride 1 only), "columns_gathered" (B's micro-panels gathered), "rows_in_place" (output
-    pixels as rows, A read in place), "rows_gathered" or "pointwise_gemm" (a 1x1 at stride 1 without
-    padding as a batched GEMM); fp32 and fp16, where it can run the problem (else a ValueError saying
+    pixels as rows, A read in place), "rows_gathered", "pointwise_gemm" (a 1x1 at stride 1 without
+    padding as a batched GEMM) or "im2col_gemm" (every image's im2col matrix written side by side, one
+    GEMM); fp32 and fp16, where it can run the problem (else a ValueError saying
     why). `prepare_conv2d(...).tiles()["conv_path"]` names the way that runs. Raises ValueError on invalid
     input."""
     plan = prepare_conv2d(

@@ -42,6 +42,7 @@ enum class ConvPath {
   pixels_as_rows,        // implicit GEMM, output pixels of all images as rows (conv2d_pixels.cpp)
   columns_in_place,      // implicit GEMM per image and group, stride 1: B rows read in place (conv2d.cpp)
   columns_gathered,      // implicit GEMM per image and group: B micro-panels gathered
+  im2col_gemm,           // one GEMM per group on an explicit im2col matrix of all images (conv2d_im2col.cpp)
   pointwise_gemm,        // 1x1 at stride 1 without padding: W_g * x on the batched GEMM, x read in place as B
   bf16_x_as_col,         // bf16 GEMM W * x per image and group, a 1x1 x read in place (conv2d_bf16.cpp)
   bf16_patches_w_order,  // bf16 GEMM patches * W^T, patch rows in W's order (c, r, s) from x
@@ -54,7 +55,15 @@ constexpr bool is_depthwise(ConvPath path) { return path <= ConvPath::depthwise_
 // conv_paths space): `model` lets plan_conv2d choose. fp32 and fp16 only; each is refused (invalid_argument,
 // naming why) where it cannot run the problem: columns_in_place needs stride 1, pointwise_gemm a 1x1 filter at
 // stride 1 without padding.
-enum class ConvPathChoice { model, columns_in_place, columns_gathered, rows_in_place, rows_gathered, pointwise_gemm };
+enum class ConvPathChoice {
+  model,
+  columns_in_place,
+  columns_gathered,
+  rows_in_place,
+  rows_gathered,
+  pointwise_gemm,
+  im2col_gemm
+};
 // The choice a name ("model", "columns_in_place", ...) names; invalid_argument listing the names otherwise.
 ConvPathChoice conv_path_choice(const std::string& name);
 // The names, in the enum's order ("model" first).
@@ -119,6 +128,15 @@ int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads);
 Blocking resolve_conv_pixels_blocking(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads);
 int64_t conv_pixels_workspace_floats(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
 void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, bool a_in_place, int threads);
+
+// An explicit im2col matrix (csrc/conv/conv2d_im2col.cpp): per group, all images' patch columns side by side
+// in fp32, one GEMM by W_g on the GEMM driver, C copied out to Y. conv_im2col_gemm: the model's choice (on
+// 8-lane tiles, fp32 stride-1 convs whose columns path wastes a fifth more columns, the matrix within a
+// quarter of the last-level cache); the GEMM it runs and the workspace, the GEMM's own included.
+bool conv_im2col_gemm(const KernelSet& ks, const ConvProblem& p);
+ConvGemmDims conv_im2col_gemm_dims(const ConvProblem& p);
+int64_t conv_im2col_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
+void conv2d_im2col(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
 
 // Depthwise convolutions (one input channel per group, at most kDepthwiseMaxMultiplier output channels per
 // group) run as a direct vectorised loop (csrc/conv/depthwise.cpp) instead of the implicit GEMM; the tiles do
