@@ -55,18 +55,6 @@ def refused(shape: conv.ConvShape, way: str) -> str | None:
     return None
 
 
-def plan(shape: conv.ConvShape, inp: dict[str, np.ndarray], tiles: Tiles) -> kernels.Plan:
-    return kernels.prepare_conv2d(
-        inp["x"],
-        inp["w"],
-        stride=(shape.stride_h, shape.stride_w),
-        padding=shape.padding,
-        dilation=(shape.dil_h, shape.dil_w),
-        groups=shape.groups,
-        tiles=tiles,
-    )
-
-
 def test_the_names_are_the_compiled_ones() -> None:
     assert tuple(_core.conv_path_names) == CONV_PATHS
 
@@ -83,9 +71,9 @@ def test_every_way_matches_float64_reference_where_it_runs(isa: str, dtype: str,
         why = refused(shape, way)
         if why is not None:
             with pytest.raises(ValueError, match=why):
-                plan(shape, inp, Tiles(threads=threads, isa=isa, conv_path=way))
+                conv.plan(shape, inp, Tiles(threads=threads, isa=isa, conv_path=way))
             continue
-        p = plan(shape, inp, Tiles(threads=threads, isa=isa, conv_path=way))
+        p = conv.plan(shape, inp, Tiles(threads=threads, isa=isa, conv_path=way))
         t = p.tiles()
         assert t["conv_path"] == way and t["path"].startswith(DESCRIBED[way]), (case, t["path"])
         y = p.output()
@@ -102,7 +90,7 @@ def test_a_wrong_answer_of_a_forced_way_fails_the_check(way: str) -> None:
     ways above fails it (the ways' outputs are checked by that same check)."""
     shape = shape_of((2, 64, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1))
     inp = conv.make_inputs(shape, "fp32", seed=5)
-    y = plan(shape, inp, Tiles(threads=2, conv_path=way)).output()
+    y = conv.plan(shape, inp, Tiles(threads=2, conv_path=way)).output()
     ref = conv.reference(shape, inp)
     assert conv.check(shape, y, inp, ref, "fp32", "fp32")["ok"]
     wrong = y.copy()
@@ -116,10 +104,10 @@ def test_the_model_is_what_runs_without_a_way() -> None:
     for case in CASES[:8] + PIXEL_CASES[:6]:
         shape = shape_of(case)
         inp = conv.make_inputs(shape, "fp32", seed=5)
-        default = plan(shape, inp, Tiles(threads=2)).tiles()
-        assert plan(shape, inp, Tiles(threads=2, conv_path="model")).tiles() == default
+        default = conv.plan(shape, inp, Tiles(threads=2)).tiles()
+        assert conv.plan(shape, inp, Tiles(threads=2, conv_path="model")).tiles() == default
         if default["conv_path"]:  # depthwise ways are no choice's
-            assert plan(shape, inp, Tiles(threads=2, conv_path=default["conv_path"])).tiles() == default
+            assert conv.plan(shape, inp, Tiles(threads=2, conv_path=default["conv_path"])).tiles() == default
 
 
 X = np.ones((1, 4, 6, 6), np.float32)
@@ -232,7 +220,7 @@ def test_a_study_of_the_ways_records_the_winning_way(tmp_path: Path, monkeypatch
         pytest.skip("needs a build with OPBENCH_FAULT_INJECTION=ON (CI's)")
     shape = shape_of((2, 16, 9, 9, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1))
     inp = conv.make_inputs(shape, "fp32", seed=5)
-    model = plan(shape, inp, Tiles(threads=1)).tiles()
+    model = conv.plan(shape, inp, Tiles(threads=1)).tiles()
     problem = (
         "--batch 2 --input-size 9 --in-channels 16 --out-channels 24 --filter-size 3 --stride 2 --padding 1"
     )
