@@ -63,16 +63,22 @@ void im2col_row(const KernelSet& ks, const ConvProblem& p, int64_t g, int64_t ro
 
 }  // namespace
 
-// Taken on 8-lane tiles (AVX2's 6x16, where it was measured) for an fp32 stride-1 conv whose columns path
-// wastes a fifth more of its register tiles' columns than the im2col GEMM (padding columns, a short last tile
-// per image), with the matrix within a quarter of the last-level cache, so that the GEMM's packing reads it
-// back from there. On 2 Zen 4 cores (AVX2 tile), 3x3 at batch 4, one process, interleaved, GFLOPS of the
-// columns path / this way / torch: 7x7 512 ch (wasted columns 1.31 / 1.06) 61 / 67 / 72 on one core,
-// 103 / 124 / 130 on two; 14x14 256 ch (1.14 / 1.00) 73 / 73 / 83, 134 / 138 / 147; batch 8 at 28x28 (stride
-// 1 and 2) 9-27% slower than the model's ways. The GEMM alone on the same matrix ran 7x7 at 72 and 137.
+// Taken on 8-lane tiles (AVX2's 6x16, where it was measured) for an fp32 stride-1 conv of at least
+// kIm2colMinChannels output channels per group whose columns path wastes a fifth more of its register tiles'
+// columns than the im2col GEMM (padding columns, a short last tile per image), with the matrix within a
+// quarter of the last-level cache, so that the GEMM's packing reads it back from there. On 2 Zen 4 cores
+// (AVX2 tile), 3x3 at batch 4, one process, interleaved, GFLOPS of the columns path / this way / torch: 7x7
+// 512 ch (wasted columns 1.31 / 1.06) 61 / 67 / 72 on one core, 103 / 124 / 130 on two; 14x14 256 ch (1.14 /
+// 1.00) 73 / 73 / 83, 134 / 138 / 147; batch 8 at 28x28 (stride 1 and 2) 9-27% slower than the model's ways.
+// The GEMM alone on the same matrix ran 7x7 at 72 and 137. Each element of the matrix is written and read
+// back once and used by the group's output channels: with few of them the copies outweigh what the GEMM
+// saves (the measured convs had 256 and 512).
+constexpr int64_t kIm2colMinChannels = 64;
+
 bool conv_im2col_gemm(const KernelSet& ks, const ConvProblem& p) {
   const bool stride1 = p.stride_h == 1 && p.stride_w == 1;
   if (ks.thin_lanes >= 16 || p.dtype != Dtype::f32 || conv2d_is_depthwise(p) || !stride1) return false;
+  if (p.k / p.groups < kIm2colMinChannels) return false;
   const int64_t P = p.out_h(), PQ = P * p.out_w(), cols = im2col_columns(p), nr = ks.nr;
   const double columns_waste = double(round_up(P * p.padded_w(), nr)) / double(PQ);
   const double im2col_waste = double(round_up(cols, nr)) / double(cols);

@@ -131,8 +131,9 @@ void conv2d_pixels(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
 
 // An explicit im2col matrix (csrc/conv/conv2d_im2col.cpp): per group, all images' patch columns side by side
 // in fp32, one GEMM by W_g on the GEMM driver, C copied out to Y. conv_im2col_gemm: the model's choice (on
-// 8-lane tiles, fp32 stride-1 convs whose columns path wastes a fifth more columns, the matrix within a
-// quarter of the last-level cache); the GEMM it runs and the workspace, the GEMM's own included.
+// 8-lane tiles, fp32 stride-1 convs of 64 or more channels per group whose columns path wastes a fifth more
+// columns, the matrix within a quarter of the last-level cache); the GEMM it runs and the workspace, the
+// GEMM's own included.
 bool conv_im2col_gemm(const KernelSet& ks, const ConvProblem& p);
 ConvGemmDims conv_im2col_gemm_dims(const ConvProblem& p);
 int64_t conv_im2col_workspace_bytes(const KernelSet& ks, const ConvProblem& p, const Blocking& blk, int threads);
