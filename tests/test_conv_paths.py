@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import optuna
 import pytest
 from conftest import kernel_set_isas, run_cli
 from test_kernel_conv import CASES, PIXEL_CASES, shape_of
@@ -255,6 +256,11 @@ def test_a_study_of_the_ways_records_the_winning_way(tmp_path: Path, monkeypatch
     assert proc.returncode == 0, proc.stderr
     assert "conv_path=columns_in_place needs stride 1" in proc.stdout and "Traceback" not in proc.stderr
     (saved,) = json.loads(next(records.glob("*.json")).read_text())["records"]
+    # the confirmation's default row names the way the model took
+    storage = f"sqlite:///{(tmp_path / 'tuning' / 'studies.db').resolve()}"
+    (study,) = optuna.get_all_study_names(storage)
+    confirmation = optuna.load_study(study_name=study, storage=storage).user_attrs["confirmation"]
+    assert confirmation["default"]["tiles"]["conv_path"] == model["conv_path"]
     assert saved["tiles"]["conv_path"] in WAYS[1:4], saved
     monkeypatch.setenv("OPBENCH_RECORDS_DIR", str(records))
     tiles, note = tuned.tuned_conv2d_tiles(inp["x"], inp["w"], stride=2, padding=1, threads=1)

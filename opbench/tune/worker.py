@@ -87,9 +87,11 @@ def _serve(proto: TextIO) -> None:
                 timed_output = functools.partial(lambda p: copied(p.last()), plan)
                 info = plan.tiles()
                 # the tiles that ran, and the path thresholds and conv_path where the space searches them
-                # (gemm_paths, conv_paths)
+                # (gemm_paths, conv_paths); the model's default names the conv way it took
                 ran = {"tile_m": info["tile_m"], "tile_n": info["tile_n"], "tile_k": info["tile_k"]}
                 ran.update({k: info[k] for k in PATH_KEYS if k in asked and k in info})
+                if not asked and info.get("conv_path"):
+                    ran["conv_path"] = info["conv_path"]
             verify = None
             if reference is not None:
                 verify = op.check(shape, result, inputs, reference, dtype, accumulate)
