@@ -29,12 +29,21 @@ import numpy as np
 from opbench import kernels
 from opbench.machine import identity, identity_label, utc_stamp
 from opbench.ops.conv_shape import ConvShape
-from opbench.tiles import CONV_PATHS, Tiles
+from opbench.tiles import Tiles
 from opbench.tune.config import default_study_name
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
-# tuning/spaces/conv_paths.toml's ways: all but the 1x1 one
-WAYS = tuple(w for w in CONV_PATHS[1:] if w != "pointwise_gemm")
+# the ways the search space lists (a grid of them: a trial and a confirmation slot each)
+WAYS = tuple(
+    tomllib.loads((ROOT / "tuning" / "spaces" / "conv_paths.toml").read_text())["params"]["conv_path"][
+        "values"
+    ]
+)
 # name -> (batch, input size, in channels, out channels, filter, stride, padding): ResNet-50's stem, its
 # strided 3x3s, and its 3x3s at 56², 28², 14² and 7² (the small-spatial ones at batch 4, as in small_shapes).
 SHAPES = {

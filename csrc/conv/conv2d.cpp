@@ -264,8 +264,8 @@ const std::vector<std::string>& conv_path_names() {
 ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking requested, int threads, ConvPathChoice choice) {
   ConvPlan plan;
   plan.threads = threads;
-  plan.forced = choice != ConvPathChoice::model;
-  if (plan.forced) {
+  const bool forced = choice != ConvPathChoice::model;
+  if (forced) {
     if (const std::string why = refusal(p, choice); !why.empty()) throw std::invalid_argument(why);
   }
   const int64_t kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
@@ -289,26 +289,18 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
     plan.workspace_bytes = conv2d_bf16_workspace_bytes(ks, p, plan.blocking, plan.path, threads);
     return plan;
   }
-  if (plan.forced ? choice == ConvPathChoice::im2col_gemm : conv_im2col_gemm(ks, p)) {
+  if (forced ? choice == ConvPathChoice::im2col_gemm : conv_im2col_gemm(ks, p)) {
     plan.path = ConvPath::im2col_gemm;
     plan.gemm = conv_im2col_gemm_dims(p);
-    const KernelSet& tile = tile_kernels(ks, plan.gemm.n);
-    plan.tile = &tile;
-    plan.kernel = tile.description;
-    plan.mr = tile.mr;
-    plan.nr = tile.nr;
+    const KernelSet& tile = plan.run_on(tile_kernels(ks, plan.gemm.n));
     plan.blocking = resolve_blocking(tile, requested);
     plan.workspace_bytes = conv_im2col_workspace_bytes(ks, p, plan.blocking, threads);
     return plan;
   }
-  if (plan.forced ? choice == ConvPathChoice::pointwise_gemm : pointwise_as_gemm(p)) {
+  if (forced ? choice == ConvPathChoice::pointwise_gemm : pointwise_as_gemm(p)) {
     const int64_t HW = p.h * p.w_in;
-    const KernelSet& tile = tile_kernels(ks, HW);
+    const KernelSet& tile = plan.run_on(tile_kernels(ks, HW));
     plan.path = ConvPath::pointwise_gemm;
-    plan.tile = &tile;
-    plan.kernel = tile.description;
-    plan.mr = tile.mr;
-    plan.nr = tile.nr;
     plan.blocking = resolve_blocking(tile, requested);
     plan.gemm = {kg, HW, crs};
     const GemmProblem one = pointwise_product(p, 0);
@@ -317,20 +309,16 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
                                : gemm_workspace_bytes(ks, one, plan.blocking, threads);
     return plan;
   }
-  const bool pixels = plan.forced ? choice == ConvPathChoice::rows_in_place || choice == ConvPathChoice::rows_gathered
+  const bool pixels = forced ? choice == ConvPathChoice::rows_in_place || choice == ConvPathChoice::rows_gathered
                                   : conv_pixels_as_rows(ks, p);
   const Columns cols = columns_of(p, choice == ConvPathChoice::columns_gathered);
-  plan.path = !plan.forced && conv2d_is_depthwise(p) ? depthwise_way(ks, p)
+  plan.path = !forced && conv2d_is_depthwise(p) ? depthwise_way(ks, p)
               : pixels                               ? ConvPath::pixels_as_rows
               : cols.in_place                        ? ConvPath::columns_in_place
                                                      : ConvPath::columns_gathered;
   // the register tile: few GEMM columns (output pixels, or channels with pixels as rows) pick the narrow one
-  const KernelSet& tile = tile_kernels(ks, pixels ? kg : cols.count());
-  plan.tile = &tile;
-  plan.kernel = tile.description;
-  plan.mr = tile.mr;
-  plan.nr = tile.nr;
-  plan.a_in_place = pixels && (plan.forced ? choice == ConvPathChoice::rows_in_place : conv_pixels_a_in_place(tile, p));
+  const KernelSet& tile = plan.run_on(tile_kernels(ks, pixels ? kg : cols.count()));
+  plan.a_in_place = pixels && (forced ? choice == ConvPathChoice::rows_in_place : conv_pixels_a_in_place(tile, p));
   plan.blocking = pixels ? resolve_conv_pixels_blocking(tile, p, requested, threads)
                          : resolve_columns_blocking(tile, p, cols, requested, threads);
   plan.gemm = pixels ? ConvGemmDims{p.n * p.out_h() * p.out_w(), kg, crs} : ConvGemmDims{kg, cols.count(), crs};

@@ -15,12 +15,13 @@ from opbench.backends.base import Backend, Prepared, copied
 from opbench.documents import Fields, Params, Scalar
 from opbench.dtypes import Array, Inputs, Output
 from opbench.errors import BackendUnavailable
+from opbench.kernels._args import _conv_path
 from opbench.ops import get_op
 from opbench.ops.base import Shape, shape_of
 from opbench.ops.conv_shape import ConvShape
 from opbench.ops.gemm import GemmShape
 from opbench.ops.recurrent_shape import RecurrentShape
-from opbench.tiles import CONV_PATHS, PATH_KEYS, TILE_KEYS, Tiles
+from opbench.tiles import PATH_KEYS, TILE_KEYS, Tiles
 from opbench.tuned import tuned
 
 TILES = tuple(TILE_KEYS)
@@ -126,9 +127,7 @@ class CppBackend(Backend):
                 raise ValueError(f"{name} must be an integer >= 1, got '{text}'")
             return int(text)
         if name == "conv_path":
-            if text not in CONV_PATHS:
-                raise ValueError(f"unknown conv_path '{text}' (known: {', '.join(CONV_PATHS)})")
-            return text
+            return _conv_path(text)  # the facade's own check, against the compiled names
         if name == "isa":
             if text not in kernels.known_isas():
                 raise ValueError(f"unknown isa '{text}' (known: {', '.join(kernels.known_isas())})")

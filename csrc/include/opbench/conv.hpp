@@ -88,7 +88,15 @@ struct ConvPlan {
   int64_t workspace_bytes = 0;
   int threads = 1;
   bool a_in_place = false;  // pixels_as_rows: A's micro-panels read in the padded input, not gathered
-  bool forced = false;      // the way was the caller's (ConvPathChoice), not the model's
+
+  // The register tile that runs: tile, kernel, mr and nr from the kernel set `tile`, which is returned.
+  const KernelSet& run_on(const KernelSet& tile) {
+    this->tile = &tile;
+    kernel = tile.description;
+    mr = tile.mr;
+    nr = tile.nr;
+    return tile;
+  }
 
   bool depthwise() const { return is_depthwise(path); }
   bool bf16_gemm() const { return path >= ConvPath::bf16_x_as_col; }
