@@ -40,8 +40,7 @@ class CacheLevel(TypedDict):
 
 
 class CpuInfo(TypedDict):
-    """What the compiled runtime detected (`_core.cpu_info()`): the CPU, its ISA flags, caches and the kernel
-    sets it runs, best first."""
+    """What the runtime detected (`_core.cpu_info()`): the CPU, ISA flags, caches, kernel sets best first."""
 
     vendor: str
     brand: str
@@ -85,8 +84,7 @@ class Bf16Info(TypedDict):
 
 
 class RegisterAndTiles(TypedDict):
-    """What every kernel description from C++ holds: the kernel set, the register tile and the cache-blocking
-    tiles (the record keys tile_m / tile_n / tile_k are a file format)."""
+    """Every kernel description from C++: kernel set, register tile, tiles (tile_m/n/k: a file format)."""
 
     isa: str
     mr: int
@@ -100,6 +98,8 @@ class KernelInfo(RegisterAndTiles):
     """A kernel set's micro-kernel shape and cache-model default tiles (`_core.kernel_info()`)."""
 
     description: str
+    implicit_tile_m: int  # conv2d's implicit GEMMs' defaults (an L1-fed tile keeps L1's depth there)
+    implicit_tile_k: int
     small_m: int
     aliased_small_m: int
     aliased_row_bytes: int

@@ -290,10 +290,10 @@ def test_conv_tiles_reports_what_conv2d_uses() -> None:
     info = kernels.default_tiles()
     t = kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(threads=2)).tiles()
     assert t["path"] == "implicit GEMM, B rows read in place"
-    # kc and mc from this CPU's cache model (clamped to C*R*S and to the 64 output channels, mc rounded up to
-    # MR), nc a multiple of NR
-    assert t["tile_k"] == min(info["tile_k"], 64 * 9)
-    assert t["tile_m"] == -(-min(info["tile_m"], 64) // t["mr"]) * t["mr"]
+    # kc and mc from this CPU's cache model for implicit GEMMs (clamped to C*R*S and to the 64 output
+    # channels, mc rounded up to MR), nc a multiple of NR
+    assert t["tile_k"] == min(info["implicit_tile_k"], 64 * 9)
+    assert t["tile_m"] == -(-min(info["implicit_tile_m"], 64) // t["mr"]) * t["mr"]
     assert t["tile_n"] % t["nr"] == 0 and t["tile_n"] <= 55 * 57 + t["nr"]
     given = kernels.prepare_conv2d(x, w, padding=(1, 1), tiles=Tiles(m=20, n=100, k=50, threads=2)).tiles()
     assert (given["tile_m"], given["tile_k"]) == (-(-20 // t["mr"]) * t["mr"], 50)

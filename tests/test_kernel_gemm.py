@@ -310,26 +310,24 @@ print("ok")
 
 @pytest.mark.parametrize("isa", ISAS)
 def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
-    # The AVX-512 14x32 tile keeps B's micro-panel in two ways of L2, the others in L1 (Low et al.'s ways
-    # left to the A micro-panel); a GEMM with few columns reports the narrow tile it runs, with its own model.
+    # The blocked path's B micro-panel takes two ways of L2 on the AVX-512 14x32 tile and a sixteenth of L2
+    # on the others (whose few-rows path keeps Low et al.'s L1 depth); a GEMM with few columns reports the
+    # narrow tile it runs, with its own model.
     from opbench import _core
 
     caches = _core.cpu_info()["caches"]
-    l1, l2 = caches["l1d"], caches["l2"]
+    l2 = caches["l2"]
     info = _core.kernel_info(isa)
     mr, nr = info["mr"], info["nr"]
     if isa in ("avx512", "amx"):  # (amx's fp32 kernel set is AVX-512's)
         expected = 2 * l2["sets"] * l2["line_bytes"] // (nr * 4)
     else:
-        ways_a = max(1, int((l1["ways"] - 1) / (1 + nr / mr)))
-        expected = ways_a * l1["sets"] * l1["line_bytes"] // (mr * 4)
+        expected = l2["size_bytes"] // 16 // (nr * 4)
     assert info["tile_k"] == max(8, expected // 8 * 8)
-    # The packed A block keeps to L2 beside the B micro-panel; an L2-fed tile leaves half of the ways left
-    # to the C tiles streaming through. The few-rows path's default reach (small_m) is the A block that
-    # fills them; an L1-fed tile, which must find B's micro-panel in L1, reads B in place for at most 128.
-    assert info["tile_m"] % mr == 0 and info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"]
-    if isa in ("avx512", "amx"):
-        assert info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"] // 2
+    # The packed A block keeps to half of the L2 ways left beside the B micro-panel, the rest to the C tiles
+    # streaming through. The few-rows path's default reach (small_m) is the A block that fills them; an
+    # L1-fed tile, which must find B's micro-panel in L1, reads B in place for at most 128.
+    assert info["tile_m"] % mr == 0 and info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"] // 2
     assert info["small_m"] % mr == 0
     assert info["small_m"] >= info["tile_m"] if isa in ("avx512", "amx") else info["small_m"] <= 128
     narrow = _core.kernel_info(isa, 8)

@@ -295,6 +295,9 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["tile_m"] = blk.mc;
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
+  // conv2d's implicit GEMMs' defaults (blocking.hpp: an L1-fed tile keeps L1's depth there)
+  d["implicit_tile_m"] = blk.implicit_mc;
+  d["implicit_tile_k"] = blk.implicit_kc;
   d["small_m"] = blk.small_m;
   d["aliased_small_m"] = blk.aliased_small_m;  // small_m for a B whose rows alias in L1 (blocking.hpp)
   d["aliased_row_bytes"] = blk.aliased_row_bytes;  // B's rows a multiple of this many bytes apart alias

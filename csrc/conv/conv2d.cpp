@@ -111,8 +111,8 @@ Blocking resolve_columns_blocking(const KernelSet& ks, const ConvProblem& p, con
   const int64_t MR = ks.mr, NR = ks.nr;
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
   Blocking b;
-  b.kc = std::min(requested.kc > 0 ? requested.kc : model.kc, crs);
-  b.mc = round_up(std::min(requested.mc > 0 ? requested.mc : model.mc, kg), MR);
+  b.kc = std::min(requested.kc > 0 ? requested.kc : model.implicit_kc, crs);
+  b.mc = round_up(std::min(requested.mc > 0 ? requested.mc : model.implicit_mc, kg), MR);
   if (requested.nc > 0) {
     b.nc = round_up(std::min(requested.nc, ncols), NR);
   } else {

@@ -430,9 +430,9 @@ Blocking resolve_conv_pixels_blocking(const KernelSet& ks, const ConvProblem& p,
   const int64_t MR = ks.mr, NR = ks.nr;
   const Blocking model = analytical_blocking(cpu_info(), ks.mr, ks.nr, sizeof(float), ks.b_panel_home);
   Blocking b;
-  b.kc = std::min(requested.kc > 0 ? requested.kc : model.kc, crs);
+  b.kc = std::min(requested.kc > 0 ? requested.kc : model.implicit_kc, crs);
   const bool given_m = requested.mc > 0, given_n = requested.nc > 0;
-  b.mc = round_up(std::min(given_m ? requested.mc : model.mc, pixels), MR);
+  b.mc = round_up(std::min(given_m ? requested.mc : model.implicit_mc, pixels), MR);
   b.nc = round_up(std::min(given_n ? requested.nc : kg, kg), NR);
   if (given_m && given_n) return b;
   // Pixel blocks up to twice the model's A block and channel blocks up to all of kg, within three quarters
@@ -440,7 +440,7 @@ Blocking resolve_conv_pixels_blocking(const KernelSet& ks, const ConvProblem& p,
   // blocks among equals.
   const int64_t l2 = std::max<int64_t>(cpu_info().l2.size_bytes, 256 * 1024) / int64_t(sizeof(float)) * 3 / 4;
   int64_t best = -1;
-  const int64_t m_hi = given_m ? b.mc : std::min(round_up(pixels, MR), std::max(MR, 2 * model.mc / MR * MR));
+  const int64_t m_hi = given_m ? b.mc : std::min(round_up(pixels, MR), std::max(MR, 2 * model.implicit_mc / MR * MR));
   const int64_t n_hi = given_n ? b.nc : round_up(kg, NR);
   for (int64_t nc = n_hi; nc >= (given_n ? n_hi : NR); nc -= NR) {
     for (int64_t mc = m_hi; mc >= (given_m ? m_hi : MR); mc -= MR) {

@@ -88,6 +88,8 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested) {
   requested.aliased_row_bytes = model.aliased_row_bytes;
   requested.unpacked_kc = model.unpacked_kc;
   requested.few_tiles_kc = model.few_tiles_kc;
+  requested.implicit_kc = model.implicit_kc;
+  requested.implicit_mc = model.implicit_mc;
   if (requested.parallel_flops < 0) requested.parallel_flops = kParallelFlops;
   return requested;
 }

@@ -41,27 +41,46 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
 
   // L1: the B micro-panel (kc x nr) stays resident while A micro-panels (mr x kc) stream through; one way
   // is left for C. The A micro-panel gets C_Ar = floor((W1 - 1) / (1 + nr/mr)) ways:
-  // kc = C_Ar * sets * line / (mr * S).
+  // kc = C_Ar * sets * line / (mr * S). The few-rows path of an L1-fed tile keeps this depth (below).
   const int64_t car = std::max<int64_t>(1, static_cast<int64_t>((l1.ways - 1) / (1.0 + double(nr) / mr)));
-  b.kc = round_down(car * l1.sets * l1.line_bytes / (int64_t(mr) * elem_bytes), 8);
-  b.few_tiles_kc = b.kc;
+  const int64_t l1_kc = round_down(car * l1.sets * l1.line_bytes / (int64_t(mr) * elem_bytes), 8);
+  b.few_tiles_kc = l1_kc;
 
-  // Or, for a register tile fed from L2 (MicroPanelHome::l2), the B micro-panel takes two ways of L2:
-  // kc = 2 * sets * line / (nr * S). Each K block is a pass over C, which for large M x N comes from memory;
-  // two ways instead of one halve the passes (4096^3 on 2 Zen 5 cores, with the A block below: 0.88 -> 0.97
-  // of TensorFlow's oneDNN, measured side by side; docs/benchmarks.md).
+  // The blocked path's K block is deeper than L1: each K block is a pass over C, which for large M x N comes
+  // from memory, so the B micro-panel is kept in L2 and read from there by every row tile. A register tile fed
+  // from L2 (MicroPanelHome::l2) gives it two ways, kc = 2 * sets * line / (nr * S) (4096^3 on 2 Zen 5 cores,
+  // with the A block below: 0.88 -> 0.97 of TensorFlow's oneDNN, measured side by side; docs/benchmarks.md).
+  // An L1-fed tile (AVX2's 6x16: 16 floats of B and 6 of A a step, which L1 had fed) gives it a sixteenth of
+  // L2, kc = L2 / 16 / (nr * S): on the Zen 4 guest without AVX-512 (L2 1 MiB 8-way), one process,
+  // interleaved, GFLOPS with L1's kc 168 (mc 1170) / kc 1024 (mc 108): 2048^3 83.0 / 86.3 on one core and
+  // 160.8 / 171.9 on two; 1024x768x3072 81.2 / 84.2 and 158.2 / 163.1; 1024x3072x768 81.7 / 84.7 and 158.4 /
+  // 167.4. One way (kc 2048, mc 48) ran 0.99-1.04 of kc 168 on two cores; mc 168-222 at kc 1024 1-3% below
+  // 108 (docs/benchmarks.md, issue 41).
   const int64_t l2_way = l2.sets * l2.line_bytes;
-  if (home == MicroPanelHome::l2) b.kc = round_down(2 * l2_way / (int64_t(nr) * elem_bytes), 8);
+  const int64_t panel_bytes = home == MicroPanelHome::l2 ? 2 * l2_way : l2.size_bytes / 16;
+  b.kc = round_down(panel_bytes / (int64_t(nr) * elem_bytes), 8);
 
   // L2: the packed A block (mc x kc) stays resident; the B micro-panel streaming through takes
-  // C_Br = ceil(nr * kc * S / (sets * line)) ways and one way is left for C: mc = C_Ac * sets * line / (kc * S).
-  // With an L2-fed tile the C tiles (mc x nc of them per sweep, far more than L2) stream through L2 beside
-  // the A block, so the A block gets half of the ways left instead of all of them (mc 84 instead of 196 at
-  // kc 1024 on Zen 5: 2-4% faster at 2048^3-4096^3 and BERT shapes; 56-112 measured alike).
+  // C_Br = ceil(nr * kc * S / (sets * line)) ways and one way is left for C. The C tiles (mc x nc of them per
+  // sweep, far more than L2) stream through L2 beside the A block, so the A block gets half of the ways left
+  // instead of all of them: mc = floor(C_Ac / 2) * sets * line / (kc * S) (84 instead of 196 at kc 1024 on
+  // Zen 5: 2-4% faster at 2048^3-4096^3 and BERT shapes, 56-112 measured alike; 96 on the Zen 4 guest's AVX2
+  // tile).
   const int64_t cbr = ceil_div(int64_t(nr) * b.kc * elem_bytes, l2_way);
   const int64_t left = std::max<int64_t>(1, l2.ways - 1 - cbr);
-  const int64_t cac = home == MicroPanelHome::l2 ? std::max<int64_t>(1, left / 2) : left;
-  b.mc = round_down(cac * l2_way / (b.kc * elem_bytes), mr);
+  b.mc = round_down(std::max<int64_t>(1, left / 2) * l2_way / (b.kc * elem_bytes), mr);
+
+  // conv2d's implicit GEMMs on an L1-fed tile read the B micro-panel from the image in place, or gathered,
+  // again for every row tile: they keep L1's depth and the A block in all the L2 ways left beside that
+  // panel. With the blocked path's kc 1024 and mc 96, on one Zen 4 core, the 1x1 1024 -> 256 at 14x14 read in
+  // place and the strided 3x3s (28x28 256 ch, 56x56 128 ch) gathered ran 1.12-1.16x slower.
+  b.implicit_kc = b.kc;
+  b.implicit_mc = b.mc;
+  if (home == MicroPanelHome::l1) {
+    const int64_t ways = std::max<int64_t>(1, l2.ways - 1 - ceil_div(int64_t(nr) * l1_kc * elem_bytes, l2_way));
+    b.implicit_kc = l1_kc;
+    b.implicit_mc = round_down(ways * l2_way / (l1_kc * elem_bytes), mr);
+  }
 
   // The few-rows path (B read in place, small.cpp) blocks only K: its K block is the L1 model's kc, or one
   // way of L2 for an L2-fed tile (at two ways, with B's rows prefetched four panels ahead beside a whole
@@ -71,7 +90,7 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   // tile is re-read by the others from L1 only at the L1 model's depth (216 on Zen 5; at one way of L2, 512,
   // it was 64 KB and they read it from L2): 24 and 32 x 4096 x 4096 on one Zen 5 core ran 5-7% faster,
   // 48-128 rows alike or slower (small.cpp, kFewTiles).
-  b.unpacked_kc = home == MicroPanelHome::l2 ? round_down(l2_way / (int64_t(nr) * elem_bytes), 8) : b.kc;
+  b.unpacked_kc = home == MicroPanelHome::l2 ? round_down(l2_way / (int64_t(nr) * elem_bytes), 8) : l1_kc;
   const int64_t cbr_unpacked = ceil_div(int64_t(nr) * b.unpacked_kc * elem_bytes, l2_way);
   b.unpacked_rows = round_down(std::max<int64_t>(1, l2.ways - 1 - cbr_unpacked) * l2_way / (b.unpacked_kc * elem_bytes), mr);
   // A B read in place whose rows are a multiple of 4 KiB apart (N = 1024, 3072, 4096 floats) fills a few L1

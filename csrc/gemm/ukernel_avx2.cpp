@@ -15,6 +15,9 @@ constexpr int kMR = 6;
 constexpr int kNR = 16;
 constexpr int kNarrowNR = 8;
 
+// C's tile is fetched into L1 this many steps of k before the end of a deep K block (ukernel_body).
+constexpr int64_t kCLateSteps = 48;
+
 struct Cvt {
   static float widen(uint16_t h) { return _cvtsh_ss(h); }
   static void widen_row(const uint16_t* src, float* dst, int64_t n) {
@@ -50,18 +53,26 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   // C's tile row by row, its first and last float (a row not line-aligned spans two lines), fetched as the kernel
   // starts: without it the epilogue waited on C from L3 or memory once per K block. Zen 4 without AVX-512, one
   // core, builds interleaved, new / old time: 2048^3 0.88 (2 cores 0.90), 256x4096x1024 0.78-0.90,
-  // 448x1024x1024 0.87, 1x1 convs 0.87-0.88; up to 512^3 (C in L2) 0.99-1.01. The K block (168) streams 15 KB
-  // through L1, which leaves C there, so the AVX-512 kernel's late second fetch is not needed.
+  // 448x1024x1024 0.87, 1x1 convs 0.87-0.88; up to 512^3 (C in L2) 0.99-1.01. A K block of L1's depth (168)
+  // streams 15 KB through L1, which leaves C there. The blocked path's deeper block (blocking.cpp: kc 1024, 88
+  // KB of A and B) evicts it, so there C is fetched towards L2 at the start and into L1 kCLateSteps steps
+  // before the end, as the AVX-512 kernel does.
   constexpr int NR = NV * 8;
+  const int64_t late = kc > kCLateSteps ? kc - kCLateSteps : 0;
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i) {
     if (i < m) {
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + NR - 1), _MM_HINT_T0);
+      const char* row = reinterpret_cast<const char*>(c + i * ldc);
+      if (late > 0) {
+        _mm_prefetch(row, _MM_HINT_T1);
+        _mm_prefetch(row + NR * sizeof(float) - 1, _MM_HINT_T1);
+      } else {
+        _mm_prefetch(row, _MM_HINT_T0);
+        _mm_prefetch(row + NR * sizeof(float) - 1, _MM_HINT_T0);
+      }
     }
   }
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
+  auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m256 bv[NV];
     constexpr bool kRows = kSrc == edges::kRowsOfB;
     const float* row = kRows ? b + b_off[p] : b + p * NV * 8;
@@ -80,7 +91,22 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
       for (int j = 0; j < NV; ++j) acc[i][j] = _mm256_fmadd_ps(a, bv[j], acc[i][j]);
     }
     if (kSrc != edges::kRowsOfA) ap += kAStride;
+  };
+  int64_t p = 0;
+#pragma GCC unroll 4
+  for (; p < late; ++p) step(p);
+  if (late > 0) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      if (i < m) {
+        const char* row = reinterpret_cast<const char*>(c + i * ldc);
+        _mm_prefetch(row, _MM_HINT_T0);
+        _mm_prefetch(row + NR * sizeof(float) - 1, _MM_HINT_T0);
+      }
+    }
   }
+#pragma GCC unroll 4
+  for (; p < kc; ++p) step(p);
   if (m == MR && n == NR) {
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {

@@ -43,11 +43,16 @@ struct Blocking {
   int64_t unpacked_rows = 0;
   int64_t unpacked_aliased_rows = 0;
   int64_t few_tiles_kc = 0;  // that path's K block when each thread has at most small.cpp's kFewTiles tiles
+  // The implicit GEMMs' K and M blocks (conv2d's output pixels as columns or as rows): the model's kc and mc
+  // for an L2-fed register tile; for an L1-fed one, whose B micro-panel, read from the image or gathered, must
+  // stay in L1, the L1 placement's depth and the A block in all the L2 ways left beside it (blocking.cpp).
+  int64_t implicit_kc = 0;
+  int64_t implicit_mc = 0;
 };
 
 // Low, Igual, Smith, Quintana-Orti, "Analytical modeling is enough for high-performance BLIS" (TOMS 2016):
-// kc from L1 ways left to the A micro-panel (or one way of L2, see MicroPanelHome), mc from L2 ways, nc from
-// L3 ways. elem_bytes is the packed size.
+// kc from the L2 the B micro-panel may take (see MicroPanelHome; the L1 placement's depth for the few-rows
+// path and the implicit GEMMs of an L1-fed tile), mc from L2 ways, nc from L3 ways. elem_bytes is the packed size.
 Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes, MicroPanelHome home);
 
 }  // namespace opbench

@@ -190,11 +190,13 @@ struct F16AccKernels {
 };
 
 // Where the B micro-panel (kc x nr) lives while the A micro-panels stream past it, for the blocking model
-// (analytical_blocking in blocking.hpp). l1: Low et al.'s placement. l2: for register tiles whose two operand streams need little bandwidth per FMA (AVX-512
-// 14x32: 46 floats per 448 flops), so that L2 can feed both; a deeper kc then halves the passes over C
-// and the packing calls per FMA (BLIS's Skylake-X and Zen 4 sgemm kernels are likewise "_l2" kernels with
-// kc 384 / 480). Measured on Zen 5, 2048^3: kc 512 at 201 GFLOPS vs kc 216 at 166 (1 thread); the model now
-// gives such a tile two ways of L2 (kc 1024), see blocking.cpp.
+// (analytical_blocking in blocking.hpp). l1: Low et al.'s placement, kept by the few-rows path and conv2d's
+// implicit GEMMs; the blocked path's K block still takes a sixteenth of L2 (fewer passes over C, blocking.cpp).
+// l2: for register tiles whose two operand streams need little bandwidth per FMA (AVX-512 14x32: 46 floats
+// per 448 flops), so that L2 can feed both; a deeper kc then halves the passes over C and the packing calls
+// per FMA (BLIS's Skylake-X and Zen 4 sgemm kernels are likewise "_l2" kernels with kc 384 / 480). Measured
+// on Zen 5, 2048^3: kc 512 at 201 GFLOPS vs kc 216 at 166 (1 thread); the model now gives such a tile two
+// ways of L2 (kc 1024), see blocking.cpp.
 enum class MicroPanelHome { l1, l2 };
 
 // The GEMM part of a kernel set: the register-tile micro-kernel, packing from every layout and dtype, the
