@@ -111,6 +111,30 @@ void transpose_16_columns(const T* src, int64_t ld, int rows, float* dst, int64_
 }
 #endif
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+// t[j] = column j of the 8x8 block at c (rows ldc apart; row i < rows, row 0 again past them): eight row
+// loads and the register transpose (unpack, shuffle, swap halves).
+template <class Cvt>
+[[gnu::always_inline]] inline void transpose_8x8_regs(const float* c, int64_t ldc, int rows, __m256* t) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(c + (i < rows ? i : 0) * ldc);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);  // columns 0, 1 | 4, 5 of rows i, i + 1, interleaved
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // columns 2, 3 | 6, 7
+  }
+  for (int h = 0; h < 8; h += 4) {  // rows h .. h + 3 of columns j | j + 4 in r[h / 4 * 4 + j]
+    r[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int j = 0; j < 4; ++j) {
+    t[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
+    t[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
+  }
+}
+#endif
+
 template <int MR, class Cvt, class T, class D>
 void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
   for (int64_t r0 = 0; r0 < m; r0 += MR) {
@@ -127,6 +151,22 @@ void pack_a(const T* a, int64_t lda, int64_t m, int64_t k, D* dst) {
         // block's transposes to arrive (rows past A's end are a hint that touches nothing).
         for (int i = 0; i < MR; ++i) __builtin_prefetch(src + (i + MR) * lda + p, 0, 2);
         transpose_16_columns<Cvt>(src + p, lda, static_cast<int>(rows), dst + p * MR, MR, MR);
+      }
+    }
+#elif defined(__AVX2__)
+    if constexpr (sizeof(T) == 4 && sizeof(D) == 4 && MR == 6) {
+      // A whole panel of fp32 rows, 8 of k at a time through the 8x8 register transpose (its rows past MR
+      // are row 0 again, never stored), each step's 6 values stored as 4 + 2: element by element this
+      // was one load and one store per float.
+      for (; rows == MR && p + 8 <= k; p += 8) {
+        for (int i = 0; i < MR; ++i) __builtin_prefetch(src + (i + MR) * lda + p, 0, 2);
+        __m256 t[8];
+        transpose_8x8_regs<Cvt>(reinterpret_cast<const float*>(src) + p, lda, MR, t);
+        float* d = reinterpret_cast<float*>(dst) + p * MR;
+        for (int j = 0; j < 8; ++j) {
+          _mm_storeu_ps(d + j * MR, _mm256_castps256_ps128(t[j]));
+          _mm_storel_pi(reinterpret_cast<__m64*>(d + j * MR + 4), _mm256_extractf128_ps(t[j], 1));
+        }
       }
     }
 #endif
@@ -152,6 +192,17 @@ void pack_b(const T* b, int64_t ldb, int64_t k, int64_t n, T* dst) {
       for (int j = 0; j < NR / 16; ++j) _mm512_storeu_ps(d + j * 16, _mm512_maskz_loadu_ps(mask[j], s + j * 16));
     }
     return;
+  }
+#elif defined(__AVX2__)
+  if constexpr (sizeof(T) == 4 && NR % 8 == 0) {
+    if (n == NR) {  // a whole panel: NR / 8 vectors a row, not a memcpy call
+      for (int64_t p = 0; p < k; ++p) {
+        const float* s = reinterpret_cast<const float*>(b + p * ldb);
+        float* d = reinterpret_cast<float*>(dst + p * NR);
+        for (int j = 0; j < NR / 8; ++j) _mm256_storeu_ps(d + j * 8, _mm256_loadu_ps(s + j * 8));
+      }
+      return;
+    }
   }
 #endif
   for (int64_t p = 0; p < k; ++p) {
@@ -234,28 +285,6 @@ void store_f16(const float* src, int64_t lds, int64_t m, int64_t n, uint16_t* ds
 }
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
-// t[j] = column j of the 8x8 block at c (rows ldc apart; row i < rows, row 0 again past them): eight row
-// loads and the register transpose (unpack, shuffle, swap halves).
-template <class Cvt>
-[[gnu::always_inline]] inline void transpose_8x8_regs(const float* c, int64_t ldc, int rows, __m256* t) {
-  __m256 r[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(c + (i < rows ? i : 0) * ldc);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);  // columns 0, 1 | 4, 5 of rows i, i + 1, interleaved
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // columns 2, 3 | 6, 7
-  }
-  for (int h = 0; h < 8; h += 4) {  // rows h .. h + 3 of columns j | j + 4 in r[h / 4 * 4 + j]
-    r[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int j = 0; j < 4; ++j) {
-    t[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
-    t[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
-  }
-}
-
 // y[j * ldy + i] = c[i * ldc + j] for i < rows <= 8, j < 8: eight stores of `rows` lanes.
 template <class Cvt>
 void transpose_8x8(const float* c, int64_t ldc, int rows, float* y, int64_t ldy) {
