@@ -232,7 +232,9 @@ template <int NR, class Cvt, class T, class D>
 void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst, const int64_t* row_dst = nullptr,
              bool* nonfinite = nullptr) {
   auto row = [&](int64_t p) { return dst + (row_dst ? row_dst[p] : p * NR); };
-  int64_t p0 = 0;
+  // Columns [0, j_vec) of panel rows [0, p_vec) are written by the vector transposes; the loops below do
+  // the rest (and zero the padding columns past n).
+  int64_t p_vec = 0, j_vec = 0;
 #if defined(__AVX512F__)
   if constexpr (sizeof(D) == 4 && NR % 16 == 0) {
     const int64_t k16 = k / 16 * 16;
@@ -240,7 +242,7 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst, const int6
     for (int64_t j0 = 0; j0 < NR; j0 += 16) {  // 16 rows of B^T at a time: 16 read streams, not NR
       // Rows of B^T past n become zero columns of the panel: all 16 floats of each panel row are stored.
       const int rows = static_cast<int>(n - j0 < 0 ? 0 : (n - j0 < 16 ? n - j0 : 16));
-      for (p0 = 0; p0 < k16; p0 += 16) {
+      for (int64_t p0 = 0; p0 < k16; p0 += 16) {
         transpose_16_columns<Cvt>(bt + j0 * ldbt + p0, ldbt, rows,
                                   reinterpret_cast<float*>(row_dst ? dst + j0 : row(p0) + j0), NR, 16,
                                   row_dst ? row_dst + p0 : nullptr, nonfinite != nullptr ? &check : nullptr);
@@ -249,12 +251,35 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst, const int6
     if (nonfinite != nullptr && _mm512_cmp_ps_mask(_mm512_sub_ps(check, check), _mm512_setzero_ps(), _CMP_EQ_OQ) != 0xffff) {
       *nonfinite = true;
     }
-    p0 = k16;
+    p_vec = k16;
+    j_vec = NR;
+  }
+#elif defined(__AVX2__)
+  if constexpr (sizeof(D) == 4 && sizeof(T) == 4 && NR % 8 == 0) {
+    // Whole groups of 8 rows of B^T, 8 of k at a time, through the 8x8 register transpose: element by
+    // element this was a strided store a float (an LSTM's weights, conv2d's W^T with pixels as rows).
+    const int64_t k8 = k / 8 * 8;
+    __m256 check = _mm256_setzero_ps();
+    for (; j_vec + 8 <= n; j_vec += 8) {
+      for (int64_t p0 = 0; p0 < k8; p0 += 8) {
+        __m256 t[8];
+        transpose_8x8_regs<Cvt>(reinterpret_cast<const float*>(bt) + j_vec * ldbt + p0, ldbt, 8, t);
+        for (int c = 0; c < 8; ++c) {
+          _mm256_storeu_ps(reinterpret_cast<float*>(row(p0 + c)) + j_vec, t[c]);
+          if (nonfinite != nullptr) check = _mm256_add_ps(check, t[c]);
+        }
+      }
+    }
+    if (nonfinite != nullptr &&
+        _mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(check, check), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff) {
+      *nonfinite = true;
+    }
+    p_vec = k8;
   }
 #endif
   for (int64_t j = 0; j < n; ++j) {
     const T* src = bt + j * ldbt;
-    for (int64_t p = p0; p < k; ++p) {
+    for (int64_t p = j < j_vec ? p_vec : 0; p < k; ++p) {
       const D v = panel_value<Cvt, D>(src[p]);
       if constexpr (sizeof(D) == 4) {
         if (nonfinite != nullptr && !(v - v == 0.0f)) *nonfinite = true;
@@ -262,10 +287,8 @@ void pack_bt(const T* bt, int64_t ldbt, int64_t k, int64_t n, D* dst, const int6
       row(p)[j] = v;
     }
   }
-  if (n < NR) {
-    for (int64_t p = p0; p < k; ++p) {
-      for (int64_t j = n; j < NR; ++j) row(p)[j] = D{0};
-    }
+  for (int64_t j = n; j < NR; ++j) {
+    for (int64_t p = j < j_vec ? p_vec : 0; p < k; ++p) row(p)[j] = D{0};
   }
 }
 
