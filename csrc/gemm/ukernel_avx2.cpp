@@ -59,18 +59,10 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   // before the end, as the AVX-512 kernel does.
   constexpr int NR = NV * 8;
   const int64_t late = kc > kCLateSteps ? kc - kCLateSteps : 0;
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i) {
-    if (i < m) {
-      const char* row = reinterpret_cast<const char*>(c + i * ldc);
-      if (late > 0) {
-        _mm_prefetch(row, _MM_HINT_T1);
-        _mm_prefetch(row + NR * sizeof(float) - 1, _MM_HINT_T1);
-      } else {
-        _mm_prefetch(row, _MM_HINT_T0);
-        _mm_prefetch(row + NR * sizeof(float) - 1, _MM_HINT_T0);
-      }
-    }
+  if (late > 0) {
+    edges::fetch_c_tile<MR, 2>(c, ldc, m, NR * 4);
+  } else {
+    edges::fetch_c_tile<MR, 3>(c, ldc, m, NR * 4);
   }
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m256 bv[NV];
@@ -95,16 +87,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   int64_t p = 0;
 #pragma GCC unroll 4
   for (; p < late; ++p) step(p);
-  if (late > 0) {
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-      if (i < m) {
-        const char* row = reinterpret_cast<const char*>(c + i * ldc);
-        _mm_prefetch(row, _MM_HINT_T0);
-        _mm_prefetch(row + NR * sizeof(float) - 1, _MM_HINT_T0);
-      }
-    }
-  }
+  if (late > 0) edges::fetch_c_tile<MR, 3>(c, ldc, m, NR * 4);
 #pragma GCC unroll 4
   for (; p < kc; ++p) step(p);
   if (m == MR && n == NR) {

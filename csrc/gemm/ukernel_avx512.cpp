@@ -211,13 +211,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   int64_t p = 0;
 #pragma GCC unroll 2
   for (; p < late; ++p) step(p);
-  if (late > 0) {
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + j * 16), _MM_HINT_T0);
-    }
-  }
+  if (late > 0) edges::fetch_c_tile<MR, 3>(c, ldc, m, NV * 64);
 #pragma GCC unroll 2
   for (; p < kc; ++p) step(p);
   if (m == MR && n == NV * 16) {

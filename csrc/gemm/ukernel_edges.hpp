@@ -27,6 +27,21 @@ struct PackingB {
   float* out;
 };
 
+// Asks for C's tile, rows 0..m-1 of it, ldc floats apart and row_bytes long: each line from a row's start,
+// and the line of its last byte (a row not line-aligned spans one more). kLocality as __builtin_prefetch's: 3
+// into L1 (prefetcht0), 2 towards L2 (prefetcht1). The kernels' early and late fetches of a deep K block.
+template <int MR, int kLocality>
+[[gnu::always_inline]] inline void fetch_c_tile(const float* c, int64_t ldc, int m, int row_bytes) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+    if (i < m) {
+      const char* row = reinterpret_cast<const char*>(c + i * ldc);
+      for (int at = 0; at < row_bytes; at += 64) __builtin_prefetch(row + at, 0, kLocality);
+      __builtin_prefetch(row + row_bytes - 1, 0, kLocality);
+    }
+  }
+}
+
 // Body::run<ROWS, NV, kSrc, kAStride>(kc, ap, b, b_off, c, ldc, accumulate, m, n) computes ROWS rows of the
 // tile (A's micro-panels hold kAStride rows) from the operands kSrc names.
 template <class Body, int MR, int NV, int kRows, int kRowsNow = MR>
