@@ -66,9 +66,13 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   // instead of all of them: mc = floor(C_Ac / 2) * sets * line / (kc * S) (84 instead of 196 at kc 1024 on
   // Zen 5: 2-4% faster at 2048^3-4096^3 and BERT shapes, 56-112 measured alike; 96 on the Zen 4 guest's AVX2
   // tile).
-  const int64_t cbr = ceil_div(int64_t(nr) * b.kc * elem_bytes, l2_way);
-  const int64_t left = std::max<int64_t>(1, l2.ways - 1 - cbr);
-  b.mc = round_down(std::max<int64_t>(1, left / 2) * l2_way / (b.kc * elem_bytes), mr);
+  // Rows of an A block of depth kc in the L2 ways left beside a B micro-panel of that depth and C's way: all
+  // of them, or half.
+  const auto a_block_rows = [&](int64_t kc, bool half) {
+    const int64_t left = std::max<int64_t>(1, l2.ways - 1 - ceil_div(int64_t(nr) * kc * elem_bytes, l2_way));
+    return round_down((half ? std::max<int64_t>(1, left / 2) : left) * l2_way / (kc * elem_bytes), mr);
+  };
+  b.mc = a_block_rows(b.kc, true);
 
   // conv2d's implicit GEMMs on an L1-fed tile read the B micro-panel from the image in place, or gathered,
   // again for every row tile: they keep L1's depth and the A block in all the L2 ways left beside that
@@ -77,9 +81,8 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   b.implicit_kc = b.kc;
   b.implicit_mc = b.mc;
   if (home == MicroPanelHome::l1) {
-    const int64_t ways = std::max<int64_t>(1, l2.ways - 1 - ceil_div(int64_t(nr) * l1_kc * elem_bytes, l2_way));
     b.implicit_kc = l1_kc;
-    b.implicit_mc = round_down(ways * l2_way / (l1_kc * elem_bytes), mr);
+    b.implicit_mc = a_block_rows(l1_kc, false);
   }
 
   // The few-rows path (B read in place, small.cpp) blocks only K: its K block is the L1 model's kc, or one
@@ -91,8 +94,7 @@ Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes,
   // it was 64 KB and they read it from L2): 24 and 32 x 4096 x 4096 on one Zen 5 core ran 5-7% faster,
   // 48-128 rows alike or slower (small.cpp, kFewTiles).
   b.unpacked_kc = home == MicroPanelHome::l2 ? round_down(l2_way / (int64_t(nr) * elem_bytes), 8) : l1_kc;
-  const int64_t cbr_unpacked = ceil_div(int64_t(nr) * b.unpacked_kc * elem_bytes, l2_way);
-  b.unpacked_rows = round_down(std::max<int64_t>(1, l2.ways - 1 - cbr_unpacked) * l2_way / (b.unpacked_kc * elem_bytes), mr);
+  b.unpacked_rows = a_block_rows(b.unpacked_kc, false);
   // A B read in place whose rows are a multiple of 4 KiB apart (N = 1024, 3072, 4096 floats) fills a few L1
   // sets: on some cores fewer rows of A read it in place (the micro-architecture table, microarch.cpp [E3]).
   const int64_t aliased = microarch_choices(cpu).aliased_rows;

@@ -15,9 +15,6 @@ constexpr int kMR = 6;
 constexpr int kNR = 16;
 constexpr int kNarrowNR = 8;
 
-// C's tile is fetched into L1 this many steps of k before the end of a deep K block (ukernel_body).
-constexpr int64_t kCLateSteps = 48;
-
 struct Cvt {
   static float widen(uint16_t h) { return _cvtsh_ss(h); }
   static void widen_row(const uint16_t* src, float* dst, int64_t n) {
@@ -55,10 +52,10 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   // core, builds interleaved, new / old time: 2048^3 0.88 (2 cores 0.90), 256x4096x1024 0.78-0.90,
   // 448x1024x1024 0.87, 1x1 convs 0.87-0.88; up to 512^3 (C in L2) 0.99-1.01. A K block of L1's depth (168)
   // streams 15 KB through L1, which leaves C there. The blocked path's deeper block (blocking.cpp: kc 1024, 88
-  // KB of A and B) evicts it, so there C is fetched towards L2 at the start and into L1 kCLateSteps steps
-  // before the end, as the AVX-512 kernel does.
+  // KB of A and B) evicts it, so there C is fetched towards L2 at the start and into L1 edges::kCLateSteps
+  // steps before the end, as the AVX-512 kernel does.
   constexpr int NR = NV * 8;
-  const int64_t late = kc > kCLateSteps ? kc - kCLateSteps : 0;
+  const int64_t late = edges::late_c_step(kc);
   if (late > 0) {
     edges::fetch_c_tile<MR, 2>(c, ldc, m, NR * 4);
   } else {

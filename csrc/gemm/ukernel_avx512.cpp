@@ -17,12 +17,6 @@ constexpr int kMR = 14;
 constexpr int kNR = 32;
 constexpr int kNarrowNR = 16;
 
-// C's tile is fetched towards L2 as the kernel starts and into L1 this many steps of k before the end: a deep K
-// block streams 56 KB of A and 128 KB of B through L1 (kc 1024), which evicted C fetched into L1 at the start,
-// and the epilogue then waited on C from memory. 4096^3 on one Zen 5 core, ours / TensorFlow's oneDNN in one
-// process, alternating processes: 0.93-0.96 without, 0.96-0.98 at 48 steps (96 alike; into L2 only, 0.95).
-constexpr int64_t kCLateSteps = 48;
-
 // A's rows in place (conv2d_pixels.cpp): each step reads another channel's or tap's stretch of the padded
 // image, a stride the prefetchers do not follow; its lines are asked for this many steps ahead.
 constexpr int64_t kAAhead = 16;
@@ -108,7 +102,7 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[i][j] = _mm512_setzero_ps();
   }
-  const int64_t late = kc > kCLateSteps ? kc - kCLateSteps : 0;
+  const int64_t late = edges::late_c_step(kc);
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
     const char* row = reinterpret_cast<const char*>(c + i * ldc);
