@@ -119,7 +119,7 @@ class KernelInfo(RegisterAndTiles):
 class PlanTiles(RegisterAndTiles, total=False):
     """What a prepared kernel runs (`Plan.tiles()`, csrc/bindings tile_dict, which always writes the kernel
     set, the kernel, its register tile and the tiles as used); GEMM's path thresholds and path; a conv's
-    GEMM, path and way (conv_path: its CONV_PATHS name, "" for depthwise and bf16 ways)."""
+    GEMM, path and way (conv_path: its CONV_PATHS name, "" for depthwise and bf16's own ways)."""
 
     kernel: str
     small_m: int

@@ -452,10 +452,15 @@ def test_the_tuner_names_the_bf16_register_tile_and_its_element_size() -> None:
         assert (names["mr"], names["nr"], names["elem_bytes"]) == want
         fp32 = _names(TuneConfig(gemm.GemmShape(64, 96, 128), "fp32", 1, "s", "sqlite://", isa=isa))
         assert fp32["elem_bytes"] == 4
-    # bf16 conv: the GEMM its way runs (here pixels of both images as rows, the filters as columns)
+    # bf16 conv: the GEMM its way runs (here pixels of both images as rows, the filters as columns; on a
+    # kernel set without a bf16 unit the fp32 columns way: the filters as rows, a padded row's 16 pixels
+    # times 14 rows as columns)
     shape = conv.shape_from_case(dict(n=2, c=64, h=14, w=14, k=128, r=3, s=3, pad_h=1, pad_w=1))
     names = _names(TuneConfig(shape, "bf16", 1, "s", "sqlite://", op=conv.OP))
-    assert (names["m"], names["n"], names["k"]) == (2 * 14 * 14, 128, 64 * 9)
+    inputs = conv.make_inputs(shape, "bf16", 1)
+    path = kernels.prepare_conv2d(inputs["x"], inputs["w"], padding=1).tiles()["path"]
+    want = (128, 14 * 16, 64 * 9) if "bf16 widened into" in path else (2 * 14 * 14, 128, 64 * 9)
+    assert (names["m"], names["n"], names["k"]) == want, path
 
 
 def test_dtype_names() -> None:

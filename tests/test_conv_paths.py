@@ -85,6 +85,84 @@ def test_every_way_matches_float64_reference_where_it_runs(isa: str, dtype: str,
     assert ran == RUNS[way]  # every case but those refused above
 
 
+def bf16_widened(isa: str) -> bool:
+    """Whether bf16 convs run the fp32 ways on kernel set `isa` (no bf16 unit, bf16 packers: conv2d.cpp's
+    conv_bf16_widened); elsewhere bf16 has its own ways and refuses every forced one."""
+    info = kernels.default_tiles(isa)["bf16"]
+    return bool(info["fp32_units"]) and info["fp32_units_min_rows"] == 1
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("way", WAYS)
+def test_bf16_runs_the_fp32_ways_widened_where_no_bf16_unit_exists(isa: str, way: str) -> None:
+    """On a kernel set without a bf16 unit (AVX2's always) bf16 convs run the columns, pointwise and im2col
+    ways with bf16 widened, each against float64 within the bf16 GEMM's bound on the same odd shapes; the
+    pixels-as-rows ways are refused there, and every forced way where bf16 has its own."""
+    widened = bf16_widened(isa)
+    ran = 0
+    for i, case in enumerate(CASES + PIXEL_CASES[::3]):
+        shape = shape_of(case)
+        inp = conv.make_inputs(shape, "bf16", seed=5)
+        tiles = Tiles(threads=1 + i % 3, isa=isa, conv_path=way)
+        if not widened:
+            why: str | None = "applies to fp32 and fp16 convs .bf16 has its own ways on this kernel set"
+        elif way.startswith("rows"):
+            why = "applies to fp32 and fp16 convs .bf16 widened takes the columns, pointwise and im2col ways"
+        else:
+            why = refused(shape, way)
+        if why is not None:
+            with pytest.raises(ValueError, match=why):
+                conv.plan(shape, inp, tiles)
+            continue
+        p = conv.plan(shape, inp, tiles)
+        t = p.tiles()
+        assert t["conv_path"] == way and t["path"].startswith(DESCRIBED[way]), (case, t["path"])
+        assert "bf16 widened" in t["path"] and "bf16 widened" in t["kernel"], t
+        result = conv.check(shape, p.output(), inp, conv.reference(shape, inp), "bf16", "fp32")
+        assert result["ok"], (case, result)
+        ran += 1
+    assert ran == (RUNS[way] if widened and not way.startswith("rows") else 0)
+
+
+AVX2 = pytest.mark.skipif("avx2" not in kernels.available_isas(), reason="this CPU lacks AVX2 and FMA")
+
+
+@AVX2
+def test_bf16_widened_takes_the_fp32_ways_by_the_model() -> None:
+    """Without a bf16 unit the model takes the fp32 ways for bf16 on output planes of 28x28 and more, but
+    for the pixels-as-rows convs (the stem), the 1x1s the bf16 GEMM reads in place and depthwise, which keep
+    their bf16 ways, as do smaller planes."""
+    cases = {
+        (2, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1): "columns_in_place",
+        (2, 64, 56, 56, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1): "columns_gathered",
+        (2, 64, 28, 28, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1): "",
+        (4, 64, 7, 7, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1): "",
+        (2, 3, 64, 64, 16, 7, 7, 2, 2, 3, 3, 1, 1, 1): "",
+        (2, 64, 14, 14, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1): "",
+        (2, 16, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16): "",
+    }
+    for case, way in cases.items():
+        shape = shape_of(case)
+        inp = conv.make_inputs(shape, "bf16", seed=5)
+        t = conv.plan(shape, inp, Tiles(threads=2, isa="avx2")).tiles()
+        assert t["conv_path"] == way, (case, t)
+        assert ("bf16 widened into" in t["path"] or "bf16 widened to fp32" in t["path"]) == (way != ""), t
+
+
+@AVX2
+@pytest.mark.parametrize("way", ["columns_in_place", "columns_gathered", "im2col_gemm"])
+def test_a_wrong_answer_of_a_bf16_widened_way_fails_the_check(way: str) -> None:
+    """The bf16 check that passes the widened ways fails one output off by a hundredth of the largest."""
+    shape = shape_of((2, 64, 7, 7, 96, 3, 3, 1, 1, 1, 1, 1, 1, 1))
+    inp = conv.make_inputs(shape, "bf16", seed=5)
+    y = conv.plan(shape, inp, Tiles(threads=2, isa="avx2", conv_path=way)).output()
+    ref = conv.reference(shape, inp)
+    assert conv.check(shape, y, inp, ref, "bf16", "fp32")["ok"]
+    wrong = y.astype(np.float32)
+    wrong[1, 95, 6, 6] += 1e-2 * np.abs(ref).max()
+    assert not conv.check(shape, wrong.astype(BF16), inp, ref, "bf16", "fp32")["ok"]
+
+
 @pytest.mark.parametrize("way", [*WAYS[:4], "im2col_gemm"])
 def test_a_wrong_answer_of_a_forced_way_fails_the_check(way: str) -> None:
     """One output off by a thousandth of the largest, at a way's own output: the check that passes the

@@ -87,8 +87,9 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
     if (len > 0) {
       const float* src = c + (j - j0);
       const int64_t at = oh * cols.q + ow;
-      if (p.dtype == Dtype::f16) {
-        ks.gemm.store_f16(src, ldc, mb, len, static_cast<uint16_t*>(y_rows) + at, PQ);
+      if (p.dtype != Dtype::f32) {
+        (p.dtype == Dtype::bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(src, ldc, mb, len,
+                                                                          static_cast<uint16_t*>(y_rows) + at, PQ);
       } else {
         for (int64_t i = 0; i < mb; ++i) {
           std::memcpy(static_cast<float*>(y_rows) + i * PQ + at, src + i * ldc, sizeof(float) * len);
@@ -230,9 +231,16 @@ constexpr const char* kChoiceNames[] = {"model",         "columns_in_place", "co
                                         "rows_gathered", "pointwise_gemm",   "im2col_gemm"};
 
 // Why a forced way cannot run p ("" where it can).
-std::string refusal(const ConvProblem& p, ConvPathChoice choice) {
+std::string refusal(const KernelSet& ks, const ConvProblem& p, ConvPathChoice choice) {
   const std::string name = kChoiceNames[static_cast<int>(choice)];
-  if (p.dtype == Dtype::bf16) return "conv_path=" + name + " applies to fp32 and fp16 convs (bf16 has its own ways)";
+  const bool rows = choice == ConvPathChoice::rows_in_place || choice == ConvPathChoice::rows_gathered;
+  if (p.dtype == Dtype::bf16 && !bf16_without_unit(ks)) {
+    return "conv_path=" + name + " applies to fp32 and fp16 convs (bf16 has its own ways on this kernel set)";
+  }
+  if (p.dtype == Dtype::bf16 && rows) {
+    return "conv_path=" + name +
+           " applies to fp32 and fp16 convs (bf16 widened takes the columns, pointwise and im2col ways)";
+  }
   const bool stride1 = p.stride_h == 1 && p.stride_w == 1;
   if (choice == ConvPathChoice::columns_in_place && !stride1) {
     return "conv_path=columns_in_place needs stride 1 (B's rows are read in place from the padded input); got "
@@ -243,6 +251,27 @@ std::string refusal(const ConvProblem& p, ConvPathChoice choice) {
     return "conv_path=pointwise_gemm needs a 1x1 filter at stride 1 without padding";
   }
   return "";
+}
+
+// bf16 on a kernel set without a bf16 unit (gemm.hpp, bf16_without_unit): the fp32 ways instead of the bf16
+// GEMM on patch rows, with x widened into the padded copy (or the im2col matrix), W widened as it is packed and
+// Y rounded once from the fp32 sums, the error bound of the bf16 GEMM. The bf16 way writes the patch rows out
+// in bf16, multiplies them with the portable pairs' packers and transposes Y^T back, where the columns ways
+// read the image in place. Builds interleaved on the Zen 4 guest (AVX2 tile), new / old time, one core / two:
+// 3x3s at 56x56 0.76 / 0.78-0.80, at 28x28 0.82-0.93 / 0.82-1.02, stride 2 from 56x56 0.92 / 0.84; on
+// planes of 14x14 and less no gain (14x14 0.96-1.02 / 0.97-1.10, 7x7 0.99 / 1.00-1.02, stride 2 to 14x14
+// 0.97 / 0.96), so the model widens from kWidenedMinPixels output pixels on. A 1x1 that the bf16 GEMM reads in
+// place (bf16_x_as_col) keeps it: 1024 -> 256 at 14x14 ran 1.07 on the batched fp32 way. The pixels-as-rows
+// way is not taught bf16 (its W^T packer and output transposition are fp32 and fp16 only): where the model
+// takes it (the 7x7 stem), the bf16 GEMM stays. A forced way runs as forced (rows_* are refused: refusal),
+// depthwise too, as in fp32.
+constexpr int64_t kWidenedMinPixels = 28 * 28;
+
+bool conv_bf16_widened(const KernelSet& ks, const ConvProblem& p, bool forced) {
+  if (p.dtype != Dtype::bf16 || !bf16_without_unit(ks)) return false;
+  if (forced) return true;
+  return !conv2d_is_depthwise(p) && p.out_h() * p.out_w() >= kWidenedMinPixels &&
+         conv2d_bf16_way(p) != ConvPath::bf16_x_as_col && !conv_pixels_as_rows(ks, p);
 }
 
 }  // namespace
@@ -266,10 +295,10 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
   plan.threads = threads;
   const bool forced = choice != ConvPathChoice::model;
   if (forced) {
-    if (const std::string why = refusal(p, choice); !why.empty()) throw std::invalid_argument(why);
+    if (const std::string why = refusal(ks, p, choice); !why.empty()) throw std::invalid_argument(why);
   }
   const int64_t kg = p.k / p.groups, crs = (p.c / p.groups) * p.r * p.s;
-  if (p.dtype == Dtype::bf16) {
+  if (p.dtype == Dtype::bf16 && !conv_bf16_widened(ks, p, forced)) {
     // the bf16 GEMM on patch rows, or a direct depthwise loop: the GEMM's blocking either way
     plan.path = conv2d_is_depthwise(p) ? depthwise_way(ks, p) : conv2d_bf16_way(p);
     const Bf16Kernels& bk = bf16_kernels(ks);
@@ -289,25 +318,31 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
     plan.workspace_bytes = conv2d_bf16_workspace_bytes(ks, p, plan.blocking, plan.path, threads);
     return plan;
   }
+  // bf16 widened (conv_bf16_widened): the fp32 tile's description that says so
+  const auto widened = [&](ConvPlan& done) -> ConvPlan& {
+    if (p.dtype == Dtype::bf16) done.kernel = done.tile->gemm.bf16_widened;
+    return done;
+  };
   if (forced ? choice == ConvPathChoice::im2col_gemm : conv_im2col_gemm(ks, p)) {
     plan.path = ConvPath::im2col_gemm;
     plan.gemm = conv_im2col_gemm_dims(p);
     const KernelSet& tile = plan.run_on(tile_kernels(ks, plan.gemm.n));
     plan.blocking = resolve_blocking(tile, requested);
     plan.workspace_bytes = conv_im2col_workspace_bytes(ks, p, plan.blocking, threads);
-    return plan;
+    return widened(plan);
   }
   if (forced ? choice == ConvPathChoice::pointwise_gemm : pointwise_as_gemm(p)) {
     const int64_t HW = p.h * p.w_in;
     const KernelSet& tile = plan.run_on(tile_kernels(ks, HW));
     plan.path = ConvPath::pointwise_gemm;
-    plan.blocking = resolve_blocking(tile, requested);
     plan.gemm = {kg, HW, crs};
     const GemmProblem one = pointwise_product(p, 0);
+    // the K block the GEMM runs (bf16 widened: the fp32 tile's, blocked.cpp's problem_blocking)
+    plan.blocking = problem_blocking(ks, one, resolve_blocking(tile, requested, p.dtype));
     plan.workspace_bytes = gemm_batch_rows(one, p.n, threads, tile.mr) > 0
                                ? checked::mul(gemm_workspace_bytes(ks, one, plan.blocking, 1), threads, "conv workspace")
                                : gemm_workspace_bytes(ks, one, plan.blocking, threads);
-    return plan;
+    return widened(plan);
   }
   const bool pixels = forced ? choice == ConvPathChoice::rows_in_place || choice == ConvPathChoice::rows_gathered
                                   : conv_pixels_as_rows(ks, p);
@@ -323,7 +358,7 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
                          : resolve_columns_blocking(tile, p, cols, requested, threads);
   plan.gemm = pixels ? ConvGemmDims{p.n * p.out_h() * p.out_w(), kg, crs} : ConvGemmDims{kg, cols.count(), crs};
   plan.workspace_bytes = workspace_bytes(ks, tile, p, plan.blocking, plan.path, plan.a_in_place, threads);
-  return plan;
+  return widened(plan);
 }
 
 const char* ConvPlan::choice_name() const {
@@ -346,6 +381,22 @@ const char* ConvPlan::choice_name() const {
 const char* ConvPlan::describe(Dtype dtype) const {
   if (depthwise() && dtype == Dtype::bf16) {
     return "depthwise: a direct loop in fp32 (bf16 widened, each output rounded once)";
+  }
+  if (dtype == Dtype::bf16 && !bf16_gemm()) {  // conv_bf16_widened
+    switch (path) {
+      case ConvPath::columns_in_place:
+        return "implicit GEMM, B rows read in place (bf16 widened into the padded copy and W's packing, Y rounded "
+               "once)";
+      case ConvPath::columns_gathered:
+        return "implicit GEMM, B micro-panels gathered (bf16 widened into the padded copy and W's packing, Y "
+               "rounded once)";
+      case ConvPath::pointwise_gemm:
+        return "1x1: W * x on the batched GEMM over images, x read in place as B (bf16 widened as it is packed)";
+      case ConvPath::im2col_gemm:
+        return "im2col of all images side by side (bf16 widened to fp32), one GEMM per group, C rounded out to Y";
+      default:
+        break;
+    }
   }
   switch (path) {
     case ConvPath::depthwise_in_place:
@@ -378,7 +429,7 @@ const char* ConvPlan::describe(Dtype dtype) const {
 int64_t pixel_columns(const ConvProblem& p) { return columns_of(p).count(); }
 
 float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer) {
-  const bool f16 = p.dtype == Dtype::f16;
+  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16;
   const int64_t Wp = p.padded_w(), plane = p.padded_h() * Wp, planes = p.n * p.c;
   auto* xp = static_cast<float*>(buffer.reserve(static_cast<size_t>(planes * plane + slack) * sizeof(float)));
   const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
@@ -392,8 +443,9 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
         std::memset(row, 0, sizeof(float) * p.pad_w);
         std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_right());
         const int64_t at = (pl * p.h + ih) * p.w_in;
-        if (f16) {
-          ks.gemm.widen_f16(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
+        if (f16 || bf16) {
+          const auto widen = bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16;
+          widen(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
         } else {
           std::memcpy(row + p.pad_w, static_cast<const float*>(p.x) + at, sizeof(float) * p.w_in);
         }
@@ -456,7 +508,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
   const Columns cols = columns_of(p, plan.path == ConvPath::columns_gathered);
   const int64_t ncols = cols.count(), PQ = p.out_h() * p.out_w();
   const int64_t cg = p.c / p.groups, kg = p.k / p.groups, crs = cg * p.r * p.s;
-  const bool f16 = p.dtype == Dtype::f16;
+  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16;  // bf16: conv_bf16_widened
   const KernelSet& ks = *plan.tile;
   const int64_t MR = ks.mr, NR = ks.nr;
   const int64_t kc = blk.kc, mc = blk.mc, nc = blk.nc;
@@ -480,8 +532,9 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
       for (int64_t it = items * tid / t; it < items * (tid + 1) / t; ++it) {
         const int64_t g = it / k_blocks, pc = (it % k_blocks) * kc, kb = std::min(kc, crs - pc);
         float* dst = a_packed + g * a_group + a_rows * pc;
-        if (f16) {
-          ks.gemm.pack_a_f16(static_cast<const uint16_t*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
+        if (f16 || bf16) {
+          (bf16 ? ks.gemm.pack_a_bf16 : ks.gemm.pack_a_f16)(static_cast<const uint16_t*>(p.w) + g * kg * crs + pc, crs,
+                                                             kg, kb, dst);
         } else {
           ks.gemm.pack_a_f32(static_cast<const float*>(p.w) + g * kg * crs + pc, crs, kg, kb, dst);
         }
@@ -493,7 +546,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
   const int64_t units = p.n * p.groups * row_blocks * col_blocks;
   const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
   const int64_t panels = ceil_div(nc, NR);
-  const int64_t elem = f16 ? 2 : 4;
+  const int64_t elem = f16 || bf16 ? 2 : 4;
   ThreadPool::instance().run(t, [&](int tid) {
     // Per-thread scratch, reused across calls: the unit's fp32 C block and, when gathering, one B
     // micro-panel and the runs of the unit's micro-panels.

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "opbench/aligned.hpp"
+#include "opbench/bf16.hpp"
 #include "opbench/conv.hpp"
 #include "opbench/cpu.hpp"
 #include "opbench/fp16.hpp"
@@ -27,7 +28,7 @@ int64_t im2col_columns(const ConvProblem& p) { return p.n * p.out_h() * p.out_w(
 void im2col_row(const KernelSet& ks, const ConvProblem& p, int64_t g, int64_t row, int64_t n, float* dst) {
   const int64_t taps = p.r * p.s, ch = g * (p.c / p.groups) + row / taps, fr = row % taps / p.s, fs = row % p.s;
   const int64_t P = p.out_h(), Q = p.out_w(), plane = p.h * p.w_in;
-  const bool f16 = p.dtype == Dtype::f16;
+  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16;  // bf16: conv_bf16_widened
   const int64_t at = (n * p.c + ch) * plane;
   // the output columns whose tap reads inside the row: ow in [lo, hi)
   const int64_t off = fs * p.dil_w - p.pad_w;
@@ -45,11 +46,13 @@ void im2col_row(const KernelSet& ks, const ConvProblem& p, int64_t g, int64_t ro
       continue;
     }
     for (int64_t ow = 0; ow < lo; ++ow) d[ow] = 0.0f;
-    if (f16 && p.stride_w == 1) {
-      ks.gemm.widen_f16(x16 + ih * p.w_in + lo, d + lo, hi - lo);
-    } else if (f16) {
+    if ((f16 || bf16) && p.stride_w == 1) {
+      (bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16)(x16 + ih * p.w_in + lo, d + lo, hi - lo);
+    } else if (f16 || bf16) {
       const uint16_t* x = x16 + ih * p.w_in;
-      for (int64_t ow = lo; ow < hi; ++ow) d[ow] = half_to_float(x[ow * p.stride_w]);
+      for (int64_t ow = lo; ow < hi; ++ow) {
+        d[ow] = bf16 ? bf16_to_float(x[ow * p.stride_w]) : half_to_float(x[ow * p.stride_w]);
+      }
     } else if (p.stride_w == 1) {
       const float* __restrict x = x32 + ih * p.w_in;
       for (int64_t ow = lo; ow < hi; ++ow) d[ow] = x[ow];
@@ -77,7 +80,8 @@ constexpr int64_t kIm2colMinChannels = 64;
 
 bool conv_im2col_gemm(const KernelSet& ks, const ConvProblem& p) {
   const bool stride1 = p.stride_h == 1 && p.stride_w == 1;
-  if (ks.thin_lanes >= 16 || p.dtype != Dtype::f32 || conv2d_is_depthwise(p) || !stride1) return false;
+  // (bf16 reaches this model only widened onto the fp32 ways: conv2d.cpp, conv_bf16_widened)
+  if (ks.thin_lanes >= 16 || p.dtype == Dtype::f16 || conv2d_is_depthwise(p) || !stride1) return false;
   if (p.k / p.groups < kIm2colMinChannels) return false;
   const int64_t P = p.out_h(), PQ = P * p.out_w(), cols = im2col_columns(p), nr = ks.nr;
   const double columns_waste = double(round_up(P * p.padded_w(), nr)) / double(PQ);
@@ -95,7 +99,7 @@ int64_t conv_im2col_workspace_bytes(const KernelSet& ks, const ConvProblem& p, c
   using checked::mul;
   const ConvGemmDims d = conv_im2col_gemm_dims(p);
   const int64_t floats = add(add(mul(d.k, d.n, "im2col matrix"), mul(d.m, d.n, "im2col product"), "im2col"),
-                             p.dtype == Dtype::f16 ? mul(d.m, d.k, "widened filter") : 0, "im2col");
+                             p.dtype != Dtype::f32 ? mul(d.m, d.k, "widened filter") : 0, "im2col");
   const GemmProblem g = gemm_product(Dtype::f32, Dtype::f32, nullptr, d.k, false, nullptr, d.n, false, nullptr, d.n,
                                      d.m, d.n, d.k, false);
   return add(mul(floats, int64_t(sizeof(float)), "im2col workspace"), gemm_workspace_bytes(ks, g, blk, threads),
@@ -106,12 +110,12 @@ void conv2d_im2col(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   static thread_local AlignedBuffer buffer;
   const ConvGemmDims d = conv_im2col_gemm_dims(p);
   const int64_t kg = d.m, cols = d.n, crs = d.k, PQ = p.out_h() * p.out_w();
-  const bool f16 = p.dtype == Dtype::f16;
-  const int64_t floats = crs * cols + kg * cols + (f16 ? kg * crs : 0);
+  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16, narrow = f16 || bf16;
+  const int64_t floats = crs * cols + kg * cols + (narrow ? kg * crs : 0);
   auto* b = static_cast<float*>(buffer.reserve(static_cast<size_t>(floats) * sizeof(float)));
   float* c = b + crs * cols;
   float* w32 = c + kg * cols;
-  const int64_t elem = f16 ? 2 : 4;
+  const int64_t elem = narrow ? 2 : 4;
   for (int64_t g = 0; g < p.groups; ++g) {
     const int64_t items = crs * p.n;
     const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, items)));
@@ -120,12 +124,13 @@ void conv2d_im2col(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
         const int64_t row = it / p.n, n = it % p.n;
         im2col_row(ks, p, g, row, n, b + row * cols + n * PQ);
       }
-      if (f16) {  // W_g widened, a share of its rows per thread
+      if (narrow) {  // W_g widened, a share of its rows per thread
         const auto* w = static_cast<const uint16_t*>(p.w) + g * kg * crs;
-        for (int64_t k = kg * tid / t; k < kg * (tid + 1) / t; ++k) ks.gemm.widen_f16(w + k * crs, w32 + k * crs, crs);
+        const auto widen = bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16;
+        for (int64_t k = kg * tid / t; k < kg * (tid + 1) / t; ++k) widen(w + k * crs, w32 + k * crs, crs);
       }
     });
-    const float* a = f16 ? w32 : static_cast<const float*>(p.w) + g * kg * crs;
+    const float* a = narrow ? w32 : static_cast<const float*>(p.w) + g * kg * crs;
     gemm(ks, gemm_product(Dtype::f32, Dtype::f32, a, crs, false, b, cols, false, c, cols, kg, cols, crs, false), blk,
          threads);
     // C's columns are the images' planes side by side: image n's channel rows go to Y[n, g kg + k, :].
@@ -133,8 +138,8 @@ void conv2d_im2col(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
     ThreadPool::instance().run(tn, [&](int tid) {
       for (int64_t n = p.n * tid / tn; n < p.n * (tid + 1) / tn; ++n) {
         char* y = static_cast<char*>(p.y) + (n * p.k + g * kg) * PQ * elem;
-        if (f16) {
-          ks.gemm.store_f16(c + n * PQ, cols, kg, PQ, reinterpret_cast<uint16_t*>(y), PQ);
+        if (narrow) {
+          (bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(c + n * PQ, cols, kg, PQ, reinterpret_cast<uint16_t*>(y), PQ);
         } else {
           for (int64_t k = 0; k < kg; ++k) {
             std::memcpy(reinterpret_cast<float*>(y) + k * PQ, c + k * cols + n * PQ, sizeof(float) * PQ);

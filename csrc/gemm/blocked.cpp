@@ -101,6 +101,8 @@ bool bf16_portable(const KernelSet& ks) { return &bf16_kernels(ks) == &ks.bf16; 
 
 }  // namespace
 
+bool bf16_without_unit(const KernelSet& ks) { return ks.gemm.pack_a_bf16 != nullptr && bf16_portable(ks); }
+
 bool bf16_on_fp32_units(const KernelSet& ks) {
   if (ks.gemm.pack_a_bf16 == nullptr) return false;
   // The portable pairs widen each pair in the inner loop; the fp32 tile widens each element once, as it is
