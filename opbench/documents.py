@@ -103,6 +103,7 @@ class KernelInfo(RegisterAndTiles):
     small_m: int
     aliased_small_m: int
     aliased_row_bytes: int
+    b_group_rows: int  # the few-rows path packs fp32 B in groups of micro-panels from these rows (0: never)
     parallel_flops: int
     stream_m: int
     thin_max_n: int
@@ -209,8 +210,7 @@ SmiReading = dict[str, float | str | None]
 
 
 class AcceleratorInfo(TypedDict, total=False):
-    """A cuda device in a results file's machine block (gpu.provenance), with nvidia-smi's clocks at the
-    start and the end of the run."""
+    """A cuda device in a results file's machine block (gpu.provenance), nvidia-smi's clocks at both ends."""
 
     device: str
     smi: SmiReading | None

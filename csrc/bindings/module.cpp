@@ -301,6 +301,7 @@ py::dict kernel_dict(const KernelSet& ks) {
   d["small_m"] = blk.small_m;
   d["aliased_small_m"] = blk.aliased_small_m;  // small_m for a B whose rows alias in L1 (blocking.hpp)
   d["aliased_row_bytes"] = blk.aliased_row_bytes;  // B's rows a multiple of this many bytes apart alias
+  d["b_group_rows"] = b_group_rows(ks);  // from these rows the few-rows path packs B in groups (0: never)
   d["parallel_flops"] = blk.parallel_flops;
   d["stream_m"] = blk.stream_m;
   d["thin_max_n"] = thin::max_n(ks.thin_lanes);  // the few-columns path's widest N (small.cpp, thin_path)

@@ -32,6 +32,7 @@ constexpr KernelSet make_kernel_set(const char* isa, const char* description, Uk
   ks.gemm.pack_at_f32 = P::at_f32;
   ks.gemm.pack_at_f16 = P::at_f16;
   ks.gemm.pack_b_f32 = P::b_f32;
+  ks.gemm.pack_b_panels_f32 = P::b_panels_f32;
   ks.gemm.pack_b_f16 = P::b_f16;
   ks.gemm.pack_bt_f32 = P::bt_f32;
   ks.gemm.pack_bt_f16 = P::bt_f16;

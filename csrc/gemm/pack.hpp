@@ -212,6 +212,34 @@ void pack_b(const T* b, int64_t ldb, int64_t k, int64_t n, T* dst) {
   }
 }
 
+// Whole micro-panels [0, panels) of fp32 B, a row at a time (PackBPanelsF32 in kernel_set.hpp).
+template <int NR>
+void pack_b_panels(const float* b, int64_t ldb, int64_t k, int64_t panels, float* dst, int64_t ahead) {
+  constexpr int64_t kLine = 64 / sizeof(float);
+  const int64_t width = panels * NR;
+  for (int64_t p = 0; p < k; ++p) {
+    const float* s = b + p * ldb;
+    if (ahead > 0) {
+      for (int64_t j = 0; j < width; j += kLine) __builtin_prefetch(s + ahead + j, 0, 1);
+    }
+    for (int64_t l = 0; l < panels; ++l) {
+      float* d = dst + (l * k + p) * NR;  // (panels and their rows whole vectors apart)
+#if defined(__AVX512F__)
+      if constexpr (NR % 16 == 0) {
+        for (int j = 0; j < NR; j += 16) _mm512_store_ps(d + j, _mm512_loadu_ps(s + l * NR + j));
+        continue;
+      }
+#elif defined(__AVX2__)
+      if constexpr (NR % 8 == 0) {
+        for (int j = 0; j < NR; j += 8) _mm256_store_ps(d + j, _mm256_loadu_ps(s + l * NR + j));
+        continue;
+      }
+#endif
+      std::memcpy(d, s + l * NR, sizeof(float) * NR);
+    }
+  }
+}
+
 template <int NR, class Cvt>
 void pack_b(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
   for (int64_t p = 0; p < k; ++p) {
@@ -455,6 +483,9 @@ struct Packers {
   }
   static void b_f16(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst) {
     pack_b<NR, Cvt>(b, ldb, k, n, dst);
+  }
+  static void b_panels_f32(const float* b, int64_t ldb, int64_t k, int64_t panels, float* dst, int64_t ahead) {
+    pack_b_panels<NR>(b, ldb, k, panels, dst, ahead);
   }
   static void bt_f32(const float* bt, int64_t ldbt, int64_t k, int64_t n, float* dst) {
     pack_bt<NR, Cvt>(bt, ldbt, k, n, dst);

@@ -251,6 +251,40 @@ constexpr int64_t kPrefetchPanels = 4;
 constexpr int64_t kStreamKc = 64;
 // Up to this many tiles of rows per thread take the cache model's few_tiles_kc (blocking.cpp).
 constexpr int64_t kFewTiles = 3;
+// A tile whose micro-panel rows are one cache line (AVX2's 6x16) packs B kPackGroup micro-panels at a time
+// where a thread has at least kCopyTiles tiles of rows, on CPUs whose split loads cost (microarch.cpp: Zen 4,
+// Intel), a row's kPackGroup * NR floats read as one run and the rows kPackAhead groups on prefetched. Read
+// in place, a B whose rows are 4 KiB-multiples apart kept none of a panel in L1 between its row tiles (every
+// row in one set), and a misaligned B packed a panel at a time fetched each row's shared line twice. A C++
+// harness of this loop on one Zen 4 core (AVX2 tile, 36 rows, GFLOPS): x2048x128 (B in L3) in place 61,
+// panel by panel 73 (B aligned) / 66 (16 bytes past a line), 4 panels 77 / 76; x1024x1024 66, 71 / 60, 75 /
+// 71; x4096x4096 (B from memory) 62, 65 / 54, 63 / 62 with the prefetch (58 without). 8 and 16 panels ran
+// 1-10% slower than 4. Not measured on Intel (its rows take a_in_place first where B's block fits).
+// Builds interleaved (benchmarks/ab_builds.py), one Zen 4 core, B 16 bytes past a line, new / old time:
+// 24-32 x4096x4096 0.84, 32x1024x1024 0.77, 32x2048x128 0.75, 48x2048x2048 0.88 and 64x4096x1024 0.92 (both
+// blocked before: rows 16 KiB apart alias in L1), 96x1024x1024 0.95, 126x1000x2048 0.98.
+constexpr int64_t kPackGroup = 4;
+constexpr int64_t kPackAhead = 2;
+// ... but a B on a cache line from memory (past half of L3) stays in place for up to this many rows: with B
+// on a line, 24x4096x4096 ran 1.12 and 32x4096x4096 1.02 packed in groups; 32x1024x1024 0.87, 32x2048x128 0.88,
+// 48x2048x2048 0.89 (blocked before) and 64x1000x1000 0.97.
+constexpr int64_t kAlignedInPlaceRows = 32;
+
+}  // namespace
+
+int64_t b_group_rows(const KernelSet& tile) {
+  return microarch().split_loads_costly && tile.nr * int64_t(sizeof(float)) == 64 ? kCopyTiles * tile.mr : 0;
+}
+
+namespace {
+
+// Whether the few-rows path packs this fp32 B in groups of micro-panels for a thread's `rows` rows of A
+// (b_group_rows, kAlignedInPlaceRows) on register tile `tile`.
+bool packs_b_groups(const KernelSet& tile, const GemmProblem& p, int64_t rows) {
+  const int64_t from = b_group_rows(tile);
+  if (p.in_dtype != Dtype::f32 || p.trans_b || from == 0 || rows < from) return false;
+  return !(b_rows_aligned(p) && b_bytes(p) >= cpu_info().l3.size_bytes / 2 && rows <= kAlignedInPlaceRows);
+}
 
 void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Blocking& blk, int threads) {
   const KernelSet& ks = tile_kernels(ks_main, p.n);
@@ -278,6 +312,7 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // (16-64 x 1024-4096 x 1024 ran at 0.46-0.60x torch's fp16 on one Xeon EMR core).
   const bool pack_panels =
       f16_in || (microarch().split_loads_costly && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR);
+  const bool pack_groups = packs_b_groups(ks, p, most_rows);
   // Where the kernel set reads fp32 A in place (f32_a_in_place) and a thread has at least kCopyTiles tiles of
   // rows, it packs all its panels of a K block first, while they fit in half of L2, and then reads each tile
   // of A's rows in place against them (row tiles outside): no packed A, and B packed once per thread even
@@ -303,7 +338,7 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
     auto* a_pack = a_in_place ? nullptr : static_cast<float*>(a_buffer.reserve(a_bytes));
     auto* offs = static_cast<int64_t*>(off_buffer.reserve(static_cast<size_t>(kc) * sizeof(int64_t)));
     for (int64_t q = 0; q < kc; ++q) offs[q] = q * p.ldb;  // B's rows, read in place
-    const int64_t edge_cols = a_in_place ? round_up(std::min(nc, n_hi - n_lo), NR) : NR;
+    const int64_t edge_cols = a_in_place ? round_up(std::min(nc, n_hi - n_lo), NR) : pack_groups ? kPackGroup * NR : NR;
     float* edge = static_cast<float*>(edge_buffer.reserve(static_cast<size_t>(kc * edge_cols) * sizeof(float)));
     float* c32 = f16_out ? static_cast<float*>(c_buffer.reserve(static_cast<size_t>(rows * nc) * sizeof(float))) : nullptr;
 
@@ -353,6 +388,28 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
         }
         // fp32 B in place (fp16 B is only read through pack_b_f16 below)
         const float* b = f16_in ? nullptr : static_cast<const float*>(p.b) + pc * p.ldb + jc;
+        if (pack_groups) {
+          for (int64_t j0 = 0; j0 < nb; j0 += kPackGroup * NR) {
+            const int64_t width = std::min(kPackGroup * NR, nb - j0), whole = width / NR;
+            const int64_t ahead = kPackAhead * kPackGroup * NR;
+            if (whole > 0) {
+              ks.gemm.pack_b_panels_f32(b + j0, p.ldb, kb, whole, edge, jc + j0 + ahead + width <= p.n ? ahead : 0);
+            }
+            if (width > whole * NR) {
+              ks.gemm.pack_b_f32(b + j0 + whole * NR, p.ldb, kb, width - whole * NR, edge + whole * kb * NR);
+            }
+            for (int64_t l = 0; l * NR < width; ++l) {
+              const int n_valid = static_cast<int>(std::min(NR, width - l * NR));
+              for (int64_t t = 0; t < tiles; ++t) {
+                int64_t r0, nrows;
+                tile_rows(t, r0, nrows);
+                ks.gemm.ukernel(kb, a_pack + t * MR * kb, edge + l * kb * NR, c + r0 * ldc + j0 + l * NR, ldc, acc,
+                                static_cast<int>(nrows), n_valid);
+              }
+            }
+          }
+          continue;
+        }
         const int64_t head = pack_panels ? 0 : aligning_columns(static_cast<const float*>(p.b) + jc, p.ldb, NR);
         for (int64_t j = 0, width = 0; j < nb; j += width) {
           width = std::min(j == 0 && head > 0 ? head : NR, nb - j);
@@ -424,11 +481,12 @@ bool small_never_packs_b(const KernelSet& ks, const GemmProblem& p) { return thi
 namespace {
 
 // B read in place (M <= small_m; rows a multiple of aliased_row_bytes apart: M <= aliased_small_m,
-// blocking.cpp).
-bool unpacked_b(const GemmProblem& p, const Blocking& blk) {
+// blocking.cpp, unless B is packed in groups, which no stride aliases).
+bool unpacked_b(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   if (p.trans_b) return false;
   const int64_t row_bytes = p.ldb * (p.in_dtype == Dtype::f32 ? 4 : 2);
-  const bool aliased = row_bytes % blk.aliased_row_bytes == 0 && blk.aliased_small_m >= 0;
+  const bool aliased = !packs_b_groups(tile_kernels(ks, p.n), p, p.m) && row_bytes % blk.aliased_row_bytes == 0 &&
+                       blk.aliased_small_m >= 0;
   return p.m <= (aliased ? std::min(blk.small_m, blk.aliased_small_m) : blk.small_m);
 }
 
@@ -444,7 +502,12 @@ const char* small_path(const KernelSet& ks, const GemmProblem& p, const Blocking
     return thin_b_in_place(ks, p) ? "thin (few columns: A streamed, B read in place)"
                                   : "thin (few columns: A streamed, B packed once)";
   }
-  if (unpacked_b(p, blk)) return "unpacked B (M <= small_m: B read in place)";
+  if (unpacked_b(ks, p, blk)) {
+    static_assert(kPackGroup == 4, "the path's name counts the micro-panels");
+    const bool groups = packs_b_groups(tile_kernels(ks, p.n), p, p.m);
+    return groups ? "unpacked B (M <= small_m: B packed 4 micro-panels at a time)"
+                  : "unpacked B (M <= small_m: B read in place)";
+  }
   return nullptr;
 }
 

@@ -69,6 +69,9 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype);
 // kept). The set must have the bf16 packers (AVX-512's and AVX2's). bf16_on_fp32 says it for one product
 // (blocked.cpp: fewer rows keep the bf16 kernels).
 bool bf16_on_fp32_units(const KernelSet& ks);
+// The fewest rows of A (a thread's) from which the few-rows path packs fp32 B four micro-panels at a time on
+// register tile `tile` instead of reading it in place (0: never; small.cpp, kPackGroup).
+int64_t b_group_rows(const KernelSet& tile);
 // No bf16 unit at all (the set's bf16 kernels are the portable pairs) and the bf16 packers: bf16 convolutions
 // then run conv2d's fp32 ways with bf16 widened as it is read (conv2d.cpp, conv_bf16_widened).
 bool bf16_without_unit(const KernelSet& ks);

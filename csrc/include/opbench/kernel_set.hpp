@@ -38,6 +38,10 @@ using PackAtF32 = void (*)(const float* at, int64_t ldat, int64_t m, int64_t k, 
 using PackAtF16 = void (*)(const uint16_t* at, int64_t ldat, int64_t m, int64_t k, float* dst);
 // Pack rows [0, k) x columns [0, n) (n <= NR) of a row-major matrix into one NR-column micro-panel.
 using PackBF32 = void (*)(const float* b, int64_t ldb, int64_t k, int64_t n, float* dst);
+// `panels` whole NR-column micro-panels of rows [0, k) of row-major B, read a row at a time (its panels * NR
+// floats as one run) into panel l at dst + l * k * NR; each row's floats `ahead` columns on are prefetched
+// (0: none). small.cpp's few-rows path, where a panel at a time split a misaligned row's lines between calls.
+using PackBPanelsF32 = void (*)(const float* b, int64_t ldb, int64_t k, int64_t panels, float* dst, int64_t ahead);
 using PackBF16 = void (*)(const uint16_t* b, int64_t ldb, int64_t k, int64_t n, float* dst);
 // The same micro-panel read from B^T (n x k row-major, leading dimension ldbt), e.g. PyTorch weights.
 using PackBtF32 = void (*)(const float* bt, int64_t ldbt, int64_t k, int64_t n, float* dst);
@@ -217,6 +221,7 @@ struct GemmKernels {
   PackAtF32 pack_at_f32;
   PackAtF16 pack_at_f16;
   PackBF32 pack_b_f32;
+  PackBPanelsF32 pack_b_panels_f32;
   PackBF16 pack_b_f16;
   PackBtF32 pack_bt_f32;
   PackBtF16 pack_bt_f16;
