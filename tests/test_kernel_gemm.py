@@ -326,10 +326,12 @@ def test_default_tile_k_follows_the_micro_panel_home(isa: str) -> None:
     assert info["tile_k"] == max(8, expected // 8 * 8)
     # The packed A block keeps to half of the L2 ways left beside the B micro-panel, the rest to the C tiles
     # streaming through. The few-rows path's default reach (small_m) is the A block that fills them; an
-    # L1-fed tile, which must find B's micro-panel in L1, reads B in place for at most 128.
+    # L1-fed tile, which must find B's micro-panel in L1, reads B in place for at most 128 (168 where it packs
+    # B four micro-panels at a time instead: small.cpp's b_group_rows).
     assert info["tile_m"] % mr == 0 and info["tile_m"] * info["tile_k"] * 4 <= l2["size_bytes"] // 2
     assert info["small_m"] % mr == 0
-    assert info["small_m"] >= info["tile_m"] if isa in ("avx512", "amx") else info["small_m"] <= 128
+    l1_reach = 168 if info["b_group_rows"] else 128
+    assert info["small_m"] >= info["tile_m"] if isa in ("avx512", "amx") else info["small_m"] <= l1_reach
     narrow = _core.kernel_info(isa, 8)
     assert narrow["nr"] <= nr and (narrow["nr"] < nr) == (isa != "ref")
     wide = _core.kernel_info(isa, 4096)

@@ -55,8 +55,14 @@ CASES = [
 ]
 for m, n, k, offset, threads, tiles in CASES:
     assert product(m, n, k, offset, threads, tiles) == GROUPED, (m, n, k)
-# fewer rows read B in place (or stream it)
+# fewer rows read B in place (or stream it); the path reaches 168 rows (small_m) here, not the 126 of the
+# tile that reads B in place, and a given small_m holds
 assert product(23, 67, 7, 4, 1) != GROUPED
+assert info["small_m"] == 168, info
+assert product(168, 67, 7, 4, 2) == GROUPED
+assert product(169, 67, 7, 4, 2).startswith("blocked")
+assert product(150, 67, 7, 4, 1, {"small_m": 140}).startswith("blocked")
+assert product(140, 67, 7, 4, 1, {"small_m": 140}) == GROUPED
 # rows 16 KiB apart (4096 columns) alias in L1: in place up to aliased_small_m rows, packed in groups past it
 assert product(33, 4096, 5, 4, 2) == GROUPED
 # a line-aligned B past half of L3 stays in place for up to 32 rows, and packs in groups past them

@@ -19,6 +19,13 @@ int64_t round_down(int64_t x, int64_t multiple) { return std::max(multiple, x / 
 // rows (x1000x1000), 0.98-1.14 at 192-1000 rows; docs/benchmarks.md.
 constexpr int64_t kL1HomeUnpackedRows = 128;
 constexpr int64_t kL1HomeAliasedRows = 32;
+// Where the few-rows path packs B four micro-panels at a time instead (small.cpp's b_group_rows: split loads
+// cost, a micro-panel row one line), it stays ahead of the blocked path up to 168 rows. One core of the Zen 4
+// guest, interleaved in one process, GFLOPS blocked / few rows: fp32 128x1000x2048 74.8 / 79.6, 160x4096x1024
+// 74.7 / 77.8, 128^3 76.6 / 77.7; fp16 (widened a panel at a time) 128x1000x2048 70.2 / 73.4, 160x4096x1024
+// 73.1 / 76.3, 144x1024x1024 78.4 / 78.2; past 168 rows no longer (fp32 192x1024x1024 79.4 / 79.9,
+// 256x1024x1024 80.8 / 79.2, 192^3 84.9 / 82.9).
+constexpr int64_t kL1HomeGroupedRows = 168;
 
 void l1_home_unpacked_limits(const CacheLevel& l1, int mr, int nr, int elem_bytes, Blocking& b) {
   const int64_t panel_lines = ceil_div(int64_t(nr) * elem_bytes, l1.line_bytes) * b.unpacked_kc;
@@ -27,7 +34,8 @@ void l1_home_unpacked_limits(const CacheLevel& l1, int mr, int nr, int elem_byte
     stride_lines *= 2;
   }
   b.aliased_row_bytes = stride_lines * 2 * l1.line_bytes;
-  b.unpacked_rows = std::min(b.unpacked_rows, round_down(kL1HomeUnpackedRows, mr));
+  const bool grouped = microarch().split_loads_costly && int64_t(nr) * elem_bytes == l1.line_bytes;
+  b.unpacked_rows = std::min(b.unpacked_rows, round_down(grouped ? kL1HomeGroupedRows : kL1HomeUnpackedRows, mr));
   b.unpacked_aliased_rows = std::min(b.unpacked_rows, kL1HomeAliasedRows);
 }
 
