@@ -88,8 +88,7 @@ void copy_out(const KernelSet& ks, const ConvProblem& p, const Columns& cols, co
       const float* src = c + (j - j0);
       const int64_t at = oh * cols.q + ow;
       if (p.dtype != Dtype::f32) {
-        (p.dtype == Dtype::bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(src, ldc, mb, len,
-                                                                          static_cast<uint16_t*>(y_rows) + at, PQ);
+        store_of(ks, p.dtype)(src, ldc, mb, len, static_cast<uint16_t*>(y_rows) + at, PQ);
       } else {
         for (int64_t i = 0; i < mb; ++i) {
           std::memcpy(static_cast<float*>(y_rows) + i * PQ + at, src + i * ldc, sizeof(float) * len);
@@ -429,7 +428,7 @@ const char* ConvPlan::describe(Dtype dtype) const {
 int64_t pixel_columns(const ConvProblem& p) { return columns_of(p).count(); }
 
 float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer) {
-  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16;
+  const WidenF16 widen = widen_of(ks, p.dtype);  // nullptr: fp32, copied
   const int64_t Wp = p.padded_w(), plane = p.padded_h() * Wp, planes = p.n * p.c;
   auto* xp = static_cast<float*>(buffer.reserve(static_cast<size_t>(planes * plane + slack) * sizeof(float)));
   const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
@@ -443,8 +442,7 @@ float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, in
         std::memset(row, 0, sizeof(float) * p.pad_w);
         std::memset(row + p.pad_w + p.w_in, 0, sizeof(float) * p.pad_right());
         const int64_t at = (pl * p.h + ih) * p.w_in;
-        if (f16 || bf16) {
-          const auto widen = bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16;
+        if (widen != nullptr) {
           widen(static_cast<const uint16_t*>(p.x) + at, row + p.pad_w, p.w_in);
         } else {
           std::memcpy(row + p.pad_w, static_cast<const float*>(p.x) + at, sizeof(float) * p.w_in);

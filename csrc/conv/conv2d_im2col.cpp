@@ -47,7 +47,7 @@ void im2col_row(const KernelSet& ks, const ConvProblem& p, int64_t g, int64_t ro
     }
     for (int64_t ow = 0; ow < lo; ++ow) d[ow] = 0.0f;
     if ((f16 || bf16) && p.stride_w == 1) {
-      (bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16)(x16 + ih * p.w_in + lo, d + lo, hi - lo);
+      widen_of(ks, p.dtype)(x16 + ih * p.w_in + lo, d + lo, hi - lo);
     } else if (f16 || bf16) {
       const uint16_t* x = x16 + ih * p.w_in;
       for (int64_t ow = lo; ow < hi; ++ow) {
@@ -110,7 +110,7 @@ void conv2d_im2col(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
   static thread_local AlignedBuffer buffer;
   const ConvGemmDims d = conv_im2col_gemm_dims(p);
   const int64_t kg = d.m, cols = d.n, crs = d.k, PQ = p.out_h() * p.out_w();
-  const bool f16 = p.dtype == Dtype::f16, bf16 = p.dtype == Dtype::bf16, narrow = f16 || bf16;
+  const bool narrow = p.dtype != Dtype::f32;  // fp16, or bf16 (conv2d.cpp, conv_bf16_widened)
   const int64_t floats = crs * cols + kg * cols + (narrow ? kg * crs : 0);
   auto* b = static_cast<float*>(buffer.reserve(static_cast<size_t>(floats) * sizeof(float)));
   float* c = b + crs * cols;
@@ -126,7 +126,7 @@ void conv2d_im2col(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
       }
       if (narrow) {  // W_g widened, a share of its rows per thread
         const auto* w = static_cast<const uint16_t*>(p.w) + g * kg * crs;
-        const auto widen = bf16 ? ks.gemm.widen_bf16 : ks.gemm.widen_f16;
+        const WidenF16 widen = widen_of(ks, p.dtype);
         for (int64_t k = kg * tid / t; k < kg * (tid + 1) / t; ++k) widen(w + k * crs, w32 + k * crs, crs);
       }
     });
@@ -139,7 +139,7 @@ void conv2d_im2col(const KernelSet& ks, const ConvProblem& p, const Blocking& bl
       for (int64_t n = p.n * tid / tn; n < p.n * (tid + 1) / tn; ++n) {
         char* y = static_cast<char*>(p.y) + (n * p.k + g * kg) * PQ * elem;
         if (narrow) {
-          (bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(c + n * PQ, cols, kg, PQ, reinterpret_cast<uint16_t*>(y), PQ);
+          store_of(ks, p.dtype)(c + n * PQ, cols, kg, PQ, reinterpret_cast<uint16_t*>(y), PQ);
         } else {
           for (int64_t k = 0; k < kg; ++k) {
             std::memcpy(reinterpret_cast<float*>(y) + k * PQ, c + k * cols + n * PQ, sizeof(float) * PQ);

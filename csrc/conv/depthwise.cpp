@@ -53,11 +53,6 @@ void phase_tap_offsets(const ConvProblem& p, const Phases& g, int64_t* off) {
 
 namespace {
 
-// The kernel set's widening of a 16-bit dtype's values to fp32; nullptr for fp32 (copied, or read in place).
-WidenF16 widen_of(const KernelSet& ks, Dtype dtype) {
-  return dtype == Dtype::bf16 ? ks.gemm.widen_bf16 : dtype == Dtype::f16 ? ks.gemm.widen_f16 : nullptr;
-}
-
 // Element `at` of a 16-bit (fp16 or bf16) array as fp32.
 float half_at(const void* src, int64_t at, bool bf16) {
   const uint16_t h = static_cast<const uint16_t*>(src)[at];
@@ -154,7 +149,7 @@ void conv2d_depthwise(const KernelSet& ks, const ConvProblem& p, ConvPath path, 
   const int64_t planes = p.n * p.c;
   // 16-bit planes (fp16, bf16) are widened in build_phases and the outputs rounded by the dtype's store.
   const bool half = p.dtype != Dtype::f32, bf16 = p.dtype == Dtype::bf16;
-  const StoreF16 store = bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16;
+  const StoreF16 store = store_of(ks, p.dtype);
   const int64_t elem = half ? 2 : 4;
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, planes)));
   if (path == ConvPath::depthwise_in_place) {

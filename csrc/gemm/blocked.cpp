@@ -552,8 +552,8 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
 
       if (f16 && m_hi > m_lo && q_hi > q_lo) {
         const int64_t col0 = q_lo * NR, cols = std::min(nb, q_hi * NR) - col0;
-        (p.out_dtype == Dtype::bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(c32 + m_lo * c32_ld + col0, c32_ld, m_hi - m_lo, cols,
-                     static_cast<uint16_t*>(p.c) + m_lo * p.ldc + jc + col0, p.ldc);
+        store_of(ks, p.out_dtype)(c32 + m_lo * c32_ld + col0, c32_ld, m_hi - m_lo, cols,
+                                  static_cast<uint16_t*>(p.c) + m_lo * p.ldc + jc + col0, p.ldc);
       }
     }
   };

@@ -34,12 +34,14 @@ void l1_home_unpacked_limits(const CacheLevel& l1, int mr, int nr, int elem_byte
     stride_lines *= 2;
   }
   b.aliased_row_bytes = stride_lines * 2 * l1.line_bytes;
-  const bool grouped = microarch().split_loads_costly && int64_t(nr) * elem_bytes == l1.line_bytes;
+  const bool grouped = elem_bytes == int(sizeof(float)) && few_rows_packs_b_groups(nr);
   b.unpacked_rows = std::min(b.unpacked_rows, round_down(grouped ? kL1HomeGroupedRows : kL1HomeUnpackedRows, mr));
   b.unpacked_aliased_rows = std::min(b.unpacked_rows, kL1HomeAliasedRows);
 }
 
 }  // namespace
+
+bool few_rows_packs_b_groups(int nr) { return microarch().split_loads_costly && nr * int(sizeof(float)) == 64; }
 
 Blocking analytical_blocking(const CpuInfo& cpu, int mr, int nr, int elem_bytes, MicroPanelHome home) {
   const CacheLevel& l1 = cpu.l1d;

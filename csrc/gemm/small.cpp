@@ -273,7 +273,7 @@ constexpr int64_t kAlignedInPlaceRows = 32;
 }  // namespace
 
 int64_t b_group_rows(const KernelSet& tile) {
-  return microarch().split_loads_costly && tile.nr * int64_t(sizeof(float)) == 64 ? kCopyTiles * tile.mr : 0;
+  return few_rows_packs_b_groups(tile.nr) ? kCopyTiles * tile.mr : 0;
 }
 
 namespace {

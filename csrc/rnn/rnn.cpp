@@ -172,7 +172,7 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
   if (!lstm) return;
   const float* c_last = save != nullptr ? save->state + (T - 1) * B * H : state;
   if (f16 || bf16) {
-    (bf16 ? ks.gemm.store_bf16 : ks.gemm.store_f16)(c_last, H, B, H, static_cast<uint16_t*>(p.c_n), H);
+    store_of(ks, p.dtype)(c_last, H, B, H, static_cast<uint16_t*>(p.c_n), H);
   } else {
     std::memcpy(p.c_n, c_last, sizeof(float) * B * H);
   }

@@ -50,6 +50,10 @@ struct Blocking {
   int64_t implicit_mc = 0;
 };
 
+// Whether the few-rows path packs fp32 B four micro-panels at a time on a register tile NR floats wide
+// (small.cpp, b_group_rows): where split loads cost (microarch.cpp) and a micro-panel row is one 64-byte line.
+bool few_rows_packs_b_groups(int nr);
+
 // Low, Igual, Smith, Quintana-Orti, "Analytical modeling is enough for high-performance BLIS" (TOMS 2016):
 // kc from the L2 the B micro-panel may take (see MicroPanelHome; the L1 placement's depth for the few-rows
 // path and the implicit GEMMs of an L1-fed tile), mc from L2 ways, nc from L3 ways. elem_bytes is the packed size.

@@ -69,6 +69,13 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype);
 // kept). The set must have the bf16 packers (AVX-512's and AVX2's). bf16_on_fp32 says it for one product
 // (blocked.cpp: fewer rows keep the bf16 kernels).
 bool bf16_on_fp32_units(const KernelSet& ks);
+// A kernel set's conversions of a 16-bit dtype (fp16, bf16) to fp32 and back; nullptr for fp32.
+inline WidenF16 widen_of(const KernelSet& ks, Dtype dtype) {
+  return dtype == Dtype::bf16 ? ks.gemm.widen_bf16 : dtype == Dtype::f16 ? ks.gemm.widen_f16 : nullptr;
+}
+inline StoreF16 store_of(const KernelSet& ks, Dtype dtype) {
+  return dtype == Dtype::bf16 ? ks.gemm.store_bf16 : dtype == Dtype::f16 ? ks.gemm.store_f16 : nullptr;
+}
 // The fewest rows of A (a thread's) from which the few-rows path packs fp32 B four micro-panels at a time on
 // register tile `tile` instead of reading it in place (0: never; small.cpp, kPackGroup).
 int64_t b_group_rows(const KernelSet& tile);
