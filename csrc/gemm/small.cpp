@@ -252,7 +252,7 @@ constexpr int64_t kStreamKc = 64;
 // Up to this many tiles of rows per thread take the cache model's few_tiles_kc (blocking.cpp).
 constexpr int64_t kFewTiles = 3;
 // A tile whose micro-panel rows are one cache line (AVX2's 6x16) packs B kPackGroup micro-panels at a time
-// where a thread has at least kCopyTiles tiles of rows, on CPUs whose split loads cost (microarch.cpp: Zen 4,
+// where a thread has at least kCopyTiles tiles of rows, on CPUs whose split loads cost (microarch.cpp: Zen 3-4,
 // Intel), a row's kPackGroup * NR floats read as one run and the rows kPackAhead groups on prefetched. Read
 // in place, a B whose rows are 4 KiB-multiples apart kept none of a panel in L1 between its row tiles (every
 // row in one set), and a misaligned B packed a panel at a time fetched each row's shared line twice. A C++
@@ -301,7 +301,7 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   const int64_t kc = std::min(p.k, !blk.kc_from_model ? blk.kc : std::max<int64_t>(8, model_kc));
   const int64_t nc = std::max(NR, std::min(round_up(blk.nc, NR), round_up(p.n, NR)));
   const int64_t prefetch_ahead = kPrefetchPanels * NR;
-  // On Intel CPUs and Zen 4 (microarch.cpp [Z2]: 0.73-0.86 of the time at 48^3-112^3) a B whose rows do
+  // On Intel CPUs, Zen 3 and Zen 4 ([Z2], [Z3]: 0.64-0.86 of the time at 48^3-112^3) a B whose rows do
   // not start on a cache line is packed a micro-panel at a time (as the panel past B's end is) when a thread
   // has at least kCopyTiles tiles of rows to read it: the rows kernel's unaligned loads split lines there,
   // and the aligning head panel (below) adds a narrow panel to every few. On the 2-vCPU Xeon EMR, one

@@ -42,6 +42,13 @@
 //       path's prefetchnta against prefetcht0 (the Emerald Rapids row's choices, loaded beside this row's):
 //       4096x16x1024 0.98, 7680x2x2560 0.91, 1024x16x1024 1.02 (one core, 7 rounds), so nta stays. The
 //       AVX-512 kernel's choices (packed_ahead_steps, f32_a_in_place_max_k) are Zen 5's: not measured there.
+//  [Z3] Zen 3 (2-vCPU EPYC, family 0x19 model 0x01, AVX2: the 6x16 tile; L2 512 KiB), 2026-11-29, one build
+//       with each row (benchmarks/ab_builds.py --old installed --new-env OPBENCH_MICROARCH="Zen 4"), 5
+//       rounds: with B 16 bytes past a line, Zen 4's split-load choice (B packed per micro-panel, or four
+//       at a time on few rows) took 0.75 / 0.64 of the time at 96^3 (one core / two), 0.76 on two at 128^3,
+//       0.77-0.81 at 32x1024x1024 and 32x4096x4096, 0.84 on two at 128x1000x2048, 0.87-0.91 at
+//       64x4096x1024; 64^3-256^3 otherwise 0.89-1.04 (192^3 1.04 / 1.11, quartiles from 0.97); with B on a
+//       line 0.76-0.85 at 32x1024x1024, 0.95-0.97 at 64x4096x1024, 160x1024x1024 1.03-1.04, the rest level.
 #include "opbench/microarch.hpp"
 
 #include <algorithm>
@@ -63,15 +70,15 @@ constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from
           from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps, from.f32_a_in_place_max_k,
           from.bf16_on_fp32_units};
 }
-constexpr MicroArchChoices kZen3 = taking("Zen 3", kZen5);
-// Zen 4 measured its own split-load choice ([Z2]) and takes Zen 5's for the rest.
-constexpr MicroArchChoices zen4_row() {
-  MicroArchChoices row = taking("Zen 4", kZen5);
-  row.measured = "Zen 4";
+// Zen 4 ([Z2]) and Zen 3 ([Z3]) measured their own split-load choice and take Zen 5's for the rest.
+constexpr MicroArchChoices with_split_loads_costly(const char* name) {
+  MicroArchChoices row = taking(name, kZen5);
+  row.measured = name;
   row.split_loads_costly = true;
   return row;
 }
-constexpr MicroArchChoices kZen4 = zen4_row();
+constexpr MicroArchChoices kZen4 = with_split_loads_costly("Zen 4");
+constexpr MicroArchChoices kZen3 = with_split_loads_costly("Zen 3");
 constexpr MicroArchChoices kZen2 = taking("Zen 2", kZen5);
 constexpr MicroArchChoices kOtherAmd = taking("AMD (no row)", kZen5);
 constexpr MicroArchChoices kSapphire = taking("Sapphire Rapids", kEmerald);
