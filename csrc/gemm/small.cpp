@@ -101,10 +101,11 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
 // of L2): B is read once, in place and row after row, never packed, and the M rows of C, a column block of
 // at most kStreamFloats / M floats each per thread, stay in L1 (in L2 past 8 rows or with B past half of L3:
 // stream_block) while every row of B adds into them (thin::kStreamGroup rows at a time, each vector of B
-// loaded once per 8 rows of A). Threads split the columns in blocks of 16. B's rows are read as long runs,
-// one prefetch stream per row of the group; the unpacked-B loops read 32-column pieces of 64 rows at a time,
-// which drew 17 GB/s of B on one Zen 5 core at 2x4096x4096, where the rows draw 33-37. B^T (trans_b) at M = 1 is the N = 1 case transposed: C^T = B^T
-// a^T, dot products over B^T's rows on the thin path.
+// loaded once per 8 rows of A). Threads split the columns in blocks of 16 (a GEMV: B's rows, splits_k).
+// B's rows are read as long runs, one prefetch stream per row of the group; the unpacked-B loops read
+// 32-column pieces of 64 rows at a time, which drew 17 GB/s of B on one Zen 5 core at 2x4096x4096, where
+// the rows draw 33-37. B^T (trans_b) at M = 1 is the N = 1 case transposed: C^T = B^T a^T, dot products
+// over B^T's rows on the thin path.
 // B's size in bytes.
 int64_t b_bytes(const GemmProblem& p) { return p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4); }
 
@@ -217,12 +218,48 @@ void rows_range(const KernelSet& ks, const GemmProblem& p, int64_t k_lo, int64_t
   }
 }
 
+// A GEMV (M = 1) on several threads splits B's rows (K) among them, each reading one run of whole rows, and
+// sums the threads' rows of C after, where each thread gets at least kSplitKRows rows of B and K is at least
+// a thread's share of the columns; it split the columns before, each thread reading its share of every row.
+// Zen 3 guest, two cores, builds interleaved (benchmarks/ab_builds.py, 7 rounds), new / old time:
+// 1x4096x4096 0.93, 1x8192x8192 0.92, 1x5000x5000 0.85, 1x2048x16384 0.79, 1x1000x2048 0.76, 1x1024x1024
+// 0.83, 1x512x512 0.81, 1x256x4096 0.65; split where K is less than N / threads: 1x16384x2048 1.02,
+// 1x4096x256 1.15, so those keep the columns split.
+constexpr int64_t kSplitKRows = 64;
+bool splits_k(const GemmProblem& p, int threads) {
+  return p.m == 1 && threads > 1 && p.out_dtype != Dtype::f16 && p.k >= kSplitKRows * threads &&
+         p.k * threads >= p.n;
+}
+
 void gemm_rows(const KernelSet& ks, const GemmProblem& p, int threads) {
   static thread_local AlignedBuffer out_buffer;
   const bool f16_out = p.out_dtype == Dtype::f16;  // then summed in fp32 first, rounded once
   float* out = f16_out ? static_cast<float*>(out_buffer.reserve(static_cast<size_t>(p.m * p.n) * sizeof(float)))
                        : static_cast<float*>(p.c);
   const int64_t ldo = f16_out ? p.n : p.ldc;  // (accumulate is fp32 output only)
+  if (splits_k(p, threads)) {
+    // each thread's share of B's rows into its own row of sums (the first thread's into C), then each
+    // thread adds the others' rows into its share of C's columns
+    static thread_local AlignedBuffer part_buffer;
+    float* part = static_cast<float*>(part_buffer.reserve(static_cast<size_t>((threads - 1) * p.n) * sizeof(float)));
+    SpinBarrier summed(threads);
+    ThreadPool::instance().run(threads, [&](int tid) {
+      int64_t lo, hi;
+      split::share_steps(p.k, kRowGroup, threads, tid, lo, hi);
+      if (tid == 0) {
+        rows_range(ks, p, lo, hi, 0, p.n, out, ldo, p.accumulate);
+      } else {
+        rows_range(ks, p, lo, hi, 0, p.n, part + (tid - 1) * p.n, p.n, false);
+      }
+      summed.wait();
+      split::share_steps(p.n, 16, threads, tid, lo, hi);
+      for (int t = 1; t < threads; ++t) {
+        const float* src = part + (t - 1) * p.n;
+        for (int64_t j = lo; j < hi; ++j) out[j] += src[j];
+      }
+    });
+    return;
+  }
   const int64_t chunks = ceil_div(p.n, 16);
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
   ThreadPool::instance().run(threads, [&](int tid) {
