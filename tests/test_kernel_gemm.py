@@ -37,8 +37,17 @@ ROUND_SHAPES = [(64, 64, 64), (128, 256, 512), (256, 32, 128)]
 # of 8 or 4, K in vectors plus a tail) and the narrow register tile (when it pads N less than the main one).
 PATH_SHAPES = [(97, 2, 33), (300, 4, 517), (1000, 3, 64), (61, 16, 45), (129, 48, 70), (40, 5, 300)]
 # M = 1 (a GEMV streaming B unpacked): K in groups of 8 rows plus a short group, N in column blocks of 2048
-# split between threads in steps of 16.
-ROW_SHAPES = [(1, 2, 3), (1, 5000, 31), (1, 67, 4099), (1, 4096, 9), (1, 17, 8), (1, 2049, 16), (1, 2053, 331)]
+# split between threads in steps of 16; on 2-5 threads B's rows split between them where K >= 64 x threads
+# and K x threads >= N (small.cpp, splits_k: 1x67x4099 and 1x523x331).
+ROW_SHAPES = [
+    (1, 2, 3),
+    (1, 5000, 31),
+    (1, 67, 4099),
+    (1, 4096, 9),
+    (1, 17, 8),
+    (1, 2049, 16),
+    (1, 523, 331),
+]
 
 
 def inputs_for(m: int, n: int, k: int, dtype: str, seed: int = 1) -> dict[str, np.ndarray]:
