@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from conftest import import_or_skip, run_cli
+from conftest import import_or_skip, run_cli, run_clis
 
 from opbench import secrets
 
@@ -66,10 +66,13 @@ def test_nothing_opbench_prints_or_writes_holds_the_password(postgres_server: An
     runs = [
         run_cli([*tune, *quick, "--storage", url]),
         run_cli([*tune, *quick, f"--storage={url}"]),  # resumes the same study
-        run_cli(["studies", "--storage", url]),
-        run_cli([*tune, "--show", "--storage", url]),
-        run_cli(["report", "--study", "s1", "--storage", url, "--out", str(tmp_path / "report")]),
     ]
+    reading = {  # read the finished study: independent of each other, so run side by side
+        "studies": ["studies", "--storage", url],
+        "show": [*tune, "--show", "--storage", url],
+        "report": ["report", "--study", "s1", "--storage", url, "--out", str(tmp_path / "report")],
+    }
+    runs += run_clis(reading).values()
     for proc in runs:
         assert proc.returncode == 0, proc.stderr
         assert not _leaks(proc.stdout + proc.stderr), proc.stdout + proc.stderr
@@ -87,14 +90,24 @@ def test_nothing_opbench_prints_or_writes_holds_the_password(postgres_server: An
 
     # A wrong password, in each spelling a user might try: one line, exit 2, neither password shown.
     host = f"127.0.0.1:{postgres_server.port}/tunerdb"
-    for bad in (
+    bads = (
         f"postgresql://tuner:{quote(WRONG, safe='')}@{host}",
         f"postgresql://tuner:{WRONG}@{host}",  # '@' and '%' unescaped: not even a valid URL
         f"postgresql://tuner@{host}?password={quote(WRONG, safe='')}",
-    ):
-        for args in ([*tune, *quick, "--storage", bad], ["studies", "--storage", bad]):
-            proc = run_cli(args)
-            out = proc.stdout + proc.stderr
-            assert proc.returncode == 2, out
-            assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in out, out
-            assert not _leaks(out, WRONG) and not _leaks(out), out
+    )
+    refused = run_clis(
+        {
+            f"{command} {i}": args
+            for i, bad in enumerate(bads)
+            for command, args in (
+                ("tune", [*tune, *quick, "--storage", bad]),
+                ("studies", ["studies", "--storage", bad]),
+            )
+        }
+    )
+    assert len(refused) == 2 * len(bads)
+    for proc in refused.values():
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2, out
+        assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in out, out
+        assert not _leaks(out, WRONG) and not _leaks(out), out
