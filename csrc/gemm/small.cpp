@@ -582,10 +582,11 @@ int64_t small_workspace_floats(const KernelSet& ks, const GemmProblem& p, const 
   const int64_t thin =
       p.n <= thin::max_n(ks.thin_lanes) ? add(thin::packed_floats(ks.thin_lanes, p.n, p.k), mul(p.m, p.n, "C"), "thin path") : 0;
   // The rows path: each thread's fp16 B rows widened (kRowGroup x its block) and its accumulators; fp16 C
-  // is summed in an M x N fp32 buffer.
+  // is summed in an M x N fp32 buffer, and a GEMV split by B's rows sums threads - 1 rows of its own.
+  const int64_t sums = splits_k(p, threads) ? mul(threads - 1, p.n, "GEMV sums") : mul(p.m, p.n, "C");
   const int64_t row = p.m <= thin::kMaxStreamM
                           ? add(mul(mul(kRowGroup + p.m, stream_block(p.m, b_bytes(p)), "row blocks"), threads, "row blocks"),
-                                mul(p.m, p.n, "C"), "row blocks")
+                                sums, "row blocks")
                           : 0;
   int64_t unpacked = 0;
   if (p.m <= blk.small_m) {
