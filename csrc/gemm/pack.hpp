@@ -414,7 +414,8 @@ void copy_run(const float* src, float* dst, int n) {
 #endif
 }
 
-// Every second float of a run (stride 2, e.g. a strided convolution): two loads and one permute per 16.
+// Every second float of a run (stride 2, e.g. a strided convolution): two loads and one permute per 16 on
+// AVX-512, two loads, a shuffle and a permute per 8 on AVX2.
 template <class Cvt>
 void copy_run_step2(const float* src, float* dst, int n) {
   int i = 0;
@@ -423,6 +424,17 @@ void copy_run_step2(const float* src, float* dst, int n) {
   for (; i + 16 <= n; i += 16) {
     const __m512 lo = _mm512_loadu_ps(src + 2 * i), hi = _mm512_loadu_ps(src + 2 * i + 16);
     _mm512_storeu_ps(dst + i, _mm512_permutex2var_ps(lo, even, hi));
+  }
+#elif defined(__AVX2__)
+  // Eight at a time from floats 0..14 of src + 2i (no read past the last float used): the even floats of the
+  // first load and the odd ones of the second (loaded one float later), per 128-bit lane, then the lanes'
+  // halves put in order. Element by element the stride-2 gather of the columns way cost about an eighth of the
+  // FMA time of a 3x3 at stride 2 with 128 output channels (a load and a store per float against 128 FMA lanes).
+  for (; i + 8 <= n; i += 8) {
+    const __m256 lo = _mm256_loadu_ps(src + 2 * i), hi = _mm256_loadu_ps(src + 2 * i + 7);
+    const __m256 mixed = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 2, 0));  // s0 s2 s8 s10 | s4 s6 s12 s14
+    const __m256d pairs = _mm256_permute4x64_pd(_mm256_castps_pd(mixed), _MM_SHUFFLE(3, 1, 2, 0));
+    _mm256_storeu_ps(dst + i, _mm256_castpd_ps(pairs));
   }
 #endif
   for (; i < n; ++i) dst[i] = src[2 * i];
