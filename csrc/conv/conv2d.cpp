@@ -15,7 +15,8 @@
 //     for q in NR-column micro-panels       B micro-panel: rows in place, or gathered into L1
 //       for r in MR-row micro-panels        A micro-panel from the W block packed once (L2)
 //         ukernel(kc, A[r], B[q], C[r, q], accumulate = pc > 0)
-//   then the valid columns of the C block go to Y (rounded to fp16 for fp16 output).
+//   then the valid columns of the C block go to Y (rounded to fp16 for fp16 output). Gathered fp32, whose
+//   columns are Y's own pixels, accumulates its tiles in Y instead, with no C block and no copy.
 #include <algorithm>
 #include <cstring>
 #include <iterator>
@@ -545,11 +546,15 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
   const int t = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
   const int64_t panels = ceil_div(nc, NR);
   const int64_t elem = f16 || bf16 ? 2 : 4;
+  // Gathered fp32: the GEMM's columns are Y's pixels (row_w = Q), so the tiles are accumulated in Y itself
+  // and nothing is copied out. (In place, the columns run over the padded width; fp16 and bf16 are rounded
+  // from an fp32 block.)
+  const bool direct = !cols.in_place && p.dtype == Dtype::f32;
   ThreadPool::instance().run(t, [&](int tid) {
     // Per-thread scratch, reused across calls: the unit's fp32 C block and, when gathering, one B
     // micro-panel and the runs of the unit's micro-panels.
     static thread_local AlignedBuffer c_buffer, b_buffer, run_buffer;
-    auto* c = static_cast<float*>(c_buffer.reserve(static_cast<size_t>(mc * nc) * sizeof(float)));
+    auto* c = direct ? nullptr : static_cast<float*>(c_buffer.reserve(static_cast<size_t>(mc * nc) * sizeof(float)));
     float* bp = nullptr;
     GatherRun* runs = nullptr;
     std::vector<int> run_count;
@@ -571,12 +576,16 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
         }
       }
       // Tiles are computed NR columns wide into the C block (nc columns): the copy-out keeps real pixels.
+      // Directly in Y, a tile covers only the unit's columns.
+      float* y_unit = direct ? static_cast<float*>(p.y) + (img * p.k + g * kg + m0) * PQ + j0 : nullptr;
+      const int64_t ldc = direct ? PQ : nc;
       for (int64_t pc = 0; pc < crs; pc += kc) {
         const int64_t kb = std::min(kc, crs - pc);
         const float* a_block = a_packed + g * a_group + a_rows * pc + m0 * kb;
         const int64_t* offs = row_off.data() + pc;
         for (int64_t q = 0; q < q_count; ++q) {
-          float* c_col = c + q * NR;
+          float* c_col = (direct ? y_unit : c) + q * NR;
+          const int n = direct ? static_cast<int>(std::min(NR, nb - q * NR)) : static_cast<int>(NR);
           if (cols.in_place) {
             const float* b = base + j0 + q * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
@@ -587,12 +596,14 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
             ks.conv.pack_b_gather(kb, base, offs, runs + q * (NR + 1), run_count[static_cast<size_t>(q)], bp);
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int rows = static_cast<int>(std::min(MR, mb - r * MR));
-              ks.gemm.ukernel(kb, a_block + r * MR * kb, bp, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
+              ks.gemm.ukernel(kb, a_block + r * MR * kb, bp, c_col + r * MR * ldc, ldc, pc > 0, rows, n);
             }
           }
         }
       }
-      copy_out(ks, p, cols, c, nc, mb, j0, nb, static_cast<char*>(p.y) + (img * p.k + g * kg + m0) * PQ * elem);
+      if (!direct) {
+        copy_out(ks, p, cols, c, nc, mb, j0, nb, static_cast<char*>(p.y) + (img * p.k + g * kg + m0) * PQ * elem);
+      }
     }
   });
 }
