@@ -36,6 +36,7 @@
 #include "opbench/conv.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
+#include "opbench/microarch.hpp"
 #include "opbench/thread_pool.hpp"
 #include "depthwise_phases.hpp"
 #include "padded.hpp"
@@ -410,9 +411,10 @@ bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   // 96 -> 128 ch 1.00. A cost of 150 picks the faster side in all of them.
   const double kGatherCost = rows_gather_cost(ks);
   // The columns' strided gather (B's micro-panels, reused by all kg rows up to kGatherReuse) costs about as
-  // much on either tile. With the AVX2 tile's 150 the 3x3 stride-2 convs took the rows at 0.72-0.83 of the
-  // columns' speed (2 Zen 4 cores, batch 8, 56x56 128 ch and 28x28 256 ch: 76 / 106 and 100 / 121 GFLOPS).
-  constexpr double kColumnsGatherCost = 20.0;
+  // much on either tile: the micro-architecture table's strided_gather_cost (microarch.cpp [Z4]; 20 fitted
+  // where the AVX2 tile's 150 took the 3x3 stride-2 convs as rows at 0.72-0.83 of the columns' speed, 2
+  // Zen 4 cores, batch 8, 56x56 128 ch and 28x28 256 ch: 76 / 106 and 100 / 121 GFLOPS).
+  const double kColumnsGatherCost = microarch().strided_gather_cost;
   const bool strided = p.stride_h != 1 || p.stride_w != 1;
   // Skipped padding taps (padding_skip_share) raise the rows' useful share: 28x28 128 -> 128 channels at
   // batch 4 had measured rows / columns 464 / 455 GFLOPS on 2 Zen 5 cores before the skip, and its top and

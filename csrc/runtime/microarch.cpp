@@ -49,6 +49,14 @@
 //       0.77-0.81 at 32x1024x1024 and 32x4096x4096, 0.84 on two at 128x1000x2048, 0.87-0.91 at
 //       64x4096x1024; 64^3-256^3 otherwise 0.89-1.04 (192^3 1.04 / 1.11, quartiles from 0.97); with B on a
 //       line 0.76-0.85 at 32x1024x1024, 0.95-0.97 at 64x4096x1024, 160x1024x1024 1.03-1.04, the rest level.
+//  [Z4] strided_gather_cost: 20 was fitted on two Zen 4 cores (the AVX2 tile, 3x3 stride-2 convs at batch 8
+//       from 56x56 128 ch and 28x28 256 ch, rows at 0.72-0.83 of the columns' speed; conv2d_pixels.cpp) and
+//       is every other row's. The Zen 3 guest above, 2026-11-29, after the stride-2 gather went vector on
+//       AVX2 and gathered fp32 tiles went straight to Y: the 7x7 stride-2 stem at batch 8 ran as columns at
+//       1.05-1.21x the speed of rows in place on one core and 1.12-1.24x on two (forced ways interleaved in
+//       one process), where the model (the rows' straddling calls against a cost of 20 per gathered element)
+//       kept the rows; at 4 the stem takes the columns and the other rows of Zen 3 in
+//       tuning/choices/conv_paths.json keep their ways. Zen 4 was not measured after those two changes.
 #include "opbench/microarch.hpp"
 
 #include <algorithm>
@@ -59,16 +67,16 @@ namespace opbench {
 
 namespace {
 
-constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false};  // [Z1]
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false, 20.0};  // [Z1, Z4]
 constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20, 16,
-                                    1024, true};  // [E1-E8]
+                                    1024, true, 20.0};  // [E1-E8, Z4]
 
 // Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
 // Intel cores (not measured there).
 constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
   return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows,
           from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps, from.f32_a_in_place_max_k,
-          from.bf16_on_fp32_units};
+          from.bf16_on_fp32_units, from.strided_gather_cost};
 }
 // Zen 4 ([Z2]) and Zen 3 ([Z3]) measured their own split-load choice and take Zen 5's for the rest.
 constexpr MicroArchChoices with_split_loads_costly(const char* name) {
@@ -78,7 +86,12 @@ constexpr MicroArchChoices with_split_loads_costly(const char* name) {
   return row;
 }
 constexpr MicroArchChoices kZen4 = with_split_loads_costly("Zen 4");
-constexpr MicroArchChoices kZen3 = with_split_loads_costly("Zen 3");
+constexpr MicroArchChoices zen3() {
+  MicroArchChoices row = with_split_loads_costly("Zen 3");
+  row.strided_gather_cost = 4.0;  // [Z4]
+  return row;
+}
+constexpr MicroArchChoices kZen3 = zen3();
 constexpr MicroArchChoices kZen2 = taking("Zen 2", kZen5);
 constexpr MicroArchChoices kOtherAmd = taking("AMD (no row)", kZen5);
 constexpr MicroArchChoices kSapphire = taking("Sapphire Rapids", kEmerald);

@@ -39,6 +39,10 @@ struct MicroArchChoices {
   // instead of the AVX512-BF16 dot-product kernel, where this core's vdpbf16ps gives fewer FLOPs than its
   // fp32 FMAs (blocked.cpp's bf16_on_fp32_units). AMX kernels, where they run, are kept.
   bool bf16_on_fp32_units;
+  // What gathering one element of a strided conv's B micro-panel costs the columns way, in FMA lanes (the
+  // panel serves up to 96 of the kernel's rows), against the rows way's calls for micro-panels that straddle
+  // output rows: conv2d_pixels.cpp's conv_pixels_as_rows.
+  double strided_gather_cost;
 };
 
 // The row of a CPU (its vendor, family and model), or the row $OPBENCH_MICROARCH names (microarch.cpp).
