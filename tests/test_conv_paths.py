@@ -422,6 +422,41 @@ def astray(table: dict[str, Any], ways: dict[tuple[int, int], str]) -> tuple[lis
     return misplaced, checked
 
 
+@pytest.mark.skipif("avx2" not in ISAS, reason="the quiet kernel is the AVX2 tile's")
+@pytest.mark.parametrize("row", ["Zen 3", "Zen 4"])
+def test_columns_in_place_with_and_without_the_rows_prefetch_match_float64(row: str) -> None:
+    """conv2d's columns read in place run ukernel_rows or, on the rows of the micro-architecture table whose
+    rows_of_b_prefetch is off (Zen 3: microarch.cpp [Z5]), the AVX2 kernel's ukernel_rows_quiet: both, on
+    any AVX2 CPU ($OPBENCH_MICROARCH in a process of its own), on the odd stride-1 cases, 1-3 threads and a
+    K block of 5 (several calls per tile, the last one short), against float64."""
+    script = """
+import sys
+from opbench import kernels
+from opbench.ops import conv
+from opbench.tiles import Tiles
+sys.path.insert(0, TESTS)
+from test_kernel_conv import CASES, PIXEL_CASES, shape_of
+assert kernels.default_tiles("avx2")["microarch"] == ROW
+runs = 0
+for case in CASES + PIXEL_CASES:
+    shape = shape_of(case)
+    if (shape.stride_h, shape.stride_w) != (1, 1) or shape.groups == shape.c:
+        continue
+    inp = conv.make_inputs(shape, "fp32", seed=7)
+    for threads, tiles in ((1, {}), (3, {}), (2, {"tile_k": 5})):
+        plan = conv.plan(shape, inp, Tiles.of({**tiles, "conv_path": "columns_in_place"}, threads, "avx2"))
+        result = conv.check(shape, plan.output(), inp, conv.reference(shape, inp), "fp32", "fp32")
+        assert result["ok"], (case, threads, tiles, result)
+        runs += 1
+assert runs >= 40, runs
+print(runs)
+""".replace("ROW", repr(row)).replace("TESTS", repr(str(Path(__file__).resolve().parent)))
+    env = {**os.environ, "OPBENCH_MICROARCH": row}
+    argv = [sys.executable, "-c", script]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 @pytest.mark.skipif("avx2" not in ISAS, reason="the choice is measured for the AVX2 6x16 tile")
 def test_the_avx2_tile_takes_the_im2col_gemm_only_where_the_columns_waste_a_fifth() -> None:
     """conv2d_im2col.cpp's rule: fp32 stride-1 convs whose columns path wastes a fifth more of its tiles'

@@ -28,6 +28,7 @@
 #include "opbench/aligned.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/conv.hpp"
+#include "opbench/microarch.hpp"
 #include "opbench/gemm.hpp"
 #include "opbench/isa.hpp"
 #include "opbench/thread_pool.hpp"
@@ -550,6 +551,10 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
   // and nothing is copied out. (In place, the columns run over the padded width; fp16 and bf16 are rounded
   // from an fp32 block.)
   const bool direct = !cols.in_place && p.dtype == Dtype::f32;
+  // B's rows in place, with or without the next panel's rows fetched (microarch.hpp, rows_of_b_prefetch)
+  const UkernelRowsF32 rows_kernel = microarch().rows_of_b_prefetch || ks.conv.ukernel_rows_quiet == nullptr
+                                         ? ks.conv.ukernel_rows
+                                         : ks.conv.ukernel_rows_quiet;
   ThreadPool::instance().run(t, [&](int tid) {
     // Per-thread scratch, reused across calls: the unit's fp32 C block and, when gathering, one B
     // micro-panel and the runs of the unit's micro-panels.
@@ -590,7 +595,7 @@ void conv2d(const KernelSet& ks_main, const ConvProblem& p, const ConvPlan& plan
             const float* b = base + j0 + q * NR;
             for (int64_t r = 0; r * MR < mb; ++r) {
               const int rows = static_cast<int>(std::min(MR, mb - r * MR));
-              ks.conv.ukernel_rows(kb, a_block + r * MR * kb, b, offs, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
+              rows_kernel(kb, a_block + r * MR * kb, b, offs, c_col + r * MR * nc, nc, pc > 0, rows, int(NR));
             }
           } else {
             ks.conv.pack_b_gather(kb, base, offs, runs + q * (NR + 1), run_count[static_cast<size_t>(q)], bp);

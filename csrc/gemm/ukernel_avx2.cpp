@@ -63,13 +63,14 @@ void ukernel_body(int64_t kc, const float* __restrict ap, const float* __restric
   }
   auto step = [&](int64_t p) __attribute__((always_inline)) {
     __m256 bv[NV];
-    constexpr bool kRows = kSrc == edges::kRowsOfB;
+    constexpr bool kRows = kSrc == edges::kRowsOfB || kSrc == edges::kRowsOfBQuiet;
     const float* row = kRows ? b + b_off[p] : b + p * NV * 8;
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = kRows ? _mm256_loadu_ps(row + j * 8) : _mm256_load_ps(row + j * 8);
-    if (kRows) {
+    if (kSrc == edges::kRowsOfB) {
       // In place, B's rows are scattered over the image, beyond the reach of the hardware prefetchers: fetch
-      // the next micro-panel's part of this row (the caller's next tile) while this one is multiplied.
+      // the next micro-panel's part of this row (the caller's next tile) while this one is multiplied. (Not
+      // where the micro-architecture table's rows_of_b_prefetch says it costs more: kRowsOfBQuiet.)
       _mm_prefetch(reinterpret_cast<const char*>(row + NV * 8), _MM_HINT_T0);
     }
     const float* arow = kSrc == edges::kRowsOfA ? ap + b_off[p] : ap;
@@ -128,10 +129,16 @@ constexpr KernelSet kAvx2Narrow = with_bf16_widened<kMR, kNarrowNR, Cvt>(
     make_kernel_set<kMR, kNarrowNR, Cvt, 8>("avx2", "AVX2+FMA 6x8 fp32 (narrow tile for few columns)", UN::packed,
                                             UN::rows, UN::a_rows, MicroPanelHome::l1),
     "AVX2+FMA 6x8 fp32, bf16 widened to fp32 in packing (narrow tile)");
-constexpr KernelSet kAvx2 = with_bf16_widened<kMR, kNR, Cvt>(
-    make_kernel_set<kMR, kNR, Cvt, 8>("avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", U::packed,
-                                      U::rows, U::a_rows, MicroPanelHome::l1, &kAvx2Narrow),
-    "AVX2+FMA 6x16 fp32, bf16 widened to fp32 in packing");
+constexpr KernelSet with_quiet_rows(KernelSet ks, UkernelRowsF32 quiet) {
+  ks.conv.ukernel_rows_quiet = quiet;
+  return ks;
+}
+constexpr KernelSet kAvx2 = with_quiet_rows(
+    with_bf16_widened<kMR, kNR, Cvt>(
+        make_kernel_set<kMR, kNR, Cvt, 8>("avx2", "AVX2+FMA 6x16 fp32 (fp16 widened by F16C in packing)", U::packed,
+                                          U::rows, U::a_rows, MicroPanelHome::l1, &kAvx2Narrow),
+        "AVX2+FMA 6x16 fp32, bf16 widened to fp32 in packing"),
+    U::rows_quiet);
 
 }  // namespace
 

@@ -17,7 +17,9 @@ namespace edges {
 // past row m - 1).
 // kMatrixAPackB: row-major A in place as kMatrixA, and B's rows read in place (row p at b + p * ldb, all NR
 // floats) and written to a packed micro-panel as the kernel goes; b_off points at a PackingB.
-enum Source : int { kPacked = 0, kRowsOfB = 1, kRowsOfA = 2, kMatrixA = 3, kMatrixAPackB = 4 };
+// kRowsOfBQuiet: as kRowsOfB, without asking for the next micro-panel's part of each row (kernels that
+// have both; the micro-architecture table's rows_of_b_prefetch picks one for conv2d.cpp).
+enum Source : int { kPacked = 0, kRowsOfB = 1, kRowsOfA = 2, kMatrixA = 3, kMatrixAPackB = 4, kRowsOfBQuiet = 5 };
 
 // kMatrixAPackB's operands: A's leading dimension first (where kMatrixA's b_off[0] has it), then B's, and
 // the micro-panel B is packed into (kc x NR, 64-byte aligned).
@@ -88,6 +90,10 @@ struct Ukernels {
   static void rows(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
                    bool accumulate, int m, int n) {
     any_rows<Body, MR, NV, kRowsOfB>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
+  }
+  static void rows_quiet(int64_t kc, const float* ap, const float* b, const int64_t* b_off, float* c, int64_t ldc,
+                         bool accumulate, int m, int n) {
+    any_rows<Body, MR, NV, kRowsOfBQuiet>(kc, ap, b, b_off, c, ldc, accumulate, m, n);
   }
   static void a_rows(int64_t kc, const float* a, const int64_t* a_off, const float* bp, float* c, int64_t ldc,
                      bool accumulate, int m, int n) {

@@ -57,6 +57,14 @@
 //       one process), where the model (the rows' straddling calls against a cost of 20 per gathered element)
 //       kept the rows; at 4 the stem takes the columns and the other rows of Zen 3 in
 //       tuning/choices/conv_paths.json keep their ways. Zen 4 was not measured after those two changes.
+//  [Z5] rows_of_b_prefetch: the AVX2 kernel's fetch of the next micro-panel's part of B's rows read in place
+//       came from the AVX-512 kernel (13.5 -> 11.5 ms for the 3x3 64->64 56x56 batch-8 conv on one Zen 5
+//       core, csrc/gemm/README.md) and is every other row's. The Zen 3 guest above, 2026-11-29, builds with
+//       and without it interleaved in one process (benchmarks/ab_builds.py and forced columns_in_place, 7-9
+//       rounds, five passes in all), without / with time, 3x3 padding-1 convs at batch 8: 56x56 64 ch
+//       0.94-0.99 on one core, 0.93-1.00 on two; 28x28 128 ch 0.94-1.02, 0.98-1.01; 14x14 256 ch 0.93-1.04,
+//       0.93-1.00 (medians over the passes 0.97 and 0.98): a small gain, four passes of five. Not measured
+//       on Zen 4's AVX2 tile.
 #include "opbench/microarch.hpp"
 
 #include <algorithm>
@@ -67,16 +75,16 @@ namespace opbench {
 
 namespace {
 
-constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false, 20.0};  // [Z1, Z4]
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false, 20.0, true};  // [Z1, Z4]
 constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20, 16,
-                                    1024, true, 20.0};  // [E1-E8, Z4]
+                                    1024, true, 20.0, true};  // [E1-E8, Z4]
 
 // Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
 // Intel cores (not measured there).
 constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
   return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows,
           from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps, from.f32_a_in_place_max_k,
-          from.bf16_on_fp32_units, from.strided_gather_cost};
+          from.bf16_on_fp32_units, from.strided_gather_cost, from.rows_of_b_prefetch};
 }
 // Zen 4 ([Z2]) and Zen 3 ([Z3]) measured their own split-load choice and take Zen 5's for the rest.
 constexpr MicroArchChoices with_split_loads_costly(const char* name) {
@@ -88,7 +96,8 @@ constexpr MicroArchChoices with_split_loads_costly(const char* name) {
 constexpr MicroArchChoices kZen4 = with_split_loads_costly("Zen 4");
 constexpr MicroArchChoices zen3() {
   MicroArchChoices row = with_split_loads_costly("Zen 3");
-  row.strided_gather_cost = 4.0;  // [Z4]
+  row.strided_gather_cost = 4.0;   // [Z4]
+  row.rows_of_b_prefetch = false;  // [Z5]
   return row;
 }
 constexpr MicroArchChoices kZen3 = zen3();

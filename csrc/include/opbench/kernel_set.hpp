@@ -273,6 +273,8 @@ using StreamTransposedF32 = void (*)(const float* c, int64_t ldc, int cols, floa
 // the depthwise convolution's row kernel.
 struct ConvKernels {
   UkernelRowsF32 ukernel_rows;
+  // ukernel_rows without prefetching the next micro-panel's part of B's rows (nullptr: none; AVX2 has one)
+  UkernelRowsF32 ukernel_rows_quiet;
   UkernelARowsF32 ukernel_a_rows;
   PackBGatherF32 pack_b_gather;  // conv2d's implicit im2col
   PackBGatherF32 pack_a_gather;  // the same into an MR-row micro-panel of A (output pixels as rows)

@@ -43,6 +43,10 @@ struct MicroArchChoices {
   // panel serves up to 96 of the kernel's rows), against the rows way's calls for micro-panels that straddle
   // output rows: conv2d_pixels.cpp's conv_pixels_as_rows.
   double strided_gather_cost;
+  // conv2d's columns read in place (stride 1) ask for the next micro-panel's part of B's rows as the kernel
+  // multiplies this one (KernelSet::ukernel_rows), or run without (ukernel_rows_quiet, where a kernel set
+  // has it): conv2d.cpp.
+  bool rows_of_b_prefetch;
 };
 
 // The row of a CPU (its vendor, family and model), or the row $OPBENCH_MICROARCH names (microarch.cpp).
