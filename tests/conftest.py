@@ -23,7 +23,7 @@ import pytest
 # What makes a test `slow`: it starts a process (the real CLI, a tuner, a server) itself or through one of
 # its fixtures. Marked here from the source, so a new test is marked without anyone remembering to:
 # `pytest -m "not slow"` is the quick loop while editing.
-_SPAWNS = ("run_cli(", "run_clis(", "subprocess.", "Popen(", "postgres_url", "start_postgres")
+_SPAWNS = ("run_cli(", "run_clis(", "run_as_row(", "subprocess.", "Popen(", "postgres_url", "start_postgres")
 
 
 def _spawns(func: Any, seen: dict[Any, bool]) -> bool:
@@ -77,6 +77,27 @@ def run_cli(
         timeout=timeout,
         env=full_env,
         cwd=cwd,
+    )
+
+
+def run_as_row(
+    script: str,
+    row: str,
+    *,
+    isa: str | None = None,
+    argv: list[str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`python -c SCRIPT [ARGV]` under the micro-architecture table's row `row` ($OPBENCH_MICROARCH, read
+    once per process, hence a process of its own) and, where given, kernel set `isa` ($OPBENCH_ISA): a
+    row's choices run on any CPU."""
+    env = {**os.environ, "OPBENCH_MICROARCH": row, **({"OPBENCH_ISA": isa} if isa else {})}
+    return subprocess.run(
+        [sys.executable, "-c", script, *(argv or [])],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import run_as_row
 
 from opbench import _core, kernels
 from opbench.dtypes import parse_dtypes
@@ -128,8 +129,7 @@ for batch in (5, 16, 21):
     assert r["ok"], (batch, r)
 print("ok")
 """.replace("ISA", repr(isa)).replace("ROW", repr(row))
-    env = {**os.environ, "OPBENCH_ISA": isa, "OPBENCH_MICROARCH": row}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    proc = run_as_row(script, row, isa=isa)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 

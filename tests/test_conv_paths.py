@@ -5,16 +5,13 @@ why where it cannot run; carried through records, the sweep's cpp params and the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
 import pytest
-from conftest import kernel_set_isas, run_cli
+from conftest import kernel_set_isas, run_as_row, run_cli
 from test_kernel_conv import CASES, PIXEL_CASES, shape_of
 
 from opbench import kernels, tuned
@@ -398,9 +395,7 @@ def model_ways(table: dict[str, Any]) -> dict[tuple[int, int], str]:
         if machine["kernel_set"] not in ISAS:
             continue
         rows = [(r["problem"], r["threads"], machine["kernel_set"]) for r in machine["rows"]]
-        env = {**os.environ, "OPBENCH_MICROARCH": machine["identity"]["microarch"]}
-        argv = [sys.executable, "-c", _PLAN_ROWS, json.dumps(rows)]
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        done = run_as_row(_PLAN_ROWS, machine["identity"]["microarch"], argv=[json.dumps(rows)], timeout=120)
         assert done.returncode == 0, done.stderr
         planned = json.loads(done.stdout)
         assert planned["microarch"] == machine["identity"]["microarch"], planned
@@ -451,9 +446,7 @@ for case in CASES + PIXEL_CASES:
 assert runs >= 40, runs
 print(runs)
 """.replace("ROW", repr(row)).replace("TESTS", repr(str(Path(__file__).resolve().parent)))
-    env = {**os.environ, "OPBENCH_MICROARCH": row}
-    argv = [sys.executable, "-c", script]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    done = run_as_row(script, row, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
 

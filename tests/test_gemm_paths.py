@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import kernel_set_isas
+from conftest import kernel_set_isas, run_as_row
 
 from opbench import kernels, microarch
 from opbench.ops import gemm as gemm_op
@@ -526,6 +526,5 @@ for (m, n, k), given, expect in cases:
         assert r["ok"], (m, n, k, threads, r["max_err_ratio"])
 print("ok")
 """.replace("ISA", repr(isa)).replace("ROW", repr(row))
-    env = {**os.environ, "OPBENCH_ISA": isa, "OPBENCH_MICROARCH": row}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    proc = run_as_row(script, row, isa=isa)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

@@ -6,11 +6,8 @@ paths the rows and B's alignment and size choose."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from conftest import run_as_row
 
 from opbench import kernels
 
@@ -78,6 +75,5 @@ print("ok")
 
 @pytest.mark.skipif("avx2" not in kernels.available_isas(), reason="this CPU lacks AVX2 and FMA")
 def test_b_packed_in_groups_is_exact_on_odd_shapes() -> None:
-    env = {**os.environ, "OPBENCH_MICROARCH": "Zen 4"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=99)
+    proc = run_as_row(SCRIPT, "Zen 4", timeout=99)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
