@@ -330,52 +330,76 @@ def run_and_load(tmp_path: Path, command: str) -> tuple[dict[str, Any], list[dic
     return _load(run_cli(_argv(command, out)), out)
 
 
-# The sweeps that start torch, MindSpore and TensorFlow (10 s of imports a process), run once for the module,
-# each beside another on a CPU of its own (conftest.run_clis); each test asserts on its own sweep.
+# The sweeps that start torch, MindSpore and TensorFlow (10-15 s of imports a process, most of such a
+# sweep's time), run once for the module, side by side on a CPU each (conftest.run_clis); each test asserts
+# on its own op's results. Every op's forward and backward passes in every backend share one process: a
+# benchdnn batch file, of which the sweep writes one results file per op.
+EVERY_OP_BATCH = """\
+17x13:13x31
+mb2ic3ih7oc5kh3sh2ph1
+--alg=VANILLA_LSTM t4mb3sic7slc5
+--alg=LBR_GRU t4mb3sic7slc5
+--alg=VANILLA_RNN --activation=RELU t4mb3sic7slc5
+--alg=VANILLA_RNN --activation=TANH t4mb1sic17slc5 t4mb3sic17slc5
+"""
+EVERY_BACKEND = "cpp,torch,mindspore,tensorflow,tensorflow-eager,numpy"
 FRAMEWORK_SWEEPS = {
+    "every op fwd,bwd": f"sweep --batch-file {{batch}} --pass fwd,bwd --dtype fp32 --backend {EVERY_BACKEND}",
     "conv one-factor": "sweep conv --batch 1,2 --input-size 6 --in-channels 3 --out-channels 4 "
     "--filter-size 1,3 --stride 2 --dtype fp32,fp16 --backend cpp,torch,mindspore",
     "lstm product": "sweep lstm --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 6,17 --dtype "
     "fp32 --backend cpp,torch,mindspore,numpy",
-    "rnn": "sweep rnn --mode product --batch 1,3 --seq-len 4 --input-size 5 --hidden 17 "
-    "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
-    "gemm fwd,bwd": "sweep gemm --m 17 --n 31 --k 13 --pass fwd,bwd --dtype fp32 "
-    "--backend cpp,torch,mindspore,tensorflow,tensorflow-eager,numpy",
-    "conv bwd": "sweep conv --pass bwd --batch 2 --input-size 7 --in-channels 3 --out-channels 5 --stride 2 "
-    "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy",
-    **{
-        f"{op} fwd,bwd": f"sweep {op} {extra} --pass fwd,bwd --batch 3 --seq-len 4 --input-size 5 --hidden 7 "
-        "--dtype fp32 --backend cpp,torch,mindspore,tensorflow,numpy"
-        for op, extra in (("lstm", ""), ("gru", ""), ("rnn", "--nonlinearity relu"))
-    },
 }
 
 
 @pytest.fixture(scope="module")
 def framework_sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, Path]]:
     root = tmp_path_factory.mktemp("framework-sweeps")
+    batch = root / "every-op.txt"
+    batch.write_text(EVERY_OP_BATCH)
     outs = {name: root / name.replace(" ", "_").replace(",", "_") for name in FRAMEWORK_SWEEPS}
-    procs = run_clis({name: _argv(command, outs[name]) for name, command in FRAMEWORK_SWEEPS.items()})
+    argvs = {name: _argv(line.format(batch=batch), outs[name]) for name, line in FRAMEWORK_SWEEPS.items()}
+    procs = run_clis(argvs)  # the batch first: it takes as long as the other two one after the other
     return {name: (procs[name], outs[name]) for name in FRAMEWORK_SWEEPS}
 
 
 def _ran(
-    framework_sweeps: dict[str, tuple[Any, Path]], name: str
+    framework_sweeps: dict[str, tuple[Any, Path]], name: str, op: str = ""
 ) -> tuple[dict[str, Any], list[dict[str, str]], str]:
-    return _load(*framework_sweeps[name])
+    return _load(*framework_sweeps[name], op)
 
 
 def _load(
-    proc: subprocess.CompletedProcess[str], out: Path
+    proc: subprocess.CompletedProcess[str], out: Path, op: str = ""
 ) -> tuple[dict[str, Any], list[dict[str, str]], str]:
-    """A sweep's JSON (checked against the schema), CSV and stdout; the sweep must have succeeded."""
+    """A sweep's JSON (checked against the schema), CSV and stdout, of OP where the sweep ran several; the
+    sweep must have succeeded."""
     assert proc.returncode == 0, proc.stderr
-    (json_path,) = out.glob("*.json")
-    (csv_path,) = out.glob("*.csv")
+    pattern = f"*-{op}-*" if op else "*"
+    (json_path,) = out.glob(f"{pattern}.json")
+    (csv_path,) = out.glob(f"{pattern}.csv")
     doc = json.loads(json_path.read_text())
     jsonschema.validate(doc, json.loads(schema_path().read_text()))
+    assert not op or doc["op"] == op
     with csv_path.open() as f:
         return doc, list(csv.DictReader(f)), proc.stdout
+
+
+def _every_op(framework_sweeps: dict[str, tuple[Any, Path]], op: str) -> tuple[dict[str, Any], list[Any]]:
+    """OP's results from the batch of every op, and its records, each checked: numpy is the float64
+    reference of every backward pass (and of every forward but GEMM's), and every other backend present ran
+    and verified."""
+    doc, rows, _ = _ran(framework_sweeps, "every op fwd,bwd", op)
+    assert doc["passes"] == ["fwd", "bwd"] and doc["mode"] == "cases"
+    assert len(rows) == len(doc["records"]) and {row["pass"] for row in rows} == {"fwd", "bwd"}
+    assert {r["backend"] for r in doc["records"]} == set(EVERY_BACKEND.split(","))
+    for r in doc["records"]:
+        assert r["label"].endswith(" bwd") == (r["pass"] == "bwd"), r
+        if r["backend"] == "numpy" and (op != "gemm" or r["pass"] == "bwd"):
+            assert r["status"] == "skipped" and "float64 reference" in r["reason"], r
+        elif doc["backends"][r["backend"]]["available"]:
+            assert r["status"] == "ok" and r["verify"]["ok"], r
+    return doc, doc["records"]
 
 
 def test_conv_one_factor_sweep(framework_sweeps: dict[str, Any]) -> None:
@@ -408,76 +432,46 @@ def test_lstm_product_sweep(framework_sweeps: dict[str, Any]) -> None:
             assert r["status"] == "ok" and r["verify"]["ok"], r
 
 
-# (the ReLU RNN's and the GRU's forward passes run in every backend in the backward test below)
-@pytest.mark.parametrize(("op", "extra", "gates"), [("rnn", "", 1)])
-def test_rnn_and_gru_sweeps_in_every_backend(
-    framework_sweeps: dict[str, Any], op: str, extra: str, gates: int
-) -> None:
-    doc, _, _ = _ran(framework_sweeps, op)
-    relu = int("relu" in extra)
-    assert doc["op"] == op and len({r["label"] for r in doc["records"]}) == 2
-    assert "DeepBench" in doc["flop_note"]
-    for r in doc["records"]:
-        h, b = r["shape"]["hidden"], r["shape"]["batch"]
-        assert r["flops"] == 2 * gates * h * (5 + h) * 4 * b
-        if op == "rnn":
-            assert r["shape"]["relu"] == relu and r["label"].endswith(" relu") == bool(relu)
-        if r["backend"] == "numpy":
-            assert r["status"] == "skipped" and "float64 reference" in r["reason"]
-        elif doc["backends"][r["backend"]]["available"]:
-            assert r["status"] == "ok" and r["verify"]["ok"], r
-
-
 def test_gemm_forward_and_backward_in_one_sweep_in_every_backend(framework_sweeps: dict[str, Any]) -> None:
-    doc, rows, _ = _ran(framework_sweeps, "gemm fwd,bwd")
-    assert doc["passes"] == ["fwd", "bwd"] and "GEMM backward FLOPs = 4*M*N*K" in doc["flop_note"]
-    by_pass = {p: [r for r in doc["records"] if r["pass"] == p] for p in ("fwd", "bwd")}
+    doc, records = _every_op(framework_sweeps, "gemm")
+    assert "GEMM backward FLOPs = 4*M*N*K" in doc["flop_note"]
+    by_pass = {p: [r for r in records if r["pass"] == p] for p in ("fwd", "bwd")}
     assert len(by_pass["fwd"]) == len(by_pass["bwd"]) == 6
-    for r in by_pass["bwd"]:
-        assert r["op"] == "gemm" and r["label"] == "17x31x13 bwd" and r["flops"] == 4 * 17 * 31 * 13
-        if r["backend"] == "numpy":
-            assert r["status"] == "skipped"
-        elif doc["backends"][r["backend"]]["available"]:
-            assert r["status"] == "ok" and r["verify"]["ok"], r
-            assert r["backend"] == "cpp" or r["details"]["timed"], r["details"]
-    assert all(r["label"] == "17x31x13" for r in by_pass["fwd"])
-    assert {row["pass"] for row in rows} == {"fwd", "bwd"}
+    assert all(r["label"] == "17x31x13 bwd" and r["flops"] == 4 * 17 * 31 * 13 for r in by_pass["bwd"])
+    assert all(r["backend"] == "cpp" or r["details"]["timed"] for r in by_pass["bwd"] if r["status"] == "ok")
+    assert all(r["label"] == "17x31x13" and r["flops"] == 2 * 17 * 31 * 13 for r in by_pass["fwd"])
 
 
-def test_conv_backward_sweep_in_every_backend(framework_sweeps: dict[str, Any]) -> None:
-    doc, _, _ = _ran(framework_sweeps, "conv bwd")
-    assert doc["passes"] == ["bwd"] and "Conv2d backward FLOPs = 2x the forward's" in doc["flop_note"]
-    for r in doc["records"]:
-        assert r["pass"] == "bwd" and r["label"].endswith(" s2 p1 bwd")
-        if r["backend"] == "numpy":
-            assert r["status"] == "skipped"
-        elif doc["backends"][r["backend"]]["available"]:
-            assert r["status"] == "ok" and r["verify"]["ok"], r
+def test_conv_forward_and_backward_in_every_backend(framework_sweeps: dict[str, Any]) -> None:
+    doc, records = _every_op(framework_sweeps, "conv")
+    assert "Conv2d backward FLOPs = 2x the forward's" in doc["flop_note"]
+    fwd = {r["backend"]: r for r in records if r["pass"] == "fwd"}
+    bwd = [r for r in records if r["pass"] == "bwd"]
+    assert len(fwd) == len(bwd) == 6 and all(r["label"] == "N2 C3 7 K5 f3 s2 p1 bwd" for r in bwd)
+    assert all(r["flops"] == 2 * 2 * 5 * 4 * 4 * 3 * 3 * 3 for r in fwd.values())
+    assert all(r["flops"] == 2 * fwd[r["backend"]]["flops"] for r in bwd)
 
 
 @pytest.mark.parametrize(
-    ("op", "extra", "gates"), [("lstm", "", 4), ("gru", "", 3), ("rnn", "--nonlinearity relu", 1)]
+    ("op", "hidden", "relu", "gates"),
+    [("lstm", 7, 0, 4), ("gru", 7, 0, 3), ("rnn", 7, 1, 1), ("rnn", 17, 0, 1)],
 )
-def test_recurrent_backward_sweeps_in_every_backend(
-    framework_sweeps: dict[str, Any], op: str, extra: str, gates: int
+def test_recurrent_forward_and_backward_in_every_backend(
+    framework_sweeps: dict[str, Any], op: str, hidden: int, relu: int, gates: int
 ) -> None:
-    doc, _, _ = _ran(framework_sweeps, f"{op} fwd,bwd")
+    doc, records = _every_op(framework_sweeps, op)
     assert "backward FLOPs = 2x the forward's" in doc["flop_note"] and "DeepBench" in doc["flop_note"]
-    bwd = [r for r in doc["records"] if r["pass"] == "bwd"]
-    fwd = {r["backend"]: r for r in doc["records"] if r["pass"] == "fwd"}
-    assert len(bwd) == len(fwd) == 5
+    ours = [r for r in records if r["shape"]["hidden"] == hidden]
+    batches = (1, 3) if hidden == 17 else (3,)  # the tanh RNN at two batch sizes
+    fwd = {(r["backend"], r["shape"]["batch"]): r for r in ours if r["pass"] == "fwd"}
+    bwd = [r for r in ours if r["pass"] == "bwd"]
+    assert len(fwd) == len(bwd) == 6 * len(batches) and {b for _, b in fwd} == set(batches)
     for r in fwd.values():
-        assert r["flops"] == 2 * gates * 7 * (5 + 7) * 4 * 3
+        assert r["flops"] == 2 * gates * hidden * (5 + hidden) * 4 * r["shape"]["batch"]
         if op == "rnn":
-            assert r["shape"]["relu"] == 1 and r["label"].endswith(" relu")
-        if r["backend"] != "numpy" and doc["backends"][r["backend"]]["available"]:
-            assert r["status"] == "ok" and r["verify"]["ok"], r
+            assert r["shape"]["relu"] == relu and r["label"].endswith(" relu") == bool(relu)
     for r in bwd:
-        assert r["flops"] == 2 * fwd[r["backend"]]["flops"]
-        if r["backend"] == "numpy":
-            assert r["status"] == "skipped"
-        elif doc["backends"][r["backend"]]["available"]:
-            assert r["status"] == "ok" and r["verify"]["ok"], r
+        assert r["flops"] == 2 * fwd[r["backend"], r["shape"]["batch"]]["flops"]
 
 
 def test_an_unknown_pass_is_a_usage_error(tmp_path: Path) -> None:
