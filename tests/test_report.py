@@ -135,6 +135,24 @@ def test_every_format_and_section_is_written(report: dict[str, Any]) -> None:
             assert (d / rel).stat().st_size > 1000, rel  # a PNG beside the Markdown for every figure
 
 
+def test_figures_drawn_in_worker_processes_are_the_ones_drawn_here(
+    runs: dict[str, Any], report: dict[str, Any]
+) -> None:
+    # The report of four sections, the roofline and a study drew its parts in worker processes (one per CPU,
+    # two or more here); its roofline, drawn in a worker, is byte for byte the one this process draws.
+    from opbench.report import model, plots
+
+    doc = report["json"]
+    parts = len(doc["sections"]) + 1 + len(doc["studies"])
+    assert parts >= plots.MIN_PARTS_APART
+    docs = [inputs.load_results(p) for p in runs["files"].values()]
+    m = model.build(docs, [], "torch", "t", ["opbench", "report"])
+    (roof,) = plots.all_plots({**m, "sections": [], "studies": []}, workers=1)["roofline"]
+    assert roof.png == (report["dir"] / "images" / f"{roof.name}.png").read_bytes()
+    # the order is the parts', whichever worker finished first
+    assert list(doc["images"]) == [*(s["id"] for s in doc["sections"]), "roofline", "study0"]
+
+
 class _Refs(HTMLParser):
     def __init__(self) -> None:
         super().__init__()

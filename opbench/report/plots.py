@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import multiprocessing
+import os
 import re
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +41,7 @@ MARKERS = {"gemm": "o", "conv": "s", "rnn": "v", "gru": "D", "lstm": "^"}
 # A point or bar built from a flagged case (case.doubts) is drawn hollow or hatched, and the legend says so.
 FLAGGED_HATCH = "///"
 FLAGGED_LABEL = f"{DOUBT_MARK} flagged case (hollow / hatched)"
+MIN_PARTS_APART = 4  # sections, the roofline and studies: from this many, drawn in worker processes
 
 
 @dataclass(frozen=True)
@@ -228,23 +233,19 @@ def roofline_plot(roofline: Roofline) -> Plot | None:
             linewidth=1,
             label=f"memory {bw:.0f} GB/s (triad)",
         )
-    seen = set()
-    flagged = False
+    # one collection per backend and op (a sweep of thousands of cases draws as fast as one of ten)
+    groups: dict[tuple[str, str], list[Any]] = {}
     for p in points:
-        key = (p["backend"], p["op"])
-        ax.scatter(
-            p["intensity"],
-            p["gflops"],
-            color=_color(p["backend"]),
-            marker=MARKERS.get(p["op"], "o"),
-            s=18,
-            alpha=0.8,
-            label=f"{p['backend']} {p['op']}" if key not in seen else None,
-        )
-        if p.get("doubts"):
+        groups.setdefault((p["backend"], p["op"]), []).append(p)
+    flagged = False
+    for (backend, op), group in groups.items():
+        color, marker = _color(backend), MARKERS.get(op, "o")
+        xs, ys = [p["intensity"] for p in group], [p["gflops"] for p in group]
+        ax.scatter(xs, ys, color=color, marker=marker, s=18, alpha=0.8, label=f"{backend} {op}")
+        doubted = [i for i, p in enumerate(group) if p.get("doubts")]
+        if doubted:
             flagged = True
-            _hollow(ax, [p["intensity"]], [p["gflops"]], _color(p["backend"]), MARKERS.get(p["op"], "o"))
-        seen.add(key)
+            _hollow(ax, [xs[i] for i in doubted], [ys[i] for i in doubted], color, marker)
     _plain_log(ax, "x")
     _plain_log(ax, "y")
     ax.set_xlabel("arithmetic intensity (FLOPs per byte of compulsory traffic)")
@@ -317,17 +318,34 @@ def study_plots(study: StudySection, index: int) -> list[Plot]:
     return plots
 
 
-def all_plots(model: Report) -> dict[str, list[Plot]]:
-    """Plots keyed by where they go: a section id, 'roofline', or 'studyN'."""
-    out: dict[str, list[Plot]] = {}
-    for section in model["sections"]:
-        plots = factor_plots(section)
-        for extra in (cases_plot(section), comparison_plot(section), process_plot(section)):
-            if extra is not None:
-                plots.append(extra)
-        out[section["id"]] = plots
-    roof = roofline_plot(model["roofline"])
-    out["roofline"] = [roof] if roof else []
-    for i, study in enumerate(model["studies"]):
-        out[f"study{i}"] = study_plots(study, i)
-    return out
+def _section_plots(section: Section) -> list[Plot]:
+    plots = factor_plots(section)
+    return plots + [p for p in (cases_plot(section), comparison_plot(section), process_plot(section)) if p]
+
+
+def _roofline_plots(roofline: Roofline) -> list[Plot]:
+    roof = roofline_plot(roofline)
+    return [roof] if roof else []
+
+
+def all_plots(model: Report, workers: int | None = None) -> dict[str, list[Plot]]:
+    """Plots keyed by where they go: a section id, 'roofline', or 'studyN'. A section's or a study's plots
+    are drawn in one of `workers` processes (default: one per CPU this process may use, at most one per
+    part; 1: all here). matplotlib draws text on one core, about half a second a plot, so a report of a
+    suite's dozens of sections waits minutes on one core."""
+    jobs: list[tuple[str, Callable[..., list[Plot]], tuple[Any, ...]]] = [
+        *((s["id"], _section_plots, (s,)) for s in model["sections"]),
+        ("roofline", _roofline_plots, (model["roofline"],)),
+        *((f"study{i}", study_plots, (study, i)) for i, study in enumerate(model["studies"])),
+    ]
+    if workers is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        # a worker imports matplotlib (about a second): a report of few parts draws them here
+        workers = min(cpus, len(jobs)) if len(jobs) >= MIN_PARTS_APART else 1
+    if workers <= 1:
+        return {key: draw(*args) for key, draw, args in jobs}
+    # spawned, not forked: this process may hold threads (a study's database pool), which a fork would copy
+    # mid-flight
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        drawn = [pool.submit(draw, *args) for _, draw, args in jobs]
+        return {key: future.result() for (key, _, _), future in zip(jobs, drawn, strict=True)}
