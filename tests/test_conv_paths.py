@@ -463,7 +463,48 @@ def test_the_avx2_tile_takes_the_im2col_gemm_only_where_the_columns_waste_a_fift
         return str(kernels.prepare_conv2d(x, w, stride=stride, padding=1, tiles=tiles).tiles()["conv_path"])
 
     assert way(4, 7, 512) == way(8, 7, 512) == "im2col_gemm"
-    assert way(1, 7, 512) == way(2, 7, 512) == way(4, 14, 256) == "columns_in_place"
-    assert way(4, 7, 512, dtype=np.float16) == "columns_in_place"
-    assert way(4, 7, 32) == "columns_in_place"  # few channels: the copies outweigh the GEMM's gain
+    # the columns, in place or gathered (test_stride_1_columns_gather_where_the_padded_width_wastes_more)
+    columns = ("columns_in_place", "columns_gathered")
+    assert way(1, 7, 512) in columns and way(2, 7, 512) in columns and way(4, 14, 256) in columns
+    assert way(4, 7, 512, dtype=np.float16) in columns
+    assert way(4, 7, 32) in columns  # few channels: the copies outweigh the GEMM's gain
     assert way(8, 14, 512, stride=2) != "im2col_gemm"
+
+
+_STRIDE_1_WAYS = """
+import json, sys
+import numpy as np
+from opbench import kernels
+from opbench.tiles import Tiles
+ways = {}
+for name, (c, hw, k, f, pad) in json.loads(sys.argv[1]).items():
+    x, w = np.zeros((8, c, hw, hw), np.float32), np.zeros((k, c, f, f), np.float32)
+    for threads in (1, 2):
+        plan = kernels.prepare_conv2d(x, w, padding=pad, tiles=Tiles(threads=threads, isa="avx2"))
+        ways[f"{name} {threads}"] = plan.tiles()["conv_path"]
+print(json.dumps(ways))
+"""
+
+
+@pytest.mark.skipif("avx2" not in ISAS, reason="the choice is measured for the AVX2 6x16 tile")
+@pytest.mark.parametrize("row", ["Zen 3", "Zen 4"])
+def test_stride_1_columns_gather_where_the_padded_width_wastes_more(row: str) -> None:
+    """padded.hpp's columns_gather_at_stride1: 3x3 padding-1 convs whose in-place columns drop 2 of every Wp
+    columns gather B instead where the tiles that saves are more than 1.5 times the gather's share (the row's
+    strided_gather_cost over up to 96 rows): on Zen 3 (cost 4) at 28x28 with 128 channels (7.5% of the tiles
+    against 4.2%) and 14x14 (7.1%), not at 28x28 with 64 channels (against 6.3%) nor 56x56 (3.4%); on Zen 4
+    (cost 20) none of them. A 1x1 without padding drops nothing."""
+    shapes = {
+        "56x56": (64, 56, 64, 3, 1),
+        "28x28": (128, 28, 128, 3, 1),
+        "28x28 64 ch": (64, 28, 64, 3, 1),
+        "14x14": (256, 14, 256, 3, 1),
+        "1x1 14x14": (1024, 14, 256, 1, 0),
+    }
+    done = run_as_row(_STRIDE_1_WAYS, row, argv=[json.dumps(shapes)], timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ways = json.loads(done.stdout)
+    gathered = {"28x28", "14x14"} if row == "Zen 3" else set()
+    want = {f"{name} {t}": "columns_gathered" if name in gathered else "columns_in_place" for name in shapes
+            for t in (1, 2)}  # fmt: skip
+    assert ways == want

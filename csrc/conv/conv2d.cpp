@@ -47,10 +47,14 @@ struct Columns {
 };
 
 // B's rows are read in place (over the padded width) at stride 1, unless `gathered` says to gather them.
-Columns columns_of(const ConvProblem& p, bool gathered = false) {
+Columns columns_of(const ConvProblem& p, bool gathered) {
   const bool in_place = p.stride_h == 1 && p.stride_w == 1 && !gathered;
   return {p.out_h(), in_place ? p.padded_w() : p.out_w(), p.out_w(), in_place};
 }
+
+// The model's columns on a tile nr wide: gathered where columns_gather_at_stride1 says so at stride 1, always
+// strided.
+Columns model_columns(const ConvProblem& p, int64_t nr) { return columns_of(p, columns_gather_at_stride1(p, nr)); }
 
 // The runs (GatherRun) of one gathered micro-panel: columns [j0, j0 + NR), one run per stretch of an output
 // row, a zero run past the last pixel. Output pixel (oh, ow) reads the padded input at
@@ -347,7 +351,7 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
   }
   const bool pixels = forced ? choice == ConvPathChoice::rows_in_place || choice == ConvPathChoice::rows_gathered
                                   : conv_pixels_as_rows(ks, p);
-  const Columns cols = columns_of(p, choice == ConvPathChoice::columns_gathered);
+  const Columns cols = forced ? columns_of(p, choice == ConvPathChoice::columns_gathered) : model_columns(p, ks.nr);
   plan.path = !forced && conv2d_is_depthwise(p) ? depthwise_way(ks, p)
               : pixels                               ? ConvPath::pixels_as_rows
               : cols.in_place                        ? ConvPath::columns_in_place
@@ -427,7 +431,18 @@ const char* ConvPlan::describe(Dtype dtype) const {
   return "";
 }
 
-int64_t pixel_columns(const ConvProblem& p) { return columns_of(p).count(); }
+int64_t pixel_columns(const ConvProblem& p, int64_t nr) { return model_columns(p, nr).count(); }
+
+double columns_gather_share(const ConvProblem& p) {
+  return microarch().strided_gather_cost / std::min(double(p.k / p.groups), kColumnsGatherReuse);
+}
+
+bool columns_gather_at_stride1(const ConvProblem& p, int64_t nr) {
+  if (p.stride_h != 1 || p.stride_w != 1) return false;
+  const Columns in_place = columns_of(p, false), gathered = columns_of(p, true);
+  const double waste = 1.0 - double(round_up(gathered.count(), nr)) / double(round_up(in_place.count(), nr));
+  return waste > kColumnsGatherMargin * columns_gather_share(p);
+}
 
 float* padded_input(const KernelSet& ks, const ConvProblem& p, int64_t slack, int threads, AlignedBuffer& buffer) {
   const WidenF16 widen = widen_of(ks, p.dtype);  // nullptr: fp32, copied

@@ -57,6 +57,8 @@
 //       one process), where the model (the rows' straddling calls against a cost of 20 per gathered element)
 //       kept the rows; at 4 the stem takes the columns and the other rows of Zen 3 in
 //       tuning/choices/conv_paths.json keep their ways. Zen 4 was not measured after those two changes.
+//       The same share decides whether stride-1 convs gather (csrc/conv/padded.hpp, columns_gather_at_stride1):
+//       on Zen 3 the 3x3s at 28x28 with 128 channels and at 14x14 gather, 0.89-0.92 of the in-place time.
 //  [Z5] rows_of_b_prefetch: the AVX2 kernel's fetch of the next micro-panel's part of B's rows read in place
 //       came from the AVX-512 kernel (13.5 -> 11.5 ms for the 3x3 64->64 56x56 batch-8 conv on one Zen 5
 //       core, csrc/gemm/README.md) and is every other row's. The Zen 3 guest above, 2026-11-29, builds with

@@ -41,7 +41,8 @@ struct MicroArchChoices {
   bool bf16_on_fp32_units;
   // What gathering one element of a strided conv's B micro-panel costs the columns way, in FMA lanes (the
   // panel serves up to 96 of the kernel's rows), against the rows way's calls for micro-panels that straddle
-  // output rows: conv2d_pixels.cpp's conv_pixels_as_rows.
+  // output rows: conv2d_pixels.cpp's conv_pixels_as_rows; and at stride 1 against the tiles the in-place
+  // columns waste on the padded width (csrc/conv/padded.hpp, columns_gather_at_stride1).
   double strided_gather_cost;
   // conv2d's columns read in place (stride 1) ask for the next micro-panel's part of B's rows as the kernel
   // multiplies this one (KernelSet::ukernel_rows), or run without (ukernel_rows_quiet, where a kernel set
