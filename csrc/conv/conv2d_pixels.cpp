@@ -48,7 +48,8 @@ namespace {
 // The useful share of the FMAs each orientation computes, as the register tile pads them.
 double pixels_as_columns_share(const ConvProblem& p, int64_t mr, int64_t nr) {
   const int64_t kg = p.k / p.groups;
-  return double(p.out_h() * p.out_w()) / double(round_up(pixel_columns(p, nr), nr)) * double(kg) / double(round_up(kg, mr));
+  return double(p.out_h() * p.out_w()) / double(round_up(pixel_columns(p, nr), nr)) * double(kg) /
+         double(round_up(kg, mr));
 }
 
 double pixels_as_rows_share(const ConvProblem& p, int64_t mr, int64_t nr) {
@@ -408,8 +409,8 @@ int64_t conv_pixels_phased_floats(const ConvProblem& p, int threads) {
 bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   if (conv2d_is_depthwise(p)) return false;
   const int64_t kg = p.k / p.groups;
-  // Gathering an element of A costs about kGatherCost FMA lanes and serves kg of them (the stride-1 columns
-  // path reads B in place; strided, it gathers B for up to kColumnsGatherReuse rows). Pixels as rows must come out 5%
+  // Gathering an element of A costs about kGatherCost FMA lanes and serves kg of them (the columns path
+  // gathers B for up to kColumnsGatherReuse rows where it gathers). Pixels as rows must come out 5%
   // ahead. Fitted on 2 Zen 5 cores, 3x3 convs at batch 4 (rows / columns, one process): 7x7 512 ch 432 / 341
   // GFLOPS, 14x14 256 ch 467 / 430, 28x28 128 ch 464 / 455, 56x56 64 ch 430 / 479.
   // With 8-lane vectors (the AVX2 6x16 tile) the rows lost wherever a model of the gather alone chose them:
@@ -419,12 +420,12 @@ bool conv_pixels_as_rows(const KernelSet& ks, const ConvProblem& p) {
   // batch 1, 4, 8 0.80, 0.89, 0.92, 128 -> 256 ch 0.91, 192 -> 384 ch 0.96; 28x28 128 ch 0.97; 32x32
   // 96 -> 128 ch 1.00. A cost of 150 picks the faster side in all of them.
   const double kGatherCost = rows_gather_cost(ks);
-  // The columns' strided gather (B's micro-panels, reused by all kg rows up to 96) costs about as
-  // much on either tile: the micro-architecture table's strided_gather_cost (microarch.cpp [Z4]; 20 fitted
-  // where the AVX2 tile's 150 took the 3x3 stride-2 convs as rows at 0.72-0.83 of the columns' speed, 2
-  // Zen 4 cores, batch 8, 56x56 128 ch and 28x28 256 ch: 76 / 106 and 100 / 121 GFLOPS).
-  // columns_gather_share; at stride 1 the columns gather too where their padded width wastes more
-  // (columns_gather_at_stride1).
+  // The columns' gather of B's micro-panels (reused by all kg rows up to 96) costs about as much on either
+  // tile: the micro-architecture table's strided_gather_cost (microarch.cpp [Z4]; 20 fitted where the AVX2
+  // tile's 150 took the 3x3 stride-2 convs as rows at 0.72-0.83 of the columns' speed, 2 Zen 4 cores, batch
+  // 8, 56x56 128 ch and 28x28 256 ch: 76 / 106 and 100 / 121 GFLOPS), as a share of the FMAs
+  // (columns_gather_share). The columns gather strided, and at stride 1 where their padded width wastes
+  // more tiles than that (columns_gather_at_stride1).
   const bool gathered = p.stride_h != 1 || p.stride_w != 1 || columns_gather_at_stride1(p, ks.nr);
   // Skipped padding taps (padding_skip_share) raise the rows' useful share: 28x28 128 -> 128 channels at
   // batch 4 had measured rows / columns 464 / 455 GFLOPS on 2 Zen 5 cores before the skip, and its top and

@@ -339,6 +339,7 @@ def all_plots(model: Report, workers: int | None = None) -> dict[str, list[Plot]
         *((f"study{i}", study_plots, (study, i)) for i, study in enumerate(model["studies"])),
     ]
     if workers is None:
+        # (machine.allowed_cpus' count; that module loads the compiled kernels, which a report runs without)
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         # a worker imports matplotlib (about a second): a report of few parts draws them here
         workers = min(cpus, len(jobs)) if len(jobs) >= MIN_PARTS_APART else 1
