@@ -41,8 +41,10 @@ def load_build(path: str, env: dict[str, str] | None = None) -> Any:
     loader = importlib.machinery.ExtensionFileLoader(name, path)
     spec = importlib.util.spec_from_loader(name, loader)
     assert spec is not None
-    module = importlib.util.module_from_spec(spec)
+    # The environment holds while the library is opened too, so that what it reads as it loads (static
+    # initializers) sees it.
     with patch.dict(os.environ, env or {}):
+        module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
         module.kernel_info()  # the build reads $OPBENCH_MICROARCH once, on its first use of the table
     return module

@@ -77,3 +77,33 @@ print("ok")
 def test_b_packed_in_groups_is_exact_on_odd_shapes() -> None:
     proc = run_as_row(SCRIPT, "Zen 4", timeout=99)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+# Zen 3's few rows against a B from memory with long rows (microarch.cpp [Z6]): K blocks of 32 rows for two
+# and three tiles of rows, a last K block of 5 or 6 rows, a partial last micro-panel, a thread's share of the
+# columns past 8 KiB and just under it (two threads at 4103 and 4064 columns), against the exact product.
+ZEN3_SCRIPT = """
+import numpy as np
+from opbench import kernels
+
+info = kernels.default_tiles("avx2")
+assert info["microarch"] == "Zen 3", info["microarch"]
+rng = np.random.default_rng(11)
+l3 = kernels.l3_bytes()
+for m, n, threads in ((7, 2053, 1), (13, 4103, 2), (18, 4064, 2), (12, 2049, 1)):
+    k = (l3 // 2 // (4 * n) + 37) // 32 * 32 + 5 + m % 2
+    a = rng.integers(-2, 3, (m, k)).astype(np.float32)
+    b = rng.integers(-2, 3, (k, n)).astype(np.float32)
+    plan = kernels.prepare_gemm(a, b, tiles=kernels.Tiles(isa="avx2", threads=threads))
+    assert plan.tiles()["path"] == "unpacked B (M <= small_m: B read in place)", plan.tiles()
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_array_equal(plan.output().astype(np.float64), exact)
+print("ok")
+"""
+
+
+@pytest.mark.skipif("avx2" not in kernels.available_isas(), reason="this CPU lacks AVX2 and FMA")
+@pytest.mark.skipif(kernels.l3_bytes() > 128 << 20, reason="B past half of this L3 would take over 256 MiB")
+def test_few_tiles_read_b_from_memory_in_shallow_k_blocks_exactly() -> None:
+    proc = run_as_row(ZEN3_SCRIPT, "Zen 3", timeout=99)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]

@@ -306,6 +306,17 @@ constexpr int64_t kPackAhead = 2;
 // on a line, 24x4096x4096 ran 1.12 and 32x4096x4096 1.02 packed in groups; 32x1024x1024 0.87, 32x2048x128 0.88,
 // 48x2048x2048 0.89 (blocked before) and 64x1000x1000 0.97.
 constexpr int64_t kAlignedInPlaceRows = 32;
+// A thread with up to kFewTiles tiles of rows reads an fp32 B from memory (past half of L3) in K blocks of
+// kFewTilesStreamKc rows where its share of each of B's rows is long (microarch().few_tiles_stream_row_bytes;
+// Zen 3 only, microarch.cpp [Z6]): fewer of B's rows in flight at once than the cache model's few_tiles_kc
+// (168 on the AVX2 tile), each read as a longer run. 32 rows against kStreamKc's 64: 0.80-0.94 of the time
+// at 8x8192x8192, 10x5000x5000, 12x8192x2048 and 16x4096x1024, 1.00-1.03 at 8-16 x 4096 x 4096.
+constexpr int64_t kFewTilesStreamKc = 32;
+bool few_tiles_stream_kc(const GemmProblem& p, int64_t thread_cols) {
+  const int64_t from = microarch().few_tiles_stream_row_bytes;
+  return from > 0 && p.in_dtype == Dtype::f32 && !p.trans_b && thread_cols * int64_t(sizeof(float)) >= from &&
+         b_bytes(p) >= cpu_info().l3.size_bytes / 2;
+}
 
 }  // namespace
 
@@ -332,11 +343,14 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   int tm = 1, tn = threads;
   if (col_panels < threads) split::choose_grid(threads, row_panels, col_panels, p.n >= 2 * p.m, tm, tn);
   const int64_t most_rows = std::min(p.m, ceil_div(row_panels, tm) * MR);
-  const int64_t model_kc = most_rows <= MR              ? kStreamKc
-                           : most_rows <= kFewTiles * MR ? blk.few_tiles_kc
-                                                         : blk.unpacked_kc;
-  const int64_t kc = std::min(p.k, !blk.kc_from_model ? blk.kc : std::max<int64_t>(8, model_kc));
+  const int64_t most_cols = std::min(p.n, ceil_div(col_panels, tn) * NR);
   const int64_t nc = std::max(NR, std::min(round_up(blk.nc, NR), round_up(p.n, NR)));
+  const bool long_runs = few_tiles_stream_kc(p, std::min(most_cols, nc));
+  const int64_t model_kc = most_rows <= MR              ? kStreamKc
+                           : most_rows > kFewTiles * MR ? blk.unpacked_kc
+                           : long_runs                  ? kFewTilesStreamKc
+                                                        : blk.few_tiles_kc;
+  const int64_t kc = std::min(p.k, !blk.kc_from_model ? blk.kc : std::max<int64_t>(8, model_kc));
   const int64_t prefetch_ahead = kPrefetchPanels * NR;
   // On Intel CPUs, Zen 3 and Zen 4 ([Z2], [Z3]: 0.64-0.86 of the time at 48^3-112^3) a B whose rows do
   // not start on a cache line is packed a micro-panel at a time (as the panel past B's end is) when a thread
@@ -354,7 +368,6 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // rows, it packs all its panels of a K block first, while they fit in half of L2, and then reads each tile
   // of A's rows in place against them (row tiles outside): no packed A, and B packed once per thread even
   // where its rows are aligned and could be read in place (microarch.cpp [E7]: 0.81-0.95 of the time).
-  const int64_t most_cols = std::min(p.n, ceil_div(col_panels, tn) * NR);
   const bool a_in_place = !f16_in && most_rows >= kCopyTiles * MR && f32_a_in_place(ks, p, blk) &&
                           kc * round_up(most_cols, NR) * int64_t(sizeof(float)) <= cpu_info().l2.size_bytes / 2;
 

@@ -67,6 +67,14 @@
 //       0.94-0.99 on one core, 0.93-1.00 on two; 28x28 128 ch 0.94-1.02, 0.98-1.01; 14x14 256 ch 0.93-1.04,
 //       0.93-1.00 (medians over the passes 0.97 and 0.98): a small gain, four passes of five. Not measured
 //       on Zen 4's AVX2 tile.
+//  [Z6] few_tiles_stream_row_bytes: the Zen 3 guest above, 2026-11-29, one core, builds interleaved in one
+//       process (benchmarks/ab_builds.py --b-offset 16 and 0, 7 rounds): few rows of A (two or three tiles)
+//       against a B from memory read in place in K blocks of 32 rows instead of the cache model's 168, new /
+//       old time: 8x4096x4096 0.81, 12x4096x4096 0.88-0.92, 16x4096x4096 0.95-0.98, 8x8192x8192 0.70-0.73,
+//       12x8192x2048 0.85, 10x5000x5000 0.86-0.97, 16x4096x1024 0.92-1.01; two cores (a thread's half of
+//       each row) 0.80-0.85, 0.89-0.92, 0.94-0.99, 0.76-0.78, 0.84-0.86, 0.83-0.90, 0.97-1.01. Rows of 4 KiB
+//       lost (16x1024x4096 1.07-1.13 at 64 rows), 8 KiB were level (16x2048x2048 1.00-1.06 on one core),
+//       so a thread's share of a row must be 8 KiB. Every other row keeps few_tiles_kc (not measured there).
 #include "opbench/microarch.hpp"
 
 #include <algorithm>
@@ -77,16 +85,17 @@ namespace opbench {
 
 namespace {
 
-constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false, 20.0, true};  // [Z1, Z4]
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false, 20.0, true, 0};  // [Z1, Z4, Z6]
 constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20, 16,
-                                    1024, true, 20.0, true};  // [E1-E8, Z4]
+                                    1024, true, 20.0, true, 0};  // [E1-E8, Z4, Z6]
 
 // Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
 // Intel cores (not measured there).
 constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
   return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows,
           from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps, from.f32_a_in_place_max_k,
-          from.bf16_on_fp32_units, from.strided_gather_cost, from.rows_of_b_prefetch};
+          from.bf16_on_fp32_units, from.strided_gather_cost, from.rows_of_b_prefetch,
+          from.few_tiles_stream_row_bytes};
 }
 // Zen 4 ([Z2]) and Zen 3 ([Z3]) measured their own split-load choice and take Zen 5's for the rest.
 constexpr MicroArchChoices with_split_loads_costly(const char* name) {
@@ -100,6 +109,7 @@ constexpr MicroArchChoices zen3() {
   MicroArchChoices row = with_split_loads_costly("Zen 3");
   row.strided_gather_cost = 4.0;   // [Z4]
   row.rows_of_b_prefetch = false;  // [Z5]
+  row.few_tiles_stream_row_bytes = 8192;  // [Z6]
   return row;
 }
 constexpr MicroArchChoices kZen3 = zen3();

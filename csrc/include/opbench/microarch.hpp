@@ -48,6 +48,10 @@ struct MicroArchChoices {
   // multiplies this one (KernelSet::ukernel_rows), or run without (ukernel_rows_quiet, where a kernel set
   // has it): conv2d.cpp.
   bool rows_of_b_prefetch;
+  // The few-rows GEMM path (B read in place, small.cpp) with a few register tiles of rows per thread and B
+  // from memory takes K blocks of 32 rows (kFewTilesStreamKc) where a thread's share of each of B's rows is
+  // at least this many bytes (0: the cache model's few_tiles_kc for any B).
+  int64_t few_tiles_stream_row_bytes;
 };
 
 // The row of a CPU (its vendor, family and model), or the row $OPBENCH_MICROARCH names (microarch.cpp).
