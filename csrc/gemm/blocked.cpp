@@ -425,7 +425,7 @@ void pack_b_whole(const Tile& tile, const GemmProblem& p, const Blocking& blk, t
   });
 }
 
-constexpr int64_t kPackRows = 64;  // even: a chunk of B's rows starts on a pair
+constexpr int64_t kPackRows = 8;  // even: a chunk of B's rows starts on a pair
 
 // The blocked loops over one register tile (see the file comment). `ks` rounds fp16 and bf16 output.
 template <class Tile>
@@ -486,7 +486,10 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           // B's rows are ldb apart: a thread packs its micro-panels kPackRows rows at a time across all of
           // them, so that each row of B is read as one run over its columns instead of once per micro-panel
           // (a page per row per panel; 4096^3 on 2 Zen 5 cores: 454 -> 469 GFLOPS, 4, 16 and 64 rows
-          // alike). B^T is read along k anyway.
+          // alike). 8 rows, not 64, against a B from memory on the Zen 3 guest (builds interleaved, B on a
+          // line / 16 bytes past one, new / old time, one core and two): 256x8192x2048 0.91-0.97,
+          // 192-256 x 4096 x 4096 0.96-1.00, 256x4096x1024 0.95-0.97, 1024x4096x1024 0.99. B^T is read along
+          // k anyway.
           const int64_t rows_step = p.trans_b ? kb : kPackRows;
           for (int64_t r0 = 0; r0 < kb; r0 += rows_step) {
             const int64_t rows = std::min(rows_step, kb - r0);
