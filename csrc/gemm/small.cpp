@@ -108,6 +108,8 @@ void gemm_thin(const KernelSet& ks, const GemmProblem& p, int threads) {
 // over B^T's rows on the thin path.
 // B's size in bytes.
 int64_t b_bytes(const GemmProblem& p) { return p.k * p.n * (p.in_dtype == Dtype::f16 ? 2 : 4); }
+// Whether a B of this many bytes comes from memory on every call: past half of L3.
+bool from_memory(int64_t bytes) { return bytes >= cpu_info().l3.size_bytes / 2; }
 
 constexpr int64_t kStreamFloats = 4096;  // floats of C per thread in L1 (16 KiB) ...
 constexpr int64_t kRowBlock = 2048;      // ... in rows of at most this many (a GEMV's block, as measured)
@@ -128,8 +130,7 @@ constexpr int64_t kRowGroup = thin::kStreamGroup;
 // 1x16384x2048 37 -> 46, 1x5000x5000 37 -> 43; two cores 48 -> 51-52, 67 -> 67-70, 52 -> 60, 56 -> 60;
 // 1x1024x16384 (rows of 1024 columns either way) 38 -> 37 on one, 46 -> 47 on two.
 int64_t stream_block(int64_t m, int64_t b_bytes) {
-  const bool from_memory = b_bytes >= cpu_info().l3.size_bytes / 2;
-  if (m > thin::kMaxStreamRows || from_memory) return std::max<int64_t>(16, kStreamL2Floats / m / 16 * 16);
+  if (m > thin::kMaxStreamRows || from_memory(b_bytes)) return std::max<int64_t>(16, kStreamL2Floats / m / 16 * 16);
   return std::max<int64_t>(16, std::min(kRowBlock, kStreamFloats / m / 16 * 16));
 }
 
@@ -315,7 +316,7 @@ constexpr int64_t kFewTilesStreamKc = 32;
 bool few_tiles_stream_kc(const GemmProblem& p, int64_t thread_cols) {
   const int64_t from = microarch().few_tiles_stream_row_bytes;
   return from > 0 && p.in_dtype == Dtype::f32 && !p.trans_b && thread_cols * int64_t(sizeof(float)) >= from &&
-         b_bytes(p) >= cpu_info().l3.size_bytes / 2;
+         from_memory(b_bytes(p));
 }
 
 }  // namespace
@@ -331,7 +332,7 @@ namespace {
 bool packs_b_groups(const KernelSet& tile, const GemmProblem& p, int64_t rows) {
   const int64_t from = b_group_rows(tile);
   if (p.in_dtype != Dtype::f32 || p.trans_b || from == 0 || rows < from) return false;
-  return !(b_rows_aligned(p) && b_bytes(p) >= cpu_info().l3.size_bytes / 2 && rows <= kAlignedInPlaceRows);
+  return !(b_rows_aligned(p) && from_memory(b_bytes(p)) && rows <= kAlignedInPlaceRows);
 }
 
 void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Blocking& blk, int threads) {

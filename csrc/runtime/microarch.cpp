@@ -107,8 +107,8 @@ constexpr MicroArchChoices with_split_loads_costly(const char* name) {
 constexpr MicroArchChoices kZen4 = with_split_loads_costly("Zen 4");
 constexpr MicroArchChoices zen3() {
   MicroArchChoices row = with_split_loads_costly("Zen 3");
-  row.strided_gather_cost = 4.0;   // [Z4]
-  row.rows_of_b_prefetch = false;  // [Z5]
+  row.strided_gather_cost = 4.0;          // [Z4]
+  row.rows_of_b_prefetch = false;         // [Z5]
   row.few_tiles_stream_row_bytes = 8192;  // [Z6]
   return row;
 }
