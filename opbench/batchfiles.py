@@ -10,6 +10,10 @@ counted (`IGNORED`: modes, implementation filters, memory layouts, which opbench
 change the problem into one opbench does not run (post-ops, scales, zero points, a bias, projections,
 strides) make the problems under them skipped.
 
+A descriptor line may end in a comment holding `count=N`: the calls of its problems a model makes
+(`Problem.count`; `opbench shapes` writes them, `format_batch`), which `opbench tune --portfolio` weighs
+shapes by. A sweep measures each problem once whatever its count.
+
 A problem that is well formed but not one opbench runs (a 3-D conv, int8, a backward direction, a
 projection LSTM, a broadcast matmul, several layers, negative padding, ...) is a skipped line: its reason
 and FILE:LINE are kept (`Batch.skipped`) and the rest of the file runs; `strict` refuses it instead. A
@@ -24,12 +28,14 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from opbench.descriptors import DRIVERS, DTYPES, Options, Problem, Skipped, expand
+from opbench.descriptors import ALG_OF, DRIVERS, DTYPES, Options, Problem, Skipped, describe, expand
 from opbench.documents import BatchLines
 from opbench.errors import UsageError
 from opbench.files import read_input
+from opbench.ops.base import Shape
 
 MAX_INCLUDE_DEPTH = 8
+_COUNT = re.compile(r"(?:^|[\s;,])count=(\S*?)(?=$|[\s;,])")
 MAX_BATCH_BYTES = 16 << 20  # oneDNN's largest batch files are 3.5 MB
 
 # Options that change nothing opbench measures, ignored (and counted: Batch.ignored): how benchdnn runs and
@@ -221,7 +227,7 @@ def read_batch(
                 if strict and opts.unknown is not None:
                     raise UsageError(f"{where}: {opts.unknown} is not a benchdnn option opbench reads")
             else:
-                _add(batch, expand(token, command_op, where, opts), strict)
+                _add(batch, expand(token, command_op, where, opts), strict, _count(line, where))
     if _depth == 0:
         head = []
         for line in text.splitlines():
@@ -250,8 +256,34 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _add(batch: Batch, items: list[Problem | Skipped], strict: bool) -> None:
+def _comment(line: str) -> str:
+    """The text after a line's `#` that starts a comment (at the line's start or after a space, outside
+    quotes), as shlex reads it; "" where there is none."""
+    quote = ""
+    for i, ch in enumerate(line):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[i + 1 :]
+    return ""
+
+
+def _count(line: str, where: str) -> int:
+    """A descriptor line's `# count=N` (1 where its comment gives none)."""
+    found = _COUNT.search(_comment(line))
+    if found is None:
+        return 1
+    if not found.group(1).isdigit() or int(found.group(1)) < 1:
+        raise UsageError(f"{where}: count={found.group(1)}: expected a positive integer")
+    return int(found.group(1))
+
+
+def _add(batch: Batch, items: list[Problem | Skipped], strict: bool, count: int = 1) -> None:
     for item in items:
+        if isinstance(item, Problem) and count != 1:
+            item = replace(item, count=count)
         if isinstance(item, Skipped):
             if strict:
                 raise UsageError(f"{item.where}: '{item.text}': {item.reason} (--strict)")
@@ -263,3 +295,32 @@ def _add(batch: Batch, items: list[Problem | Skipped], strict: bool) -> None:
             )
         where = item.where
         batch.lines[where] = batch.lines.get(where, False) or isinstance(item, Problem)
+
+
+def batch_options(op_name: str, shape: Shape, dtype: str) -> str:
+    """The benchdnn options a problem of `op_name` in `dtype` is written under (`format_batch`)."""
+    cfg = f"--cfg={next(k for k, v in DTYPES.items() if v == dtype)}"
+    if op_name == "gemm":
+        return f"--reset {cfg} --matmul"
+    if op_name == "conv":
+        return f"--reset {cfg} --conv"
+    alg = f"--alg={ALG_OF[op_name]}"
+    if op_name == "rnn":
+        alg += f" --activation={'RELU' if shape.to_dict().get('relu') else 'TANH'}"
+    return f"--reset {cfg} --rnn {alg}"
+
+
+def format_batch(problems: list[Problem], head: list[str]) -> str:
+    """A batch file of `problems` (each with one dtype), its options written where they change, each
+    descriptor with its name and `# count=N`; `head`: its leading comment lines (its description)."""
+    lines = [f"# {h}".rstrip() for h in head]
+    in_force = ""
+    for p in problems:
+        dtype = (p.dtypes or ("fp32",))[0]
+        options = batch_options(p.op.name, p.shape, dtype)
+        if options != in_force:
+            lines.append(options)
+            in_force = options
+        name = f'n"{p.name}"' if p.name else ""
+        lines.append(f"{describe(p.op.name, p.shape)}{name} # count={p.count}")
+    return "\n".join(lines) + "\n"

@@ -74,6 +74,7 @@ class Problem:
     where: str  # "--problem" or "FILE:LINE"
     name: str = ""
     notes: tuple[str, ...] = ()
+    count: int = 1  # calls of this problem a model makes (a batch file's `# count=N`: `opbench shapes`)
 
 
 @dataclass(frozen=True)

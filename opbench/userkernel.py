@@ -77,32 +77,33 @@ def _sha256(path: Path) -> str:
 ACCUMULATIONS = ("fp32", "fp16", "bf16")  # what --kernel-accumulate may declare
 
 
-def parse_kernel(spec: str, accumulate: str = "fp32") -> KernelRef:
+def parse_kernel(spec: str, accumulate: str = "fp32", flag: str = "--kernel") -> KernelRef:
     """`FILE.py:FUNC` or `module:FUNC`, checked (the file exists, the names are identifiers) without importing
-    anything; UsageError naming the problem otherwise. `accumulate`: what the kernel declares it sums in."""
+    anything; UsageError naming the problem (and `flag`) otherwise. `accumulate`: what the kernel declares it
+    sums in."""
     if accumulate not in ACCUMULATIONS:
         raise UsageError(f"--kernel-accumulate must be one of {', '.join(ACCUMULATIONS)}, got '{accumulate}'")
     where, sep, func = spec.rpartition(":")
     if not sep or not where or not _IDENTIFIER.match(func):
-        raise UsageError(f"--kernel: expected FILE.py:FUNC or module:FUNC, got '{spec}'")
+        raise UsageError(f"{flag}: expected FILE.py:FUNC or module:FUNC, got '{spec}'")
     if where.endswith(".py") or "/" in where or "\\" in where:
         path = Path(where).expanduser().resolve()
         if not path.is_file():
-            raise UsageError(f"--kernel: no such file '{where}'")
+            raise UsageError(f"{flag}: no such file '{where}'")
         try:
             digest = _sha256(path)
         except OSError as e:
-            raise UsageError(f"--kernel: cannot read '{where}': {e.strerror or e}") from None
+            raise UsageError(f"{flag}: cannot read '{where}': {e.strerror or e}") from None
         return KernelRef(spec, func, path=str(path), sha256=digest, accumulate=accumulate)
     if not _MODULE.match(where):
-        raise UsageError(f"--kernel: '{where}' is neither a .py file nor a module name")
+        raise UsageError(f"{flag}: '{where}' is neither a .py file nor a module name")
     digest = ""
     try:
         found = importlib.util.find_spec(where.split(".")[0])  # the top package: nothing below is imported
     except (ImportError, ValueError):
         found = None
     if found is None:
-        raise UsageError(f"--kernel: no module named '{where}' on this Python's path")
+        raise UsageError(f"{flag}: no module named '{where}' on this Python's path")
     origin = Path(found.origin) if found.origin and found.origin not in ("built-in", "frozen") else None
     if "." not in where and origin is not None and origin.is_file():
         digest = _sha256(origin)

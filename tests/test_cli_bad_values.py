@@ -22,8 +22,13 @@ BAD_VALUES = (
 )  # fmt: skip
 
 
+TINY_MODEL = "import torch\n\ndef model():\n    return torch.nn.Linear(4, 3)\n"
+
+
 def _base(command: str, tmp: Path, results: Path) -> list[str]:
     """Arguments that make each command's job tiny (or nothing at all) when the value under test is valid."""
+    if command == "shapes":
+        (tmp / "tiny_model.py").write_text(TINY_MODEL)
     return {
         "sweep": ["sweep", "gemm", "--m", "4", "--n", "4", "--k", "4", "--backend", "numpy",
                   "--dtype", "fp32", "--rounds", "1", "--no-verify", "--max-time-s", "0.01",
@@ -38,6 +43,8 @@ def _base(command: str, tmp: Path, results: Path) -> list[str]:
         "compare": ["compare", str(results), str(results)],
         "suites": ["suites"],
         "info": ["info"],
+        "shapes": ["shapes", "--torch", f"{tmp / 'tiny_model.py'}:model", "--input", "2x4", "--force",
+                   "--out", str(tmp / "tiny.batch")],
     }[command]  # fmt: skip
 
 

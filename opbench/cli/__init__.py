@@ -26,6 +26,7 @@ COMMANDS = {
     "ab": ("ab", "cmd_ab"),
     "tune": ("tune", "cmd_tune"),
     "studies": ("tune", "cmd_studies"),
+    "shapes": ("shapes", "cmd_shapes"),
     "peak": ("peak", "cmd_peak"),
     "suites": ("report", "cmd_suites"),
     "info": ("peak", "cmd_info"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS
+from opbench.cli.options import AXIS_FLAGS, PARAM_FLAGS
 from opbench.documents import Fields
 from opbench.errors import UsageError
 from opbench.files import check_writable_dir

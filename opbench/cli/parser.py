@@ -4,16 +4,23 @@ cli/types.py)."""
 from __future__ import annotations
 
 import argparse
-import os
-from typing import NoReturn
 
-from opbench import kernels
+from opbench.cli.options import (
+    AXIS_FLAGS,
+    DEFAULT_PROCESSES,
+    KERNEL_ACCUMULATE_HELP,
+    PUBLISH_PROCESSES,
+    PUBLISH_ROUNDS,
+    Parser,
+    isas,
+    op_params,
+)
+from opbench.cli.tune_parser import add_shapes, add_studies, add_tune
 from opbench.cli.types import (
     at_most,
     bytes_size,
     fail_on,
     op,
-    padding,
     positive_int,
     processes,
     rounds,
@@ -21,88 +28,7 @@ from opbench.cli.types import (
     seed,
     threads,
 )
-from opbench.errors import UsageError
 from opbench.tiles import CONV_PATHS
-
-# Worker processes per backend (--processes): the default, and the setting the README recommends for
-# published figures (docs/benchmarks.md, "Reproducibility across processes").
-DEFAULT_PROCESSES = 3
-PUBLISH_PROCESSES = 5
-PUBLISH_ROUNDS = 10
-
-
-def default_processes() -> int:
-    """--processes when not given: OPBENCH_PROCESSES where set (0: in the sweep's own process), else
-    DEFAULT_PROCESSES."""
-    text = os.environ.get("OPBENCH_PROCESSES")
-    if text is None:
-        return DEFAULT_PROCESSES
-    try:
-        return processes(text)
-    except argparse.ArgumentTypeError as e:
-        raise UsageError(f"OPBENCH_PROCESSES: {e}") from None
-
-
-def resolve_processes(given: int | None, rounds: int, flag: str, rounds_flag: str) -> int:
-    """The worker processes of a run: `given` (an error past `rounds`: each process runs at least one round),
-    else default_processes() capped at `rounds`."""
-    if given is None:
-        return min(default_processes(), rounds)
-    if given > rounds:
-        raise UsageError(
-            f"{flag} {given} needs {rounds_flag} {given} or more (each process runs at least one round; got "
-            f"{rounds_flag} {rounds})"
-        )
-    return given
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _isas() -> tuple[str, ...] | None:
-    """The kernel sets `--isa` takes: the C++ ISA table's names (None, any, where the extension is not
-    built: the cpp backend then says why it cannot run)."""
-    if kernels.load_error() is not None:
-        return None
-    return kernels.known_isas()
-
-
-# Sweep axes on the command line, per op: option dest -> flag (the op module's AXES names the dests).
-AXIS_FLAGS = {
-    "m": "--m",
-    "n": "--n",
-    "k": "--k",
-    "batch_count": "--batch-count",
-    "batch": "--batch",
-    "input_size": "--input-size",
-    "in_channels": "--in-channels",
-    "out_channels": "--out-channels",
-    "filter_size": "--filter-size",
-    "seq_len": "--seq-len",
-    "hidden": "--hidden",
-}
-PARAM_FLAGS = {
-    "stride": "--stride",
-    "padding": "--padding",
-    "dilation": "--dilation",
-    "groups": "--groups",
-    "nonlinearity": "--nonlinearity",
-}
-
-
-def _op_params(group: argparse._ActionsContainer) -> None:
-    """The op parameters PARAM_FLAGS names, as `opbench sweep` and `opbench tune` both take them."""
-    group.add_argument("--stride", type=positive_int, help="conv stride (default 1)")
-    group.add_argument(
-        "--padding",
-        type=padding,
-        help="conv padding: 'same' (default), an integer, or T,B,L,R (top, bottom, left, right)",
-    )
-    group.add_argument("--dilation", type=positive_int, help="conv dilation (default 1)")
-    group.add_argument("--groups", type=positive_int, help="conv groups (default 1)")
-    group.add_argument("--nonlinearity", choices=("tanh", "relu"), help="rnn activation (default tanh)")
 
 
 def _problem_options(p: argparse._ActionsContainer) -> None:
@@ -154,7 +80,7 @@ def _case_options(s: argparse._ActionsContainer) -> None:
     c = s.add_argument_group("conv and rnn/gru/lstm axes (unset ones stay at the op's base point)")
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         c.add_argument(AXIS_FLAGS[dest], dest=dest)
-    _op_params(c)
+    op_params(c)
     s.add_argument("--dtype", help="fp32, fp16, bf16, or several comma-separated (default: fp32,fp16)")
     s.add_argument(
         "--threads", type=threads, help="threads for every backend (default: all cores; at most 8 per core)"
@@ -227,16 +153,9 @@ def _case_options(s: argparse._ActionsContainer) -> None:
     )
 
 
-_KERNEL_ACCUMULATE_HELP = (
-    "with a user kernel: the precision it sums products in, for the verification bound (default fp32, as "
-    "every fp16 and bf16 kernel on a CPU does; declare fp16 or bf16 for one that sums in the dtype: the "
-    "bound then allows that precision's error and says so)"
-)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="opbench", description="Operator-level micro-benchmarks and tiling autotuner.")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = Parser(prog="opbench", description="Operator-level micro-benchmarks and tiling autotuner.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     s = sub.add_parser("sweep", help="measure an operator over shapes, dtypes and backends")
     _case_options(s)
@@ -247,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tile-m", type=positive_int, help="cpp backend: tile_m (default: cache model)")
     s.add_argument("--tile-n", type=positive_int, help="cpp backend: tile_n")
     s.add_argument("--tile-k", type=positive_int, help="cpp backend: tile_k")
-    s.add_argument("--isa", choices=_isas(), help="cpp backend: force a kernel set")
+    s.add_argument("--isa", choices=isas(), help="cpp backend: force a kernel set")
     s.add_argument(
         "--conv-path",
         choices=CONV_PATHS[1:],
@@ -272,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         "opbench tune --kernel calls it)",
     )
     s.add_argument("--kernel-params", help="with --kernel: its keyword arguments, NAME=VALUE,...")
-    s.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=_KERNEL_ACCUMULATE_HELP)
+    s.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=KERNEL_ACCUMULATE_HELP)
     s.add_argument("--quiet", action="store_true", help="no progress bar or table; print only file paths")
 
     ab = sub.add_parser("ab", help="two sides of the same cases, interleaved, with a verdict per case")
@@ -284,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a kernel FILE.py:FUNC[:NAME=VALUE,...]",
     )
     ab.add_argument("--b", required=True, help="side B, the one judged: FASTER, SLOWER, SAME or AMBIGUOUS")
-    ab.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=_KERNEL_ACCUMULATE_HELP)
+    ab.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=KERNEL_ACCUMULATE_HELP)
     ab.add_argument(
         "--threshold",
         type=at_most(10),
@@ -319,102 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the accelerator datasheet peaks (dense) used on GPUs and NPUs, with their sources",
     )
 
-    t = sub.add_parser(
-        "tune", help="search tile sizes with Optuna (crash-isolated, resumable, distributable)"
-    )
-    t.add_argument("op", type=op, help="gemm, conv, rnn, gru or lstm")
-    tg = t.add_argument_group("gemm shape (--m, --n and --k required)")
-    tg.add_argument("--m", type=positive_int, help="rows of A and C")
-    tg.add_argument("--n", type=positive_int, help="columns of B and C")
-    tg.add_argument("--k", type=positive_int, help="inner dimension")
-    tg.add_argument("--batch-count", type=positive_int, help="products of a batched GEMM (default 1)")
-    t.add_argument(
-        "--problem", help="the shape as a benchdnn-style problem descriptor (instead of the above)"
-    )
-    tc = t.add_argument_group(
-        "conv and rnn/gru/lstm shape (one value each; unset ones at the op's base point)"
-    )
-    for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
-        tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=positive_int)
-    _op_params(tc)
-    t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
-    t.add_argument(
-        "--pass",
-        dest="pass_name",
-        default="fwd",
-        choices=("fwd", "bwd"),
-        help="tune the forward kernel (default) or the backward pass's (gemm, conv)",
-    )
-    t.add_argument(
-        "--trials",
-        type=at_most(1_000_000, positive_int),
-        default=50,
-        help="trials this process runs (default 50)",
-    )
-    t.add_argument(
-        "--timeout", type=at_most(30 * 86_400), help="stop starting trials after this many seconds"
-    )
-    t.add_argument("--threads", type=threads, help="threads (default: all cores; at most 8 per core)")
-    t.add_argument("--sampler", default="tpe", choices=("tpe", "gp", "cmaes", "random", "grid"))
-    t.add_argument("--seed", type=seed, help="sampler seed (default: random)")
-    t.add_argument(
-        "--study", help="study name (default: OP-SHAPE-DTYPE-tTHREADS, e.g. gemm-64x64x64-fp32-t2)"
-    )
-    t.add_argument(
-        "--storage",
-        help="sqlite:///FILE or postgresql://USER:PASSWORD@HOST/DB (default: sqlite under --out/tuning/)",
-    )
-    t.add_argument("--out", default="reports", help="directory of the default storage (default: reports/)")
-    t.add_argument("--space", help="search-space file or name in tuning/spaces (default: the op's)")
-    t.add_argument("--params", help="parameters to search, e.g. tile_n,tile_k (the rest stay at the default)")
-    t.add_argument("--cache-fit", action="store_true", help="enforce the space file's cache-fit constraints")
-    t.add_argument("--isa", choices=_isas(), help="tune this kernel set")
-    t.add_argument(
-        "--kernel",
-        help="tune your own kernel instead: FILE.py:FUNC or module:FUNC, called with the op's inputs and one "
-        "keyword per parameter of --space (README: your own kernel)",
-    )
-    t.add_argument("--kernel-accumulate", choices=("fp32", "fp16", "bf16"), help=_KERNEL_ACCUMULATE_HELP)
-    t.add_argument(
-        "--baseline-params",
-        help="with --kernel: the point the winner is compared with, NAME=VALUE,... (default: the first value "
-        "of each parameter)",
-    )
-    t.add_argument(
-        "--objectives", default="gflops", help="gflops, or gflops,error for the accuracy/speed front"
-    )
-    t.add_argument(
-        "--trial-timeout",
-        type=at_most(86_400),
-        default=60.0,
-        help="a candidate silent for this long is killed and recorded as a timeout (default 60)",
-    )
-    t.add_argument(
-        "--confirm-top",
-        type=at_most(100, positive_int),
-        default=3,
-        help="re-measure this many best tilings",
-    )
-    t.add_argument(
-        "--confirm-rounds", type=at_most(100, positive_int), default=3, help="re-measurement rounds"
-    )
-    t.add_argument(
-        "--confirm-processes",
-        type=at_most(32, positive_int),
-        default=None,
-        help="fresh worker processes the re-measurement rounds run in, each with a randomized memory "
-        f"layout (default {DEFAULT_PROCESSES}, or OPBENCH_PROCESSES, at most --confirm-rounds)",
-    )
-    t.add_argument("--force", action="store_true", help="continue a study recorded for another fingerprint")
-    t.add_argument(
-        "--show", action="store_true", help="print the study's history and best trials; run nothing"
-    )
-    t.add_argument("--heartbeat-s", type=positive_int, default=5, help=argparse.SUPPRESS)
-    t.add_argument("--grace-s", type=positive_int, default=15, help=argparse.SUPPRESS)
-
-    st = sub.add_parser("studies", help="list the tuning studies in a storage")
-    st.add_argument("--storage", help="storage URL (default: sqlite under --out/tuning/)")
-    st.add_argument("--out", default="reports")
+    add_tune(sub)
+    add_studies(sub)
+    add_shapes(sub)
 
     rp = sub.add_parser(
         "report", help="turn sweep results and tuning studies into HTML/Markdown/CSV/JSON reports"

@@ -15,7 +15,7 @@ from opbench import descriptors, kernels
 from opbench.backends import parse_backends, register
 from opbench.backends.user_backend import UserKernelBackend
 from opbench.cli.common import check_flags_apply, check_out_dir
-from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
+from opbench.cli.options import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.display.sweep import RichObserver, print_batch_lines
 from opbench.documents import Fields, Params, Scalar, SuiteInfo, SweepMeta
 from opbench.dtypes import parse_dtypes

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from opbench import descriptors
 from opbench.cli.common import check_flags_apply, storage_url
-from opbench.cli.parser import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
+from opbench.cli.options import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.display import tune as show
 from opbench.display.tune import history_table, studies_table
 from opbench.errors import UsageError
