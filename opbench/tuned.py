@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from filelock import FileLock
@@ -203,32 +204,42 @@ EXACT_FIELDS = frozenset(
 )
 
 
+def shape_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float | None:
+    """How far apart two shapes of one op are: the sum of |log ratio| over their sizes; None where they
+    differ in a field of EXACT_FIELDS (or in their fields, or a size is under 1): no nearness between them.
+    A record stands for the nearest shape by it (`lookup`), and so does a portfolio's rule."""
+    if set(a) != set(b) or any(a[k] != b[k] for k in a if k in EXACT_FIELDS):
+        return None
+    sizes = [k for k in a if k not in EXACT_FIELDS]
+    if any(a[k] < 1 or b[k] < 1 for k in sizes):
+        return None
+    return sum(abs(math.log(a[k] / b[k])) for k in sizes)
+
+
 def lookup(op: str, dtype: str, shape: dict[str, int], threads: int) -> tuple[TunedRecord, str] | None:
     """The record for exactly this problem, else the nearest tuned shape of the same op and dtype (and, for
     conv, the same stride, padding, dilation and groups; for rnn the same activation; distance: sum of
     |log ratio| over the sizes, same thread count preferred); with a note saying which."""
-    sizes = [k for k in shape if k not in EXACT_FIELDS]
-    candidates = [
-        r
-        for r in load()
+    records = load()
+    near = [
+        (d, int(r["threads"] != threads), n)
+        for n, r in enumerate(records)
         if r["op"] == op
         and "user_kernel" not in r  # our kernels' tiles only
         and r["dtype"] == dtype
-        and set(r["shape"]) == set(shape)
-        and all(r["shape"][k] == shape[k] for k in shape if k in EXACT_FIELDS)
-        and all(r["shape"][k] >= 1 and shape[k] >= 1 for k in sizes)
+        and (d := shape_distance(r["shape"], shape)) is not None
     ]
-    if not candidates:
+    if not near:
         return None
-
-    def distance(r: TunedRecord) -> tuple[float, int]:
-        d = sum(abs(math.log(r["shape"][k] / shape[k])) for k in sizes)
-        return d, int(r["threads"] != threads)
-
-    best = min(candidates, key=distance)
+    distance = min(near)
+    best = records[distance[2]]
     label = shape_label(op, best["shape"])
-    exact = distance(best) == (0.0, 0)
+    exact = distance[:2] == (0.0, 0)
     how = "exact" if exact else f"nearest tuned shape {label}, {best['threads']} thread(s)"
+    if portfolio := best.get("portfolio"):  # a portfolio's member (tune/portfolio_run.py): say which
+        member = f"member {int(portfolio['member']) + 1} of {portfolio['members']}"
+        whose = "listed for this shape" if exact else f"by its rule, the nearest listed shape {label}"
+        return best, f"portfolio {portfolio['name']}, {member}, {whose}"
     return best, f"tuned record ({how}) from study {best['study']}"
 
 

@@ -195,6 +195,7 @@ class TunedRecord(TypedDict, total=False):
     default_gflops: float | None
     speedup: float | None
     study: str
+    portfolio: dict[str, str | int]  # name, member, members: a portfolio's member for this shape
     command: list[str]
     opbench_version: str
     created_utc: str
@@ -228,6 +229,47 @@ class StudyDoc(TypedDict):
     directions: list[str]
     trials: list[TrialRow]
     importances: dict[str, float]
+
+
+class PortfolioShape(TypedDict, total=False):
+    """One shape of a portfolio (tune/portfolio_run.py): its fields and count, whether the search saw it,
+    the member the rule gives it, and its relative speeds (its own best's time over each tiling's) as the
+    search measured them and as the confirmation's interleaved rounds did."""
+
+    shape: dict[str, int]
+    label: str
+    count: float
+    held_out: bool
+    member: int | None  # index into PortfolioDoc.members (None: no member runs it)
+    own_tiles: Params | None
+    speed: float  # the member's, on the search's measurements
+    default_speed: float
+    confirmed: dict[str, float]  # portfolio_speed, default_speed (own best = 1), and their rounds' spread
+    study: str
+
+
+class PortfolioDoc(TypedDict, total=False):
+    """A portfolio of tilings and its rule, as saved with its study and exported (`--export json`)."""
+
+    name: str
+    op: str
+    dtype: str
+    threads: int
+    isa: str
+    kernel: dict[str, str] | None
+    k: int
+    members: list[Params | None]  # the tilings (None: the cache-model default)
+    shapes: list[PortfolioShape]
+    curve: list[dict[str, float]]  # k, speed (weighted geomean over the searched shapes), loss
+    speed: float
+    default_speed: float
+    holdout_speed: float | None
+    holdout_default_speed: float | None
+    measurements: int  # cells the search measured (trials and cross-measurements; reused ones not)
+    grid_cells: int  # searched shapes x the tilings chosen among: measuring all of them is the cost to beat
+    heat: dict[str, list[list[float]] | list[str]]  # tilings (labels), speeds (shape x tiling, 0: failed)
+    command: list[str]
+    created_utc: str
 
 
 # What tune/study.run tells its caller as it goes: 'space' and 'exhausted' a SpaceEvent, 'trial' a

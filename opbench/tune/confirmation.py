@@ -15,7 +15,7 @@ from opbench.errors import UsageError
 from opbench.layout import draw
 from opbench.ops.gemm import GemmShape
 from opbench.tune.config import CONFIRM_TIMER, TuneConfig
-from opbench.tune.isolation import IsolatedRunner
+from opbench.tune.isolation import IsolatedRunner, Runner
 from opbench.tune.objective import request
 from opbench.tune.space import TileSpace
 from opbench.tuning_documents import Confirmation, ConfirmationRow
@@ -82,6 +82,17 @@ def confirm(cfg: TuneConfig, study: optuna.Study, runner: IsolatedRunner, space:
             break
     candidates: list[tuple[str, Params | None]] = [("default", base)]
     candidates += [(f"#{i + 1}", tiles) for i, tiles in enumerate(ranked.values())]
+    return confirm_points(cfg, runner, candidates, base_name)
+
+
+def confirm_points(
+    cfg: TuneConfig, runner: Runner, candidates: list[tuple[str, Params | None]], base_name: str
+) -> Confirmation:
+    """Re-measure named points, the first named "default" (the baseline: None, the cache-model default,
+    for our kernels), interleaved over cfg.confirm_rounds rounds in cfg.confirm_processes processes (a
+    portfolio confirms a shape's own best, its portfolio tiling and the default so); the best's speed-up
+    over the baseline."""
+    base = candidates[0][1]
     # per candidate, per process: each round's samples (the interval draws processes, then rounds)
     nested: dict[str, dict[int, list[list[float]]]] = {name: {} for name, _ in candidates}
     speeds: dict[str, list[float]] = {name: [] for name, _ in candidates}
@@ -149,12 +160,12 @@ def confirm(cfg: TuneConfig, study: optuna.Study, runner: IsolatedRunner, space:
     return result
 
 
-def confirmation_runners(cfg: TuneConfig, runner: IsolatedRunner) -> list[IsolatedRunner]:
+def confirmation_runners(cfg: TuneConfig, runner: Runner) -> list[Runner]:
     """The workers the confirmation's rounds run in: the trials' own where one process was asked for,
     else cfg.confirm_processes fresh ones, each with a randomized layout (opbench.layout), so that the
     interval spans how much one fresh process differs from another."""
-    if cfg.confirm_processes <= 1:
-        return [runner]
+    if cfg.confirm_processes <= 1 or not isinstance(runner, IsolatedRunner):
+        return [runner]  # one process asked for, or a replayed table (replay.py) that has no process
     runner.close()  # its process (the trials') would measure alongside the fresh ones
     return [IsolatedRunner(runner.init, layout=draw()) for _ in range(cfg.confirm_processes)]
 

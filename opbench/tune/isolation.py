@@ -11,12 +11,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import IO
+from typing import IO, Protocol
 
 from opbench.backends.remote import module_command
 from opbench.documents import LayoutDict
 from opbench.layout import worker_environment
 from opbench.tuning_documents import WorkerAnswer, WorkerInit, WorkerRequest
+
+
+class Runner(Protocol):
+    """What measures candidates: IsolatedRunner, or replay.ReplayRunner answering from a table."""
+
+    def run(self, request: WorkerRequest, timeout_s: float) -> WorkerAnswer: ...
+
+    def close(self) -> None: ...
 
 
 def describe_exit(returncode: int) -> str:

@@ -11,7 +11,7 @@ from opbench.case import Outcome
 from opbench.documents import Params
 from opbench.errors import UsageError
 from opbench.tune.config import TuneConfig
-from opbench.tune.isolation import IsolatedRunner
+from opbench.tune.isolation import Runner
 from opbench.tune.space import TileSpace
 from opbench.tuning_documents import TrialEvent, WorkerRequest
 
@@ -36,6 +36,33 @@ def request(cfg: TuneConfig, point: Params | None) -> tuple[WorkerRequest, str]:
     return {"tiles": point, "isa": isa}, _key(point or {}, isa)
 
 
+def measure_point(cfg: TuneConfig, runner: Runner, point: Params | None) -> tuple[TrialEvent, str | None]:
+    """Measure one point of the space (None: the cache-model default) in the isolated worker: what a trial
+    records of it (gflops, median_s, rel_iqr, machine_speed, flags, max_rel_err; or failure and
+    max_err_ratio) and the failure's reason ("wrong_answer", "crash: SIGSEGV", ...) or None."""
+    asked, _ = request(cfg, point)
+    answer = runner.run(asked, cfg.trial_timeout_s)
+    outcome = Outcome.of(answer["status"], answer.get("reason"))
+    if not outcome.ok:
+        reason = str(outcome.text)
+        failed: TrialEvent = {"failure": reason}
+        if verify := answer.get("verify"):
+            failed["max_err_ratio"] = verify.get("max_err_ratio")
+        return failed, reason
+    median = answer["time"]["median_s"]
+    attrs: TrialEvent = {
+        "gflops": cfg.op.flops(cfg.shape) / median / 1e9,
+        "median_s": median,
+        "rel_iqr": answer["time"]["rel_iqr"],
+        "machine_speed": answer.get("machine_speed"),
+        "flags": answer.get("flags") or [],
+    }
+    error = (answer.get("verify") or {}).get("max_rel_err")
+    if error is not None:
+        attrs["max_rel_err"] = error
+    return attrs, None
+
+
 class Objective:
     """Optuna calls this per trial. Suggests ordinal indices, maps them to a valid tiling, reuses the value
     of a tiling this study already measured (or its failure), else measures it in the isolated worker."""
@@ -44,7 +71,7 @@ class Objective:
         self,
         cfg: TuneConfig,
         space: TileSpace,
-        runner: IsolatedRunner,
+        runner: Runner,
         on_trial: Callable[[TrialEvent], None],
     ) -> None:
         self.cfg, self.space, self.runner, self.on_trial = cfg, space, runner, on_trial
@@ -71,7 +98,7 @@ class Objective:
         if tiles is None:
             trial.set_user_attr("failure", "constraints: no valid value")
             raise CandidateFailed("constraints")
-        asked, key = request(self.cfg, tiles)
+        _, key = request(self.cfg, tiles)
         trial.set_user_attr("key", key)
         # our kernels' tiles are "tiles"; a user kernel's search parameters are "params"
         trial.set_user_attr("params" if self.cfg.kernel is not None else "tiles", tiles)
@@ -94,25 +121,13 @@ class Objective:
                 return previous.values
             assert previous.value is not None  # a complete trial: a failed one raised above
             return previous.value
-        answer = self.runner.run(asked, self.cfg.trial_timeout_s)
-        outcome = Outcome.of(answer["status"], answer.get("reason"))
-        if not outcome.ok:
-            reason = str(outcome.text)  # "wrong_answer", "crash: SIGSEGV", "timeout: ...", "ValueError: ..."
-            trial.set_user_attr("failure", reason)
-            if verify := answer.get("verify"):
-                trial.set_user_attr("max_err_ratio", verify.get("max_err_ratio"))
-            self.on_trial({"number": trial.number, "tiles": tiles, "failure": reason})
-            raise CandidateFailed(reason)
-        median = answer["time"]["median_s"]
-        gflops = self.flops / median / 1e9
-        error = (answer.get("verify") or {}).get("max_rel_err")
-        trial.set_user_attr("gflops", gflops)
-        trial.set_user_attr("median_s", median)
-        trial.set_user_attr("rel_iqr", answer["time"]["rel_iqr"])
-        trial.set_user_attr("machine_speed", answer.get("machine_speed"))
-        trial.set_user_attr("flags", answer.get("flags") or [])
-        if error is not None:
-            trial.set_user_attr("max_rel_err", error)
+        attrs, failure = measure_point(self.cfg, self.runner, tiles)
+        for name, value in attrs.items():
+            trial.set_user_attr(name, value)
+        if failure is not None:
+            self.on_trial({"number": trial.number, "tiles": tiles, "failure": failure})
+            raise CandidateFailed(failure)
+        gflops, error = attrs["gflops"], attrs.get("max_rel_err")
         self.on_trial({"number": trial.number, "tiles": tiles, "gflops": gflops, "max_rel_err": error})
         if len(self.cfg.objectives) > 1:
             if error is None:
