@@ -15,7 +15,7 @@ from opbench import tuned
 from opbench.ops import gemm
 from opbench.ops.gemm import GemmShape
 from opbench.tune import portfolio as pf
-from opbench.tune import portfolio_run
+from opbench.tune import portfolio_run, portfolio_search
 from opbench.tune.config import TuneConfig, build_space
 from opbench.tune.objective import _key
 from opbench.tune.replay import ReplayRunner
@@ -130,7 +130,7 @@ def _own_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _portfolio(tmp_path: Path, replays: Replays, k: int = 2, holdout: float = 0.0) -> Any:
-    cfg = portfolio_run.PortfolioConfig(
+    cfg = portfolio_search.PortfolioConfig(
         _cfg(tmp_path), tuple(SHAPES), (1.0, 1.0, 2.0, 2.0, 1.0, 1.0), k, holdout
     )
     return portfolio_run.run(cfg, lambda kind, event: None, replays)
@@ -175,3 +175,190 @@ def test_held_out_shapes_get_the_rules_member_and_records_say_which(tmp_path: Pa
     assert found[0]["tiles"] == (doc["members"][listed["member"]] or {})
     unlisted = tuned.lookup("gemm", "fp32", held[0]["shape"], 1)
     assert unlisted is not None and "by its rule" in unlisted[1]
+
+
+# --- the dispatch table, exported
+
+
+def _doc(op: str, shapes: list[dict[str, int]], members: list[dict[str, Any] | None], of: list[int]) -> Any:
+    return {
+        "name": "test-portfolio",
+        "op": op,
+        "dtype": "fp32",
+        "threads": 2,
+        "isa": "",
+        "members": members,
+        "speed": 0.97,
+        "default_speed": 0.8,
+        "shapes": [
+            {"shape": s, "label": str(s), "count": 1.0, "held_out": False, "member": m}
+            for s, m in zip(shapes, of, strict=True)
+        ],
+    }
+
+
+GEMMS = [
+    {"m": 16, "n": 768, "k": 768},
+    {"m": 2048, "n": 768, "k": 768},
+    {"m": 64, "n": 64, "k": 64, "batch": 96},
+]
+CONVS = [
+    {"n": 2, "c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "stride_h": 1, "stride_w": 1, "pad_h": 1,
+     "pad_w": 1, "dil_h": 1, "dil_w": 1, "groups": 1},
+    {"n": 2, "c": 256, "h": 14, "w": 14, "k": 256, "r": 1, "s": 1, "stride_h": 1, "stride_w": 1, "pad_h": 0,
+     "pad_w": 0, "dil_h": 1, "dil_w": 1, "groups": 1},
+]  # fmt: skip
+PROGRAM = """#include <cstdio>
+#include "portfolio.hpp"
+namespace p = opbench_portfolio::test_portfolio;
+int main() {
+    long long shape[p::kFields];
+    while (true) {
+        for (std::size_t f = 0; f < p::kFields; ++f)
+            if (std::scanf("%lld", &shape[f]) != 1) return 0;
+        std::printf("%d\\n", p::lookup(shape));
+    }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("op", "listed", "members", "of", "queries"),
+    [
+        ("gemm", GEMMS, [{"tile_m": 12, "tile_n": 256, "tile_k": 128}, None], [0, 1, 0],
+         [GEMMS[0], GEMMS[1], {"m": 100, "n": 768, "k": 768}, {"m": 1000, "n": 768, "k": 768},
+          {"m": 64, "n": 64, "k": 64, "batch": 96}, {"m": 70, "n": 64, "k": 64, "batch": 96},
+          {"m": 64, "n": 64, "k": 64, "batch": 12}]),
+        ("conv", CONVS, [{"tile_m": 64, "conv_path": "pixels_as_rows"}, {"tile_k": 32}], [1, 0],
+         [CONVS[0], CONVS[1], {**CONVS[0], "h": 28, "w": 28}, {**CONVS[1], "c": 512}, {**CONVS[0], "r": 5}]),
+    ],
+)  # fmt: skip
+def test_the_exported_header_compiles_and_looks_up_as_the_rule_does(
+    op: str, listed: list[dict[str, int]], members: list[Any], of: list[int], queries: list[dict[str, int]],
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    import dataclasses
+    import json
+    import subprocess
+
+    from opbench.documents import int_fields
+    from opbench.ops import OPS
+    from opbench.tune import export
+
+    doc = _doc(op, listed, members, of)
+    (tmp_path / "portfolio.hpp").write_text(export.to_cpp(doc))
+    (tmp_path / "main.cpp").write_text(PROGRAM)
+    build = subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-o", str(tmp_path / "lookup"),
+                            str(tmp_path / "main.cpp")], capture_output=True, text=True)  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    table = json.loads(export.to_json(doc))
+    fields = table["fields"]
+    full = [int_fields(dataclasses.asdict(OPS[op].shape_from_case(q))) for q in queries]
+    stdin = "\n".join(" ".join(str(q[f]) for f in fields) for q in full)
+    got = subprocess.run(
+        [str(tmp_path / "lookup")], input=stdin, capture_output=True, text=True
+    ).stdout.split()
+    want = [pf.rule(listed, of, q) for q in queries]
+    assert [int(g) for g in got] == [-1 if w is None else w for w in want]
+    assert -1 in [int(g) for g in got] and len(set(want) - {None}) == 2  # every member and no match occur
+    assert table["members"][of[0]] == (members[of[0]] or {})
+    if op == "conv":
+        assert '"pixels_as_rows"' in (tmp_path / "portfolio.hpp").read_text()
+
+
+# --- the command line
+
+
+BATCH = "--matmul\n8x32:32x32 # count=3\n16x32:32x32\n64x32:32x32 # count=2\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--portfolio", "2"], "--portfolio needs the shapes: --batch-file FILE or --suite NAME"),
+        (["--batch-file", "B"], "give --portfolio K"),
+        (["--batch-file", "B", "--portfolio", "2", "--m", "8"], "--m names one shape"),
+        (["--batch-file", "B", "--suite", "resnet50", "--portfolio", "2"], "(one of them)"),
+        (["--batch-file", "C", "--portfolio", "2"], "C: no gemm problem opbench runs"),
+        (["--batch-file", "B", "--portfolio", "2", "--objectives", "gflops,error"], "speed alone"),
+        (["--batch-file", "B", "--portfolio", "0"], "must be >= 1"),
+        (["--batch-file", "B", "--portfolio", "2", "--holdout", "0.95"], "must be in [0, 0.9]"),
+        (["--batch-file", "B", "--portfolio", "2", "--export", "xml"], "expected json, cpp or json,cpp"),
+    ],
+)
+def test_portfolio_usage_errors_are_one_line(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from opbench import cli
+
+    (tmp_path / "B").write_text(BATCH)
+    (tmp_path / "C").write_text("--conv\nmb2ic8ih8oc8kh3ph1\n")
+    files = {"B": str(tmp_path / "B"), "C": str(tmp_path / "C")}
+    argv = ["tune", "gemm", *[files.get(e, e) for e in extra], "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_killed_portfolio_resumes_without_measuring_a_cell_twice(tmp_path: Path) -> None:
+    """kill -9 in the middle of the second shape's study; the rerun finishes from what the studies hold."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from sqlalchemy import exc as sqlalchemy_exc
+
+    (tmp_path / "B").write_text(BATCH)
+    storage = f"sqlite:///{tmp_path}/tuning/studies.db"
+    args = [sys.executable, "-m", "opbench", "tune", "gemm", "--batch-file", str(tmp_path / "B"),
+            "--portfolio", "2", "--trials", "4", "--threads", "1", "--seed", "3", "--confirm-rounds", "1",
+            "--confirm-processes", "1", "--heartbeat-s", "1", "--grace-s", "2", "--out", str(tmp_path),
+            "--study", "pk"]  # fmt: skip
+    second = "pk:gemm-16x32x32-fp32-t1"
+    log = tmp_path / "first.log"
+    proc = subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT, env=os.environ.copy())
+    before: dict[str, list[tuple[int, str]]] = {}
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            time.sleep(0.2)
+            try:
+                trials = optuna.load_study(study_name=second, storage=storage).trials
+            except (KeyError, sqlalchemy_exc.SQLAlchemyError):
+                continue
+            if any(t.state.name == "COMPLETE" for t in trials):
+                break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        for name in optuna.get_all_study_names(storage):
+            kept = optuna.load_study(study_name=name, storage=storage).trials
+            before[name] = [
+                (t.number, t.user_attrs.get("key", "")) for t in kept if t.state.name == "COMPLETE"
+            ]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert before.get(second), f"the second shape never completed a trial: {log.read_text()[-2000:]}"
+    assert "pk" not in before  # killed before the portfolio was chosen
+    time.sleep(3)  # past the grace period: the killed process's running trial is stale
+    rerun = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    doc = optuna.load_study(study_name="pk", storage=storage).user_attrs["portfolio"]
+    assert len(doc["shapes"]) == 3 and 1 <= len(doc["members"]) <= 2
+    for name, kept in before.items():
+        study = optuna.load_study(study_name=name, storage=storage)
+        now = {t.number: t.user_attrs.get("key", "") for t in study.trials if t.state.name == "COMPLETE"}
+        assert all(now.get(n) == key for n, key in kept), f"{name}: a completed trial was lost or changed"
+    for name in optuna.get_all_study_names(storage):
+        if name == "pk":
+            continue
+        study = optuna.load_study(study_name=name, storage=storage)
+        keys = [t.user_attrs["key"] for t in study.trials
+                if "key" in t.user_attrs and "reused_from" not in t.user_attrs
+                and (t.state.name == "COMPLETE" or "failure" in t.user_attrs)]  # fmt: skip
+        keys += [v["key"] for k, v in study.user_attrs.items() if k.startswith("cell:")]
+        assert len(keys) == len(set(keys)), f"{name}: a cell was measured twice"
+        measured = [t for t in study.trials if t.state.name == "COMPLETE" or "failure" in t.user_attrs]
+        assert len(measured) == 4, f"{name}: {len(measured)} trials, not the 4 asked"

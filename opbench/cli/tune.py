@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 
 from opbench import descriptors
+from opbench.cli import portfolio
 from opbench.cli.common import check_flags_apply, storage_url
 from opbench.cli.options import AXIS_FLAGS, PARAM_FLAGS, resolve_processes
 from opbench.display import tune as show
@@ -25,7 +27,7 @@ from opbench.tune.config import TUNABLE_OPS, default_study_name
 from opbench.tune.storage import mask
 from opbench.tune.study import list_studies, trial_rows
 from opbench.tuning_documents import SpaceEvent, TrialEvent, TuneEvent
-from opbench.userkernel import parse_kernel, parse_params
+from opbench.userkernel import KernelRef, parse_kernel, parse_params
 
 if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
     import optuna
@@ -55,6 +57,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     storage = storage_url(args.storage, args.out)
     threads = args.threads or default_threads()
     console = Console(markup=False, highlight=False, width=None if sys.stdout.isatty() else 120)
+    if args.portfolio is not None or args.batch_file or args.suite:
+        shapes, weights, dtype, source = portfolio.shapes_of(args, op)
+        name = args.study or portfolio.default_name(
+            op, source, dtype, threads, args.portfolio, kernel.name if kernel else ""
+        )
+        base = _config(args, op, shapes[0], dtype, threads, name, storage, objectives, kernel, baseline)
+        return portfolio.run(
+            args, replace(base, trials=args.trials or portfolio.TRIALS), shapes, weights, console
+        )
+    args.dtype = args.dtype or "fp32"
     if args.show:
         unnamed = forward.name == "gemm" and None in (args.m, args.n, args.k) and not args.problem
         if not args.study and unnamed:
@@ -74,33 +86,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             "available memory"
         )
     suffix = "-mo" if len(objectives) > 1 else ""
-    cfg = tuner.TuneConfig(
-        shape=shape,
-        dtype=args.dtype,
-        threads=threads,
-        study_name=args.study or default_study_name(key, shape, args.dtype, threads, suffix, kernel),
-        storage_url=storage,
-        trials=args.trials,
-        timeout_s=args.timeout,
-        sampler=args.sampler,
-        seed=args.seed,
-        space=args.space,
-        params=tuple(p.strip() for p in args.params.split(",")) if args.params else None,
-        cache_fit=args.cache_fit,
-        isa=args.isa,
-        objectives=objectives,
-        trial_timeout_s=args.trial_timeout,
-        confirm_top=args.confirm_top,
-        confirm_rounds=args.confirm_rounds,
-        confirm_processes=confirm_processes(args),
-        force=args.force,
-        heartbeat_s=args.heartbeat_s,
-        grace_s=args.grace_s,
-        command=tuple(args.command_line),
-        op=op,
-        kernel=kernel,
-        baseline_params=baseline,
-    )
+    name = args.study or default_study_name(key, shape, args.dtype, threads, suffix, kernel)
+    cfg = _config(args, op, shape, args.dtype, threads, name, storage, objectives, kernel, baseline)
 
     def on_event(kind: str, event: TuneEvent) -> None:
         if kind == "space":
@@ -154,6 +141,40 @@ def cmd_tune(args: argparse.Namespace) -> int:
     elif summary.get("record_verdict"):
         console.print(f"no tuned record saved: the default stays ({summary['record_verdict']})")
     return 0
+
+
+def _config(
+    args: argparse.Namespace, op: Op[Any], shape: Shape, dtype: str, threads: int, name: str, storage: str,
+    objectives: tuple[str, ...], kernel: KernelRef | None, baseline: tuple[tuple[str, Any], ...] | None,
+) -> tuner.TuneConfig:  # fmt: skip
+    """The run's settings for one shape (a portfolio's: its first, each shape's study replacing it)."""
+    return tuner.TuneConfig(
+        shape=shape,
+        dtype=dtype,
+        threads=threads,
+        study_name=name,
+        storage_url=storage,
+        trials=args.trials or 50,
+        timeout_s=args.timeout,
+        sampler=args.sampler,
+        seed=args.seed,
+        space=args.space,
+        params=tuple(p.strip() for p in args.params.split(",")) if args.params else None,
+        cache_fit=args.cache_fit,
+        isa=args.isa,
+        objectives=objectives,
+        trial_timeout_s=args.trial_timeout,
+        confirm_top=args.confirm_top,
+        confirm_rounds=args.confirm_rounds,
+        confirm_processes=confirm_processes(args),
+        force=args.force,
+        heartbeat_s=args.heartbeat_s,
+        grace_s=args.grace_s,
+        command=tuple(args.command_line),
+        op=op,
+        kernel=kernel,
+        baseline_params=baseline,
+    )
 
 
 def _shape(args: argparse.Namespace, op: Op[Any]) -> Shape:

@@ -12,7 +12,7 @@ from opbench.cli.options import (
     isas,
     op_params,
 )
-from opbench.cli.types import at_most, op, positive_int, seed, threads
+from opbench.cli.types import at_most, export_formats, holdout, op, positive_int, seed, threads
 
 
 def add_tune(sub: argparse._SubParsersAction[Parser]) -> None:
@@ -28,13 +28,40 @@ def add_tune(sub: argparse._SubParsersAction[Parser]) -> None:
     t.add_argument(
         "--problem", help="the shape as a benchdnn-style problem descriptor (instead of the above)"
     )
+    pg = t.add_argument_group("a portfolio: a few tilings and a rule for many shapes (instead of one shape)")
+    pg.add_argument(
+        "--batch-file",
+        help="the shapes: a benchdnn batch file (opbench shapes writes one; '# count=N' weighs a shape)",
+    )
+    pg.add_argument("--suite", help="the shapes: a built-in suite's, of this op (opbench suites)")
+    pg.add_argument(
+        "--portfolio",
+        type=at_most(64, positive_int),
+        help="choose at most K tilings and the rule that gives each shape one",
+    )
+    pg.add_argument(
+        "--holdout",
+        type=holdout,
+        default=0.0,
+        help="share of the shapes kept out of the search; the rule's loss on them is reported (default 0)",
+    )
+    pg.add_argument("--holdout-seed", type=seed, default=0, help="which shapes are held out (default 0)")
+    pg.add_argument(
+        "--export",
+        type=export_formats,
+        help="json, cpp or json,cpp: write the dispatch table to --out as NAME.json / NAME.hpp",
+    )
     tc = t.add_argument_group(
         "conv and rnn/gru/lstm shape (one value each; unset ones at the op's base point)"
     )
     for dest in ("batch", "input_size", "in_channels", "out_channels", "filter_size", "seq_len", "hidden"):
         tc.add_argument(AXIS_FLAGS[dest], dest=dest, type=positive_int)
     op_params(tc)
-    t.add_argument("--dtype", default="fp32", choices=("fp32", "fp16", "bf16"))
+    t.add_argument(
+        "--dtype",
+        choices=("fp32", "fp16", "bf16"),
+        help="default fp32; with --batch-file, the file's --cfg where it names one",
+    )
     t.add_argument(
         "--pass",
         dest="pass_name",
@@ -45,8 +72,7 @@ def add_tune(sub: argparse._SubParsersAction[Parser]) -> None:
     t.add_argument(
         "--trials",
         type=at_most(1_000_000, positive_int),
-        default=50,
-        help="trials this process runs (default 50)",
+        help="trials this process runs (default 50); with --portfolio, per shape, in all (default 12)",
     )
     t.add_argument(
         "--timeout", type=at_most(30 * 86_400), help="stop starting trials after this many seconds"

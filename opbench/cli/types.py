@@ -145,3 +145,21 @@ def fail_on(text: str) -> frozenset[str]:
     if not names or names - set(FAIL_ON):
         raise argparse.ArgumentTypeError(f"expected slower, failed or slower,failed, got '{text}'")
     return frozenset(names)
+
+
+def holdout(text: str) -> float:
+    """A share of shapes kept out of a portfolio's search: 0 to 0.9."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 0.9], got '{text}'") from None
+    if not 0.0 <= v <= 0.9:  # NaN fails both
+        raise argparse.ArgumentTypeError(f"must be in [0, 0.9], got {text}")
+    return v
+
+
+def export_formats(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(t.strip() for t in text.split(",")))
+    if not names or any(n not in ("json", "cpp") for n in names):
+        raise argparse.ArgumentTypeError(f"expected json, cpp or json,cpp, got '{text}'")
+    return names
