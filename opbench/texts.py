@@ -9,6 +9,7 @@ from typing import Any
 from opbench.case import DOUBT_MARK, marked
 from opbench.documents import CompareRow, Scalar
 from opbench.record_blocks import TimeBlock
+from opbench.tuning_documents import PortfolioDoc
 
 
 def format_seconds(s: float | None) -> str:
@@ -73,3 +74,49 @@ def summary_text(result: Mapping[str, Any]) -> str:
 def change_text(row: CompareRow) -> str:
     """A compared case's GFLOPS change, marked where either run flagged the case."""
     return f"{100 * row['gflops_change']:+.1f}%" + marked(row.get("doubts") or "")
+
+
+def speed_text(speed: float | None) -> str:
+    """A relative speed (own best's time / this time) and the time it loses: "0.971 (+3.0%)"."""
+    if speed is None:
+        return "-"
+    return "failed" if speed <= 0 else f"{speed:.3f} ({1 / speed - 1:+.1%})"
+
+
+def portfolio_lines(doc: PortfolioDoc) -> list[str]:
+    """The geomeans, the curve over K and the cost."""
+    lines = [
+        f"searched shapes, count-weighted geomean speed against each shape's own best: portfolio "
+        f"{speed_text(doc['speed'])}, cache-model default {speed_text(doc['default_speed'])}"
+    ]
+    if conf := doc.get("confirmed"):
+        lines.append(
+            f"the same, confirmed in interleaved rounds: portfolio {speed_text(conf.get('speed'))}, default "
+            f"{speed_text(conf.get('default_speed'))}"
+            + (
+                f"; held out: portfolio {speed_text(conf['holdout_speed'])}, default "
+                f"{speed_text(conf.get('holdout_default_speed'))}"
+                if "holdout_speed" in conf
+                else ""
+            )
+        )
+    if doc.get("holdout_speed") is not None:
+        lines.append(
+            f"held-out shapes (the rule: the nearest searched shape's tiling): portfolio "
+            f"{speed_text(doc['holdout_speed'])}, default {speed_text(doc.get('holdout_default_speed'))}"
+        )
+    curve = ", ".join(f"K={int(c['k'])} {c['loss']:.1%}" for c in doc["curve"])
+    lines.append(f"loss against each shape's own best by portfolio size: {curve}")
+    lines.append(
+        f"cost: {doc['measurements']} measurements; measuring every searched shape x every tiling chosen "
+        f"among would take {doc['grid_cells']}"
+    )
+    return lines
+
+
+def point_label(point: Mapping[str, Scalar] | None) -> str:
+    """A tiling, short (a portfolio's heat map columns): "m=96,n=64,k=64" for tile_m..., "default" for the
+    cache model's."""
+    if not point:
+        return "default"
+    return ",".join(f"{k.removeprefix('tile_')}={v}" for k, v in point.items())

@@ -362,3 +362,27 @@ def test_a_killed_portfolio_resumes_without_measuring_a_cell_twice(tmp_path: Pat
         assert len(keys) == len(set(keys)), f"{name}: a cell was measured twice"
         measured = [t for t in study.trials if t.state.name == "COMPLETE" or "failure" in t.user_attrs]
         assert len(measured) == 4, f"{name}: {len(measured)} trials, not the 4 asked"
+
+
+def test_the_report_shows_the_portfolio_with_its_heat_map_losses_and_curve(tmp_path: Path) -> None:
+    import json
+
+    from opbench import cli
+
+    doc = _portfolio(tmp_path, Replays(tmp_path), holdout=0.34)
+    assert [int(c["k"]) for c in doc["curve"]] == list(range(1, 9))
+    out = tmp_path / "report"
+    argv = ["report", "--study", "pf", "--storage", f"sqlite:///{tmp_path}/s.db", "--out", str(out)]
+    assert cli.main(argv) == 0
+    text = (out / "report.md").read_text()
+    assert "## Portfolio: pf" in text
+    images = sorted(p.name for p in (out / "images").iterdir())
+    assert images == ["portfolio0-curve.png", "portfolio0-heat.png", "portfolio0-loss.png"]
+    for row in doc["shapes"]:  # every shape's row, with the speeds the document holds
+        label = row["label"] + (" (held out)" if row["held_out"] else "")
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {label} |"))
+        assert f"{row['speed']:.3f}" in line
+    model = json.loads((out / "report.json").read_text())
+    assert model["portfolios"][0]["members"] == doc["members"]
+    html = (out / "report.html").read_text()
+    assert 'id="portfolios"' in html and html.count("<figure>") == 3

@@ -12,13 +12,13 @@ from typing import Any
 from rich.console import Console
 
 from opbench.batchfiles import read_batch
-from opbench.display.tune import portfolio_lines, portfolio_table, trial_line
+from opbench.display.tune import portfolio_table, trial_line
 from opbench.errors import UsageError
 from opbench.files import atomic_write_text
 from opbench.machine import available_memory_bytes
 from opbench.ops.base import Op, Shape
 from opbench.specs import SUITES_DIR, load_suite
-from opbench.texts import tiles_text
+from opbench.texts import portfolio_lines, tiles_text
 from opbench.tune import export, portfolio_run, portfolio_search
 from opbench.tune.config import TuneConfig
 from opbench.tune.study import load_existing

@@ -26,14 +26,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     ab_paths = [p for p in args.results if inputs.kind_of(p) == "opbench.ab"]
     docs = [inputs.load_results(p) for p in args.results if p not in ab_paths]
     ab_docs = [inputs.load_ab(p) for p in ab_paths]
-    studies = [inputs.load_study(name, storage_url(args.storage, "reports")) for name in args.study]
+    storage = storage_url(args.storage, "reports")
+    portfolios = [doc for name in args.study if (doc := inputs.load_portfolio(name, storage)) is not None]
+    names = {doc["name"] for doc in portfolios}
+    studies = [inputs.load_study(name, storage) for name in args.study if name not in names]
     backends = {r["backend"] for d in docs for r in d["records"]}
     if args.baseline and args.baseline not in backends:
         raise UsageError(
             f"--baseline {args.baseline} is not among the backends in these results "
             f"({', '.join(sorted(backends)) or 'none'})"
         )
-    m = model.build(docs, studies, args.baseline, args.title, args.command_line, ab_docs)
+    m = model.build(docs, studies, args.baseline, args.title, args.command_line, ab_docs, portfolios)
     from opbench.report import plots  # matplotlib (about 0.3 s to import): only a report draws
 
     figures = plots.all_plots(m) if set(formats) != {"csv"} else {}
@@ -42,7 +45,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     n_plots = sum(len(v) for v in figures.values())
     console.print(
         f"report: {len(m['sections'])} op/dtype sections, {len(m['ab'])} A/B runs, {len(m['studies'])} "
-        f"studies, {n_plots} plots"
+        f"studies, {len(m['portfolios'])} portfolios, {n_plots} plots"
     )
     for fmt, path in written.items():
         console.print(f"wrote {fmt.upper()}: {path}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from opbench.texts import tiles_text
+from opbench.texts import speed_text, tiles_text
 from opbench.tuning_documents import (
     Confirmation,
     ParetoRow,
@@ -117,12 +117,6 @@ def studies_table(where: str, rows: list[StudyRow]) -> Table:
     return table
 
 
-def _loss(speed: float | None) -> str:
-    if speed is None:
-        return "-"
-    return "failed" if speed <= 0 else f"{speed:.3f} ({1 / speed - 1:+.1%})"
-
-
 def _confirmed(row: PortfolioShape, name: str) -> float | None:
     return (row.get("confirmed") or {}).get(name)
 
@@ -143,40 +137,9 @@ def portfolio_table(doc: PortfolioDoc) -> Table:
             r["label"],
             f"{r['count']:g}",
             "-" if member is None else f"{member + 1}: {tiles_text(doc['members'][member])}",
-            _loss(r["speed"]),
-            _loss(_confirmed(r, "portfolio_speed")),
-            _loss(_confirmed(r, "default_speed")),
+            speed_text(r["speed"]),
+            speed_text(_confirmed(r, "portfolio_speed")),
+            speed_text(_confirmed(r, "default_speed")),
             "held out" if r["held_out"] else "",
         )
     return table
-
-
-def portfolio_lines(doc: PortfolioDoc) -> list[str]:
-    """The geomeans, the curve over K and the cost."""
-    lines = [
-        f"searched shapes, count-weighted geomean speed against each shape's own best: portfolio "
-        f"{_loss(doc['speed'])}, cache-model default {_loss(doc['default_speed'])}"
-    ]
-    if conf := doc.get("confirmed"):
-        lines.append(
-            f"the same, confirmed in interleaved rounds: portfolio {_loss(conf.get('speed'))}, default "
-            f"{_loss(conf.get('default_speed'))}"
-            + (
-                f"; held out: portfolio {_loss(conf['holdout_speed'])}, default "
-                f"{_loss(conf.get('holdout_default_speed'))}"
-                if "holdout_speed" in conf
-                else ""
-            )
-        )
-    if doc.get("holdout_speed") is not None:
-        lines.append(
-            f"held-out shapes (the rule: the nearest searched shape's tiling): portfolio "
-            f"{_loss(doc['holdout_speed'])}, default {_loss(doc.get('holdout_default_speed'))}"
-        )
-    curve = ", ".join(f"K={int(c['k'])} {c['loss']:.1%}" for c in doc["curve"])
-    lines.append(f"loss against each shape's own best by portfolio size: {curve}")
-    lines.append(
-        f"cost: {doc['measurements']} measurements; measuring every searched shape x every tiling chosen "
-        f"among would take {doc['grid_cells']}"
-    )
-    return lines

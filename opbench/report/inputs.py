@@ -15,7 +15,7 @@ from opbench.files import MAX_RESULTS_BYTES, read_input
 from opbench.report.ab import VERDICTS, AbResult
 from opbench.results import SCHEMA_VERSION
 from opbench.tune.study import load_existing
-from opbench.tuning_documents import StudyDoc, TrialRow
+from opbench.tuning_documents import PortfolioDoc, StudyDoc, TrialRow
 
 # Every version is a superset of the one before (results.py's history), so the report reads them all.
 READABLE_SCHEMAS = tuple(range(1, SCHEMA_VERSION + 1))
@@ -243,6 +243,33 @@ def load_results(path: str | Path) -> ResultsDoc:
     doc.setdefault("bandwidth", None)
     doc["_path"] = str(p)
     return cast(ResultsDoc, doc)  # checked above, and each record again by Result.from_record
+
+
+def load_portfolio(name: str, storage_url: str) -> PortfolioDoc | None:
+    """A portfolio's document (tune --portfolio keeps it in a study of its own), checked; None where the
+    study is a single shape's."""
+    study = load_existing(name, storage_url)
+    doc = study.user_attrs.get("portfolio")
+    if doc is None:
+        return None
+    check = _Check(Path(f"study {name}"))
+    table = check.table(doc, "portfolio")
+    for key in ("speed", "default_speed", "measurements", "grid_cells"):
+        check.number(table.get(key), f"portfolio.{key}", strict=False)
+    check.number(table.get("k"), "portfolio.k")
+    shapes = table.get("shapes")
+    if not isinstance(shapes, list) or not isinstance(table.get("members"), list):
+        raise check.fail("portfolio", "expected its shapes and members as lists")
+    for i, row in enumerate(shapes):
+        row = check.table(row, f"portfolio.shapes[{i}]")
+        check.text(row.get("label"), f"portfolio.shapes[{i}].label")
+        check.number(row.get("count"), f"portfolio.shapes[{i}].count")
+        for key in ("speed", "default_speed"):
+            check.number(row.get(key), f"portfolio.shapes[{i}].{key}", strict=False)
+    for i, member in enumerate(table["members"]):
+        if member is not None:  # None: the cache-model default
+            check.scalars(member, f"portfolio.members[{i}]")
+    return cast(PortfolioDoc, table)
 
 
 def load_study(name: str, storage_url: str) -> StudyDoc:

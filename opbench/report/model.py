@@ -31,7 +31,7 @@ from opbench.report.parts import (
     StudySection,
 )
 from opbench.texts import speedup_text, summary_text
-from opbench.tuning_documents import Confirmation, StudyDoc
+from opbench.tuning_documents import Confirmation, PortfolioDoc, StudyDoc
 
 
 class _Group(TypedDict):
@@ -224,6 +224,7 @@ def build(
     title: str,
     command: list[str],
     ab_docs: list[AbResult] | None = None,
+    portfolios: list[PortfolioDoc] | None = None,
 ) -> Report:
     """The whole report. Sections are per (op, dtype) across all input files; an A/B section per `opbench
     ab` file (report/ab.py's rows, with their verdicts)."""
@@ -302,6 +303,7 @@ def build(
         "sections": sections,
         "roofline": roofline,
         "studies": [_study_section(s) for s in studies],
+        "portfolios": list(portfolios or []),
         "ab": [_ab_section(d) for d in ab_docs or []],
     }
 

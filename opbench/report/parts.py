@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 from opbench.documents import BandwidthDict, PeakDict, Scalar
 from opbench.report.ab import AbResult, AbRow
-from opbench.tuning_documents import Confirmation
+from opbench.tuning_documents import Confirmation, PortfolioDoc
 
 # A row of a speed-up table: its shape, each backend's ratio to the baseline under the backend's name, and
 # `doubts` per backend: the table's keys are the run's backends, so it stays a plain dict.
@@ -125,6 +125,7 @@ class Report(TypedDict):
     sections: list[Section]
     roofline: Roofline
     studies: list[StudySection]
+    portfolios: list[PortfolioDoc]  # tune --portfolio's documents (tune/portfolio_run.py), as saved
     ab: list[AbSection]
 
 

@@ -3,31 +3,23 @@ in the HTML) and to PNG (beside the Markdown)."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import multiprocessing
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-matplotlib.use("Agg")  # no display: files only
-# Labels come from results files: text, never mathtext ('$' in a backend name would be parsed, and fail).
-matplotlib.rcParams["text.parse_math"] = False
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
-
-from opbench.case import DOUBT_MARK  # noqa: E402
-from opbench.report.model import geomean_text  # noqa: E402
-from opbench.report.parts import Report, Roofline, Section, StudySection  # noqa: E402
+from opbench.case import DOUBT_MARK
+from opbench.report.figures import Plot, plt
+from opbench.report.figures import render as _render
+from opbench.report.model import geomean_text
+from opbench.report.parts import Report, Roofline, Section, StudySection
+from opbench.report.portfolio_plots import portfolio_plots
 
 COLORS = {
     "cpp": "#1f77b4",
@@ -42,33 +34,6 @@ MARKERS = {"gemm": "o", "conv": "s", "rnn": "v", "gru": "D", "lstm": "^"}
 FLAGGED_HATCH = "///"
 FLAGGED_LABEL = f"{DOUBT_MARK} flagged case (hollow / hatched)"
 MIN_PARTS_APART = 4  # sections, the roofline and studies: from this many, drawn in worker processes
-
-
-@dataclass(frozen=True)
-class Plot:
-    name: str  # file stem, e.g. "gemm-fp32-batch-gflops"
-    title: str
-    svg: bytes
-    png: bytes
-
-
-def file_stem(name: str) -> str:
-    """A plot name safe as a file name (it is built from op, dtype and axis names, which come from results
-    files): letters, digits, '.', '_' and '-'; a name that had to change gets a hash, so two never collide."""
-    clean = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:80]
-    if clean != name:
-        clean = f"{clean}-{hashlib.sha256(name.encode()).hexdigest()[:8]}".lstrip("-")
-    return clean
-
-
-def _render(fig: Figure, name: str, title: str) -> Plot:
-    name = file_stem(name)
-    fig.tight_layout()
-    svg, png = io.BytesIO(), io.BytesIO()
-    fig.savefig(svg, format="svg", metadata={"Date": None})  # no timestamp: reproducible files
-    fig.savefig(png, format="png", dpi=100)
-    plt.close(fig)
-    return Plot(name, title, svg.getvalue(), png.getvalue())
 
 
 def _color(backend: str) -> str:
@@ -337,6 +302,7 @@ def all_plots(model: Report, workers: int | None = None) -> dict[str, list[Plot]
         *((s["id"], _section_plots, (s,)) for s in model["sections"]),
         ("roofline", _roofline_plots, (model["roofline"],)),
         *((f"study{i}", study_plots, (study, i)) for i, study in enumerate(model["studies"])),
+        *((f"portfolio{i}", portfolio_plots, (doc, i)) for i, doc in enumerate(model["portfolios"])),
     ]
     if workers is None:
         # (machine.allowed_cpus' count; that module loads the compiled kernels, which a report runs without)

@@ -22,7 +22,8 @@ from opbench.files import atomic_write_bytes, atomic_write_text, check_writable_
 from opbench.report.ab import AbResult, to_markdown
 from opbench.report.model import doubt_notes, geomean_text, ratio_cell
 from opbench.report.parts import Report
-from opbench.texts import format_seconds
+from opbench.texts import format_seconds, portfolio_lines, speed_text
+from opbench.tuning_documents import PortfolioDoc
 
 if TYPE_CHECKING:  # the type only: plots loads matplotlib, which rendering text does not need
     from opbench.report.plots import Plot
@@ -116,13 +117,65 @@ def render_html(model: Report, plots: dict[str, list[Plot]]) -> str:
     env.filters["seconds"] = format_seconds
     env.filters["tiles"] = _tiles
     env.globals.update(
-        ratio_cell=ratio_cell, geomean_text=geomean_text, doubt_notes=doubt_notes, mark=DOUBT_MARK
+        ratio_cell=ratio_cell,
+        geomean_text=geomean_text,
+        doubt_notes=doubt_notes,
+        mark=DOUBT_MARK,
+        portfolio_lines=portfolio_lines,
+        portfolio_rows=portfolio_rows,
+        portfolio_columns=PORTFOLIO_COLUMNS,
     )
     return env.get_template("report.html.j2").render(m=model, plots=plots)
 
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def portfolio_rows(doc: PortfolioDoc) -> list[list[str]]:
+    """A portfolio's shapes as the report's table shows them: shape, count, member, and the speed against
+    the shape's own best as the search measured it, as the confirmation did, and the default's."""
+    rows = []
+    for r in doc["shapes"]:
+        member = r.get("member")
+        confirmed = r.get("confirmed") or {}
+        rows.append(
+            [
+                r["label"] + (" (held out)" if r["held_out"] else ""),
+                f"{r['count']:g}",
+                "-" if member is None else f"{member + 1}",
+                speed_text(r["speed"]),
+                speed_text(confirmed.get("portfolio_speed")),
+                speed_text(confirmed.get("default_speed")),
+            ]
+        )
+    return rows
+
+
+PORTFOLIO_COLUMNS = ("shape", "count", "member", "speed (search)", "speed (confirmed)", "default (confirmed)")
+
+
+def _portfolio_markdown(doc: PortfolioDoc) -> list[str]:
+    out = [
+        f"## Portfolio: {md(doc['name'])}",
+        "",
+        f"{md(doc['op'])} {md(doc['dtype'])}, {doc['threads']} thread(s): {len(doc['members'])} tilings for "
+        f"{len(doc['shapes'])} shapes. Speed is the shape's own best time over its member's (1: no loss).",
+        "",
+        *[f"- {md(line)}" for line in portfolio_lines(doc)],
+        "",
+        "| member | tiles |",
+        "|---|---|",
+        *[
+            f"| {n + 1} | {md(_tiles(m) if m else 'the cache-model default')} |"
+            for n, m in enumerate(doc["members"])
+        ],
+        "",
+        "| " + " | ".join(PORTFOLIO_COLUMNS) + " |",
+        "|" + "---|" * len(PORTFOLIO_COLUMNS),
+    ]
+    out += ["| " + " | ".join(md(c) for c in row) + " |" for row in portfolio_rows(doc)]
+    return out
 
 
 def render_markdown(model: Report, plots: dict[str, list[Plot]]) -> str:
@@ -241,6 +294,10 @@ def render_markdown(model: Report, plots: dict[str, list[Plot]]) -> str:
                 mark = f"{DOUBT_MARK} ({md(', '.join(st['speedup_doubts']))})" if st["speedup_doubts"] else ""
                 out += ["", f"Best tiling: **{conf['speedup']:.3f}x**{mark} the cache-model default."]
         for plot in plots.get(f"study{i}", []):
+            out += ["", f"![{md(plot.title)}]({IMAGES}/{plot.name}.png)"]
+    for i, doc in enumerate(model["portfolios"]):
+        out += ["", *_portfolio_markdown(doc)]
+        for plot in plots.get(f"portfolio{i}", []):
             out += ["", f"![{md(plot.title)}]({IMAGES}/{plot.name}.png)"]
     for section in model["ab"]:
         out += ["", to_markdown(cast(AbResult, section)).rstrip("\n")]  # an ab file's document

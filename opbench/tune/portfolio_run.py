@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from opbench.documents import Params
 from opbench.machine import utc_now
+from opbench.texts import point_label
 from opbench.tiles import record_tiles
 from opbench.tune import portfolio as pf
 from opbench.tune.confirmation import confirm_points
@@ -20,6 +21,8 @@ from opbench.tuned import save as save_record
 from opbench.tuning_documents import PortfolioDoc, PortfolioShape
 
 __all__ = ["PortfolioConfig", "run"]
+
+CURVE_TO = 8  # the loss-against-K curve goes at least this far
 
 
 def run(cfg: PortfolioConfig, on_event: Callable[[str, dict[str, object]], None],
@@ -39,7 +42,7 @@ def _document(
     search_cost = s.measured
     full = [j for j in pool if j in grid.measured_on_all()]
     curve = []
-    for k in range(1, cfg.k + 1):
+    for k in range(1, max(cfg.k, CURVE_TO) + 1):  # among the tilings measured on every searched shape
         speed = pf.score(grid, pf.select(grid, k, full))
         curve.append({"k": float(k), "speed": speed, "loss": pf.loss(speed)})
     dj = grid.tilings.index(default_key)
@@ -102,7 +105,7 @@ def _document(
         "measurements": search_cost,
         "grid_cells": len(grid.shapes) * len(pool),
         "heat": {
-            "tilings": [_label(s.points[grid.tilings[j]]) for j in full],
+            "tilings": [point_label(s.points[grid.tilings[j]]) for j in full],
             "speeds": [[grid.speed(g, j, {}) for j in full] for g in range(len(grid.shapes))],
         },
         "command": list(base.command),
@@ -114,10 +117,6 @@ def _document(
 
 def _ratio(best: float, t: float) -> float:
     return 0.0 if t == pf.FAILED or best == pf.FAILED else min(1.0, best / t)
-
-
-def _label(point: Params | None) -> str:
-    return "default" if not point else ",".join(f"{k}={v}" for k, v in point.items())
 
 
 def _row(s: Search, i: int, member: int | None, own: Params | None, speed: float, default_speed: float,
