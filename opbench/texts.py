@@ -105,6 +105,12 @@ def portfolio_lines(doc: PortfolioDoc) -> list[str]:
             f"held-out shapes (the rule: the nearest searched shape's tiling): portfolio "
             f"{speed_text(doc['holdout_speed'])}, default {speed_text(doc.get('holdout_default_speed'))}"
         )
+    fallbacks = sum(bool(r.get("fallback")) for r in doc["shapes"])
+    if fallbacks:
+        lines.append(
+            f"{fallbacks} shape(s) fall back to the cache-model default: their member was not confirmed "
+            "faster beyond both 95% intervals"
+        )
     curve = ", ".join(f"K={int(c['k'])} {c['loss']:.1%}" for c in doc["curve"])
     lines.append(f"loss against each shape's own best by portfolio size: {curve}")
     lines.append(

@@ -241,6 +241,7 @@ class PortfolioShape(TypedDict, total=False):
     count: float
     held_out: bool
     member: int | None  # index into PortfolioDoc.members (None: no member runs it)
+    fallback: bool  # its member was not confirmed faster than the default: the default serves it
     own_tiles: Params | None
     speed: float  # the member's, on the search's measurements
     default_speed: float
@@ -258,7 +259,8 @@ class PortfolioDoc(TypedDict, total=False):
     isa: str
     kernel: dict[str, str] | None
     k: int
-    members: list[Params | None]  # the tilings (None: the cache-model default)
+    members: list[Params | None]  # the K tilings (None: the cache-model default), and the default where a
+    # shape falls back to it (PortfolioShape.fallback)
     shapes: list[PortfolioShape]
     curve: list[dict[str, float]]  # k, speed (weighted geomean over the searched shapes), loss
     speed: float

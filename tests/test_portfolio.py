@@ -386,3 +386,41 @@ def test_the_report_shows_the_portfolio_with_its_heat_map_losses_and_curve(tmp_p
     assert model["portfolios"][0]["members"] == doc["members"]
     html = (out / "report.html").read_text()
     assert 'id="portfolios"' in html and html.count("<figure>") == 3
+
+
+class CursedReplays(Replays):
+    """The winner's curse: the search's short trials see the landscape, the confirmation's rounds (a
+    request with the confirmation's timer) see every tiling 5% slower than the default."""
+
+    def __call__(self, i: int, init: Any) -> ReplayRunner:
+        runner = super().__call__(i, init)
+        table, measure = runner.table, runner.run
+
+        def run(request: Any, timeout_s: float) -> Any:
+            if "timer" in request and request.get("tiles"):
+                default = table[_key({}, "")]
+                assert default is not None
+                runner.table = {**table, _key(request["tiles"], ""): default / 1.05}
+            try:
+                return measure(request, timeout_s)
+            finally:
+                runner.table = table
+
+        runner.run = run  # type: ignore[method-assign]
+        return runner
+
+
+def test_a_member_not_confirmed_faster_than_the_default_falls_back_to_it(tmp_path: Path) -> None:
+    doc = _portfolio(tmp_path, CursedReplays(tmp_path), holdout=0.34)
+    searched = [r for r in doc["shapes"] if not r["held_out"]]
+    assert None in doc["members"]
+    for row in searched:
+        member = doc["members"][row["member"]]
+        assert member is None  # every tiling lost to the default in the confirmation
+        assert row["confirmed"]["portfolio_speed"] == row["confirmed"]["default_speed"]
+    assert any(row.get("fallback") for row in searched)  # a member the search chose was sent back
+    found = tuned.lookup("gemm", "fp32", searched[0]["shape"], 1)
+    assert found is not None and found[0]["tiles"] == {}  # the record ships the default
+    for row in doc["shapes"]:
+        if row["held_out"]:  # the rule hands out what the listed shapes ship: the default
+            assert doc["members"][row["member"]] is None

@@ -136,7 +136,10 @@ def portfolio_table(doc: PortfolioDoc) -> Table:
         table.add_row(
             r["label"],
             f"{r['count']:g}",
-            "-" if member is None else f"{member + 1}: {tiles_text(doc['members'][member])}",
+            "-"
+            if member is None
+            else f"{member + 1}: {tiles_text(doc['members'][member])}"
+            + (" (fallback)" if r.get("fallback") else ""),
             speed_text(r["speed"]),
             speed_text(_confirmed(r, "portfolio_speed")),
             speed_text(_confirmed(r, "default_speed")),

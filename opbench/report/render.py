@@ -143,7 +143,7 @@ def portfolio_rows(doc: PortfolioDoc) -> list[list[str]]:
             [
                 r["label"] + (" (held out)" if r["held_out"] else ""),
                 f"{r['count']:g}",
-                "-" if member is None else f"{member + 1}",
+                "-" if member is None else f"{member + 1}" + (" (fallback)" if r.get("fallback") else ""),
                 speed_text(r["speed"]),
                 speed_text(confirmed.get("portfolio_speed")),
                 speed_text(confirmed.get("default_speed")),

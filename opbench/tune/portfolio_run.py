@@ -39,7 +39,7 @@ def _document(
     default_key: str,
 ) -> PortfolioDoc:  # fmt: skip
     cfg, grid = s.cfg, s.grid
-    search_cost = s.measured
+    search_cost = sum(s.measured_in(i) for i in s.searched)  # this run's and any earlier one's
     full = [j for j in pool if j in grid.measured_on_all()]
     curve = []
     for k in range(1, max(cfg.k, CURVE_TO) + 1):  # among the tilings measured on every searched shape
@@ -52,6 +52,9 @@ def _document(
         own = grid.best_tiling(g)
         rows.append(_row(s, i, member_of[g], s.points[grid.tilings[own]] if own is not None else None,
                          grid.speed(g, assigned[g], {}), grid.speed(g, dj, {}), False))  # fmt: skip
+        if cfg.base.confirm_rounds > 0:
+            _confirm_or_fall_back(s, i, rows[-1], members, grid.speed(g, dj, {}))
+    member_of = [r.get("member") or 0 for r in rows]  # after the fallbacks: what the rule hands out
     for i in s.held:
         m = pf.rule(grid.shapes, member_of, s.fields[i])
         st = s.state(i)
@@ -66,7 +69,7 @@ def _document(
         rows.append(_row(s, i, m, s.points.get(own_key) if own_key else None, _ratio(best, member_t),
                          _ratio(best, default_t), True))  # fmt: skip
     if cfg.base.confirm_rounds > 0:
-        for row, i in zip(rows, [*s.searched, *s.held], strict=True):
+        for row, i in zip(rows[len(s.searched) :], s.held, strict=True):
             index = row.get("member")
             member = members[index] if index is not None else None
             row["confirmed"] = _confirm(s, i, row.get("own_tiles"), member)
@@ -147,6 +150,25 @@ def _geomean(rows: list[PortfolioShape], field: str) -> float:
     return math.exp(sum(w * math.log(v) for w, v in speeds) / total)
 
 
+def _confirm_or_fall_back(
+    s: Search, i: int, row: PortfolioShape, members: list[Params | None], default_speed: float
+) -> None:
+    """Confirm a searched shape's member; where it was not faster than the cache-model default beyond both
+    95% intervals, the shape falls back to the default (a member of its own, beside the K tilings), as a
+    single shape's tuner keeps the default unless its winner beats it so."""
+    index = row.get("member")
+    member = members[index] if index is not None else None
+    row["confirmed"] = _confirm(s, i, row.get("own_tiles"), member)
+    if member is None or row["confirmed"].get("member_faster", 0.0) > 0:
+        return
+    if None not in members:
+        members.append(None)
+    row["member"] = members.index(None)
+    row["fallback"] = True
+    row["speed"] = default_speed
+    row["confirmed"]["portfolio_speed"] = row["confirmed"]["default_speed"]
+
+
 def _confirm(s: Search, i: int, own: Params | None, member: Params | None) -> dict[str, float]:
     """Shape i's own best, its member and the default re-measured in interleaved rounds (kept in its
     study, so that a rerun reuses them): the member's and the default's speed against the own best."""
@@ -166,11 +188,16 @@ def _confirm(s: Search, i: int, own: Params | None, member: Params | None) -> di
         runner.close()
     medians = {r["name"]: r.get("median_s", pf.FAILED) for r in conf["rows"]}
     medians.update({n: medians[distinct.get(key, "default")] for n, key in keys.items()})
+    ci = {r["name"]: r.get("gflops_ci") for r in conf["rows"]}
+    mine, base = ci.get(distinct.get(keys["portfolio"], "default")), ci.get("default")
+    # the member beats the default beyond both intervals (or the default failed and the member ran)
+    faster = mine is not None and (base is None or mine[0] > base[1]) and keys["portfolio"] != default_key
     best = min(medians.values())
     out = {
         "own_speed": _ratio(best, medians["own"]),
         "portfolio_speed": _ratio(best, medians["portfolio"]),
         "default_speed": _ratio(best, medians["default"]),
+        "member_faster": float(faster),
         "rounds": float(st.cfg.confirm_rounds),
     }
     st.study.set_user_attr(attr, out)

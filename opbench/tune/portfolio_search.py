@@ -99,7 +99,6 @@ class Search:
         self.grid = pf.Grid([self.fields[i] for i in self.searched], [cfg.weights[i] for i in self.searched])
         self.points: dict[str, Params | None] = {}
         self.states: dict[int, _Shape] = {}
-        self.measured = 0
 
     # --- one shape's study and cells
     def state(self, i: int) -> _Shape:
@@ -135,12 +134,23 @@ class Search:
                 out[value["key"]] = float(value["median_s"]) if "median_s" in value else pf.FAILED
         return out
 
+    def measured_in(self, i: int) -> int:
+        """The measurements shape i's study holds: trials that measured or failed with a reason (a reused
+        one cost nothing) and cells, whichever process or run made them."""
+        st = self.state(i)
+        trials = sum(
+            "key" in t.user_attrs
+            and "reused_from" not in t.user_attrs
+            and (t.state.name == "COMPLETE" or "failure" in t.user_attrs)
+            for t in st.study.get_trials(deepcopy=False)
+        )
+        return trials + sum(name.startswith("cell:") for name in st.study.user_attrs)
+
     def measure(self, i: int, runner: Runner, point: Params | None) -> float:
         """One cell measured and kept as an attribute of shape i's study."""
         st = self.state(i)
         key = self.key(st, point)
         attrs, failure = measure_point(st.cfg, runner, point)
-        self.measured += 1
         cell = {"key": key, "point": point, **attrs}
         st.study.set_user_attr(f"cell:{hashlib.sha256(key.encode()).hexdigest()[:16]}", cell)
         self.on_event("cell", {"shape": st.cfg.shape.label(), "point": point, **attrs})
@@ -170,7 +180,6 @@ class Search:
             ]
             left = trials - len(done)
             if left > 0:
-                before = len(st.study.trials)
 
                 def on_trial(event: TrialEvent) -> None:
                     self.on_event("trial", {"shape": st.cfg.shape.label(), **event})
@@ -180,8 +189,6 @@ class Search:
                     warnings.simplefilter("ignore", UserWarning)
                     st.study.optimize(Objective(st.cfg, st.space, runner, on_trial), n_trials=left,
                                       catch=(CandidateFailed,))  # fmt: skip
-                new = st.study.get_trials(deepcopy=False)[before:]
-                self.measured += sum("reused_from" not in t.user_attrs and "key" in t.user_attrs for t in new)
         finally:
             runner.close()
         return self.cells(i)
