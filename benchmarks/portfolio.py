@@ -44,10 +44,10 @@ from opbench.machine import cpu_model
 from opbench.ops import OPS
 from opbench.texts import point_label
 from opbench.tune import portfolio_run
-from opbench.tune.config import TuneConfig
+from opbench.tune.config import TuneConfig, worker_init
 from opbench.tune.confirmation import confirm_points
 from opbench.tune.isolation import IsolatedRunner
-from opbench.tune.portfolio_search import PortfolioConfig, Search, init
+from opbench.tune.portfolio_search import PortfolioConfig, Search
 from opbench.userkernel import parse_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,7 +165,7 @@ def main() -> int:
         row = doc["shapes"][[r["label"] for r in doc["shapes"]].index(shape.label())]
         member = doc["members"][row["member"]] if row.get("member") is not None else None
         st = ref.state(i)
-        runner = IsolatedRunner(init(st.cfg))
+        runner = IsolatedRunner(worker_init(st.cfg))
         named = [("default", st.default), ("per-shape", best[i]), ("portfolio", member)]
         try:
             conf = confirm_points(st.cfg, runner, named, "default")

@@ -11,7 +11,7 @@ from opbench.machine import fingerprint as machine_fingerprint
 from opbench.ops import gemm
 from opbench.ops.base import Op, Shape
 from opbench.tune.space import TileSpace, load_space
-from opbench.tuning_documents import StudyFingerprint
+from opbench.tuning_documents import StudyFingerprint, WorkerInit
 from opbench.userkernel import KernelRef
 
 if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
@@ -69,6 +69,20 @@ class TuneConfig:
     op: Op[Any] = field(default_factory=lambda: gemm.OP)
     kernel: KernelRef | None = None  # the user's own kernel instead (userkernel.py), with `space`
     baseline_params: tuple[tuple[str, Any], ...] | None = None  # the user kernel's reference point
+
+
+def worker_init(cfg: TuneConfig) -> WorkerInit:
+    """The problem the isolated worker serves (tune/worker.py's first line), timed with the trials' timer."""
+    return {
+        "op": cfg.op.key,
+        "shape": dict(cfg.shape.to_dict()),
+        "dtype": cfg.dtype,
+        "threads": cfg.threads,
+        "seed": cfg.input_seed,
+        "timer": TRIAL_TIMER,
+        "verify": True,
+        "kernel": cfg.kernel.to_dict() if cfg.kernel is not None else None,
+    }
 
 
 def _names(cfg: TuneConfig) -> dict[str, int]:

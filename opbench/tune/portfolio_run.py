@@ -14,8 +14,9 @@ from opbench.machine import utc_now
 from opbench.texts import point_label
 from opbench.tiles import record_tiles
 from opbench.tune import portfolio as pf
+from opbench.tune.config import worker_init
 from opbench.tune.confirmation import confirm_points
-from opbench.tune.portfolio_search import PortfolioConfig, RunnerFor, Search, init, search
+from opbench.tune.portfolio_search import PortfolioConfig, RunnerFor, Search, search
 from opbench.tune.storage import open_storage
 from opbench.tuned import save as save_record
 from opbench.tuning_documents import PortfolioDoc, PortfolioShape
@@ -181,7 +182,7 @@ def _confirm(s: Search, i: int, own: Params | None, member: Params | None) -> di
     default_key = s.key(st, st.default)
     distinct = {key: n for n, key in keys.items() if key != default_key}
     candidates = [("default", st.default), *[(n, named[n]) for n in dict.fromkeys(distinct.values())]]
-    runner = s.runner_for(i, init(st.cfg))
+    runner = s.runner_for(i, worker_init(st.cfg))
     try:
         conf = confirm_points(st.cfg, runner, candidates, "the cache-model default")
     finally:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from opbench.documents import Params, int_fields
 from opbench.ops.base import Shape
 from opbench.tune import portfolio as pf
-from opbench.tune.config import TRIAL_TIMER, TuneConfig, build_space, default_study_name
+from opbench.tune.config import TuneConfig, build_space, default_study_name, worker_init
 from opbench.tune.confirmation import baseline
 from opbench.tune.isolation import IsolatedRunner, Runner
 from opbench.tune.objective import CandidateFailed, Objective, measure_point, request
@@ -72,19 +72,6 @@ def split(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
     held = min(n - 1, round(fraction * n)) if fraction > 0 else 0
     out = sorted(random.Random(seed).sample(range(n), held))
     return [i for i in range(n) if i not in out], out
-
-
-def init(cfg: TuneConfig) -> WorkerInit:
-    return {
-        "op": cfg.op.key,
-        "shape": dict(cfg.shape.to_dict()),
-        "dtype": cfg.dtype,
-        "threads": cfg.threads,
-        "seed": cfg.input_seed,
-        "timer": TRIAL_TIMER,
-        "verify": True,
-        "kernel": cfg.kernel.to_dict() if cfg.kernel is not None else None,
-    }
 
 
 class Search:
@@ -162,7 +149,7 @@ class Search:
 
         st = self.state(i)
         have = self.cells(i)
-        runner = self.runner_for(i, init(st.cfg))
+        runner = self.runner_for(i, worker_init(st.cfg))
         try:
             if self.key(st, st.default) not in have:
                 have[self.key(st, st.default)] = self.measure(i, runner, st.default)
@@ -200,7 +187,7 @@ class Search:
         todo = [p for p in points if self.key(st, p) not in have]
         if not todo:
             return
-        runner = self.runner_for(i, init(st.cfg))
+        runner = self.runner_for(i, worker_init(st.cfg))
         try:
             for p in todo:
                 self.measure(i, runner, p)

@@ -31,13 +31,14 @@ from opbench.tune.config import (
     _sampler,
     build_space,
     fingerprint,
+    worker_init,
 )
 from opbench.tune.confirmation import _measured_keys, baseline, confirm, record_verdict
 from opbench.tune.isolation import IsolatedRunner
 from opbench.tune.objective import CandidateFailed, Objective, _key
 from opbench.tune.space import TileSpace
 from opbench.tune.storage import mask, open_storage
-from opbench.tuning_documents import StudyRow, TrialRow, TunedRecord, TuneEvent, TuneSummary, WorkerInit
+from opbench.tuning_documents import StudyRow, TrialRow, TunedRecord, TuneEvent, TuneSummary
 
 if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
     import optuna
@@ -140,17 +141,7 @@ def run(cfg: TuneConfig, on_event: Callable[[str, TuneEvent], None]) -> TuneSumm
             "already": len(_measured_keys(study)),
         },
     )
-    init: WorkerInit = {
-        "op": cfg.op.key,
-        "shape": dict(cfg.shape.to_dict()),
-        "dtype": cfg.dtype,
-        "threads": cfg.threads,
-        "seed": cfg.input_seed,
-        "timer": TRIAL_TIMER,
-        "verify": True,
-        "kernel": cfg.kernel.to_dict() if cfg.kernel is not None else None,
-    }
-    runner = IsolatedRunner(init)
+    runner = IsolatedRunner(worker_init(cfg))
     total = len(points)
 
     def stop_when_exhausted(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
