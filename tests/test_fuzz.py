@@ -360,7 +360,11 @@ COMMANDS = {
     "studies": ["studies", "--out", tmp + "/tune"],
     "suites": ["suites"],
     "info": ["info"],
+    "shapes": ["shapes", "--torch", tmp + "/tiny_model.py:model", "--input", "2x4", "--force",
+               "--out", tmp + "/tiny.batch"],
 }
+with open(tmp + "/tiny_model.py", "w") as f:
+    f.write("import torch\n\ndef model():\n    return torch.nn.Linear(4, 3)\n")
 parser = build_parser()
 options = {}
 for name, sub in parser._subparsers._group_actions[0].choices.items():

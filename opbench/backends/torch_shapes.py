@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the framework's types; the module itself is imported where 
     from torch.nn import Module
 
 INPUT_DTYPES = ("float32", "float64", "bfloat16", "float16", "int64", "int32")
+MAX_INPUT_ELEMENTS = 1 << 28  # an input's elements: shapes do not need a bigger one, and random data is made
 _GEMM_OPS = {"mm": 0, "addmm": 1, "bmm": 0, "baddbmm": 1, "mv": 0, "addmv": 1}  # -> where A is in args
 _ATTENTION_OPS = (
     "_scaled_dot_product_flash_attention_for_cpu",
@@ -86,8 +87,8 @@ class InputSpec:
         if not all(p.isdigit() and int(p) > 0 for p in parts):
             raise UsageError(f"--input {text}: expected sizes like 1x3x224x224 (positive integers)")
         dims = tuple(int(p) for p in parts)
-        if math.prod(dims) > 1 << 31:
-            raise UsageError(f"--input {text}: {math.prod(dims)} elements is more than 2^31")
+        if math.prod(dims) > MAX_INPUT_ELEMENTS:
+            raise UsageError(f"--input {text}: {math.prod(dims)} elements, more than 2^28 (1 GiB of fp32)")
         return InputSpec(dims, dtype)
 
 
