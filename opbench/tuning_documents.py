@@ -268,7 +268,8 @@ class PortfolioDoc(TypedDict, total=False):
     holdout_speed: float | None
     holdout_default_speed: float | None
     confirmed: dict[str, float]  # speed, default_speed (and holdout_*): the confirmation's geomeans
-    measurements: int  # cells the search measured (trials and cross-measurements; reused ones not)
+    measurements: int  # cells the searched shapes' studies hold (trials and cross-measurements, reused ones
+    # not; a portfolio of another K over the same shapes shares them)
     grid_cells: int  # searched shapes x the tilings chosen among: measuring all of them is the cost to beat
     heat: dict[str, list[list[float]] | list[str]]  # tilings (labels), speeds (shape x tiling, 0: failed)
     command: list[str]

@@ -424,3 +424,21 @@ def test_a_member_not_confirmed_faster_than_the_default_falls_back_to_it(tmp_pat
     for row in doc["shapes"]:
         if row["held_out"]:  # the rule hands out what the listed shapes ship: the default
             assert doc["members"][row["member"]] is None
+
+
+def test_portfolios_of_another_k_share_the_shapes_studies(tmp_path: Path) -> None:
+    """`--portfolio 1` then `--portfolio 3` over the same shapes: the second explores nothing again (the
+    CLI names the shapes' studies without K); it measures only the cells its larger choice rests on."""
+    first, second = Replays(tmp_path), Replays(tmp_path)
+    one = portfolio_search.PortfolioConfig(
+        _cfg(tmp_path, "pf-k1"), tuple(SHAPES), (1.0,) * len(SHAPES), 1, prefix="pf"
+    )
+    three = replace(one, base=_cfg(tmp_path, "pf-k3"), k=3)
+    doc1 = portfolio_run.run(one, lambda kind, event: None, first)
+    doc3 = portfolio_run.run(three, lambda kind, event: None, second)
+    assert len(doc1["members"]) == 1 and len(doc3["members"]) >= 2
+    assert second.measured < first.measured / 3  # no trial again: the default and trials are in the studies
+    names = optuna.get_all_study_names(f"sqlite:///{tmp_path}/s.db")
+    assert sorted(n for n in names if ":" not in n) == ["pf-k1", "pf-k3"]
+    assert len([n for n in names if n.startswith("pf:")]) == len(SHAPES)
+    assert doc3["speed"] >= doc1["speed"]

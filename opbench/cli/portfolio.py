@@ -76,6 +76,8 @@ def shapes_of(args: argparse.Namespace, op: Op[Any]) -> tuple[list[Shape], list[
 
 
 def default_name(op: Op[Any], source: str, dtype: str, threads: int, k: int, kernel: str = "") -> str:
+    """portfolio-gemm-bert-fp32-t2-k4; its shapes' studies are named after it without the -kK, so that
+    portfolios of another K over the same shapes share them."""
     who = f"{kernel}-" if kernel else ""
     return f"portfolio-{op.key.replace(':', '-')}-{who}{source}-{dtype}-t{threads}-k{k}"
 
@@ -84,8 +86,9 @@ def run(args: argparse.Namespace, base: TuneConfig, shapes: list[Shape], weights
         console: Console) -> int:  # fmt: skip
     if args.show:
         return _show(console, base)
+    prefix = args.study or base.study_name.removesuffix(f"-k{args.portfolio}")
     cfg = portfolio_search.PortfolioConfig(base, tuple(shapes), tuple(weights), args.portfolio, args.holdout,
-                                        args.holdout_seed)  # fmt: skip
+                                           args.holdout_seed, prefix)  # fmt: skip
     console.print(
         f"portfolio {base.study_name}: {len(shapes)} {base.op.name} shapes ({sum(weights):g} calls), at most "
         f"{args.portfolio} tilings, {base.trials} trials per shape"

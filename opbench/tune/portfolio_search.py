@@ -2,7 +2,7 @@
 part and the portfolio chosen on it (portfolio.py); portfolio_run.py judges the held-out shapes, confirms
 the choice and saves it.
 
-Every shape has a study of its own in the storage, named `<portfolio>:<its default study name>`, so a kill
+Every shape has a study of its own in the storage, named `<prefix>:<its default study name>`, so a kill
 loses at most the measurement in flight and a rerun (or a second machine on the same PostgreSQL storage)
 continues where the studies stand:
 1. **Each shape explores** (`--trials` per shape): its cache-model default is measured, then its study is
@@ -57,6 +57,9 @@ class PortfolioConfig:
     k: int
     holdout: float = 0.0  # share of the shapes kept out of the search
     holdout_seed: int = 0
+    # what the shapes' studies are named after (default: the portfolio): portfolios of another K over the
+    # same shapes share them, and with them every cell measured
+    prefix: str = ""
 
 
 @dataclass
@@ -92,7 +95,7 @@ class Search:
         if i not in self.states:
             base = self.cfg.base
             own = default_study_name(base.op.key, self.cfg.shapes[i], base.dtype, base.threads)
-            name = f"{base.study_name}:{own}"
+            name = f"{self.cfg.prefix or base.study_name}:{own}"
             cfg = replace(base, shape=self.cfg.shapes[i], study_name=name)
             space, path = build_space(cfg)
             self.states[i] = _Shape(cfg, space, open_study(cfg, space, path), baseline(cfg, space)[0])
