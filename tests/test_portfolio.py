@@ -86,7 +86,7 @@ SHAPES = [GemmShape(m, 256, 256) for m in (8, 16, 64, 256, 1024, 2048)]
 def _cfg(tmp_path: Path, name: str = "pf", **kw: Any) -> TuneConfig:
     return TuneConfig(
         shape=SHAPES[0], dtype="fp32", threads=1, study_name=name, storage_url=f"sqlite:///{tmp_path}/s.db",
-        trials=6, seed=1, confirm_rounds=1, confirm_processes=1, op=gemm.OP, **kw,
+        trials=6, seed=1, confirm_processes=1, op=gemm.OP, **{"confirm_rounds": 1, **kw},
     )  # fmt: skip
 
 
@@ -442,3 +442,12 @@ def test_portfolios_of_another_k_share_the_shapes_studies(tmp_path: Path) -> Non
     assert sorted(n for n in names if ":" not in n) == ["pf-k1", "pf-k3"]
     assert len([n for n in names if n.startswith("pf:")]) == len(SHAPES)
     assert doc3["speed"] >= doc1["speed"]
+
+
+def test_an_unconfirmed_portfolio_saves_no_record(tmp_path: Path) -> None:
+    cfg = portfolio_search.PortfolioConfig(
+        _cfg(tmp_path, confirm_rounds=0), tuple(SHAPES[:3]), (1.0, 1.0, 1.0), 2
+    )
+    doc = portfolio_run.run(cfg, lambda kind, event: None, Replays(tmp_path))
+    assert doc["confirmed"] == {} and doc["members"]
+    assert tuned.lookup("gemm", "fp32", doc["shapes"][0]["shape"], 1) is None

@@ -206,16 +206,18 @@ def _confirm(s: Search, i: int, own: Params | None, member: Params | None) -> di
 
 
 def _save(s: Search, doc: PortfolioDoc) -> None:
-    """The document, in a study named after the portfolio (no trials); and the tuned records: each
-    searched shape's member, saying which portfolio and member it is (sweep --tuned uses them; a shape not
-    listed takes its nearest listed shape's, which is the rule)."""
+    """The document, in a study named after the portfolio (no trials); and, once confirmed, the tuned
+    records: each searched shape's member, saying which portfolio and member it is (sweep --tuned uses them;
+    a shape not listed takes its nearest listed shape's, which is the rule). An unconfirmed portfolio (no
+    confirmation rounds: the API's, a benchmark's) saves no record, as a single shape's tuner saves none
+    unconfirmed."""
     import optuna  # the opbench[tune] extra (errors.missing_dependency)
 
     base = s.cfg.base
     storage = open_storage(base.storage_url, base.heartbeat_s, base.grace_s)
     study = optuna.create_study(study_name=base.study_name, storage=storage, load_if_exists=True)
     study.set_user_attr("portfolio", doc)
-    if base.kernel is not None:
+    if base.kernel is not None or not doc["confirmed"]:
         return  # a user kernel's portfolio is its document and export; records hold our kernels' tiles
     for row in doc["shapes"]:
         if row["held_out"] or row.get("member") is None:
