@@ -42,7 +42,7 @@ from opbench.batchfiles import read_batch
 from opbench.kernels import default_threads
 from opbench.machine import cpu_model
 from opbench.ops import OPS
-from opbench.texts import point_label
+from opbench.texts import loss_text, point_label
 from opbench.tune import portfolio_run
 from opbench.tune.config import TuneConfig, worker_init
 from opbench.tune.confirmation import confirm_points
@@ -194,7 +194,7 @@ def main() -> int:
         print(f"held-out shapes (the rule): {_geomean_loss(held):+.2%}; the default "
               f"{_geomean_loss([(w, d) for _, w, h, _, d, _ in rows if h]):+.2%}")  # fmt: skip
     print("loss by K on the search's measurements: "
-          + ", ".join(f"K={int(c['k'])} {c['loss']:.1%}" for c in doc["curve"]))  # fmt: skip
+          + ", ".join(f"K={int(c['k'])} {loss_text(c['speed'])}" for c in doc["curve"]))  # fmt: skip
     print(f"cost: the portfolio measured {doc['measurements']}; per-shape TPE took {per_shape_cost} to reach "
           f"the same quality ({doc['measurements'] / max(per_shape_cost, 1):.0%}) of its {per_shape_budget} "
           f"({doc['measurements'] / max(per_shape_budget, 1):.0%})")  # fmt: skip

@@ -76,6 +76,11 @@ def change_text(row: CompareRow) -> str:
     return f"{100 * row['gflops_change']:+.1f}%" + marked(row.get("doubts") or "")
 
 
+def loss_text(speed: float) -> str:
+    """The time a relative speed loses against the best, "3.0%" ("failed" for 0: a shape no member ran)."""
+    return "failed" if speed <= 0 else f"{1 / speed - 1:.1%}"
+
+
 def speed_text(speed: float | None) -> str:
     """A relative speed (own best's time / this time) and the time it loses: "0.971 (+3.0%)"."""
     if speed is None:
@@ -111,7 +116,7 @@ def portfolio_lines(doc: PortfolioDoc) -> list[str]:
             f"{fallbacks} shape(s) fall back to the cache-model default: their member was not confirmed "
             "faster beyond both 95% intervals"
         )
-    curve = ", ".join(f"K={int(c['k'])} {c['loss']:.1%}" for c in doc["curve"])
+    curve = ", ".join(f"K={int(c['k'])} {loss_text(c['speed'])}" for c in doc["curve"])
     lines.append(f"loss against each shape's own best by portfolio size: {curve}")
     lines.append(
         f"cost: {doc['measurements']} measurements; measuring every searched shape x every tiling chosen "

@@ -262,7 +262,7 @@ class PortfolioDoc(TypedDict, total=False):
     members: list[Params | None]  # the K tilings (None: the cache-model default), and the default where a
     # shape falls back to it (PortfolioShape.fallback)
     shapes: list[PortfolioShape]
-    curve: list[dict[str, float]]  # k, speed (weighted geomean over the searched shapes), loss
+    curve: list[dict[str, float]]  # k, speed (weighted geomean over the searched shapes; 0: one failed)
     speed: float
     default_speed: float
     holdout_speed: float | None

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from opbench.batchfiles import read_batch
+from opbench.cli.options import AXIS_FLAGS, PARAM_FLAGS
 from opbench.display.tune import portfolio_table, trial_line
 from opbench.errors import UsageError
 from opbench.files import atomic_write_text
@@ -35,13 +36,10 @@ def shapes_of(args: argparse.Namespace, op: Op[Any]) -> tuple[list[Shape], list[
         raise UsageError("--portfolio needs the shapes: --batch-file FILE or --suite NAME (one of them)")
     if args.portfolio is None:
         raise UsageError("--batch-file and --suite tune a portfolio: give --portfolio K (the most tilings)")
-    one = ("m", "n", "k", "problem", "batch", "input_size", "in_channels", "out_channels", "filter_size",
-           "seq_len", "hidden")  # fmt: skip
-    single = [f for f in one if getattr(args, f, None) is not None]
+    flags = {**AXIS_FLAGS, **PARAM_FLAGS, "problem": "--problem"}  # what names one shape (tune.py's _shape)
+    single = [flag for dest, flag in flags.items() if getattr(args, dest, None) is not None]
     if single:
-        raise UsageError(
-            f"--{single[0].replace('_', '-')} names one shape; --portfolio takes its shapes from the file"
-        )
+        raise UsageError(f"{single[0]} names one shape; --portfolio takes its shapes from the file")
     if args.objectives.replace(" ", "") != "gflops":
         raise UsageError("--portfolio optimises speed alone (--objectives gflops)")
     weights: dict[Shape, float] = {}

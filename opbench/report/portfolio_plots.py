@@ -85,7 +85,7 @@ def curve_plot(doc: PortfolioDoc, stem: str) -> Plot | None:
         return None
     fig, ax = plt.subplots(figsize=(4.8, 3.0))
     ks = [int(c["k"]) for c in curve]
-    ax.plot(ks, [100.0 * c["loss"] for c in curve], marker="o", color="#1f77b4", label="portfolio of K")
+    ax.plot(ks, [_loss_pct(c["speed"]) for c in curve], marker="o", color="#1f77b4", label="portfolio of K")
     ax.axhline(_loss_pct(doc["default_speed"]), color="#555555", linestyle=":", label="cache-model default")
     ax.axvline(doc["k"], color="#d62728", linewidth=0.8, linestyle="--", label=f"K asked ({doc['k']})")
     ax.set_xticks(ks)

@@ -17,7 +17,6 @@ from opbench.tune import portfolio as pf
 from opbench.tune.config import worker_init
 from opbench.tune.confirmation import confirm_points
 from opbench.tune.portfolio_search import PortfolioConfig, RunnerFor, Search, search
-from opbench.tune.storage import open_storage
 from opbench.tuned import save as save_record
 from opbench.tuning_documents import PortfolioDoc, PortfolioShape
 
@@ -44,8 +43,7 @@ def _document(
     full = [j for j in pool if j in grid.measured_on_all()]
     curve = []
     for k in range(1, max(cfg.k, CURVE_TO) + 1):  # among the tilings measured on every searched shape
-        speed = pf.score(grid, pf.select(grid, k, full))
-        curve.append({"k": float(k), "speed": speed, "loss": pf.loss(speed)})
+        curve.append({"k": float(k), "speed": pf.score(grid, pf.select(grid, k, full))})
     dj = grid.tilings.index(default_key)
     member_of = [chosen.index(a) for a in assigned]
     rows: list[PortfolioShape] = []
@@ -214,8 +212,7 @@ def _save(s: Search, doc: PortfolioDoc) -> None:
     import optuna  # the opbench[tune] extra (errors.missing_dependency)
 
     base = s.cfg.base
-    storage = open_storage(base.storage_url, base.heartbeat_s, base.grace_s)
-    study = optuna.create_study(study_name=base.study_name, storage=storage, load_if_exists=True)
+    study = optuna.create_study(study_name=base.study_name, storage=s.storage(), load_if_exists=True)
     study.set_user_attr("portfolio", doc)
     if base.kernel is not None or not doc["confirmed"]:
         return  # a user kernel's portfolio is its document and export; records hold our kernels' tiles

@@ -37,6 +37,7 @@ from opbench.tune.confirmation import baseline
 from opbench.tune.isolation import IsolatedRunner, Runner
 from opbench.tune.objective import CandidateFailed, Objective, measure_point, request
 from opbench.tune.space import TileSpace
+from opbench.tune.storage import open_storage
 from opbench.tune.study import open_study
 from opbench.tuned import shape_distance
 from opbench.tuning_documents import TrialEvent, WorkerInit
@@ -89,6 +90,14 @@ class Search:
         self.grid = pf.Grid([self.fields[i] for i in self.searched], [cfg.weights[i] for i in self.searched])
         self.points: dict[str, Params | None] = {}
         self.states: dict[int, _Shape] = {}
+        self._storage: optuna.storages.RDBStorage | None = None
+
+    def storage(self) -> optuna.storages.RDBStorage:
+        """The storage every study of the run is opened in, once (a pool of connections, not one a shape)."""
+        if self._storage is None:
+            base = self.cfg.base
+            self._storage = open_storage(base.storage_url, base.heartbeat_s, base.grace_s)
+        return self._storage
 
     # --- one shape's study and cells
     def state(self, i: int) -> _Shape:
@@ -98,7 +107,8 @@ class Search:
             name = f"{self.cfg.prefix or base.study_name}:{own}"
             cfg = replace(base, shape=self.cfg.shapes[i], study_name=name)
             space, path = build_space(cfg)
-            self.states[i] = _Shape(cfg, space, open_study(cfg, space, path), baseline(cfg, space)[0])
+            study = open_study(cfg, space, path, self.storage())
+            self.states[i] = _Shape(cfg, space, study, baseline(cfg, space)[0])
         return self.states[i]
 
     def key(self, st: _Shape, point: Params | None) -> str:

@@ -79,8 +79,11 @@ class _FailedTrialEcho(logging.Filter):
         return not (message.startswith("Trial ") and message.endswith("failed with value None."))
 
 
-def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> optuna.Study:
-    """Create or resume the study; refuse to resume one recorded for a different machine or problem."""
+def open_study(
+    cfg: TuneConfig, space: TileSpace, space_path: str, storage: optuna.storages.RDBStorage | None = None
+) -> optuna.Study:
+    """Create or resume the study; refuse to resume one recorded for a different machine or problem.
+    `storage`: one already open on cfg.storage_url (a portfolio's studies share one, and its connections)."""
     # optuna is the opbench[tune] extra: imported where a study is opened (errors.missing_dependency)
     import optuna
 
@@ -88,7 +91,7 @@ def open_study(cfg: TuneConfig, space: TileSpace, space_path: str) -> optuna.Stu
     for handler in logging.getLogger("optuna").handlers:  # Optuna's own (its modules' records reach it)
         if not any(isinstance(f, _FailedTrialEcho) for f in handler.filters):
             handler.addFilter(_FailedTrialEcho())
-    storage = open_storage(cfg.storage_url, cfg.heartbeat_s, cfg.grace_s)
+    storage = storage or open_storage(cfg.storage_url, cfg.heartbeat_s, cfg.grace_s)
     directions: list[Any] = ["maximize" if o == "gflops" else "minimize" for o in cfg.objectives]
     fp = fingerprint(cfg, space)
     with warnings.catch_warnings():
