@@ -17,7 +17,8 @@ from opbench.ops.gemm import GemmShape
 from opbench.tune import portfolio as pf
 from opbench.tune import portfolio_run, portfolio_search
 from opbench.tune.config import TuneConfig, build_space
-from opbench.tune.objective import _key
+from opbench.tune.confirmation import baseline
+from opbench.tune.objective import _key, request
 from opbench.tune.replay import ReplayRunner
 
 optuna = pytest.importorskip("optuna")
@@ -76,6 +77,19 @@ def test_an_unmeasured_cell_is_estimated_from_the_tilings_speed_on_nearby_shapes
     assert est == {(1, 1): pytest.approx(2.0)}  # its neighbours' relative speed, 0.5
     chosen, missing = pf.next_cells(grid, 2)
     assert missing == ([(1, 1)] if 1 in chosen else [])
+
+
+def test_tilings_transfer_to_a_new_shape_from_its_near_neighbours_first() -> None:
+    # shapes m = 1, 2, 4, 8: t0 is best on the two small ones, t1 on m = 8 only, t2 on m = 4 only
+    grid = _grid([[1.0, 0.3, 0.6], [1.0, 0.3, 0.6], [0.5, 0.5, 1.0], [0.2, 1.0, 0.5]])
+    assert pf.ranked(grid, {"m": 2, "n": 64, "k": 64}) == [0, 2, 1]
+    assert pf.ranked(grid, {"m": 16, "n": 64, "k": 64})[0] == 1  # its nearest shape's best
+    # a tiling measured only on a far shape is shrunk towards the prior: the near shapes' agreement wins
+    far = pf.Grid([*grid.shapes, {"m": 4096, "n": 64, "k": 64}], [1.0] * 5, grid.tilings[:], dict(grid.times))
+    far.put(4, "t3", 1.0)
+    assert pf.ranked(far, {"m": 2, "n": 64, "k": 64})[:2] == [0, 2]  # t3 (index 3) near the prior, 0.5
+    assert pf.ranked(far, {"m": 2, "n": 64, "k": 64}, prior=0.0)[0] == 3  # unshrunk, its lone 1 ranks first
+    assert pf.ranked(grid, {"m": 2, "n": 64, "k": 64, "batch": 4}) == [0, 1, 2]  # no nearness: the prior
 
 
 # --- the whole search, replayed
@@ -151,7 +165,7 @@ def test_a_portfolio_rests_on_measurements_and_costs_less_than_the_grid(tmp_path
     full = sum(len(t) for t in replays.tables.values())
     assert doc["measurements"] < full / 4
     assert doc["curve"][0]["speed"] <= doc["curve"][-1]["speed"] + 1e-12
-    assert doc["speed"] == pytest.approx(doc["curve"][-1]["speed"])
+    assert doc["speed"] == pytest.approx(doc["curve"][1]["speed"])  # the curve at K = 2 is the portfolio
     assert doc["default_speed"] < doc["speed"]
     # a rerun on the same storage measures nothing new and chooses the same
     again = Replays(tmp_path)
@@ -453,3 +467,81 @@ def test_an_unconfirmed_portfolio_saves_no_record(tmp_path: Path) -> None:
     doc = portfolio_run.run(cfg, lambda kind, event: None, Replays(tmp_path))
     assert doc["confirmed"] == {} and doc["members"]
     assert tuned.lookup("gemm", "fp32", doc["shapes"][0]["shape"], 1) is None
+
+
+def test_a_shape_spends_its_transfer_share_once_and_samples_with_a_seed_of_its_own(tmp_path: Path) -> None:
+    s = portfolio_search.Search(
+        portfolio_search.PortfolioConfig(_cfg(tmp_path), tuple(SHAPES), (1.0,) * len(SHAPES), 2),
+        lambda kind, event: None, Replays(tmp_path),
+    )  # fmt: skip
+    st = s.state(1)
+    points: list[Any] = list(st.space.enumerate())[:5]
+    s.explore(1, points, 4, 2)
+    warm = [t.user_attrs["key"] for t in st.study.trials if "warm" in t.user_attrs]
+    assert warm == [s.key(st, p) for p in points[:2]]  # the first two, in their order
+    assert len(st.study.trials) == 4
+    s.explore(1, points, 6, 2)  # a rerun with a larger budget: the sampler's, no third transfer
+    assert sum("warm" in t.user_attrs for t in st.study.trials) == 2 and len(st.study.trials) == 6
+    assert len({s.state(i).cfg.seed for i in range(len(SHAPES))}) == len(SHAPES)
+
+
+class UserKernelReplays:
+    """examples/blocked_gemm.py's space on made-up speeds (block_m near 64 and depth-first best, the
+    baseline point slowest); `cursed`: the confirmation's rounds see every point but the baseline 5% slower
+    than the baseline."""
+
+    def __init__(self, cfg: TuneConfig, cursed: bool) -> None:
+        self.cfg, self.cursed = cfg, cursed
+
+    def __call__(self, i: int, init: Any) -> ReplayRunner:
+        shape = GemmShape(**init["shape"])
+        cfg = replace(self.cfg, shape=shape)
+        space, _ = build_space(cfg)
+        table: dict[str, float | None] = {}
+        for p in space.enumerate():
+            off = abs(math.log2(int(p["block_m"]) / 64)) + (p["order"] == "rows-first")
+            table[request(cfg, p)[1]] = 100.0 / (1.0 + off + 32 / int(p["block_k"]))
+        base_key = request(cfg, baseline(cfg, space)[0])[1]
+        table[base_key] = 10.0
+        runner = ReplayRunner(table, gemm.OP.flops(shape))
+        measure = runner.run
+
+        def run(asked: Any, timeout_s: float) -> Any:
+            key = request(cfg, asked["params"])[1]
+            if self.cursed and "timer" in asked and key != base_key:
+                runner.table = {**table, key: 10.0 / 1.05}
+            try:
+                return measure(asked, timeout_s)
+            finally:
+                runner.table = table
+
+        runner.run = run  # type: ignore[method-assign]
+        return runner
+
+
+@pytest.mark.parametrize("cursed", [False, True])
+def test_a_user_kernels_portfolio_serves_its_points_and_falls_back_to_its_baseline(
+    tmp_path: Path, cursed: bool
+) -> None:
+    from opbench.tune import export
+    from opbench.userkernel import parse_kernel
+
+    root = Path(__file__).resolve().parent.parent
+    kernel = parse_kernel(f"{root / 'examples/blocked_gemm.py'}:blocked_gemm")
+    cfg = replace(_cfg(tmp_path, kernel=kernel, space=str(root / "examples/blocked_gemm.toml")), trials=5)
+    shapes = tuple(GemmShape(m, 128, 512) for m in (64, 96, 256))
+    doc = portfolio_run.run(
+        portfolio_search.PortfolioConfig(cfg, shapes, (1.0, 1.0, 1.0), 2),
+        lambda kind, event: None, UserKernelReplays(cfg, cursed),
+    )  # fmt: skip
+    space, _ = build_space(replace(cfg, shape=shapes[0]))
+    base = baseline(cfg, space)[0]
+    assert None not in doc["members"]  # a user kernel's default is its baseline point, never None
+    for row in doc["shapes"]:
+        member = doc["members"][row["member"]]
+        assert member is not None and dict(space.params).keys() == member.keys()
+        if cursed:  # every point lost to the baseline in the confirmation: each shape runs the baseline
+            assert member == base and row.get("fallback")  # the search, slowest there, never chose it
+        else:
+            assert member != base and not row.get("fallback")
+    assert export.table(doc)["members"] == doc["members"]

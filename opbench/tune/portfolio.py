@@ -26,6 +26,7 @@ FAILED = math.inf  # a cell that was measured and failed (crash, wrong answer, r
 Cells = Mapping[tuple[int, int], float]  # (shape index, tiling index) -> seconds
 BANDWIDTH = 1.0  # the estimate's nearness scale, in sum of |log ratio| (a factor e in one size)
 PRIOR_SPEED = 0.5  # the relative speed assumed for a tiling on a shape nothing near has measured
+RANK_PRIOR = 0.25  # the weight of PRIOR_SPEED in `ranked`: that of a shape a factor e^1.4 away in one size
 
 
 @dataclass
@@ -129,6 +130,23 @@ def select(
     return chosen
 
 
+def _transfer(grid: Grid, fields: Mapping[str, int], known: Sequence[tuple[int, float]],
+              bests: Sequence[float], prior: float = 0.0) -> float:  # fmt: skip
+    """A tiling's relative speed on a shape of `fields`: the geometric mean of its relative speeds `known`
+    ((shape index, seconds) pairs) weighted by exp(-distance / BANDWIDTH), shapes whose exact fields differ
+    left out, with PRIOR_SPEED counted at weight `prior` (PRIOR_SPEED where nothing counts)."""
+    num, den = prior * math.log(PRIOR_SPEED), prior
+    for other, t in known:
+        d = shape_distance(fields, grid.shapes[other])
+        if d is None:
+            continue
+        w = math.exp(-d / BANDWIDTH)
+        speed = bests[other] / t if t < FAILED else 1e-3  # a failure elsewhere: unlikely here
+        num += w * math.log(min(1.0, speed))
+        den += w
+    return math.exp(num / den) if den > 0 else PRIOR_SPEED
+
+
 def estimate(grid: Grid) -> dict[tuple[int, int], float]:
     """A time for every unmeasured cell: the shape's best over the tiling's estimated relative speed, the
     geometric mean of its measured relative speeds on the other shapes weighted by exp(-distance /
@@ -139,20 +157,24 @@ def estimate(grid: Grid) -> dict[tuple[int, int], float]:
     for j in range(len(grid.tilings)):
         known = [(i, grid.times[(i, j)]) for i in range(n) if (i, j) in grid.times and bests[i] < FAILED]
         for i in range(n):
-            if (i, j) in grid.times or bests[i] == FAILED:
-                continue
-            num = den = 0.0
-            for other, t in known:
-                d = shape_distance(grid.shapes[i], grid.shapes[other])
-                if d is None:
-                    continue
-                w = math.exp(-d / BANDWIDTH)
-                speed = bests[other] / t if t < FAILED else 1e-3  # a failure elsewhere: unlikely here
-                num += w * math.log(min(1.0, speed))
-                den += w
-            speed = math.exp(num / den) if den > 0 else PRIOR_SPEED
-            out[(i, j)] = bests[i] / speed
+            if (i, j) not in grid.times and bests[i] < FAILED:
+                out[(i, j)] = bests[i] / _transfer(grid, grid.shapes[i], known, bests)
     return out
+
+
+def ranked(grid: Grid, fields: Mapping[str, int], prior: float = RANK_PRIOR) -> list[int]:
+    """The tilings measured on some shape, most promising first for a shape of `fields` that has measured
+    none: by the relative speed the measured shapes near it transfer (as `estimate`), shrunk towards
+    PRIOR_SPEED with weight `prior` so that one far shape's best does not outrank what near shapes agree
+    on (ties: the earlier tiling)."""
+    n = len(grid.shapes)
+    bests = [grid.best(i) for i in range(n)]
+    speeds = []
+    for j in range(len(grid.tilings)):
+        known = [(i, grid.times[(i, j)]) for i in range(n) if (i, j) in grid.times and bests[i] < FAILED]
+        if known:
+            speeds.append((-_transfer(grid, fields, known, bests, prior), j))
+    return [j for _, j in sorted(speeds)]
 
 
 def next_cells(

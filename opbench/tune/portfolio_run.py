@@ -16,7 +16,14 @@ from opbench.tiles import record_tiles
 from opbench.tune import portfolio as pf
 from opbench.tune.config import worker_init
 from opbench.tune.confirmation import confirm_points
-from opbench.tune.portfolio_search import PortfolioConfig, RunnerFor, Search, search
+from opbench.tune.portfolio_search import (
+    PortfolioConfig,
+    RunnerFor,
+    Search,
+    explore_budget,
+    search,
+    transferred,
+)
 from opbench.tuned import save as save_record
 from opbench.tuning_documents import PortfolioDoc, PortfolioShape
 
@@ -58,7 +65,8 @@ def _document(
         m = pf.rule(grid.shapes, member_of, s.fields[i])
         st = s.state(i)
         mine = [members[m]] if m is not None else []
-        s.explore(i, mine, cfg.base.trials or 0)
+        trials = cfg.base.trials or 0  # its own best found as a searched shape's, its member measured apart
+        s.explore(i, transferred(s, i), trials, explore_budget(trials))
         s.fill(i, mine)
         cells = s.cells(i)
         best = min(cells.values(), default=pf.FAILED)
@@ -158,11 +166,12 @@ def _confirm_or_fall_back(
     index = row.get("member")
     member = members[index] if index is not None else None
     row["confirmed"] = _confirm(s, i, row.get("own_tiles"), member)
-    if member is None or row["confirmed"].get("member_faster", 0.0) > 0:
+    st = s.state(i)  # the default: None (the cache model) for our kernels, a user kernel's baseline point
+    if s.key(st, member) == s.key(st, st.default) or row["confirmed"].get("member_faster", 0.0) > 0:
         return
-    if None not in members:
-        members.append(None)
-    row["member"] = members.index(None)
+    if st.default not in members:
+        members.append(st.default)
+    row["member"] = members.index(st.default)
     row["fallback"] = True
     row["speed"] = default_speed
     row["confirmed"]["portfolio_speed"] = row["confirmed"]["default_speed"]

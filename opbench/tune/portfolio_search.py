@@ -5,15 +5,17 @@ the choice and saves it.
 Every shape has a study of its own in the storage, named `<prefix>:<its default study name>`, so a kill
 loses at most the measurement in flight and a rerun (or a second machine on the same PostgreSQL storage)
 continues where the studies stand:
-1. **Each shape explores** (`--trials` per shape): its cache-model default is measured, then its study is
-   warm-started with the best tilings of the nearest shapes explored before it (WARM), then TPE goes on.
+1. **Each shape explores** (`--trials` per shape): its cache-model default is measured, then half its
+   trials (TRANSFER) go to the tilings the shapes explored before it transfer to it, most promising first
+   (portfolio.ranked: their relative speeds on those shapes, weighted by nearness: a shape-aware model),
+   and TPE, seeded apart for each shape, spends the rest.
 2. **The grid is filled where the choice rests** (portfolio.next_cells): among each shape's POOL best
    tilings and the default, the portfolio is chosen on the grid with its unmeasured cells estimated from
    nearby shapes, those of its members' cells not yet measured are measured (a study attribute per cell,
    `cell:<hash>`), and the choice is made again, until it rests on measurements alone.
 3. **Held-out shapes** (`--holdout F`) are kept out of 1 and 2. Each gets the rule's tiling (its nearest
-   searched shape's member), the default, and a study of its own warm-started with them, whose best is
-   what the rule's loss is measured against.
+   searched shape's member), the default, and a study of its own explored as in 1, whose best is what the
+   rule's loss is measured against.
 4. **Confirmation**: on every shape, its own best, its member and the default re-measured in interleaved
    rounds (tune/confirmation.confirm_points), the speeds the portfolio reports beside the search's.
 The result (tuning_documents.PortfolioDoc) is kept in a study named after the portfolio, which holds no
@@ -23,6 +25,7 @@ trials (`tune --show`, `report --study` and `--export` read it).
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import warnings
 from collections.abc import Callable
@@ -39,13 +42,13 @@ from opbench.tune.objective import CandidateFailed, Objective, measure_point, re
 from opbench.tune.space import TileSpace
 from opbench.tune.storage import open_storage
 from opbench.tune.study import open_study
-from opbench.tuned import shape_distance
 from opbench.tuning_documents import TrialEvent, WorkerInit
 
 if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
     import optuna
 
-WARM = 3  # nearest explored shapes whose best tilings a shape's study starts with
+WARM = 3  # points a study is warm-started with by default (Search.explore)
+TRANSFER = 0.5  # the share of a searched shape's trials spent on the tilings the shapes before it transfer
 POOL = 3  # each shape's best tilings the portfolio is chosen among (with the default)
 RunnerFor = Callable[[int, WorkerInit], Runner]  # shape index, its problem -> the worker measuring it
 
@@ -105,7 +108,9 @@ class Search:
             base = self.cfg.base
             own = default_study_name(base.op.key, self.cfg.shapes[i], base.dtype, base.threads)
             name = f"{self.cfg.prefix or base.study_name}:{own}"
-            cfg = replace(base, shape=self.cfg.shapes[i], study_name=name)
+            # each shape's sampler its own seed: with one seed, every study would draw the same points
+            seed = None if base.seed is None else base.seed + i
+            cfg = replace(base, shape=self.cfg.shapes[i], study_name=name, seed=seed)
             space, path = build_space(cfg)
             study = open_study(cfg, space, path, self.storage())
             self.states[i] = _Shape(cfg, space, study, baseline(cfg, space)[0])
@@ -156,8 +161,11 @@ class Search:
         self.on_event("cell", {"shape": st.cfg.shape.label(), "point": point, **attrs})
         return pf.FAILED if failure is not None else float(attrs["median_s"])
 
-    def explore(self, i: int, warm: list[Params | None], trials: int) -> dict[str, float]:
-        """Shape i's study: its default measured, `warm` enqueued, TPE up to `trials` trials in all."""
+    def explore(
+        self, i: int, warm: list[Params | None], trials: int, transfer: int = WARM
+    ) -> dict[str, float]:
+        """Shape i's study: its default measured, the first `transfer` points of `warm` that are in its space
+        and not yet measured enqueued, then TPE, up to `trials` trials in all."""
         import optuna  # the opbench[tune] extra (errors.missing_dependency)
 
         st = self.state(i)
@@ -166,29 +174,38 @@ class Search:
         try:
             if self.key(st, st.default) not in have:
                 have[self.key(st, st.default)] = self.measure(i, runner, st.default)
-            for point in warm:
-                indices = _indices(st.space, point)
-                if indices is not None and self.key(st, point) not in have:
-                    st.study.enqueue_trial(indices, skip_if_exists=True)
             # the budget counts trials that measured or failed with a reason; one a kill left running (the
             # heartbeat fails it, without a reason) is retried instead
+            trials_now = st.study.get_trials(deepcopy=False)
             done = [
                 t
-                for t in st.study.get_trials(deepcopy=False)
+                for t in trials_now
                 if t.state == optuna.trial.TrialState.COMPLETE
                 or (t.state == optuna.trial.TrialState.FAIL and "failure" in t.user_attrs)
             ]
             left = trials - len(done)
-            if left > 0:
+            if left <= 0:
+                return self.cells(i)
+            # at most `transfer` enqueued in the study's life (a rerun counts those of the runs before it)
+            enqueued = sum("warm" in t.user_attrs for t in trials_now)
+            waiting = sum(t.state == optuna.trial.TrialState.WAITING for t in trials_now)
+            for point in warm:
+                if enqueued >= transfer or waiting >= left:
+                    break
+                indices = _indices(st.space, point)
+                if indices is not None and self.key(st, point) not in have:
+                    have[self.key(st, point)] = pf.FAILED  # enqueued: not again from `warm`
+                    st.study.enqueue_trial(indices, user_attrs={"warm": True}, skip_if_exists=True)
+                    enqueued, waiting = enqueued + 1, waiting + 1
 
-                def on_trial(event: TrialEvent) -> None:
-                    self.on_event("trial", {"shape": st.cfg.shape.label(), **event})
+            def on_trial(event: TrialEvent) -> None:
+                self.on_event("trial", {"shape": st.cfg.shape.label(), **event})
 
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                    warnings.simplefilter("ignore", UserWarning)
-                    st.study.optimize(Objective(st.cfg, st.space, runner, on_trial), n_trials=left,
-                                      catch=(CandidateFailed,))  # fmt: skip
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                warnings.simplefilter("ignore", UserWarning)
+                st.study.optimize(Objective(st.cfg, st.space, runner, on_trial), n_trials=left,
+                                  catch=(CandidateFailed,))  # fmt: skip
         finally:
             runner.close()
         return self.cells(i)
@@ -220,16 +237,15 @@ def _indices(space: TileSpace, point: Params | None) -> dict[str, int] | None:
     return out
 
 
-def _warm(s: Search, g: int) -> list[Params | None]:
-    """The best tilings of the WARM searched shapes nearest shape g among those explored before it."""
-    near = []
-    for h in range(g):
-        d = shape_distance(s.grid.shapes[g], s.grid.shapes[h])
-        best = s.grid.best_tiling(h)
-        if d is not None and best is not None:
-            near.append((d, h, best))
-    keys = dict.fromkeys(s.grid.tilings[j] for _, _, j in sorted(near)[:WARM])
-    return [s.points[key] for key in keys]
+def transferred(s: Search, i: int) -> list[Params | None]:
+    """The tilings the searched shapes measured so far transfer to shape i, most promising first
+    (portfolio.ranked)."""
+    return [s.points[s.grid.tilings[j]] for j in pf.ranked(s.grid, s.fields[i])]
+
+
+def explore_budget(trials: int) -> int:
+    """How many of a shape's `trials` go to transferred tilings (the rest to its own sampler)."""
+    return math.ceil(TRANSFER * trials)
 
 
 def _pool(grid: pf.Grid, default_key: str) -> list[int]:
@@ -248,7 +264,8 @@ def search(cfg: PortfolioConfig, on_event: Callable[[str, dict[str, object]], No
     s = Search(cfg, on_event, runner_for)
     grid = s.grid
     for g, i in enumerate(s.searched):  # 1. each shape explores, warm-started by the nearest explored ones
-        for key, seconds in s.explore(i, _warm(s, g), cfg.base.trials or 0).items():
+        trials = cfg.base.trials or 0
+        for key, seconds in s.explore(i, transferred(s, i), trials, explore_budget(trials)).items():
             grid.put(g, key, seconds)
     first = s.state(s.searched[0])
     default_key = s.key(first, first.default)

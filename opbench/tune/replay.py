@@ -10,7 +10,8 @@ from opbench.tuning_documents import WorkerAnswer, WorkerRequest
 
 
 class ReplayRunner:
-    """table: tiling key (opbench.tune.study._key) -> GFLOPS, or None for a tiling that failed."""
+    """table: tiling key (opbench.tune.study._key; a user kernel's: objective.request's) -> GFLOPS, or None
+    for a tiling that failed."""
 
     def __init__(self, table: dict[str, float | None], flops: int) -> None:
         self.table = table
@@ -18,8 +19,12 @@ class ReplayRunner:
         self.measured: list[str] = []  # keys in the order they were asked for
 
     def run(self, request: WorkerRequest, timeout_s: float) -> WorkerAnswer:
-        tiles = request.get("tiles") or {}  # None: the cache-model default, keyed as {} (objective.request)
-        key = json.dumps({"tiles": tiles, "isa": request.get("isa") or ""}, sort_keys=True)
+        if "params" in request:  # a user kernel's point, keyed as objective.request keys it
+            key = json.dumps({"params": request["params"]}, sort_keys=True)
+        else:  # None: the cache-model default, keyed as {} (objective.request)
+            key = json.dumps(
+                {"tiles": request.get("tiles") or {}, "isa": request.get("isa") or ""}, sort_keys=True
+            )
         self.measured.append(key)
         gflops = self.table.get(key)
         if gflops is None:
