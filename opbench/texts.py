@@ -117,7 +117,10 @@ def portfolio_lines(doc: PortfolioDoc) -> list[str]:
             "faster beyond both 95% intervals"
         )
     curve = ", ".join(f"K={int(c['k'])} {loss_text(c['speed'])}" for c in doc["curve"])
-    lines.append(f"loss against each shape's own best by portfolio size: {curve}")
+    lines.append(
+        f"loss against each shape's own best by portfolio size (a cell the search did not measure "
+        f"estimated from nearby shapes): {curve}"
+    )
     lines.append(
         f"cost: {doc['measurements']} measurements; measuring every searched shape x every tiling chosen "
         f"among would take {doc['grid_cells']}"

@@ -262,7 +262,8 @@ class PortfolioDoc(TypedDict, total=False):
     members: list[Params | None]  # the K tilings (None: the cache-model default), and the default where a
     # shape falls back to it (PortfolioShape.fallback)
     shapes: list[PortfolioShape]
-    curve: list[dict[str, float]]  # k, speed (weighted geomean over the searched shapes; 0: one failed)
+    # k, speed (weighted geomean over the searched shapes, a cell not measured estimated; 0: one failed)
+    curve: list[dict[str, float]]
     speed: float
     default_speed: float
     holdout_speed: float | None
@@ -271,7 +272,8 @@ class PortfolioDoc(TypedDict, total=False):
     measurements: int  # cells the searched shapes' studies hold (trials and cross-measurements, reused ones
     # not; a portfolio of another K over the same shapes shares them)
     grid_cells: int  # searched shapes x the tilings chosen among: measuring all of them is the cost to beat
-    heat: dict[str, list[list[float]] | list[str]]  # tilings (labels), speeds (shape x tiling, 0: failed)
+    # tilings (labels), speeds (shape x tiling, 0: failed, None: not measured)
+    heat: dict[str, list[list[float | None]] | list[str]]
     command: list[str]
     created_utc: str
 

@@ -5,6 +5,7 @@ table of made-up measurements per shape), with held-out shapes, records and a re
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,19 @@ def test_an_unmeasured_cell_is_estimated_from_the_tilings_speed_on_nearby_shapes
     assert est == {(1, 1): pytest.approx(2.0)}  # its neighbours' relative speed, 0.5
     chosen, missing = pf.next_cells(grid, 2)
     assert missing == ([(1, 1)] if 1 in chosen else [])
+
+
+def test_a_member_is_measured_where_it_may_serve_and_not_where_it_is_estimated_well_behind() -> None:
+    # m = 1, 2, 4: t0 serves the first two, t1 the third; t1 on m = 2 is unmeasured, estimated from its
+    # neighbours at sqrt(0.5 * 1.0) = 0.71 of that shape's best, which t0 reaches there (measured)
+    grid = _grid([[1.0, 0.5], [1.0, 0.5], [0.5, 1.0]])
+    del grid.times[(1, 1)]
+    chosen, missing = pf.next_cells(grid, 2)
+    assert sorted(chosen) == [0, 1] and missing == []  # 0.71 is more than FILL_MARGIN behind
+    assert pf.next_cells(grid, 2, margin=0.5)[1] == [(1, 1)]  # within a wider margin: measured
+    ahead = _grid([[0.5, 1.0], [0.5, 1.0], [0.5, 1.0]])  # t1 estimated ahead of t0 on m = 2: measured
+    del ahead.times[(1, 1)]
+    assert pf.next_cells(ahead, 2) == ([1], [(1, 1)])
 
 
 def test_tilings_transfer_to_a_new_shape_from_its_near_neighbours_first() -> None:
@@ -410,20 +424,28 @@ class CursedReplays(Replays):
 
     def __call__(self, i: int, init: Any) -> ReplayRunner:
         runner = super().__call__(i, init)
-        table, measure = runner.table, runner.run
+        default = runner.table[_key({}, "")]
+        assert default is not None
+        return _cursed(runner, lambda asked: _key(asked["tiles"], "") if asked.get("tiles") else None,
+                       default / 1.05)  # fmt: skip
 
-        def run(request: Any, timeout_s: float) -> Any:
-            if "timer" in request and request.get("tiles"):
-                default = table[_key({}, "")]
-                assert default is not None
-                runner.table = {**table, _key(request["tiles"], ""): default / 1.05}
-            try:
-                return measure(request, timeout_s)
-            finally:
-                runner.table = table
 
-        runner.run = run  # type: ignore[method-assign]
-        return runner
+def _cursed(runner: ReplayRunner, key_of: Callable[[Any], str | None], gflops: float) -> ReplayRunner:
+    """A replay whose confirmation requests (those with a timer) of the points `key_of` names (None: not
+    that one) answer at `gflops`."""
+    table, measure = runner.table, runner.run
+
+    def run(asked: Any, timeout_s: float) -> Any:
+        key = key_of(asked) if "timer" in asked else None
+        if key is not None:
+            runner.table = {**table, key: gflops}
+        try:
+            return measure(asked, timeout_s)
+        finally:
+            runner.table = table
+
+    runner.run = run  # type: ignore[method-assign]
+    return runner
 
 
 def test_a_member_not_confirmed_faster_than_the_default_falls_back_to_it(tmp_path: Path) -> None:
@@ -504,19 +526,10 @@ class UserKernelReplays:
         base_key = request(cfg, baseline(cfg, space)[0])[1]
         table[base_key] = 10.0
         runner = ReplayRunner(table, gemm.OP.flops(shape))
-        measure = runner.run
-
-        def run(asked: Any, timeout_s: float) -> Any:
-            key = request(cfg, asked["params"])[1]
-            if self.cursed and "timer" in asked and key != base_key:
-                runner.table = {**table, key: 10.0 / 1.05}
-            try:
-                return measure(asked, timeout_s)
-            finally:
-                runner.table = table
-
-        runner.run = run  # type: ignore[method-assign]
-        return runner
+        if not self.cursed:
+            return runner
+        return _cursed(runner, lambda asked: key if (key := request(cfg, asked["params"])[1]) != base_key
+                       else None, 10.0 / 1.05)  # fmt: skip
 
 
 @pytest.mark.parametrize("cursed", [False, True])

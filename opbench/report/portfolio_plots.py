@@ -4,6 +4,8 @@ size K."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from opbench.report.figures import Plot, plt, render
@@ -22,11 +24,12 @@ def _short(label: str, limit: int = 34) -> str:
 def heat_plot(doc: PortfolioDoc, stem: str) -> Plot | None:
     heat = doc.get("heat") or {}
     tilings = [str(t) for t in heat.get("tilings", [])]
-    speeds = [list(map(float, row)) for row in heat.get("speeds", []) if isinstance(row, list)]
+    rows = [row for row in heat.get("speeds", []) if isinstance(row, list)]
+    speeds = [[math.nan if v is None else float(v) for v in row] for row in rows]  # NaN: not measured
     if not tilings or not speeds:
         return None
     searched = [r for r in doc["shapes"] if not r["held_out"]]
-    data = np.array(speeds, dtype=float)
+    data = np.ma.masked_invalid(np.array(speeds, dtype=float))
     fig, ax = plt.subplots(
         figsize=(min(14.0, 3.0 + 0.55 * len(tilings)), min(14.0, 1.6 + 0.28 * len(speeds)))
     )
@@ -43,9 +46,11 @@ def heat_plot(doc: PortfolioDoc, stem: str) -> Plot | None:
         for i in range(data.shape[0]):
             for j in range(data.shape[1]):
                 v = data[i, j]
+                if v is np.ma.masked:
+                    continue
                 ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5,
                         color="black" if v > 0.6 else "white")  # fmt: skip
-    fig.colorbar(im, ax=ax, label="own best's time / this (0: failed)")
+    fig.colorbar(im, ax=ax, label="own best's time / this (0: failed; blank: not measured)")
     ax.set_title(f"{doc['name']}: shapes x tilings (red: the shape's member)", fontsize=9)
     return render(fig, f"{stem}-heat", ax.get_title())
 
@@ -91,7 +96,7 @@ def curve_plot(doc: PortfolioDoc, stem: str) -> Plot | None:
     ax.set_xticks(ks)
     ax.set_xlabel("K (tilings in the portfolio)")
     ax.set_ylabel("geomean loss, %")
-    ax.set_title(f"{doc['name']}: loss against K", fontsize=9)
+    ax.set_title(f"{doc['name']}: loss against K (unmeasured cells estimated)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return render(fig, f"{stem}-curve", ax.get_title())

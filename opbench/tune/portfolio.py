@@ -10,8 +10,10 @@ shapes x tilings grid; portfolio_run.py measures the grid.
   the score rises (Helion's bounded portfolio, pytorch/helion#3360, does the same on a full matrix).
 - **The grid is not measured whole.** An unmeasured cell is estimated (`estimate`) from the same tiling's
   relative speed on the other shapes, weighted by how near they are; `next_cells` names the cells the
-  current selection rests on and that are not yet measured. Measuring them and selecting again until none
-  is left means every number the portfolio reports (its members on every shape) was measured.
+  current selection rests on and that are not yet measured: on each shape, the members estimated within
+  FILL_MARGIN of its fastest. Measuring them and selecting again until none is left means that every
+  shape's member, and so every speed the portfolio reports, was measured; a member estimated well behind
+  on a shape is not measured there.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ FAILED = math.inf  # a cell that was measured and failed (crash, wrong answer, r
 Cells = Mapping[tuple[int, int], float]  # (shape index, tiling index) -> seconds
 BANDWIDTH = 1.0  # the estimate's nearness scale, in sum of |log ratio| (a factor e in one size)
 PRIOR_SPEED = 0.5  # the relative speed assumed for a tiling on a shape nothing near has measured
+FILL_MARGIN = 0.1  # a member estimated this far behind a shape's fastest member is not measured there
 RANK_PRIOR = 0.25  # the weight of PRIOR_SPEED in `ranked`: that of a shape a factor e^1.4 away in one size
 
 
@@ -54,12 +57,6 @@ class Grid:
     def best_tiling(self, shape: int) -> int | None:
         cells = [(t, j) for (i, j), t in self.times.items() if i == shape and t < FAILED]
         return min(cells)[1] if cells else None
-
-    def measured_on_all(self) -> list[int]:
-        """The tilings measured on every shape (failures count as measured)."""
-        return [
-            j for j in range(len(self.tilings)) if all((i, j) in self.times for i in range(len(self.shapes)))
-        ]
 
     def speed(self, shape: int, tiling: int, estimates: Cells) -> float:
         """best / time of a cell (0 for a failure), measured or else estimated (0 where neither)."""
@@ -178,13 +175,19 @@ def ranked(grid: Grid, fields: Mapping[str, int], prior: float = RANK_PRIOR) -> 
 
 
 def next_cells(
-    grid: Grid, k: int, among: Sequence[int] | None = None
+    grid: Grid, k: int, among: Sequence[int] | None = None, margin: float = FILL_MARGIN
 ) -> tuple[list[int], list[tuple[int, int]]]:
-    """The portfolio selected on the grid with its unmeasured cells estimated, and those of its members'
-    cells still unmeasured (what to measure next; none: the selection rests on measurements alone)."""
+    """The portfolio selected on the grid with its unmeasured cells estimated, and the cells its choice
+    rests on that are still unmeasured (what to measure next; none: every shape's member is measured): on
+    each shape, the members whose speed there, measured or estimated, is within `margin` of the fastest
+    member's. A member estimated further behind on a shape is not measured there: it would not serve it."""
     est = estimate(grid)
     chosen = select(grid, k, among, est)
-    missing = [(i, j) for j in chosen for i in range(len(grid.shapes)) if (i, j) not in grid.times]
+    missing = []
+    for i in range(len(grid.shapes)):
+        speeds = {j: grid.speed(i, j, est) for j in chosen}
+        top = max(speeds.values(), default=0.0)
+        missing += [(i, j) for j in chosen if (i, j) not in grid.times and speeds[j] >= top * (1.0 - margin)]
     return chosen, missing
 
 

@@ -47,10 +47,11 @@ def _document(
 ) -> PortfolioDoc:  # fmt: skip
     cfg, grid = s.cfg, s.grid
     search_cost = sum(s.measured_in(i) for i in s.searched)  # this run's and any earlier one's
-    full = [j for j in pool if j in grid.measured_on_all()]
+    shown = [j for j in pool if any((g, j) in grid.times for g in range(len(grid.shapes)))]
+    est = pf.estimate(grid)  # the curve's cells not measured (the search measures where the choice rests)
     curve = []
-    for k in range(1, max(cfg.k, CURVE_TO) + 1):  # among the tilings measured on every searched shape
-        curve.append({"k": float(k), "speed": pf.score(grid, pf.select(grid, k, full))})
+    for k in range(1, max(cfg.k, CURVE_TO) + 1):  # among the pool the members were chosen in
+        curve.append({"k": float(k), "speed": pf.score(grid, pf.select(grid, k, pool, est), est)})
     dj = grid.tilings.index(default_key)
     member_of = [chosen.index(a) for a in assigned]
     rows: list[PortfolioShape] = []
@@ -114,9 +115,12 @@ def _document(
         else {},
         "measurements": search_cost,
         "grid_cells": len(grid.shapes) * len(pool),
-        "heat": {
-            "tilings": [point_label(s.points[grid.tilings[j]]) for j in full],
-            "speeds": [[grid.speed(g, j, {}) for j in full] for g in range(len(grid.shapes))],
+        "heat": {  # the pool's tilings measured on some searched shape; None: not measured there
+            "tilings": [point_label(s.points[grid.tilings[j]]) for j in shown],
+            "speeds": [
+                [grid.speed(g, j, {}) if (g, j) in grid.times else None for j in shown]
+                for g in range(len(grid.shapes))
+            ],
         },
         "command": list(base.command),
         "created_utc": utc_now(),

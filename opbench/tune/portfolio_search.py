@@ -11,8 +11,9 @@ continues where the studies stand:
    and TPE, seeded apart for each shape, spends the rest.
 2. **The grid is filled where the choice rests** (portfolio.next_cells): among each shape's POOL best
    tilings and the default, the portfolio is chosen on the grid with its unmeasured cells estimated from
-   nearby shapes, those of its members' cells not yet measured are measured (a study attribute per cell,
-   `cell:<hash>`), and the choice is made again, until it rests on measurements alone.
+   nearby shapes; on each shape, the members within FILL_MARGIN of its fastest member and not yet
+   measured there are measured (a study attribute per cell, `cell:<hash>`), and the choice is made again,
+   until every shape's member is measured.
 3. **Held-out shapes** (`--holdout F`) are kept out of 1 and 2. Each gets the rule's tiling (its nearest
    searched shape's member), the default, and a study of its own explored as in 1, whose best is what the
    rule's loss is measured against.
