@@ -7,21 +7,28 @@ tokens). For the set:
 1. **Per-shape tuning**, the reference: a TPE study of --per-shape-trials trials for every shape (its
    cache-model default measured first, as the portfolio's studies do).
 2. **The portfolio**: the tuner's own run (tune/portfolio_run.py) with --trials per shape, K members and
-   --holdout of the shapes held out, its confirmation off (step 3 is the confirmation).
-3. **Interleaved rounds** on every shape, in one worker per shape: the per-shape best, the portfolio's
-   member and the default, --rounds rounds in a shuffled order (tune/confirmation.confirm_points).
+   --holdout of the shapes held out, confirmed as `opbench tune` confirms it: a shape whose member is not
+   faster than the default beyond both 95% intervals falls back to the default.
+3. **Interleaved rounds** on every shape, in one worker per shape: the default, the portfolio's member,
+   per-shape TPE's best after n = 1, 2, 4, ..., 32 measurements and after all of them, --rounds rounds
+   (tune/confirmation.confirm_points), each distinct point once.
 Printed: each shape's loss (member time / per-shape best time - 1) and the default's, their count-weighted
 geomeans (searched and held-out shapes apart), the loss curve over K = 1..8 on the search's measurements,
-and the cost: the portfolio's measurements against what per-shape TPE needed to reach the portfolio's
-quality (on each searched shape, the trials until its best so far came within the portfolio's geomean loss
-of its final best), and against its whole budget.
+per-shape TPE's loss when every shape stops at n, and the cost: the portfolio's measurements against what
+per-shape TPE took to reach the portfolio's quality,
+- stopping every shape at the first n whose geomean loss (re-measured in 3) is no worse: what a user who
+  runs `opbench tune --trials n` per shape pays;
+- stopping each shape as soon as its best so far came within the portfolio's loss of its final best (on
+  the search's measurements; an oracle, since the final best is known only afterwards);
+and against its whole budget.
 
 Targets (issue 42): K = 4 within 3% of per-shape tuning (geomean), at most 25% of the measurements.
 
     python benchmarks/portfolio.py --set bert|resnet50|user [--k 4] [--trials 10] [--per-shape-trials 30]
-        [--holdout 0.25] [--rounds 3] [--threads N] [--work DIR]
+        [--holdout 0.25] [--rounds 3] [--threads N] [--work DIR] [--name pf]
 
---work keeps the studies (SQLite): a rerun resumes and measures only what is missing.
+--work keeps the studies (SQLite): a rerun resumes and measures only what is missing; the per-shape
+studies are shared by every run in it, the portfolio's are named after --name and --trials.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from opbench.userkernel import parse_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = (128, 256, 512, 1024, 2048)
+BUDGETS = (1, 2, 4, 8, 16, 32)  # per-shape TPE stopped after this many measurements (the default the first)
 
 
 def _capture(factory: str, inputs: list[str], out: Path) -> None:
@@ -91,25 +99,37 @@ def _geomean_loss(pairs: list[tuple[float, float]]) -> float:
     return math.exp(sum(w * math.log(r) for w, r in pairs) / total) - 1.0 if total else float("nan")
 
 
-def to_quality(s: Search, i: int, loss: float) -> int:
-    """The measurements shape i's per-shape study took until its best so far came within `loss` of its
-    final best: the default first (as measured), then the trials in order, a reused one costing nothing."""
+def history(s: Search, i: int) -> list[tuple[float, Any]]:
+    """Shape i's per-shape study as it measured: (seconds, point), the default first, then the trials in
+    order, a reused one (which cost nothing) left out."""
     st = s.state(i)
-    times = []
+    out = []
     default = next((v for k, v in st.study.user_attrs.items() if k.startswith("cell:")), None)
-    if default is not None and "median_s" in default:
-        times.append(float(default["median_s"]))
+    if default is not None:
+        out.append((float(default.get("median_s", math.inf)), default["point"]))
+    attr = "params" if st.cfg.kernel is not None else "tiles"
     for t in sorted(st.study.trials, key=lambda t: t.number):
         if "reused_from" in t.user_attrs or "key" not in t.user_attrs:
             continue
-        times.append(float(t.user_attrs["median_s"]) if "median_s" in t.user_attrs else math.inf)
-    final = min(times)
+        out.append((float(t.user_attrs.get("median_s", math.inf)), t.user_attrs.get(attr)))
+    return out
+
+
+def best_at(h: list[tuple[float, Any]], n: int) -> Any:
+    """The point per-shape TPE would have kept after n measurements."""
+    return min(h[:n], key=lambda x: x[0])[1]
+
+
+def to_quality(h: list[tuple[float, Any]], loss: float) -> int:
+    """The measurements a per-shape study took until its best so far came within `loss` of its final best
+    (on the search's own measurements: an oracle that knows when to stop)."""
+    final = min(t for t, _ in h)
     best = math.inf
-    for n, t in enumerate(times, start=1):
+    for n, (t, _) in enumerate(h, start=1):
         best = min(best, t)
         if best <= final * (1.0 + max(loss, 0.0)):
             return n
-    return len(times)
+    return len(h)
 
 
 def main() -> int:
@@ -122,6 +142,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--name", default="pf", help="what the portfolio's studies are named after")
     ap.add_argument("--limit", type=int, default=0, help="the set's first N shapes only (a quick check)")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="opbench-portfolio-"))
@@ -153,51 +174,73 @@ def main() -> int:
         key = min(cells, key=lambda k: cells[k])
         best.append(ref.points[key])
         print(f"per-shape {shapes[i].label():22} best {cells[key] * 1e3:.3f} ms", flush=True)
-    # 2. the portfolio
+    # 2. the portfolio, confirmed as the tuner confirms it (a member not faster than the default beyond both
+    # 95% intervals falls back to the default); its studies are named after the trials per shape
     pcfg = PortfolioConfig(
-        replace(base, study_name=f"pf-k{args.k}", trials=args.trials, confirm_rounds=0), tuple(shapes),
-        tuple(counts), args.k, args.holdout,
+        replace(base, study_name=f"{args.name}-k{args.k}-t{args.trials}", trials=args.trials), tuple(shapes),
+        tuple(counts), args.k, args.holdout, prefix=f"{args.name}-t{args.trials}",
     )  # fmt: skip
     doc = portfolio_run.run(pcfg, quiet)
-    # 3. interleaved rounds: per-shape best, member, default
-    rows = []
+    # 3. interleaved rounds: the default, per-shape TPE's best after each budget, the member
+    rows, curve = [], []
     for i, shape in enumerate(shapes):
         row = doc["shapes"][[r["label"] for r in doc["shapes"]].index(shape.label())]
         member = doc["members"][row["member"]] if row.get("member") is not None else None
         st = ref.state(i)
+        h = history(ref, i)
+        named = [("default", st.default), ("portfolio", member)]
+        named += [(f"tpe@{n}", best_at(h, n)) for n in BUDGETS if n < len(h)] + [("per-shape", best[i])]
+        unique = {}  # a point measured once, under the first name it has
+        for name, point in named:
+            unique.setdefault(ref.key(st, point), (name, point))
         runner = IsolatedRunner(worker_init(st.cfg))
-        named = [("default", st.default), ("per-shape", best[i]), ("portfolio", member)]
         try:
-            conf = confirm_points(st.cfg, runner, named, "default")
+            conf = confirm_points(st.cfg, runner, list(unique.values()), "default")
         finally:
             runner.close()
-        t = {r["name"]: r.get("median_s", math.inf) for r in conf["rows"]}
-        rows.append((shape, counts[i], row["held_out"], t["portfolio"] / t["per-shape"],
-                     t["default"] / t["per-shape"], member))  # fmt: skip
-        print(f"{shape.label():22} member {t['portfolio'] / t['per-shape'] - 1:+.1%}, default "
-              f"{t['default'] / t['per-shape'] - 1:+.1%}", flush=True)  # fmt: skip
-    searched = [(w, r) for _, w, h, r, _, _ in rows if not h]
-    held = [(w, r) for _, w, h, r, _, _ in rows if h]
+        measured = {r["name"]: r.get("median_s", math.inf) for r in conf["rows"]}
+        t = {name: measured[unique[ref.key(st, point)][0]] for name, point in named}
+        own = t["per-shape"]
+        rows.append((shape, counts[i], row["held_out"], t["portfolio"] / own, t["default"] / own, member,
+                     bool(row.get("fallback"))))  # fmt: skip
+        curve.append({n: t.get(f"tpe@{n}", own) / own for n in BUDGETS})
+        budgets = "".join(f", tpe@{n} {v - 1:+.1%}" for n, v in curve[-1].items())
+        print(f"{shape.label():22} member {t['portfolio'] / own - 1:+.1%}, default "
+              f"{t['default'] / own - 1:+.1%}{budgets}", flush=True)  # fmt: skip
+    searched = [(w, r) for _, w, h, r, _, _, _ in rows if not h]
+    held = [(w, r) for _, w, h, r, _, _, _ in rows if h]
     loss = _geomean_loss(searched)
-    per_shape_cost = sum(to_quality(ref, i, loss) for i, r in enumerate(rows) if not r[2])
-    per_shape_budget = sum(ref.measured_in(i) for i in range(len(shapes)) if not rows[i][2])
+    mine = [i for i, r in enumerate(rows) if not r[2]]
+    histories = {i: history(ref, i) for i in mine}
+    oracle = sum(to_quality(histories[i], loss) for i in mine)
+    per_shape_budget = sum(ref.measured_in(i) for i in mine)
+    by_budget = {n: _geomean_loss([(counts[i], curve[i][n]) for i in mine]) for n in BUDGETS}
+    enough = next((n for n in BUDGETS if by_budget[n] <= loss), None)
+    fixed = sum(min(enough, len(histories[i])) for i in mine) if enough is not None else per_shape_budget
     head = ["shape", "count", "member", "loss against per-shape", "default's loss"]
     table = [
-        [s.label() + (" (held out)" if h else ""), f"{w:g}", point_label(m), f"{r - 1:+.1%}", f"{d - 1:+.1%}"]
-        for s, w, h, r, d, m in rows
-    ]
+        [s.label() + (" (held out)" if h else ""), f"{w:g}", point_label(m) + (" (fallback)" if fb else ""),
+         f"{r - 1:+.1%}", f"{d - 1:+.1%}"]
+        for s, w, h, r, d, m, fb in rows
+    ]  # fmt: skip
     print_markdown(head, table)
-    default = _geomean_loss([(w, d) for _, w, h, _, d, _ in rows if not h])
+    default = _geomean_loss([(w, d) for _, w, h, _, d, _, _ in rows if not h])
+    fell = sum(r[6] for r in rows)
     print(f"\nsearched shapes: portfolio of {len(doc['members'])} loses {loss:+.2%} (geomean) against "
-          f"per-shape tuning; the default {default:+.2%}")  # fmt: skip
+          f"per-shape tuning; the default {default:+.2%}; {fell} fell back to the default")  # fmt: skip
     if held:
         print(f"held-out shapes (the rule): {_geomean_loss(held):+.2%}; the default "
-              f"{_geomean_loss([(w, d) for _, w, h, _, d, _ in rows if h]):+.2%}")  # fmt: skip
+              f"{_geomean_loss([(w, d) for _, w, h, _, d, _, _ in rows if h]):+.2%}")  # fmt: skip
     print("loss by K on the search's measurements: "
           + ", ".join(f"K={int(c['k'])} {loss_text(c['speed'])}" for c in doc["curve"]))  # fmt: skip
-    print(f"cost: the portfolio measured {doc['measurements']}; per-shape TPE took {per_shape_cost} to reach "
-          f"the same quality ({doc['measurements'] / max(per_shape_cost, 1):.0%}) of its {per_shape_budget} "
-          f"({doc['measurements'] / max(per_shape_budget, 1):.0%})")  # fmt: skip
+    print("per-shape TPE stopped after n measurements, re-measured with the rest (searched shapes): "
+          + ", ".join(f"n={n} {v:+.2%}" for n, v in by_budget.items()))  # fmt: skip
+    spent = doc["measurements"]
+    print(f"cost: the portfolio measured {spent} on the searched shapes. Per-shape TPE at the same quality: "
+          f"{fixed} stopping every shape at n={enough or 'all'} ({spent / max(fixed, 1):.0%}); {oracle} "
+          f"stopping each where it came within {loss:+.2%} of its final best, known afterwards "
+          f"({spent / max(oracle, 1):.0%}); its whole budget {per_shape_budget} "
+          f"({spent / max(per_shape_budget, 1):.0%})")  # fmt: skip
     return 0
 
 

@@ -26,7 +26,9 @@ from opbench.tune.study import load_existing
 from opbench.tuning_documents import PortfolioDoc
 
 MAX_SHAPES = 512
-TRIALS = 12  # per shape, where --trials is not given
+# per shape, where --trials is not given: half go to the tilings nearer shapes transfer (portfolio_search);
+# 3-4 came within 3% of 30-60-trial per-shape TPE on BERT, ResNet-50 and a user kernel (docs/benchmarks.md)
+TRIALS = 6
 
 
 def shapes_of(args: argparse.Namespace, op: Op[Any]) -> tuple[list[Shape], list[float], str, str]:

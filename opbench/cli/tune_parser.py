@@ -72,7 +72,7 @@ def add_tune(sub: argparse._SubParsersAction[Parser]) -> None:
     t.add_argument(
         "--trials",
         type=at_most(1_000_000, positive_int),
-        help="trials this process runs (default 50); with --portfolio, per shape, in all (default 12)",
+        help="trials this process runs (default 50); with --portfolio, per shape, in all (default 6)",
     )
     t.add_argument(
         "--timeout", type=at_most(30 * 86_400), help="stop starting trials after this many seconds"
