@@ -512,8 +512,9 @@ class UserKernelReplays:
     baseline point slowest); `cursed`: the confirmation's rounds see every point but the baseline 5% slower
     than the baseline."""
 
-    def __init__(self, cfg: TuneConfig, cursed: bool) -> None:
-        self.cfg, self.cursed = cfg, cursed
+    def __init__(self, cfg: TuneConfig, cursed: bool, depth: float = 32.0) -> None:
+        self.cfg, self.cursed, self.depth = cfg, cursed, depth
+        self.runners: list[tuple[GemmShape, ReplayRunner]] = []
 
     def __call__(self, i: int, init: Any) -> ReplayRunner:
         shape = GemmShape(**init["shape"])
@@ -522,10 +523,11 @@ class UserKernelReplays:
         table: dict[str, float | None] = {}
         for p in space.enumerate():
             off = abs(math.log2(int(p["block_m"]) / 64)) + (p["order"] == "rows-first")
-            table[request(cfg, p)[1]] = 100.0 / (1.0 + off + 32 / int(p["block_k"]))
+            table[request(cfg, p)[1]] = 100.0 / (1.0 + off + self.depth / int(p["block_k"]))
         base_key = request(cfg, baseline(cfg, space)[0])[1]
         table[base_key] = 10.0
         runner = ReplayRunner(table, gemm.OP.flops(shape))
+        self.runners.append((shape, runner))
         if not self.cursed:
             return runner
         return _cursed(runner, lambda asked: key if (key := request(cfg, asked["params"])[1]) != base_key
@@ -558,3 +560,31 @@ def test_a_user_kernels_portfolio_serves_its_points_and_falls_back_to_its_baseli
         else:
             assert member != base and not row.get("fallback")
     assert export.table(doc)["members"] == doc["members"]
+
+
+def test_a_member_never_runs_on_a_shape_whose_space_rules_it_out(tmp_path: Path) -> None:
+    import json
+
+    from opbench.userkernel import parse_kernel
+
+    root = Path(__file__).resolve().parent.parent
+    space = tmp_path / "space.toml"
+    space.write_text(
+        'op = "gemm"\n[params.block_m]\nvalues = [16, 64, 256]\n[params.block_k]\nstart = 32\nstep = "x2"\n'
+        'stop = "k"\n[params.order]\nvalues = ["rows-first", "depth-first"]\n'
+        '[[constraints]]\nname = "within k"\nrule = "block_k <= k"\n'
+    )
+    kernel = parse_kernel(f"{root / 'examples/blocked_gemm.py'}:blocked_gemm")
+    cfg = replace(_cfg(tmp_path, kernel=kernel, space=str(space)), trials=10)
+    shapes = (GemmShape(64, 128, 1024), GemmShape(96, 128, 1024), GemmShape(64, 128, 128))
+    replays = UserKernelReplays(cfg, cursed=False, depth=2048.0)  # the deeper block_k, the faster
+    cfg_p = portfolio_search.PortfolioConfig(cfg, shapes, (1.0, 1.0, 1.0), 2)
+    doc = portfolio_run.run(cfg_p, lambda kind, event: None, replays)
+    for row in doc["shapes"]:
+        member = doc["members"][row["member"]]
+        assert member is not None and int(member["block_k"]) <= row["shape"]["k"]
+    for shape, runner in replays.runners:  # nothing past the shape's K was run on it
+        assert all(json.loads(key)["params"]["block_k"] <= shape.k for key in runner.measured)
+    study = portfolio_search.Search(cfg_p, lambda kind, event: None).state(2).study
+    outside = [v for k, v in study.user_attrs.items() if k.startswith("cell:") and "failure" in v]
+    assert outside and all(v["failure"] == portfolio_search.OUTSIDE for v in outside)  # a fill, not run

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
 WARM = 3  # points a study is warm-started with by default (Search.explore)
 TRANSFER = 0.5  # the share of a searched shape's trials spent on the tilings the shapes before it transfer
 POOL = 3  # each shape's best tilings the portfolio is chosen among (with the default)
+OUTSIDE = "outside this shape's space: one of its constraints fails"  # a cell not run
 RunnerFor = Callable[[int, WorkerInit], Runner]  # shape index, its problem -> the worker measuring it
 
 
@@ -150,17 +151,23 @@ class Search:
             and (t.state.name == "COMPLETE" or "failure" in t.user_attrs)
             for t in st.study.get_trials(deepcopy=False)
         )
-        return trials + sum(name.startswith("cell:") for name in st.study.user_attrs)
+        return trials + sum(
+            name.startswith("cell:") and value.get("failure") != OUTSIDE  # not run: cost nothing
+            for name, value in st.study.user_attrs.items()
+        )
 
     def measure(self, i: int, runner: Runner, point: Params | None) -> float:
-        """One cell measured and kept as an attribute of shape i's study."""
+        """One cell measured and kept as an attribute of shape i's study. A point that breaks one of the
+        shape's own space constraints (a user's space file says what is valid for a problem) is a failed
+        cell, not run: a member never serves a shape its space rules it out for."""
         st = self.state(i)
         key = self.key(st, point)
-        attrs, failure = measure_point(st.cfg, runner, point)
+        outside = point is not None and not st.space.valid(point)
+        attrs: TrialEvent = {"failure": OUTSIDE} if outside else measure_point(st.cfg, runner, point)[0]
         cell = {"key": key, "point": point, **attrs}
         st.study.set_user_attr(f"cell:{hashlib.sha256(key.encode()).hexdigest()[:16]}", cell)
         self.on_event("cell", {"shape": st.cfg.shape.label(), "point": point, **attrs})
-        return pf.FAILED if failure is not None else float(attrs["median_s"])
+        return pf.FAILED if "failure" in attrs else float(attrs["median_s"])
 
     def explore(
         self, i: int, warm: list[Params | None], trials: int, transfer: int = WARM
