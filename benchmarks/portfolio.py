@@ -49,6 +49,7 @@ from opbench.batchfiles import read_batch
 from opbench.kernels import default_threads
 from opbench.machine import cpu_model
 from opbench.ops import OPS
+from opbench.secrets import mask_argv
 from opbench.texts import loss_text, point_label
 from opbench.tune import portfolio_run
 from opbench.tune.config import TuneConfig, worker_init
@@ -158,7 +159,8 @@ def main() -> int:
     base = TuneConfig(
         shape=shapes[0], dtype="fp32", threads=threads, study_name="ref",
         storage_url=f"sqlite:///{work}/s.db", trials=args.per_shape_trials, seed=0, op=OPS[op],
-        kernel=kernel, space=space, confirm_rounds=args.rounds, confirm_processes=1, command=tuple(sys.argv),
+        kernel=kernel, space=space, confirm_rounds=args.rounds, confirm_processes=1,
+        command=tuple(mask_argv(sys.argv)),
     )  # fmt: skip
     what = f"{len(shapes)} {op} shapes ({sum(counts):g} calls)"
     print(f"# {args.set}: {what}, {cpu_model()}, {threads} threads, opbench {__version__}", flush=True)
@@ -182,12 +184,13 @@ def main() -> int:
     )  # fmt: skip
     doc = portfolio_run.run(pcfg, quiet)
     # 3. interleaved rounds: the default, per-shape TPE's best after each budget, the member
-    rows, curve = [], []
+    rows, curve, histories = [], [], []
     for i, shape in enumerate(shapes):
         row = doc["shapes"][[r["label"] for r in doc["shapes"]].index(shape.label())]
         member = doc["members"][row["member"]] if row.get("member") is not None else None
         st = ref.state(i)
         h = history(ref, i)
+        histories.append(h)
         named = [("default", st.default), ("portfolio", member)]
         named += [(f"tpe@{n}", best_at(h, n)) for n in BUDGETS if n < len(h)] + [("per-shape", best[i])]
         unique = {}  # a point measured once, under the first name it has
@@ -211,7 +214,6 @@ def main() -> int:
     held = [(w, r) for _, w, h, r, _, _, _ in rows if h]
     loss = _geomean_loss(searched)
     mine = [i for i, r in enumerate(rows) if not r[2]]
-    histories = {i: history(ref, i) for i in mine}
     oracle = sum(to_quality(histories[i], loss) for i in mine)
     per_shape_budget = sum(ref.measured_in(i) for i in mine)
     by_budget = {n: _geomean_loss([(counts[i], curve[i][n]) for i in mine]) for n in BUDGETS}
@@ -231,7 +233,7 @@ def main() -> int:
     if held:
         print(f"held-out shapes (the rule): {_geomean_loss(held):+.2%}; the default "
               f"{_geomean_loss([(w, d) for _, w, h, _, d, _, _ in rows if h]):+.2%}")  # fmt: skip
-    print("loss by K on the search's measurements: "
+    print("loss by K on the search's measurements (unmeasured cells estimated): "
           + ", ".join(f"K={int(c['k'])} {loss_text(c['speed'])}" for c in doc["curve"]))  # fmt: skip
     print("per-shape TPE stopped after n measurements, re-measured with the rest (searched shapes): "
           + ", ".join(f"n={n} {v:+.2%}" for n, v in by_budget.items()))  # fmt: skip

@@ -127,6 +127,12 @@ def select(
     return chosen
 
 
+def _measured(grid: Grid, tiling: int, bests: Sequence[float]) -> list[tuple[int, float]]:
+    """(shape index, seconds) of a tiling's cells on the shapes where something ran."""
+    return [(i, t) for i in range(len(grid.shapes)) if (t := grid.times.get((i, tiling))) is not None
+            and bests[i] < FAILED]  # fmt: skip
+
+
 def _transfer(grid: Grid, fields: Mapping[str, int], known: Sequence[tuple[int, float]],
               bests: Sequence[float], prior: float = 0.0) -> float:  # fmt: skip
     """A tiling's relative speed on a shape of `fields`: the geometric mean of its relative speeds `known`
@@ -152,7 +158,7 @@ def estimate(grid: Grid) -> dict[tuple[int, int], float]:
     n = len(grid.shapes)
     bests = [grid.best(i) for i in range(n)]
     for j in range(len(grid.tilings)):
-        known = [(i, grid.times[(i, j)]) for i in range(n) if (i, j) in grid.times and bests[i] < FAILED]
+        known = _measured(grid, j, bests)
         for i in range(n):
             if (i, j) not in grid.times and bests[i] < FAILED:
                 out[(i, j)] = bests[i] / _transfer(grid, grid.shapes[i], known, bests)
@@ -164,11 +170,10 @@ def ranked(grid: Grid, fields: Mapping[str, int], prior: float = RANK_PRIOR) -> 
     none: by the relative speed the measured shapes near it transfer (as `estimate`), shrunk towards
     PRIOR_SPEED with weight `prior` so that one far shape's best does not outrank what near shapes agree
     on (ties: the earlier tiling)."""
-    n = len(grid.shapes)
-    bests = [grid.best(i) for i in range(n)]
+    bests = [grid.best(i) for i in range(len(grid.shapes))]
     speeds = []
     for j in range(len(grid.tilings)):
-        known = [(i, grid.times[(i, j)]) for i in range(n) if (i, j) in grid.times and bests[i] < FAILED]
+        known = _measured(grid, j, bests)
         if known:
             speeds.append((-_transfer(grid, fields, known, bests, prior), j))
     return [j for _, j in sorted(speeds)]

@@ -197,12 +197,13 @@ class Search:
             # at most `transfer` enqueued in the study's life (a rerun counts those of the runs before it)
             enqueued = sum("warm" in t.user_attrs for t in trials_now)
             waiting = sum(t.state == optuna.trial.TrialState.WAITING for t in trials_now)
+            seen = set(have)  # measured, or enqueued below: not enqueued (again) from `warm`
             for point in warm:
                 if enqueued >= transfer or waiting >= left:
                     break
-                indices = _indices(st.space, point)
-                if indices is not None and self.key(st, point) not in have:
-                    have[self.key(st, point)] = pf.FAILED  # enqueued: not again from `warm`
+                indices, key = _indices(st.space, point), self.key(st, point)
+                if indices is not None and key not in seen:
+                    seen.add(key)
                     st.study.enqueue_trial(indices, user_attrs={"warm": True}, skip_if_exists=True)
                     enqueued, waiting = enqueued + 1, waiting + 1
 
