@@ -8,6 +8,15 @@ again reuses its value and costs nothing). Target: TPE or GP within 5% of the gr
 of the grid's count (median over seeds).
 
     python benchmarks/tuner_efficiency.py [--seeds 10] [--threads 2] [--ops gemm,conv,lstm]
+
+The AMX tile space (issue 43; tuning/spaces/gemm_amx.toml) on BERT-base's 1024x3072x768 in bf16, the
+layouts beside tile_n and tile_k (9 x 5 x 11 = 495 points, each measured once: about 15 minutes), on a
+machine with AMX-BF16:
+
+    python benchmarks/tuner_efficiency.py --amx [--isa amx] [--threads 16] [--gemm MxNxK,...]
+
+(`--isa amx-emu --gemm 48x96x128` runs the same on the exact emulator anywhere, 88 points in a few minutes:
+its timings say nothing of AMX.)
 """
 
 from __future__ import annotations
@@ -41,13 +50,24 @@ SHAPES: list[tuple[str, Any]] = [
     ("lstm", LstmShape(seq_len=25, batch=16, input_size=256, hidden=256)),
 ]
 SAMPLERS = ["tpe", "gp", "cmaes", "random"]
+AMX_SHAPES = [GemmShape(1024, 3072, 768)]
 
 
-def measure_grid(op: str, shape: Any, threads: int, storage: str) -> tuple[dict[str, float | None], float]:
+# --amx: bf16 on the AMX tile space, the layouts beside the panel and depth blocking.
+AMX = {
+    "dtype": "bf16",
+    "space": "gemm_amx",
+    "params": ("tile_n", "tile_k", "amx_rows", "amx_cols", "amx_ksteps"),
+}
+FP32: dict[str, Any] = {"dtype": "fp32"}
+
+
+def measure_grid(
+    op: str, shape: Any, threads: int, storage: str, space: dict[str, Any]
+) -> tuple[dict[str, float | None], float]:
     cfg = tuner.TuneConfig(
         op=get_op(op),
         shape=shape,
-        dtype="fp32",
         threads=threads,
         study_name=f"grid-{op}-{shape.label()}",
         storage_url=storage,
@@ -56,6 +76,7 @@ def measure_grid(op: str, shape: Any, threads: int, storage: str) -> tuple[dict[
         seed=0,
         confirm_top=1,
         confirm_rounds=1,
+        **space,
     )
     tuner.run(cfg, lambda kind, info: None)
     study = tuner.load_existing(cfg.study_name, storage)
@@ -76,17 +97,18 @@ def measurements_to_targets(
     seed: int,
     budget: int,
     threads: int,
+    space: dict[str, Any],
 ) -> list[int | None]:
     """For each target GFLOPS, the number of distinct measurements after which it was first reached."""
     cfg = tuner.TuneConfig(
         op=get_op(op),
         shape=shape,
-        dtype="fp32",
         threads=threads,
         study_name="replay",
         storage_url="",
         sampler=sampler,
         seed=seed,
+        **space,
     )
     space, _ = tuner.build_space(cfg)
     runner = ReplayRunner(table, get_op(op).flops(shape))
@@ -116,17 +138,25 @@ def main() -> int:
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--ops", default="gemm,conv,lstm", help="the shapes of these ops only")
+    p.add_argument("--amx", action="store_true", help="bf16 GEMM on the AMX tile space (gemm_amx)")
+    p.add_argument("--isa", default=None, help="with --amx: amx (default) or amx-emu")
+    p.add_argument("--gemm", default=None, help="GEMM shapes MxNxK,... instead of the defaults")
     args = p.parse_args()
-    ops = set(args.ops.split(","))
+    ops = {"gemm"} if args.amx else set(args.ops.split(","))
+    space = {**AMX, "isa": args.isa or "amx"} if args.amx else FP32
+    shapes = SHAPES if not args.amx else [("gemm", s) for s in AMX_SHAPES]
+    if args.gemm:
+        shapes = [("gemm", GemmShape(*map(int, g.split("x")))) for g in args.gemm.split(",")]
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     print(f"# {cpu_model()}; opbench {__version__}; {args.threads} thread(s); {args.seeds} seeds per sampler")
+    print(f"# {space}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         storage = f"sqlite:///{Path(tmp) / 'grid.db'}"
-        for op, shape in SHAPES:
+        for op, shape in shapes:
             if op not in ops:
                 continue
-            table, best = measure_grid(op, shape, args.threads, storage)
+            table, best = measure_grid(op, shape, args.threads, storage, space)
             grid = len(table)
             print(
                 f"{op} {shape.label()}: grid of {grid} tilings measured, best {best:.1f} GFLOPS", flush=True
@@ -134,7 +164,15 @@ def main() -> int:
             for sampler in SAMPLERS:
                 runs = [
                     measurements_to_targets(
-                        op, shape, table, (0.95 * best, 0.99 * best), sampler, seed, grid // 2, args.threads
+                        op,
+                        shape,
+                        table,
+                        (0.95 * best, 0.99 * best),
+                        sampler,
+                        seed,
+                        grid // 2,
+                        args.threads,
+                        space,
                     )
                     for seed in range(args.seeds)
                 ]

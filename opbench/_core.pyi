@@ -34,6 +34,8 @@ class Tiles:
 
 fault_injection: bool
 stream_m_max: int
+# the AMX tile space's layouts (rows, cols, ksteps), the default first
+amx_shapes: tuple[tuple[int, int, int], ...]
 conv_path_names: list[str]
 
 def gemm_now(a: Array, b: Array, out: Array | None = None) -> Array: ...
@@ -46,6 +48,9 @@ def prepare_gemm(
     small_m: int | None = None,
     parallel_flops: int | None = None,
     stream_m: int | None = None,
+    amx_rows: int | None = None,
+    amx_cols: int | None = None,
+    amx_ksteps: int | None = None,
 ) -> Plan: ...
 def prepare_conv2d(
     x: Array,

@@ -1,7 +1,6 @@
-"""The JSON documents opbench writes and reads back, typed: the results file (header and records), the peak
-and bandwidth entries, the machine blocks and what the runtime reports about the CPU. Each is the file's
-layout (schema v13: results.py) as a TypedDict, so mypy checks every key written or read; a record's nested
-blocks are in blocks.py. Values held without knowing their type (a shape's fields, params) are `Scalar`s."""
+"""The JSON documents opbench writes and reads back, typed: the results file, peak and bandwidth entries,
+machine blocks, what the runtime reports of the CPU: each file's layout (schema v13: results.py) as a
+TypedDict, so mypy checks every key. A record's nested blocks are in blocks.py; untyped values are Scalars."""
 
 from __future__ import annotations
 
@@ -118,8 +117,8 @@ class KernelInfo(RegisterAndTiles):
 
 
 class PlanTiles(RegisterAndTiles, total=False):
-    """What a prepared kernel runs (`Plan.tiles()`, csrc/bindings tile_dict, which always writes the kernel
-    set, the kernel, its register tile and the tiles as used); GEMM's path thresholds and path; a conv's
+    """What a prepared kernel runs (`Plan.tiles()`, csrc/bindings tile_dict: always the kernel set, kernel,
+    register tile and tiles as used); GEMM's path thresholds, path and AMX layout (tiles.AMX_KEYS); a conv's
     GEMM, path and way (conv_path: its CONV_PATHS name, "" for depthwise and bf16's own ways)."""
 
     kernel: str
@@ -128,6 +127,9 @@ class PlanTiles(RegisterAndTiles, total=False):
     stream_m: int
     path: str
     conv_path: str
+    amx_rows: int
+    amx_cols: int
+    amx_ksteps: int
     batch_rows: int
     gemm_m: int
     gemm_n: int
@@ -253,8 +255,7 @@ class BandwidthDict(TypedDict):
 
 
 class PeakEntry(TypedDict, total=False):
-    """A dtype's peaks in a results header: the one utilization is against (`used`), the measured one and
-    the datasheet's beside it; an accelerator's also names the device."""
+    """A dtype's peaks in a results header: `used` (utilization's), measured, datasheet; device_name's GPU."""
 
     used: PeakDict | None
     measured: PeakDict | None
@@ -290,8 +291,7 @@ class SkippedDict(TypedDict):
 
 
 class BatchLines(TypedDict):
-    """A batch file's lines: how many ran and were skipped, skips by kind, notes and options ignored
-    (batchfiles.Batch.summary)."""
+    """A batch file's lines: counts run and skipped, skips by kind, notes, options ignored (Batch.summary)."""
 
     lines: int
     lines_run: int

@@ -1,8 +1,9 @@
 """How one of our C++ kernels runs a problem: its cache-blocking tiles, threads and kernel set, GEMM's path
-thresholds and conv2d's forced way. One value from the command line (--tile-m, cpp:tile_m=...) and the
-tuner's records to the kernel facade and its one pybind11 struct (`_core.Tiles`); records keep the keys as
-they always were (tile_m, tile_n, tile_k, small_m, parallel_flops, stream_m, conv_path). No compiled code
-here: the reading commands and the tuner's records use it without the extension."""
+thresholds, bf16 GEMM's AMX tile layout and conv2d's forced way. One value from the command line
+(--tile-m, cpp:tile_m=...) and the tuner's records to the kernel facade and its one pybind11 struct
+(`_core.Tiles`); records keep the keys as they always were (tile_m, tile_n, tile_k, small_m,
+parallel_flops, stream_m, conv_path; amx_rows, amx_cols, amx_ksteps). No compiled code here: the reading
+commands and the tuner's records use it without the extension."""
 
 from __future__ import annotations
 
@@ -26,9 +27,15 @@ CONV_PATHS = (
     "pointwise_gemm",
     "im2col_gemm",
 )
-# The keys a record's tiles hold besides the tile sizes: the thresholds (integers >= 0) and conv_path.
-PathKey = Literal["small_m", "parallel_flops", "stream_m", "conv_path"]
-PATH_KEYS: tuple[PathKey, ...] = (*THRESHOLDS, "conv_path")
+# bf16 GEMM's layout in the AMX tile space (csrc/gemm/amx_body.hpp, tuning/spaces/gemm_amx.toml): rows x cols
+# accumulator tiles of 16 x 16 (one to four), amx_ksteps K steps of operand tiles loaded before their
+# products; integers >= 1, on isa amx or amx-emu only (_core.amx_shapes lists the layouts).
+AmxKey = Literal["amx_rows", "amx_cols", "amx_ksteps"]
+AMX_KEYS: tuple[AmxKey, ...] = ("amx_rows", "amx_cols", "amx_ksteps")
+# The keys a record's tiles hold besides the tile sizes: the thresholds (integers >= 0), conv_path and the
+# AMX layout.
+PathKey = Literal["small_m", "parallel_flops", "stream_m", "conv_path", "amx_rows", "amx_cols", "amx_ksteps"]
+PATH_KEYS: tuple[PathKey, ...] = (*THRESHOLDS, "conv_path", *AMX_KEYS)
 
 
 def record_tiles(fields: Mapping[str, object]) -> dict[str, int | str]:
@@ -47,8 +54,9 @@ class Tiles:
     kernel's docstring's to say); threads (None: the cores this process may run on); isa, a kernel set
     ("avx512", "avx2", "ref"; None: the best this CPU runs, or $OPBENCH_ISA); small_m, parallel_flops,
     stream_m: GEMM's path thresholds (None: the defaults; other kernels refuse them); conv_path: conv2d's
-    way, one of CONV_PATHS (None or "model": the planner's model; other kernels refuse it). The kernel
-    facade checks every value and says which one is wrong."""
+    way, one of CONV_PATHS (None or "model": the planner's model; other kernels refuse it); amx_rows,
+    amx_cols, amx_ksteps: a bf16 GEMM's AMX tile layout (None: the default layout's value; isa amx or
+    amx-emu and kernels.gemm only). The kernel facade checks every value and says which one is wrong."""
 
     m: int | None = None
     n: int | None = None
@@ -59,6 +67,9 @@ class Tiles:
     parallel_flops: int | None = None
     stream_m: int | None = None
     conv_path: str | None = None
+    amx_rows: int | None = None
+    amx_cols: int | None = None
+    amx_ksteps: int | None = None
 
     @classmethod
     def of(
@@ -89,6 +100,10 @@ class Tiles:
     def thresholds(self) -> dict[str, int]:
         """The path thresholds that are set."""
         return {t: v for t in THRESHOLDS if (v := getattr(self, t)) is not None}
+
+    def amx(self) -> dict[str, int]:
+        """The AMX layout's fields that are set."""
+        return {t: v for t in AMX_KEYS if (v := getattr(self, t)) is not None}
 
     def running(self, threads: int | None, isa: str | None) -> Tiles:
         """These tiles on `threads` with `isa`."""

@@ -199,9 +199,14 @@ struct Tiles {
   int64_t m = 0, n = 0, k = 0;
   int64_t threads = 1;
   std::string isa;
+  int bf16_shape = -1;  // the AMX tile space's layout (Blocking::bf16_shape): set by gemm_plan, not by Python
 
   const KernelSet& kernels() const { return kernel_set(isa); }
-  Blocking blocking(const KernelSet& ks, Dtype dtype = Dtype::f32) const { return resolve_blocking(ks, {m, n, k}, dtype); }
+  Blocking blocking(const KernelSet& ks, Dtype dtype = Dtype::f32) const {
+    Blocking requested{m, n, k};
+    requested.bf16_shape = bf16_shape;
+    return resolve_blocking(ks, requested, dtype);
+  }
 };
 
 // The CPUs the calling thread may run on (its affinity; os.sched_getaffinity(0) in Python), the default

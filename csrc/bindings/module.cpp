@@ -130,9 +130,27 @@ Operand operand(const py::array& x, const char* name) {
   return {{t.dtype, t.data, t.shape[1], t.shape[2], t.shape[2], t.itemsize}, t.shape[0]};
 }
 
+// The AMX tile space's layout a GEMM's tiles name (amx_rows x amx_cols accumulator tiles, amx_ksteps K steps a
+// load; each not given takes the default layout's): its index in kAmxShapes, -1 when none is given.
+int amx_shape(std::optional<int64_t> rows, std::optional<int64_t> cols, std::optional<int64_t> ksteps, bool bf16) {
+  if (!rows && !cols && !ksteps) return -1;
+  if (!bf16) throw py::value_error("amx_rows, amx_cols and amx_ksteps choose the AMX tile layout of bf16 inputs");
+  const AmxShape d = kAmxShapes[0];
+  const int64_t r = rows.value_or(d.rows), c = cols.value_or(d.cols), k = ksteps.value_or(d.ksteps);
+  const int v = r <= 4 && c <= 4 && k <= 4 ? amx_shape_index(static_cast<int>(r), static_cast<int>(c), static_cast<int>(k))
+                                           : -1;
+  if (v < 0) {
+    throw py::value_error("amx_rows x amx_cols = " + std::to_string(r) + "x" + std::to_string(c) + " with amx_ksteps " +
+                          std::to_string(k) + " is not a layout of the AMX tile space (rows x cols, kK for K steps a " +
+                          "load: " + amx_shape_names() + ")");
+  }
+  return v;
+}
+
 Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, const Tiles& tiles,
                const std::string& accumulate, std::optional<int64_t> small_m,
-               std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m) {
+               std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m,
+               std::optional<int64_t> amx_rows, std::optional<int64_t> amx_cols, std::optional<int64_t> amx_ksteps) {
   const Operand oa = operand(a, "a"), ob = operand(b, "b");
   const Matrix &ma = oa.m, &mb = ob.m;
   const int64_t batch = oa.batch;
@@ -166,10 +184,14 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   GemmProblem rows;
   rows.in_dtype = ma.dtype;
   rows.m = ma.rows;
+  const int bf16_shape = amx_shape(amx_rows, amx_cols, amx_ksteps, bf16_in);
   const Bf16Kernels* bf16 = bf16_in && !bf16_on_fp32(ks, rows) ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  Blocking blocking = tiles.blocking(bf16 ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
+  Tiles shaped = tiles;
+  shaped.bf16_shape = bf16_shape;
+  Blocking blocking = shaped.blocking(bf16 ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
+  if (bf16_shape >= 0) bf16 = &bf16_kernels(ks, blocking);  // (a set without the tile space: ValueError here)
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = blocking.aliased_small_m = *small_m;
@@ -245,13 +267,19 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
     if (split) one_task.m = std::min(p.m, batch_rows);
     // bf16: the bf16 kernels, or the fp32 tile where this product is widened onto it (bf16_on_fp32)
     const bool widened = bf16_on_fp32(ks, one_task);
-    const Bf16Kernels* bf16 = p.in_dtype == Dtype::bf16 && !widened ? &bf16_kernels(ks) : nullptr;
+    const Bf16Kernels* bf16 = p.in_dtype == Dtype::bf16 && !widened ? &bf16_kernels(ks, blocking) : nullptr;
     py::dict d = f16    ? tile_dict(ks.isa, f16->description, f16->mr, f16->nr, blocking)
                  : bf16 ? tile_dict(ks.isa, bf16->description, bf16->mr, bf16->nr, blocking)
                         : tile_dict(ks.isa, widened ? tk.gemm.bf16_widened : tk.description, tk.mr, tk.nr, blocking);
     d["small_m"] = blocking.small_m;
     d["parallel_flops"] = blocking.parallel_flops;
     d["stream_m"] = blocking.stream_m;
+    if (bf16 != nullptr && isa_entry(ks.isa).bf16_shape != nullptr) {  // AMX tiles: the layout that runs
+      const AmxShape& s = kAmxShapes[blocking.bf16_shape < 0 ? 0 : blocking.bf16_shape];
+      d["amx_rows"] = s.rows;
+      d["amx_cols"] = s.cols;
+      d["amx_ksteps"] = s.ksteps;
+    }
     const std::string path = gemm_path(ks, one_task, blocking);
     d["path"] = !batch ? path
                 : !split ? "batched, each product on all threads: " + path
@@ -368,6 +396,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("isa", &Tiles::isa);
   m.attr("fault_injection") = kFaultInjection;
   m.attr("stream_m_max") = thin::kMaxStreamM;
+  py::list shapes;  // the AMX tile space's layouts (amx_rows, amx_cols, amx_ksteps), the default first
+  for (const AmxShape& s : kAmxShapes) shapes.append(py::make_tuple(s.rows, s.cols, s.ksteps));
+  m.attr("amx_shapes") = py::tuple(shapes);
 
   m.def(
       "gemm_now",
@@ -376,7 +407,7 @@ PYBIND11_MODULE(_core, m) {
         // and called at once (no plan object, no Python between them): 3.7 -> 2.0 us at 8x8x8 beside torch.mm's
         // 1.3; with out, 3.1 -> 1.6 beside torch.mm(out=)'s 1.2 (the same checks, in C++).
         Plan plan = gemm_plan(a, b, std::move(out), Tiles{0, 0, 0, affinity_threads(), ""}, "fp32", std::nullopt,
-                              std::nullopt, std::nullopt);
+                              std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
         return plan.output();
       },
       py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
@@ -384,7 +415,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
         py::arg("tiles") = Tiles{}, py::arg("accumulate") = "fp32", py::arg("small_m") = py::none(),
-        py::arg("parallel_flops") = py::none(), py::arg("stream_m") = py::none());
+        py::arg("parallel_flops") = py::none(), py::arg("stream_m") = py::none(), py::arg("amx_rows") = py::none(),
+        py::arg("amx_cols") = py::none(), py::arg("amx_ksteps") = py::none());
 
   m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Padding{0, 0, 0, 0}, py::arg("dilation") = Pair{1, 1},

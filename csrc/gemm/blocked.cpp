@@ -136,7 +136,7 @@ Blocking resolve_blocking(const KernelSet& ks, Blocking requested, Dtype dtype) 
   Blocking blk = resolve_blocking(ks, requested);
   if (dtype == Dtype::bf16 && blk.kc_from_model) {
     // a bf16 pair takes the bytes of one fp32 k; a kernel may name its own K block (AMX: amx_body.hpp)
-    const Bf16Kernels& bk = bf16_kernels(ks);
+    const Bf16Kernels& bk = bf16_kernels(ks, blk);
     blk.kc = bk.kc > 0 ? bk.kc : blk.kc * 2;
   }
   return blk;
@@ -584,7 +584,7 @@ void gemm(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, int th
     if (bf16_on_fp32(ks, p)) {
       blocked(F32Tile{tile_kernels(ks, p.n)}, ks, p, run, threads);
     } else {
-      blocked(Bf16Tile{bf16_kernels(ks)}, ks, p, run, threads);
+      blocked(Bf16Tile{bf16_kernels(ks, run)}, ks, p, run, threads);
     }
     return;
   }
@@ -605,7 +605,7 @@ Blocking problem_blocking(const KernelSet& ks, const GemmProblem& p, const Block
     f.kc_from_model = false;
     return f;
   }
-  return bf16_pairs(ks, p) ? bf16_k_blocks(bf16_kernels(ks), p, blk) : blk;
+  return bf16_pairs(ks, p) ? bf16_k_blocks(bf16_kernels(ks, blk), p, blk) : blk;
 }
 
 bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
@@ -614,14 +614,14 @@ bool gemm_packs_b(const KernelSet& ks, const GemmProblem& p) {
 
 int64_t packed_b_bytes(const KernelSet& ks, const GemmProblem& p, const Blocking& blk) {
   const Blocking run = problem_blocking(ks, p, blk);
-  if (bf16_pairs(ks, p)) return packed_b_elems(Bf16Tile{bf16_kernels(ks)}, p, run) * 2;
+  if (bf16_pairs(ks, p)) return packed_b_elems(Bf16Tile{bf16_kernels(ks, run)}, p, run) * 2;
   return packed_b_elems(F32Tile{tile_kernels(ks, p.n)}, p, run) * 4;
 }
 
 void pack_b_all(const KernelSet& ks, const GemmProblem& p, const Blocking& blk, void* dst, int threads) {
   const Blocking run = problem_blocking(ks, p, blk);
   if (bf16_pairs(ks, p)) {
-    pack_b_whole(Bf16Tile{bf16_kernels(ks)}, p, run, static_cast<uint16_t*>(dst), threads);
+    pack_b_whole(Bf16Tile{bf16_kernels(ks, run)}, p, run, static_cast<uint16_t*>(dst), threads);
   } else {
     pack_b_whole(F32Tile{tile_kernels(ks, p.n)}, p, run, static_cast<float*>(dst), threads);
   }
@@ -631,7 +631,7 @@ std::string gemm_path(const KernelSet& ks, const GemmProblem& p, const Blocking&
   if (p.accumulation == Accumulation::f16) return "blocked, fp16 accumulation";
   const Blocking run = problem_blocking(ks, p, blk);
   if (bf16_pairs(ks, p)) {
-    const Bf16Tile tile{bf16_kernels(ks)};
+    const Bf16Tile tile{bf16_kernels(ks, run)};
     const bool in_place = tile.a_in_place(p, run);
     const std::string a = std::string(in_place ? ", A read in place" : "") +
                           (tile.rounds_in_kernel(p, std::min(run.kc, p.k), in_place) ? ", C rounded in the kernel" : "");
@@ -651,8 +651,9 @@ int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Bl
   // An upper bound over every path (thin, narrow, blocked, fp16 accumulation), tiles clamped to the problem
   // as the drivers clamp them: packed B panel, per-thread A blocks, the fp32 accumulator of fp16 output,
   // and the small-shape paths' scratch (small.cpp).
-  const int64_t MR = std::max(ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0) + 16;
-  const int64_t NR = std::max(ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0) + 64;
+  // (64: the widest bf16 register tile, the AMX tile space's 4x1 and 1x4 layouts.)
+  const int64_t MR = std::max({ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0, 64}) + 16;
+  const int64_t NR = std::max({ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0, 64}) + 64;
   // (+1: bf16 panels pad an odd K block to a pair.)
   const int64_t mc = std::min(blk.mc, p.m), nc = std::min(blk.nc, p.n), kc = std::min(blk.kc, p.k) + 1;
   const int64_t b_panel = mul(kc, add(nc, NR, "tile_n"), "packed B panel");

@@ -35,18 +35,12 @@ OPBENCH_TILE_OPS(6)
 OPBENCH_TILE_OPS(7)
 #undef OPBENCH_TILE_OPS
 
+// TDPBF16PS on any three tiles: the intrinsic pastes its tile numbers into the instruction's text, so it takes
+// only literals; "%c" prints a template's constant the same way (the same encoding, checked with objdump).
 template <int C, int A, int B>
-struct Dot;
-#define OPBENCH_TILE_DOT(C, A, B)                       \
-  template <>                                           \
-  struct Dot<C, A, B> {                                 \
-    static void run() { _tile_dpbf16ps(C, A, B); }      \
-  };
-OPBENCH_TILE_DOT(0, 4, 6)
-OPBENCH_TILE_DOT(1, 4, 7)
-OPBENCH_TILE_DOT(2, 5, 6)
-OPBENCH_TILE_DOT(3, 5, 7)
-#undef OPBENCH_TILE_DOT
+inline void dot() {
+  __asm__ volatile("tdpbf16ps %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(C), "i"(A), "i"(B));
+}
 
 // Whether this thread's tiles hold our configuration: set by begin, for one product's stretch of calls
 // (blocked.cpp's Session); outside one another library (oneDNN in torch) may have loaded its own since.
@@ -64,8 +58,6 @@ struct RealTiles {
     t_ready = true;
   };
   static constexpr void (*kEnd)() = [] { t_ready = false; };
-  amx::Scratch s;
-  amx::Scratch& scratch() { return s; }
   // bf16 C: the finished tile rounded as every bf16 output is (to nearest even, NaNs kept quiet)
   static void round(const float* tile, int64_t ld, int m, int n, uint16_t* c, int64_t ldc) {
     kernels_avx512().gemm.store_bf16(tile, ld, m, n, c, ldc);
@@ -86,17 +78,18 @@ struct RealTiles {
   }
   template <int C, int A, int B>
   void dp() {
-    Dot<C, A, B>::run();
+    dot<C, A, B>();
   }
 };
 
 }  // namespace
 
-const Bf16Kernels& kernels_bf16_amx() {
-  static const Bf16Kernels k =
-      amx::make_tile_kernels<RealTiles, Cvt>("amx", "AMX-BF16 32x32 (2x2 tiles of 16x16), tdpbf16ps into fp32");
-  return k;
+const Bf16Kernels* kernels_bf16_amx_shape(int v) {
+  static const amx::Variants<RealTiles, Cvt> all("amx", "tdpbf16ps into fp32");
+  return all.at(v);
 }
+
+const Bf16Kernels& kernels_bf16_amx() { return *kernels_bf16_amx_shape(0); }
 
 const KernelSet& kernels_amx() {
   static const KernelSet ks = amx::renamed(kernels_avx512(), "amx");

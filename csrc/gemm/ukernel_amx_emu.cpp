@@ -55,8 +55,6 @@ struct EmulatedTiles {
   static constexpr void (*kBegin)() = nullptr;  // nothing to configure: every tile is 16 x 64 bytes
   static constexpr void (*kEnd)() = nullptr;
   alignas(64) unsigned char t[8][amx::kTileRows][amx::kTileBytes];
-  amx::Scratch s;
-  amx::Scratch& scratch() { return s; }
   // bf16 C: the finished tile rounded as every bf16 output is (to nearest even, NaNs kept quiet)
   static void round(const float* tile, int64_t ld, int m, int n, uint16_t* c, int64_t ldc) {
     kernels_ref().gemm.store_bf16(tile, ld, m, n, c, ldc);
@@ -84,11 +82,12 @@ struct EmulatedTiles {
 
 }  // namespace
 
-const Bf16Kernels& kernels_bf16_amx_emu() {
-  static const Bf16Kernels k = amx::make_tile_kernels<EmulatedTiles, Cvt>(
-      "amx-emu", "AMX-BF16 32x32 (2x2 tiles of 16x16), tdpbf16ps emulated exactly in C++");
-  return k;
+const Bf16Kernels* kernels_bf16_amx_emu_shape(int v) {
+  static const amx::Variants<EmulatedTiles, Cvt> all("amx-emu", "tdpbf16ps emulated exactly in C++");
+  return all.at(v);
 }
+
+const Bf16Kernels& kernels_bf16_amx_emu() { return *kernels_bf16_amx_emu_shape(0); }
 
 const KernelSet& kernels_amx_emu() {
   static const KernelSet ks = amx::renamed(kernels_ref(), "amx-emu");

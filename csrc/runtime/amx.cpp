@@ -39,6 +39,33 @@ const std::string& amx_unavailable() {
   return why;
 }
 
+int amx_shape_index(int rows, int cols, int ksteps) {
+  for (int v = 0; v < kAmxShapeCount; ++v) {
+    const AmxShape& s = kAmxShapes[v];
+    if (s.rows == rows && s.cols == cols && s.ksteps == ksteps) return v;
+  }
+  return -1;
+}
+
+std::string amx_shape_names() {
+  std::string out;
+  for (int v = 0; v < kAmxShapeCount; ++v) {
+    const AmxShape& s = kAmxShapes[v];
+    out += (v ? ", " : "") + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
+           (s.ksteps > 1 ? "k" + std::to_string(s.ksteps) : "");
+  }
+  return out;
+}
+
+std::string amx_shape_description(const AmxShape& s, const char* how) {
+  const std::string tile = std::to_string(16 * s.rows) + "x" + std::to_string(16 * s.cols);
+  std::string layout = std::to_string(s.rows) + "x" + std::to_string(s.cols) + " tiles of 16x16";
+  if (s.rows > 2) layout += ", B kept, A streamed";
+  if (s.cols > 2) layout += ", A kept, B streamed";
+  if (s.ksteps > 1) layout += ", " + std::to_string(s.ksteps) + " K steps a load";
+  return "AMX-BF16 " + tile + " (" + layout + "), " + how;
+}
+
 #ifndef OPBENCH_HAVE_AMX
 void tdpbf16ps_tiles(float*, const uint16_t*, const uint16_t*) {
   throw std::invalid_argument("AMX is not available: " + amx_unavailable());

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "opbench/blocking.hpp"
 #include "opbench/rnn_cells.hpp"
 #include "opbench/peak.hpp"
 
@@ -39,8 +40,10 @@ double dot_chains_bf16_amx(int64_t iters);  // ukernel_amx.cpp
 constexpr double (*kDotAmx)(int64_t) = dot_chains_bf16_amx;
 const KernelSet& amx_kernels() { return kernels_amx(); }
 const Bf16Kernels* bf16_amx() { return &kernels_bf16_amx(); }
+const Bf16Kernels* bf16_amx_shape(int v) { return kernels_bf16_amx_shape(v); }
 #else
 const Bf16Kernels* bf16_amx() { return nullptr; }
+const Bf16Kernels* bf16_amx_shape(int) { return nullptr; }
 constexpr double (*kDotAmx)(int64_t) = nullptr;
 const KernelSet& amx_kernels() { return kernels_avx512(); }  // never asked: the row is never supported
 #endif
@@ -77,7 +80,9 @@ const std::vector<IsaEntry>& isa_table() {
        {bf16_amx, has_amx},
        kAvx512Fp16Fma,
        {kDotAmx, "amx-bf16 tile dot product (tdpbf16ps, 16x16x32), 6 chains", has_amx},
-       amx_unavailable},
+       amx_unavailable,
+       false,
+       bf16_amx_shape},
       {"avx512",
        avx512_kernels_run,
        kernels_avx512,
@@ -116,7 +121,8 @@ const std::vector<IsaEntry>& isa_table() {
        kNoLoop,
        kNoLoop,
        nullptr,
-       true},
+       true,
+       kernels_bf16_amx_emu_shape},
   };
   return table;
 }
@@ -191,6 +197,17 @@ const Bf16Kernels& bf16_kernels(const KernelSet& ks) {
   const IsaEntry& e = isa_entry(ks.isa);
   const Bf16Kernels* fast = e.bf16.kernels != nullptr ? e.bf16.kernels() : nullptr;
   return fast != nullptr && e.bf16.runs(cpu_info()) ? *fast : ks.bf16;
+}
+
+const Bf16Kernels& bf16_kernels(const KernelSet& ks, const Blocking& blk) {
+  if (blk.bf16_shape < 0) return bf16_kernels(ks);
+  const IsaEntry& e = isa_entry(ks.isa);
+  const Bf16Kernels* k = e.bf16_shape != nullptr && e.bf16.runs(cpu_info()) ? e.bf16_shape(blk.bf16_shape) : nullptr;
+  if (k == nullptr) {
+    throw std::invalid_argument(std::string("amx_rows, amx_cols and amx_ksteps choose an AMX tile layout: they need "
+                                            "isa 'amx' or 'amx-emu', not '") + ks.isa + "'");
+  }
+  return *k;
 }
 
 std::string bf16_fast_unavailable(const KernelSet& ks) {

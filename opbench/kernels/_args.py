@@ -134,6 +134,9 @@ def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
     if kernel and tiles.thresholds():
         names = ", ".join(tiles.thresholds())
         raise ValueError(f"{kernel} takes no {names} (GEMM path thresholds; kernels.gemm's tiles only)")
+    if kernel and tiles.amx():
+        names = ", ".join(tiles.amx())
+        raise ValueError(f"{kernel} takes no {names} (bf16 GEMM's AMX layout; kernels.gemm's tiles only)")
     if kernel != "conv2d" and tiles.conv_path is not None:
         raise ValueError(f"{kernel or 'gemm'} takes no conv_path (conv2d's way; kernels.conv2d's tiles only)")
     if tiles.isa is not None and not isinstance(tiles.isa, str):

@@ -113,6 +113,7 @@ def evaluate(expr: str, names: Mapping[str, Scalar]) -> Any:
 class Constraint:
     name: str
     rule: str
+    always: bool = False  # `always = true`: which points are valid at all, enforced without --cache-fit
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,8 @@ def load_space(
 ) -> tuple[TileSpace, str]:
     """The concrete space for a problem; `space` is a file path or a name in the spaces directories.
     Constraints are enforced with `cache_fit` (our kernels' optional cache-fit rules) or `enforce_all` (a
-    user kernel's space, whose rules say which points are valid at all)."""
+    user kernel's space, whose rules say which points are valid at all); one marked `always = true` (which
+    of our kernels' points are valid at all: the AMX layouts) is enforced in any case."""
     if space and (os.sep in space or space.endswith(".toml")):
         path = Path(space)
     else:
@@ -293,6 +295,9 @@ def load_space(
             evaluate(c["rule"], {**names, **{p: values[0] for p, values in params}})
         except (ValueError, SyntaxError) as e:
             raise UsageError(f"search space {path}: constraints[{i}].rule: {e}") from None
-        constraints.append(Constraint(str(c.get("name", c["rule"])), c["rule"]))
-    enforced = tuple(constraints) if cache_fit or enforce_all else ()
+        always = c.get("always", False)
+        if not isinstance(always, bool):
+            raise UsageError(f"search space {path}: constraints[{i}].always: expected true or false")
+        constraints.append(Constraint(str(c.get("name", c["rule"])), c["rule"], always))
+    enforced = tuple(c for c in constraints if cache_fit or enforce_all or c.always)
     return TileSpace(params, enforced, names), str(path)

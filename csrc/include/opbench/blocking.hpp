@@ -48,6 +48,9 @@ struct Blocking {
   // stay in L1, the L1 placement's depth and the A block in all the L2 ways left beside it (blocking.cpp).
   int64_t implicit_kc = 0;
   int64_t implicit_mc = 0;
+  // The bf16 kernels' layout in the AMX tile space (an index into kAmxShapes, opbench/isa.hpp; -1: the
+  // kernel set's default). Only rows with a tile space take one (bf16_kernels(ks, blk)).
+  int bf16_shape = -1;
 };
 
 // Whether the few-rows path packs fp32 B four micro-panels at a time on a register tile NR floats wide

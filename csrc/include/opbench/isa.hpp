@@ -14,6 +14,8 @@
 
 namespace opbench {
 
+struct Blocking;  // opbench/blocking.hpp
+
 // A throughput loop for the peak (peak.hpp): `run` runs iters iterations of independent chains on one thread
 // and returns the FLOPs; nullptr where this build has none (the compiler lacked the flags). `runs`: whether
 // this CPU executes it.
@@ -46,7 +48,27 @@ struct IsaEntry {
   const std::string& (*unavailable)() = nullptr;
   // An emulation (amx-emu): run only when named (OPBENCH_ISA, isa=), never among supported_isas().
   bool emulated = false;
+  // The bf16 kernels of the AMX tile space's layout kAmxShapes[v] (nullptr for any v: the row has no tile
+  // space), for a Blocking's bf16_shape.
+  const Bf16Kernels* (*bf16_shape)(int v) = nullptr;
 };
+
+// The AMX tile space's micro-kernel layouts (csrc/gemm/amx_body.hpp, Layout): rows x cols accumulator tiles
+// of 16 x 16 fp32 (one to four; B's tile reused by `rows` row tiles, A's by `cols` column tiles), with the
+// operand tiles of `ksteps` K steps of 32 loaded before their products. The first is the default.
+struct AmxShape {
+  int rows;
+  int cols;
+  int ksteps;
+};
+constexpr AmxShape kAmxShapes[] = {{2, 2, 1}, {1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 3, 1}, {3, 1, 1},
+                                   {1, 4, 1}, {4, 1, 1}, {1, 1, 2}, {1, 2, 2}, {2, 1, 2}};
+constexpr int kAmxShapeCount = static_cast<int>(sizeof(kAmxShapes) / sizeof(kAmxShapes[0]));
+// The index of that layout in kAmxShapes, or -1 (runtime/amx.cpp); the layouts listed, as "RxC" or "RxCkK".
+int amx_shape_index(int rows, int cols, int ksteps);
+std::string amx_shape_names();
+// "AMX-BF16 32x32 (2x2 tiles of 16x16), <how>" and its variants' texts.
+std::string amx_shape_description(const AmxShape& s, const char* how);
 
 // "" when the AMX-BF16 kernels may run in this process, else why not (runtime/amx.cpp; the first call asks
 // Linux for the tile state).
@@ -88,6 +110,9 @@ const F16AccKernels& f16acc_kernels(const KernelSet& ks);
 // AVX512-BF16, AMX-BF16 tiles for "amx" (emulated for "amx-emu"), else the kernel set's portable pairs
 // kernel; and why the unit's own kernels are not used ("" when they are).
 const Bf16Kernels& bf16_kernels(const KernelSet& ks);
+// The same, for a blocking that may name a layout of the AMX tile space (Blocking::bf16_shape >= 0: the
+// set's row must have one, else std::invalid_argument says so).
+const Bf16Kernels& bf16_kernels(const KernelSet& ks, const Blocking& blk);
 std::string bf16_fast_unavailable(const KernelSet& ks);
 
 // The first row's loop (best first) of that column that this build has and this CPU runs, or nullptr: the

@@ -335,5 +335,9 @@ const KernelSet& kernels_amx();
 const KernelSet& kernels_amx_emu();
 const Bf16Kernels& kernels_bf16_amx();
 const Bf16Kernels& kernels_bf16_amx_emu();
+// The AMX tile space's layout kAmxShapes[v] (opbench/isa.hpp) on the tiles and on the emulator; nullptr for
+// a v outside it.
+const Bf16Kernels* kernels_bf16_amx_shape(int v);
+const Bf16Kernels* kernels_bf16_amx_emu_shape(int v);
 
 }  // namespace opbench
