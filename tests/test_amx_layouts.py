@@ -180,3 +180,24 @@ def test_a_study_of_the_amx_space_runs_and_records_every_layout(tmp_path: Path) 
     measured = [t for t in done if "reused_from" not in t.user_attrs]
     ran = [tuple(t.user_attrs["tiles"][k] for k in ("amx_rows", "amx_cols", "amx_ksteps")) for t in measured]
     assert len(done) == 32 and sorted(ran) == sorted(LAYOUTS)
+
+
+def test_a_tuned_layout_is_recorded_and_applied_by_sweep_tuned(tmp_path: Path) -> None:
+    """A record naming a layout is valid, and `sweep --tuned` runs that layout and says so."""
+    import json
+
+    from opbench import tuned as records
+
+    shape = gemm_op.GemmShape(33, 40, 70)
+    layout = {"amx_rows": 1, "amx_cols": 4, "amx_ksteps": 1}
+    record = {"op": "gemm", "dtype": "bf16", "shape": shape.to_dict(), "threads": 1, "isa": "amx-emu"}
+    tiles = {"tile_m": 32, "tile_n": 64, "tile_k": 64, **layout}
+    records.save({**record, "tiles": tiles, "study": "by hand"})
+    args = ["sweep", "gemm", "--m", "33", "--n", "40", "--k", "70", "--dtype", "bf16", "--backend", "cpp"]
+    args += ["--isa", "amx-emu", "--threads", "1", "--tuned", "--out", str(tmp_path), "--max-time-s", "0.05"]
+    proc = run_cli(args)
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    (case,) = doc["records"]
+    assert case["status"] == "ok" and case["details"]["kernel"].startswith("AMX-BF16 16x64 (1x4 tiles")
+    assert {k: case["details"]["tiles_effective"][k] for k in layout} == layout
