@@ -16,7 +16,7 @@ class Plan:
 
 class Tiles:
     """How a kernel runs (csrc/bindings/common.hpp, struct Tiles): tile sizes (0: from the cache model),
-    threads, kernel set ("": the default)."""
+    threads, kernel set ("": the default), and the AMX tile layout of bf16 products (None: the default)."""
 
     m: int
     n: int
@@ -30,6 +30,9 @@ class Tiles:
         k: int | None = None,
         threads: int = 1,
         isa: str = "",
+        amx_rows: int | None = None,
+        amx_cols: int | None = None,
+        amx_ksteps: int | None = None,
     ) -> None: ...
 
 fault_injection: bool
@@ -48,9 +51,6 @@ def prepare_gemm(
     small_m: int | None = None,
     parallel_flops: int | None = None,
     stream_m: int | None = None,
-    amx_rows: int | None = None,
-    amx_cols: int | None = None,
-    amx_ksteps: int | None = None,
 ) -> Plan: ...
 def prepare_conv2d(
     x: Array,

@@ -55,8 +55,9 @@ class Tiles:
     ("avx512", "avx2", "ref"; None: the best this CPU runs, or $OPBENCH_ISA); small_m, parallel_flops,
     stream_m: GEMM's path thresholds (None: the defaults; other kernels refuse them); conv_path: conv2d's
     way, one of CONV_PATHS (None or "model": the planner's model; other kernels refuse it); amx_rows,
-    amx_cols, amx_ksteps: a bf16 GEMM's AMX tile layout (None: the default layout's value; isa amx or
-    amx-emu and kernels.gemm only). The kernel facade checks every value and says which one is wrong."""
+    amx_cols, amx_ksteps: the AMX tile layout of bf16 products (None: the default layout's value; isa amx
+    or amx-emu; gemm, conv2d and the recurrent layers' forward). The kernel facade checks every value
+    and says which one is wrong."""
 
     m: int | None = None
     n: int | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -17,7 +18,10 @@ import pytest
 from conftest import run_cli
 
 from opbench import _core, kernels
+from opbench.ops import conv as conv_op
 from opbench.ops import gemm as gemm_op
+from opbench.ops import gru as gru_op
+from opbench.ops import lstm as lstm_op
 from opbench.tiles import Tiles
 from opbench.tune.space import load_space
 
@@ -85,6 +89,46 @@ def test_every_layout_gives_the_default_layouts_bits_within_the_float64_bound(
         assert ("K steps a load" in info["kernel"]) == (ksteps > 1)
 
 
+# conv2d's bf16 ways on the GEMM (patch rows; a 1x1 plane as the GEMM's B) and the recurrent layers' gate
+# products: primes, padding, stride, groups, a batch short of a row tile and one past it.
+CONVS = [
+    dict(n=2, c=29, h=9, w=11, k=20, r=3, s=3, pad_h=1, pad_w=1),
+    dict(n=2, c=6, h=5, w=5, k=48, r=3, s=3, stride_h=2, stride_w=2, pad_h=1, pad_w=1, groups=2),
+    dict(n=1, c=5, h=47, w=45, k=19, r=1, s=1),
+]
+RECURRENT = [
+    dict(seq_len=3, batch=5, input_size=7, hidden=13),
+    dict(seq_len=2, batch=21, input_size=40, hidden=33),
+]
+
+
+@pytest.mark.parametrize("op", [conv_op.OP, lstm_op.OP, gru_op.OP], ids=lambda o: o.name)
+def test_conv_and_recurrent_layers_take_every_layout_with_the_default_layouts_bits(op: Any) -> None:
+    """The implicit-GEMM conv and the recurrent layers run their bf16 products on the layout asked for:
+    the same bits as the default layout, within the float64 bound, and the plan says which layout ran."""
+    for case in CONVS if op is conv_op.OP else RECURRENT:
+        shape = op.shape_from_case(case)
+        inputs = op.make_inputs(shape, "bf16", 5)
+        reference = op.reference(shape, inputs)
+        default = _outputs(op.plan(shape, inputs, Tiles(isa="amx-emu", threads=2)).output())
+        for layout in LAYOUTS:
+            plan = op.plan(shape, inputs, _layout_tiles(layout, "amx-emu", threads=2))
+            out = plan.output()
+            same = zip(_outputs(out), default, strict=True)
+            assert all(np.array_equal(_bits(x), _bits(y)) for x, y in same), (case, layout)
+            assert op.check(shape, out, inputs, reference, "bf16", "fp32")["ok"], (case, layout)
+            info = plan.tiles()
+            assert (info["amx_rows"], info["amx_cols"], info["amx_ksteps"]) == layout, (case, info)
+
+
+def _outputs(out: Any) -> list[np.ndarray]:
+    """A conv's y, or a recurrent layer's y, h_n (and c_n)."""
+    if isinstance(out, tuple):
+        y, states = out
+        return [y, *(states if isinstance(states, tuple) else (states,))]
+    return [out]
+
+
 def test_the_layout_checks_can_fail() -> None:
     """One element off by one bf16 ulp fails the bit comparison and, at a product this size, the float64
     bound too."""
@@ -140,8 +184,10 @@ def test_bad_layouts_are_refused_naming_the_problem() -> None:
     with pytest.raises(ValueError, match="AMX tile layout of bf16 inputs"):
         kernels.gemm(np.ones((8, 8), np.float32), np.ones((8, 8), np.float32), tiles=Tiles(amx_rows=1))
     x, w = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
-    with pytest.raises(ValueError, match="conv2d takes no amx_cols"):
-        kernels.conv2d(x, w, tiles=Tiles(amx_cols=1))
+    with pytest.raises(ValueError, match="AMX tile layout of bf16 inputs"):
+        kernels.conv2d(x, w, tiles=Tiles(isa="amx-emu", amx_cols=1))
+    with pytest.raises(ValueError, match="gemm_backward takes no amx_rows"):
+        kernels.gemm_backward(a, a, a, tiles=Tiles(isa="amx-emu", amx_rows=1))
 
 
 def test_the_tile_space_holds_exactly_the_kernels_layouts() -> None:

@@ -199,13 +199,20 @@ struct Tiles {
   int64_t m = 0, n = 0, k = 0;
   int64_t threads = 1;
   std::string isa;
-  int bf16_shape = -1;  // the AMX tile space's layout (Blocking::bf16_shape): set by gemm_plan, not by Python
+  int bf16_shape = -1;  // the AMX tile space's layout of bf16 inputs (Blocking::bf16_shape; -1: the default)
 
   const KernelSet& kernels() const { return kernel_set(isa); }
+  // The tiles as asked for, for a problem of `dtype`: a layout is refused for anything but bf16 inputs.
+  Blocking requested(Dtype dtype) const {
+    if (bf16_shape >= 0 && dtype != Dtype::bf16) {
+      throw py::value_error("amx_rows, amx_cols and amx_ksteps choose the AMX tile layout of bf16 inputs");
+    }
+    Blocking r{m, n, k};
+    r.bf16_shape = bf16_shape;
+    return r;
+  }
   Blocking blocking(const KernelSet& ks, Dtype dtype = Dtype::f32) const {
-    Blocking requested{m, n, k};
-    requested.bf16_shape = bf16_shape;
-    return resolve_blocking(ks, requested, dtype);
+    return resolve_blocking(ks, requested(dtype), dtype);
   }
 };
 
@@ -219,10 +226,28 @@ inline int64_t affinity_threads() {
   return std::max<int64_t>(1, std::thread::hardware_concurrency());
 }
 
+// The AMX tile space's layout named by amx_rows x amx_cols accumulator tiles and amx_ksteps K steps a load (each
+// not given takes the default layout's): its index in kAmxShapes, -1 when none is given.
+inline int amx_shape(std::optional<int64_t> rows, std::optional<int64_t> cols, std::optional<int64_t> ksteps) {
+  if (!rows && !cols && !ksteps) return -1;
+  const AmxShape d = kAmxShapes[0];
+  const int64_t r = rows.value_or(d.rows), c = cols.value_or(d.cols), k = ksteps.value_or(d.ksteps);
+  const bool small = r >= 1 && r <= 4 && c >= 1 && c <= 4 && k >= 1 && k <= 4;
+  const int v = small ? amx_shape_index(static_cast<int>(r), static_cast<int>(c), static_cast<int>(k)) : -1;
+  if (v < 0) {
+    throw py::value_error("amx_rows x amx_cols = " + std::to_string(r) + "x" + std::to_string(c) + " with amx_ksteps " +
+                          std::to_string(k) + " is not a layout of the AMX tile space (rows x cols, kK for K steps a " +
+                          "load: " + amx_shape_names() + ")");
+  }
+  return v;
+}
+
 inline Tiles make_tiles(std::optional<int64_t> m, std::optional<int64_t> n, std::optional<int64_t> k, int64_t threads,
-                        std::string isa) {
+                        std::string isa, std::optional<int64_t> amx_rows, std::optional<int64_t> amx_cols,
+                        std::optional<int64_t> amx_ksteps) {
   check_threads(threads);
-  return {tile_value(m, "tile_m"), tile_value(n, "tile_n"), tile_value(k, "tile_k"), threads, std::move(isa)};
+  return {tile_value(m, "tile_m"), tile_value(n, "tile_n"), tile_value(k, "tile_k"), threads, std::move(isa),
+          amx_shape(amx_rows, amx_cols, amx_ksteps)};
 }
 
 using Pair = std::pair<int64_t, int64_t>;
@@ -273,6 +298,15 @@ inline py::dict tile_dict(const char* isa, const char* kernel, int mr, int nr, c
   d["tile_n"] = blk.nc;
   d["tile_k"] = blk.kc;
   return d;
+}
+
+// Where a plan runs the bf16 kernels of a row with an AMX tile space: the layout that runs (tiles.AMX_KEYS).
+inline void add_amx_layout(py::dict& d, const KernelSet& ks, const Blocking& blk) {
+  if (isa_entry(ks.isa).bf16_shape == nullptr) return;
+  const AmxShape& s = kAmxShapes[blk.bf16_shape < 0 ? 0 : blk.bf16_shape];
+  d["amx_rows"] = s.rows;
+  d["amx_cols"] = s.cols;
+  d["amx_ksteps"] = s.ksteps;
 }
 
 // A conv2d problem's geometry from x (N x C x H x W) and w (K x C/groups x R x S), validated (ValueError

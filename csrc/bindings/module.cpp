@@ -41,7 +41,7 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
   ConvProblem p = conv_problem(tx, tw, w, stride, padding, dilation, groups);
   const KernelSet& ks = tiles.kernels();
   const ConvPlan conv =
-      plan_conv2d(ks, p, {tiles.m, tiles.n, tiles.k}, static_cast<int>(tiles.threads), conv_path_choice(conv_path));
+      plan_conv2d(ks, p, tiles.requested(p.dtype), static_cast<int>(tiles.threads), conv_path_choice(conv_path));
   const std::vector<int64_t> y_shape{p.n, p.k, p.out_h(), p.out_w()};
   const int64_t y_bytes = out ? 0 : array_bytes(y_shape, tx.itemsize, "output size");
   check_alloc(checked::add(conv.workspace_bytes, y_bytes, "conv2d"), "conv2d");
@@ -63,6 +63,7 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
     d["gemm_k"] = conv.gemm.k;
     d["path"] = conv.describe(dtype);
     d["conv_path"] = conv.choice_name();
+    if (conv.kernel == bf16_kernels(ks, conv.blocking).description) add_amx_layout(d, ks, conv.blocking);
     return d;
   };
   return plan;
@@ -107,8 +108,10 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   plan.tiles = [&ks, bf16_in, blk, projection] {
     if (!bf16_in) return tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
     if (bf16_on_fp32(ks, projection)) return tile_dict(ks.isa, ks.gemm.bf16_widened, ks.mr, ks.nr, blk);
-    const Bf16Kernels& bk = bf16_kernels(ks);
-    return tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
+    const Bf16Kernels& bk = bf16_kernels(ks, blk);
+    py::dict d = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
+    add_amx_layout(d, ks, blk);
+    return d;
   };
   return plan;
 }
@@ -130,27 +133,9 @@ Operand operand(const py::array& x, const char* name) {
   return {{t.dtype, t.data, t.shape[1], t.shape[2], t.shape[2], t.itemsize}, t.shape[0]};
 }
 
-// The AMX tile space's layout a GEMM's tiles name (amx_rows x amx_cols accumulator tiles, amx_ksteps K steps a
-// load; each not given takes the default layout's): its index in kAmxShapes, -1 when none is given.
-int amx_shape(std::optional<int64_t> rows, std::optional<int64_t> cols, std::optional<int64_t> ksteps, bool bf16) {
-  if (!rows && !cols && !ksteps) return -1;
-  if (!bf16) throw py::value_error("amx_rows, amx_cols and amx_ksteps choose the AMX tile layout of bf16 inputs");
-  const AmxShape d = kAmxShapes[0];
-  const int64_t r = rows.value_or(d.rows), c = cols.value_or(d.cols), k = ksteps.value_or(d.ksteps);
-  const int v = r <= 4 && c <= 4 && k <= 4 ? amx_shape_index(static_cast<int>(r), static_cast<int>(c), static_cast<int>(k))
-                                           : -1;
-  if (v < 0) {
-    throw py::value_error("amx_rows x amx_cols = " + std::to_string(r) + "x" + std::to_string(c) + " with amx_ksteps " +
-                          std::to_string(k) + " is not a layout of the AMX tile space (rows x cols, kK for K steps a " +
-                          "load: " + amx_shape_names() + ")");
-  }
-  return v;
-}
-
 Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> out, const Tiles& tiles,
                const std::string& accumulate, std::optional<int64_t> small_m,
-               std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m,
-               std::optional<int64_t> amx_rows, std::optional<int64_t> amx_cols, std::optional<int64_t> amx_ksteps) {
+               std::optional<int64_t> parallel_flops, std::optional<int64_t> stream_m) {
   const Operand oa = operand(a, "a"), ob = operand(b, "b");
   const Matrix &ma = oa.m, &mb = ob.m;
   const int64_t batch = oa.batch;
@@ -184,14 +169,11 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
   GemmProblem rows;
   rows.in_dtype = ma.dtype;
   rows.m = ma.rows;
-  const int bf16_shape = amx_shape(amx_rows, amx_cols, amx_ksteps, bf16_in);
   const Bf16Kernels* bf16 = bf16_in && !bf16_on_fp32(ks, rows) ? &bf16_kernels(ks) : nullptr;
   // Untuned tiles come from the model of the register tile that runs (the narrow one for few columns).
   const KernelSet& tk = tile_kernels(ks, mb.cols);
-  Tiles shaped = tiles;
-  shaped.bf16_shape = bf16_shape;
-  Blocking blocking = shaped.blocking(bf16 ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
-  if (bf16_shape >= 0) bf16 = &bf16_kernels(ks, blocking);  // (a set without the tile space: ValueError here)
+  Blocking blocking = tiles.blocking(bf16 ? ks : tk, ma.dtype);  // bf16 runs the set's own bf16 kernels
+  if (blocking.bf16_shape >= 0) bf16 = &bf16_kernels(ks, blocking);  // (a set without the tile space: ValueError)
   if (small_m) {
     check_range(*small_m, 0, kMaxTile, "small_m");
     blocking.small_m = blocking.aliased_small_m = *small_m;
@@ -274,12 +256,7 @@ Plan gemm_plan(const py::array& a, const py::array& b, std::optional<py::array> 
     d["small_m"] = blocking.small_m;
     d["parallel_flops"] = blocking.parallel_flops;
     d["stream_m"] = blocking.stream_m;
-    if (bf16 != nullptr && isa_entry(ks.isa).bf16_shape != nullptr) {  // AMX tiles: the layout that runs
-      const AmxShape& s = kAmxShapes[blocking.bf16_shape < 0 ? 0 : blocking.bf16_shape];
-      d["amx_rows"] = s.rows;
-      d["amx_cols"] = s.cols;
-      d["amx_ksteps"] = s.ksteps;
-    }
+    if (bf16 != nullptr) add_amx_layout(d, ks, blocking);
     const std::string path = gemm_path(ks, one_task, blocking);
     d["path"] = !batch ? path
                 : !split ? "batched, each product on all threads: " + path
@@ -386,9 +363,11 @@ PYBIND11_MODULE(_core, m) {
            "A recurrent backward plan's training forward, run once when prepared: y, h_n (c_n) and the "
            "fp32 activations kept for BPTT (gates, state, tanh_c); empty for other plans.");
   py::class_<Tiles>(m, "Tiles", py::module_local(),
-                    "How a kernel runs: tile sizes (0: from the cache model), threads, kernel set ('': default).")
+                    "How a kernel runs: tile sizes (0: from the cache model), threads, kernel set ('': default), "
+                    "the AMX tile layout of bf16 products (None: default).")
       .def(py::init(&make_tiles), py::arg("m") = py::none(), py::arg("n") = py::none(), py::arg("k") = py::none(),
-           py::arg("threads") = 1, py::arg("isa") = "")
+           py::arg("threads") = 1, py::arg("isa") = "", py::arg("amx_rows") = py::none(),
+           py::arg("amx_cols") = py::none(), py::arg("amx_ksteps") = py::none())
       .def_readonly("m", &Tiles::m)
       .def_readonly("n", &Tiles::n)
       .def_readonly("k", &Tiles::k)
@@ -406,8 +385,8 @@ PYBIND11_MODULE(_core, m) {
         // kernels.gemm(a, b[, out=])'s plain call: the default tiles on the CPUs this thread may use now, prepared
         // and called at once (no plan object, no Python between them): 3.7 -> 2.0 us at 8x8x8 beside torch.mm's
         // 1.3; with out, 3.1 -> 1.6 beside torch.mm(out=)'s 1.2 (the same checks, in C++).
-        Plan plan = gemm_plan(a, b, std::move(out), Tiles{0, 0, 0, affinity_threads(), ""}, "fp32", std::nullopt,
-                              std::nullopt, std::nullopt, std::nullopt, std::nullopt, std::nullopt);
+        Plan plan = gemm_plan(a, b, std::move(out), Tiles{0, 0, 0, affinity_threads(), "", -1}, "fp32", std::nullopt,
+                              std::nullopt, std::nullopt);
         return plan.output();
       },
       py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
@@ -415,8 +394,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("prepare_gemm", &gemm_plan, py::arg("a"), py::arg("b"), py::arg("out") = py::none(),
         py::arg("tiles") = Tiles{}, py::arg("accumulate") = "fp32", py::arg("small_m") = py::none(),
-        py::arg("parallel_flops") = py::none(), py::arg("stream_m") = py::none(), py::arg("amx_rows") = py::none(),
-        py::arg("amx_cols") = py::none(), py::arg("amx_ksteps") = py::none());
+        py::arg("parallel_flops") = py::none(), py::arg("stream_m") = py::none());
 
   m.def("prepare_conv2d", &conv_plan, py::arg("x"), py::arg("w"), py::arg("out") = py::none(),
         py::arg("stride") = Pair{1, 1}, py::arg("padding") = Padding{0, 0, 0, 0}, py::arg("dilation") = Pair{1, 1},

@@ -306,7 +306,7 @@ ConvPlan plan_conv2d(const KernelSet& ks, const ConvProblem& p, Blocking request
   if (p.dtype == Dtype::bf16 && !conv_bf16_widened(ks, p, forced)) {
     // the bf16 GEMM on patch rows, or a direct depthwise loop: the GEMM's blocking either way
     plan.path = conv2d_is_depthwise(p) ? depthwise_way(ks, p) : conv2d_bf16_way(p);
-    const Bf16Kernels& bk = bf16_kernels(ks);
+    const Bf16Kernels& bk = bf16_kernels(ks, requested);  // (an AMX tile layout, where one is asked for)
     plan.tile = &ks;
     plan.gemm = conv2d_bf16_gemm_dims(p, plan.path);
     // the K block the GEMM runs (gemm.hpp, problem_blocking), and its register tile: the bf16 kernels', or

@@ -23,7 +23,6 @@ from opbench.kernels._args import (
     _conv_path,
     _default_tiles,
     _optional_count,
-    _optional_positive,
     _padding,
     _pair,
     _positive_int,
@@ -43,7 +42,7 @@ from opbench.kernels.training import (
     prepare_rnn_backward,
     rnn_backward,
 )
-from opbench.tiles import AMX_KEYS, Tiles
+from opbench.tiles import Tiles
 
 
 def __getattr__(name: str) -> int:
@@ -133,7 +132,8 @@ def gemm(
     On isa "amx" (or its exact emulator "amx-emu"), bf16 runs AMX tiles, laid out by Tiles' amx_rows x
     amx_cols accumulator tiles of 16 x 16 fp32 (one to four) and amx_ksteps, the K steps of operand tiles
     loaded before their products (None: the default layout's, 2 x 2 and 1; the layouts are
-    _core.amx_shapes, the tile space tuning/spaces/gemm_amx.toml); every layout gives the same bits.
+    _core.amx_shapes, the tile space tuning/spaces/gemm_amx.toml); every layout gives the same bits. The
+    bf16 conv2d and recurrent layers take the same fields for their products.
     Raises ValueError naming the problem for any invalid input.
     """
     plain = tiles is None and accumulate == "fp32" and type(a) is type(b) is np.ndarray
@@ -151,11 +151,10 @@ def prepare_gemm(
     if not (out is None and type(a) is np.ndarray and type(b) is np.ndarray):  # (plain arrays: no check)
         _arrays(a=a, b=b, **({} if out is None else {"out": out}))
     if tiles is None:  # every default (a user's plain call): no tile or threshold to check
-        return _core.prepare_gemm(a, b, out, _default_tiles(), accumulate, None, None, None, None, None, None)
+        return _core.prepare_gemm(a, b, out, _default_tiles(), accumulate, None, None, None)
     lookup = "tuned_tiles(m, n, k, dtype, threads)"
     given = _as_tiles(tiles, lookup)
     paths = given.thresholds()
-    amx = given.amx()
     return _core.prepare_gemm(
         a,
         b,
@@ -165,7 +164,6 @@ def prepare_gemm(
         _optional_count(paths.get("small_m"), "small_m", MAX_TILE),
         _optional_count(paths.get("parallel_flops"), "parallel_flops"),
         _optional_count(paths.get("stream_m"), "stream_m", int(_core.stream_m_max)),
-        *(_optional_positive(amx.get(t), t) for t in AMX_KEYS),
     )
 
 

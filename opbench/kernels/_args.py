@@ -13,7 +13,7 @@ import numpy as np
 from opbench.documents import PlanTiles
 from opbench.dtypes import Array
 from opbench.kernels._native import core as _core
-from opbench.tiles import Tiles
+from opbench.tiles import AMX_KEYS, Tiles
 
 
 class Plan(Protocol):
@@ -91,6 +91,10 @@ def _optional_count(value: object, name: str, maximum: int = _INT64_MAX) -> int 
     return None if value is None else _int_at_least(value, name, 0, maximum=maximum)
 
 
+# The kernels whose bf16 products take an AMX tile layout (Tiles.amx_rows, ...): GEMM ("": the facade's gemm),
+# conv2d and the recurrent layers, forward.
+AMX_KERNELS = ("", "conv2d", "rnn", "gru", "lstm")
+
 # What the facade's tiles= takes: a Tiles, a record's tile dict ({tile_m, tile_n, tile_k, ...}), or None.
 TilesArg = Tiles | Mapping[str, int | str] | None
 
@@ -134,9 +138,9 @@ def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
     if kernel and tiles.thresholds():
         names = ", ".join(tiles.thresholds())
         raise ValueError(f"{kernel} takes no {names} (GEMM path thresholds; kernels.gemm's tiles only)")
-    if kernel and tiles.amx():
+    if kernel not in AMX_KERNELS and tiles.amx():
         names = ", ".join(tiles.amx())
-        raise ValueError(f"{kernel} takes no {names} (bf16 GEMM's AMX layout; kernels.gemm's tiles only)")
+        raise ValueError(f"{kernel} takes no {names} (the AMX tile layout of a forward pass's bf16 GEMMs)")
     if kernel != "conv2d" and tiles.conv_path is not None:
         raise ValueError(f"{kernel or 'gemm'} takes no conv_path (conv2d's way; kernels.conv2d's tiles only)")
     if tiles.isa is not None and not isinstance(tiles.isa, str):
@@ -147,6 +151,7 @@ def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
         _optional_positive(tiles.k, "tile_k"),
         _threads(tiles.threads),
         tiles.isa or "",
+        *(_optional_positive(tiles.amx().get(t), t) for t in AMX_KEYS),
     )
 
 
