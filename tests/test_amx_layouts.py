@@ -190,21 +190,23 @@ def test_bad_layouts_are_refused_naming_the_problem() -> None:
         kernels.gemm_backward(a, a, a, tiles=Tiles(isa="amx-emu", amx_rows=1))
 
 
-def test_the_tile_space_holds_exactly_the_kernels_layouts() -> None:
-    """gemm_amx.toml's always-enforced rules admit the kernel's layouts and no other, without --cache-fit;
-    its cache-fit rule stays optional."""
+@pytest.mark.parametrize("op, name", [("gemm", "gemm_amx"), ("conv", "conv_amx"), ("lstm", "recurrent_amx")])
+def test_the_tile_spaces_hold_exactly_the_kernels_layouts(op: str, name: str) -> None:
+    """The AMX spaces' always-enforced rules admit the kernel's layouts and no other, without --cache-fit;
+    gemm_amx's cache-fit rule stays optional."""
     names = {"m": 256, "n": 256, "k": 256, "mr": 32, "nr": 32, "l1_bytes": 48 << 10, "l2_bytes": 2 << 20}
-    names["l3_bytes"] = 32 << 20
-    space, _ = load_space("gemm", names, cache_fit=False, space="gemm_amx")
+    names.update({"l3_bytes": 32 << 20, "elem_bytes": 2, "batch": 16})
+    space, _ = load_space(op, names, cache_fit=False, space=name)
     admitted = {
         (r, c, s)
         for r, c, s in itertools.product(*(space.values(p) for p in ("amx_rows", "amx_cols", "amx_ksteps")))
         if space.valid({"amx_rows": r, "amx_cols": c, "amx_ksteps": s})
     }
     assert admitted == set(LAYOUTS)
-    assert all(c.always for c in space.constraints)
-    fitted, _ = load_space("gemm", names, cache_fit=True, space="gemm_amx")
-    assert not fitted.valid({"tile_m": 256, "tile_k": 8192})
+    assert space.constraints and all(c.always for c in space.constraints)
+    if op == "gemm":
+        fitted, _ = load_space("gemm", names, cache_fit=True, space="gemm_amx")
+        assert not fitted.valid({"tile_m": 256, "tile_k": 8192})
 
 
 def test_a_study_of_the_amx_space_runs_and_records_every_layout(tmp_path: Path) -> None:
