@@ -220,7 +220,7 @@ class StudyFingerprint(TypedDict, total=False):
 
 
 class StudyDoc(TypedDict):
-    """A tuning study as plain data (report/inputs.load_study): its fingerprint, trials and confirmation."""
+    """A tuning study as plain data (report/inputs.load_studies): its fingerprint, trials and confirmation."""
 
     name: str
     fingerprint: StudyFingerprint

@@ -41,7 +41,6 @@ def test_the_score_is_the_count_weighted_geomean_of_each_shapes_best_member() ->
     assert pf.score(grid, [1]) == pytest.approx((0.5 * 1.0 * 0.4) ** 0.25)
     assert pf.score(grid, [0, 1]) == pytest.approx((1.0 * 1.0 * 0.8) ** 0.25)
     assert pf.assign(grid, [0, 1]) == [0, 1, 0]
-    assert pf.loss(pf.score(grid, [0, 1])) == pytest.approx(0.8**-0.25 - 1)
     assert pf.score(_grid([[1.0, 0.0], [0.0, 1.0]]), [0]) == 0.0  # a shape its member fails on
 
 

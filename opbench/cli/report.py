@@ -27,9 +27,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     docs = [inputs.load_results(p) for p in args.results if p not in ab_paths]
     ab_docs = [inputs.load_ab(p) for p in ab_paths]
     storage = storage_url(args.storage, "reports")
-    portfolios = [doc for name in args.study if (doc := inputs.load_portfolio(name, storage)) is not None]
-    names = {doc["name"] for doc in portfolios}
-    studies = [inputs.load_study(name, storage) for name in args.study if name not in names]
+    portfolios, studies = inputs.load_studies(args.study, storage)
     backends = {r["backend"] for d in docs for r in d["records"]}
     if args.baseline and args.baseline not in backends:
         raise UsageError(

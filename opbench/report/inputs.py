@@ -245,10 +245,23 @@ def load_results(path: str | Path) -> ResultsDoc:
     return cast(ResultsDoc, doc)  # checked above, and each record again by Result.from_record
 
 
-def load_portfolio(name: str, storage_url: str) -> PortfolioDoc | None:
-    """A portfolio's document (tune --portfolio keeps it in a study of its own), checked; None where the
-    study is a single shape's."""
-    study = load_existing(name, storage_url)
+def load_studies(names: list[str], storage_url: str) -> tuple[list[PortfolioDoc], list[StudyDoc]]:
+    """The studies named, each read once from the storage: a portfolio's document (tune --portfolio keeps
+    it in a study of its own) or a single shape's study, each checked; in the order named."""
+    portfolios: list[PortfolioDoc] = []
+    studies: list[StudyDoc] = []
+    for name in names:
+        study = load_existing(name, storage_url)
+        portfolio = _portfolio_doc(study, name)
+        if portfolio is not None:
+            portfolios.append(portfolio)
+        else:
+            studies.append(_study_doc(study, name))
+    return portfolios, studies
+
+
+def _portfolio_doc(study: Any, name: str) -> PortfolioDoc | None:
+    """A portfolio study's document, checked; None where the study is a single shape's."""
     doc = study.user_attrs.get("portfolio")
     if doc is None:
         return None
@@ -272,9 +285,8 @@ def load_portfolio(name: str, storage_url: str) -> PortfolioDoc | None:
     return cast(PortfolioDoc, table)
 
 
-def load_study(name: str, storage_url: str) -> StudyDoc:
+def _study_doc(study: Any, name: str) -> StudyDoc:
     """A tuning study as plain data: fingerprint, trials (number, state, tiles, GFLOPS), confirmation."""
-    study = load_existing(name, storage_url)
     check = _Check(Path(f"study {name}"))
     trials: list[TrialRow] = []
     for t in study.trials:

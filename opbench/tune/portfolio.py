@@ -207,8 +207,3 @@ def rule(
         if d is not None and (best is None or d < best[0]):
             best = (d, assigned[i])
     return None if best is None else best[1]
-
-
-def loss(speed: float) -> float:
-    """A relative speed as the time lost against the best: 1 / speed - 1 (0.03: 3% slower)."""
-    return math.inf if speed <= 0 else 1.0 / speed - 1.0
