@@ -5,12 +5,16 @@ measured beside them.
     python benchmarks/amx.py --threads 1            # BERT-base GEMMs and 1024-4096 squares
     python benchmarks/amx.py --threads 16 --kc 256,512,1024 --rounds 5
     python benchmarks/amx.py --threads 16 --build old=/tmp/old-build/_core.cpython-312-x86_64-linux-gnu.so
+    python benchmarks/amx.py --threads 16 --layouts 1x2,1x4,4x1,1x2k2   # the tile space's layouts
+    python benchmarks/amx.py --isa amx-emu --gemm 48x40x70 --layouts 1x4  # a dry run anywhere (emulated)
 
 For each shape every side is checked against float64 on a sample of rows, then timed round after round, the
 sides one after the other in each round; each figure is the side's median GFLOPS over the rounds. --kc adds
 our AMX kernel at other K blocks (Tiles k) beside its default; --build NAME=PATH another build of
-opbench._core (an older commit: benchmarks/ab_builds.py) on its AMX kernel, as side "amx NAME". Needs an
-AMX CPU (`opbench peak` lists its tdpbf16ps loop); elsewhere it says why and exits 2.
+opbench._core (an older commit: benchmarks/ab_builds.py) on its AMX kernel, as side "amx NAME"; --layouts
+our AMX kernel on other micro-kernel layouts (amx_rows x amx_cols, kK for K steps a load: _core.amx_shapes),
+as sides "amx RxC". Needs an AMX CPU (`opbench peak` lists its tdpbf16ps loop); elsewhere it says why and
+exits 2, unless --isa amx-emu runs our sides on the exact emulator, whose timings say nothing of AMX.
 """
 
 from __future__ import annotations
@@ -47,6 +51,13 @@ def _timed(call: Callable[[], object], min_s: float = 0.05) -> float:
         reps *= 2
 
 
+def _layout(name: str) -> dict[str, int]:
+    """ "1x4" or "1x2k2" as Tiles' amx_rows, amx_cols and amx_ksteps (checked by the kernel facade)."""
+    size, _, ksteps = name.partition("k")
+    rows, _, cols = size.partition("x")
+    return {"amx_rows": int(rows), "amx_cols": int(cols), "amx_ksteps": int(ksteps or 1)}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=1)
@@ -54,21 +65,32 @@ def main() -> int:
     p.add_argument("--kc", default="", help="extra K blocks for our AMX kernel, comma-separated")
     p.add_argument("--shapes", default="bert,squares")
     p.add_argument("--build", action="append", default=[], metavar="NAME=PATH", help="another build's _core")
+    p.add_argument("--layouts", default="", help="other AMX layouts, RxC or RxCkK, comma-separated")
+    p.add_argument("--gemm", default="", help="these shapes MxNxK,... instead of --shapes")
+    p.add_argument("--isa", choices=("amx", "amx-emu"), default="amx")
     args = p.parse_args()
     why = _core.cpu_info()["amx_unavailable"]
-    if why:
+    if why and args.isa == "amx":
         print(f"opbench: AMX-BF16 cannot run here: {why}", file=sys.stderr)
         return 2
     import torch
 
     torch.set_num_threads(args.threads)
     shapes = (BERT if "bert" in args.shapes else []) + (SQUARES if "squares" in args.shapes else [])
-    gf, name = kernels.fma_peak("bf16", args.threads, 0.2, 3)
+    if args.gemm:
+        shapes = [(m, n, k) for m, n, k in (map(int, g.split("x")) for g in args.gemm.split(","))]
+    layouts = {f"amx {name}": _layout(name) for name in args.layouts.split(",") if name}
     head = f"# {cpu_model()}; {args.threads} thread(s); torch {torch.__version__}"
-    print(f"{head}; bf16 peak {gf:.0f} GFLOPS ({name})")
+    gf: float | None = None
+    if args.isa == "amx":
+        gf, name = kernels.fma_peak("bf16", args.threads, 0.2, 3)
+        print(f"{head}; bf16 peak {gf:.0f} GFLOPS ({name})")
+    else:
+        print(f"{head}; our sides on the AMX emulator: these times say nothing of AMX")
     extra = [int(k) for k in args.kc.split(",") if k]
     builds = {f"amx {name}": load_build(path) for name, _, path in (b.partition("=") for b in args.build)}
-    sides = ["amx", *(f"amx k{k}" for k in extra), *builds, "avx512bf16", "torch"]
+    beside = ["avx512bf16"] if "avx512" in kernels.available_isas() else []
+    sides = ["amx", *(f"amx k{k}" for k in extra), *layouts, *builds, *beside, "torch"]
     print("| M x N x K | " + " | ".join(sides) + " | amx / torch | amx % peak |")
     print("|---" * (len(sides) + 3) + "|")
     ratios = []
@@ -92,8 +114,10 @@ def main() -> int:
                 calls[side] = lambda other=other: other.run(1)
                 outs[side] = lambda other=other, out=out: (other.run(1), out.astype(np.float32))[1]
                 continue
-            isa = "avx512" if side == "avx512bf16" else "amx"
+            isa = "avx512" if side == "avx512bf16" else args.isa
             tiles = Tiles(isa=isa, threads=args.threads, k=int(side.split(" k")[1]) if " k" in side else None)
+            if side in layouts:
+                tiles = Tiles(isa=isa, threads=args.threads, **layouts[side])
             plan = kernels.prepare_gemm(a, b, tiles=tiles)
             calls[side] = lambda plan=plan: plan.run(1)
             outs[side] = lambda plan=plan: (plan.run(1), plan.output().astype(np.float32))[1]
@@ -112,7 +136,8 @@ def main() -> int:
         g = {s: 2.0 * m * n * k / statistics.median(times[s]) / 1e9 for s in sides}
         ratios.append(g["amx"] / g["torch"])
         cells = " | ".join(f"{g[s]:.0f}" for s in sides)
-        print(f"| {m}x{n}x{k} | {cells} | {g['amx'] / g['torch']:.2f} | {100 * g['amx'] / gf:.0f}% |")
+        share = f"{100 * g['amx'] / gf:.0f}%" if gf else "-"
+        print(f"| {m}x{n}x{k} | {cells} | {g['amx'] / g['torch']:.2f} | {share} |")
     geo = float(np.exp(np.mean(np.log(ratios))))
     print(f"\namx / torch: geomean {geo:.2f}, min {min(ratios):.2f} over {len(ratios)} shapes")
     return 0
