@@ -651,9 +651,10 @@ int64_t gemm_workspace_bytes(const KernelSet& ks, const GemmProblem& p, const Bl
   // An upper bound over every path (thin, narrow, blocked, fp16 accumulation), tiles clamped to the problem
   // as the drivers clamp them: packed B panel, per-thread A blocks, the fp32 accumulator of fp16 output,
   // and the small-shape paths' scratch (small.cpp).
-  // (64: the widest bf16 register tile, the AMX tile space's 4x1 and 1x4 layouts.)
-  const int64_t MR = std::max({ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0, 64}) + 16;
-  const int64_t NR = std::max({ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0, 64}) + 64;
+  // (bf16: the bf16 kernels' register tile too, up to 64 x 16 and 16 x 64 in the AMX tile space)
+  const Bf16Kernels* bk = p.in_dtype == Dtype::bf16 ? &bf16_kernels(ks, blk) : nullptr;
+  const int64_t MR = std::max({ks.mr, ks.narrow != nullptr ? ks.narrow->mr : 0, bk != nullptr ? bk->mr : 0}) + 16;
+  const int64_t NR = std::max({ks.nr, ks.narrow != nullptr ? ks.narrow->nr : 0, bk != nullptr ? bk->nr : 0}) + 64;
   // (+1: bf16 panels pad an odd K block to a pair.)
   const int64_t mc = std::min(blk.mc, p.m), nc = std::min(blk.nc, p.n), kc = std::min(blk.kc, p.k) + 1;
   const int64_t b_panel = mul(kc, add(nc, NR, "tile_n"), "packed B panel");
