@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from opbench.case import Status
 from opbench.documents import ResultsDoc
@@ -16,6 +16,9 @@ from opbench.report.ab import VERDICTS, AbResult
 from opbench.results import SCHEMA_VERSION
 from opbench.tune.study import load_existing
 from opbench.tuning_documents import PortfolioDoc, StudyDoc, TrialRow
+
+if TYPE_CHECKING:  # the opbench[tune] extra, imported where a study is opened
+    import optuna
 
 # Every version is a superset of the one before (results.py's history), so the report reads them all.
 READABLE_SCHEMAS = tuple(range(1, SCHEMA_VERSION + 1))
@@ -260,7 +263,7 @@ def load_studies(names: list[str], storage_url: str) -> tuple[list[PortfolioDoc]
     return portfolios, studies
 
 
-def _portfolio_doc(study: Any, name: str) -> PortfolioDoc | None:
+def _portfolio_doc(study: optuna.Study, name: str) -> PortfolioDoc | None:
     """A portfolio study's document, checked; None where the study is a single shape's."""
     doc = study.user_attrs.get("portfolio")
     if doc is None:
@@ -285,7 +288,7 @@ def _portfolio_doc(study: Any, name: str) -> PortfolioDoc | None:
     return cast(PortfolioDoc, table)
 
 
-def _study_doc(study: Any, name: str) -> StudyDoc:
+def _study_doc(study: optuna.Study, name: str) -> StudyDoc:
     """A tuning study as plain data: fingerprint, trials (number, state, tiles, GFLOPS), confirmation."""
     check = _Check(Path(f"study {name}"))
     trials: list[TrialRow] = []
