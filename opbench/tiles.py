@@ -1,5 +1,5 @@
 """How one of our C++ kernels runs a problem: its cache-blocking tiles, threads and kernel set, GEMM's path
-thresholds, bf16 GEMM's AMX tile layout and conv2d's forced way. One value from the command line
+thresholds, the AMX tile layout of bf16 products and conv2d's forced way. One value from the command line
 (--tile-m, cpp:tile_m=...) and the tuner's records to the kernel facade and its one pybind11 struct
 (`_core.Tiles`); records keep the keys as they always were (tile_m, tile_n, tile_k, small_m,
 parallel_flops, stream_m, conv_path; amx_rows, amx_cols, amx_ksteps). No compiled code here: the reading
@@ -27,7 +27,7 @@ CONV_PATHS = (
     "pointwise_gemm",
     "im2col_gemm",
 )
-# bf16 GEMM's layout in the AMX tile space (csrc/gemm/amx_body.hpp, tuning/spaces/gemm_amx.toml): rows x cols
+# The AMX tile layout of bf16 products (csrc/gemm/amx_body.hpp, tuning/spaces/gemm_amx.toml): rows x cols
 # accumulator tiles of 16 x 16 (one to four), amx_ksteps K steps of operand tiles loaded before their
 # products; integers >= 1, on isa amx or amx-emu only (_core.amx_shapes lists the layouts).
 AmxKey = Literal["amx_rows", "amx_cols", "amx_ksteps"]

@@ -77,7 +77,11 @@ struct Layout {
   static_assert(kAcc >= 1 && kAcc <= 4, "one to four accumulator tiles");
   static_assert(kAcc + KU * kSlot <= 8, "the accumulators and the loaded steps' operands fill eight tiles");
   static_assert(KU == 1 || (RT <= 2 && CT <= 2), "a streamed operand is loaded one step at a time");
+  static constexpr int kRT = RT;  // row and column tiles
+  static constexpr int kCT = CT;
   static constexpr int acc(int i, int j) { return i * CT + j; }
+  static constexpr int row_of(int t) { return t / CT; }  // accumulator t's row and column tile
+  static constexpr int col_of(int t) { return t % CT; }
   static constexpr int a_reg(int u, int i) { return kAcc + u * kSlot + i % kARegs; }
   static constexpr int b_reg(int u, int j) { return kAcc + u * kSlot + kARegs + j % kBRegs; }
   static constexpr int kKU = KU;
@@ -161,7 +165,7 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
     ld = NR;
   }
   unroll<L::kAcc>([&](auto t) {
-    constexpr int T = decltype(t)::value, I = T / (NR / kTileCols), J = T % (NR / kTileCols);
+    constexpr int T = decltype(t)::value, I = L::row_of(T), J = L::col_of(T);
     if (kRound || !accumulate) {
       u.template zero<T>();
     } else {
@@ -169,6 +173,15 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
     }
   });
   const int64_t pair_rows = packing::pairs_of(kc);
+  // B's pair-rows [p, p + rows) into L1 while the step before them multiplies: B streams from L2 past A's
+  // rows. On the Emerald Rapids guest, 2x2 tiles configured once per product, one step ahead against none,
+  // interleaved (7 of benchmarks/amx.py's shapes): 1.00-1.21x on 16 threads, 1.00-1.13x on one. A's next
+  // rows as well: 0.83-0.97x; B two steps ahead: 0.87-1.05x.
+  auto prefetch_b = [&](int64_t p, int64_t rows) {
+    if (p >= pair_rows) return;
+    const char* next = reinterpret_cast<const char*>(bp + p * NR * 2);
+    for (int64_t line = 0; line < rows * L::kBRowBytes / 64; ++line) __builtin_prefetch(next + 64 * line, 0, 3);
+  };
   // Where row tile i of the step at k0 starts and its stride in bytes: nullptr where it must be staged.
   auto a_tile = [&](int64_t k0, int64_t kk, int i, int64_t& stride) -> const uint16_t* {
     if (kk != kKStep) return nullptr;
@@ -185,8 +198,8 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
   auto one_step = [&](int64_t k0) {
     const int64_t kk = kc - k0 < kKStep ? kc - k0 : kKStep, p0 = k0 / 2;
     bool staged_a = false;
-    const uint16_t* at[L::kMR / kTileRows];
-    int64_t astride[L::kMR / kTileRows];
+    const uint16_t* at[L::kRT];
+    int64_t astride[L::kRT];
     for (int i = 0; i < rows_used; ++i) {
       at[i] = a_tile(k0, kk, i, astride[i]);
       if (at[i] == nullptr) staged_a = true;
@@ -210,18 +223,11 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
       std::memcpy(s.b, brow, static_cast<size_t>((pair_rows - p0) * L::kBRowBytes));
       brow = &s.b[0][0];
     }
-    // The next step's B tiles into L1 while this step multiplies: B streams from L2 past A's rows. On the
-    // Emerald Rapids guest, 2x2 tiles configured once per product, against neither, interleaved (7 of
-    // benchmarks/amx.py's shapes): 1.00-1.21x on 16 threads, 1.00-1.13x on one. A's next rows as well:
-    // 0.83-0.97x; B two steps ahead: 0.87-1.05x.
-    if (p0 + kTileRows < pair_rows) {
-      const char* next = reinterpret_cast<const char*>(bp + (p0 + kTileRows) * NR * 2);
-      for (int line = 0; line < kTileRows * L::kBRowBytes / 64; ++line) __builtin_prefetch(next + 64 * line, 0, 3);
-    }
+    prefetch_b(p0 + kTileRows, kTileRows);
     auto b_at = [&](int j) { return brow + j * kTileCols * 2; };
-    if constexpr (L::kAcc > 1 && L::kARegs < L::kMR / kTileRows) {  // B kept, A streamed
+    if constexpr (L::kAcc > 1 && L::kARegs < L::kRT) {  // B kept, A streamed
       u.template load<L::b_reg(0, 0)>(b_at(0), L::kBRowBytes);
-      unroll<L::kMR / kTileRows>([&](auto ti) {
+      unroll<L::kRT>([&](auto ti) {
         constexpr int I = decltype(ti)::value;
         if (I >= rows_used) return;
         u.template load<L::a_reg(0, I)>(at[I], astride[I]);
@@ -232,16 +238,16 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
         constexpr int I = decltype(ti)::value;
         if (I < rows_used) u.template load<L::a_reg(0, I)>(at[I], astride[I]);
       });
-      if constexpr (L::kBRegs == L::kNR / kTileCols) {
+      if constexpr (L::kBRegs == L::kCT) {
         unroll<L::kBRegs>([&](auto tj) {
           constexpr int J = decltype(tj)::value;
           if (J < cols_used) u.template load<L::b_reg(0, J)>(b_at(J), L::kBRowBytes);
         });
       }
       unroll<L::kAcc>([&](auto t) {
-        constexpr int T = decltype(t)::value, I = T / (L::kNR / kTileCols), J = T % (L::kNR / kTileCols);
+        constexpr int T = decltype(t)::value, I = L::row_of(T), J = L::col_of(T);
         if (I >= rows_used || J >= cols_used) return;
-        if constexpr (L::kBRegs < L::kNR / kTileCols) u.template load<L::b_reg(0, J)>(b_at(J), L::kBRowBytes);
+        if constexpr (L::kBRegs < L::kCT) u.template load<L::b_reg(0, J)>(b_at(J), L::kBRowBytes);
         u.template dp<L::acc(I, J), L::a_reg(0, I), L::b_reg(0, J)>();
       });
     }
@@ -268,14 +274,11 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
           if (J < cols_used) u.template load<L::b_reg(V, J)>(brow + J * kTileCols * 2, L::kBRowBytes);
         });
       });
-      if (p0 + 2 * kTileRows < pair_rows) {
-        const char* next = reinterpret_cast<const char*>(bp + (p0 + 2 * kTileRows) * NR * 2);
-        for (int line = 0; line < 2 * kTileRows * L::kBRowBytes / 64; ++line) __builtin_prefetch(next + 64 * line, 0, 3);
-      }
+      prefetch_b(p0 + 2 * kTileRows, 2 * kTileRows);
       unroll<2>([&](auto tu) {
         constexpr int V = decltype(tu)::value;
         unroll<L::kAcc>([&](auto t) {
-          constexpr int T = decltype(t)::value, I = T / (L::kNR / kTileCols), J = T % (L::kNR / kTileCols);
+          constexpr int T = decltype(t)::value, I = L::row_of(T), J = L::col_of(T);
           if (I < rows_used && J < cols_used) u.template dp<L::acc(I, J), L::a_reg(V, I), L::b_reg(V, J)>();
         });
       });
@@ -285,7 +288,7 @@ void tile_body(U& u, int64_t kc, const uint16_t* a, int64_t lda, bool a_packed, 
   float* to = whole ? reinterpret_cast<float*>(c) : &s.c[0][0];
   const int64_t st = whole ? ldc : NR;
   unroll<L::kAcc>([&](auto t) {
-    constexpr int T = decltype(t)::value, I = T / (NR / kTileCols), J = T % (NR / kTileCols);
+    constexpr int T = decltype(t)::value, I = L::row_of(T), J = L::col_of(T);
     u.template store<T>(to + I * kTileRows * st + J * kTileCols, st * 4);
   });
   if constexpr (kRound) {

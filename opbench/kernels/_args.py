@@ -151,7 +151,7 @@ def _tiles(tiles: object, lookup: str, kernel: str = "") -> _core.Tiles:
         _optional_positive(tiles.k, "tile_k"),
         _threads(tiles.threads),
         tiles.isa or "",
-        *(_optional_positive(tiles.amx().get(t), t) for t in AMX_KEYS),
+        *(_optional_positive(getattr(tiles, t), t) for t in AMX_KEYS),
     )
 
 
