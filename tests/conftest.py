@@ -157,6 +157,9 @@ class FakeClock:
 
 # Fast timer settings for end-to-end runs: the tests check plumbing and schema, not speed.
 FAST_TIMER = ["--min-sample-ms", "1", "--max-time-s", "0.05", "--call-budget-s", "0.5", "--rounds", "2"]
+# The same for a study's trials (`opbench tune`): where a test checks what a study records, resumes or
+# survives, and not which tiling wins; the confirmation keeps its own timer.
+FAST_TRIALS = ["--trial-time-s", "0.05"]
 
 
 def tiny_gemm_results(out: Path, backends: str = "cpp,numpy", threads: int = 1) -> Path:

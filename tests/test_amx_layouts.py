@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import import_or_skip, run_cli
+from conftest import FAST_TRIALS, import_or_skip, run_cli
 
 from opbench import _core, kernels
 from opbench.ops import conv as conv_op
@@ -215,7 +215,7 @@ def test_a_study_of_the_amx_space_runs_and_records_every_layout(tmp_path: Path) 
     ran."""
     args = ["tune", "gemm", "--m", "40", "--n", "72", "--k", "70", "--dtype", "bf16", "--isa", "amx-emu"]
     args += ["--space", "gemm_amx", "--params", "amx_rows,amx_cols,amx_ksteps", "--sampler", "grid"]
-    args += ["--threads", "1", "--trials", "32", "--seed", "0", "--confirm-top", "1"]
+    args += ["--threads", "1", "--trials", "32", "--seed", "0", "--confirm-top", "1", *FAST_TRIALS]
     args += ["--confirm-rounds", "1", "--confirm-processes", "1", "--out", str(tmp_path)]
     optuna = import_or_skip("optuna")
     proc = run_cli(args)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FAST_TRIALS
 
 from opbench import tuned
 from opbench.ops import gemm
@@ -342,7 +343,7 @@ def test_a_killed_portfolio_resumes_without_measuring_a_cell_twice(tmp_path: Pat
     args = [sys.executable, "-m", "opbench", "tune", "gemm", "--batch-file", str(tmp_path / "B"),
             "--portfolio", "2", "--trials", "4", "--threads", "1", "--seed", "3", "--confirm-rounds", "1",
             "--confirm-processes", "1", "--heartbeat-s", "1", "--grace-s", "2", "--out", str(tmp_path),
-            "--study", "pk"]  # fmt: skip
+            "--study", "pk", *FAST_TRIALS]  # fmt: skip
     second = "pk:gemm-16x32x32-fp32-t1"
     log = tmp_path / "first.log"
     proc = subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT, env=os.environ.copy())

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from conftest import import_or_skip, run_cli, run_clis
+from conftest import FAST_TRIALS, import_or_skip, run_cli, run_clis
 
 from opbench import secrets
 
@@ -62,7 +62,7 @@ def test_nothing_opbench_prints_or_writes_holds_the_password(postgres_server: An
     url = postgres_server.create_user("tuner", PASSWORD, "tunerdb")
     assert quote(PASSWORD, safe="") in url
     tune = ["tune", "gemm", "--m", "32", "--n", "48", "--k", "40", "--threads", "1", "--study", "s1"]
-    quick = ["--trials", "3", "--confirm-top", "1", "--confirm-rounds", "1"]
+    quick = ["--trials", "3", "--confirm-top", "1", "--confirm-rounds", "1", *FAST_TRIALS]
     runs = [
         run_cli([*tune, *quick, "--storage", url]),
         run_cli([*tune, *quick, f"--storage={url}"]),  # resumes the same study

@@ -157,3 +157,31 @@ def test_stability_thresholds(samples: tuple[float, ...], flag: str) -> None:
     q25, q50, q75 = np.percentile(samples, [25, 50, 75])
     assert m.rel_iqr == pytest.approx((q75 - q25) / q50)
     assert m.stability == flag
+
+
+@pytest.mark.parametrize("cap", [0.5, 0.05, 0.005])
+def test_tune_trial_time_caps_each_trials_sampling(cap: float) -> None:
+    # `opbench tune --trial-time-s`: the worker times every trial with trial_timer(cap). Calls of 1 ms in
+    # every other run(loops) and 3 ms in the rest never settle: sampling ends at the cap (the tuner's
+    # default cap of 0.5 s at its 30 samples first), and no later than one sample past it.
+    from opbench.ops.gemm import GemmShape
+    from opbench.tune.config import TRIAL_TIMER, TuneConfig, trial_timer, worker_init
+
+    shape = GemmShape(m=8, n=8, k=8)
+    cfg = TuneConfig(shape=shape, dtype="fp32", threads=1, study_name="s", storage_url="", trial_time_s=cap)
+    settings = worker_init(cfg)["timer"]
+    assert settings == trial_timer(cap) and settings["max_time_s"] == cap
+    assert trial_timer(TRIAL_TIMER["max_time_s"]) == TRIAL_TIMER  # the default is the tuner's timer
+    clock, seen = FakeClock(), []
+
+    def alternating(loops: int) -> float:
+        t = loops * (0.001 if len(seen) % 2 else 0.003)
+        seen.append(loops)
+        clock.now += t
+        return t
+
+    m = Timer(TimerConfig(**settings), clock=clock).measure(alternating)
+    assert m.stability == "noisy" and m.n >= 3
+    assert clock.now >= cap or m.n == TRIAL_TIMER["max_samples"]
+    one_sample = m.loops * 0.003
+    assert clock.now <= 2 * settings["warmup_s"] + 2 * 0.003 + cap + one_sample

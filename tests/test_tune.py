@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import import_or_skip, run_cli
+from conftest import FAST_TRIALS, import_or_skip, run_cli
 
 from opbench import kernels
 
@@ -86,6 +86,7 @@ def test_a_study_survives_crashes_hangs_and_wrong_answers(tmp_path: Path) -> Non
     proc = run_cli(
         [
             *SMALL,
+            *FAST_TRIALS,
             "--sampler",
             "grid",
             "--seed",
@@ -147,6 +148,7 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
         "-m",
         "opbench",
         *SMALL,
+        *FAST_TRIALS,
         "--sampler",
         "grid",
         "--seed",
@@ -221,6 +223,7 @@ def test_a_different_fingerprint_is_refused_unless_forced(tmp_path: Path) -> Non
         "32",
         "--k",
         "32",
+        *FAST_TRIALS,
         "--trials",
         "2",
         "--confirm-top",
@@ -400,6 +403,7 @@ def test_the_ascend_tile_experiment_maps_the_whole_grid(tmp_path: Path) -> None:
             "grid",
             "--params",
             "tile_n,tile_k",
+            *FAST_TRIALS,
             "--trials",
             "200",
             "--threads",
@@ -440,6 +444,7 @@ def test_two_workers_share_one_postgresql_study(postgres: str, tmp_path: Path) -
         "96",
         "--threads",
         "1",
+        *FAST_TRIALS,
         "--trials",
         "6",
         "--study",

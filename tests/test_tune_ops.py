@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import import_or_skip, quick_sweep, run_cli
+from conftest import FAST_TRIALS, import_or_skip, quick_sweep, run_cli
 
 from opbench import Tiles, kernels
 from opbench.ops import conv, get_op, gru, lstm, rnn
@@ -84,7 +84,8 @@ def test_a_killed_study_resumes_without_losing_or_repeating_a_trial(op: str, tmp
     flags, shape = SHAPES[op]
     points = len(_space(op).enumerate())
     name = f"{op}-{shape.label().replace(' ', '_')}-fp32-t1"
-    args = [sys.executable, "-m", "opbench", "tune", op, *flags, *QUICK, "--sampler", "grid", "--seed", "1"]
+    args = [sys.executable, "-m", "opbench", "tune", op, *flags, *QUICK, *FAST_TRIALS, "--sampler", "grid"]
+    args += ["--seed", "1"]
     args += ["--trials", str(points + 10), "--heartbeat-s", "1", "--grace-s", "2", "--out", str(tmp_path)]
     log = tmp_path / "first-run.log"
     proc = subprocess.Popen(args, stdout=log.open("w"), stderr=subprocess.STDOUT)

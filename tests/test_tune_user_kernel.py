@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import import_or_skip, quick_sweep, run_cli
+from conftest import FAST_TRIALS, import_or_skip, quick_sweep, run_cli
 
 optuna = import_or_skip("optuna")
 
@@ -83,6 +83,7 @@ def test_a_users_kernel_is_tuned_through_its_crashes_hangs_and_wrong_answers(tmp
         "grid",
     ]
     args += ["--trials", "20", "--trial-timeout", "3", "--confirm-top", "1", "--confirm-rounds", "1"]
+    args += FAST_TRIALS
     env = {"OPBENCH_RECORDS_DIR": str(tmp_path / "records")}
     proc = run_cli([*args, "--out", str(out)], env=env)
     assert proc.returncode == 0, proc.stderr

@@ -63,7 +63,7 @@ Plan conv_plan(const py::array& x, const py::array& w, std::optional<py::array> 
     d["gemm_k"] = conv.gemm.k;
     d["path"] = conv.describe(dtype);
     d["conv_path"] = conv.choice_name();
-    if (conv.kernel == bf16_kernels(ks, conv.blocking).description) add_amx_layout(d, ks, conv.blocking);
+    if (conv.bf16_gemm()) add_amx_layout(d, ks, conv.blocking);  // the depthwise loops have no tile layout
     return d;
   };
   return plan;

@@ -164,6 +164,7 @@ def _config(
         isa=args.isa,
         objectives=objectives,
         trial_timeout_s=args.trial_timeout,
+        trial_time_s=args.trial_time_s or tuner.TRIAL_TIMER["max_time_s"],
         confirm_top=args.confirm_top,
         confirm_rounds=args.confirm_rounds,
         confirm_processes=confirm_processes(args),

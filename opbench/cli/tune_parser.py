@@ -113,6 +113,13 @@ def add_tune(sub: argparse._SubParsersAction[Parser]) -> None:
         help="a candidate silent for this long is killed and recorded as a timeout (default 60)",
     )
     t.add_argument(
+        "--trial-time-s",
+        type=at_most(60),
+        default=None,
+        help="sample each trial for at most this long (default 0.5, at most 60); shorter ranks the "
+        "candidates less precisely, and the confirmation re-measures the best with its own timer",
+    )
+    t.add_argument(
         "--confirm-top",
         type=at_most(100, positive_int),
         default=3,

@@ -29,6 +29,20 @@ TRIAL_TIMER = {
     "warmup_s": 0.02,
     "call_budget_s": 5.0,
 }
+
+
+def trial_timer(time_s: float) -> dict[str, float | int]:
+    """The trials' timer with a sampling cap of time_s seconds (tune --trial-time-s; TRIAL_TIMER at 0.5). A
+    shorter cap also shortens the warm-up and the shortest sample, so that a trial still takes several
+    samples within it."""
+    return {
+        **TRIAL_TIMER,
+        "max_time_s": time_s,
+        "min_sample_s": min(TRIAL_TIMER["min_sample_s"], time_s / 50),
+        "warmup_s": min(TRIAL_TIMER["warmup_s"], time_s / 10),
+    }
+
+
 CONFIRM_TIMER = {
     "min_sample_s": 0.01,
     "min_samples": 10,
@@ -55,6 +69,7 @@ class TuneConfig:
     isa: str | None = None
     objectives: tuple[str, ...] = ("gflops",)
     trial_timeout_s: float = 60.0
+    trial_time_s: float = TRIAL_TIMER["max_time_s"]  # each trial's sampling cap (trial_timer)
     confirm_top: int = 3
     confirm_rounds: int = 3
     # fresh worker processes the confirmation's rounds run in (round r in process r mod N), each with a
@@ -79,7 +94,7 @@ def worker_init(cfg: TuneConfig) -> WorkerInit:
         "dtype": cfg.dtype,
         "threads": cfg.threads,
         "seed": cfg.input_seed,
-        "timer": TRIAL_TIMER,
+        "timer": trial_timer(cfg.trial_time_s),
         "verify": True,
         "kernel": cfg.kernel.to_dict() if cfg.kernel is not None else None,
     }
