@@ -464,6 +464,31 @@ def test_a_member_not_confirmed_faster_than_the_default_falls_back_to_it(tmp_pat
             assert doc["members"][row["member"]] is None
 
 
+class TwinReplays(Replays):
+    """Every confirmation answer says it ran the same tiles: each member runs as the default does (its tiles
+    past the shape's dimensions clamped, confirmation.AS_DEFAULT), however much faster the table has it."""
+
+    def __call__(self, i: int, init: Any) -> ReplayRunner:
+        runner = super().__call__(i, init)
+        measure = runner.run
+
+        def run(asked: Any, timeout_s: float) -> Any:
+            answer = measure(asked, timeout_s)
+            if "timer" in asked and answer["status"] == "ok":
+                answer = {**answer, "tiles": {"tile_m": 2048, "tile_n": 256, "tile_k": 256}}
+            return answer
+
+        runner.run = run  # type: ignore[method-assign]
+        return runner
+
+
+def test_a_member_that_runs_as_the_default_is_never_confirmed_faster(tmp_path: Path) -> None:
+    doc = _portfolio(tmp_path, TwinReplays(tmp_path))
+    searched = [r for r in doc["shapes"] if not r["held_out"]]
+    assert searched and all(doc["members"][row["member"]] is None for row in searched)
+    assert all(row["confirmed"]["member_faster"] == 0.0 for row in searched if "confirmed" in row)
+
+
 def test_portfolios_of_another_k_share_the_shapes_studies(tmp_path: Path) -> None:
     """`--portfolio 1` then `--portfolio 3` over the same shapes: the second explores nothing again (the
     CLI names the shapes' studies without K); it measures only the cells its larger choice rests on."""

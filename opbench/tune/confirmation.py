@@ -151,6 +151,7 @@ def confirm_points(
     for r in rows:
         if r["name"] == "default":
             r["tiles"] = ran.get("default") or (base if cfg.kernel is not None else _model_tiles(cfg))
+    _mark_as_default(cfg, rows, ran)
     measured = [r for r in rows if "gflops" in r and r["name"] != "default"]
     default = next(r for r in rows if r["name"] == "default")
     best = max(measured, key=lambda r: r["gflops"]) if measured else None
@@ -158,6 +159,39 @@ def confirm_points(
     if best is not None and "gflops" in default:
         result["speedup"] = best["gflops"] / default["gflops"]
     return result
+
+
+# The ops whose kernels clamp each block to the dimension it blocks (csrc/gemm/blocked.cpp: mc = min(tile_m,
+# M), kc = min(tile_k, K); the recurrent layers' two products alike, to T*B rows, G*H columns and max(I, H)
+# deep, the dimensions their tile_names give): tiles past a dimension run as the whole of it.
+_CLAMPED = frozenset({"gemm", "rnn", "gru", "lstm"})
+AS_DEFAULT = "as_default"  # the flag of a candidate that runs as the default does
+
+
+def _effective(cfg: TuneConfig, tiles: Params) -> Params:
+    """The tiles as the kernel runs them: each of tile_m, tile_n and tile_k at most its dimension where the
+    op clamps it (tile_k 512 on a K = 256 product is one K block of 256); as given elsewhere."""
+    if cfg.op.key not in _CLAMPED:
+        return dict(tiles)
+    dims = cfg.op.tile_names(cfg.shape, cfg.isa, cfg.dtype)
+    out = dict(tiles)
+    for tile, dim in (("tile_m", "m"), ("tile_n", "n"), ("tile_k", "k")):
+        value = out.get(tile)
+        if isinstance(value, int) and dim in dims:
+            out[tile] = min(value, dims[dim])
+    return out
+
+
+def _mark_as_default(cfg: TuneConfig, rows: list[ConfirmationRow], ran: dict[str, Params]) -> None:
+    """Flag each measured candidate that ran with the default's own blocking (the model's tiles past a
+    dimension clamped as the kernel clamps them; every other field the same): it is the default measured
+    twice, and whatever it gains over it is noise (record_verdict saves no record for it)."""
+    if cfg.kernel is not None or "default" not in ran:
+        return  # a user kernel's points are its own; a default that never ran has no tiles to compare
+    default = _effective(cfg, ran["default"])
+    for r in rows:
+        if r["name"] != "default" and "gflops" in r and _effective(cfg, ran.get(r["name"], {})) == default:
+            r["flags"] = sorted({*r.get("flags", []), AS_DEFAULT})
 
 
 def confirmation_runners(cfg: TuneConfig, runner: Runner) -> list[Runner]:
@@ -189,6 +223,11 @@ def record_verdict(confirmation: Confirmation) -> str | None:
     base_name = confirmation.get("baseline_name") or "the cache-model default"
     if best is None:
         return "no candidate was confirmed"
+    if AS_DEFAULT in (best.get("flags") or []):
+        return (
+            f"the best tiling runs as {base_name} does: its blocks past the problem's dimensions are the "
+            "whole dimension, as the default's are, so it is the default measured twice"
+        )
     if "gflops_ci" not in default:
         return None  # the default failed: any confirmed tiling that works is better
     if best["gflops_ci"][0] > default["gflops_ci"][1]:

@@ -15,7 +15,7 @@ from opbench.texts import point_label
 from opbench.tiles import record_tiles
 from opbench.tune import portfolio as pf
 from opbench.tune.config import worker_init
-from opbench.tune.confirmation import confirm_points
+from opbench.tune.confirmation import AS_DEFAULT, confirm_points
 from opbench.tune.portfolio_search import (
     PortfolioConfig,
     RunnerFor,
@@ -202,8 +202,12 @@ def _confirm(s: Search, i: int, own: Params | None, member: Params | None) -> di
     medians.update({n: medians[distinct.get(key, "default")] for n, key in keys.items()})
     ci = {r["name"]: r.get("gflops_ci") for r in conf["rows"]}
     mine, base = ci.get(distinct.get(keys["portfolio"], "default")), ci.get("default")
-    # the member beats the default beyond both intervals (or the default failed and the member ran)
+    flags = {r["name"]: r.get("flags") or [] for r in conf["rows"]}
+    as_default = AS_DEFAULT in flags.get(distinct.get(keys["portfolio"], "default"), [])
+    # the member beats the default beyond both intervals (or the default failed and the member ran), and is
+    # not the default's own blocking under other tile values (confirmation.AS_DEFAULT)
     faster = mine is not None and (base is None or mine[0] > base[1]) and keys["portfolio"] != default_key
+    faster = faster and not as_default
     best = min(medians.values())
     out = {
         "own_speed": _ratio(best, medians["own"]),
