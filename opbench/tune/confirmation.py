@@ -168,13 +168,13 @@ _CLAMPED = frozenset({"gemm", "rnn", "gru", "lstm"})
 AS_DEFAULT = "as_default"  # the flag of a candidate that runs as the default does
 
 
-def _effective(cfg: TuneConfig, tiles: Params) -> Params:
-    """The tiles as the kernel runs them: each of tile_m, tile_n and tile_k at most its dimension where the
-    op clamps it (tile_k 512 on a K = 256 product is one K block of 256); as given elsewhere."""
-    if cfg.op.key not in _CLAMPED:
-        return dict(tiles)
-    dims = cfg.op.tile_names(cfg.shape, cfg.isa, cfg.dtype)
+def _effective(tiles: Params, dims: dict[str, int] | None) -> Params:
+    """The tiles as the kernel runs them: each of tile_m, tile_n and tile_k at most its dimension in `dims`
+    (the op's tile_names, where it clamps them: tile_k 512 on a K = 256 product is one K block of 256); as
+    given where dims is None."""
     out = dict(tiles)
+    if dims is None:
+        return out
     for tile, dim in (("tile_m", "m"), ("tile_n", "n"), ("tile_k", "k")):
         value = out.get(tile)
         if isinstance(value, int) and dim in dims:
@@ -188,9 +188,10 @@ def _mark_as_default(cfg: TuneConfig, rows: list[ConfirmationRow], ran: dict[str
     twice, and whatever it gains over it is noise (record_verdict saves no record for it)."""
     if cfg.kernel is not None or "default" not in ran:
         return  # a user kernel's points are its own; a default that never ran has no tiles to compare
-    default = _effective(cfg, ran["default"])
+    dims = cfg.op.tile_names(cfg.shape, cfg.isa, cfg.dtype) if cfg.op.key in _CLAMPED else None
+    default = _effective(ran["default"], dims)
     for r in rows:
-        if r["name"] != "default" and "gflops" in r and _effective(cfg, ran.get(r["name"], {})) == default:
+        if r["name"] != "default" and "gflops" in r and _effective(ran.get(r["name"], {}), dims) == default:
             r["flags"] = sorted({*r.get("flags", []), AS_DEFAULT})
 
 

@@ -201,13 +201,17 @@ def _confirm(s: Search, i: int, own: Params | None, member: Params | None) -> di
     medians = {r["name"]: r.get("median_s", pf.FAILED) for r in conf["rows"]}
     medians.update({n: medians[distinct.get(key, "default")] for n, key in keys.items()})
     ci = {r["name"]: r.get("gflops_ci") for r in conf["rows"]}
-    mine, base = ci.get(distinct.get(keys["portfolio"], "default")), ci.get("default")
-    flags = {r["name"]: r.get("flags") or [] for r in conf["rows"]}
-    as_default = AS_DEFAULT in flags.get(distinct.get(keys["portfolio"], "default"), [])
+    member_row = distinct.get(keys["portfolio"], "default")
+    mine, base = ci.get(member_row), ci.get("default")
+    as_default = any(AS_DEFAULT in (r.get("flags") or []) for r in conf["rows"] if r["name"] == member_row)
     # the member beats the default beyond both intervals (or the default failed and the member ran), and is
     # not the default's own blocking under other tile values (confirmation.AS_DEFAULT)
-    faster = mine is not None and (base is None or mine[0] > base[1]) and keys["portfolio"] != default_key
-    faster = faster and not as_default
+    faster = (
+        mine is not None
+        and (base is None or mine[0] > base[1])
+        and keys["portfolio"] != default_key
+        and not as_default
+    )
     best = min(medians.values())
     out = {
         "own_speed": _ratio(best, medians["own"]),
