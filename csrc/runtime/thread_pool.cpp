@@ -32,13 +32,25 @@ ThreadPool& ThreadPool::instance() {
 }
 
 ThreadPool::~ThreadPool() {
+  publish(nullptr, 0, true);
+  for (auto& t : workers_) t.join();
+}
+
+// Writes a job as a sequence lock's writer does (odd generation, the fields, the next even one), the last
+// step under mu_: a worker checks the generation under mu_ before it sleeps, so it either sees this job or
+// is asleep when notify_all() comes.
+void ThreadPool::publish(const std::function<void(int)>* job, int active, bool stop) {
+  const uint64_t gen = generation_.load(std::memory_order_relaxed);
+  generation_.store(gen + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  job_.store(job, std::memory_order_relaxed);
+  active_.store(active, std::memory_order_relaxed);
+  stop_.store(stop, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.store(gen + 2, std::memory_order_release);
   }
   cv_.notify_all();
-  for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::grow(int n_workers) {
@@ -82,23 +94,26 @@ void ThreadPool::place(int n_workers) {
 }
 
 void ThreadPool::worker_loop(int tid, uint64_t seen) {
+  // A job is waiting when the generation is even and not the last one this worker took.
+  auto fresh = [&](uint64_t gen) { return gen != seen && gen % 2 == 0; };
   for (;;) {
-    for (int i = 0; i < kIdleSpins && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 0; i < kIdleSpins && !fresh(gen); ++i) {
+      cpu_relax();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (!fresh(gen)) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      cv_.wait(lock, [&] { return fresh(gen = generation_.load(std::memory_order_acquire)); });
     }
-    const std::function<void(int)>* job;
-    int active;
-    bool stop;
-    {
-      // Generation and job are published together under mu_, so a worker runs each job at most once.
-      std::lock_guard<std::mutex> lock(mu_);
-      seen = generation_.load(std::memory_order_acquire);
-      job = job_;
-      active = active_;
-      stop = stop_;
-    }
+    const std::function<void(int)>* job = job_.load(std::memory_order_relaxed);
+    const int active = active_.load(std::memory_order_relaxed);
+    const bool stop = stop_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    // A newer job was being written while these were read: read that one. (A worker the job needs always
+    // reads its own: the next cannot be published before every one of its workers has finished.)
+    if (generation_.load(std::memory_order_relaxed) != gen) continue;
+    seen = gen;
     if (stop) return;
     if (tid < active && job != nullptr) {
       (*job)(tid);
@@ -115,14 +130,8 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
   std::lock_guard<std::mutex> run_lock(run_mu_);
   grow(n - 1);
   place(n - 1);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    active_ = n;
-    remaining_.store(n - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
-  }
-  cv_.notify_all();
+  remaining_.store(n - 1, std::memory_order_relaxed);
+  publish(&fn, n, false);
   fn(0);
   for (int spins = 0; remaining_.load(std::memory_order_acquire) != 0; ++spins) {
     if (spins < kSpinsBeforeYield) {
@@ -131,9 +140,6 @@ void ThreadPool::run(int n, const std::function<void(int)>& fn) {
       std::this_thread::yield();
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  job_ = nullptr;
-  active_ = 0;
 }
 
 void SpinBarrier::wait() {

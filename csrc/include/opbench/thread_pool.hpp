@@ -31,15 +31,20 @@ class ThreadPool {
   void place(int n_workers);
   void worker_loop(int tid, uint64_t seen);
 
+  void publish(const std::function<void(int)>* job, int active, bool stop);
+
   std::mutex run_mu_;  // one job at a time
-  std::mutex mu_;
+  std::mutex mu_;      // taken only to sleep, and by publish() to wake the sleepers
   std::condition_variable cv_;
   std::vector<std::thread> workers_;
+  // A sequence lock over the job: odd while publish() writes job_, active_ and stop_, even once they are a
+  // job's. A worker takes a job without a lock (with one mutex, the 15 workers of a 16-thread job queued on
+  // it at every start), and reads it again when the generation moved while it read.
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> remaining_{0};
-  int active_ = 0;
-  const std::function<void(int)>* job_ = nullptr;
-  bool stop_ = false;
+  std::atomic<int> active_{0};
+  std::atomic<const std::function<void(int)>*> job_{nullptr};
+  std::atomic<bool> stop_{false};
   int placed_for_cpu_ = -1;  // the caller's CPU the workers were placed around (place())
   int placed_workers_ = 0;
 };
