@@ -20,6 +20,11 @@ Suites:
 - resnet50: the distinct convolutions of ResNet-50 (v1.5: stride 2 in the 3x3s), batch 2;
 - depthwise: MobileNet-v2's depthwise 3x3 convolutions (32-960 channels, planes 112-7), batch 2;
 - lstm: one-layer LSTMs of 25-50 steps, hidden 256-1024, batch 1-64 (the fp32 benchmark's and batch 1).
+
+--variant LABEL:KEY=VALUE,... (repeatable) times our kernel again with those tiles beside the default, as
+side "ours LABEL": the ISA, tile sizes, the path thresholds or an AMX layout, for instance
+`--variant 1x4:isa=amx,amx_rows=1,amx_cols=4`, or its own thread count (`--variant t4:threads=4`: ours on
+4 threads, the peers on --threads). Its ratio to the best peer is printed after the peers.
 """
 
 from __future__ import annotations
@@ -102,6 +107,20 @@ def unit_ratio(threads: int, rounds: int = 5) -> str:
     return f"bf16 unit ({kernel}) / fp32 FMA loop: {median:.2f}x (median of {rounds}, interleaved)"
 
 
+def _variant(text: str) -> tuple[str, dict[str, Any]]:
+    """ "LABEL:key=value,..." as (label, cpp params); a value is an int where it reads as one."""
+    label, sep, fields = text.partition(":")
+    if not sep or not label:
+        raise argparse.ArgumentTypeError(f"--variant {text!r}: expected LABEL:KEY=VALUE,...")
+    params: dict[str, Any] = {}
+    for field in filter(None, fields.split(",")):
+        key, eq, value = field.partition("=")
+        if not eq:
+            raise argparse.ArgumentTypeError(f"--variant {text!r}: {field!r} is not KEY=VALUE")
+        params[key] = int(value) if value.lstrip("-").isdigit() else value
+    return label, params
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
@@ -109,6 +128,7 @@ def main() -> int:
     p.add_argument("--suites", default=",".join(SUITES), help=f"any of {', '.join(SUITES)}")
     p.add_argument("--peers", default=",".join(PEERS), help="peers to try (numpy too if named)")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--variant", type=_variant, action="append", default=[], help="LABEL:KEY=VALUE,...")
     args = p.parse_args()
     suites = [s.strip() for s in args.suites.split(",") if s.strip()]
     for s in suites:
@@ -147,6 +167,7 @@ def main() -> int:
         op, shapes = SUITES[suite]
         for shape in shapes:
             variants = {"ours": ("cpp", {}), **{n: (n, {}) for n in peers_of[op]}}
+            variants |= {f"ours {label}": ("cpp", params) for label, params in args.variant}
             r = measure_variants(op, shape, "bf16", threads, args.rounds, timer, variants)
             ours = r["ours"]["gflops"]
             theirs = {n: r[n]["gflops"] for n in peers_of[op] if r[n]["ok"]}
@@ -164,6 +185,11 @@ def main() -> int:
             flags = "" if row["ok"] else "  (ours: verification FAILED)"
             flags += "".join(f"  ({n}: wrong answer)" for n in peers_of[op] if not r[n]["ok"])
             every = " ".join(f"{n} {v:.0f}" for n, v in row["peers"].items())
+            for label, _ in args.variant:
+                side = r[f"ours {label}"]
+                mine = side["gflops"] / theirs[best] if best else float("nan")
+                every += f"  {label} {side['gflops']:.0f} ({mine:.2f})" + ("" if side["ok"] else " FAILED")
+                row["ok"] = row["ok"] and side["ok"]
             print(
                 f"{row['shape']:>26} {ours:9.0f} {100 * ours / the_peak.gflops:4.0f}% {best_text:>20} "
                 f"{best_util} "

@@ -26,15 +26,18 @@ def measure_variants(
 ) -> dict[str, dict[str, Any]]:
     """variants: label -> (backend name, params). Each is verified against float64 and timed in every
     round, one after the other; returns label -> {'gflops': median over rounds, 'ok': verified,
-    'max_rel_err': largest error vs float64 relative to the largest |reference|, 'details'}."""
+    'max_rel_err': largest error vs float64 relative to the largest |reference|, 'details'}. A variant's
+    params may name its own "threads" (then its backend runs on that many, the others on `threads`)."""
     keep_freed_memory()  # as a sweep does (runs.py): a per-call output pays malloc, not fresh pages
     op = get_op(op_name)
     inputs = op.make_inputs(shape, dtype, seed=0)
     ref = op.reference(shape, inputs)
     sides: dict[str, Any] = {}
-    for label, (name, params) in variants.items():
+    for label, (name, given) in variants.items():
+        params = {k: v for k, v in given.items() if k != "threads"}
+        own_threads = int(given.get("threads", threads))
         backend = make_backend(name)
-        backend.setup(threads, "cpu")
+        backend.setup(own_threads, "cpu")
         prepared = backend.prepare(op_name, shape, inputs, params)
         # A case may say how it accumulates (opbench's fp16 accumulation names its block size).
         acc = prepared.details.get("accumulate") or backend.accumulation(op_name, dtype)
@@ -45,10 +48,11 @@ def measure_variants(
             "max_rel_err": checked.get("max_rel_err"),
             "medians": [],
             "backend": backend,
+            "threads": own_threads,
         }
     for _ in range(rounds):
         for side in sides.values():
-            side["backend"].setup(threads, "cpu")  # another side may have changed torch's threads
+            side["backend"].setup(side["threads"], "cpu")  # another side may have changed torch's threads
             wait_until_quiet()
             side["medians"].append(timer.measure(side["prepared"].run).median_s)
     flops = op.flops(shape)
