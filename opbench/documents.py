@@ -134,6 +134,7 @@ class PlanTiles(RegisterAndTiles, total=False):
     gemm_m: int
     gemm_n: int
     gemm_k: int
+    step_threads: int  # a recurrent layer's threads for each step's product and cells (rnn_step_threads)
 
 
 class CpuFeatures(CpuInfo):

@@ -88,6 +88,39 @@ def test_recurrence_thread_splits(
     assert op.check(shape, out, inp, op.reference(shape, inp), dtype, "fp32")["ok"]
 
 
+# Each step runs on as many threads as it has half-MFLOPs of product (rnn_step_threads), so the shapes above
+# take one thread a step. These are the smallest of each cell whose steps take 5 threads, split by batch rows
+# (B = 7), and at least 3, split by 64-unit column blocks with a ragged last one (B = 2): step FLOPs
+# 2 B gates H^2.
+STEP_SPLITS = {
+    "lstm": [(3, 7, 5, 230), (2, 2, 3, 330)],
+    "gru": [(3, 7, 5, 260), (2, 2, 3, 370)],
+    "rnn_tanh": [(3, 7, 5, 450), (2, 2, 3, 650)],
+}
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("threads", [2, 3, 5])
+@pytest.mark.parametrize("split", ["rows", "columns"])
+@pytest.mark.parametrize("cell", sorted(STEP_SPLITS))
+def test_threaded_steps_split_rows_and_columns(dtype: str, threads: int, split: str, cell: str) -> None:
+    dims = STEP_SPLITS[cell][split == "columns"]
+    op, shape = op_and_shape(cell, dims)
+    inp = op.make_inputs(shape, dtype, seed=12)
+    plan = op.plan(shape, inp, Tiles.of({}, threads))
+    # (more where W_hh would not fit in a quarter of each thread's L2: the cache bound)
+    assert min(threads, 5 if split == "rows" else 3) <= plan.tiles()["step_threads"] <= threads
+    assert op.check(shape, plan.output(), inp, op.reference(shape, inp), dtype, "fp32")["ok"]
+
+
+@pytest.mark.parametrize("cell", ["lstm", "rnn_tanh"])
+def test_a_small_step_runs_on_one_thread(cell: str) -> None:
+    # 2 x 1 x 4 x 64 x 64 = 32 KFLOP a step (the LSTM): 4 more threads woken twice a step cost more than that.
+    op, shape = op_and_shape(cell, (4, 1, 8, 64))
+    plan = op.plan(shape, op.make_inputs(shape, "fp32", seed=0), Tiles.of({}, 5))
+    assert plan.tiles()["step_threads"] == 1
+
+
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("dims", SHAPES[:5], ids=lambda d: "T{}B{}I{}H{}".format(*d))
 def test_reference_agrees_with_torch_in_float64(cell: str, dims: tuple[int, int, int, int]) -> None:

@@ -105,12 +105,19 @@ Plan rnn_plan(const std::string& cell, const py::array& x, const py::array& w_ih
   GemmProblem projection;  // x's projection, T x B rows: the product the tiles describe
   projection.in_dtype = p.dtype;
   projection.m = T * B;
-  plan.tiles = [&ks, bf16_in, blk, projection] {
-    if (!bf16_in) return tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
-    if (bf16_on_fp32(ks, projection)) return tile_dict(ks.isa, ks.gemm.bf16_widened, ks.mr, ks.nr, blk);
-    const Bf16Kernels& bk = bf16_kernels(ks, blk);
-    py::dict d = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
-    add_amx_layout(d, ks, blk);
+  const int step_threads = rnn_step_threads(ks, p, blk, static_cast<int>(threads));
+  plan.tiles = [&ks, bf16_in, blk, projection, step_threads] {
+    py::dict d;
+    if (!bf16_in) {
+      d = tile_dict(ks.isa, ks.description, ks.mr, ks.nr, blk);
+    } else if (bf16_on_fp32(ks, projection)) {
+      d = tile_dict(ks.isa, ks.gemm.bf16_widened, ks.mr, ks.nr, blk);
+    } else {
+      const Bf16Kernels& bk = bf16_kernels(ks, blk);
+      d = tile_dict(ks.isa, bk.description, bk.mr, bk.nr, blk);
+      add_amx_layout(d, ks, blk);
+    }
+    d["step_threads"] = step_threads;
     return d;
   };
   return plan;

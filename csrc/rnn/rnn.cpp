@@ -6,6 +6,7 @@
 
 #include "opbench/aligned.hpp"
 #include "opbench/bf16.hpp"
+#include "opbench/cpu.hpp"
 #include "opbench/fp16.hpp"
 #include "opbench/limits.hpp"
 #include "opbench/thread_pool.hpp"
@@ -31,7 +32,31 @@ GemmProblem gates_product(Dtype dtype, const void* a, const void* w, float* z, i
   return gemm_product(dtype, Dtype::f32, a, k, false, w, k, true, z, g, m, g, k, true);
 }
 
+// Each step's threads meet twice (after the product, after the cells), and the product of a small batch is
+// a few MFLOP: woken threads with too little work each cost more than they do. On the device machine's host
+// (Emerald Rapids, 16 vCPUs; 2026-11-29), bf16 on AMX and fp32 on AVX-512, ten LSTMs of batch 1-64 and hidden
+// 256-1024 with every step on 1, 2, 4, 8 or 16 threads interleaved: all 16 were best from 8.4 MFLOP a step
+// (2 * B * 4H * H), and 8 at 4.2 (T50 B8 H256: bf16 338 GFLOPS on 8, 159 on 16; fp32 415 and 188). Half a
+// MFLOP a thread puts each of them on the threads that were best or within 0.82 of them, except batch 1 at
+// hidden 512 (2.1 MFLOP), where 8 threads beat 4 by 1.4x (bf16) and 1.6x (fp32). The second bound, W_hh in
+// a quarter of each L2, puts fp32's 4 MiB of it on 8 threads there; bf16's 2 MiB stays on 4.
+constexpr int64_t kStepFlopsPerThread = int64_t{1} << 19;
+
+int64_t packed_bytes(const KernelSet& ks, const GemmProblem& rec, const Blocking& blk) {
+  if (gemm_packs_b(ks, rec)) return packed_b_bytes(ks, rec, blk);
+  return rec.n * rec.k * (rec.in_dtype == Dtype::f32 ? 4 : 2);
+}
+
 }  // namespace
+
+int rnn_step_threads(const KernelSet& ks, const RnnProblem& p, const Blocking& blk, int threads) {
+  const int64_t G = rnn_gates(p.mode) * p.hidden;
+  const GemmProblem rec = gates_product(p.dtype, nullptr, p.w_hh, nullptr, p.batch, p.hidden, G);
+  const int64_t work = 2 * p.batch * G * p.hidden / kStepFlopsPerThread;
+  const int64_t share = std::max<int64_t>(1, cpu_info().l2.size_bytes / 4);
+  const int64_t cache = (packed_bytes(ks, rec, blk) + share - 1) / share;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, std::max(work, cache))));
+}
 
 int rnn_gates(RnnMode mode) {
   switch (mode) {
@@ -109,10 +134,13 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
   }
   float* gh = gru ? static_cast<float*>(gh_buffer.reserve(static_cast<size_t>(B * G) * sizeof(float))) : nullptr;
 
-  // Units are split between threads by rows when there are enough rows, else by 64-wide column blocks.
+  // Each step runs on step_threads; its units are split between them by rows when there are enough rows,
+  // else by 64-wide column blocks.
+  const int step_threads = rnn_step_threads(ks, p, blk, threads);
   const int64_t col_blocks = (H + 63) / 64;
-  const bool by_rows = B >= threads;
-  const int cell_threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, by_rows ? B : col_blocks)));
+  const bool by_rows = B >= step_threads;
+  const int cell_threads =
+      static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(step_threads, by_rows ? B : col_blocks)));
 
   // The recurrent product h_{t-1} * W_hh^T multiplies by the same W_hh at every step: pack it once per call
   // (fp16 widened on the way, bf16 in pairs) instead of once per step.
@@ -129,7 +157,7 @@ void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p
     float* z = gates + t * B * G;
     rec.a = h_prev;
     rec.c = gru ? gh : z;
-    gemm(ks, rec, blk, threads);
+    gemm(ks, rec, blk, step_threads);
 
     char* y_t = static_cast<char*>(p.y) + t * B * H * elem;
     ThreadPool::instance().run(cell_threads, [&](int tid) {

@@ -75,6 +75,7 @@ class _CppCase(Prepared):
             "tiles": {t: given[t] or info[t] for t in TILES},
             "tiles_effective": used,
             **({"path": info["path"]} if "path" in info else {}),
+            **({"step_threads": info["step_threads"]} if "step_threads" in info else {}),
             "tiles_source": params.get("tiles_note") or ("given" if any(given.values()) else "cache model"),
         }
 

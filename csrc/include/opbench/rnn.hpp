@@ -51,6 +51,11 @@ RnnSavedSizes rnn_saved_floats(const RnnProblem& p);
 // n gate multiplies it (plus b_hn) by r.
 void rnn_forward(const KernelSet& ks, const RnnKernels& rnn, const RnnProblem& p, const Blocking& blk, int threads);
 
+// The threads of each step's recurrent product and cell (the input projection runs on all `threads`): enough
+// that each thread multiplies at least kStepFlopsPerThread a step, and that each thread's share of W_hh, read
+// at every step, fits in a quarter of its L2; at most `threads`.
+int rnn_step_threads(const KernelSet& ks, const RnnProblem& p, const Blocking& blk, int threads);
+
 // An upper bound of the bytes rnn_forward() allocates as workspace (overflow-checked; std::invalid_argument
 // when a size does not fit in 64 bits).
 int64_t rnn_workspace_bytes(const KernelSet& ks, const RnnProblem& p, const Blocking& blk, int threads);
