@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from opbench.documents import CpuInfo, KernelInfo, PlanTiles
 from opbench.dtypes import Array
+from opbench.kernel_documents import CpuInfo, KernelInfo, PlanTiles
 
 class Plan:
     """One prepared call of a kernel (csrc/bindings/module.cpp, struct Plan)."""

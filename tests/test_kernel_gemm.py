@@ -221,6 +221,42 @@ def test_repeated_calls_with_varying_threads_never_hang() -> None:
         assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5)
 
 
+# Three Python threads (each GEMM releases the GIL) start parallel jobs of 2-6 threads back to back, so the
+# pool's workers keep meeting jobs published while they read another one (its sequence lock) and jobs that
+# need fewer of them than the last. A process of its own: a hang is a timeout, not a stuck suite.
+POOL_STRESS = """
+import sys, threading
+import numpy as np
+from opbench import kernels
+from opbench.tiles import Tiles
+
+wrong = []
+def caller(seed):
+    rng = np.random.default_rng(seed)
+    for i in range(int(sys.argv[1])):
+        m, n, k = 8 + i % 29, 16 + (i * 7) % 61, 4 + (i * 3) % 23
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        c = kernels.gemm(a, b, tiles=Tiles(threads=2 + (i + seed) % 5, m=8, n=16, parallel_flops=0))
+        if not np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-5):
+            wrong.append((seed, i))
+callers = [threading.Thread(target=caller, args=(seed,)) for seed in range(3)]
+for t in callers:
+    t.start()
+for t in callers:
+    t.join()
+print("wrong", wrong)
+"""
+
+
+def test_the_pool_under_back_to_back_jobs_of_every_width() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", POOL_STRESS, "600"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "wrong []"
+
+
 def test_a_default_build_ignores_the_fault_switch() -> None:
     if kernels.fault_injection():
         pytest.skip("a test build: the switch is live here (tests/test_tune.py uses it)")

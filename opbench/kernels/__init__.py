@@ -9,8 +9,8 @@ import os
 
 import numpy as np
 
-from opbench.documents import CpuFeatures, CpuInfo, KernelInfo
 from opbench.dtypes import Array
+from opbench.kernel_documents import CpuFeatures, CpuInfo, KernelInfo
 from opbench.kernels._args import (
     MAX_CONV_PARAM,
     MAX_THREADS,

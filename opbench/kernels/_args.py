@@ -10,8 +10,8 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
-from opbench.documents import PlanTiles
 from opbench.dtypes import Array
+from opbench.kernel_documents import PlanTiles
 from opbench.kernels._native import core as _core
 from opbench.tiles import AMX_KEYS, Tiles
 
