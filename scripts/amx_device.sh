@@ -6,8 +6,8 @@
 # bf16 beside torch's with our thread count and one-row layouts varied (benchmarks/bf16.py --variant); the
 # LSTM's per-step products alone; then `opbench peak` and `opbench sweep gemm` on the GPU where there is one.
 # Every step has its own time limit and log under OUT (at most 8 files come back from a device run: 7 logs
-# and the sweep's results as one archive), and one step failing does not stop the next. About 6 minutes
-# on 16 vCPUs.
+# and the sweep's results as one archive), and one step failing does not stop the next. 243 s on the
+# device host's 16 vCPUs (2026-11-29), plus about 35 s to start the machine.
 #
 #     bash scripts/amx_device.sh [OUT]            # OUT: default $OUT (the device's), else ./amx-out
 #
