@@ -358,12 +358,16 @@ void gemm_unpacked_b(const KernelSet& ks_main, const GemmProblem& p, const Block
   // has at least kCopyTiles tiles of rows to read it: the rows kernel's unaligned loads split lines there,
   // and the aligning head panel (below) adds a narrow panel to every few. On the 2-vCPU Xeon EMR, one
   // thread, B 16 bytes past a line / on a line: 96^3 96 / 133 GFLOPS, 128^3 107 / 133, 64x256x256 125 /
-  // 146, 128x1000x2048 97 / 122 (torch 150-168).
+  // 146, 128x1000x2048 97 / 122 (torch 150-168). On Zen 4's AVX-512 tile only while a thread's share of B
+  // fits in half of L2 (split_loads_pack_max_l2, [Z7]): past it the copy lost to the rows read in place.
   // fp16 B is widened the same way, a micro-panel at a time into L1: widened a K block at a time into a
   // row-major fp32 block (K block x the thread's columns: 8 MiB at 1024 x 2048) it came from memory
   // (16-64 x 1024-4096 x 1024 ran at 0.46-0.60x torch's fp16 on one Xeon EMR core).
+  const double pack_max_l2 = microarch().split_loads_pack_max_l2;
   const bool pack_panels =
-      f16_in || (microarch().split_loads_costly && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR);
+      f16_in || (microarch().split_loads_costly && !b_rows_aligned(p) && most_rows >= kCopyTiles * MR &&
+                 (pack_max_l2 <= 0 || static_cast<double>(p.k * most_cols) * sizeof(float) <=
+                                          pack_max_l2 * static_cast<double>(cpu_info().l2.size_bytes)));
   const bool pack_groups = packs_b_groups(ks, p, most_rows);
   // Where the kernel set reads fp32 A in place (f32_a_in_place) and a thread has at least kCopyTiles tiles of
   // rows, it packs all its panels of a K block first, while they fit in half of L2, and then reads each tile

@@ -75,6 +75,14 @@
 //       each row) 0.80-0.85, 0.89-0.92, 0.94-0.99, 0.76-0.78, 0.84-0.86, 0.83-0.90, 0.97-1.01. Rows of 4 KiB
 //       lost (16x1024x4096 1.07-1.13 at 64 rows), 8 KiB were level (16x2048x2048 1.00-1.06 on one core),
 //       so a thread's share of a row must be 8 KiB. Every other row keeps few_tiles_kc (not measured there).
+//  [Z7] split_loads_pack_max_l2: Zen 4 with AVX-512 shown (the 14x32 tile; 2-vCPU EPYC family 0x19 model
+//       0x11, L2 1 MiB), 2026-11-30, one build with each row (benchmarks/ab_builds.py --old installed
+//       --old-env OPBENCH_MICROARCH="Zen 5" --b-offset 16), 9 rounds, Zen 4's per-panel copy against Zen 5's
+//       rows read in place, one core / two: 96^3 0.79 / 0.70, 128^3 0.82 / 0.72, 64x256x256 0.95 / 0.84,
+//       128x512x512 1.00 / 0.92; but with a thread's share of B past half of L2 64x1024x512 1.10 / 1.06,
+//       64x1024x1024 1.13 / 1.08, 64x4096x1024 1.22 / 1.21, 128x1000x2048 1.11 / 1.09, 128x4096x1024 1.10 /
+//       1.07. Copying only up to half of L2: those 0.98-1.01, the small ones as before. (The AVX2 tile packs
+//       in groups on this row, b_group_rows, and is not limited.)
 #include "opbench/microarch.hpp"
 
 #include <algorithm>
@@ -85,17 +93,18 @@ namespace opbench {
 
 namespace {
 
-constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0, 8, 0, 0, 0, false, 20.0, true, 0};  // [Z1, Z4, Z6]
-constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 32, 8, 64 << 20, 16,
+constexpr MicroArchChoices kZen5{"Zen 5", "Zen 5", true, false, 0.0, 0, 8, 0, 0, 0, false, 20.0, true,
+                                 0};  // [Z1, Z4, Z6]
+constexpr MicroArchChoices kEmerald{"Emerald Rapids", "Emerald Rapids", false, true, 0.0, 32, 8, 64 << 20, 16,
                                     1024, true, 20.0, true, 0};  // [E1-E8, Z4, Z6]
 
 // Zen 5's choices for the other AMD cores and for vendors with no row; Emerald Rapids' for the other
 // Intel cores (not measured there).
 constexpr MicroArchChoices taking(const char* name, const MicroArchChoices& from) {
-  return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly, from.aliased_rows,
-          from.stream_m, from.l3_counted_bytes, from.packed_ahead_steps, from.f32_a_in_place_max_k,
-          from.bf16_on_fp32_units, from.strided_gather_cost, from.rows_of_b_prefetch,
-          from.few_tiles_stream_row_bytes};
+  return {name,           from.measured, from.stream_prefetch_nta, from.split_loads_costly,
+          from.split_loads_pack_max_l2, from.aliased_rows, from.stream_m, from.l3_counted_bytes,
+          from.packed_ahead_steps, from.f32_a_in_place_max_k, from.bf16_on_fp32_units, from.strided_gather_cost,
+          from.rows_of_b_prefetch, from.few_tiles_stream_row_bytes};
 }
 // Zen 4 ([Z2]) and Zen 3 ([Z3]) measured their own split-load choice and take Zen 5's for the rest.
 constexpr MicroArchChoices with_split_loads_costly(const char* name) {
@@ -104,7 +113,12 @@ constexpr MicroArchChoices with_split_loads_costly(const char* name) {
   row.split_loads_costly = true;
   return row;
 }
-constexpr MicroArchChoices kZen4 = with_split_loads_costly("Zen 4");
+constexpr MicroArchChoices zen4() {
+  MicroArchChoices row = with_split_loads_costly("Zen 4");
+  row.split_loads_pack_max_l2 = 0.5;  // [Z7]
+  return row;
+}
+constexpr MicroArchChoices kZen4 = zen4();
 constexpr MicroArchChoices zen3() {
   MicroArchChoices row = with_split_loads_costly("Zen 3");
   row.strided_gather_cost = 4.0;          // [Z4]

@@ -18,8 +18,10 @@ struct MicroArchChoices {
   // prefetcht0 (thin.hpp).
   bool stream_prefetch_nta;
   // Vector loads that split a cache line cost enough that the unpacked-B path packs a misaligned B per
-  // micro-panel first (small.cpp).
+  // micro-panel first (small.cpp) ...
   bool split_loads_costly;
+  // ... where a thread's share of B (K x its columns) is at most this fraction of L2 (0: at any size).
+  double split_loads_pack_max_l2;
   // A B read in place whose rows are a multiple of 4 KiB apart: the most rows of A for it (0: the cache
   // model's limit for any B, Blocking::unpacked_rows).
   int64_t aliased_rows;
