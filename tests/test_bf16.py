@@ -5,6 +5,7 @@ through a sweep."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -81,6 +82,45 @@ def test_bf16_k_past_1024_runs_in_equal_blocks_with_a_in_place(isa: str, k: int)
         want = 4096 if given else -(-k // blocks) + (-(-k // blocks)) % 2
         assert tiles["tile_k"] == want, tiles
         assert ("A read in place" in tiles["path"]) == (not given or k <= 1024), tiles["path"]
+
+
+def _rows_alias_in_l1(row_bytes: int, rows: int) -> bool:
+    """Whether `rows` rows `row_bytes` apart, one line of each, need more ways of one L1 set than it has less
+    one (blocked.cpp's a_rows_alias_in_l1), from the caches the kernels found."""
+    l1 = kernels.cpu_info()["caches"]["l1d"]
+    span = l1["sets"] * l1["line_bytes"]
+    sets_reached = span // max(math.gcd(row_bytes, span), l1["line_bytes"])
+    return -(-rows // sets_reached) > l1["ways"] - 1
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("k", [1024, 2048, 4096])
+def test_bf16_a_whose_rows_alias_in_l1_is_packed(isa: str, k: int) -> None:
+    """A read in place is a register tile's rows at once. Where A's rows are a multiple of an L1 way (4 KiB on
+    64 sets of 64-byte lines) apart, those rows all fall in one set, more than it has ways, and every step
+    missed L1 (2048^3 at 0.46 of A packed on a Zen 4 guest): such an A is packed, in the model's one K block,
+    not cut for the in-place kernel (blocked.cpp, a_rows_alias_in_l1). The same A as a view of rows 64 bytes
+    further apart is read in place in K blocks of at most 1024. Exact on ternary entries, 1-3 threads."""
+    info = kernels.default_tiles(isa)["bf16"]
+    if info["isa"] != "avx512bf16":
+        pytest.skip(f"{isa}: its bf16 kernel does not read A in place by K blocks ({info['isa']})")
+    rng = np.random.default_rng(k)
+    a, b = _ternary(rng, (29, k)), _ternary(rng, (k, 67))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    wider = np.zeros((29, k + 32), BF16)
+    wider[:, :k] = a
+    for view, lda in ((a, k), (wider[:, :k], k + 32)):
+        aliased = _rows_alias_in_l1(lda * 2, info["mr"])
+        for threads in (1, 3):
+            plan = kernels.prepare_gemm(view, b, tiles=Tiles(isa=isa, threads=threads))
+            np.testing.assert_array_equal(plan.output().astype(np.float64), exact)
+            tiles = plan.tiles()
+            assert ("A read in place" in tiles["path"]) == (not aliased), (lda, tiles["path"])
+            cut = not aliased and k > 1024  # (the model's block, 4096, otherwise)
+            assert tiles["tile_k"] == (-(-k // -(-k // 1024)) if cut else 4096), (lda, tiles)
+    assert not _rows_alias_in_l1((k + 32) * 2, info["mr"])  # the view is always read in place
+    if kernels.cpu_info()["caches"]["l1d"]["ways"] <= info["mr"]:  # 8-16 ways: 14 rows 4 KiB apart alias
+        assert _rows_alias_in_l1(k * 2, info["mr"]) == (k >= 2048)
 
 
 @pytest.mark.parametrize("isa", ISAS)

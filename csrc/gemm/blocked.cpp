@@ -1,6 +1,7 @@
 // The BLIS five-loop GEMM over a kernel set: jc (nc) -> pc (kc, pack B) -> ic (mc, pack A) -> jr (NR) ->
 // ir (MR) -> micro-kernel. Threads split the rows and the NR-panels of each B panel between them.
 #include <algorithm>
+#include <numeric>
 #include <type_traits>
 #include <cstring>
 #include <stdexcept>
@@ -233,9 +234,24 @@ namespace {
 // only while the column panels were the outer loop (2048x256x2048 0.59x then); with the row tiles outside,
 // and the kernel rounding bf16 output itself, N no longer matters (384x384x64 1.19x, 8192x1024x128 1.28x,
 // 1000^3 1.04x, 2048x256x2048 1.01x, 31x997x61 1.20x).
+// ... and not where A's rows alias in L1: `rows` rows `row_bytes` apart, each at its current line, fall in
+// fewer sets than they need ways (a stride of 4 KiB or a multiple puts all 14 in one set of an 8- or 12-way
+// L1), and every step of the kernel missed L1. On the 2-vCPU Zen 4 guest (AVX512-BF16, L1d 32 KiB 8-way), two
+// threads, A read in place with K blocks of 1024 / the same A with rows 64 bytes further apart / A packed
+// in one K block (the build before this rule), GFLOPS: 128x1000x2048 165 / 334 / 267, 1024x1024x2048 190 /
+// 306, 2048^3 187 / 289 / 405, 16x1024x4096 136 / 166 / 202.
+bool a_rows_alias_in_l1(int64_t row_bytes, int64_t rows) {
+  const CacheLevel& l1 = cpu_info().l1d;
+  const int64_t span = l1.sets * l1.line_bytes;  // the bytes one way of L1 holds
+  if (span <= 0 || l1.ways <= 1 || row_bytes <= 0) return false;
+  const int64_t sets_reached = span / std::max<int64_t>(std::gcd(row_bytes, span), l1.line_bytes);
+  return ceil_div(rows, sets_reached) > l1.ways - 1;  // (a way left for B's panel and C)
+}
+
 constexpr int64_t kBf16InPlaceMaxK = 1024;
-bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk) {
-  return !p.trans_a && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK;
+bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk, int64_t mr) {
+  return !p.trans_a && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK &&
+         !a_rows_alias_in_l1(p.lda * int64_t(sizeof(uint16_t)), mr);
 }
 
 // A K block the model sized (bf16: twice the fp32 model's kc, 4096 on Zen and Intel) is cut, past
@@ -246,7 +262,7 @@ bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk) {
 // 0.94-1.01, the strided ones 0.87-0.92 / 0.89-0.99; BERT's K 3072 and 2048^3 within 2% either way.
 Blocking bf16_k_blocks(const Bf16Kernels& k, const GemmProblem& p, Blocking blk) {
   if (blk.kc_from_model && k.kc == 0 && k.ukernel_a != nullptr && k.a_in_place_max_n == 0 && !p.trans_a &&
-      std::min(blk.kc, p.k) > kBf16InPlaceMaxK) {
+      std::min(blk.kc, p.k) > kBf16InPlaceMaxK && !a_rows_alias_in_l1(p.lda * int64_t(sizeof(uint16_t)), k.mr)) {
     blk.kc = round_up(ceil_div(p.k, ceil_div(p.k, kBf16InPlaceMaxK)), 2);
   }
   return blk;
@@ -331,7 +347,7 @@ struct HalvesTile {
   bool a_in_place(const GemmProblem& p, const Blocking& blk) const {
     if constexpr (std::is_same_v<Kernels, Bf16Kernels>) {
       if (k.ukernel_a == nullptr || p.trans_a) return false;
-      return k.a_in_place_max_n > 0 ? p.n <= k.a_in_place_max_n : a_in_place_bf16(p, blk);
+      return k.a_in_place_max_n > 0 ? p.n <= k.a_in_place_max_n : a_in_place_bf16(p, blk, k.mr);
     } else {
       return false;
     }
