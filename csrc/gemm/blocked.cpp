@@ -441,7 +441,10 @@ void pack_b_whole(const Tile& tile, const GemmProblem& p, const Blocking& blk, t
   });
 }
 
-constexpr int64_t kPackRows = 8;  // even: a chunk of B's rows starts on a pair
+// Rows of B a thread packs at a time across its micro-panels (below): even, so that a chunk starts on a pair;
+// the fewer for a B past half of L2.
+constexpr int64_t kPackRows = 8;
+constexpr int64_t kPackRowsInL2 = 64;
 
 // The blocked loops over one register tile (see the file comment). `ks` rounds fp16 and bf16 output.
 template <class Tile>
@@ -504,9 +507,14 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           // (a page per row per panel; 4096^3 on 2 Zen 5 cores: 454 -> 469 GFLOPS, 4, 16 and 64 rows
           // alike). 8 rows, not 64, against a B from memory on the Zen 3 guest (builds interleaved, B on a
           // line / 16 bytes past one, new / old time, one core and two): 256x8192x2048 0.91-0.97,
-          // 192-256 x 4096 x 4096 0.96-1.00, 256x4096x1024 0.95-0.97, 1024x4096x1024 0.99. B^T is read along
-          // k anyway.
-          const int64_t rows_step = p.trans_b ? kb : kPackRows;
+          // 192-256 x 4096 x 4096 0.96-1.00, 256x4096x1024 0.95-0.97, 1024x4096x1024 0.99 (and on the Zen 4
+          // guest, B from L3, 64 rows took 1.01-1.03x the time at 448x1024x1024, 1024^3 and 512x2048x1024).
+          // But a B within half of L2 packed 8 rows at a time paid a call per chunk and panel: on one Zen 4
+          // core (bf16, AVX512-BF16) 1.11x the time at 64^3, 1.05x at 96^3, 1.02-1.03x at 128^3-192^3; it
+          // takes 64. B^T is read along k anyway.
+          const int64_t source_bytes = p.k * p.n * (p.in_dtype == Dtype::f32 ? 4 : 2);
+          const int64_t chunk = source_bytes <= cpu_info().l2.size_bytes / 2 ? kPackRowsInL2 : kPackRows;
+          const int64_t rows_step = p.trans_b ? kb : chunk;
           for (int64_t r0 = 0; r0 < kb; r0 += rows_step) {
             const int64_t rows = std::min(rows_step, kb - r0);
             for (int64_t q = pk_lo; q < pk_hi; ++q) {
