@@ -248,10 +248,13 @@ bool a_rows_alias_in_l1(int64_t row_bytes, int64_t rows) {
   return ceil_div(rows, sets_reached) > l1.ways - 1;  // (a way left for B's panel and C)
 }
 
+bool bf16_a_rows_alias(const GemmProblem& p, int64_t mr) {
+  return a_rows_alias_in_l1(p.lda * int64_t(sizeof(uint16_t)), mr);
+}
+
 constexpr int64_t kBf16InPlaceMaxK = 1024;
 bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk, int64_t mr) {
-  return !p.trans_a && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK &&
-         !a_rows_alias_in_l1(p.lda * int64_t(sizeof(uint16_t)), mr);
+  return !p.trans_a && std::min(blk.kc, p.k) <= kBf16InPlaceMaxK && !bf16_a_rows_alias(p, mr);
 }
 
 // A K block the model sized (bf16: twice the fp32 model's kc, 4096 on Zen and Intel) is cut, past
@@ -262,7 +265,7 @@ bool a_in_place_bf16(const GemmProblem& p, const Blocking& blk, int64_t mr) {
 // 0.94-1.01, the strided ones 0.87-0.92 / 0.89-0.99; BERT's K 3072 and 2048^3 within 2% either way.
 Blocking bf16_k_blocks(const Bf16Kernels& k, const GemmProblem& p, Blocking blk) {
   if (blk.kc_from_model && k.kc == 0 && k.ukernel_a != nullptr && k.a_in_place_max_n == 0 && !p.trans_a &&
-      std::min(blk.kc, p.k) > kBf16InPlaceMaxK && !a_rows_alias_in_l1(p.lda * int64_t(sizeof(uint16_t)), k.mr)) {
+      std::min(blk.kc, p.k) > kBf16InPlaceMaxK && !bf16_a_rows_alias(p, k.mr)) {
     blk.kc = round_up(ceil_div(p.k, ceil_div(p.k, kBf16InPlaceMaxK)), 2);
   }
   return blk;
@@ -477,6 +480,9 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
   Elem* a_blocks = static_cast<Elem*>(ws.a_blocks.reserve(a_stride * threads * sizeof(Elem)));
   const int64_t c32_ld = round_up(nc, 16);
   float* c32 = f16 ? static_cast<float*>(ws.c_f32.reserve(p.m * c32_ld * sizeof(float))) : nullptr;
+  // B's rows packed at a time across a thread's micro-panels (the loop below says why)
+  const int64_t b_source_bytes = p.k * p.n * (p.in_dtype == Dtype::f32 ? 4 : 2);
+  const int64_t pack_rows = b_source_bytes <= cpu_info().l2.size_bytes / 2 ? kPackRowsInL2 : kPackRows;
 
   SpinBarrier barrier(threads);
   auto body = [&](int tid) {
@@ -511,10 +517,8 @@ void blocked(const Tile& tile, const KernelSet& ks, const GemmProblem& p, const 
           // guest, B from L3, 64 rows took 1.01-1.03x the time at 448x1024x1024, 1024^3 and 512x2048x1024).
           // But a B within half of L2 packed 8 rows at a time paid a call per chunk and panel: on one Zen 4
           // core (bf16, AVX512-BF16) 1.11x the time at 64^3, 1.05x at 96^3, 1.02-1.03x at 128^3-192^3; it
-          // takes 64. B^T is read along k anyway.
-          const int64_t source_bytes = p.k * p.n * (p.in_dtype == Dtype::f32 ? 4 : 2);
-          const int64_t chunk = source_bytes <= cpu_info().l2.size_bytes / 2 ? kPackRowsInL2 : kPackRows;
-          const int64_t rows_step = p.trans_b ? kb : chunk;
+          // takes 64 (pack_rows, above). B^T is read along k anyway.
+          const int64_t rows_step = p.trans_b ? kb : pack_rows;
           for (int64_t r0 = 0; r0 < kb; r0 += rows_step) {
             const int64_t rows = std::min(rows_step, kb - r0);
             for (int64_t q = pk_lo; q < pk_hi; ++q) {
